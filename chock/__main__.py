@@ -1,0 +1,3 @@
+from chock.cli import main
+
+main()

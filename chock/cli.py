@@ -1,0 +1,199 @@
+"""The `chock` command line: each subcommand parses, calls into the modules, and prints.
+
+The work lives elsewhere (STYLE.md: "Keep chock/cli.py a list of thin commands"); imports of the heavy
+modules stay inside the commands so that `chock sessions` and a socket-activated `chock daemon` start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from chock import __version__
+from chock.errors import ChockError
+from chock.paths import Layout
+
+
+class _Group(click.Group):
+    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ChockError as error:
+            click.echo(f"chock: {error}", err=True)
+            sys.exit(error.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="chock")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    envvar="CHOCK_CONFIG",
+    help="config.zon to read (default: $XDG_CONFIG_HOME/chock/config.zon).",
+)
+@click.pass_context
+def main(ctx: click.Context, config: str | None) -> None:
+    """Chock: a coding agent that works in a sandboxed git worktree and logs every step."""
+    ctx.obj = Layout.from_env(config)
+
+
+pass_layout = click.make_pass_decorator(Layout)
+
+
+@main.command()
+@click.argument("message", required=False)
+@click.option(
+    "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
+)
+@click.option("--instance", help="Which configured or logged-in instance to use.")
+@click.option("--model", help="The model to ask (default: the instance's).")
+@click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
+@click.option(
+    "--continue",
+    "continue_id",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[SESSION]",
+    help="Take a session back into this terminal (default: the newest); MESSAGE is optional.",
+)
+@click.option(
+    "--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon)."
+)
+@click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
+@click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
+@click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+@pass_layout
+def run(
+    layout: Layout,
+    message: str | None,
+    project: Path | None,
+    instance: str | None,
+    model: str | None,
+    allow_dirty: bool,
+    continue_id: str | None,
+    adopt_id: str | None,
+    session_id: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
+    from chock.session import render
+    from chock.session.start import RunRequest
+    from chock.session.start import run as run_session
+
+    if continue_id and message is None and not _looks_like_session_id(continue_id):
+        continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
+    interactive = sys.stdin.isatty()
+    if message is None and adopt_id is None and continue_id is None and not interactive:
+        message = sys.stdin.read()
+    request = RunRequest(
+        message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
+        continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
+    )  # fmt: skip
+    renderer = render.json_renderer() if as_json else render.terminal_renderer()
+    sys.exit(run_session(layout, request, renderer))
+
+
+def _looks_like_session_id(text: str) -> bool:
+    from chock.paths import SESSION_ID_RE
+
+    return bool(SESSION_ID_RE.fullmatch(text))
+
+
+def _project_root(project: Path | None) -> Path:
+    from chock.session.workspace import project_root
+
+    return project_root(project or Path.cwd())
+
+
+@main.command()
+@click.option(
+    "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@pass_layout
+def sessions(layout: Layout, project: Path | None, as_json: bool) -> None:
+    """This project's sessions, newest first, with their status."""
+    from chock.log import catalog
+
+    rows = list(reversed(catalog.rows(layout, _project_root(project))))
+    for row in rows:
+        if as_json:
+            click.echo(json.dumps(row))
+        else:
+            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {_preview(row['message'])}")
+    if not rows and not as_json:
+        click.echo('no sessions in this project yet: start one with `chock run "…"`')
+
+
+def _preview(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+@main.command()
+@click.option(
+    "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
+)
+@pass_layout
+def usage(layout: Layout, project: Path | None) -> None:
+    """Tokens used by each session of this project, and in total."""
+    from chock.log import catalog
+
+    total_in = total_out = 0
+    for state, _ in catalog.states(layout, _project_root(project)):
+        click.echo(
+            f"{state.id}  in {state.input_tokens:>9}  out {state.output_tokens:>9}  {_preview(state.message)}"
+        )
+        total_in += state.input_tokens
+        total_out += state.output_tokens
+    click.echo(f"{'total':<22}  in {total_in:>9}  out {total_out:>9}")
+
+
+@main.group()
+def workspace() -> None:
+    """Kept workspaces: those of sessions that did not complete."""
+
+
+@workspace.command("list")
+@pass_layout
+def workspace_list(layout: Layout) -> None:
+    """Every kept workspace, with its session's status."""
+    from chock.session import keep
+
+    kept = keep.kept(layout)
+    for state, status in kept:
+        click.echo(f"{state.id}  {status:<11}  {state.workspace}")
+    if not kept:
+        click.echo("no kept workspaces")
+
+
+@workspace.command("show")
+@click.argument("session")
+@pass_layout
+def workspace_show(layout: Layout, session: str) -> None:
+    """What a kept workspace holds: its directory, its start commit and its uncommitted changes."""
+    from chock.session import keep
+
+    click.echo(keep.describe(layout, session))
+
+
+@workspace.command("remove")
+@click.argument("session")
+@pass_layout
+def workspace_remove(layout: Layout, session: str) -> None:
+    """Remove a kept workspace (its branch stays in the project)."""
+    from chock.session import keep
+
+    click.echo(keep.remove(layout, session))
+
+
+if __name__ == "__main__":
+    main()

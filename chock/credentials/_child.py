@@ -1,0 +1,240 @@
+"""The child process every keystore and SecretSpec call runs in, and the parent's side of it (SPEC §10).
+
+Why a child: Debian 12's secretstorage 3.3 has no unlock timeout, keyring's own backend unlocks with none,
+the SecretSpec SDK's native code cannot be interrupted, and the session process must stay single-threaded.
+So each call is `python -m chock.credentials._child` in a session of its own, killed (with anything it
+started) when the bound runs out.
+
+The request goes in on stdin and the answer comes back on stdout, as JSON lines: zero or more
+`{"progress": "unlock"}` lines saying what the child is waiting on, then one `{"ok": true, "value": …}` or
+`{"error": {"kind": …, "message": …}}`. A value to store travels in the request and a value read travels in
+the answer: over those two pipes only, never argv and never the environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chock.credentials.errors import (
+    FILE_STORE_HINT,
+    CredentialError,
+    NobodyAnswered,
+    StoreTimeout,
+    StoreUnavailable,
+    by_kind,
+)
+
+# gh bounds every keyring call at 30 s (SPEC §10); tests shorten it through the environment.
+DEFAULT_TIMEOUT = 30.0
+TIMEOUT_ENV = "CHOCK_KEYSTORE_TIMEOUT"
+# The share of the bound an unlock prompt may wait, so that "nobody answered" arrives from the child itself
+# (secretstorage 3.5's TimeoutError) before the parent has to kill it; the rest covers start-up and the call.
+UNLOCK_SHARE = 0.8
+# How much of a failing child's stderr a message quotes.
+STDERR_LINES = 3
+
+PROGRESS_UNLOCK = "unlock"
+
+# The module whose `serve(request, progress)` answers for each store, imported only in the child.
+HANDLERS = {
+    "secret_service": "chock.credentials.stores.secret_service",
+    "keychain": "chock.credentials.stores.keychain",
+    "secretspec": "chock.credentials.stores.secretspec",
+}
+
+# The package root, so the child finds `chock` in any directory (SecretSpec's child runs in the project).
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def keystore_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """The bound on one keystore call: 30 s, or CHOCK_KEYSTORE_TIMEOUT seconds."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        raise CredentialError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise CredentialError(f"{TIMEOUT_ENV}={text!r} must be more than 0 seconds")
+    return value
+
+
+def child_command() -> list[str]:
+    return [sys.executable, "-m", "chock.credentials._child"]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")
+    return env
+
+
+def call(
+    store: str,
+    op: str,
+    *,
+    name: str | None = None,
+    value: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run one store operation in a child under the bound; return its answer or raise what it met."""
+    bound = keystore_timeout() if timeout is None else timeout
+    request = {
+        "store": store,
+        "op": op,
+        "name": name,
+        "value": value,
+        "options": dict(options or {}),
+        "unlock_timeout": bound * UNLOCK_SHARE,
+    }
+    done = run_bounded(child_command(), input=json.dumps(request).encode(), timeout=bound, env=_child_env())
+    if done.started_error is not None:
+        raise StoreUnavailable(f"cannot start the process for the {store} store: {done.started_error}")
+    lines = _answer_lines(done.stdout)
+    if done.timed_out:
+        if any(line.get("progress") == PROGRESS_UNLOCK for line in lines):
+            raise NobodyAnswered(nobody_answered_message(store, bound))
+        raise StoreTimeout(
+            f"the {store} store did not answer within {bound:g} s ({TIMEOUT_ENV} sets the bound), so its "
+            "call was stopped; check that the store works, then try again"
+        )
+    final = lines[-1] if lines else {}
+    if final.get("ok") is True:
+        return final
+    error = final.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        raise by_kind(str(error.get("kind")))(_scrub(error["message"], value))
+    tail = _scrub(_stderr_tail(done.stderr), value)
+    raise StoreUnavailable(
+        f"the {store} store failed (its process exited with status {done.returncode})"
+        + (f": {tail}" if tail else "")
+    )
+
+
+@dataclass
+class Finished:
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    started_error: OSError | None = None
+
+
+def run_bounded(
+    argv: list[str], *, input: bytes | None, timeout: float, env: Mapping[str, str] | None = None
+) -> Finished:
+    """Run `argv` with `input` on stdin (None: stdin closed), killed with everything it started at `timeout`.
+
+    The process gets a session of its own, so the kill reaches its helpers too, and none of them is left
+    holding our pipes open.
+    """
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Finished(None, b"", b"", False, exc)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()  # what it wrote before it was killed is kept
+        return Finished(proc.returncode, out or b"", err or b"", True)
+    except BaseException:
+        _kill(proc)
+        proc.wait()
+        raise
+    return Finished(proc.returncode, out or b"", err or b"", False)
+
+
+def nobody_answered_message(store: str, bound: float) -> str:
+    return (
+        f"the {store} store is locked, and nobody answered its unlock dialog within {bound:g} s (a prompt "
+        "shown on a desktop you reached over ssh?). Unlock it on that desktop, or unlock the keyring here "
+        "(e.g. `gnome-keyring-daemon --unlock`), and try again; " + FILE_STORE_HINT
+    )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    # Only a real child has a process group of its own to kill: a test's stand-in Popen has a made-up pid,
+    # and killpg of a made-up pid (0 is our own group) must never happen.
+    if type(proc).__module__ == "subprocess" and proc.pid > 1:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+
+
+def _answer_lines(out: bytes) -> list[dict[str, Any]]:
+    lines = []
+    for raw in out.decode("utf-8", "replace").splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+    return lines
+
+
+def _stderr_tail(err: bytes) -> str:
+    text = err.decode("utf-8", "replace").strip().splitlines()
+    return " ".join(line.strip() for line in text[-STDERR_LINES:] if line.strip())
+
+
+def _scrub(text: str, value: str | None) -> str:
+    """Belt and braces: a value that reached a message anyway is cut out of it."""
+    return text.replace(value, "[redacted]") if value else text
+
+
+# ---- the child's side --------------------------------------------------------------------------------
+
+
+def main() -> None:
+    # stdout carries the answer alone: anything else that writes to fd 1 (a native library's warning) goes
+    # to stderr instead, and the answer is written to a private copy of the original stdout.
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    answer = os.fdopen(answer_fd, "w", encoding="utf-8")
+
+    def emit(line: dict[str, Any]) -> None:
+        answer.write(json.dumps(line) + "\n")
+        answer.flush()
+
+    def progress(stage: str) -> None:
+        emit({"progress": stage})
+
+    try:
+        request = json.loads(sys.stdin.read())
+        serve: Callable[[dict[str, Any], Callable[[str], None]], dict[str, Any]]
+        serve = importlib.import_module(HANDLERS[request["store"]]).serve
+        result = serve(request, progress)
+        emit({"ok": True, **result})
+    except CredentialError as exc:
+        emit({"error": {"kind": exc.kind, "message": str(exc)}})
+    except Exception as exc:  # an unexpected failure is still an answer, not a traceback at a person
+        emit({"error": {"kind": "unavailable", "message": f"{type(exc).__name__}: {exc}"}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The login lock (SPEC §10): `<data>/login.lock`, the kernel's flock, held over the credential and the index.
+
+A second login that starts while the first is writing waits for it; the wait is bounded, and the lock is the
+kernel's, so a login that is killed releases it at once and there is nothing to clean up by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+
+from chock.credentials.errors import LoginBusy
+from chock.paths import FILE_MODE, Layout, ensure_dir
+
+# Seed 003: "The wait is five seconds, which is thousands of times what a store write takes."
+LOCK_WAIT_SECONDS = 5.0
+# Often enough that a released lock is taken about at once, rarely enough to cost nothing.
+LOCK_POLL_SECONDS = 0.05
+
+# Seed 003: it "says another chock login is running and stores nothing", and it "never names the credential or
+# the instance, because you read it off a terminal other people can see".
+BUSY_MESSAGE = (
+    "another chock login is running. Nothing was stored: wait for it to finish, then run this login again."
+)
+
+
+@contextlib.contextmanager
+def login_lock(layout: Layout, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the login lock for the body; after `wait` seconds of another holder, raise LoginBusy."""
+    ensure_dir(layout.data)
+    # O_CLOEXEC, and subprocess closes other descriptors too: a keystore child never holds the lock.
+    fd = os.open(layout.login_lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LoginBusy(BUSY_MESSAGE) from None
+                time.sleep(LOCK_POLL_SECONDS)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops the flock

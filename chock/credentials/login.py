@@ -1,0 +1,371 @@
+"""`chock login` and `chock logout` (SPEC §10, seed 003).
+
+    chock login --provider KIND[=URL] [--name NAME] [--model M] [--password-method prompt|stdin|file=PATH]
+                [--replace]
+
+The order is the seed's: the replace question comes before the credential is read ("answering no costs you
+nothing"); the credential is checked against the provider before anything is stored; then the login lock is
+taken, the name is checked again under it, and the credential and the index entry are written: both or
+neither. Nothing here prints: questions go through `ask`, notices through `say`, and the outcome is returned.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import shlex
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from chock.config import DEFAULT_ADDRESSES, Config, parse_kind
+from chock.credentials.errors import CredentialError, NameTaken
+from chock.credentials.index import IndexEntry, read_index, write_index
+from chock.credentials.lock import login_lock
+from chock.credentials.stores import Store, default_store, env_name, open_store
+from chock.credentials.stores.file import FileStore
+from chock.errors import ChockError, UsageError
+from chock.paths import Layout
+
+# The kinds that take a credential; replay reads a file and sends nothing anywhere.
+LOGIN_KINDS = ("anthropic", "aiand", "openai-compat")
+PASSWORD_METHODS = "prompt, stdin or file=PATH"
+# An instance name is a word a person types: letters, digits, `_`, `.`, `-`; short enough for any keystore.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+YES = ("y", "yes")
+REDACTED = "[redacted]"
+
+Asker = Callable[[str], str]
+Sayer = Callable[[str], None]
+Checker = Callable[[str, str, str], None]
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    name: str
+    kind: str
+    address: str
+    store: str  # where the credential went (or would have gone)
+    stored: bool  # False: the person answered no to the replace question, and nothing was stored
+    replaced: bool  # a credential of this name was there before
+
+
+def login(
+    layout: Layout,
+    config: Config,
+    provider_text: str,
+    name: str | None = None,
+    model: str | None = None,
+    password_method: str | None = None,
+    replace: bool = False,
+    interactive: bool | None = None,
+    *,
+    ask: Asker | None = None,
+    read_hidden: Callable[[str], str] | None = None,
+    stdin: TextIO | None = None,
+    say: Sayer | None = None,
+    check: Checker | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoginResult:
+    """Check a credential against its provider and store it, with its index entry, under the login lock.
+
+    `interactive`: standard input is a terminal (default: ask `sys.stdin`). `ask(question) -> answer` puts the
+    replace question; `read_hidden(prompt)` reads a secret without echo (default getpass); `stdin` is what
+    `--password-method stdin` reads one line from; `check(kind, address, credential)` is the provider check
+    (default `chock.providers.check.check_credential`); `environ` is where `CI` is looked for.
+    """
+    environ = os.environ if environ is None else environ
+    terminal = sys.stdin.isatty() if interactive is None else interactive
+    ci = bool(environ.get("CI"))
+    kind, address = _provider(provider_text)
+    instance = kind if name is None else name
+    _check_name(instance)
+    method, secret_file = _password_method(password_method, terminal)
+
+    entries = read_index(layout)
+    _refuse_collision(instance, entries, config)
+    _refuse_other_kind(instance, kind, config)
+    before = entries.get(instance)
+    if before is not None and not replace:
+        nobody = _nobody_to_ask(terminal, ci, method)
+        if nobody is None:
+            answer = (ask or _ask_terminal)(replace_question(instance, before))
+            if answer.strip().lower() not in YES:
+                return LoginResult(instance, kind, address, before.stored, stored=False, replaced=False)
+        elif name is None:  # the name came from the kind: nobody said which login this is
+            raise NameTaken(_taken_message(instance, before, provider_text, nobody))
+
+    store_name = config.credential_store or default_store()
+    store = open_store(store_name, layout, can_prompt=terminal and not ci)
+    store.check(instance)  # a store that cannot work says so before a secret is typed
+    secret = _read_secret(method, secret_file, kind, instance, read_hidden, stdin)
+    _check_with_provider(check, kind, address, secret)
+
+    entry = IndexEntry(kind=kind, address=address, model=model, stored=store_name)
+    with login_lock(layout):
+        entries = read_index(layout)
+        _refuse_collision(instance, entries, config)
+        now = entries.get(instance)
+        if now is not None and now != before and not replace:
+            raise NameTaken(
+                f'the name "{instance}" was taken while this login ran: another chock login stored a '
+                f"credential by that name (kind {now.kind}). Nothing was stored. Run this login again to "
+                "replace it (it asks first), or choose another --name."
+            )
+        _write_both(layout, entries, instance, entry, store, secret)
+    if now is not None and now.stored != store_name:
+        _remove_old(layout, instance, now.stored, say)
+    return LoginResult(instance, kind, address, store_name, stored=True, replaced=now is not None)
+
+
+def logout(
+    layout: Layout,
+    config: Config,
+    name: str,
+    *,
+    interactive: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> IndexEntry:
+    """Remove `name`'s credential from the store its index entry names, and the entry, under the login lock.
+
+    Returns the entry that was removed. Like login, both go or neither does.
+    """
+    environ = os.environ if environ is None else environ
+    terminal = sys.stdin.isatty() if interactive is None else interactive
+    with login_lock(layout):
+        entries = read_index(layout)
+        entry = entries.get(name)
+        if entry is None:
+            raise CredentialError(_no_credential_message(layout, config, name))
+        store = open_store(entry.stored, layout, can_prompt=terminal and not environ.get("CI"))
+        previous = _previous_value(store, name)
+        store.delete(name)
+        del entries[name]
+        try:
+            write_index(layout, entries)
+        except BaseException:
+            if previous is not None:
+                store.set(name, previous)
+            raise
+    return entry
+
+
+def replace_question(instance: str, existing: IndexEntry) -> str:
+    """Seed 003's question, word for word; no is the default."""
+    return (
+        f'chock login: there is already a credential named "{instance}", stored as kind {existing.kind}.\n'
+        "Replace it? [y/N]"
+    )
+
+
+# ---- the steps -----------------------------------------------------------------------------------------
+
+
+def _provider(text: str) -> tuple[str, str]:
+    kind, address = parse_kind(text)
+    if kind not in LOGIN_KINDS:
+        raise UsageError(
+            f"kind {kind} takes no credential, so there is nothing to log in to; "
+            f"chock login takes --provider {' | '.join(LOGIN_KINDS[:2])} | openai-compat=URL"
+        )
+    return kind, address if address is not None else DEFAULT_ADDRESSES[kind]
+
+
+def _check_name(instance: str) -> None:
+    if not NAME_RE.fullmatch(instance):
+        raise UsageError(
+            f"{instance!r} cannot name an instance: use up to 64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def _password_method(text: str | None, terminal: bool) -> tuple[str, Path | None]:
+    """prompt is the default at a terminal, stdin otherwise; file=PATH reads the file (seed 003)."""
+    if text is None:
+        return ("prompt" if terminal else "stdin"), None
+    if text == "prompt":
+        if not terminal:
+            raise UsageError(
+                "--password-method prompt needs a terminal; pipe the credential in with --password-method "
+                "stdin, or use --password-method file=PATH"
+            )
+        return "prompt", None
+    if text == "stdin":
+        return "stdin", None
+    if text.startswith("file=") and text[len("file=") :]:
+        return "file", Path(text[len("file=") :]).expanduser()
+    # Not echoed: a credential typed in the wrong place must not come back on the screen.
+    raise UsageError(f"--password-method takes {PASSWORD_METHODS}")
+
+
+def _nobody_to_ask(terminal: bool, ci: bool, method: str) -> str | None:
+    """Why there is nobody to ask (seed 003: a pipe, a file, any CI job), or None when someone is there."""
+    if ci:
+        return "CI is set"
+    if method == "file":
+        return "the credential comes from a file"
+    if not terminal:
+        return "standard input is not a terminal"
+    return None
+
+
+def _taken_message(instance: str, before: IndexEntry, provider_text: str, why: str) -> str:
+    provider = shlex.quote(provider_text)
+    return (
+        f'chock login: there is already a credential named "{instance}", stored as kind {before.kind}, and '
+        f"with nobody to ask ({why}) it is not replaced. Nothing was stored. Say which you meant:\n"
+        f"  chock login --provider {provider} --replace\n"
+        f"  chock login --provider {provider} --name <a name of your own>"
+    )
+
+
+def _refuse_collision(instance: str, entries: Mapping[str, IndexEntry], config: Config) -> None:
+    """Two names with one CHOCK_<NAME> form would share one SecretSpec secret (SPEC §10)."""
+    wanted = env_name(instance)
+    for other in sorted(set(entries) | set(config.instances)):
+        if other != instance and env_name(other) == wanted:
+            raise NameTaken(
+                f'the name "{instance}" is kept as {wanted}, which instance "{other}" already uses; '
+                "nothing was stored: choose another --name"
+            )
+
+
+def _refuse_other_kind(instance: str, kind: str, config: Config) -> None:
+    configured = config.instances.get(instance)
+    if configured is not None and configured.kind != kind:
+        raise NameTaken(
+            f'{config.path} defines instance "{instance}" as kind {configured.kind}, so a {kind} credential '
+            f"would be sent to the wrong provider; nothing was stored. Log in with --provider "
+            f"{configured.kind} --name {shlex.quote(instance)}, or choose another --name."
+        )
+
+
+def _ask_terminal(question: str) -> str:
+    sys.stderr.write(question + " ")
+    sys.stderr.flush()
+    return sys.stdin.readline()
+
+
+def _read_secret(
+    method: str,
+    secret_file: Path | None,
+    kind: str,
+    instance: str,
+    read_hidden: Callable[[str], str] | None,
+    stdin: TextIO | None,
+) -> str:
+    if method == "prompt":
+        try:
+            text = (read_hidden or getpass.getpass)(
+                f'chock login: the {kind} credential for "{instance}" (typing is hidden): '
+            )
+        except EOFError:
+            text = ""
+    elif method == "stdin":
+        text = (stdin or sys.stdin).readline()
+    else:
+        assert secret_file is not None
+        try:
+            text = secret_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(
+                f"cannot read the credential from {secret_file}: {exc.strerror or exc}"
+            ) from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{secret_file} is not UTF-8 text, so it holds no credential") from None
+    secret = text.strip()
+    if not secret:
+        raise UsageError(
+            f"no credential was given ({_source(method, secret_file)} was empty); nothing was stored"
+        )
+    if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in secret):
+        raise UsageError(
+            f"the credential from {_source(method, secret_file)} has spaces, line breaks or control "
+            "characters in it, and a key is one line with none; nothing was stored"
+        )
+    return secret
+
+
+def _source(method: str, secret_file: Path | None) -> str:
+    return {"prompt": "the prompt", "stdin": "standard input"}.get(method, str(secret_file))
+
+
+def _check_with_provider(check: Checker | None, kind: str, address: str, secret: str) -> None:
+    """GET <address>/models with the credential; a rejection fails the login with the provider's status."""
+    if check is None:
+        from chock.providers.check import check_credential
+
+        check = check_credential
+    try:
+        check(kind, address, secret)
+    except ChockError as exc:
+        text = str(exc)
+        if secret not in text:
+            raise
+        raise type(exc)(text.replace(secret, REDACTED)) from None
+
+
+def _write_both(
+    layout: Layout,
+    entries: dict[str, IndexEntry],
+    instance: str,
+    entry: IndexEntry,
+    store: Store,
+    secret: str,
+) -> None:
+    """The credential, then the index entry; when the index cannot be written the credential is undone."""
+    previous = _previous_value(store, instance)
+    store.set(instance, secret)
+    try:
+        write_index(layout, {**entries, instance: entry})
+    except BaseException as exc:
+        try:
+            if previous is not None:
+                store.set(instance, previous)
+            else:
+                store.delete(instance)
+        except ChockError as undo:
+            raise CredentialError(
+                f"could not write {layout.instances_path} ({_reason(exc)}), and taking the credential "
+                f"back out of the {store.name} store failed too ({undo}); run "
+                f"`chock logout {shlex.quote(instance)}`"
+            ) from None
+        if isinstance(exc, OSError):
+            raise CredentialError(
+                f"could not write {layout.instances_path} ({_reason(exc)}); nothing was stored"
+            ) from None
+        raise
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or type(exc).__name__
+
+
+def _previous_value(store: Store, instance: str) -> str | None:
+    """What the store holds for `instance` now, to put back if the index write fails (unknown: None)."""
+    try:
+        return store.get(instance)
+    except ChockError:
+        return None
+
+
+def _remove_old(layout: Layout, instance: str, old_store: str, say: Sayer | None) -> None:
+    """A replaced credential that lived in another store is removed from there (best effort, said aloud)."""
+    try:
+        open_store(old_store, layout).delete(instance)
+    except ChockError as exc:
+        if say is not None:
+            say(f'chock login: the old credential for "{instance}" is still in the {old_store} store: {exc}')
+
+
+def _no_credential_message(layout: Layout, config: Config, name: str) -> str:
+    text = f'there is no credential named "{name}" stored by chock login'
+    configured = config.instances.get(name)
+    if configured is not None and configured.token is not None:
+        return f"{text}; its .token is written in {config.path}, which Chock never edits: remove it there"
+    if name in FileStore(layout.tokens_path).names():
+        return f"{text}; {layout.tokens_path} holds a token by that name with no index entry: remove it there"
+    return text

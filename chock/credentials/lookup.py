@@ -1,0 +1,99 @@
+"""Where a lookup goes (SPEC §10, seed 003): the one function a session asks for an instance's credential.
+
+First match wins:
+  1. the store the instance's index entry names (`.stored`, written by the login that stored it, not whatever
+     store is configured today), consulted only when there is an entry; an error from it is an error, never
+     a skip on to a less protected source;
+  2. the instance's own `.token` in config.zon, a file the person maintains and Chock never writes;
+  3. `<data>/tokens.zon`, the file store, which Chock rewrites.
+Every file source is refused, by name, when group or others can read it. Nothing found is None: no
+credential is sent, which is what a local llama.cpp server needs. An instance with no index entry never
+touches a keystore.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from chock.config import Config
+from chock.credentials.errors import CredentialError
+from chock.credentials.files import check_private
+from chock.credentials.index import read_index
+from chock.credentials.stores import STORE_NAMES, open_store
+from chock.credentials.stores.file import FileStore
+from chock.paths import Layout
+
+CONFIG_SOURCE = "config.zon"
+TOKENS_SOURCE = "tokens.zon"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an instance's credential would come from, for `chock credentials`. Never a value."""
+
+    name: str
+    kind: str | None
+    address: str | None
+    source: str | None  # a store name (from the index), "config.zon", "tokens.zon", or None: none is sent
+
+
+def lookup(
+    layout: Layout,
+    config: Config,
+    instance_name: str,
+    *,
+    can_prompt: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """The credential for `instance_name`, or None when no source has one.
+
+    `can_prompt`: a person at a terminal may be shown a keystore's unlock prompt (default: standard input is a
+    terminal and CI is not set).
+    """
+    entry = read_index(layout).get(instance_name)
+    if entry is not None:
+        if entry.stored not in STORE_NAMES:
+            raise CredentialError(
+                f"{layout.instances_path}: instance {instance_name!r} is stored in {entry.stored!r}, which "
+                "is not a store Chock has; run `chock login` for it again"
+            )
+        if can_prompt is None:
+            environ = os.environ if environ is None else environ
+            can_prompt = sys.stdin.isatty() and not environ.get("CI")
+        found = open_store(entry.stored, layout, can_prompt=can_prompt).get(instance_name)
+        if found is not None:
+            return found
+    configured = config.instances.get(instance_name)
+    if configured is not None and configured.token is not None:
+        check_private(config.path, f"the .token of instance {instance_name!r}")
+        return configured.token
+    return FileStore(layout.tokens_path).get(instance_name)
+
+
+def sources(layout: Layout, config: Config) -> list[Source]:
+    """Every instance with where its credential would come from, by name; no store is asked for a value."""
+    index = read_index(layout)
+    tokens = set(FileStore(layout.tokens_path).names())
+    found = []
+    for name in sorted(set(index) | set(config.instances) | tokens):
+        configured = config.instances.get(name)
+        entry = index.get(name)
+        if configured is not None:
+            kind, address = configured.kind, configured.address
+        elif entry is not None:
+            kind, address = entry.kind, entry.address
+        else:
+            kind = address = None
+        if entry is not None:
+            source: str | None = entry.stored
+        elif configured is not None and configured.token is not None:
+            source = CONFIG_SOURCE
+        elif name in tokens:
+            source = TOKENS_SOURCE
+        else:
+            source = None
+        found.append(Source(name, kind, address, source))
+    return found

@@ -1,0 +1,79 @@
+"""The credential stores (SPEC §10): one small interface, one module per store.
+
+    secret_service   the freedesktop Secret Service (gnome-keyring, kwallet) through keyring + secretstorage
+    keychain         the macOS Keychain through keyring's macOS backend, never allowed to prompt
+    file             <data>/tokens.zon, 0600 in a 0700 directory
+    secretspec       whatever SecretSpec is configured to use: read through its SDK, written through its CLI
+
+Every store answers `get` with None for "nobody has stored this yet", and raises for a store that cannot
+work: nothing is guessed and nothing falls back to a less protected store. Keystore items are service
+`chock`, user = the instance name; SecretSpec's secrets are `CHOCK_<NAME>`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Protocol
+
+from chock.credentials.errors import CredentialError
+from chock.paths import Layout
+
+STORE_NAMES = ("secret_service", "keychain", "file", "secretspec")
+# The service name of every keystore item (SPEC §10).
+SERVICE = "chock"
+# The operating system's own keystore, used when config.zon names no store.
+OS_STORES = {"linux": "secret_service", "darwin": "keychain"}
+
+
+class Store(Protocol):
+    name: str
+
+    def check(self, instance: str | None = None) -> None:
+        """Raise, saying what to do, when this store cannot work here (before any secret is read)."""
+
+    def get(self, instance: str) -> str | None:
+        """The credential stored for `instance`, or None when none is stored yet."""
+
+    def set(self, instance: str, value: str) -> None:
+        """Store `value` for `instance`, replacing what was there."""
+
+    def delete(self, instance: str) -> None:
+        """Remove what is stored for `instance`; nothing stored is not an error."""
+
+
+def env_name(instance: str) -> str:
+    """`CHOCK_<NAME>`: upper case, every other character `_` (SPEC §10)."""
+    return "CHOCK_" + re.sub(r"[^A-Z0-9]", "_", instance.upper())
+
+
+def default_store(platform: str = sys.platform) -> str:
+    """The operating system's own keystore: secret_service on Linux, keychain on macOS."""
+    for prefix, store in OS_STORES.items():
+        if platform.startswith(prefix):
+            return store
+    raise CredentialError(
+        f"this platform ({platform}) has no keystore Chock can use; name one in config.zon, "
+        'such as .credentials = .{ .store = "file" }'
+    )
+
+
+def open_store(name: str, layout: Layout, *, can_prompt: bool = False) -> Store:
+    """The store called `name`. `can_prompt`: a person is at a terminal to answer an unlock prompt."""
+    if name == "secret_service":
+        from chock.credentials.stores.secret_service import SecretServiceStore
+
+        return SecretServiceStore(can_prompt=can_prompt)
+    if name == "keychain":
+        from chock.credentials.stores.keychain import KeychainStore
+
+        return KeychainStore()
+    if name == "file":
+        from chock.credentials.stores.file import FileStore
+
+        return FileStore(layout.tokens_path)
+    if name == "secretspec":
+        from chock.credentials.stores.secretspec import SecretSpecStore
+
+        return SecretSpecStore()
+    raise CredentialError(f"there is no credential store called {name!r} (stores: {', '.join(STORE_NAMES)})")

@@ -1,0 +1,62 @@
+"""The file store: `<data>/tokens.zon`, `.{ .work = "token" }`, 0600 in a 0700 directory (SPEC §3, §10).
+
+Readable by this account and no other, which is the guarantee the Secret Service gives against other
+accounts; what a keystore adds is encryption at rest and being locked with the session (seed 003). Chock
+rewrites this file whole and atomically, only under the login lock; a copy another user can read is refused
+by name rather than used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chock import zon
+from chock.credentials.errors import CredentialError
+from chock.credentials.files import check_private, read_zon_struct, write_private
+
+WHAT = "the file store"
+
+
+class FileStore:
+    name = "file"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"FileStore({str(self.path)!r})"
+
+    def check(self, instance: str | None = None) -> None:
+        if self.path.exists():
+            check_private(self.path, f"using {WHAT}")
+
+    def get(self, instance: str) -> str | None:
+        return self.read().get(instance)
+
+    def set(self, instance: str, value: str) -> None:
+        tokens = self.read()
+        tokens[instance] = value
+        self._write(tokens)
+
+    def delete(self, instance: str) -> None:
+        tokens = self.read()
+        if tokens.pop(instance, None) is not None:
+            self._write(tokens)
+
+    def read(self) -> dict[str, str]:
+        """Every token by instance name; no file is no tokens. Refused when others can read the file."""
+        if not self.path.exists():
+            return {}
+        check_private(self.path, f"reading a credential from {WHAT}")
+        data = read_zon_struct(self.path, WHAT) or {}
+        for name, value in data.items():
+            if not isinstance(value, str) or isinstance(value, zon.EnumLiteral):
+                raise CredentialError(f"{self.path}: {zon.dot_name(name)} must be a string; fix or remove it")
+        return dict(data)
+
+    def names(self) -> list[str]:
+        """The instance names that have a token here (never the tokens)."""
+        return list(self.read())
+
+    def _write(self, tokens: dict[str, str]) -> None:
+        write_private(self.path, zon.dumps(tokens))

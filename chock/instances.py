@@ -1,0 +1,79 @@
+"""The one place that resolves an instance and its credential (STYLE.md: "One place that resolves an
+instance and its credential").
+
+Instances come from `config.zon` and from `chock login`'s index; a name in both is taken from config.zon
+(SPEC §10). The one used is `--instance`, else config's `.instance`, else the only one there is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chock.config import DEFAULT_ADDRESSES, Config
+from chock.errors import Refused
+from chock.paths import Layout
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    kind: str
+    address: str | None
+    model: str | None
+    origin: str  # "config" or "index"
+
+
+def available(layout: Layout, config: Config) -> dict[str, Instance]:
+    """Every instance this person has, config.zon's winning over the index's of the same name."""
+    from chock.credentials.index import read_index
+
+    found = {
+        name: Instance(name, entry.kind, entry.address, entry.model, "index")
+        for name, entry in read_index(layout).items()
+    }
+    for name, entry in config.instances.items():
+        found[name] = Instance(name, entry.kind, entry.address, entry.model, "config")
+    return found
+
+
+def resolve(layout: Layout, config: Config, name: str | None = None) -> Instance:
+    instances = available(layout, config)
+    listing = ", ".join(sorted(instances)) or "none"
+    chosen = name or config.instance
+    if chosen:
+        if chosen not in instances:
+            raise Refused(
+                f"there is no instance named {chosen!r} (instances here: {listing}); add it to "
+                f"{config.path} under .instances, or run `chock login --provider KIND --name {chosen}`"
+            )
+        return instances[chosen]
+    if len(instances) == 1:
+        return next(iter(instances.values()))
+    if not instances:
+        raise Refused(
+            f"no instance is configured: run `chock login --provider anthropic` (or aiand, or "
+            f"openai-compat=URL), or name one in {config.path} under .instances"
+        )
+    raise Refused(
+        f"several instances exist ({listing}): choose one with --instance or .instance in {config.path}"
+    )
+
+
+def credential(layout: Layout, config: Config, instance: Instance) -> str | None:
+    """Look the credential up, and refuse the one shape that can only end in a 401 (SPEC §5, §10)."""
+    if instance.kind == "replay":
+        return None
+    from chock.credentials.lookup import lookup
+
+    found = lookup(layout, config, instance.name)
+    if (
+        found is None
+        and instance.kind in DEFAULT_ADDRESSES
+        and instance.address == DEFAULT_ADDRESSES[instance.kind]
+    ):
+        raise Refused(
+            f"instance {instance.name!r} talks to {instance.address}, which refuses every request without a "
+            f"credential, and none is stored for it: run `chock login --provider {instance.kind} "
+            f"--name {instance.name}`"
+        )
+    return found

@@ -1,0 +1,199 @@
+"""Where Chock keeps things (SPEC §3): config, state and data directories, and what lives in them.
+
+Every path a client hands us that names a session goes through `check_session_id` first, so an id like
+`../../etc/passwd` never reaches the file system.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chock.errors import ChockError
+
+SESSION_ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+
+# sockaddr_un.sun_path: 108 bytes on Linux, 104 on macOS, including the terminating NUL.
+SOCKET_PATH_LIMIT = 104 if sys.platform == "darwin" else 108
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+class BadSessionId(ChockError):
+    pass
+
+
+class SocketPathTooLong(ChockError):
+    pass
+
+
+def check_session_id(value: str) -> str:
+    """Return `value` if it is a well-formed session id; refuse anything else before it touches a path."""
+    if not isinstance(value, str) or not SESSION_ID_RE.fullmatch(value):
+        raise BadSessionId(f"{value!r} is not a session id (expected the form 20261201-073450-a1b2c3)")
+    return value
+
+
+def new_session_id(now: float | None = None) -> str:
+    """UTC start time plus random hex, so ids sort by start time and never collide in practice."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) as 0700; an existing directory is left as the person made it."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(directory, DIR_MODE)  # mkdir's mode is filtered by the umask
+    return path
+
+
+def check_socket_path(path: Path, remedy: str = "choose a shorter one with --socket") -> Path:
+    """Refuse a socket path the kernel cannot hold, naming the path, the limit and the remedy."""
+    if len(os.fsencode(path)) >= SOCKET_PATH_LIMIT:
+        raise SocketPathTooLong(
+            f"the socket path {path} is {len(os.fsencode(path))} bytes; this platform allows at most "
+            f"{SOCKET_PATH_LIMIT - 1}: {remedy}"
+        )
+    return path
+
+
+def project_key(project: Path) -> str:
+    """A stable digest of the resolved project path, naming its knowledgebase and toolchain dirs."""
+    return hashlib.sha256(os.fsencode(Path(project).resolve())).hexdigest()[:16]
+
+
+def _home() -> Path:
+    return Path(os.environ.get("HOME") or Path.home())
+
+
+def _xdg(variable: str, default: str) -> Path:
+    value = os.environ.get(variable)
+    if value and os.path.isabs(value):
+        return Path(value)
+    return _home() / default
+
+
+def runtime_socket_dir() -> Path:
+    """`$XDG_RUNTIME_DIR/chock`, or `/tmp/chock-<uid>` refused unless it is ours alone."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return ensure_dir(Path(runtime) / "chock")
+    directory = Path(f"/tmp/chock-{os.getuid()}")
+    ensure_dir(directory)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ChockError(
+            f"{directory} is not a directory owned by you with mode 0700; remove it or set XDG_RUNTIME_DIR"
+        )
+    return directory
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The three roots and every path derived from them, computed the same way by every process."""
+
+    config: Path
+    state: Path
+    data: Path
+
+    @classmethod
+    def from_env(cls, config: str | os.PathLike[str] | None = None) -> Layout:
+        if sys.platform == "darwin":
+            support = _home() / "Library" / "Application Support" / "chock"
+            state_default, data_default = support / "state", support
+        else:
+            state_default = _xdg("XDG_STATE_HOME", ".local/state") / "chock"
+            data_default = _xdg("XDG_DATA_HOME", ".local/share") / "chock"
+        config_path = config or os.environ.get("CHOCK_CONFIG")
+        return cls(
+            config=Path(config_path)
+            if config_path
+            else _xdg("XDG_CONFIG_HOME", ".config") / "chock/config.zon",
+            state=Path(os.environ.get("CHOCK_STATE_DIR") or state_default),
+            data=Path(os.environ.get("CHOCK_DATA_DIR") or data_default),
+        )
+
+    # State dir ------------------------------------------------------------------------------------
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.state / "sessions"
+
+    def session_dir(self, session_id: str) -> Path:
+        return self.sessions_dir / check_session_id(session_id)
+
+    def log_path(self, session_id: str) -> Path:
+        return self.session_dir(session_id) / "log.jsonl"
+
+    def run_log_path(self, session_id: str) -> Path:
+        return self.session_dir(session_id) / "run.log"
+
+    def session_socket(self, session_id: str, kind: str) -> Path:
+        """`approval` or `handover` socket: beside the log when it fits, else in the runtime dir.
+
+        Both ends call this, so both compute the same path by the same rule (SPEC §3).
+        """
+        beside = self.session_dir(session_id) / f"{kind}.sock"
+        if len(os.fsencode(beside)) < SOCKET_PATH_LIMIT:
+            return beside
+        return check_socket_path(
+            runtime_socket_dir() / f"{session_id}.{kind}.sock", "set XDG_RUNTIME_DIR to a shorter directory"
+        )
+
+    @property
+    def daemon_socket(self) -> Path:
+        return self.state / "daemon.sock"
+
+    @property
+    def serve_socket(self) -> Path:
+        return self.state / "serve.sock"
+
+    # Data dir -------------------------------------------------------------------------------------
+
+    @property
+    def instances_path(self) -> Path:
+        return self.data / "instances.zon"
+
+    @property
+    def tokens_path(self) -> Path:
+        return self.data / "tokens.zon"
+
+    @property
+    def login_lock_path(self) -> Path:
+        return self.data / "login.lock"
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.data / "workspaces"
+
+    def workspace_dir(self, session_id: str) -> Path:
+        return self.workspaces_dir / check_session_id(session_id)
+
+    def scratchpad_path(self, session_id: str) -> Path:
+        return self.data / "scratchpads" / f"{check_session_id(session_id)}.md"
+
+    def project_dir(self, project: Path) -> Path:
+        return self.data / "projects" / project_key(project)
+
+    def knowledgebase_dir(self, project: Path) -> Path:
+        return self.project_dir(project) / "knowledgebase"
+
+    def toolchains_dir(self, project: Path) -> Path:
+        return self.project_dir(project) / "toolchains"

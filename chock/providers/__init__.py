@@ -1,0 +1,58 @@
+"""Model providers: one small interface, one module per wire format (as httpx keeps transports apart).
+
+A provider turns a conversation into a stream of `TextDelta`s followed by exactly one `Reply`. The
+conversation is provider-neutral (the fold of the session log builds it); each wire module converts it.
+
+Conversation messages:
+    {"role": "user", "text": str}
+    {"role": "assistant", "text": str, "tool_calls": [{"call_id": str, "name": str, "args": dict}]}
+    {"role": "tool", "call_id": str, "name": str, "output": str, "is_error": bool}
+Tool specs: {"name": str, "description": str, "parameters": <JSON schema of the arguments>}
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from chock.errors import ChockError
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """Text as it arrives."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    call_id: str
+    name: str
+    args: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"call_id": self.call_id, "name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The whole answer of one model call, after its last delta."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ProviderError(ChockError):
+    """The provider refused or failed; the message names the instance's address and status, never a key."""
+
+
+class Provider(Protocol):
+    def stream(
+        self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
+    ) -> AsyncIterator[TextDelta | Reply]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,327 @@
+"""The Anthropic Messages API, streamed (kind `anthropic`; https://docs.anthropic.com/en/api/messages-streaming).
+
+`POST <address>/messages` with `stream: true` answers with server-sent events: `message_start` (input
+usage), then for each content block a `content_block_start`, its deltas (`text_delta`, or `input_json_delta`
+pieces of a `tool_use` block's arguments) and a `content_block_stop`; then `message_delta` (stop reason,
+output usage) and `message_stop`. `ping` may come at any time; `error` ends the stream early. `MessageStream`
+reads those lines with no I/O (as h11 does), so its edge cases are tested with plain strings;
+`AnthropicProvider` feeds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from chock.providers import ProviderError, Reply, TextDelta, ToolCall
+from chock.providers.check import (
+    STREAM_TIMEOUT,
+    describe,
+    header_safe,
+    incomplete_failure,
+    provider_words,
+    require_event_stream,
+    shown_address,
+    status_failure,
+    stream_failure,
+    transport_failure,
+    unusable_credential,
+)
+from chock.providers.registry import ANTHROPIC, DEFAULT_MODELS
+
+API_VERSION = "2023-06-01"
+DEFAULT_MODEL = DEFAULT_MODELS[ANTHROPIC]
+# The output budget of one call: 8192 is accepted by every current Claude model (it is Claude 3.5 Haiku's
+# ceiling). A text answer that reaches it simply ends; a tool call cut by it is an error (see `reply`).
+MAX_TOKENS = 8192
+# Usage fields that together make the prompt's size (the cache ones are nonzero only with prompt caching).
+INPUT_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def auth_headers(credential: str | None) -> dict[str, str]:
+    """The headers every request carries; `x-api-key` only when there is a credential."""
+    headers = {"anthropic-version": API_VERSION}
+    if credential:
+        headers["x-api-key"] = credential
+    return headers
+
+
+# --- the neutral conversation, as the Messages API wants it ------------------------------------------------
+
+
+def convert_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": tool["name"],
+            "description": tool.get("description", ""),
+            "input_schema": tool.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for tool in tools
+    ]
+
+
+def convert_conversation(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral messages → Messages API messages.
+
+    The API wants user and assistant strictly alternating, every `tool_use` answered by a `tool_result` in the
+    next user message, and in that message the results first, any text after them. The log may hold a note
+    the person typed between two tool results, so a run of non-assistant messages becomes ONE user message:
+    its tool results in order, then its texts. Empty text blocks are refused by the API and are left out; an
+    assistant turn with nothing in it says nothing and is dropped (its neighbours then merge).
+    """
+    messages: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if results or texts:
+            messages.append({"role": "user", "content": results + texts})
+            results.clear()
+            texts.clear()
+
+    for message in conversation:
+        role = message["role"]
+        if role == "assistant":
+            content: list[dict[str, Any]] = []
+            if message.get("text"):
+                content.append({"type": "text", "text": message["text"]})
+            for call in message.get("tool_calls") or []:
+                content.append(
+                    {"type": "tool_use", "id": call["call_id"], "name": call["name"], "input": call["args"]}
+                )
+            if not content:
+                continue
+            flush()
+            if messages and messages[-1]["role"] == "assistant":
+                messages[-1]["content"].extend(content)
+            else:
+                messages.append({"role": "assistant", "content": content})
+        elif role == "tool":
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["call_id"]}
+            if message.get("output"):
+                result["content"] = message["output"]
+            if message.get("is_error"):
+                result["is_error"] = True
+            results.append(result)
+        elif role == "user":
+            if message.get("text"):
+                texts.append({"type": "text", "text": message["text"]})
+        else:
+            raise ValueError(f"unknown role {role!r} in the conversation")
+    flush()
+    return messages
+
+
+def request_body(
+    model: str, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": MAX_TOKENS,
+        "messages": convert_conversation(conversation),
+        "stream": True,
+    }
+    if system:
+        body["system"] = system
+    if tools:
+        body["tools"] = convert_tools(tools)
+    return body
+
+
+# --- the event stream, read without I/O ---------------------------------------------------------------------
+
+
+class MessageStream:
+    """Reads the lines of one streamed message; `feed_line` returns the text each one adds."""
+
+    def __init__(self, address: str, instance: str | None) -> None:
+        self._address = address
+        self._instance = instance
+        self._text: list[str] = []
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._input: dict[str, int] = {}
+        self.output_tokens = 0
+        self.stop_reason: str | None = None
+        self.done = False
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(self._input.values())
+
+    def feed_line(self, line: str) -> str | None:
+        # Every Messages event is one `event:` line and one `data:` line holding the whole JSON object, whose
+        # own `type` repeats the event name; so the data line alone is read, and blank lines and `event:`
+        # lines are framing.
+        line = line.rstrip("\r\n")
+        if not line.startswith("data:"):
+            return None
+        payload = line[len("data:") :].strip()
+        if not payload:
+            return None
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            raise ProviderError(
+                f"{describe(self._instance, self._address)}: the response is not a Messages event stream "
+                f"(it sent {payload[:80]!r}); check the address"
+            ) from None
+        return self.feed(event) if isinstance(event, dict) else None
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self._count_usage((event.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            index = event.get("index", len(self._blocks))
+            self._blocks[index] = {**block, "json": []}
+            if block.get("type") == "text" and block.get("text"):
+                return self._add_text(block["text"])
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                return self._add_text(delta.get("text") or "")
+            if delta.get("type") == "input_json_delta":
+                block = self._blocks.get(event.get("index", -1))
+                if block is not None:
+                    block["json"].append(delta.get("partial_json") or "")
+        elif kind == "message_delta":
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self._count_usage(event.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            words = provider_words(json.dumps(event), None) or "an error with no message"
+            raise stream_failure(self._address, self._instance, words)
+        # ping, content_block_stop and event types newer than this module carry nothing we keep (the API's
+        # versioning policy says new event types may appear; they are to be ignored).
+        return None
+
+    def reply(self) -> Reply:
+        calls = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if block.get("type") == "tool_use":
+                calls.append(ToolCall(call_id=block["id"], name=block["name"], args=self._args(block)))
+        return Reply(
+            text="".join(self._text),
+            tool_calls=calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+    def _add_text(self, text: str) -> str | None:
+        if not text:
+            return None
+        self._text.append(text)
+        return text
+
+    def _count_usage(self, usage: dict[str, Any]) -> None:
+        # message_start holds the input side; message_delta the cumulative output (and, lately, input again).
+        for field in INPUT_USAGE_FIELDS:
+            if isinstance(usage.get(field), int):
+                self._input[field] = usage[field]
+        if isinstance(usage.get("output_tokens"), int):
+            self.output_tokens = usage["output_tokens"]
+
+    def _args(self, block: dict[str, Any]) -> dict[str, Any]:
+        raw = "".join(block["json"])
+        who = describe(self._instance, self._address)
+        if not raw.strip():
+            start = block.get("input")
+            return start if isinstance(start, dict) else {}
+        try:
+            args = json.loads(raw)
+        except ValueError:
+            if self.stop_reason == "max_tokens":
+                raise ProviderError(
+                    f"{who}: the answer reached its limit of {MAX_TOKENS} tokens in the middle of the tool "
+                    f"call {block['name']}; ask for smaller steps"
+                ) from None
+            raise ProviderError(
+                f"{who}: the arguments of the tool call {block['name']} are not JSON"
+            ) from None
+        if not isinstance(args, dict):
+            raise ProviderError(
+                f"{who}: the arguments of the tool call {block['name']} are not a JSON object"
+            )
+        return args
+
+
+# --- the provider -------------------------------------------------------------------------------------------
+
+
+class AnthropicProvider:
+    """One instance of kind `anthropic`: `stream` yields TextDeltas as they arrive, then one Reply."""
+
+    kind = ANTHROPIC
+
+    def __init__(self, address: str, model: str | None, credential: str | None, *, instance: str) -> None:
+        self.address = address.rstrip("/")
+        self.model = model or DEFAULT_MODEL
+        self.instance = instance
+        self._credential = credential
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        credential = "set" if self._credential else "none"
+        return (
+            f"AnthropicProvider(instance={self.instance!r}, address={shown_address(self.address)!r}, "
+            f"model={self.model!r}, credential={credential})"
+        )
+
+    async def stream(
+        self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
+    ) -> AsyncIterator[TextDelta | Reply]:
+        if not header_safe(self._credential):
+            raise unusable_credential(self.kind, self.address, self.instance)
+        body = request_body(self.model, conversation, tools, system)
+        headers = {**auth_headers(self._credential), "content-type": "application/json"}
+        reader = MessageStream(self.address, self.instance)
+        try:
+            async with self._http().stream(
+                "POST", self.address + "/messages", json=body, headers=headers
+            ) as response:
+                if not 200 <= response.status_code < 300:
+                    raise status_failure(
+                        response.status_code,
+                        await response.aread(),
+                        kind=self.kind,
+                        address=self.address,
+                        credential=self._credential,
+                        instance=self.instance,
+                        retry_after=response.headers.get("retry-after"),
+                    )
+                require_event_stream(response.headers.get("content-type"), self.address, self.instance)
+                async for line in response.aiter_lines():
+                    text = reader.feed_line(line)
+                    if text:
+                        yield TextDelta(text)
+                    if reader.done:
+                        break
+        except httpx.HTTPError as exc:
+            raise transport_failure(
+                exc, address=self.address, instance=self.instance, credential=self._credential
+            ) from exc
+        if not reader.done:
+            raise incomplete_failure(self.address, self.instance, "no message_stop")
+        yield reader.reply()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        # A client's connections belong to the event loop that opened them; a caller that runs each turn in
+        # its own `asyncio.run` gets a fresh client rather than a pool bound to a closed loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT)
+            self._loop = loop
+        return self._client

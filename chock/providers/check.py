@@ -1,0 +1,262 @@
+"""Reading a provider's HTTP answer: the credential check `chock login` runs before it stores a key
+(SPEC §10), and the words for every failure, shared by both wires so a rejected key reads the same at login
+and mid-session.
+
+Every message names the instance (when there is one), the address, the HTTP status and the provider's own
+words, and ends with what to do next. None holds the credential: the provider's words pass through `redact`
+first (a lax server may echo the key it refused), and an address is shown without any user:password part.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from chock.providers import ProviderError
+from chock.providers.registry import ANTHROPIC, DEFAULT_ADDRESSES, KINDS, REPLAY, UnknownKind, split_kind
+
+# Opening a connection is quick or it is not going to happen.
+CONNECT_TIMEOUT = 10.0
+# A model may think for minutes before its first token and pause between chunks; five minutes of silence
+# means the call is lost.
+READ_TIMEOUT = 300.0
+STREAM_TIMEOUT = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+
+# The provider's own message is quoted; a proxy's HTML error page is not a message, and a long one is cut.
+QUOTE_LIMIT = 300
+REDACTED = "[redacted]"
+
+
+def redact(text: str, credential: str | None) -> str:
+    """`text` without the credential, also in the escaped forms a library quotes it in (b'…', '…')."""
+    if not credential:
+        return text
+    forms = {credential, repr(credential)[1:-1], repr(credential.encode("utf-8", "replace"))[2:-1]}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def header_safe(credential: str | None) -> bool:
+    """A key travels in a header: printable ASCII with no space (RFC 9110 §5.5 field values are visible
+    characters; httpx encodes them as ASCII). A line break left by a paste is the usual offender."""
+    return credential is None or all("!" <= c <= "~" for c in credential)
+
+
+def unusable_credential(kind: str, address: str, instance: str | None) -> ProviderError:
+    who = describe(instance, address)
+    again = (
+        f"run `{login_hint(kind, address, instance)}` to store it again"
+        if instance
+        else "check the key and try again"
+    )
+    return ProviderError(
+        f"{who}: the credential holds characters no HTTP header can carry (a space, a line break or a "
+        f"non-ASCII letter); {again}"
+    )
+
+
+def shown_address(address: str) -> str:
+    """The address as messages show it: without a user:password part, should someone have written one."""
+    parts = urlsplit(address)
+    if "@" not in parts.netloc:
+        return address
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
+def describe(instance: str | None, address: str) -> str:
+    """Who failed: `instance 'work' at https://…/v1`, or the bare address for login's check."""
+    shown = shown_address(address)
+    return f"instance '{instance}' at {shown}" if instance else shown
+
+
+def provider_words(body: bytes | str, credential: str | None) -> str | None:
+    """The provider's own error message from a response body (both wires nest it as `error.message`)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    text = redact(text, credential).strip()
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    words: object = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            words = error.get("message") or error.get("type") or error.get("code")
+        elif isinstance(error, str):
+            words = error
+        else:
+            words = data.get("message") or data.get("detail")
+    elif data is None and not text.startswith("<"):
+        words = text
+    if not words:
+        return None
+    words = " ".join(str(words).split())
+    return words if len(words) <= QUOTE_LIMIT else words[:QUOTE_LIMIT] + "…"
+
+
+def login_hint(kind: str, address: str, instance: str | None) -> str:
+    """The command that stores a (new) credential for this instance."""
+    own = DEFAULT_ADDRESSES.get(kind)
+    provider = kind if own is not None and own == address.rstrip("/") else f"{kind}={shown_address(address)}"
+    name = f" --name {shlex.quote(instance)}" if instance and instance != kind else ""
+    return f"chock login --provider {shlex.quote(provider)}{name}"
+
+
+def status_failure(
+    status: int,
+    body: bytes | str,
+    *,
+    kind: str,
+    address: str,
+    credential: str | None,
+    instance: str | None = None,
+    retry_after: str | None = None,
+) -> ProviderError:
+    """A non-2xx answer, as a person reads it: who, the status and the provider's words, then what to do."""
+    words = provider_words(body, credential)
+    detail = f"HTTP {status}: {words}" if words else f"HTTP {status}"
+    who = describe(instance, address)
+    if status == 401:
+        if not credential:
+            text = (
+                f"{who}: the provider wants a credential and none was sent ({detail}); "
+                f"run `{login_hint(kind, address, instance)}` to store one"
+            )
+        elif instance is None:
+            text = f"{who}: the credential was rejected ({detail}); check the key and try again"
+        else:
+            text = (
+                f"{who}: the credential was rejected ({detail}); "
+                f"run `{login_hint(kind, address, instance)}` to store a new one"
+            )
+    elif status == 403:
+        text = f"{who}: the request was refused ({detail}); the credential may not have access to this model"
+    elif status == 404:
+        example = DEFAULT_ADDRESSES.get(kind, "http://127.0.0.1:5000/v1")
+        text = (
+            f"{who}: not found ({detail}); check the address (a versioned base URL such as {example}) "
+            "and the model name"
+        )
+    elif status == 429:
+        wait = f"wait {retry_after} s" if retry_after and retry_after.isdigit() else "wait a little"
+        text = f"{who}: rate limited ({detail}); {wait} and try again"
+    elif status >= 500:
+        text = f"{who}: the provider failed ({detail}); try again later"
+    else:
+        text = f"{who}: the provider rejected the request ({detail})"
+    return ProviderError(redact(text, credential))
+
+
+def incomplete_failure(address: str, instance: str | None, reason: str | None = None) -> ProviderError:
+    prefix = f"instance '{instance}': " if instance else ""
+    because = f" ({reason})" if reason else ""
+    return ProviderError(
+        f"{prefix}the response from {shown_address(address)} ended before it was complete{because}; try again"
+    )
+
+
+def stream_failure(address: str, instance: str | None, words: str) -> ProviderError:
+    """An error the provider reported inside a stream that had already begun."""
+    return ProviderError(
+        f"{describe(instance, address)}: the provider failed during the response ({words}); try again later"
+    )
+
+
+def require_event_stream(content_type: str | None, address: str, instance: str | None) -> None:
+    """A 2xx answer that is not server-sent events came from something other than the API (a web page, a
+    proxy); waiting for its end would only report a cut stream."""
+    if not (content_type or "").startswith("text/event-stream"):
+        raise ProviderError(
+            f"{describe(instance, address)}: the answer is {content_type or 'untyped'}, not an event stream; "
+            "check that the address is the API's versioned base URL"
+        )
+
+
+def transport_failure(
+    exc: httpx.HTTPError,
+    *,
+    address: str,
+    instance: str | None,
+    credential: str | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    read_timeout: float = READ_TIMEOUT,
+) -> ProviderError:
+    """No HTTP answer at all: refused, unreachable, silent, or cut off."""
+    who = describe(instance, address)
+    # A header value the HTTP library refuses is quoted in its message, and that value may be the key.
+    reason = redact(str(exc), credential) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ProviderError(
+            f"{who}: no connection within {connect_timeout:g} s; check the address and network"
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(
+            f"{who}: nothing arrived for {read_timeout:g} s; gave up waiting for the response"
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return ProviderError(
+            f"{who}: cannot connect ({reason}); check that the server is running and the address is right"
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        return incomplete_failure(address, instance, reason)
+    return ProviderError(f"{who}: the request failed ({reason})")
+
+
+def _auth_headers(kind: str, credential: str) -> dict[str, str]:
+    if kind == ANTHROPIC:
+        from chock.providers import anthropic
+
+        return anthropic.auth_headers(credential)
+    from chock.providers import openai
+
+    return openai.auth_headers(credential)
+
+
+def check_credential(kind: str, address: str, credential: str, *, timeout: float = 15.0) -> None:
+    """`GET <address>/models` with the kind's auth header; returns when the provider accepts the key.
+
+    Raises ProviderError naming the status and the provider's words on a non-2xx answer, or the address when
+    nothing answers. Synchronous: login has no event loop to share.
+    """
+    kind, address = split_kind(kind, address)
+    if kind not in KINDS or kind == REPLAY or not address:
+        raise UnknownKind(f"cannot check a credential for kind {kind!r} at {address!r}")
+    url = address.rstrip("/") + "/models"
+    if not header_safe(credential):
+        raise unusable_credential(kind, address, None)
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            response = client.get(url, headers=_auth_headers(kind, credential))
+    except httpx.HTTPError as exc:
+        raise transport_failure(
+            exc,
+            address=address,
+            instance=None,
+            credential=credential,
+            connect_timeout=timeout,
+            read_timeout=timeout,
+        ) from exc
+    if not 200 <= response.status_code < 300:
+        raise status_failure(
+            response.status_code,
+            response.content,
+            kind=kind,
+            address=address,
+            credential=credential,
+            retry_after=response.headers.get("retry-after"),
+        )
+    try:
+        listing = response.json()
+    except ValueError:
+        listing = None
+    if not isinstance(listing, dict):
+        raise ProviderError(
+            f"{describe(None, address)}: the answer to GET /models is not the API's list of models; "
+            "check that the address is the API's versioned base URL"
+        )

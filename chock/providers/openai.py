@@ -1,0 +1,319 @@
+"""The OpenAI chat-completions wire, streamed (kinds `aiand` and `openai-compat=<url>`, e.g. llama.cpp).
+
+`POST <address>/chat/completions` with `stream: true` answers with server-sent events, one `data:` line per
+chunk: `choices[0].delta.content` carries text, `choices[0].delta.tool_calls` carries tool calls keyed by
+`index` (the id and name first, then pieces of the JSON arguments), a last chunk with empty `choices` carries
+`usage` (asked for with `stream_options.include_usage`), and `data: [DONE]` ends it. `ChatStream` reads those
+lines with no I/O; `OpenAIProvider` feeds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from chock.providers import ProviderError, Reply, TextDelta, ToolCall
+from chock.providers.check import (
+    STREAM_TIMEOUT,
+    describe,
+    header_safe,
+    incomplete_failure,
+    provider_words,
+    require_event_stream,
+    shown_address,
+    status_failure,
+    stream_failure,
+    transport_failure,
+    unusable_credential,
+)
+from chock.providers.registry import DEFAULT_MODELS, OPENAI_COMPAT
+
+DONE = "[DONE]"
+
+
+def auth_headers(credential: str | None) -> dict[str, str]:
+    """`Authorization: Bearer` only when there is a credential (a local llama.cpp server wants none)."""
+    return {"authorization": f"Bearer {credential}"} if credential else {}
+
+
+# --- the neutral conversation, as chat completions wants it -------------------------------------------------
+
+
+def convert_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+def convert_conversation(conversation: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
+    """Neutral messages → chat messages, the system prompt first.
+
+    Every assistant `tool_calls` must be answered by `tool` messages before anything else, and many local
+    chat templates insist that user and assistant alternate; so in a run of non-assistant messages (the log
+    may hold a note between two tool results) the tool messages come first, in order, then the run's user
+    texts as one user message. This wire has no error flag on a tool result, so a failed tool's output says
+    so in words.
+    """
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    results: list[dict[str, Any]] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        messages.extend(results)
+        if texts:
+            messages.append({"role": "user", "content": "\n\n".join(texts)})
+        results.clear()
+        texts.clear()
+
+    for message in conversation:
+        role = message["role"]
+        if role == "assistant":
+            calls = [
+                {
+                    "id": call["call_id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": json.dumps(call["args"])},
+                }
+                for call in message.get("tool_calls") or []
+            ]
+            text = message.get("text") or ""
+            if not text and not calls:
+                continue
+            flush()
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant":
+                last["content"] = "\n\n".join(part for part in (last["content"], text) if part)
+                if calls:
+                    last.setdefault("tool_calls", []).extend(calls)
+            else:
+                assistant: dict[str, Any] = {"role": "assistant", "content": text}
+                if calls:
+                    assistant["tool_calls"] = calls
+                messages.append(assistant)
+        elif role == "tool":
+            output = message.get("output") or ""
+            if message.get("is_error"):
+                output = f"error: {output}" if output else "error (no output)"
+            results.append({"role": "tool", "tool_call_id": message["call_id"], "content": output})
+        elif role == "user":
+            if message.get("text"):
+                texts.append(message["text"])
+        else:
+            raise ValueError(f"unknown role {role!r} in the conversation")
+    flush()
+    return messages
+
+
+def request_body(
+    model: str, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": convert_conversation(conversation, system),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        body["tools"] = convert_tools(tools)
+    return body
+
+
+# --- the chunk stream, read without I/O ---------------------------------------------------------------------
+
+
+class ChatStream:
+    """Reads the lines of one streamed chat completion; `feed_line` returns the text each one adds."""
+
+    def __init__(self, address: str, instance: str | None) -> None:
+        self._address = address
+        self._instance = instance
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.finish_reason: str | None = None
+        self.done = False
+
+    def feed_line(self, line: str) -> str | None:
+        line = line.strip()
+        field, _, payload = line.partition(":")
+        payload = payload.strip()
+        if field == "error":
+            # llama.cpp's server reports a failure inside a stream as an `error:` line of its own.
+            raise stream_failure(self._address, self._instance, provider_words(payload, None) or payload)
+        if field != "data" or not payload:
+            return None
+        if payload == DONE:
+            self.done = True
+            return None
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise ProviderError(
+                f"{describe(self._instance, self._address)}: the response is not a chat-completions stream "
+                f"(it sent {payload[:80]!r}); check the address"
+            ) from None
+        return self.feed(chunk) if isinstance(chunk, dict) else None
+
+    def feed(self, chunk: dict[str, Any]) -> str | None:
+        if chunk.get("error"):
+            raise stream_failure(
+                self._address, self._instance, provider_words(json.dumps(chunk), None) or "an error"
+            )
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.input_tokens = usage.get("prompt_tokens") or self.input_tokens
+            self.output_tokens = usage.get("completion_tokens") or self.output_tokens
+        added: list[str] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue  # one completion is asked for; a server that sends more is read for the first
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                added.append(delta["content"])
+            for piece in delta.get("tool_calls") or []:
+                self._add_call_piece(piece)
+        if not added:
+            return None
+        text = "".join(added)
+        self._text.append(text)
+        return text
+
+    def reply(self) -> Reply:
+        calls = []
+        for _, call in sorted(self._calls.items()):
+            # Some local servers leave the id out; the log and the next request need one all the same.
+            call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
+            calls.append(ToolCall(call_id=call_id, name=call["name"], args=self._args(call)))
+        return Reply(
+            text="".join(self._text),
+            tool_calls=calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+    def _add_call_piece(self, piece: dict[str, Any]) -> None:
+        call = self._calls.setdefault(piece.get("index", 0), {"id": None, "name": "", "arguments": []})
+        if piece.get("id"):
+            call["id"] = piece["id"]
+        function = piece.get("function") or {}
+        if function.get("name") and not call["name"]:
+            call["name"] = function["name"]
+        if function.get("arguments"):
+            call["arguments"].append(function["arguments"])
+
+    def _args(self, call: dict[str, Any]) -> dict[str, Any]:
+        raw = "".join(call["arguments"])
+        if not raw.strip():
+            return {}
+        who = describe(self._instance, self._address)
+        try:
+            args = json.loads(raw)
+        except ValueError:
+            if self.finish_reason == "length":
+                raise ProviderError(
+                    f"{who}: the answer reached its token limit in the middle of the tool call "
+                    f"{call['name']}; ask for smaller steps"
+                ) from None
+            raise ProviderError(
+                f"{who}: the arguments of the tool call {call['name']} are not JSON"
+            ) from None
+        if not isinstance(args, dict):
+            raise ProviderError(f"{who}: the arguments of the tool call {call['name']} are not a JSON object")
+        return args
+
+
+# --- the provider -------------------------------------------------------------------------------------------
+
+
+class OpenAIProvider:
+    """One instance of kind `aiand` or `openai-compat`: TextDeltas as they arrive, then one Reply."""
+
+    def __init__(
+        self,
+        address: str,
+        model: str | None,
+        credential: str | None,
+        *,
+        instance: str,
+        kind: str = OPENAI_COMPAT,
+    ) -> None:
+        self.address = address.rstrip("/")
+        self.kind = kind
+        self.model = model or DEFAULT_MODELS.get(kind, DEFAULT_MODELS[OPENAI_COMPAT])
+        self.instance = instance
+        self._credential = credential
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        credential = "set" if self._credential else "none"
+        return (
+            f"OpenAIProvider(kind={self.kind!r}, instance={self.instance!r}, "
+            f"address={shown_address(self.address)!r}, model={self.model!r}, credential={credential})"
+        )
+
+    async def stream(
+        self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
+    ) -> AsyncIterator[TextDelta | Reply]:
+        if not header_safe(self._credential):
+            raise unusable_credential(self.kind, self.address, self.instance)
+        body = request_body(self.model, conversation, tools, system)
+        headers = {**auth_headers(self._credential), "content-type": "application/json"}
+        reader = ChatStream(self.address, self.instance)
+        try:
+            async with self._http().stream(
+                "POST", self.address + "/chat/completions", json=body, headers=headers
+            ) as response:
+                if not 200 <= response.status_code < 300:
+                    raise status_failure(
+                        response.status_code,
+                        await response.aread(),
+                        kind=self.kind,
+                        address=self.address,
+                        credential=self._credential,
+                        instance=self.instance,
+                        retry_after=response.headers.get("retry-after"),
+                    )
+                require_event_stream(response.headers.get("content-type"), self.address, self.instance)
+                async for line in response.aiter_lines():
+                    text = reader.feed_line(line)
+                    if text:
+                        yield TextDelta(text)
+                    if reader.done:
+                        break
+        except httpx.HTTPError as exc:
+            raise transport_failure(
+                exc, address=self.address, instance=self.instance, credential=self._credential
+            ) from exc
+        if not reader.done:
+            raise incomplete_failure(self.address, self.instance, "no [DONE]")
+        yield reader.reply()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        # A client's connections belong to the event loop that opened them; a caller that runs each turn in
+        # its own `asyncio.run` gets a fresh client rather than a pool bound to a closed loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT)
+            self._loop = loop
+        return self._client

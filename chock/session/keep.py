@@ -1,0 +1,68 @@
+"""Kept workspaces (`chock workspace`): the worktrees of sessions that did not complete.
+
+A session that ends any way but `completed` keeps its worktree so no work is lost (SPEC §5). Removing
+one is logged (`workspace.close {removed: true}`) under the session's lock, so the log stays the truth and a
+later `--continue` builds a fresh worktree from the session's branch.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from chock.errors import Refused
+from chock.log import catalog
+from chock.log.fold import SessionState
+from chock.log.writer import LogLocked, SessionLog
+from chock.paths import Layout, check_session_id
+from chock.session import workspace
+
+
+def kept(layout: Layout) -> list[tuple[SessionState, str]]:
+    return [
+        (state, state.status(alive))
+        for state, alive in catalog.states(layout)
+        if state.workspace_kept and state.status(alive) not in ("running", "waiting")
+    ]
+
+
+def _kept_one(layout: Layout, session_id: str) -> SessionState:
+    check_session_id(session_id)
+    if not layout.log_path(session_id).exists():
+        raise Refused(f"there is no session {session_id}")
+    state, alive = catalog.load(layout, session_id)
+    if not state.workspace_kept:
+        raise Refused(f"session {session_id} keeps no workspace")
+    if alive:
+        raise Refused(f"session {session_id} is running: its workspace is in use")
+    return state
+
+
+def describe(layout: Layout, session_id: str) -> str:
+    state = _kept_one(layout, session_id)
+    lines = [
+        f"session    {state.id} ({state.status(False)}, {state.end_reason or 'no end logged'})",
+        f"directory  {state.workspace}",
+        f"started at {state.workspace_commit}",
+        f"branch     chock/{state.id}",
+    ]
+    try:
+        changes = subprocess.run(
+            ["git", "-C", state.workspace, "status", "--short"], capture_output=True, text=True, check=True
+        ).stdout.rstrip()
+        lines.append("changes    " + (changes.replace("\n", "\n           ") or "(none)"))
+    except (OSError, subprocess.CalledProcessError):
+        lines.append("changes    (the directory is gone)")
+    return "\n".join(lines)
+
+
+def remove(layout: Layout, session_id: str) -> str:
+    state = _kept_one(layout, session_id)
+    try:
+        log = SessionLog.take(layout.log_path(session_id))
+    except LogLocked:
+        raise Refused(f"session {session_id} is running: its workspace is in use") from None
+    with log:
+        workspace.remove(Path(state.project), Path(state.workspace))
+        log.append("workspace.close", branch=f"chock/{session_id}", commit=None, removed=True)
+    return f"removed {state.workspace}; the branch chock/{session_id} stays in {state.project}"

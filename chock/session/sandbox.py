@@ -1,0 +1,195 @@
+"""The one sandbox builder: the bubblewrap command line every tool process runs under (SPEC §5).
+
+A `Sandbox` says what a tool may see; `argv` turns it into a bwrap command line and `environment` into the
+tool's whole environment. The session loop spawns the process itself:
+
+    create_subprocess_exec(*sandbox.argv(["/bin/sh", "-c", cmd], bwrap=find_bwrap()),
+                           env=host_environment())
+
+so neither the tool nor the bwrap process holds anything of the person's environment.
+
+What is visible inside: the system directories read-only (never `/`: tests run as root, and `/` would
+expose `/root` and the data dir), a private `/tmp`, minimal `/proc` and `/dev`, the workspace read-write, the
+project's `.git` read-only with this worktree's admin dir read-write over it, and the project's toolchain dir
+as a read-write HOME with the knowledgebase at `$HOME/knowledgebase`. Binding a subdirectory creates its
+parents as empty directories on the sandbox's own root, so nothing else of the data dir, the state dir or the
+person's HOME is there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from chock.errors import ChockError, Refused
+from chock.paths import Layout, ensure_dir
+from chock.session import workspace
+
+BWRAP_MISSING = (
+    "bwrap (bubblewrap) is not installed: install it with `apt install bubblewrap`; "
+    "Chock never runs tools without a sandbox"
+)
+
+# SPEC §5: bound read-only, when they exist. On a merged-/usr system /bin, /sbin and /lib* are symlinks into
+# /usr; they are recreated as the same symlinks so that /bin/sh resolves to the bound /usr/bin/sh.
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+# /etc is readable by every user of the machine, except the few files it keeps from them (shadow, private
+# TLS keys, …). A tool runs as the person's uid; when that is root, owning those files makes them readable
+# even with every capability dropped, so whatever the machine's other users cannot read is hidden here too.
+MASKED_ROOT = "/etc"
+
+TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HOST_PATH = TOOL_PATH  # bwrap itself needs nothing but a PATH
+
+
+def find_bwrap(path: str | None = None) -> str:
+    """The bwrap executable on PATH (or on `path`); refused when there is none, since nothing falls back."""
+    found = shutil.which("bwrap", path=path)
+    if not found:
+        raise Refused(BWRAP_MISSING)
+    return found
+
+
+def check_bwrap(bwrap: str) -> None:
+    """Refuse before anything starts when bwrap is there but cannot build a sandbox (no namespaces, …)."""
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *_system_binds(), "--", "true"]
+    try:
+        done = subprocess.run(
+            argv, env=host_environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise Refused(f"bwrap at {bwrap} cannot run: {error}") from None
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        raise Refused(
+            f"bwrap at {bwrap} cannot build a sandbox on this machine: {detail}; "
+            "Chock never runs tools without a sandbox"
+        )
+
+
+def host_environment() -> dict[str, str]:
+    """The environment for the bwrap process itself: PATH and nothing else, so not even it holds a secret."""
+    return {"PATH": HOST_PATH}
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What one session's tools may see; `argv` and `environment` are all a spawner needs."""
+
+    workspace: Path  # the linked worktree, read-write at its own path
+    git_dir: Path  # the project's (common) .git directory, read-only at its own path
+    worktree_admin: Path  # .git/worktrees/<name>, read-write over the read-only .git
+    home: Path  # the project's toolchains dir: HOME, read-write
+    knowledgebase: Path  # mounted at $HOME/knowledgebase, read-write
+    network: bool = False
+
+    def environment(self) -> dict[str, str]:
+        """The tool's whole environment, built from scratch (SPEC §5): no key of the person's reaches it."""
+        return {
+            "PATH": TOOL_PATH,
+            "HOME": str(self.home.resolve()),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        }
+
+    @staticmethod
+    def host_environment() -> dict[str, str]:
+        """The bwrap process's own environment (the module's `host_environment`, at hand on the sandbox)."""
+        return host_environment()
+
+    def argv(self, command: list[str], *, bwrap: str) -> list[str]:
+        """The bwrap command line running `command` in the sandbox.
+
+        Creates the HOME and knowledgebase dirs (0700) when missing, so the mount points exist; refuses when
+        the workspace or its git dirs are gone, naming the path, rather than let bwrap fail in a tool call.
+        """
+        if not command:
+            raise ChockError("no command to run in the sandbox")
+        worktree = self._existing(self.workspace, "the workspace")
+        git_dir = self._existing(self.git_dir, "the project's .git directory")
+        admin = self._existing(self.worktree_admin, "the worktree's admin directory")
+        home = ensure_dir(self.home).resolve()
+        knowledgebase = ensure_dir(self.knowledgebase).resolve()
+        mount_point = ensure_dir(home / "knowledgebase")
+
+        args = [bwrap, "--unshare-all"]
+        if self.network:
+            args.append("--share-net")
+        args += ["--die-with-parent", "--cap-drop", "ALL", "--new-session"]
+        args += _system_binds()
+        for kind, path in _hidden(MASKED_ROOT):
+            if kind == "file":
+                args += ["--ro-bind", "/dev/null", path]
+            else:
+                args += ["--tmpfs", path, "--remount-ro", path]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # Order matters: /tmp's tmpfs first, so paths below /tmp (tests) are bound on top of it; .git
+        # read-only before its worktree admin dir read-write over it; HOME before the knowledgebase in it.
+        args += ["--bind", str(worktree), str(worktree)]
+        args += ["--ro-bind", str(git_dir), str(git_dir)]
+        args += ["--bind", str(admin), str(admin)]
+        args += ["--bind", str(home), str(home)]
+        args += ["--bind", str(knowledgebase), str(mount_point)]
+        # bwrap's own root is a writable tmpfs holding the mount points; with it read-only, a write anywhere
+        # but the workspace, HOME and /tmp fails instead of vanishing with the sandbox.
+        args += ["--remount-ro", "/"]
+        args += ["--chdir", str(worktree), "--clearenv"]
+        for name, value in self.environment().items():
+            args += ["--setenv", name, value]
+        return [*args, "--", *command]
+
+    @staticmethod
+    def _existing(path: Path, what: str) -> Path:
+        resolved = path.resolve()
+        if not resolved.is_dir():
+            raise ChockError(f"{what} {path} does not exist; the sandbox cannot be built without it")
+        return resolved
+
+
+def for_workspace(layout: Layout, project: Path, directory: Path, *, network: bool = False) -> Sandbox:
+    """The sandbox for the session whose worktree is `directory` in `project` (its root)."""
+    project = project.resolve()
+    return Sandbox(
+        workspace=directory.resolve(),
+        git_dir=workspace.git_dir(project),
+        worktree_admin=workspace.admin_dir(directory, project=project),
+        home=layout.toolchains_dir(project),
+        knowledgebase=layout.knowledgebase_dir(project),
+        network=network,
+    )
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _hidden(root: str) -> Iterator[tuple[str, str]]:
+    """("file" | "dir", path) for each entry below `root` that the machine's other users cannot read."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            if mode & (stat.S_IROTH | stat.S_IXOTH) != stat.S_IROTH | stat.S_IXOTH:
+                yield "dir", entry.path
+            else:
+                yield from _hidden(entry.path)
+        elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+            yield "file", entry.path

@@ -1,0 +1,325 @@
+"""`chock run`: check everything, then begin a new session or carry one on (SPEC §5).
+
+Before a log exists every check is made — the project is a git repository, the instance resolves (a replay
+file opens), the credential is there when it must be, bwrap exists — so a failure exits 3 and leaves no
+log and no workspace. Continuing (`--continue`, `--adopt`) takes the log's lock first, then follows the
+continuing rules: the workspace is taken over only when the log proves nobody is in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chock import instances
+from chock.config import Config, load_config
+from chock.errors import Refused, UsageError
+from chock.log import catalog
+from chock.log.events import Event
+from chock.log.fold import SessionState, fold
+from chock.log.reader import read_events
+from chock.log.writer import LogLocked, SessionLog
+from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
+from chock.providers import Provider
+from chock.session import sandbox, workspace
+from chock.session.runner import Session, Settings
+
+
+@dataclass
+class RunRequest:
+    message: str | None = None
+    project: Path | None = None
+    instance: str | None = None
+    model: str | None = None
+    allow_dirty: bool = False
+    yes: bool = False
+    continue_id: str | None = None  # "" means: the newest session of this project
+    adopt_id: str | None = None
+    session_id: str | None = None
+    interactive: bool = False
+
+
+@dataclass
+class _Prepared:
+    config: Config
+    project: Path
+    instance: instances.Instance
+    credential: str | None
+    bwrap: str
+    replay_entries: list[dict[str, Any]] | None
+
+
+def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
+    """Run (or continue) a session to its end and return the exit code of SPEC §5."""
+    opening = (
+        _continue(layout, request)
+        if request.adopt_id is not None or request.continue_id is not None
+        else _begin(layout, request)
+    )
+    provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state)
+    for event in opening.backlog:
+        render(event)
+    session = Session(opening.log, opening.state, provider, opening.settings, render)
+    return _drive(session, opening.call_model, provider)
+
+
+@dataclass
+class _Opening:
+    """A session whose log is owned and whose first events are written, before its loop starts."""
+
+    log: SessionLog
+    state: SessionState
+    prepared: _Prepared
+    sockets: dict[str, Path]
+    settings: Settings | None = None
+    call_model: bool = True
+    backlog: list[Event] = field(default_factory=list)  # shown once the renderer runs
+
+    def emit(self, type: str, **fields: Any) -> Event:
+        event = self.log.append(type, **fields)
+        self.state.apply(event)
+        self.backlog.append(event)
+        return event
+
+
+def _prepare(
+    layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None
+) -> _Prepared:
+    config = load_config(layout.config)
+    root = workspace.project_root(project or request.project or Path.cwd())
+    instance = instances.resolve(layout, config, instance_name)
+    replay_entries = None
+    if instance.kind == "replay":
+        from chock.providers.replay import load_entries
+
+        replay_entries = load_entries(Path(instance.address or ""))
+    credential = instances.credential(layout, config, instance)
+    return _Prepared(config, root, instance, credential, sandbox.find_bwrap(), replay_entries)
+
+
+def _begin(layout: Layout, request: RunRequest) -> _Opening:
+    prepared = _prepare(layout, request, None, request.instance)
+    message = (request.message or "").strip()
+    if not message:
+        raise UsageError("chock run needs a task: give it as an argument or on standard input")
+    session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
+    sockets = _socket_paths(layout, session_id)
+    ensure_dir(layout.sessions_dir)
+    try:
+        layout.session_dir(session_id).mkdir(mode=0o700)
+    except FileExistsError:
+        raise Refused(f"session {session_id} exists already") from None
+    opening = _Opening(SessionLog.create(layout.log_path(session_id)), SessionState(), prepared, sockets)
+    opening.emit(
+        "session.start",
+        session=session_id,
+        project=str(prepared.project),
+        message=message,
+        instance=prepared.instance.name,
+        model=request.model or prepared.instance.model or "",
+        owner="daemon" if request.session_id else "terminal",
+        approve_all=request.yes,
+        pid=os.getpid(),
+    )
+    _open_workspace(layout, opening, session_id, request, fresh=True)
+    opening.emit("user.message", text=message)
+    return opening
+
+
+def _continue(layout: Layout, request: RunRequest) -> _Opening:
+    adopting = request.adopt_id is not None
+    session_id = request.adopt_id or request.continue_id
+    if not session_id:
+        root = workspace.project_root(request.project or Path.cwd())
+        session_id = catalog.newest(layout, root)
+        if session_id is None:
+            raise Refused(f"there is no session of {root} to continue")
+    path = layout.log_path(check_session_id(session_id))
+    if not path.exists():
+        raise Refused(f"there is no session {session_id}")
+    sockets = _socket_paths(layout, session_id)
+    try:
+        log = SessionLog.take(path)
+    except LogLocked:
+        raise Refused(
+            f"session {session_id} is running in another process (it holds the session's lock); "
+            "`chock detach` hands a terminal session to the daemon"
+        ) from None
+    try:
+        state = fold(read_events(path))
+        prepared = _prepare(layout, request, Path(state.project), request.instance or state.instance)
+        moved = _check_takeover(state, request, adopting)
+    except BaseException:
+        log.release()  # nothing was written: the session is as it was
+        raise
+    opening = _Opening(log, state, prepared, sockets)
+    opening.emit(
+        "session.adopt",
+        pid=os.getpid(),
+        via="daemon" if adopting else "terminal",
+        approve_all=state.approve_all or request.yes,
+    )
+    state.approve_all = state.approve_all or request.yes
+    _open_workspace(layout, opening, session_id, request, fresh=not moved)
+    _close_what_the_last_owner_left(opening)
+    if request.message and request.message.strip():
+        opening.emit("user.message", text=request.message.strip())
+    last = state.conversation[-1] if state.conversation else None
+    opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
+    return opening
+
+
+def _socket_paths(layout: Layout, session_id: str) -> dict[str, Path]:
+    return {kind: layout.session_socket(session_id, kind) for kind in ("approval", "handover")}
+
+
+def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) -> bool:
+    """Apply SPEC §5's continuing rules; True when the kept workspace moves to this process."""
+    if not state.ended and state.workspace_kept:
+        raise Refused(
+            f"session {state.id} ended abnormally and its workspace {state.workspace} is kept with no proof "
+            f"that nobody is in it; look at it with `chock workspace show {state.id}`, remove it with "
+            f"`chock workspace remove {state.id}`, then continue"
+        )
+    moved = state.workspace_kept and state.workspace_free
+    if moved and request.allow_dirty:
+        raise Refused(
+            f"--allow-dirty would copy your uncommitted files over the agent's own edits in {state.workspace}, "
+            "a workspace that moved with the session; continue without it"
+        )
+    if adopting and request.message:
+        raise UsageError("--adopt adds no message: it carries on from the conversation the log holds")
+    return moved
+
+
+def _close_what_the_last_owner_left(opening: _Opening) -> None:
+    """A dead owner's unfinished calls and background work get an ending, so the conversation is whole."""
+    lost = "the session that ran it ended before it finished"
+    for call in opening.state.open_tool_calls:
+        opening.emit(
+            "tool.result",
+            call_id=call["call_id"],
+            name=call["name"],
+            is_error=True,
+            output=f"this call was cut off: {lost}",
+        )
+    for handle, work in list(opening.state.background.items()):
+        opening.emit(
+            "background.end",
+            handle=handle,
+            kind="shell",
+            command=work["command"],
+            exit_code=None,
+            output=f"lost: {lost}",
+        )
+    for handle in list(opening.state.subagents):
+        opening.emit("subagent.end", handle=handle, result=f"lost: {lost}")
+
+
+def _open_workspace(
+    layout: Layout, opening: _Opening, session_id: str, request: RunRequest, *, fresh: bool
+) -> None:
+    """Build (or take over) the worktree, log `workspace.open`, and settle the session's settings."""
+    prepared = opening.prepared
+    branch = f"chock/{session_id}"
+    if fresh:
+        directory = layout.workspace_dir(session_id)
+        ensure_dir(layout.workspaces_dir)
+        commit = workspace.create(prepared.project, directory, branch)
+    else:  # a linked worktree records nothing about the process that made it: taking it costs no git command
+        directory, commit = Path(opening.state.workspace), opening.state.workspace_commit
+    opening.emit("workspace.open", directory=str(directory), commit=commit)
+    if request.allow_dirty:
+        workspace.copy_dirty(prepared.project, directory)
+    box = sandbox.for_workspace(layout, prepared.project, directory, network=prepared.config.sandbox_network)
+    instance = prepared.instance
+    opening.settings = Settings(
+        session_id=session_id,
+        project=prepared.project,
+        workspace=directory,
+        branch=branch,
+        sandbox=box,
+        bwrap=prepared.bwrap,
+        shell_policy=prepared.config.approvals_shell,
+        interactive=request.interactive,
+        scratchpad=layout.scratchpad_path(session_id),
+        sockets=opening.sockets,
+        subagent_spec={
+            "kind": instance.kind,
+            "address": instance.address,
+            "model": instance.model,
+            "credential": prepared.credential,
+            "instance": instance.name,
+        },
+        subagent_blocks=_subagent_blocks(prepared),
+    )
+
+
+def _subagent_blocks(prepared: _Prepared) -> list[list[dict[str, Any]]]:
+    if prepared.replay_entries is None:
+        return []
+    from chock.providers.replay import subagent_blocks
+
+    return subagent_blocks(prepared.replay_entries)
+
+
+def _provider(prepared: _Prepared, model: str | None, state: SessionState) -> Provider:
+    instance = prepared.instance
+    if prepared.replay_entries is not None:
+        from chock.providers.replay import ReplayProvider, parent_entries
+
+        return ReplayProvider(
+            parent_entries(prepared.replay_entries),
+            start=state.assistant_messages,
+            source=f"the replay file {instance.address}",
+        )
+    from chock.providers.registry import make_provider
+
+    return make_provider(instance.kind, instance.address, model, prepared.credential, instance=instance.name)
+
+
+def _drive(session: Session, call_model: bool, provider: Provider) -> int:
+    """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`)."""
+
+    async def main() -> int:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        assert task is not None
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            return await session.run(call_model_first=call_model)
+        finally:
+            await provider.aclose()
+
+    try:
+        return _single_threaded_loop().run_until_complete(main())
+    finally:
+        asyncio.set_event_loop(None)
+
+
+class _Loop(asyncio.SelectorEventLoop):
+    """An event loop that never starts a thread: name lookups run inline (a loopback or numeric address
+    resolves at once; a real name costs one blocking lookup per connection, which a model call dwarfs)."""
+
+    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        import socket
+
+        return socket.getaddrinfo(host, port, family, type, proto, flags)
+
+
+def _single_threaded_loop() -> asyncio.AbstractEventLoop:
+    loop = _Loop()
+    asyncio.set_event_loop(loop)
+    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+        # 3.11's default child watcher starts a thread per process; the pidfd watcher uses the loop itself.
+        watcher = asyncio.PidfdChildWatcher()
+        watcher.attach_loop(loop)
+        asyncio.set_child_watcher(watcher)
+    return loop

@@ -1,0 +1,100 @@
+"""A subagent: a child process with its own conversation and the read-only file tools (SPEC §5).
+
+The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model, its
+credential if any, and for a replay its block of entries) and reads one JSON answer from our stdout. The
+credential travels only over that pipe: never argv, never the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from chock.errors import ChockError
+from chock.providers import Reply
+from chock.session import files, toolspecs
+
+MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
+
+
+async def research(request: dict[str, Any]) -> dict[str, Any]:
+    workspace = Path(request["workspace"])
+    if request.get("kind") == "replay":
+        from chock.providers.replay import ReplayProvider
+
+        provider = ReplayProvider(
+            list(request.get("entries") or []), source="the replay file's subagent entries"
+        )
+    else:
+        from chock.providers.registry import make_provider
+
+        provider = make_provider(
+            request["kind"],
+            request.get("address"),
+            request.get("model"),
+            request.get("credential"),
+            instance=request.get("instance", ""),
+        )
+    conversation: list[dict[str, Any]] = [{"role": "user", "text": str(request["task"])}]
+    usage = [0, 0]
+    try:
+        for _ in range(MAX_TURNS):
+            reply = None
+            async for item in provider.stream(
+                conversation, toolspecs.SUBAGENT_TOOLS, toolspecs.SUBAGENT_PROMPT
+            ):
+                if isinstance(item, Reply):
+                    reply = item
+            if reply is None:
+                raise ChockError("the provider's response ended without a reply")
+            usage[0] += reply.input_tokens
+            usage[1] += reply.output_tokens
+            conversation.append(
+                {
+                    "role": "assistant",
+                    "text": reply.text,
+                    "tool_calls": [c.as_dict() for c in reply.tool_calls],
+                }
+            )
+            if not reply.tool_calls:
+                return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
+            for call in reply.tool_calls:
+                tool = files.READ_ONLY_TOOLS.get(call.name)
+                try:
+                    if tool is None:
+                        raise files.ToolRefused(f"a subagent has only the read-only tools, not {call.name!r}")
+                    output, is_error = tool(workspace, call.args), False
+                except (files.ToolRefused, OSError) as error:
+                    output, is_error = str(error), True
+                conversation.append(
+                    {
+                        "role": "tool",
+                        "call_id": call.call_id,
+                        "name": call.name,
+                        "output": output,
+                        "is_error": is_error,
+                    }
+                )
+        return {
+            "result": f"[the subagent stopped after {MAX_TURNS} model calls without an answer]",
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+        }
+    finally:
+        await provider.aclose()
+
+
+def main() -> None:
+    try:
+        answer = asyncio.run(research(json.loads(sys.stdin.read())))
+    except ChockError as error:
+        print(f"chock subagent: {error}", file=sys.stderr)
+        sys.exit(1)
+    json.dump(answer, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

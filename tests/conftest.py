@@ -1,0 +1,116 @@
+"""Shared fixtures: an isolated Chock home per test, a real git project, and `chock` run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from chock.paths import Layout
+
+
+@dataclass
+class Home:
+    """One person's Chock directories, all under the test's tmp dir."""
+
+    root: Path
+    layout: Layout
+    env: dict[str, str]
+
+    def write_config(self, text: str, mode: int = 0o600) -> Path:
+        self.layout.config.parent.mkdir(parents=True, exist_ok=True)
+        self.layout.config.write_text(text)
+        os.chmod(self.layout.config, mode)
+        return self.layout.config
+
+    def write_replay(self, name: str, entries: list[dict]) -> Path:
+        path = self.layout.config.parent / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in entries))
+        return path
+
+    def replay_instance(self, entries: list[dict], name: str = "demo") -> None:
+        self.write_replay(f"{name}.jsonl", entries)
+        self.write_config(f'.{{ .instances = .{{ .{name} = .{{ .kind = "replay={name}.jsonl" }} }} }}\n')
+
+    def chock(
+        self,
+        *args: str,
+        input: str | None = None,
+        cwd: Path | None = None,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "chock", *args], input=input if input is not None else "",
+            capture_output=True, text=True, cwd=cwd, timeout=timeout, env={**self.env, **(env or {})},
+        )  # fmt: skip
+
+    def spawn(self, *args: str, cwd: Path | None = None, **kwargs) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "chock", *args], cwd=cwd, env=self.env, text=True, **kwargs
+        )
+
+    def events(self, session_id: str) -> list[dict]:
+        return [json.loads(line) for line in self.layout.log_path(session_id).read_text().splitlines()]
+
+    def only_session(self) -> str:
+        ids = sorted(os.listdir(self.layout.sessions_dir))
+        assert len(ids) == 1, ids
+        return ids[0]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Home:
+    root = tmp_path / "home"
+    root.mkdir()
+    env = {
+        key: value for key, value in os.environ.items()
+        if not key.startswith(("CHOCK_", "XDG_", "GIT_", "LISTEN_", "NOTIFY_SOCKET"))
+    }  # fmt: skip
+    # A short runtime dir: session sockets fall back to it when the state dir's path is long (SPEC §3).
+    runtime = Path(tempfile.mkdtemp(prefix="chock-test-", dir="/tmp"))
+    env.update(
+        HOME=str(root),
+        CHOCK_CONFIG=str(root / ".config/chock/config.zon"),
+        CHOCK_STATE_DIR=str(root / ".local/state/chock"),
+        CHOCK_DATA_DIR=str(root / ".local/share/chock"),
+        XDG_RUNTIME_DIR=str(runtime),
+        CHOCK_KEYSTORE_TIMEOUT="5",
+        GIT_CONFIG_NOSYSTEM="1",
+    )
+    for key in list(os.environ):
+        if key.startswith(("CHOCK_", "XDG_", "GIT_")):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return Home(root, Layout.from_env(), env)
+
+
+def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git = ["git", "-C", str(path), "-c", "user.name=Test", "-c", "user.email=test@example.com"]
+    subprocess.run([*git[:3], "init", "-q", "-b", "main"], check=True)
+    for name, text in (files or {"README.md": "# demo\n", "app.py": "print('hello')\n"}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    return path.resolve()
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return make_project(tmp_path / "project")
+
+
+def git(project: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(project), *args], capture_output=True, text=True, check=True
+    ).stdout

@@ -1,0 +1,390 @@
+"""config.zon: what is accepted, and every refusal naming the key a person has to fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chock.config import (
+    DEFAULT_ADDRESSES,
+    KINDS,
+    STORES,
+    Config,
+    ConfigError,
+    InstanceConfig,
+    available_stores,
+    load_config,
+    parse_kind,
+)
+from chock.errors import EXIT_REFUSED
+
+FULL = """// every setting there is
+.{
+    .instance = "demo",
+    .instances = .{
+        .demo = .{ .kind = "replay=demo.jsonl" },
+        .local = .{ .kind = "openai-compat=http://127.0.0.1:5000/v1", .model = "qwen" },
+        .work = .{
+            .kind = "anthropic",
+            .address = "https://proxy.example/v1",
+            .model = "claude-x",
+            .token = "tok-123",
+        },
+        .@"my box" = .{ .kind = "aiand" },
+    },
+    .approvals = .{ .shell = "deny" },
+    .sandbox = .{ .network = true },
+    .credentials = .{ .store = "file" },
+}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "config.zon") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refusal(tmp_path: Path, text: str, *, platform: str = "linux") -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, platform=platform)
+    assert info.value.exit_code == EXIT_REFUSED
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    return message.removeprefix(f"{path}: ")
+
+
+# ---- reading a good file -------------------------------------------------------------------------
+
+
+def test_every_setting_is_read(tmp_path):
+    path = write(tmp_path, FULL)
+    config = load_config(path, platform="linux")
+    assert config == Config(
+        path=path,
+        instance="demo",
+        instances={
+            "demo": InstanceConfig("demo", "replay", str(tmp_path / "demo.jsonl")),
+            "local": InstanceConfig("local", "openai-compat", "http://127.0.0.1:5000/v1", model="qwen"),
+            "work": InstanceConfig(
+                "work", "anthropic", "https://proxy.example/v1", model="claude-x", token="tok-123"
+            ),
+            "my box": InstanceConfig("my box", "aiand", DEFAULT_ADDRESSES["aiand"]),
+        },
+        approvals_shell="deny",
+        sandbox_network=True,
+        credential_store="file",
+        exists=True,
+    )
+    assert list(config.instances) == ["demo", "local", "work", "my box"]
+
+
+def test_a_missing_file_is_an_empty_config(tmp_path):
+    path = tmp_path / "nowhere" / "config.zon"
+    config = load_config(path)
+    assert config == Config(path=path)
+    assert config.exists is False
+    assert config.instances == {}
+    assert (config.instance, config.approvals_shell, config.sandbox_network, config.credential_store) == (
+        None,
+        "ask",
+        False,
+        None,
+    )
+
+
+def test_an_empty_struct_is_the_defaults_but_exists(tmp_path):
+    path = write(tmp_path, ".{}\n")
+    assert load_config(path) == Config(path=path, exists=True)
+
+
+def test_sections_may_be_empty(tmp_path):
+    path = write(tmp_path, ".{ .instances = .{}, .approvals = .{}, .sandbox = .{}, .credentials = .{} }")
+    assert load_config(path) == Config(path=path, exists=True)
+
+
+@pytest.mark.parametrize("answer", ["ask", "allow", "deny"])
+def test_approvals_take_strings_and_enum_literals(tmp_path, answer):
+    as_string = load_config(write(tmp_path, f'.{{ .approvals = .{{ .shell = "{answer}" }} }}', "a.zon"))
+    as_enum = load_config(write(tmp_path, f".{{ .approvals = .{{ .shell = .{answer} }} }}", "b.zon"))
+    assert as_string.approvals_shell == as_enum.approvals_shell == answer
+    assert type(as_enum.approvals_shell) is str
+
+
+def test_token_is_not_in_the_repr(tmp_path):
+    config = load_config(write(tmp_path, FULL), platform="linux")
+    assert "tok-123" not in repr(config)
+    assert config.instances["work"].token == "tok-123"
+
+
+# ---- instance kinds and addresses ----------------------------------------------------------------
+
+
+def test_relative_replay_path_is_relative_to_the_config_directory(tmp_path, monkeypatch):
+    config_dir = tmp_path / "conf"
+    config_dir.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    path = write(config_dir, '.{ .instances = .{ .demo = .{ .kind = "replay=demos/a.jsonl" } } }')
+    assert load_config(path).instances["demo"].address == str(config_dir / "demos" / "a.jsonl")
+
+
+def test_relative_config_path_still_gives_an_absolute_replay_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }')
+    address = load_config(Path("config.zon")).instances["demo"].address
+    assert address == str(tmp_path / "demo.jsonl")
+
+
+def test_absolute_replay_path_stays(tmp_path):
+    path = write(tmp_path, '.{ .instances = .{ .demo = .{ .kind = "replay=/srv/demo.jsonl" } } }')
+    assert load_config(path).instances["demo"].address == "/srv/demo.jsonl"
+
+
+def test_address_overrides_the_kind_value(tmp_path):
+    text = """.{ .instances = .{
+        .a = .{ .kind = "openai-compat=http://one/v1", .address = "http://two/v1" },
+        .b = .{ .kind = "openai-compat", .address = "http://three/v1" },
+        .r = .{ .kind = "replay=one.jsonl", .address = "two.jsonl" },
+    } }"""
+    instances = load_config(write(tmp_path, text)).instances
+    assert instances["a"].address == "http://two/v1"
+    assert instances["b"].address == "http://three/v1"
+    assert instances["r"].address == str(tmp_path / "two.jsonl")
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "aiand"])
+def test_known_providers_get_their_default_address(tmp_path, kind):
+    path = write(tmp_path, f'.{{ .instances = .{{ .x = .{{ .kind = "{kind}" }} }} }}')
+    assert load_config(path).instances["x"].address == DEFAULT_ADDRESSES[kind]
+
+
+def test_parse_kind():
+    assert parse_kind("anthropic") == ("anthropic", None)
+    assert parse_kind("aiand") == ("aiand", None)
+    assert parse_kind("anthropic=https://x/v1") == ("anthropic", "https://x/v1")
+    assert parse_kind("openai-compat=http://127.0.0.1:5000/v1") == (
+        "openai-compat",
+        "http://127.0.0.1:5000/v1",
+    )
+    assert parse_kind("replay=demo.jsonl", base_dir=Path("/conf")) == ("replay", "/conf/demo.jsonl")
+    assert parse_kind("replay=/abs/demo.jsonl", base_dir=Path("/conf")) == ("replay", "/abs/demo.jsonl")
+    # only the first '=' splits: a URL may hold more
+    assert parse_kind("openai-compat=http://h/v1?a=b") == ("openai-compat", "http://h/v1?a=b")
+
+
+def test_parse_kind_without_base_dir_uses_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert parse_kind("replay=demo.jsonl") == ("replay", str(tmp_path / "demo.jsonl"))
+    assert parse_kind("replay=demo.jsonl", base_dir=Path("conf")) == (
+        "replay",
+        str(tmp_path / "conf" / "demo.jsonl"),
+    )
+
+
+def test_parse_kind_names_an_undecodable_kind_without_crashing():
+    with pytest.raises(ConfigError, match="unknown instance kind"):
+        parse_kind("gpt\udcff")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("openai-compat", "openai-compat has no default address: give one, as in openai-compat=http://"),
+        ("replay", "replay needs the file to replay, as in replay=demo.jsonl"),
+        ("anthropic=", "anthropic= needs a value after '='"),
+        (
+            "anthropic=api.anthropic.com",
+            'anthropic address "api.anthropic.com" is not an http:// or https:// URL',
+        ),
+        ("gpt", 'unknown instance kind "gpt" (kinds: anthropic, aiand, openai-compat, replay)'),
+        ("", 'unknown instance kind "" (kinds: '),
+        ("Anthropic", 'unknown instance kind "Anthropic"'),
+    ],
+)
+def test_parse_kind_refusals(text, words):
+    with pytest.raises(ConfigError) as info:
+        parse_kind(text)
+    assert words in str(info.value)
+
+
+def test_kinds_and_stores_are_what_the_spec_names():
+    assert KINDS == ("anthropic", "aiand", "openai-compat", "replay")
+    assert STORES == ("secret_service", "keychain", "file", "secretspec")
+
+
+# ---- refusals naming the key path ----------------------------------------------------------------
+
+
+def test_syntax_error_has_file_line_and_column(tmp_path):
+    message = refusal(tmp_path, '.{\n    .approvals = .{ .shell "ask" },\n}\n')
+    assert message == "line 2, column 28: expected '=' after field name .shell, found '\"'"
+
+
+def test_approvals_shell_must_be_a_known_answer(tmp_path):
+    message = refusal(tmp_path, '.{ .approvals = .{ .shell = "maybe" } }')
+    assert message == '.approvals.shell must be one of ask, allow, deny (got "maybe")'
+
+
+def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
+    message = refusal(tmp_path, ".{ .approvals = .{ .shell = .sometimes } }")
+    assert message == ".approvals.shell must be one of ask, allow, deny (got .sometimes)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            ".{ .colour = 1 }",
+            "unknown key .colour (known keys in the config: instance, instances, approvals, "
+            "sandbox, credentials)",
+        ),
+        (
+            ".{ .approvals = .{ .files = .ask } }",
+            "unknown key .approvals.files (known keys in .approvals: shell)",
+        ),
+        (".{ .sandbox = .{ .net = true } }", "unknown key .sandbox.net (known keys in .sandbox: network)"),
+        (
+            '.{ .credentials = .{ .backend = "file" } }',
+            "unknown key .credentials.backend (known keys in .credentials: store)",
+        ),
+        (
+            '.{ .instances = .{ .w = .{ .kind = "aiand", .url = "x" } } }',
+            "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token)",
+        ),
+        (
+            '.{ .instances = .{ .@"my-box" = .{ .kind = "aiand", .@"a b" = 1 } } }',
+            'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, '
+            "model, token)",
+        ),
+    ],
+)
+def test_unknown_keys_are_named_with_their_path(tmp_path, text, message):
+    assert refusal(tmp_path, text) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1", "the config must be a struct .{ ... } (got 1)"),
+        (".{ 1, 2 }", "the config must be a struct .{ ... } (got a list)"),
+        (".{ .instance = 3 }", ".instance must be a string (got 3)"),
+        ('.{ .instance = "" }', ".instance must not be empty"),
+        (".{ .instances = .{ 1 } }", ".instances must be a struct of named instances (got a list)"),
+        ('.{ .instances = "demo" }', '.instances must be a struct of named instances (got "demo")'),
+        (".{ .instances = .{ .a = true } }", ".instances.a must be a struct .{ ... } (got true)"),
+        (
+            '.{ .instances = .{ .a = .{ .model = "m" } } }',
+            ".instances.a has no .kind (kinds: anthropic, aiand, openai-compat, replay)",
+        ),
+        (".{ .instances = .{ .a = .{ .kind = 5 } } }", ".instances.a.kind must be a string (got 5)"),
+        (
+            '.{ .instances = .{ .a = .{ .kind = "openai" } } }',
+            '.instances.a.kind: unknown instance kind "openai" '
+            "(kinds: anthropic, aiand, openai-compat, replay)",
+        ),
+        (
+            '.{ .instances = .{ .a = .{ .kind = "openai-compat" } } }',
+            ".instances.a.kind: openai-compat has no default address: give one, as in "
+            "openai-compat=http://127.0.0.1:5000/v1",
+        ),
+        (
+            '.{ .instances = .{ .a = .{ .kind = "anthropic", .address = "ftp://x" } } }',
+            '.instances.a.address: anthropic address "ftp://x" is not an http:// or https:// URL',
+        ),
+        (
+            '.{ .instances = .{ .a = .{ .kind = "aiand", .address = null } } }',
+            ".instances.a.address must be a string (got null)",
+        ),
+        (
+            '.{ .instances = .{ .a = .{ .kind = "aiand", .model = .{} } } }',
+            ".instances.a.model must be a string (got a struct)",
+        ),
+        (
+            '.{ .instances = .{ .a = .{ .kind = "aiand", .model = "" } } }',
+            ".instances.a.model must not be empty",
+        ),
+        ('.{ .sandbox = .{ .network = "yes" } }', '.sandbox.network must be true or false (got "yes")'),
+        (".{ .sandbox = .{ .network = 1 } }", ".sandbox.network must be true or false (got 1)"),
+        (".{ .sandbox = true }", ".sandbox must be a struct .{ ... } (got true)"),
+        ('.{ .approvals = "ask" }', '.approvals must be a struct .{ ... } (got "ask")'),
+        (
+            '.{ .credentials = .{ .store = "vault" } }',
+            '.credentials.store must be one of secret_service, keychain, file, secretspec (got "vault")',
+        ),
+    ],
+)
+def test_bad_values_are_named_with_their_path(tmp_path, text, message):
+    assert refusal(tmp_path, text) == message
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [("12345", "a number"), (".secret", "an enum literal"), ("true", "true/false"), ('.{ "x" }', "a list")],
+)
+def test_a_token_must_be_a_string_and_is_never_repeated(tmp_path, value, got):
+    message = refusal(
+        tmp_path, f'.{{ .instances = .{{ .w = .{{ .kind = "anthropic", .token = {value} }} }} }}'
+    )
+    assert message == f'.instances.w.token must be a string "…" (got {got})'
+
+
+def test_an_empty_token_is_refused(tmp_path):
+    message = refusal(tmp_path, '.{ .instances = .{ .w = .{ .kind = "anthropic", .token = "" } } }')
+    assert message.startswith(".instances.w.token is empty")
+
+
+def test_a_bad_value_in_a_later_instance_names_that_instance(tmp_path):
+    text = '.{ .instances = .{ .good = .{ .kind = "aiand" }, .bad = .{ .kind = "aiand", .model = 1 } } }'
+    assert refusal(tmp_path, text) == ".instances.bad.model must be a string (got 1)"
+
+
+def test_unreadable_config_is_a_refusal(tmp_path):
+    path = tmp_path / "config.zon"
+    path.mkdir()
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: cannot read the config: ")
+
+
+# ---- stores and the platform ---------------------------------------------------------------------
+
+
+def test_keychain_is_refused_on_linux(tmp_path):
+    message = refusal(tmp_path, '.{ .credentials = .{ .store = "keychain" } }', platform="linux")
+    assert message == (
+        '.credentials.store "keychain" is not available on Linux '
+        "(stores that work here: secret_service, file, secretspec)"
+    )
+
+
+def test_secret_service_is_refused_on_macos(tmp_path):
+    message = refusal(tmp_path, ".{ .credentials = .{ .store = .secret_service } }", platform="darwin")
+    assert message == (
+        ".credentials.store .secret_service is not available on macOS "
+        "(stores that work here: keychain, file, secretspec)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("platform", "store"),
+    [
+        ("linux", "secret_service"),
+        ("linux", "file"),
+        ("linux", "secretspec"),
+        ("darwin", "keychain"),
+        ("darwin", "file"),
+        ("darwin", "secretspec"),
+    ],
+)
+def test_stores_this_platform_has_are_accepted(tmp_path, platform, store):
+    path = write(tmp_path, f'.{{ .credentials = .{{ .store = "{store}" }} }}')
+    assert load_config(path, platform=platform).credential_store == store
+
+
+def test_available_stores():
+    assert available_stores("linux") == ("secret_service", "file", "secretspec")
+    assert available_stores("darwin") == ("keychain", "file", "secretspec")

@@ -1,0 +1,481 @@
+"""The blocking control client against a scripted server that speaks the wire (SPEC §6, §5, §9)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from chock.control import protocol as p
+from chock.control.client import (
+    Address,
+    BadAddress,
+    ControlClient,
+    ControlError,
+    SessionEnded,
+    SessionSocketClient,
+    connect,
+    parse_address,
+    resolve_address,
+)
+from chock.errors import ChockError
+
+SID = "20261201-073450-a1b2c3"
+HELLO_OK = b"ok chock-control 1\n"
+SESSION_OK = b"ok chock-session 1\n"
+
+
+class Scripted:
+    """A server that accepts connections in turn; on each, after every line it receives it sends the next
+    canned reply. When a connection's replies run out it closes (`hold=False`) or reads on until the
+    client closes (`hold=True`), recording every line, so a test can prove what was never sent."""
+
+    def __init__(self, address, scripts: list[list[bytes]], *, hold: bool = False) -> None:
+        self.scripts = scripts
+        self.hold = hold
+        self.received: list[list[str]] = []
+        self.client_closed = threading.Event()
+        if isinstance(address, Path):
+            self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.listener.bind(str(address))
+        else:
+            self.listener = socket.create_server(address)
+        self.listener.listen(4)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.listener.getsockname()[1]
+
+    def _serve(self) -> None:
+        for replies in self.scripts:
+            conn, _ = self.listener.accept()
+            lines: list[str] = []
+            self.received.append(lines)
+            with conn:
+                buffer = p.LineBuffer(p.MAX_START_LINE)
+                replies = list(replies)
+                while replies or self.hold:
+                    line = buffer.next_line()
+                    if line is None:
+                        data = conn.recv(65536)
+                        if not data:
+                            self.client_closed.set()
+                            break
+                        buffer.feed(data)
+                        continue
+                    lines.append(line)
+                    if replies:
+                        conn.sendall(replies.pop(0))
+
+    def close(self) -> None:
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def sockdir():
+    # Short, so the socket paths fit sun_path whatever pytest's tmp_path looks like.
+    directory = Path(tempfile.mkdtemp(prefix="chock-", dir="/tmp"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def serve(sockdir):
+    servers = []
+
+    def start(*scripts: list[bytes], hold: bool = False, name: str = "daemon.sock") -> Scripted:
+        server = Scripted(sockdir / name, list(scripts), hold=hold)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def address_of(server: Scripted) -> str:
+    return f"unix:{server.listener.getsockname()}"
+
+
+def event(n: int, kind: str = "assistant.delta", **fields) -> bytes:
+    return p.encode_event_line(
+        json.dumps({"id": n, "type": kind, **fields}, separators=(", ", ": ")).encode()
+    )
+
+
+# Addresses ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("unix:/run/chock/daemon.sock", Address(path="/run/chock/daemon.sock")),
+        ("/run/chock/daemon.sock", Address(path="/run/chock/daemon.sock")),
+        ("localhost:7890", Address(host="localhost", port=7890)),
+        ("127.0.0.1:7890", Address(host="127.0.0.1", port=7890)),
+        ("[::1]:7890", Address(host="::1", port=7890)),
+    ],
+)
+def test_addresses_parse(text, address):
+    assert parse_address(text) == address
+    assert parse_address(str(address)) == address
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "daemon.sock",
+        "unix:daemon.sock",
+        "::1:7890",
+        "host",
+        "host:",
+        "host:0",
+        "host:70000",
+        "http://h:1",
+    ],
+)
+def test_other_addresses_are_refused_clearly(text):
+    with pytest.raises(BadAddress) as caught:
+        parse_address(text)
+    assert "unix:/" in str(caught.value) or "brackets" in str(caught.value)
+
+
+def test_bare_ipv6_is_told_to_use_brackets():
+    with pytest.raises(BadAddress, match=r"\[::1\]:7890"):
+        parse_address("::1:7890")
+
+
+def test_resolve_address_follows_the_spec_order():
+    assert resolve_address("h:1", environ={"CHOCK_DAEMON": "x:2"}) == Address(host="h", port=1)
+    assert resolve_address(port=7890, environ={}) == Address(host="127.0.0.1", port=7890)
+    assert resolve_address(environ={"CHOCK_DAEMON": "x:2"}) == Address(host="x", port=2)
+    assert resolve_address(environ={}, state_socket=Path("/s/daemon.sock")) == Address(path="/s/daemon.sock")
+
+
+def test_daemon_and_port_together_are_refused():
+    with pytest.raises(BadAddress, match="--daemon and --port"):
+        resolve_address("h:1", port=2)
+
+
+# The greeting ---------------------------------------------------------------------------------------------
+
+
+def test_connect_greets_and_keeps_the_daemons_number(serve):
+    server = serve([HELLO_OK])
+    with connect(address_of(server), timeout=5) as connection:
+        assert connection.number == 1
+    server.thread.join(5)
+    assert server.received == [["hello chock-control 1"]]
+
+
+def test_a_newer_daemon_is_refused_naming_both_numbers_and_nothing_else_is_sent(serve):
+    server = serve([b"ok chock-control 2\n"], hold=True)
+    with pytest.raises(ControlError) as caught:
+        connect(address_of(server), timeout=5)
+    assert caught.value.code == "protocol"
+    assert (
+        caught.value.text
+        == "this client speaks chock-control 1, the daemon chock-control 2: update the client"
+    )
+    assert server.client_closed.wait(5)
+    assert server.received == [["hello chock-control 1"]]
+
+
+def test_the_daemons_own_refusal_of_the_greeting_is_kept(serve):
+    refusal = p.encode_error(
+        "protocol", "this daemon speaks chock-control 0, the client chock-control 1: update the daemon"
+    )
+    server = serve([refusal])
+    with pytest.raises(ControlError) as caught:
+        connect(address_of(server), timeout=5)
+    assert (caught.value.code, caught.value.text.endswith("update the daemon")) == ("protocol", True)
+
+
+def test_a_daemon_that_predates_the_greeting_is_named_as_such(serve):
+    server = serve([b"error unknown-verb hello is not a verb\n"])
+    with pytest.raises(ControlError, match="predates chock-control 1"):
+        connect(address_of(server), timeout=5)
+
+
+def test_a_daemon_that_says_nothing_is_unreachable_within_the_bound(serve):
+    server = serve([b""], hold=True)
+    began = time.monotonic()
+    with pytest.raises(ControlError) as caught:
+        connect(address_of(server), timeout=0.2)
+    assert caught.value.code == "unreachable" and "within 0.2 s" in caught.value.text
+    assert time.monotonic() - began < 2
+
+
+# Unreachable ----------------------------------------------------------------------------------------------
+
+
+def test_a_missing_socket_is_unreachable_at_once(sockdir):
+    began = time.monotonic()
+    with pytest.raises(ControlError) as caught:
+        connect(f"unix:{sockdir}/nothing.sock", timeout=5)
+    assert time.monotonic() - began < 1
+    assert caught.value.code == "unreachable"
+    assert f"unix:{sockdir}/nothing.sock" in caught.value.text
+    assert "chock daemon" in caught.value.text and "systemctl --user start chock.socket" in caught.value.text
+    assert isinstance(caught.value, ChockError)
+
+
+def test_a_socket_nobody_listens_on_is_unreachable(sockdir):
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(sockdir / "stale.sock"))  # bound, never listening: what a crashed daemon leaves
+    try:
+        with pytest.raises(ControlError) as caught:
+            ControlClient(f"{sockdir}/stale.sock", timeout=5).ping()
+        assert caught.value.code == "unreachable" and "nothing is listening" in caught.value.text
+    finally:
+        stale.close()
+
+
+def test_a_tcp_port_nobody_listens_on_is_unreachable():
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    with pytest.raises(ControlError) as caught:
+        connect(f"127.0.0.1:{port}", timeout=5)
+    assert caught.value.code == "unreachable" and f"127.0.0.1:{port}" in caught.value.text
+
+
+# The verbs ------------------------------------------------------------------------------------------------
+
+
+def test_an_error_reply_becomes_a_control_error_with_the_daemons_code(serve):
+    server = serve([HELLO_OK, p.encode_error("not-found", f"no session {SID}")])
+    with pytest.raises(ControlError) as caught:
+        connect(address_of(server), timeout=5).read(SID, 0)
+    assert (caught.value.code, caught.value.text) == ("not-found", f"no session {SID}")
+
+
+def test_read_iterates_events_until_the_daemon_closes(serve):
+    server = serve([HELLO_OK, event(6) + event(7, "turn.end")])
+    events = list(connect(address_of(server), timeout=5).read(SID, 5))
+    assert [e["id"] for e in events] == [6, 7] and events[1]["type"] == "turn.end"
+    assert server.received == [["hello chock-control 1", f"read {SID} 5"]]
+
+
+def test_read_of_nothing_new_is_empty(serve):
+    server = serve([HELLO_OK, b""])
+    assert list(ControlClient(address_of(server), timeout=5).read(SID, 99)) == []
+
+
+def test_list_gives_rows_oldest_first(serve):
+    rows = [
+        ("2026-12-01T07:34:50.123Z", {"id": SID, "status": "ended"}),
+        ("2026-12-02T08:00:00.000Z", {"id": "b"}),
+    ]
+    server = serve([HELLO_OK, b"".join(p.encode_list_row(at, row) for at, row in rows)])
+    assert ControlClient(address_of(server), timeout=5).list("/home/me/proj") == rows
+    assert server.received[0][1] == "list /home/me/proj"
+
+
+def test_list_of_an_unknown_project_is_empty(serve):
+    server = serve([HELLO_OK, b""])
+    assert ControlClient(address_of(server), timeout=5).list("/nowhere") == []
+
+
+def test_list_sends_an_absolute_project(serve, monkeypatch, sockdir):
+    monkeypatch.chdir(sockdir)
+    server = serve([HELLO_OK, b""])
+    ControlClient(address_of(server), timeout=5).list("proj")
+    assert server.received[0][1] == f"list {sockdir}/proj"
+
+
+def test_watch_gives_the_row_then_events_until_close(serve):
+    row = {"id": SID, "status": "running", "last_event_id": 3}
+    server = serve(
+        [HELLO_OK, p.encode_watch_header(row) + event(4) + event(5, "session.end", reason="completed")]
+    )
+    header, events = connect(address_of(server), timeout=5).watch("/home/me/proj", SID, 3)
+    assert header == row
+    assert [e["id"] for e in events] == [4, 5]
+    assert server.received[0][1] == f"watch /home/me/proj\t{SID}\t3"
+
+
+def test_leaving_a_watch_closes_its_connection(serve):
+    server = serve([HELLO_OK, p.encode_watch_header({"id": SID}) + event(1)], hold=True)
+    _, events = connect(address_of(server), timeout=5).watch("/p", SID)
+    assert next(events)["id"] == 1
+    events.close()
+    assert server.client_closed.wait(5)
+
+
+def test_watch_refused_is_raised_at_the_call(serve):
+    server = serve([HELLO_OK, p.encode_error("forbidden", "uid 1001 is not this daemon's")])
+    with pytest.raises(ControlError) as caught:
+        connect(address_of(server), timeout=5).watch("/p", SID)
+    assert caught.value.code == "forbidden"
+
+
+def test_start_returns_the_id_and_log_path(serve):
+    server = serve([HELLO_OK, p.encode_started(SID, f"/state/sessions/{SID}/log.jsonl")])
+    started = ControlClient(address_of(server), timeout=5).start("/home/me/proj", "fix it\nplease")
+    assert started == (SID, f"/state/sessions/{SID}/log.jsonl")
+    assert server.received[0][1] == "start /home/me/proj\tfix it\\nplease"
+
+
+def test_start_refused_carries_the_childs_words(serve):
+    server = serve([HELLO_OK, p.encode_error("refused", "no credential for instance work")])
+    with pytest.raises(ControlError) as caught:
+        ControlClient(address_of(server), timeout=5).start("/p", "go")
+    assert (caught.value.code, caught.value.text) == ("refused", "no credential for instance work")
+
+
+def test_adopt(serve):
+    server = serve([HELLO_OK, p.encode_started(SID, "/log")])
+    assert ControlClient(address_of(server), timeout=5).adopt("/p", SID) == (SID, "/log")
+    assert server.received[0][1] == f"adopt /p\t{SID}"
+
+
+def test_answer_ok_and_unreachable(serve):
+    server = serve(
+        [HELLO_OK, p.encode_answered()], [HELLO_OK, p.encode_error("unreachable", "no approval.sock")]
+    )
+    client = ControlClient(address_of(server), timeout=5)
+    assert client.answer("/p", SID, "r1", True) is None
+    with pytest.raises(ControlError) as caught:
+        client.answer("/p", SID, "r2", False)
+    assert caught.value.code == "unreachable"
+    assert [lines[1] for lines in server.received] == [
+        f"answer /p\t{SID}\tr1\tyes",
+        f"answer /p\t{SID}\tr2\tno",
+    ]
+
+
+def test_a_bad_id_is_refused_before_anything_is_sent(serve):
+    server = serve([HELLO_OK], hold=True)
+    with pytest.raises(ControlError) as caught:
+        connect(address_of(server), timeout=5).read("../../etc/passwd", 0)
+    assert caught.value.code == "bad-request"
+    assert server.client_closed.wait(5)
+    assert server.received == [["hello chock-control 1"]]
+
+
+def test_one_connection_carries_one_verb(serve):
+    server = serve([HELLO_OK, b""])
+    connection = connect(address_of(server), timeout=5)
+    connection.list("/p")
+    with pytest.raises(RuntimeError, match="one verb"):
+        connection.list("/p")
+
+
+def test_a_daemon_that_closes_before_replying_is_unreachable(serve):
+    server = serve([HELLO_OK])
+    with pytest.raises(ControlError) as caught:
+        ControlClient(address_of(server), timeout=5).start("/p", "go")
+    assert caught.value.code == "unreachable" and "closed the connection" in caught.value.text
+
+
+def test_an_unreadable_reply_is_protocol(serve):
+    server = serve([HELLO_OK, b"this is not json\n"])
+    with pytest.raises(ControlError) as caught:
+        list(connect(address_of(server), timeout=5).read(SID, 0))
+    assert caught.value.code == "protocol"
+
+
+def test_the_client_works_over_tcp():
+    server = Scripted(("127.0.0.1", 0), [[HELLO_OK, event(1)]])
+    try:
+        assert [e["id"] for e in connect(f"127.0.0.1:{server.port}", timeout=5).read(SID, 0)] == [1]
+    finally:
+        server.close()
+
+
+# Session sockets --------------------------------------------------------------------------------------------
+
+
+def test_pending_lists_requests_until_end(serve):
+    items = (
+        p.PendingItem("r1", "shell", "make test").encode() + p.PendingItem("r2", "shell", "rm -r\nx").encode()
+    )
+    server = serve([SESSION_OK, items + b"end\n"], name="approval.sock")
+    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+        assert client.pending() == [
+            p.PendingItem("r1", "shell", "make test"),
+            p.PendingItem("r2", "shell", "rm -r\nx"),
+        ]
+    assert server.received[0][:2] == ["hello chock-session 1", "pending"]
+
+
+def test_session_answer_and_not_pending(serve):
+    server = serve(
+        [SESSION_OK, b"ok answered\n", b"error not-pending r1 was answered already\n"], name="approval.sock"
+    )
+    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+        client.answer("r1", True)
+        with pytest.raises(ControlError) as caught:
+            client.answer("r1", False)
+    assert caught.value.code == "not-pending"
+    assert server.received[0][1:] == ["answer r1\tyes", "answer r1\tno"]
+
+
+def test_a_session_that_ends_while_we_wait_says_so(serve):
+    server = serve([SESSION_OK, b"ended completed\n"], name="approval.sock")
+    with (
+        SessionSocketClient(server.listener.getsockname(), timeout=5) as client,
+        pytest.raises(SessionEnded) as caught,
+    ):
+        client.pending()
+    assert caught.value.reason == "completed"
+
+
+def test_session_greeting_mismatch_names_both_numbers(serve):
+    server = serve([b"ok chock-session 3\n"], name="handover.sock")
+    with pytest.raises(ControlError) as caught:
+        SessionSocketClient(server.listener.getsockname(), timeout=5)
+    assert "chock-session 1" in caught.value.text and "chock-session 3" in caught.value.text
+
+
+def test_the_handover_exchange(serve):
+    server = serve([SESSION_OK, b"busy 1 0\n", b"released\n"], name="handover.sock")
+    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+        client.ask_handover()
+        assert client.read_line(5) == p.Busy(1, 0)
+        with pytest.raises(TimeoutError):
+            client.read_line(0.1)  # the work is still running; --wait bounds each read
+        client.confirm()
+    assert server.received[0] == ["hello chock-session 1", "handover", "confirm"]
+
+
+def test_busy_then_ready_then_released(serve):
+    server = serve([SESSION_OK, b"busy 0 1\nbusy 0 0\nready\n", b"released\n"], name="handover.sock")
+    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+        client.ask_handover()
+        assert [client.read_line(5) for _ in range(3)] == [p.Busy(0, 1), p.Busy(0, 0), p.Ready()]
+        client.confirm(timeout=5)
+
+
+def test_a_session_that_closes_reads_as_none(serve):
+    server = serve([SESSION_OK, b""], name="handover.sock")
+    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+        client.ask_handover()
+        assert client.read_line(5) is None
+
+
+def test_confirm_without_released_is_an_error(serve):
+    server = serve([SESSION_OK, b"ready\n"], name="handover.sock")
+    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+        client.ask_handover()
+        assert client.read_line(5) == p.Ready()
+        with pytest.raises(ControlError) as caught:
+            client.confirm(timeout=5)  # the session closed: the send or the read finds out
+    assert caught.value.code == "unreachable" and "closed the" in caught.value.text
+
+
+def test_a_missing_session_socket_is_unreachable(sockdir):
+    with pytest.raises(ControlError) as caught:
+        SessionSocketClient(sockdir / "approval.sock", timeout=5)
+    assert caught.value.code == "unreachable" and str(sockdir / "approval.sock") in caught.value.text

@@ -1,0 +1,451 @@
+"""`chock login` / `chock logout` with the file store: the checks, the lock, both files or neither (SPEC §10).
+
+Logins run for real against the loopback fake provider; concurrent and locked logins run as separate
+processes, and the replace question is answered through a real pty.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakes.providers import FakeProvider
+
+from chock import zon
+from chock.config import load_config
+from chock.credentials import lock as lock_module
+from chock.credentials.errors import LoginBusy, NameTaken
+from chock.credentials.index import IndexEntry, read_index, write_index
+from chock.credentials.lock import BUSY_MESSAGE
+from chock.credentials.login import login, logout, replace_question
+from chock.credentials.lookup import lookup
+from chock.errors import UsageError
+from chock.providers import ProviderError
+
+FILE_STORE = '.{ .credentials = .{ .store = "file" } }\n'
+KEY = "sk-test-4f1d9c"
+
+# One login in a process of its own: the arguments (never the secret) come in argv as JSON; the secret comes
+# from stdin or the pty, exactly as `chock login` gets it.
+LOGIN_CHILD = """
+import json, sys
+from chock.paths import Layout
+from chock.config import load_config
+from chock.credentials.login import login
+from chock.errors import ChockError
+layout = Layout.from_env()
+try:
+    result = login(layout, load_config(layout.config), **json.loads(sys.argv[1]))
+except ChockError as exc:
+    print("ERROR", type(exc).__name__, exc, flush=True)
+    sys.exit(exc.exit_code)
+print("RESULT", json.dumps(result.__dict__), flush=True)
+"""
+
+# Takes the login lock the way login does, says so, and holds it until killed.
+LOCK_HOLDER = """
+import sys, time
+from chock.paths import Layout
+from chock.credentials.lock import login_lock
+with login_lock(Layout.from_env()):
+    print("HOLDING", flush=True)
+    time.sleep(600)
+"""
+
+
+def no_check(kind: str, address: str, credential: str) -> None:
+    pass
+
+
+def piped(home, provider: str, secret: str = KEY, **kwargs):
+    config = load_config(home.layout.config)
+    kwargs.setdefault("check", no_check)
+    kwargs.setdefault("environ", {})
+    return login(
+        home.layout, config, provider, password_method="stdin", interactive=False, stdin=io.StringIO(secret + "\n"),
+        **kwargs,
+    )  # fmt: skip
+
+
+def tokens(home) -> dict:
+    path = home.layout.tokens_path
+    return zon.load(path) if path.exists() else {}
+
+
+def spawn_login(home, args: dict, **kwargs) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", LOGIN_CHILD, json.dumps(args)],
+        env=home.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs,
+    )  # fmt: skip
+
+
+# ---- the happy path, and what a login writes ------------------------------------------------------------
+
+
+def test_login_checks_with_the_provider_and_writes_both_files(home):
+    home.write_config(FILE_STORE)
+    with FakeProvider(kind="anthropic", key=KEY) as fake:
+        result = piped(home, f"anthropic={fake.address}", name="work", model="claude-x", check=None)
+        assert [r.path for r in fake.requests] == ["/v1/models"]
+        assert fake.requests[0].headers["x-api-key"] == KEY
+    assert result.stored and not result.replaced and result.store == "file"
+    assert read_index(home.layout) == {
+        "work": IndexEntry(kind="anthropic", address=fake.address, model="claude-x", stored="file")
+    }
+    assert tokens(home) == {"work": KEY}
+    for path in (home.layout.tokens_path, home.layout.instances_path):
+        assert path.stat().st_mode & 0o777 == 0o600
+    assert home.layout.data.stat().st_mode & 0o777 == 0o700
+    assert lookup(home.layout, load_config(home.layout.config), "work") == KEY
+
+
+def test_a_rejected_key_is_not_stored_and_the_index_is_unchanged(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", name="other", secret="sk-other")
+    index_before = home.layout.instances_path.read_bytes()
+    tokens_before = home.layout.tokens_path.read_bytes()
+    with FakeProvider(kind="openai", key="sk-the-right-one") as fake:
+        with pytest.raises(ProviderError) as caught:
+            piped(home, f"openai-compat={fake.address}", name="local", secret="sk-a-wrong-one", check=None)
+    assert "401" in str(caught.value)
+    assert "sk-a-wrong-one" not in str(caught.value)
+    assert home.layout.instances_path.read_bytes() == index_before
+    assert home.layout.tokens_path.read_bytes() == tokens_before
+
+
+def test_name_defaults_to_the_kind_and_the_default_address(home):
+    home.write_config(FILE_STORE)
+    seen = []
+    result = piped(home, "aiand", check=lambda *args: seen.append(args))
+    assert (result.name, result.address) == ("aiand", "https://api.aiand.com/v1")
+    assert seen == [("aiand", "https://api.aiand.com/v1", KEY)]
+
+
+def test_a_login_with_no_store_named_goes_to_the_os_keystore(home, monkeypatch):
+    home.write_config(".{}\n")
+    opened = []
+
+    class Refusing:
+        name = "secret_service"
+
+        def check(self, instance=None):
+            raise LoginBusy("stop here")
+
+    def fake_open(name, layout, *, can_prompt=False):
+        opened.append(name)
+        return Refusing()
+
+    monkeypatch.setattr("chock.credentials.login.open_store", fake_open)
+    with pytest.raises(LoginBusy):
+        piped(home, "aiand")
+    assert opened == ["secret_service"]
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("prompt", "needs a terminal"), ("sk-pasted-by-mistake", "prompt, stdin or file=PATH"), ("file=", "file=PATH")],
+)
+def test_bad_password_methods_are_refused_without_echoing_them(home, method, message):
+    home.write_config(FILE_STORE)
+    config = load_config(home.layout.config)
+    with pytest.raises(UsageError) as caught:
+        login(home.layout, config, "aiand", password_method=method, interactive=False, check=no_check, environ={})
+    assert message in str(caught.value)
+    assert "sk-pasted" not in str(caught.value)
+
+
+def test_password_method_file_reads_the_file(home, tmp_path):
+    home.write_config(FILE_STORE)
+    secret_file = tmp_path / "key.txt"
+    secret_file.write_text(KEY + "\n")
+    config = load_config(home.layout.config)
+    login(home.layout, config, "aiand", password_method=f"file={secret_file}", interactive=True, check=no_check,
+          environ={})  # fmt: skip
+    assert tokens(home) == {"aiand": KEY}
+
+
+@pytest.mark.parametrize("secret", ["", "two words", "line\nbreak"])
+def test_an_empty_or_malformed_credential_is_refused(home, secret, tmp_path):
+    home.write_config(FILE_STORE)
+    secret_file = tmp_path / "key.txt"
+    secret_file.write_text(secret)
+    config = load_config(home.layout.config)
+    with pytest.raises(UsageError) as caught:
+        login(home.layout, config, "aiand", password_method=f"file={secret_file}", check=no_check, environ={})
+    assert secret.strip() == "" or secret not in str(caught.value)
+    assert not home.layout.instances_path.exists()
+
+
+def test_replay_takes_no_login(home):
+    home.write_config(FILE_STORE)
+    with pytest.raises(UsageError, match="takes no credential"):
+        piped(home, "replay=demo.jsonl")
+
+
+# ---- names: taken, colliding, replaced --------------------------------------------------------------------
+
+
+def test_piped_login_over_an_existing_name_is_refused_unless_it_says_what_it_meant(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    with pytest.raises(NameTaken) as caught:
+        piped(home, "aiand", secret="sk-second")
+    message = str(caught.value)
+    assert 'there is already a credential named "aiand", stored as kind aiand' in message
+    assert "chock login --provider aiand --replace" in message
+    assert "chock login --provider aiand --name <a name of your own>" in message
+    assert "sk-" not in message
+    assert tokens(home) == {"aiand": "sk-first"}
+
+    assert piped(home, "aiand", secret="sk-second", replace=True).replaced
+    assert tokens(home) == {"aiand": "sk-second"}
+    # --name says what was meant too: this is the instance "aiand", named on purpose.
+    assert piped(home, "aiand", secret="sk-third", name="aiand").replaced
+    assert tokens(home) == {"aiand": "sk-third"}
+
+
+@pytest.mark.parametrize("why", ["ci", "file"])
+def test_ci_and_file_logins_have_nobody_to_ask(home, tmp_path, why):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    secret_file = tmp_path / "key"
+    secret_file.write_text("sk-second")
+    config = load_config(home.layout.config)
+    asked = []
+    kwargs = {"password_method": f"file={secret_file}", "environ": {}} if why == "file" else {"environ": {"CI": "1"}}
+    with pytest.raises(NameTaken, match="nobody to ask"):
+        login(home.layout, config, "aiand", interactive=True, ask=asked.append, check=no_check,
+              read_hidden=lambda prompt: "sk-second", **kwargs)  # fmt: skip
+    assert asked == []
+    assert tokens(home) == {"aiand": "sk-first"}
+
+
+def test_a_name_whose_chock_form_collides_is_refused(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", name="my-work")
+    with pytest.raises(NameTaken, match="CHOCK_MY_WORK"):
+        piped(home, "aiand", name="my_work")
+    assert set(read_index(home.layout)) == {"my-work"}
+
+
+def test_a_config_instance_of_another_kind_is_refused(home):
+    home.write_config('.{ .credentials = .{ .store = "file" }, .instances = .{ .work = .{ .kind = "anthropic" } } }\n')
+    with pytest.raises(NameTaken, match="as kind anthropic"):
+        piped(home, "aiand", name="work")
+    piped(home, "anthropic", name="work")
+    assert tokens(home) == {"work": KEY}
+
+
+def test_replacing_into_another_store_removes_the_old_one(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    entries = read_index(home.layout)
+    entries["aiand"] = IndexEntry("aiand", "https://api.aiand.com/v1", None, "secretspec")
+    write_index(home.layout, entries)  # as if the first login had gone to SecretSpec
+    said = []
+    piped(home, "aiand", secret="sk-second", replace=True, say=said.append)
+    assert read_index(home.layout)["aiand"].stored == "file"
+    assert said and "secretspec" in said[0] and "sk-" not in said[0]  # no `secretspec` CLI here
+
+
+def test_the_name_check_repeats_under_the_lock(home, monkeypatch):
+    """A login that started while another sat at its prompt is told the name is taken (seed 003)."""
+    home.write_config(FILE_STORE)
+    real_lock = lock_module.login_lock
+
+    def other_login_got_there_first(layout, **kwargs):
+        write_index(layout, {"aiand": IndexEntry("aiand", "https://api.aiand.com/v1", None, "file")})
+        return real_lock(layout, **kwargs)
+
+    monkeypatch.setattr("chock.credentials.login.login_lock", other_login_got_there_first)
+    with pytest.raises(NameTaken, match="was taken while this login ran"):
+        piped(home, "aiand")
+    assert not home.layout.tokens_path.exists()
+
+
+def test_when_the_index_cannot_be_written_the_credential_is_undone(home, monkeypatch):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", name="kept", secret="sk-kept")
+
+    def broken(layout, entries):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("chock.credentials.login.write_index", broken)
+    with pytest.raises(Exception, match="No space left on device"):
+        piped(home, "aiand", name="new", secret="sk-new")
+    assert tokens(home) == {"kept": "sk-kept"}
+    # A replacement that fails puts the old credential back.
+    with pytest.raises(Exception, match="No space left on device"):
+        piped(home, "aiand", name="kept", secret="sk-newer", replace=True)
+    assert tokens(home) == {"kept": "sk-kept"}
+
+
+def test_logout_removes_the_credential_and_the_entry(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", name="one", secret="sk-one")
+    piped(home, "aiand", name="two", secret="sk-two")
+    config = load_config(home.layout.config)
+    assert logout(home.layout, config, "one").stored == "file"
+    assert set(read_index(home.layout)) == {"two"}
+    assert tokens(home) == {"two": "sk-two"}
+    with pytest.raises(Exception, match='no credential named "one"'):
+        logout(home.layout, config, "one")
+
+
+# ---- the lock, for real: separate processes ---------------------------------------------------------------
+
+
+def test_ten_concurrent_logins_all_land_in_both_files(home):
+    home.write_config(FILE_STORE)
+    with FakeProvider(kind="openai", key=None) as fake:
+        procs = [
+            spawn_login(home, {"provider_text": f"openai-compat={fake.address}", "name": f"box{n}",
+                               "password_method": "stdin"}, stdin=subprocess.PIPE)
+            for n in range(10)
+        ]  # fmt: skip
+        for n, proc in enumerate(procs):
+            assert proc.stdin is not None
+            proc.stdin.write(f"sk-token-{n}\n")
+            proc.stdin.close()
+        outputs = [proc.stdout.read() if proc.stdout else "" for proc in procs]
+        for proc in procs:
+            proc.wait(timeout=60)
+    assert [proc.returncode for proc in procs] == [0] * 10, outputs
+    assert set(read_index(home.layout)) == {f"box{n}" for n in range(10)}
+    assert tokens(home) == {f"box{n}": f"sk-token-{n}" for n in range(10)}
+
+
+def test_a_held_lock_makes_the_next_login_fail_after_five_seconds_and_a_kill_frees_it(home):
+    home.write_config(FILE_STORE)
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER], env=home.env, text=True, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "HOLDING"
+        started = time.monotonic()
+        with pytest.raises(LoginBusy) as caught:
+            piped(home, "aiand", name="secret-instance-name")
+        waited = time.monotonic() - started
+        assert str(caught.value) == BUSY_MESSAGE
+        assert str(caught.value).startswith("another chock login is running")
+        assert "secret-instance-name" not in str(caught.value) and "aiand" not in str(caught.value)
+        assert 4.8 <= waited < 8, waited
+        assert not home.layout.instances_path.exists() and not home.layout.tokens_path.exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    started = time.monotonic()
+    piped(home, "aiand")
+    assert time.monotonic() - started < 2
+    assert tokens(home) == {"aiand": KEY}
+
+
+# ---- the replace question, through a real terminal --------------------------------------------------------
+
+
+def run_in_pty(home, args: dict, answers: list[tuple[str, str]], timeout: float = 30) -> tuple[int, str]:
+    """Run a login with a pty as its terminal (and CI unset); for each (expect, send) wait for `expect` in
+    the output, then type `send`. Returns the exit status and everything it printed."""
+    env = {key: value for key, value in home.env.items() if key != "CI"}
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execve(sys.executable, [sys.executable, "-c", LOGIN_CHILD, json.dumps(args)], env)
+    output = b""
+    deadline = time.monotonic() + timeout
+    pending = list(answers)
+    try:
+        while time.monotonic() < deadline:
+            if pending and pending[0][0].encode() in output:
+                os.write(fd, pending.pop(0)[1].encode())
+                continue
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            elif os.waitpid(pid, os.WNOHANG) != (0, 0):
+                break
+        else:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), output.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("answer", ["n\r", "\r"])
+def test_at_a_terminal_no_is_the_default_and_the_secret_is_never_asked_for(home, answer):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    with FakeProvider(kind="openai", key=None) as fake:
+        code, output = run_in_pty(home, {"provider_text": f"aiand={fake.address}"}, [("[y/N]", answer)])
+        assert fake.requests == []
+    assert code == 0, output
+    assert replace_question("aiand", read_index(home.layout)["aiand"]).replace("\n", "\r\n") in output
+    assert "typing is hidden" not in output
+    assert '"stored": false' in output
+    assert tokens(home) == {"aiand": "sk-first"}
+
+
+def test_at_a_terminal_yes_asks_for_the_secret_hidden_and_replaces(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    with FakeProvider(kind="openai", key="sk-second") as fake:
+        code, output = run_in_pty(
+            home, {"provider_text": f"aiand={fake.address}"}, [("[y/N]", "y\r"), ("typing is hidden", "sk-second\r")]
+        )
+    assert code == 0, output
+    assert "sk-second" not in output  # getpass did not echo it
+    assert tokens(home) == {"aiand": "sk-second"}
+    assert read_index(home.layout)["aiand"].address == fake.address
+
+
+def test_replace_skips_the_question_at_a_terminal(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    with FakeProvider(kind="openai", key="sk-second") as fake:
+        code, output = run_in_pty(
+            home, {"provider_text": f"aiand={fake.address}", "replace": True}, [("typing is hidden", "sk-second\r")]
+        )
+    assert code == 0, output
+    assert "[y/N]" not in output
+    assert tokens(home) == {"aiand": "sk-second"}
+
+
+def test_a_pipe_is_refused_as_a_real_process(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", secret="sk-first")
+    proc = spawn_login(home, {"provider_text": "aiand"}, stdin=subprocess.PIPE)
+    out, _ = proc.communicate("sk-second\n", timeout=30)
+    assert proc.returncode == 3, out
+    assert "NameTaken" in out and "--replace" in out
+    assert tokens(home) == {"aiand": "sk-first"}
+
+
+def test_index_written_by_login_reads_back_as_zon(home):
+    home.write_config(FILE_STORE)
+    piped(home, "openai-compat=http://127.0.0.1:5000/v1", name="my-box", model="qwen")
+    text = home.layout.instances_path.read_text()
+    assert '.@"my-box"' in text
+    assert zon.loads(text) == {
+        "my-box": {"kind": "openai-compat", "address": "http://127.0.0.1:5000/v1", "model": "qwen", "stored": "file"}
+    }
+
+
+def test_tmp_files_do_not_linger(home):
+    home.write_config(FILE_STORE)
+    for n in range(3):
+        piped(home, "aiand", name=f"n{n}")
+    assert sorted(p.name for p in Path(home.layout.data).iterdir()) == ["instances.zon", "login.lock", "tokens.zon"]

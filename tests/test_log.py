@@ -1,0 +1,213 @@
+"""The session log: ids, one write per event, torn tails, replay after an id by seeking, the lock."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chock.log.events import MAX_EVENT_BYTES, encode
+from chock.log.fold import fold
+from chock.log.reader import Tail, iter_lines, offset_after, owner_alive, read_events
+from chock.log.writer import LogLocked, SessionLog
+
+
+def write_log(path, count):
+    with SessionLog.create(path) as log:
+        for number in range(count):
+            log.append("user.message", text=f"message {number}")
+
+
+def test_ids_start_at_one_and_increase_by_one(tmp_path):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 5)
+    events = list(read_events(path))
+    assert [event["id"] for event in events] == [1, 2, 3, 4, 5]
+    assert all(event["at"].endswith("Z") for event in events)
+    assert path.read_bytes().endswith(b"\n")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("after", [0, 1, 2, 57, 98, 99, 100, 150])
+def test_replay_after_an_id_returns_exactly_the_events_after_it(tmp_path, after):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 100)
+    assert [event["id"] for event in read_events(path, after)] == list(range(after + 1, 101))
+
+
+def test_replay_seeks_instead_of_reading_from_the_start(tmp_path):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 20000)
+
+    class CountingFile:
+        def __init__(self, handle):
+            self.handle, self.lines = handle, 0
+
+        def readline(self):
+            self.lines += 1
+            return self.handle.readline()
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+    with open(path, "rb") as raw:
+        counting = CountingFile(raw)
+        offset = offset_after(counting, 19990)
+        raw.seek(offset)
+        assert json.loads(raw.readline())["id"] == 19991
+    assert counting.lines < 100  # a binary search, not 19,990 lines
+
+
+def test_a_torn_tail_is_ignored_by_readers_and_cut_by_the_next_owner(tmp_path):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 3)
+    with open(path, "ab") as handle:
+        handle.write(b'{"id": 4, "type": "user.mes')
+    assert [event["id"] for event in read_events(path)] == [1, 2, 3]
+    assert [event["id"] for event in read_events(path, 2)] == [3]
+    with SessionLog.take(path) as log:
+        assert log.last_id == 3
+        log.append("turn.end")
+    lines = path.read_bytes().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [1, 2, 3, 4]
+
+
+def test_a_log_that_is_only_a_torn_line_is_cut_to_empty(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"id": 1, "ty')
+    with SessionLog.take(path) as log:
+        assert log.last_id == 0
+        assert log.append("turn.end")["id"] == 1
+
+
+def test_an_oversized_event_is_cut_to_the_bound_and_says_so():
+    line = encode({"id": 1, "type": "tool.result", "output": "x" * (3 * MAX_EVENT_BYTES)})
+    assert len(line) <= MAX_EVENT_BYTES
+    event = json.loads(line)
+    assert event["truncated"] is True and event["bytes"] > 3 * MAX_EVENT_BYTES
+
+
+def test_each_event_is_one_write(tmp_path):
+    """strace would prove it for real; here: a reader racing a writer never sees a partial line as an event."""
+    path = tmp_path / "log.jsonl"
+    big = "y" * 200_000
+    with SessionLog.create(path) as log:
+        for _ in range(30):
+            log.append("tool.result", output=big)
+            for line in iter_lines(path):
+                assert json.loads(line)["output"] == big
+
+
+def _hold_lock(path, ready, release):
+    with SessionLog.take(path):
+        ready.set()
+        release.wait(30)
+
+
+def test_a_second_owner_is_refused_while_the_first_lives(tmp_path):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 1)
+    ready, release = multiprocessing.Event(), multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold_lock, args=(path, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        assert owner_alive(path)
+        started = time.monotonic()
+        with pytest.raises(LogLocked):
+            SessionLog.take(path)
+        assert time.monotonic() - started >= 1.5  # it retried before giving up
+    finally:
+        release.set()
+        holder.join(10)
+    assert not owner_alive(path)
+    with SessionLog.take(path):
+        pass
+
+
+def test_a_readers_probe_never_makes_an_owner_fail(tmp_path):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 1)
+    prober = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\nfrom chock.log.reader import owner_alive\n"
+            "end = time.monotonic() + 3\n"
+            "while time.monotonic() < end: owner_alive(sys.argv[1])\n"
+        ), str(path)],
+    )  # fmt: skip
+    try:
+        time.sleep(0.3)
+        for _ in range(200):
+            SessionLog.take(path).release()
+    finally:
+        prober.wait(10)
+
+
+def test_tail_follows_a_growing_log_and_never_returns_half_a_line(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log = SessionLog.create(path)
+    log.append("turn.end")
+    with Tail(path, 0) as tail:
+        assert [json.loads(line)["id"] for line in tail.read()] == [1]
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b'{"id": 2, "type": "tu')
+        assert tail.read() == []
+        os.write(fd, b'rn.end"}\n')
+        os.close(fd)
+        assert [json.loads(line)["id"] for line in tail.read()] == [2]
+    log.release()
+
+
+def test_the_fold_rebuilds_conversation_usage_status_workspace_approvals_and_background():
+    events = [
+        {
+            "id": 1,
+            "type": "session.start",
+            "session": "s",
+            "project": "/p",
+            "message": "fix it",
+            "owner": "terminal",
+            "at": "2026-12-01T00:00:00.000Z",
+        },
+        {"id": 2, "type": "workspace.open", "directory": "/w", "commit": "abc"},
+        {"id": 3, "type": "user.message", "text": "fix it"},
+        {"id": 4, "type": "assistant.delta", "text": "Look"},
+        {
+            "id": 5,
+            "type": "assistant.message",
+            "text": "Looking",
+            "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "ls"}}],
+        },
+        {"id": 6, "type": "usage", "input_tokens": 10, "output_tokens": 4},
+        {"id": 7, "type": "approval.request", "request_id": "r7", "tool": "shell", "summary": "ls"},
+        {"id": 8, "type": "background.start", "handle": "bg-8", "command": "sleep 9"},
+        {"id": 9, "type": "future.event", "whatever": True},
+    ]
+    state = fold(events)
+    assert [m["role"] for m in state.conversation] == ["user", "assistant"]
+    assert state.conversation[1]["tool_calls"][0]["name"] == "shell"
+    assert (state.input_tokens, state.output_tokens) == (10, 4)
+    assert state.status(owner_alive=True) == "waiting"
+    assert state.status(owner_alive=False) == "abandoned"
+    assert state.open_tool_calls == [{"call_id": "c1", "name": "shell", "args": {"command": "ls"}}]
+    assert list(state.background) == ["bg-8"]
+    assert state.workspace == "/w" and state.workspace_kept and not state.workspace_free
+    more = [
+        {"id": 10, "type": "approval.answer", "request_id": "r7", "answer": "yes"},
+        {"id": 11, "type": "tool.result", "call_id": "c1", "output": "a\nb"},
+        {"id": 12, "type": "background.end", "handle": "bg-8", "exit_code": 0, "output": "done"},
+        {"id": 13, "type": "session.end", "reason": "handover", "exit_code": 8},
+    ]
+    for event in more:
+        state.apply(event)
+    assert state.status(owner_alive=False) == "handed-over"
+    assert state.workspace_free  # the workspace.open is older than an ending
+    assert state.conversation[-1]["role"] == "user" and "bg-8" in state.conversation[-1]["text"]
+    assert not state.pending_approvals and not state.background
+    row = state.row(owner_alive=False)
+    assert row["status"] == "handed-over" and row["owner"] == "none" and row["last_event_id"] == 13

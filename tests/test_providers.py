@@ -1,0 +1,554 @@
+"""The provider wires against loopback fakes that speak them (tests/fakes/providers.py), and their readers
+fed plain strings."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import httpx
+import pytest
+
+from chock.providers import ProviderError, Reply, TextDelta, ToolCall
+from chock.providers.anthropic import AnthropicProvider, MessageStream
+from chock.providers.check import check_credential, redact
+from chock.providers.openai import ChatStream, OpenAIProvider
+from chock.providers.registry import UnknownKind, make_provider
+from tests.fakes.providers import FakeProvider
+
+KEY = "sk-test-0123456789abcdef"
+WRONG_KEY = "sk-wrong-fedcba9876543210"
+WIRES = ["anthropic", "openai"]
+HELLO = [{"role": "user", "text": "say hello"}]
+TOOLS = [
+    {
+        "name": "shell",
+        "description": "Run a command in the sandbox.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    }
+]
+# A two-turn tool conversation whose log holds a note (a background job's end) between two tool results.
+WITH_NOTE = [
+    {"role": "user", "text": "list and read"},
+    {
+        "role": "assistant",
+        "text": "Sure.",
+        "tool_calls": [
+            {"call_id": "c1", "name": "shell", "args": {"command": "ls"}},
+            {"call_id": "c2", "name": "read_file", "args": {"path": "a.txt"}},
+        ],
+    },
+    {"role": "tool", "call_id": "c1", "name": "shell", "output": "a.txt\n", "is_error": False},
+    {"role": "user", "text": "[background b1 finished, exit code 0]"},
+    {"role": "tool", "call_id": "c2", "name": "read_file", "output": "", "is_error": True},
+    {"role": "user", "text": "also check b.txt"},
+]
+
+
+@pytest.fixture(params=WIRES)
+def fake(request: pytest.FixtureRequest):
+    with FakeProvider(kind=request.param, key=KEY) as server:
+        yield server
+
+
+def provider_for(fake: FakeProvider, credential: str | None = KEY, model: str | None = None) -> Any:
+    kind = "anthropic" if fake.kind == "anthropic" else "openai-compat"
+    return make_provider(kind, fake.address, model, credential, instance="work")
+
+
+def stream_all(
+    provider: Any, conversation: list[dict[str, Any]] = HELLO, tools: list[dict[str, Any]] = TOOLS
+) -> tuple[list[TextDelta | Reply], ProviderError | None]:
+    """Everything the provider yielded, and the ProviderError that ended it (if one did)."""
+    items: list[TextDelta | Reply] = []
+
+    async def go() -> None:
+        try:
+            async for item in provider.stream(conversation, tools, "You are terse."):
+                items.append(item)
+        finally:
+            await provider.aclose()
+
+    try:
+        asyncio.run(go())
+    except ProviderError as error:
+        return items, error
+    return items, None
+
+
+def failure(provider: Any, **kwargs: Any) -> ProviderError:
+    _, error = stream_all(provider, **kwargs)
+    assert error is not None, "expected a ProviderError"
+    for key in (KEY, WRONG_KEY):
+        assert key not in str(error)
+        assert key not in repr(error)
+    return error
+
+
+def closed_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+# --- streaming ----------------------------------------------------------------------------------------------
+
+
+def test_text_streams_as_several_deltas_then_one_reply(fake: FakeProvider) -> None:
+    text = "Hello there, this is streamed in small pieces."
+    fake.script(text=text, input_tokens=12, output_tokens=7)
+    items, error = stream_all(provider_for(fake))
+    assert error is None
+    deltas, reply = items[:-1], items[-1]
+    assert len(deltas) >= 5 and all(isinstance(d, TextDelta) for d in deltas)
+    assert "".join(d.text for d in deltas) == text
+    assert reply == Reply(text=text, tool_calls=[], input_tokens=12, output_tokens=7)
+
+
+def test_tool_calls_are_parsed_with_their_args(fake: FakeProvider) -> None:
+    args = {"command": "ls -la 'a dir'", "background": False, "nested": {"n": [1, 2]}}
+    fake.script(
+        text="Let me look.",
+        tool_calls=[
+            {"id": "c1", "name": "shell", "args": args},
+            {"id": "c2", "name": "list_files", "args": {}},
+        ],
+        input_tokens=40,
+        output_tokens=21,
+    )
+    items, error = stream_all(provider_for(fake))
+    assert error is None
+    reply = items[-1]
+    assert isinstance(reply, Reply)
+    assert reply.text == "Let me look."
+    assert reply.tool_calls == [ToolCall("c1", "shell", args), ToolCall("c2", "list_files", {})]
+    assert (reply.input_tokens, reply.output_tokens) == (40, 21)
+
+
+def test_two_turn_tool_conversation_with_a_note_between_results(fake: FakeProvider) -> None:
+    fake.script(text="Done.")
+    items, error = stream_all(provider_for(fake), conversation=WITH_NOTE)
+    assert error is None, error
+    assert items[-1] == Reply(text="Done.", input_tokens=10, output_tokens=5)
+    assert fake.rejections == []
+    body = fake.calls[0]
+    if fake.kind == "anthropic":
+        assert body["messages"] == [
+            {"role": "user", "content": [{"type": "text", "text": "list and read"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Sure."},
+                    {"type": "tool_use", "id": "c1", "name": "shell", "input": {"command": "ls"}},
+                    {"type": "tool_use", "id": "c2", "name": "read_file", "input": {"path": "a.txt"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "c1", "content": "a.txt\n"},
+                    {"type": "tool_result", "tool_use_id": "c2", "is_error": True},
+                    {"type": "text", "text": "[background b1 finished, exit code 0]"},
+                    {"type": "text", "text": "also check b.txt"},
+                ],
+            },
+        ]
+    else:
+        assert body["messages"] == [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "list and read"},
+            {
+                "role": "assistant",
+                "content": "Sure.",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "shell", "arguments": '{"command": "ls"}'},
+                    },
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt\n"},
+            {"role": "tool", "tool_call_id": "c2", "content": "error (no output)"},
+            {"role": "user", "content": "[background b1 finished, exit code 0]\n\nalso check b.txt"},
+        ]
+
+
+def test_anthropic_request_carries_the_wire_headers_and_body() -> None:
+    with FakeProvider(kind="anthropic", key=KEY) as fake:
+        fake.script(text="ok")
+        _, error = stream_all(provider_for(fake))
+        assert error is None
+        (request,) = fake.requests
+    assert (request.method, request.path) == ("POST", "/v1/messages")
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert request.headers["content-type"] == "application/json"
+    assert "authorization" not in request.headers
+    body = request.body
+    assert body["model"] == "claude-sonnet-4-5"
+    assert body["stream"] is True
+    assert body["max_tokens"] > 0
+    assert body["system"] == "You are terse."
+    assert body["tools"] == [
+        {"name": "shell", "description": TOOLS[0]["description"], "input_schema": TOOLS[0]["parameters"]}
+    ]
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "say hello"}]}]
+
+
+def test_openai_request_carries_the_wire_headers_and_body() -> None:
+    with FakeProvider(kind="openai", key=KEY) as fake:
+        fake.script(text="ok")
+        _, error = stream_all(provider_for(fake, model="qwen2.5-coder"))
+        assert error is None
+        (request,) = fake.requests
+    assert (request.method, request.path) == ("POST", "/v1/chat/completions")
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.headers["content-type"] == "application/json"
+    assert "x-api-key" not in request.headers
+    body = request.body
+    assert body["model"] == "qwen2.5-coder"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "shell",
+                "description": TOOLS[0]["description"],
+                "parameters": TOOLS[0]["parameters"],
+            },
+        }
+    ]
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "say hello"},
+    ]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_no_credential_sends_no_auth_header(wire: str) -> None:
+    with FakeProvider(kind=wire, key=None) as fake:
+        fake.script(text="hi")
+        items, error = stream_all(provider_for(fake, credential=None))
+        assert error is None
+        assert items[-1].text == "hi"
+        headers = fake.requests[0].headers
+    assert "authorization" not in headers
+    assert "x-api-key" not in headers
+
+
+def test_openai_compat_sends_default_when_no_model_is_named() -> None:
+    with FakeProvider(kind="openai", key=None) as fake:
+        fake.script(text="hi")
+        stream_all(provider_for(fake, credential=None))
+        assert fake.calls[0]["model"] == "default"
+
+
+def test_one_provider_serves_turns_on_separate_event_loops(fake: FakeProvider) -> None:
+    provider = provider_for(fake)
+    fake.script(text="one")
+    fake.script(text="two")
+    for expected in ("one", "two"):
+        items, error = stream_all(provider)
+        assert error is None
+        assert items[-1].text == expected
+
+
+# --- failures -----------------------------------------------------------------------------------------------
+
+
+def test_401_says_the_credential_was_rejected_and_how_to_log_in(fake: FakeProvider) -> None:
+    error = failure(provider_for(fake, credential=WRONG_KEY))
+    text = str(error)
+    assert "instance 'work'" in text and fake.address in text
+    assert "the credential was rejected" in text and "HTTP 401" in text
+    assert "chock login --provider" in text and "--name work" in text
+    assert "invalid x-api-key" in text if fake.kind == "anthropic" else "Incorrect API key provided" in text
+
+
+def test_401_with_no_credential_says_none_was_sent(fake: FakeProvider) -> None:
+    text = str(failure(provider_for(fake, credential=None)))
+    assert "none was sent" in text and "HTTP 401" in text and "chock login --provider" in text
+
+
+def test_429_says_rate_limited_with_the_providers_words(fake: FakeProvider) -> None:
+    fake.fail(
+        status=429,
+        message="Number of request tokens has exceeded your rate limit",
+        headers={"retry-after": "20"},
+    )
+    text = str(failure(provider_for(fake)))
+    assert "rate limited" in text and "HTTP 429" in text
+    assert "Number of request tokens has exceeded your rate limit" in text
+    assert "wait 20 s" in text and fake.address in text
+
+
+@pytest.mark.parametrize("status", [500, 503, 529])
+def test_5xx_says_the_provider_failed(fake: FakeProvider, status: int) -> None:
+    fake.fail(status=status, message="Internal trouble")
+    text = str(failure(provider_for(fake)))
+    assert "the provider failed" in text and f"HTTP {status}" in text and "Internal trouble" in text
+    assert "instance 'work'" in text and fake.address in text
+
+
+def test_a_wrong_address_says_check_the_address(fake: FakeProvider) -> None:
+    address = fake.address.removesuffix("/v1")
+    kind = "anthropic" if fake.kind == "anthropic" else "openai-compat"
+    text = str(failure(make_provider(kind, address, None, KEY, instance="work")))
+    assert "HTTP 404" in text and "versioned base URL" in text
+
+
+def test_a_dropped_connection_is_an_incomplete_response(fake: FakeProvider) -> None:
+    fake.cut_after(6, text="a fairly long reply that will not arrive whole")
+    items, error = stream_all(provider_for(fake))
+    assert error is not None
+    assert f"the response from {fake.address} ended before it was complete" in str(error)
+    assert KEY not in str(error)
+    assert items and all(isinstance(item, TextDelta) for item in items)  # text streamed, no Reply
+
+
+def test_a_stream_without_its_end_is_an_incomplete_response(fake: FakeProvider) -> None:
+    fake.cut_after(6, text="a fairly long reply that will not arrive whole", clean_cut=True)
+    error = failure(provider_for(fake))
+    assert f"the response from {fake.address} ended before it was complete" in str(error)
+    assert ("no message_stop" if fake.kind == "anthropic" else "no [DONE]") in str(error)
+
+
+def test_an_error_event_inside_the_stream(fake: FakeProvider) -> None:
+    fake.script(text="partial answer", stream_error="Overloaded")
+    text = str(failure(provider_for(fake)))
+    assert "failed during the response" in text and "Overloaded" in text
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "aiand", "openai-compat"])
+def test_connection_refused_names_the_address(kind: str) -> None:
+    address = closed_address()
+    text = str(failure(make_provider(kind, address, None, KEY, instance="local")))
+    assert "cannot connect" in text and address in text and "instance 'local'" in text
+
+
+@pytest.mark.parametrize("bad", [KEY + "\n", "sk-with space", "sk-ünïcode"])
+def test_a_credential_no_header_can_carry_is_refused_without_quoting_it(fake: FakeProvider, bad: str) -> None:
+    error = failure(provider_for(fake, credential=bad))
+    assert "no HTTP header can carry" in str(error) and bad.strip() not in str(error)
+    assert fake.requests == []
+    with pytest.raises(ProviderError) as info:
+        check_credential("anthropic" if fake.kind == "anthropic" else "openai-compat", fake.address, bad)
+    assert bad.strip() not in str(info.value)
+
+
+def test_redact_removes_the_key_in_its_quoted_forms() -> None:
+    key = "sk-secret\nvalue"
+    for text in (key, repr(key), repr(key.encode()), f"Illegal header value {key.encode()!r}"):
+        assert "sk-secret" not in redact(text, key)
+
+
+def test_a_fake_with_nothing_scripted_says_so(fake: FakeProvider) -> None:
+    text = str(failure(provider_for(fake)))
+    assert "no scripted turn left" in text
+
+
+def test_repr_never_shows_the_credential(fake: FakeProvider) -> None:
+    provider = provider_for(fake)
+    assert KEY not in repr(provider) and "credential=set" in repr(provider)
+
+
+# --- the fake enforces the wire -----------------------------------------------------------------------------
+
+
+def test_fake_anthropic_refuses_text_before_tool_results() -> None:
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        bad = {
+            "model": "m",
+            "max_tokens": 10,
+            "stream": True,
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "c1", "name": "shell", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "note"},
+                        {"type": "tool_result", "tool_use_id": "c1", "content": "x"},
+                    ],
+                },
+            ],
+        }
+        response = httpx.post(
+            fake.address + "/messages", json=bad, headers={"anthropic-version": "2023-06-01"}
+        )
+        assert response.status_code == 400
+        assert "must come first" in response.json()["error"]["message"]
+        assert fake.rejections
+
+
+def test_fake_openai_refuses_unanswered_tool_calls() -> None:
+    with FakeProvider(kind="openai", key=None) as fake:
+        call = {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
+        bad = {
+            "model": "m",
+            "stream": True,
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "user", "content": "note"},
+            ],
+        }
+        response = httpx.post(fake.address + "/chat/completions", json=bad)
+        assert response.status_code == 400
+        assert "c1" in response.json()["error"]["message"]
+
+
+# --- the credential check (login) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wire", "kind"), [("anthropic", "anthropic"), ("openai", "aiand"), ("openai", "openai-compat")]
+)
+def test_check_credential_accepts_the_right_key(wire: str, kind: str) -> None:
+    with FakeProvider(kind=wire, key=KEY) as fake:
+        check_credential(kind, fake.address, KEY)
+        (request,) = fake.requests
+    assert (request.method, request.path) == ("GET", "/v1/models")
+    if wire == "anthropic":
+        assert request.headers["x-api-key"] == KEY and request.headers["anthropic-version"] == "2023-06-01"
+    else:
+        assert request.headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize(("wire", "kind"), [("anthropic", "anthropic"), ("openai", "openai-compat")])
+def test_check_credential_refuses_a_wrong_key(wire: str, kind: str) -> None:
+    with FakeProvider(kind=wire, key=KEY) as fake, pytest.raises(ProviderError) as info:
+        check_credential(kind, fake.address, WRONG_KEY)
+    text = str(info.value)
+    assert "HTTP 401" in text and "the credential was rejected" in text and fake.address in text
+    assert WRONG_KEY not in text and KEY not in text
+
+
+def test_check_credential_names_an_unreachable_address() -> None:
+    address = closed_address()
+    with pytest.raises(ProviderError) as info:
+        check_credential("openai-compat", address, KEY)
+    assert address in str(info.value) and "cannot connect" in str(info.value)
+
+
+def test_check_credential_takes_kind_with_its_address() -> None:
+    with FakeProvider(kind="openai", key=KEY) as fake:
+        check_credential(f"openai-compat={fake.address}", fake.address, KEY)
+
+
+# --- the kinds ----------------------------------------------------------------------------------------------
+
+
+def test_make_provider_fills_each_kinds_defaults() -> None:
+    anthropic = make_provider("anthropic", None, None, KEY, instance="work")
+    assert isinstance(anthropic, AnthropicProvider)
+    assert (anthropic.address, anthropic.model) == ("https://api.anthropic.com/v1", "claude-sonnet-4-5")
+    aiand = make_provider("aiand", None, "big-model", KEY, instance="aiand")
+    assert isinstance(aiand, OpenAIProvider)
+    assert (aiand.address, aiand.model, aiand.kind) == ("https://api.aiand.com/v1", "big-model", "aiand")
+    local = make_provider("openai-compat=http://127.0.0.1:5000/v1/", None, None, None, instance="local")
+    assert (local.address, local.model, local.kind) == (
+        "http://127.0.0.1:5000/v1",
+        "default",
+        "openai-compat",
+    )
+
+
+@pytest.mark.parametrize("kind", ["openai-compat", "gemini"])
+def test_make_provider_refuses_what_it_cannot_build(kind: str) -> None:
+    with pytest.raises(UnknownKind):
+        make_provider(kind, None, None, None, instance="x")
+
+
+def test_make_provider_replay_reads_the_file(tmp_path) -> None:
+    path = tmp_path / "demo.jsonl"
+    path.write_text(json.dumps({"type": "assistant.message", "text": "hi", "tool_calls": []}) + "\n")
+    items, error = stream_all(make_provider(f"replay={path}", None, None, None, instance="demo"))
+    assert error is None and items[-1].text == "hi"
+
+
+# --- the readers, fed plain lines ---------------------------------------------------------------------------
+
+
+def test_message_stream_sums_cached_input_and_reads_empty_tool_input() -> None:
+    reader = MessageStream("https://api.anthropic.com/v1", "work")
+    usage = {
+        "input_tokens": 3,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 7,
+        "output_tokens": 1,
+    }
+    lines = [
+        "event: message_start",
+        "data: " + json.dumps({"type": "message_start", "message": {"usage": usage}}),
+        "",
+        ": a comment",
+        'data: {"type": "content_block_start", "index": 0, '
+        '"content_block": {"type": "tool_use", "id": "t1", "name": "list_files", "input": {}}}',
+        'data: {"type": "content_block_stop", "index": 0}',
+        'data: {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, '
+        '"usage": {"output_tokens": 9}}',
+        'data: {"type": "brand_new_event"}',
+        'data: {"type": "message_stop"}',
+    ]
+    assert [reader.feed_line(line) for line in lines] == [None] * len(lines)
+    assert reader.done
+    assert reader.reply() == Reply("", [ToolCall("t1", "list_files", {})], input_tokens=110, output_tokens=9)
+
+
+def test_message_stream_tool_call_cut_by_max_tokens_is_an_error() -> None:
+    reader = MessageStream("https://api.anthropic.com/v1", "work")
+    for event in [
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t", "name": "w"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"p'},
+        },
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 8192}},
+        {"type": "message_stop"},
+    ]:
+        reader.feed(event)
+    with pytest.raises(ProviderError, match="limit of 8192 tokens"):
+        reader.reply()
+
+
+def test_chat_stream_reads_llama_cpp_error_lines_and_missing_ids() -> None:
+    reader = ChatStream("http://127.0.0.1:5000/v1", "local")
+    chunk = {
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"tool_calls": [{"index": 0, "function": {"name": "shell", "arguments": "{}"}}]},
+            }
+        ]
+    }
+    reader.feed_line("data: " + json.dumps(chunk))
+    reader.feed_line("data: [DONE]")
+    (call,) = reader.reply().tool_calls
+    assert call.call_id.startswith("call_") and call.name == "shell" and call.args == {}
+    with pytest.raises(ProviderError, match="context size exceeded"):
+        ChatStream("http://127.0.0.1:5000/v1", "local").feed_line(
+            'error: {"code": 400, "message": "context size exceeded", "type": "invalid_request_error"}'
+        )

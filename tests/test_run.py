@@ -1,0 +1,330 @@
+"""`chock run` end to end: a real process, a real git project, real bwrap, replay or loopback providers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import git
+from tests.fakes.providers import FakeProvider
+
+DEMO = [
+    {"text": "Looking around.", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "ls"}}]},
+    {"text": "Writing.", "tool_calls": [
+        {"call_id": "c2", "name": "write_file", "args": {"path": "notes.txt", "content": "one\ntwo\n"}},
+        {"call_id": "c3", "name": "edit_file", "args": {"path": "app.py", "old": "hello", "new": "hello, world"}},
+    ]},
+    {"text": "All done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_a_replay_session_runs_tools_and_commits_to_its_branch(home, project):
+    home.replay_instance(DEMO)
+    result = home.chock("run", "--yes", "tidy up", cwd=project)
+    assert result.returncode == 0, result.stderr
+    session_id = home.only_session()
+    events = home.events(session_id)
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    types = [e["type"] for e in events]
+    for expected in ("session.start", "workspace.open", "user.message", "usage", "workspace.close"):
+        assert expected in types
+    assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "completed"
+    calls = {e["call_id"]: e for e in events if e["type"] == "tool.call"}
+    results = {e["call_id"]: e for e in events if e["type"] == "tool.result"}
+    assert set(calls) == set(results) == {"c1", "c2", "c3"}
+    assert "app.py" in results["c1"]["output"] and not results["c1"]["is_error"]
+    branch = f"chock/{session_id}"
+    assert git(project, "show", f"{branch}:notes.txt") == "one\ntwo\n"
+    assert "hello, world" in git(project, "show", f"{branch}:app.py")
+    assert not home.layout.workspace_dir(session_id).exists()
+    assert str(home.layout.workspace_dir(session_id)) not in git(project, "worktree", "list")
+    assert "hello, world" not in (project / "app.py").read_text()  # the person's checkout is untouched
+
+
+def test_json_prints_every_event_as_a_json_line(home, project):
+    home.replay_instance(DEMO[2:])
+    result = home.chock("run", "--json", "say hi", cwd=project)
+    assert result.returncode == 0, result.stderr
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert printed == home.events(home.only_session())
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_a_two_turn_tool_calling_conversation_against_a_loopback_provider(home, project, kind):
+    with FakeProvider(kind=kind, key="sk-loopback-secret") as fake:
+        fake.script(
+            text="Let me check.",
+            tool_calls=[{"id": "t1", "name": "read_file", "args": {"path": "app.py"}}],
+            input_tokens=100,
+            output_tokens=20,
+        )
+        fake.script(text="It prints hello.", input_tokens=150, output_tokens=7)
+        wire = "anthropic" if kind == "anthropic" else "openai-compat"
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "{wire}={fake.address}", .model = "m1",'
+            ' .token = "sk-loopback-secret" } } }\n'
+        )
+        result = home.chock("run", "what does app.py print?", cwd=project)
+        assert result.returncode == 0, result.stderr + result.stdout
+        assert fake.rejections == []
+        assert len(fake.calls) == 2
+    session_id = home.only_session()
+    events = home.events(session_id)
+    deltas = [e for e in events if e["type"] == "assistant.delta"]
+    assert "".join(d["text"] for d in deltas) == "Let me check.It prints hello."
+    results = [e for e in events if e["type"] == "tool.result"]
+    assert results[0]["output"] == "print('hello')\n"
+    usage = home.chock("usage", cwd=project).stdout
+    assert "in       250  out        27" in usage.splitlines()[-1]
+    log_text = home.layout.log_path(session_id).read_text()
+    assert "sk-loopback-secret" not in log_text
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        ({"status": 401, "message": "invalid x-api-key"}, "401"),
+        ({"status": 429, "message": "slow down"}, "429"),
+        ({"status": 500, "message": "boom"}, "500"),
+        ("cut", "ended before it was complete"),
+    ],
+)
+def test_a_provider_error_ends_the_session_clearly_with_the_log_intact(home, project, failure, expected):
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        if failure == "cut":
+            fake.cut_after(3)
+        else:
+            fake.fail(**failure)
+        home.write_config(f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}" }} }} }}\n')
+        result = home.chock("run", "hello", cwd=project)
+    assert result.returncode == 1
+    assert expected in result.stderr + result.stdout
+    events = home.events(home.only_session())
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "error"
+    assert expected in events[-1]["error"]
+    assert home.layout.workspace_dir(home.only_session()).exists()  # kept: nothing is lost
+
+
+def test_a_shell_call_sees_a_clean_environment_and_none_of_the_persons_files(home, project):
+    secret = "sk-ant-from-the-persons-environment"
+    data = home.layout.data
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "tokens.zon").write_text('.{ .x = "token-in-the-file-store" }\n')
+    (data / "instances.zon").write_text('.{ .x = .{ .kind = "anthropic", .stored = "file" } }\n')
+    (home.root / ".bashrc").write_text("export SECRET_OF_THE_PERSON=1\n")
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command":
+            f'echo "HOME=$HOME"; env; cat /root/.bashrc {home.root}/.bashrc {data}/tokens.zon {data}/instances.zon;'
+            ' ls "$HOME/knowledgebase" && echo kb-ok; touch /usr/x; touch inside && echo ws-ok'}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    result = home.chock(
+        "run", "--yes", "--instance", "demo", "probe", cwd=project, env={"ANTHROPIC_API_KEY": secret}
+    )
+    assert result.returncode == 0, result.stderr
+    output = next(e for e in home.events(home.only_session()) if e["type"] == "tool.result")["output"]
+    assert f"HOME={home.layout.toolchains_dir(project)}" in output
+    assert secret not in output and "ANTHROPIC_API_KEY" not in output and "CHOCK_" not in output
+    assert "token-in-the-file-store" not in output and "stored" not in output
+    assert "SECRET_OF_THE_PERSON" not in output
+    assert "kb-ok" in output and "ws-ok" in output
+    assert "Read-only file system" in output or "Permission denied" in output
+
+
+def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
+    from chock.control.client import ControlError, SessionSocketClient
+
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo approved-run"}}]},
+        {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "echo denied-run"}}]},
+        {"text": "done", "tool_calls": []},
+    ])  # fmt: skip
+    process = home.spawn(
+        "run", "two commands", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    try:
+        session_id = _wait_for_session(home)
+        socket_path = home.layout.session_socket(session_id, "approval")
+        first = _wait_for_pending(socket_path)
+        with SessionSocketClient(socket_path) as client:
+            client.answer(first.request_id, True)
+        second = _wait_for_pending(socket_path, not_id=first.request_id)
+        with SessionSocketClient(socket_path) as client:
+            with pytest.raises(ControlError, match="not waiting") as refused:
+                client.answer(first.request_id, False)  # answered already: the first answer won
+            assert refused.value.code == "not-pending"
+            client.answer(second.request_id, False)
+        assert process.wait(60) == 0
+    finally:
+        process.kill()
+    events = home.events(session_id)
+    answers = [e for e in events if e["type"] == "approval.answer"]
+    assert [(a["answer"], a["via"]) for a in answers] == [("yes", "socket"), ("no", "socket")]
+    outputs = [e["output"] for e in events if e["type"] == "tool.result"]
+    assert "approved-run" in outputs[0]
+    assert "declined" in outputs[1]
+
+
+def _wait_for_session(home, timeout=30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if home.layout.sessions_dir.exists() and os.listdir(home.layout.sessions_dir):
+            return home.only_session()
+        time.sleep(0.05)
+    raise AssertionError("no session appeared")
+
+
+def _wait_for_pending(socket_path, not_id=None, timeout=30.0):
+    from chock.control.client import SessionSocketClient
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with SessionSocketClient(socket_path) as client:
+                for item in client.pending():
+                    if item.request_id != not_id:
+                        return item
+        except Exception:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("no approval request appeared")
+
+
+BLOCKING = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "w.txt", "content": "x"}},
+                                {"call_id": "c2", "name": "shell", "args": {"command": "sleep 60"}}]},
+    {"text": "done", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_continue_is_refused_while_the_owner_lives_and_abandoned_after_kill_9(home, project):
+    home.replay_instance(BLOCKING)
+    process = home.spawn(
+        "run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    try:
+        session_id = _wait_for_session(home)
+        _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        refused = home.chock("run", "--continue", session_id, "more", cwd=project)
+        assert refused.returncode == 3
+        assert "running in another process" in refused.stderr
+        listed = home.chock("sessions", "--json", cwd=project).stdout
+        assert json.loads(listed)["status"] == "running"
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    finally:
+        process.kill()
+    row = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    assert row["status"] == "abandoned" and row["workspace_kept"] is True
+    workspace = home.layout.workspace_dir(session_id)
+    assert (workspace / "w.txt").read_text() == "x"
+    refused = home.chock("run", "--continue", session_id, "go on", cwd=project)
+    assert refused.returncode == 3
+    assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
+    assert (workspace / "w.txt").exists()
+    assert home.events(session_id)[-1]["type"] == "tool.call"  # the refusal wrote nothing
+
+
+def _wait_for_event(home, session_id, kind, match=lambda e: True, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in home.events(session_id):
+            if event["type"] == kind and match(event):
+                return event
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} event appeared")
+
+
+def test_a_torn_tail_is_ignored_then_cut_and_the_conversation_resumes(home, project):
+    home.replay_instance([
+        {"text": "First answer.", "tool_calls": []},
+        {"text": "", "tool_calls": [{"call_id": "c9", "name": "read_file", "args": {"path": "README.md"}}]},
+        {"text": "Second answer.", "tool_calls": []},
+    ])  # fmt: skip
+    assert home.chock("run", "first task", cwd=project).returncode == 0
+    session_id = home.only_session()
+    log = home.layout.log_path(session_id)
+    with open(log, "ab") as handle:
+        handle.write(b'{"id": 999, "type": "user.mess')
+    row = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    assert row["status"] == "ended" and row["last_event_id"] == len(log.read_bytes().splitlines()) - 1
+    result = home.chock("run", "--continue", session_id, "a follow-up", cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = home.events(session_id)  # every line parses: the torn tail was cut
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    adopt = next(i for i, e in enumerate(events) if e["type"] == "session.adopt")
+    assert events[adopt]["via"] == "terminal"
+    messages = [e["text"] for e in events if e["type"] == "assistant.message"]
+    assert messages == ["First answer.", "", "Second answer."]  # the replay resumed where it left off
+    users = [e["text"] for e in events if e["type"] == "user.message"]
+    assert users == ["first task", "a follow-up"]
+    assert "# demo" in git(project, "show", f"chock/{session_id}:README.md")
+    assert events[-1]["reason"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing-replay", "cannot be read"),
+        ("unknown-instance", "no instance named 'nope'"),
+        ("not-git", "is not a git repository"),
+        ("bad-config", "line 1, column"),
+        ("bad-kind", "kinds: anthropic, aiand, openai-compat, replay"),
+    ],
+)
+def test_checks_before_a_log_exists_exit_3_and_leave_nothing(home, project, tmp_path, setup, message):
+    cwd = project
+    args = ["run", "task"]
+    if setup == "missing-replay":
+        home.write_config('.{ .instances = .{ .demo = .{ .kind = "replay=nowhere.jsonl" } } }\n')
+    elif setup == "unknown-instance":
+        home.replay_instance(DEMO)
+        args = ["run", "--instance", "nope", "task"]
+    elif setup == "not-git":
+        home.replay_instance(DEMO)
+        cwd = tmp_path / "plain"
+        cwd.mkdir()
+    elif setup == "bad-config":
+        home.write_config(".{ .instances = }\n")
+    elif setup == "bad-kind":
+        home.write_config('.{ .instances = .{ .x = .{ .kind = "gpt" } } }\n')
+    result = home.chock(*args, cwd=cwd)
+    assert result.returncode == 3, result.stderr
+    assert message in result.stderr
+    assert not home.layout.sessions_dir.exists() or not os.listdir(home.layout.sessions_dir)
+    assert not home.layout.workspaces_dir.exists() or not os.listdir(home.layout.workspaces_dir)
+
+
+def test_a_file_tool_outside_the_workspace_is_refused(home, project):
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file",
+                                     "args": {"path": "../outside", "content": "escape"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    assert home.chock("run", "escape", cwd=project).returncode == 0
+    result = next(e for e in home.events(home.only_session()) if e["type"] == "tool.result")
+    assert result["is_error"] and "outside the workspace" in result["output"]
+    assert not (home.layout.workspaces_dir / "outside").exists()
+
+
+def test_anthropic_at_its_own_address_with_no_credential_is_refused_before_anything(home, project):
+    home.write_config(
+        '.{ .credentials = .{ .store = "file" }, .instances = .{ .claude = .{ .kind = "anthropic" } } }\n'
+    )
+    result = home.chock("run", "task", cwd=project)
+    assert result.returncode == 3
+    assert "claude" in result.stderr and "https://api.anthropic.com/v1" in result.stderr
+    assert not home.layout.sessions_dir.exists()
+
+
+def test_running_out_of_replay_entries_ends_the_session_with_a_clear_error(home, project):
+    home.replay_instance(DEMO[:1])
+    result = home.chock("run", "--yes", "task", cwd=project)
+    assert result.returncode == 1
+    assert "has no entry 2" in result.stderr + result.stdout
