@@ -195,5 +195,77 @@ def workspace_remove(layout: Layout, session: str) -> None:
     click.echo(keep.remove(layout, session))
 
 
+@main.group(invoke_without_command=True)
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path),
+              help="Listen on this unix socket (default: <state>/daemon.sock).")
+@click.option("--host", help="Also listen on TCP at this address (no identity check: put a proxy in front).")
+@click.option("--port", type=int, help="TCP port for --host (default 7890; 0 picks a free one).")
+@click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
+@click.pass_context
+def daemon(ctx: click.Context, socket_path: Path | None, host: str | None, port: int | None,
+           idle_exit: float | None) -> None:
+    """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from chock.daemon.server import run as run_daemon
+
+    sys.exit(run_daemon(ctx.obj, socket_path=socket_path, host=host, port=port, idle_exit=idle_exit))
+
+
+@main.command()
+@click.option("--daemon", "daemon_address", envvar="CHOCK_DAEMON", metavar="ADDR",
+              help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).")
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path),
+              help="Serve the browser on this unix socket (default: <state>/serve.sock).")
+@click.option("--host", help="Serve on TCP at this address instead (no identity check).")
+@click.option("--port", type=int, help="TCP port for --host (default 7891; 0 picks a free one).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Another Host header to accept on TCP (repeatable).")
+@click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
+@pass_layout
+def serve(layout: Layout, daemon_address: str | None, socket_path: Path | None, host: str | None,
+          port: int | None, allow_hosts: tuple[str, ...], idle_exit: float | None) -> None:
+    """A browser front end: purely a client of the daemon."""
+    from chock.serve.app import run as run_serve
+
+    sys.exit(run_serve(layout, daemon=daemon_address, socket_path=socket_path, host=host, port=port,
+                       allow_hosts=list(allow_hosts), idle_exit=idle_exit))
+
+
+@main.command()
+@click.argument("session", required=False)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@click.option("--daemon", "daemon_address", metavar="ADDR",
+              help="unix:/path or host:port (default: $CHOCK_DAEMON, else <state>/daemon.sock).")
+@click.option("--port", type=int, help="Shorthand for --daemon 127.0.0.1:PORT.")
+@click.option("--wait", type=float, default=300.0, show_default=True, metavar="SECONDS",
+              help="Bound on each read of the exchange.")
+@pass_layout
+def detach(layout: Layout, session: str | None, project: Path | None, daemon_address: str | None,
+           port: int | None, wait: float) -> None:
+    """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
+    from chock import handover
+    from chock.control.client import resolve_address
+
+    address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
+    session_id = handover.pick_session(layout, _project_root(project), session)
+    done = handover.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
+    click.echo(f"session {done.session_id} now runs under the daemon at {address}")
+
+
+@main.command()
+@click.argument("session")
+@pass_layout
+def approve(layout: Layout, session: str) -> None:
+    """Answer the requests a session on this machine is waiting on."""
+    from chock.approve import approve as approve_session
+
+    def ask(request_id: str, tool: str, summary: str) -> bool:
+        click.echo(f"{request_id}  {tool}: {summary}")
+        return click.confirm("Approve?", default=False)
+
+    approve_session(layout, session, ask, click.echo)
+
+
 if __name__ == "__main__":
     main()

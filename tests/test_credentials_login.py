@@ -113,9 +113,8 @@ def test_a_rejected_key_is_not_stored_and_the_index_is_unchanged(home):
     piped(home, "aiand", name="other", secret="sk-other")
     index_before = home.layout.instances_path.read_bytes()
     tokens_before = home.layout.tokens_path.read_bytes()
-    with FakeProvider(kind="openai", key="sk-the-right-one") as fake:
-        with pytest.raises(ProviderError) as caught:
-            piped(home, f"openai-compat={fake.address}", name="local", secret="sk-a-wrong-one", check=None)
+    with FakeProvider(kind="openai", key="sk-the-right-one") as fake, pytest.raises(ProviderError) as caught:
+        piped(home, f"openai-compat={fake.address}", name="local", secret="sk-a-wrong-one", check=None)
     assert "401" in str(caught.value)
     assert "sk-a-wrong-one" not in str(caught.value)
     assert home.layout.instances_path.read_bytes() == index_before

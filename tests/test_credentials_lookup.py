@@ -113,7 +113,7 @@ def test_the_store_the_index_names_is_asked_not_the_configured_one(home, monkeyp
 def test_an_unknown_stored_name_is_refused_naming_the_index(home):
     home.write_config(".{}\n")
     write_index(home.layout, {"work": IndexEntry("anthropic", None, None, "plaintext")})
-    with pytest.raises(Exception, match="instances.zon"):
+    with pytest.raises(Exception, match=r"instances\.zon"):
         lookup(home.layout, load_config(home.layout.config), "work")
 
 

@@ -52,6 +52,9 @@ HANDLERS = {
     "secretspec": "chock.credentials.stores.secretspec",
 }
 
+# subprocess.Popen as it was at import, before any test could stand a fake in for it (see `_kill`).
+_REAL_POPEN = subprocess.Popen
+
 # The package root, so the child finds `chock` in any directory (SecretSpec's child runs in the project).
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -120,8 +123,7 @@ def call(
         raise by_kind(str(error.get("kind")))(_scrub(error["message"], value))
     tail = _scrub(_stderr_tail(done.stderr), value)
     raise StoreUnavailable(
-        f"the {store} store failed (its process exited with status {done.returncode})"
-        + (f": {tail}" if tail else "")
+        f"the {store} store failed (its process exited with status {done.returncode})" + (f": {tail}" if tail else "")
     )
 
 
@@ -177,7 +179,7 @@ def nobody_answered_message(store: str, bound: float) -> str:
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     # Only a real child has a process group of its own to kill: a test's stand-in Popen has a made-up pid,
     # and killpg of a made-up pid (0 is our own group) must never happen.
-    if type(proc).__module__ == "subprocess" and proc.pid > 1:
+    if isinstance(proc, _REAL_POPEN) and _REAL_POPEN.__module__ == "subprocess" and proc.pid > 1:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):

@@ -63,7 +63,5 @@ def _entry(path: object, name: str, value: Any) -> IndexEntry:
         fields[key] = str(item) if item is not None else None
     for key in ("kind", "stored"):
         if not fields[key]:
-            raise CredentialError(
-                f"{where} has no .{key}; run `chock login` for it again or remove the entry"
-            )
+            raise CredentialError(f"{where} has no .{key}; run `chock login` for it again or remove the entry")
     return IndexEntry(**fields)  # type: ignore[arg-type]

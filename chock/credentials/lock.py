@@ -22,9 +22,7 @@ LOCK_POLL_SECONDS = 0.05
 
 # Seed 003: it "says another chock login is running and stores nothing", and it "never names the credential or
 # the instance, because you read it off a terminal other people can see".
-BUSY_MESSAGE = (
-    "another chock login is running. Nothing was stored: wait for it to finish, then run this login again."
-)
+BUSY_MESSAGE = "another chock login is running. Nothing was stored: wait for it to finish, then run this login again."
 
 
 @contextlib.contextmanager

@@ -271,16 +271,12 @@ def _read_secret(
         try:
             text = secret_file.read_text(encoding="utf-8")
         except OSError as exc:
-            raise UsageError(
-                f"cannot read the credential from {secret_file}: {exc.strerror or exc}"
-            ) from None
+            raise UsageError(f"cannot read the credential from {secret_file}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
             raise UsageError(f"{secret_file} is not UTF-8 text, so it holds no credential") from None
     secret = text.strip()
     if not secret:
-        raise UsageError(
-            f"no credential was given ({_source(method, secret_file)} was empty); nothing was stored"
-        )
+        raise UsageError(f"no credential was given ({_source(method, secret_file)} was empty); nothing was stored")
     if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in secret):
         raise UsageError(
             f"the credential from {_source(method, secret_file)} has spaces, line breaks or control "

@@ -3,10 +3,12 @@
 A whole session log works as a replay file: every other event type is skipped. Entries marked
 `"for": "subagent"` belong to subagents; the parent skips them, and they are dealt out in blocks, each
 block ending with an entry that makes no tool call (a subagent's final answer). Tools still run for real.
+An entry's `"delay": SECONDS` makes the model call take that long (a demo's thinking time; a test's window).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -73,6 +75,8 @@ class ReplayProvider:
             )
         entry = self._entries[self._next]
         self._next += 1
+        if entry.get("delay"):
+            await asyncio.sleep(float(entry["delay"]))
         text = str(entry.get("text") or "")
         for piece in _pieces(text):
             yield TextDelta(piece)

@@ -98,8 +98,7 @@ class KeychainStore:
         if any(w in words for w in NO_KEYCHAIN_WORDS):
             raise NoLoginKeychain(NO_KEYCHAIN_MESSAGE)
         raise StoreUnavailable(
-            f"`security show-keychain-info {path}` failed (exit {done.returncode})"
-            + (f": {words}" if words else "")
+            f"`security show-keychain-info {path}` failed (exit {done.returncode})" + (f": {words}" if words else "")
         )
 
     def _call(self, op: str, instance: str, value: str | None = None) -> dict[str, Any]:

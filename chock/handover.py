@@ -1,0 +1,133 @@
+"""`chock detach`: hand a running terminal session to the daemon at its next turn boundary (SPEC §9).
+
+Ownership is the log's lock, so a handover is the lock changing hands: the session lets go, the daemon's
+child (`chock run --adopt`) takes it. The order is what makes every failure safe:
+
+1. prove the daemon is there (a greeting on a connection that then closes) — the ask cannot be taken back;
+2. ask over handover.sock; the session answers at its next turn boundary: `ready`, or `busy N M` first;
+3. confirm; the session logs `session.end {reason: handover}`, releases the lock, sends `released`, exits 8;
+4. `adopt` on a new connection; the daemon replies once its child holds the lock.
+
+A client that goes away before `confirm` leaves the session running unchanged: nothing was taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from chock.control import protocol
+from chock.control.client import Address, ControlClient, ControlError, SessionEnded, SessionSocketClient
+from chock.errors import ChockError
+from chock.log import catalog
+from chock.paths import Layout, check_session_id
+
+DEFAULT_WAIT_SECONDS = 300.0
+
+
+class DetachFailed(ChockError):
+    pass
+
+
+@dataclass(frozen=True)
+class Detached:
+    session_id: str
+    log_path: str
+
+
+def pick_session(layout: Layout, project: Path, session_id: str | None) -> str:
+    """The session to detach: the one named, else the newest running session of the project."""
+    if session_id:
+        return check_session_id(session_id)
+    found = catalog.newest(layout, project, running=True)
+    if found is None:
+        raise DetachFailed(f"no session of {project} is running here; name one: chock detach <session id>")
+    return found
+
+
+def _check_detachable(layout: Layout, session_id: str) -> str:
+    """Refuse what cannot be handed over; return the session's project."""
+    if not layout.log_path(session_id).exists():
+        raise DetachFailed(f"there is no session {session_id} on this machine")
+    state, alive = catalog.load(layout, session_id)
+    status = state.status(alive)
+    if status == "abandoned":
+        raise DetachFailed(
+            f"session {session_id} ended abnormally; its workspace {state.workspace} is kept: look at it with "
+            f"`chock workspace show {session_id}` (or remove it with `chock workspace remove {session_id}`)"
+        )
+    if status not in ("running", "waiting"):
+        raise DetachFailed(f"session {session_id} is not running ({status}); `chock run --continue {session_id}` "
+                           "takes it back into a terminal")
+    if state.owner == "daemon":
+        raise DetachFailed(f"session {session_id} is already owned by the daemon")
+    return state.project
+
+
+def detach(layout: Layout, session_id: str, address: Address, *, wait: float = DEFAULT_WAIT_SECONDS,
+           say: Callable[[str], None] = lambda text: None) -> Detached:
+    project = _check_detachable(layout, session_id)
+    daemon = ControlClient(address, timeout=min(wait, 10.0))
+    try:
+        daemon.ping()
+    except ControlError as error:
+        raise DetachFailed(
+            f"no daemon answers at {address} ({error}); the session keeps running here. Start one with "
+            "`chock daemon` (or `systemctl --user start chock.socket`) and detach again"
+        ) from None
+
+    try:
+        client = SessionSocketClient(layout.session_socket(session_id, "handover"), timeout=wait)
+    except ControlError as error:
+        raise DetachFailed(f"session {session_id} cannot be asked: {error}") from None
+    with client:
+        client.ask_handover()
+        say(f"asked session {session_id} to hand over at its next turn boundary…")
+        held = (0, 0)
+        while True:
+            try:
+                reply = client.read_line(wait)
+            except TimeoutError:
+                raise DetachFailed(_still_holding(session_id, wait, held)) from None
+            except SessionEnded as ended:
+                raise DetachFailed(f"session {session_id} ended ({ended.reason}) while it was asked") from None
+            if reply is None:
+                raise DetachFailed(f"session {session_id} closed its handover socket; it was not handed over")
+            if isinstance(reply, protocol.Ended):
+                raise DetachFailed(f"session {session_id} ended ({reply.reason}) while it was asked")
+            if isinstance(reply, protocol.Busy):
+                held = (reply.background, reply.subagents)
+                say(f"session {session_id} holds {_work(held)}; it hands over once that is recorded…")
+                continue
+            if isinstance(reply, protocol.Ready):
+                break
+            raise DetachFailed(f"session {session_id} answered the handover with {reply}")
+        try:
+            client.confirm(wait)
+        except ControlError as error:
+            raise DetachFailed(f"session {session_id} did not confirm the handover: {error}") from None
+
+    say(f"session {session_id} let go; the daemon is taking it…")
+    try:
+        adopted, log_path = ControlClient(address, timeout=wait).adopt(project, session_id)
+    except ControlError as error:
+        raise DetachFailed(
+            f"session {session_id} handed over, but the daemon at {address} did not take it ({error}); "
+            f"take it back with `chock run --continue {session_id}`"
+        ) from None
+    return Detached(adopted, log_path)
+
+
+def _work(held: tuple[int, int]) -> str:
+    background, subagents = held
+    return f"{background} background command{'s' * (background != 1)} and {subagents} subagent{'s' * (subagents != 1)}"
+
+
+def _still_holding(session_id: str, wait: float, held: tuple[int, int]) -> str:
+    if any(held):
+        what = f"it still holds {_work(held)}"
+    else:
+        what = "it has not reached a turn boundary"
+    return (f"session {session_id} did not hand over within {wait:g} s: {what}. It keeps running here, unchanged; "
+            "asking again costs nothing")
