@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chock.log.events import encode, timestamp  # noqa: E402
-from chock.log.reader import read_events  # noqa: E402
+from chock.log.events import encode, timestamp
+from chock.log.reader import read_events
 
 BASELINE_EVENTS = 1_000
 TAIL = 10

@@ -25,7 +25,7 @@ def _handover_client(home, session_id, timeout=30.0) -> SessionSocketClient:
     while True:
         try:
             return SessionSocketClient(path)
-        except Exception:  # noqa: BLE001 - not listening yet
+        except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)

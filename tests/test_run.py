@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -328,3 +329,70 @@ def test_running_out_of_replay_entries_ends_the_session_with_a_clear_error(home,
     result = home.chock("run", "--yes", "task", cwd=project)
     assert result.returncode == 1
     assert "has no entry 2" in result.stderr + result.stdout
+
+
+def _pty_run(home, project, *args: str):
+    """`chock run` with a real terminal on its stdin/stdout (pexpect-style, with the standard library)."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become chock
+        os.chdir(project)
+        os.execve(sys.executable, [sys.executable, "-m", "chock", "run", *args], home.env)
+    return pid, fd
+
+
+def _read_until(fd, needle: bytes, timeout=30.0) -> bytes:
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise AssertionError(f"{needle!r} never appeared; the terminal showed {seen[-500:]!r}")
+        try:
+            seen += os.read(fd, 4096)
+        except OSError:
+            raise AssertionError(f"the terminal closed before {needle!r}; it showed {seen[-500:]!r}") from None
+    return seen
+
+
+@pytest.mark.parametrize(("typed", "answer"), [(b"\r", "no"), (b"y\r", "yes")])
+def test_a_terminal_approval_prompt_defaults_to_no(home, project, typed, answer):
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo ran-it"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    pid, fd = _pty_run(home, project, "run a command")
+    try:
+        _read_until(fd, b"[y/N]")
+        os.write(fd, typed)
+        _read_until(fd, b"session ended")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    events = home.events(home.only_session())
+    answers = [(e["answer"], e["via"]) for e in events if e["type"] == "approval.answer"]
+    assert answers == [(answer, "terminal")]
+    output = next(e for e in events if e["type"] == "tool.result")["output"]
+    assert ("ran-it" in output) == (answer == "yes")
+
+
+def test_workspace_list_show_and_remove_manage_a_kept_workspace(home, project):
+    # The replay runs out after the first turn: the session ends in an error and keeps its work.
+    write = {"call_id": "c1", "name": "write_file", "args": {"path": "kept.txt", "content": "k"}}
+    home.replay_instance([{"text": "", "tool_calls": [write]}])
+    assert home.chock("run", "--yes", "keep it", cwd=project).returncode == 1
+    session_id = home.only_session()
+    listed = home.chock("workspace", "list").stdout
+    assert session_id in listed and "ended" in listed
+    shown = home.chock("workspace", "show", session_id).stdout
+    assert "kept.txt" in shown and str(home.layout.workspace_dir(session_id)) in shown
+    removed = home.chock("workspace", "remove", session_id)
+    assert removed.returncode == 0, removed.stderr
+    assert not home.layout.workspace_dir(session_id).exists()
+    assert "no kept workspaces" in home.chock("workspace", "list").stdout
+    assert home.events(session_id)[-1]["type"] == "workspace.close"
+    assert home.chock("workspace", "remove", "../../etc").returncode != 0
