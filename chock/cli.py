@@ -195,6 +195,57 @@ def workspace_remove(layout: Layout, session: str) -> None:
     click.echo(keep.remove(layout, session))
 
 
+@main.command()
+@click.option("--provider", "provider_text", required=True, metavar="KIND[=URL]",
+              help="anthropic, aiand, or openai-compat=URL (anthropic=URL / aiand=URL for another address).")
+@click.option("--name", help="The instance's name (default: the kind).")
+@click.option("--model", help="The model this instance asks by default.")
+@click.option("--password-method", metavar="prompt|stdin|file=PATH",
+              help="Where the credential comes from (default: a hidden prompt at a terminal, else stdin).")
+@click.option("--replace", is_flag=True, help="Replace a credential of the same name without asking.")
+@pass_layout
+def login(layout: Layout, provider_text: str, name: str | None, model: str | None, password_method: str | None,
+          replace: bool) -> None:
+    """Check a provider credential and store it in the configured store (never an argument or variable)."""
+    from chock.config import load_config
+    from chock.credentials.login import login as store_login
+
+    result = store_login(layout, load_config(layout.config), provider_text, name=name, model=model,
+                         password_method=password_method, replace=replace,
+                         say=lambda text: click.echo(text, err=True))
+    if result.stored:
+        click.echo(f"stored the credential of {result.name!r} ({result.kind} at {result.address}) in {result.store}")
+    else:
+        click.echo("nothing was stored")
+
+
+@main.command()
+@click.argument("name")
+@pass_layout
+def logout(layout: Layout, name: str) -> None:
+    """Remove an instance's stored credential and its index entry."""
+    from chock.config import load_config
+    from chock.credentials.login import logout as remove_login
+
+    entry = remove_login(layout, load_config(layout.config), name)
+    click.echo(f"removed {name!r} ({entry.kind}) from {entry.stored}")
+
+
+@main.command()
+@pass_layout
+def credentials(layout: Layout) -> None:
+    """Every instance with its kind, address and the source its credential comes from (never a value)."""
+    from chock.config import load_config
+    from chock.credentials.lookup import sources
+
+    found = sources(layout, load_config(layout.config))
+    for source in found:
+        click.echo(f"{source.name:<16} {source.kind or '?':<14} {source.address or '-':<40} "
+                   f"{source.source or 'none (no credential is sent)'}")
+    if not found:
+        click.echo("no instances: `chock login --provider KIND` stores one")
+
+
 @main.group(invoke_without_command=True)
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path),
               help="Listen on this unix socket (default: <state>/daemon.sock).")

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +130,9 @@ def call(
 @dataclass
 class Finished:
     returncode: int | None
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool
+    stdout: bytes = field(repr=False)  # a child's answer may hold the credential it read
+    stderr: bytes = field(repr=False)
+    timed_out: bool = False
     started_error: OSError | None = None
 
 

@@ -1,0 +1,323 @@
+"""Session children: `chock run` processes the daemon spawns, waits for, and reaps (SPEC §6, §7).
+
+A child is the same `chock run` a person types, with the daemon's own environment and config (so the
+instance is the config's default), the message on its standard input (never argv: argv is visible to
+every user), and its output appended to `sessions/<id>/run.log` (never a pipe: a session must outlive the
+daemon). It runs in its own session and process group, and under a systemd user manager in its own
+transient scope, so neither the daemon's exit nor its restart touches it.
+
+`start` and `adopt` reply once the child holds the log's lock and has logged its `session.start` (or, for
+adopt, its `session.adopt`), both recognised by the child's pid in the event. A child that exits first is
+`error refused <its last line>`, so `ok` never names a log that does not exist.
+
+`chock run` creates the session directory itself and refuses one that exists, so a new session's output
+starts in `sessions/.<id>.run.log` and is renamed into the directory the moment the child makes it: the
+same open file, so nothing the child writes is lost or lands elsewhere. A child that fails before making
+its log leaves nothing behind.
+
+Children are reaped with waitpid(WNOHANG) from the main loop (woken by SIGCHLD), never waited for from a
+previous daemon's life: after a restart, sessions are found from the state dir (the catalog and the lock
+probe), not from process ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chock.control.protocol import ErrorCode, ProtocolError
+from chock.log.events import decode
+from chock.log.reader import owner_alive
+from chock.paths import Layout, ensure_dir, new_session_id
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from chock.daemon.status import Status
+
+# How long a child may take from spawn to its first event. Before it logs, a child checks its project,
+# its instance, its credential (a keystore call has its own 30 s bound, SPEC §10) and bwrap; the control
+# client waits 120 s for this reply, so the daemon gives up first and says so.
+READY_TIMEOUT = 100.0
+
+# Readiness is polled: quickly at first (a replay child logs within a few hundred milliseconds), then
+# less often, so a slow start costs little.
+POLL_FIRST = 0.01
+POLL_MAX = 0.1
+
+# What is read of run.log to find the child's last line: its refusal is one line near the end.
+TAIL_BYTES = 16 * 1024
+
+# Variables that belong to the daemon's own service and must not reach a child (SPEC §7: no child
+# inherits LISTEN_*; a child's sd_notify would speak for the daemon's unit).
+_SERVICE_VARIABLES = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
+
+class Refusal(ProtocolError):
+    def __init__(self, text: str) -> None:
+        super().__init__(ErrorCode.REFUSED, text)
+
+
+@dataclass
+class Child:
+    session_id: str
+    verb: str
+    process: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+class Children:
+    """Our own live children, by pid; `reap()` collects the ones that have exited."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        status: Status,
+        *,
+        under_manager: Callable[[], bool],
+        move_to_scope: Callable[[int, str], None],
+    ) -> None:
+        self.layout = layout
+        self.status = status
+        self._under_manager = under_manager
+        self._move_to_scope = move_to_scope
+        self._lock = threading.Lock()
+        self._live: dict[int, Child] = {}
+
+    # Spawning ----------------------------------------------------------------------------------------
+
+    def start(self, project: str, message: str) -> str:
+        """A new session: returns its id once the child has logged `session.start`; raises Refusal."""
+        sessions = ensure_dir(self.layout.sessions_dir)
+        session_id, output, fd = self._new_output(sessions)
+        try:
+            child = self._spawn(
+                session_id, "start", ["--session-id", session_id, "--project", project], fd, stdin=message
+            )
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(output)
+            raise
+        os.close(fd)
+        moved = False
+
+        log = self.layout.log_path(session_id)
+
+        def ready(exited: bool) -> bool:
+            nonlocal moved
+            if not moved and self.layout.session_dir(session_id).is_dir():
+                os.replace(output, self.layout.run_log_path(session_id))
+                moved = True
+            # Its own session.start, by its pid, while it holds the lock (or after it already finished).
+            return _by(_first_event(log), "session.start", child.pid) and (exited or owner_alive(log))
+
+        try:
+            self._wait(child, ready)
+        except Refusal:
+            self._clean_failed_start(session_id, output, moved)
+            raise
+        if not moved:  # it made its log between two looks
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(output, self.layout.run_log_path(session_id))
+        return session_id
+
+    def adopt(self, session_id: str, project: str, last_id: int) -> None:
+        """Carry a handed-over session on; returns once the child has logged its `session.adopt`."""
+        run_log = self.layout.run_log_path(session_id)
+        fd = os.open(run_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        offset = os.fstat(fd).st_size
+        try:
+            child = self._spawn(session_id, "adopt", ["--adopt", session_id, "--project", project], fd)
+        finally:
+            os.close(fd)
+        log = self.layout.log_path(session_id)
+
+        def ready(exited: bool) -> bool:
+            logged = any(_by(event, "session.adopt", child.pid) for event in _events_after(log, last_id))
+            return logged and (exited or owner_alive(log))
+
+        self._wait(child, ready, run_log=run_log, offset=offset)
+
+    def _new_output(self, sessions: Path) -> tuple[str, Path, int]:
+        for _ in range(100):
+            session_id = new_session_id()
+            output = sessions / f".{session_id}.run.log"
+            if self.layout.session_dir(session_id).exists():
+                continue
+            try:
+                fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            return session_id, output, fd
+        raise RuntimeError("could not find a free session id")
+
+    def _spawn(
+        self, session_id: str, verb: str, args: list[str], output: int, *, stdin: str | None = None
+    ) -> Child:
+        import subprocess
+
+        process = subprocess.Popen(
+            [sys.executable, "-m", "chock", "run", *args],
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            env=self._environment(),
+            start_new_session=True,  # its own session and process group: our signals are not its signals
+            close_fds=True,
+        )
+        child = Child(session_id, verb, process)
+        with self._lock:
+            self._live[process.pid] = child
+        self.status.activity("session.spawned", session=session_id, verb=verb, pid=process.pid)
+        if self._under_manager():
+            try:
+                self._move_to_scope(process.pid, session_id)
+            except Exception as error:
+                # Outside its scope the session would die with the daemon's unit: it must not run at all.
+                self.status.error(f"{verb}: scope", error)
+                _kill(process)
+                if process.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        process.stdin.close()
+                raise Refusal(f"could not put the session in its own scope unit: {error}") from None
+        if stdin is not None:
+            # Written only now, so a `start` child reads its task (its first act) only inside its scope.
+            threading.Thread(target=_feed, args=(process, stdin), daemon=True).start()
+        return child
+
+    def _environment(self) -> dict[str, str]:
+        env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}
+        # The child reads the very config and dirs the daemon was started with (`chock --config …`).
+        env["CHOCK_CONFIG"] = str(self.layout.config)
+        env["CHOCK_STATE_DIR"] = str(self.layout.state)
+        env["CHOCK_DATA_DIR"] = str(self.layout.data)
+        return env
+
+    def _wait(
+        self, child: Child, ready: Callable[[bool], bool], *, run_log: Path | None = None, offset: int = 0
+    ) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        pause = POLL_FIRST
+        while True:
+            if ready(False):
+                return
+            code = child.process.poll()
+            if code is not None:
+                if ready(True):  # logged, then finished (a short session) before this look
+                    return
+                path = run_log or self.layout.run_log_path(child.session_id)
+                if not path.exists():
+                    path = self.layout.sessions_dir / f".{child.session_id}.run.log"
+                line = last_line(path, offset)
+                self.status.activity("session.refused", session=child.session_id, verb=child.verb, exit_code=code)
+                raise Refusal(line or f"the session exited with code {code} before it started")
+            if time.monotonic() >= deadline:
+                _kill(child.process)
+                self.status.activity("session.refused", session=child.session_id, verb=child.verb, exit_code=None)
+                raise Refusal(f"the session did not start within {READY_TIMEOUT:g} s; it was stopped")
+            time.sleep(pause)
+            pause = min(POLL_MAX, pause * 1.5)
+
+    def _clean_failed_start(self, session_id: str, output: Path, moved: bool) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            output.unlink()
+        directory = self.layout.session_dir(session_id)
+        if directory.is_dir() and not self.layout.log_path(session_id).exists():
+            shutil.rmtree(directory, ignore_errors=True)
+
+    # Supervising ------------------------------------------------------------------------------------
+
+    def reap(self) -> list[Child]:
+        """Collect every child of ours that has exited (waitpid WNOHANG), so no zombie stays."""
+        with self._lock:
+            children = list(self._live.values())
+        ended = []
+        for child in children:
+            code = child.process.poll()
+            if code is None:
+                continue
+            with self._lock:
+                self._live.pop(child.pid, None)
+            ended.append(child)
+            self.status.activity("session.ended", session=child.session_id, verb=child.verb, exit_code=code)
+        return ended
+
+    def owned(self) -> list[str]:
+        """Ids of the sessions our live children run."""
+        with self._lock:
+            return sorted(child.session_id for child in self._live.values() if child.process.returncode is None)
+
+
+def _feed(process: subprocess.Popen[bytes], message: str) -> None:
+    stdin = process.stdin
+    if stdin is None:
+        return
+    try:
+        stdin.write(message.encode("utf-8", "surrogateescape"))
+    except (BrokenPipeError, ValueError, OSError):
+        pass  # the child exited first: its run.log says why, and the waiter relays it
+    finally:
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        process.wait(5)
+
+
+def _by(event: dict[str, Any] | None, kind: str, pid: int) -> bool:
+    return event is not None and event.get("type") == kind and event.get("pid") == pid
+
+
+def _first_event(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as handle:
+            line = handle.readline()
+    except FileNotFoundError:
+        return None
+    return decode(line) if line.endswith(b"\n") else None
+
+
+def _events_after(path: Path, after: int) -> list[dict[str, Any]]:
+    from chock.log.reader import read_events
+
+    try:
+        return list(read_events(path, after))
+    except FileNotFoundError:
+        return []
+
+
+def last_line(path: Path, offset: int = 0) -> str:
+    """The last non-empty line written to `path` after `offset`, without chock's `chock: ` prefix."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = max(offset, size - TAIL_BYTES)
+            handle.seek(start)
+            text = handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    return line[len("chock: ") :] if line.startswith("chock: ") else line
+

@@ -1,0 +1,77 @@
+"""What the daemon asks of the service manager it runs under (SPEC §7), in one place.
+
+The platform modules do the work: `chock.platform.systemd` (LISTEN_FDS adoption, sd_notify, transient
+scope units over D-Bus) and, on macOS, `chock.platform.launchd` (`launch_activate_socket`). This module
+only chooses between them and stays quiet where neither applies: no socket activation means no sockets
+handed over, no NOTIFY_SOCKET means no notifications, no user manager means children in their own process
+group. Imports are lazy: a socket-activated start should pay only for what it uses.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from types import ModuleType
+
+# The name the .socket unit gives the control socket (`FileDescriptorName=control`, SPEC §7).
+CONTROL = "control"
+SLICE = "app-chock.slice"
+
+
+def _systemd() -> ModuleType | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        from chock.platform import systemd
+    except ImportError:
+        return None
+    return systemd
+
+
+def activated_sockets() -> list[socket.socket]:
+    """The listening control sockets socket activation passed us (none when started by hand)."""
+    if sys.platform == "darwin":
+        try:
+            from chock.platform import launchd
+        except ImportError:
+            return []
+        return list(launchd.activate_socket(CONTROL))
+    systemd = _systemd()
+    if systemd is None:
+        return []
+    return list(systemd.listen_fds().get(CONTROL, []))
+
+
+def notify(state: str) -> None:
+    """sd_notify(state); nothing without NOTIFY_SOCKET or off Linux."""
+    systemd = _systemd()
+    if systemd is not None:
+        systemd.notify(state)
+
+
+def watchdog_interval() -> float | None:
+    """Seconds within which the manager wants `WATCHDOG=1`, when it asked for it (WATCHDOG_USEC)."""
+    systemd = _systemd()
+    return None if systemd is None else systemd.watchdog_interval()
+
+
+def under_user_manager() -> bool:
+    systemd = _systemd()
+    return systemd is not None and systemd.under_user_manager()
+
+
+def scope_unit(session_id: str) -> str:
+    return f"chock-session-{session_id}.scope"
+
+
+def move_to_scope(pid: int, session_id: str) -> None:
+    """Put a session child in its own transient scope, so the daemon's restart leaves it running (SPEC §7).
+
+    Raises ChockError when the manager refuses.
+    """
+    systemd = _systemd()
+    if systemd is None:
+        return
+    systemd.move_to_scope(
+        pid, scope_unit(session_id), description=f"chock session {session_id}", slice=SLICE
+    )

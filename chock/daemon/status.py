@@ -1,0 +1,126 @@
+"""`daemon-status.json` and `daemon-activity.jsonl` (SPEC §3, §6 "Daemon hygiene").
+
+The status record says what the daemon is doing now: pid, protocol, listeners, the sessions it owns (its
+own live children, by id), connection counters, the last error and when it started. It is rewritten
+whole and atomically (a temporary file renamed over it), so a reader never sees half of one.
+
+The activity log holds lifecycle transitions only: start, stop, a session spawned, refused or ended (by
+id). Neither file ever holds message text, a project path or any other path of the person's files; an
+error is recorded by kind (`start: OSError: No space left on device`), never with its text, which can
+carry either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from chock.control.protocol import PROTOCOL
+from chock.log.events import timestamp
+from chock.paths import FILE_MODE
+
+COUNTERS = (
+    "accepted",  # connections taken from a listener
+    "served",  # verbs answered (ok or the verb's lines)
+    "errors",  # `error …` replies sent
+    "forbidden",  # refused by the peer check
+    "too_many",  # refused because the connection cap was reached
+    "dropped",  # closed with no verb: end of file, the idle bound, a reset
+    "internal",  # the daemon's own failures (`error internal`)
+)
+
+
+class Status:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "daemon-status.json"
+        self.activity_path = state_dir / "daemon-activity.jsonl"
+        self._lock = threading.Lock()
+        self._counters = dict.fromkeys(COUNTERS, 0)
+        self._listeners: list[str] = []
+        self._owned: list[str] = []
+        self._active = 0
+        self._watching = 0
+        self._last_error: dict[str, str] | None = None
+        self._state = "starting"
+        self.started_at = timestamp()
+        self.dirty = True
+
+    # What changes ----------------------------------------------------------------------------------
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counters[name] += n
+            self.dirty = True
+
+    def gauges(self, *, active: int, watching: int, owned: list[str]) -> None:
+        with self._lock:
+            if (active, watching, owned) != (self._active, self._watching, self._owned):
+                self._active, self._watching, self._owned = active, watching, list(owned)
+                self.dirty = True
+
+    def set_listeners(self, addresses: list[str]) -> None:
+        with self._lock:
+            self._listeners = list(addresses)
+            self.dirty = True
+
+    def set_state(self, state: str) -> None:
+        with self._lock:
+            self._state = state
+            self.dirty = True
+
+    def error(self, where: str, error: BaseException) -> None:
+        """Record a failure by kind only: an exception's text may hold a message or a user's path."""
+        kind = type(error).__name__
+        if isinstance(error, OSError) and error.strerror:
+            kind = f"{kind}: {error.strerror}"
+        with self._lock:
+            self._last_error = {"at": timestamp(), "where": where, "kind": kind}
+            self.dirty = True
+
+    # The files -----------------------------------------------------------------------------------
+
+    def record(self) -> dict[str, Any]:
+        with self._lock:
+            self.dirty = False
+            return {
+                "pid": os.getpid(),
+                "protocol": PROTOCOL,
+                "state": self._state,
+                "started_at": self.started_at,
+                "updated_at": timestamp(),
+                "listeners": list(self._listeners),
+                "sessions_owned": list(self._owned),
+                "connections": {"active": self._active, "watching": self._watching, **self._counters},
+                "last_error": self._last_error,
+            }
+
+    def write(self) -> None:
+        data = (json.dumps(self.record(), indent=2) + "\n").encode()
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(temporary, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+    def activity(self, event: str, **fields: Any) -> None:
+        """Append one lifecycle line. Callers pass ids, pids, codes and verbs: never text or a path."""
+        line = json.dumps({"at": timestamp(), "event": event, "daemon": os.getpid(), **fields}) + "\n"
+        with contextlib.suppress(OSError):
+            fd = os.open(
+                self.activity_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE
+            )
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+

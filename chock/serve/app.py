@@ -1,0 +1,197 @@
+"""`chock serve`: the aiohttp application and its life — listen, say READY, serve, idle out, stop.
+
+`run()` is what `chock serve` calls; `make_app()` builds the application (routes, static page, the guard)
+for a daemon address and the Host rule, and is what tests and the benchmark may start in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web, web_runner, web_server
+
+from chock.control.client import resolve_address
+from chock.errors import UsageError
+from chock.paths import Layout
+from chock.serve import api, listeners
+from chock.serve.fanout import Hub
+from chock.serve.guard import HostRule, make_guard
+from chock.serve.upstream import Daemon
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+# A browser request carries a task message at most (the daemon bounds a `start` line at 256 KiB, SPEC §6);
+# twice that leaves room for JSON escaping, and anything more is refused before it is read.
+MAX_BODY = 512 * 1024
+
+# How long a stopping serve lets ordinary requests finish (a `start` may wait for a child to take its
+# lock). SSE streams are ended before this, so they never hold a stop up.
+SHUTDOWN_TIMEOUT = 5.0
+
+# The page's own headers: nothing external may load (SPEC §8: "no external fonts or scripts"), and no
+# other site may frame it (an Approve button under someone else's page is a clickjacking target).
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+async def _index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
+
+
+async def _static(request: web.Request) -> web.FileResponse:
+    name = request.match_info["name"]
+    path = STATIC_DIR / name
+    if "/" in name or name.startswith(".") or not path.is_file():
+        raise web.HTTPNotFound()
+    return web.FileResponse(path, headers=_PAGE_HEADERS)
+
+
+@web.middleware
+async def _security_headers(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    response = await handler(request)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+def make_app(daemon: Daemon, rule: HostRule) -> web.Application:
+    app = web.Application(
+        middlewares=[make_guard(rule), _security_headers, api.control_errors], client_max_size=MAX_BODY
+    )
+    hub = Hub(daemon)
+    app[api.STATE] = api.State(daemon, hub, api.Activity())
+    api.add_routes(app)
+    app.router.add_get("/", _index)
+    app.router.add_get("/static/{name}", _static)
+
+    async def close_feeds(app: web.Application) -> None:
+        # Every SSE stream ends (without `end`) when its feed does, so the browsers reconnect to whatever
+        # serves next, and no stream holds the stop up.
+        await hub.close()
+
+    app.on_shutdown.append(close_feeds)
+    return app
+
+
+def _takes(function: object, name: str) -> bool:
+    return name in inspect.signature(function).parameters  # type: ignore[arg-type]
+
+
+def _runner(app: web.Application) -> web.AppRunner:
+    """An AppRunner on aiohttp 3.8 (Debian 12) as on later ones: a handler is cancelled when its client goes
+    away (3.8 always did; 3.9 made it an option), and a stop waits SHUTDOWN_TIMEOUT, not 60 s (3.8 takes
+    that bound on each site instead, below)."""
+    kwargs: dict[str, object] = {"access_log": None}
+    if _takes(web_server.Server.__init__, "handler_cancellation"):
+        kwargs["handler_cancellation"] = True
+    if _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):
+        kwargs["shutdown_timeout"] = SHUTDOWN_TIMEOUT
+    return web.AppRunner(app, **kwargs)
+
+
+def _site(runner: web.AppRunner, listener: listeners.Listener) -> web.SockSite:
+    if not _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):
+        return web.SockSite(runner, listener.sock, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    return web.SockSite(runner, listener.sock)
+
+
+def _systemd():  # type: ignore[no-untyped-def]
+    """chock.platform.systemd when it is there (sd_notify, LISTEN_FDS); None otherwise."""
+    try:
+        from chock.platform import systemd
+    except ImportError:
+        return None
+    return systemd
+
+
+def _notify(*states: str) -> None:
+    systemd = _systemd()
+    if systemd is not None:
+        with contextlib.suppress(Exception):
+            systemd.notify(*states)
+
+
+def run(
+    layout: Layout,
+    *,
+    daemon: str | None,
+    socket_path: Path | None,
+    host: str | None,
+    port: int | None,
+    allow_hosts: list[str],
+    idle_exit: float | None,
+) -> int:
+    """`chock serve`: returns the exit code (0 on a stop or an idle exit)."""
+    listeners.check_options(socket_path, host, port)
+    if idle_exit is not None and idle_exit <= 0:
+        raise UsageError(f"--idle-exit {idle_exit:g}: give a number of seconds above 0")
+    # `daemon` already holds $CHOCK_DAEMON when it is set (click's envvar); else the state-dir socket.
+    address = resolve_address(daemon, state_socket=layout.daemon_socket)
+    try:
+        rule = HostRule.of([host] if host else [], allow_hosts)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    bound = listeners.activated()
+    if bound is None:
+        if host is not None:
+            bound = [listeners.bind_tcp(host, port)]
+        else:
+            bound = [listeners.bind_unix(socket_path or layout.serve_socket)]
+    try:
+        return asyncio.run(_serve(make_app(Daemon(address), rule), bound, idle_exit, str(address)))
+    finally:
+        for listener in bound:
+            listener.remove()
+
+
+async def _serve(
+    app: web.Application, bound: list[listeners.Listener], idle_exit: float | None, daemon: str
+) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    runner = _runner(app)
+    await runner.setup()
+    try:
+        for listener in bound:
+            await _site(runner, listener).start()
+        urls = [listener.describe() for listener in bound]
+        for url in urls:
+            print(f"listening on {url}", flush=True)
+        _notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
+        watcher = loop.create_task(_idle_watch(app, idle_exit, stop)) if idle_exit else None
+        await stop.wait()
+        if watcher is not None:
+            watcher.cancel()
+    finally:
+        _notify("STOPPING=1")
+        await runner.cleanup()
+    return 0
+
+
+async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Event) -> None:
+    """SPEC §7/§8 `--idle-exit`: no request and no SSE stream for that long, and serve exits 0."""
+    activity = app[api.STATE].activity
+    step = min(1.0, idle_exit / 4)
+    while True:
+        await asyncio.sleep(step)
+        if activity.active == 0 and time.monotonic() - activity.last >= idle_exit:
+            print(f"chock serve: idle for {idle_exit:g} s, exiting", file=sys.stderr, flush=True)
+            stop.set()
+            return
+
