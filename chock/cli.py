@@ -318,5 +318,21 @@ def approve(layout: Layout, session: str) -> None:
     approve_session(layout, session, ask, click.echo)
 
 
+@main.command()
+@pass_layout
+def doctor(layout: Layout) -> None:
+    """Whether each piece works here (bwrap, git, systemd, the credential store, daemon, serve), with fixes."""
+    from chock.doctor import examine
+
+    findings = examine(layout)
+    for finding in findings:
+        mark = click.style("ok ", fg="green") if finding.ok else click.style("no ", fg="red" if finding.essential
+                                                                             else "yellow")
+        click.echo(f"{mark} {finding.name:<17} {finding.detail}")
+        if not finding.ok and finding.fix:
+            click.echo(f"    {'':<17} fix: {finding.fix}")
+    sys.exit(0 if all(f.ok or not f.essential for f in findings) else 1)
+
+
 if __name__ == "__main__":
     main()

@@ -396,3 +396,14 @@ def test_workspace_list_show_and_remove_manage_a_kept_workspace(home, project):
     assert "no kept workspaces" in home.chock("workspace", "list").stdout
     assert home.events(session_id)[-1]["type"] == "workspace.close"
     assert home.chock("workspace", "remove", "../../etc").returncode != 0
+
+
+def test_config_can_deny_every_shell_command(home, project):
+    home.write_replay("demo.jsonl", [
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo should-not-run"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    home.write_config('.{ .approvals = .{ .shell = "deny" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n')
+    assert home.chock("run", "task", cwd=project).returncode == 0
+    result = next(e for e in home.events(home.only_session()) if e["type"] == "tool.result")
+    assert result["is_error"] and "denied" in result["output"] and "should-not-run" not in result["output"]

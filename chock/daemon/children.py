@@ -164,9 +164,7 @@ class Children:
             return session_id, output, fd
         raise RuntimeError("could not find a free session id")
 
-    def _spawn(
-        self, session_id: str, verb: str, args: list[str], output: int, *, stdin: str | None = None
-    ) -> Child:
+    def _spawn(self, session_id: str, verb: str, args: list[str], output: int, *, stdin: str | None = None) -> Child:
         import subprocess
 
         process = subprocess.Popen(
@@ -320,4 +318,3 @@ def last_line(path: Path, offset: int = 0) -> str:
         return ""
     line = lines[-1]
     return line[len("chock: ") :] if line.startswith("chock: ") else line
-

@@ -72,6 +72,4 @@ def move_to_scope(pid: int, session_id: str) -> None:
     systemd = _systemd()
     if systemd is None:
         return
-    systemd.move_to_scope(
-        pid, scope_unit(session_id), description=f"chock session {session_id}", slice=SLICE
-    )
+    systemd.move_to_scope(pid, scope_unit(session_id), description=f"chock session {session_id}", slice=SLICE)

@@ -116,11 +116,8 @@ class Status:
         """Append one lifecycle line. Callers pass ids, pids, codes and verbs: never text or a path."""
         line = json.dumps({"at": timestamp(), "event": event, "daemon": os.getpid(), **fields}) + "\n"
         with contextlib.suppress(OSError):
-            fd = os.open(
-                self.activity_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE
-            )
+            fd = os.open(self.activity_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
             try:
                 os.write(fd, line.encode())
             finally:
                 os.close(fd)
-

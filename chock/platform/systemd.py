@@ -12,6 +12,7 @@ only loaded by `move_to_scope()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -250,10 +251,9 @@ def _transports() -> list[tuple[str, str, bool]]:
 
     found: list[tuple[str, str, bool]] = []
     if os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
-        try:
+        # An address jeepney cannot connect to (e.g. tcp:) is skipped: the private socket may still do.
+        with contextlib.suppress(KeyError, ValueError, RuntimeError, StopIteration):
             found.append(("the session bus", get_bus("SESSION"), True))
-        except (KeyError, ValueError, RuntimeError, StopIteration):
-            pass  # an address jeepney cannot connect to (e.g. tcp:): the private socket may still do
     private = _private_socket()
     if private is not None and private.exists():
         found.append((str(private), str(private), False))

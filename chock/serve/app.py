@@ -7,7 +7,6 @@ for a daemon address and the Host rule, and is what tests and the benchmark may 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import signal
 import sys
@@ -110,19 +109,26 @@ def _site(runner: web.AppRunner, listener: listeners.Listener) -> web.SockSite:
 
 
 def _systemd():  # type: ignore[no-untyped-def]
-    """chock.platform.systemd when it is there (sd_notify, LISTEN_FDS); None otherwise."""
-    try:
-        from chock.platform import systemd
-    except ImportError:
+    """chock.platform.systemd on Linux (sd_notify, the watchdog); None elsewhere."""
+    if not sys.platform.startswith("linux"):
         return None
+    from chock.platform import systemd
+
     return systemd
 
 
 def _notify(*states: str) -> None:
     systemd = _systemd()
     if systemd is not None:
-        with contextlib.suppress(Exception):
-            systemd.notify(*states)
+        systemd.notify(*states)
+
+
+async def _watchdog(interval: float) -> None:
+    """SPEC §7: `WATCHDOG=1` when WATCHDOG_USEC is set, at half the interval as sd_watchdog_enabled(3) asks.
+    It runs on the event loop, so a loop that is stuck stops sending it, which is what the watchdog is for."""
+    while True:
+        _notify("WATCHDOG=1")
+        await asyncio.sleep(interval / 2)
 
 
 def run(
@@ -174,10 +180,16 @@ async def _serve(
         for url in urls:
             print(f"listening on {url}", flush=True)
         _notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
-        watcher = loop.create_task(_idle_watch(app, idle_exit, stop)) if idle_exit else None
+        tasks = []
+        if idle_exit:
+            tasks.append(loop.create_task(_idle_watch(app, idle_exit, stop)))
+        systemd = _systemd()
+        interval = systemd.watchdog_interval() if systemd is not None else None
+        if interval:
+            tasks.append(loop.create_task(_watchdog(interval)))
         await stop.wait()
-        if watcher is not None:
-            watcher.cancel()
+        for task in tasks:
+            task.cancel()
     finally:
         _notify("STOPPING=1")
         await runner.cleanup()

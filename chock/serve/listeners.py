@@ -1,5 +1,5 @@
 """serve's own listening sockets: `<state>/serve.sock`, `--socket PATH`, `--host ADDR [--port N]`, or the
-ones systemd hands over in LISTEN_FDS under the name `http` (SPEC §7, §8).
+ones the service manager hands over under the name `http` (LISTEN_FDS; launchd's `Sockets`) (SPEC §7, §8).
 
 A socket serve binds it also removes at shutdown, and only while the path still holds that same socket;
 a socket handed over by socket activation is never bound, unlinked or chmod-ed here (SPEC §6 hygiene, which
@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,20 +138,18 @@ def bind_tcp(host: str, port: int | None) -> Listener:
 
 
 def activated() -> list[Listener] | None:
-    """The listeners systemd handed over (LISTEN_FDS, name `http`), or None when none were."""
-    if "LISTEN_FDS" not in os.environ:
-        return None
-    try:
+    """The listeners the service manager handed over under the name `http` — systemd's LISTEN_FDS, or
+    launchd's `Sockets` entry on macOS — or None when serve was started by hand (SPEC §7)."""
+    if sys.platform == "darwin":
+        from chock.platform import launchd
+
+        sockets = launchd.activate_socket(FD_NAME)
+    else:
         from chock.platform import systemd
-    except ImportError:
-        raise ChockError(
-            "LISTEN_FDS is set but this chock has no systemd glue (chock.platform.systemd) to take the sockets"
-        ) from None
-    sockets = systemd.listen_fds(expected=(FD_NAME,)).get(FD_NAME, [])
+
+        sockets = systemd.listen_fds(expected=(FD_NAME,)).get(FD_NAME, [])
     if not sockets:
         return None
-    listeners = []
     for sock in sockets:
         sock.setblocking(False)
-        listeners.append(Listener(sock))
-    return listeners
+    return [Listener(sock) for sock in sockets]

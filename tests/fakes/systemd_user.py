@@ -244,17 +244,12 @@ def _wait_ready(manager: UserManager) -> None:
     while not manager.private_socket.exists():
         if manager.process.poll() is not None or time.monotonic() > deadline:
             log = manager.output.read_text(errors="replace")
-            pytest.fail(f"systemd --user did not create {manager.private_socket} (exit {manager.process.poll()}):\n{log}")
+            pytest.fail(
+                f"systemd --user did not create {manager.private_socket} (exit {manager.process.poll()}):\n{log}"
+            )
         time.sleep(0.02)
     # The socket exists a moment before the manager answers on it: systemctl is the judge.
     while manager.systemctl("is-system-running", check=False).stdout.strip() not in ("running", "degraded"):
         if time.monotonic() > deadline:
             pytest.fail(f"systemd --user did not finish starting:\n{manager.systemctl('status', check=False).stdout}")
         time.sleep(0.05)
-
-
-@pytest.fixture
-def systemd_user() -> Iterator[UserManager]:
-    """A fresh user manager per test (~0.3 s to start); import it into a test module to use it."""
-    with user_manager() as manager:
-        yield manager

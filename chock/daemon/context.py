@@ -1,0 +1,50 @@
+"""What every connection thread of the daemon shares: the layout and the daemon's parts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from chock.daemon.children import Children
+from chock.daemon.rows import Rows
+from chock.daemon.status import Status
+from chock.daemon.watch import Hub
+from chock.paths import Layout
+
+
+@dataclass
+class Daemon:
+    layout: Layout
+    status: Status
+    children: Children
+    rows: Rows
+    hub: Hub
+    # Open connections, and since when there have been none (for --idle-exit).
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    active: int = 0
+    watching: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+    def opened(self) -> None:
+        with self._lock:
+            self.active += 1
+
+    def closed(self) -> None:
+        with self._lock:
+            self.active -= 1
+            if self.active == 0:
+                self.idle_since = time.monotonic()
+
+    def watch_opened(self) -> None:
+        with self._lock:
+            self.watching += 1
+
+    def watch_closed(self) -> None:
+        with self._lock:
+            self.watching -= 1
+
+    def idle_for(self) -> float:
+        """Seconds with no connection open (a watch is a connection); 0 while any is."""
+        with self._lock:
+            return 0.0 if self.active else time.monotonic() - self.idle_since

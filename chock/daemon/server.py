@@ -1,0 +1,248 @@
+"""`chock daemon`: the lifecycle (SPEC §6 "Listeners", "Daemon hygiene"; SPEC §7).
+
+`run()` checks the options, takes `daemon.lock` (one daemon per state dir), opens the listeners under
+it, says READY=1 once every one of them serves, and accepts until SIGINT or SIGTERM (or `--idle-exit`):
+then it stops accepting, says STOPPING=1, closes the listeners (removing only a socket it bound itself)
+and exits 0. Sessions keep running: they are `chock run` children in their own process groups (or scope
+units), and the next daemon finds them in the state dir.
+
+The main thread runs the accept loop and the housekeeping (reaping children on SIGCHLD, watchdog pings,
+the status record, the idle clock); each connection has its own thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import selectors
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+from chock.control.protocol import PROTOCOL, ErrorCode, ProtocolError
+from chock.daemon import connection, listeners, service
+from chock.daemon.children import Children
+from chock.daemon.context import Daemon
+from chock.daemon.listeners import Listener
+from chock.daemon.lock import DaemonLock
+from chock.daemon.rows import Rows
+from chock.daemon.status import Status
+from chock.daemon.watch import Hub
+from chock.errors import UsageError
+from chock.paths import Layout, ensure_dir
+
+# Connections open at once, watches included. Each is a thread holding at most one bounded line, so the
+# cap bounds what a flood of clients can make the daemon hold; past it a connection is told so and closed.
+MAX_CONNECTIONS = 256
+
+# The main loop's longest sleep: how late a reaped child, an idle exit or a status update may be.
+TICK = 0.5
+
+# The status record is rewritten at most this often (and at start and stop).
+STATUS_EVERY = 0.5
+
+# At shutdown, verbs already being answered (a `start` waiting for its child) get this long to finish.
+SHUTDOWN_GRACE = 5.0
+
+
+def run(
+    layout: Layout,
+    *,
+    socket_path: Path | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    idle_exit: float | None = None,
+) -> int:
+    """Serve until told to stop; returns the exit code (0)."""
+    if port is not None and host is None:
+        # Seed: "--port with no --host is refused by name, rather than obeyed, because obeying it would
+        # open a listener nobody asked for."
+        raise UsageError(
+            "--port needs --host: the daemon listens on TCP only at an address you name "
+            "(e.g. --host 127.0.0.1 --port 7890)"
+        )
+    if port is not None and not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port (0 to 65535; 0 lets the system choose)")
+    if idle_exit is not None and not idle_exit > 0:
+        raise UsageError("--idle-exit takes a number of seconds greater than 0")
+    ensure_dir(layout.state)
+    lock = DaemonLock.acquire(layout.state / "daemon.lock")
+    try:
+        server = Server(layout, idle_exit=idle_exit)
+        server.listen(socket_path, host, port)
+        return server.serve()
+    finally:
+        lock.release()
+
+
+class Server:
+    def __init__(self, layout: Layout, *, idle_exit: float | None = None) -> None:
+        self.layout = layout
+        self.idle_exit = idle_exit
+        status = Status(layout.state)
+        children = Children(
+            layout, status, under_manager=service.under_user_manager, move_to_scope=service.move_to_scope
+        )
+        self.daemon = Daemon(layout, status, children, Rows(layout), Hub(layout))
+        self.listeners: list[Listener] = []
+        self._stopping: str | None = None
+
+    # Listeners ------------------------------------------------------------------------------------------
+
+    def listen(self, socket_path: Path | None, host: str | None, port: int | None) -> None:
+        """Open every listener; on any failure close those already open and raise."""
+        try:
+            self.listeners = [listeners.adopt(sock) for sock in service.activated_sockets()]
+            # Under socket activation the default socket is the unit's, handed over above; a --socket named
+            # explicitly is bound as well, unless it is that very socket.
+            if socket_path is not None or not self.listeners:
+                path = Path(socket_path) if socket_path is not None else self.layout.daemon_socket
+                if f"unix:{path}" not in {listener.address for listener in self.listeners}:
+                    self.listeners.append(listeners.bind_unix(path, create_parent=True))
+            if host is not None:
+                tcp = listeners.bind_tcp(host, listeners.DEFAULT_PORT if port is None else port)
+                self.listeners.append(tcp)
+                print(f"listening on {tcp.address}", flush=True)
+        except BaseException:
+            self._close_listeners()
+            raise
+
+    def _close_listeners(self) -> None:
+        for listener in self.listeners:
+            listener.close()
+
+    # The loop ---------------------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        status = self.daemon.status
+        selector = selectors.DefaultSelector()
+        wake_r, wake_w = socket.socketpair()
+        for sock in (wake_r, wake_w):
+            sock.setblocking(False)
+        previous = self._install_signals(wake_w)
+        try:
+            for listener in self.listeners:
+                listener.sock.setblocking(False)
+                selector.register(listener.sock, selectors.EVENT_READ, listener)
+            selector.register(wake_r, selectors.EVENT_READ, None)
+            addresses = [listener.address for listener in self.listeners]
+            status.set_listeners(addresses)
+            status.set_state("serving")
+            status.write()
+            status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
+            service.notify(f"READY=1\nSTATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
+            self._loop(selector, wake_r)
+        finally:
+            reason = self._stopping or "error"
+            with contextlib.suppress(Exception):
+                service.notify("STOPPING=1")
+            selector.close()
+            self._close_listeners()
+            self._wait_for_verbs()
+            status.activity("stop", reason=reason)
+            status.set_state("stopped")
+            self._update_status(force=True)
+            self._restore_signals(previous)
+            wake_r.close()
+            wake_w.close()
+        return 0
+
+    def _loop(self, selector: selectors.BaseSelector, wake_r: socket.socket) -> None:
+        watchdog = service.watchdog_interval()
+        tick = TICK if not watchdog else min(TICK, watchdog / 2)
+        next_ping = time.monotonic()
+        last_status = 0.0
+        while self._stopping is None:
+            for key, _ in selector.select(tick):
+                if key.data is None:
+                    with contextlib.suppress(OSError):
+                        while wake_r.recv(4096):
+                            pass
+                else:
+                    self._accept(key.data)
+            if self._stopping is not None:
+                return
+            self.daemon.children.reap()
+            now = time.monotonic()
+            if watchdog and now >= next_ping:
+                service.notify("WATCHDOG=1")
+                next_ping = now + watchdog / 2
+            if self.idle_exit is not None and self.daemon.idle_for() >= self.idle_exit:
+                self._stopping = "idle"
+                return
+            if now - last_status >= STATUS_EVERY:
+                self._update_status()
+                last_status = now
+
+    def _accept(self, listener: Listener) -> None:
+        daemon, status = self.daemon, self.daemon.status
+        while True:
+            try:
+                sock, _ = listener.sock.accept()
+            except BlockingIOError:
+                return
+            except OSError as error:
+                status.error("accept", error)
+                if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    time.sleep(0.05)  # out of descriptors: let connections finish instead of spinning
+                return
+            status.count("accepted")
+            if daemon.active >= MAX_CONNECTIONS:
+                status.count("too_many")
+                _refuse(sock, ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly"))
+                continue
+            daemon.opened()
+            thread = threading.Thread(
+                target=connection.serve, args=(daemon, sock, listener), name="connection", daemon=True
+            )
+            try:
+                thread.start()
+            except RuntimeError as error:  # no thread to be had: refuse this one
+                daemon.closed()
+                status.error("accept", error)
+                _refuse(sock, ProtocolError(ErrorCode.REFUSED, "the daemon cannot take more connections now"))
+
+    def _wait_for_verbs(self) -> None:
+        deadline = time.monotonic() + SHUTDOWN_GRACE
+        while self.daemon.active > self.daemon.watching and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _update_status(self, *, force: bool = False) -> None:
+        daemon = self.daemon
+        daemon.status.gauges(active=daemon.active, watching=daemon.watching, owned=daemon.children.owned())
+        if force or daemon.status.dirty:
+            daemon.status.write()
+
+    # Signals --------------------------------------------------------------------------------------------
+
+    def _install_signals(self, wake_w: socket.socket) -> dict[int, object]:
+        previous: dict[int, object] = {}
+
+        def stop(signum: int, _frame: object) -> None:
+            self._stopping = signal.Signals(signum).name
+
+        for signum, handler in ((signal.SIGTERM, stop), (signal.SIGINT, stop), (signal.SIGCHLD, _nothing)):
+            previous[signum] = signal.signal(signum, handler)
+        previous[-1] = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        return previous
+
+    def _restore_signals(self, previous: dict[int, object]) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(previous.pop(-1))  # type: ignore[arg-type]
+        for signum, handler in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def _nothing(_signum: int, _frame: object) -> None:
+    """SIGCHLD's handler: its only job is to wake the loop (through the wakeup fd) to reap."""
+
+
+def _refuse(sock: socket.socket, error: ProtocolError) -> None:
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)
+        sock.send(error.encode())
+    with contextlib.suppress(OSError):
+        sock.close()

@@ -1,0 +1,485 @@
+"""`watch`: one follower per watched session, fanned out to every watcher of it (SPEC §6).
+
+A `Follower` reads its session's log as it grows (woken by inotify on Linux, else a short poll), folds
+each new event into the session's state, and hands each batch of new lines to every `Subscription`: the
+log is read and parsed once per session, however many watch it. A subscription sends without waiting when
+the watcher's socket has room, so a hundred watchers of a busy session cost the follower a hundred
+non-blocking sends per batch and no thread switch; what does not fit waits in the subscription for the
+watcher's own connection thread, which sends it with a bound. A watcher that falls too far behind, or
+stops reading, is closed, and resumes by reconnecting with the last id it has.
+
+No gap, no repeat ("<last event id> means 'I already have this one'", seed): a new subscription is taken
+under the follower's lock, gets the lines after its id up to where the follower has read (streamed from the
+file, never held whole) and every batch after that, each line filtered by its id.
+
+A watch ends (SPEC §6) when the session ends (a `session.end` whose reason is not `handover`: a handover
+is not an end, the log goes on under the new owner), when it is abandoned (the lock is free with no end
+after the latest start or adopt), and 30 s after a handover end that nobody adopted. Every line the log
+held when that became true is sent first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from chock.control.protocol import encode_watch_header
+from chock.log.events import MAX_EVENT_BYTES, decode
+from chock.log.fold import SessionState
+from chock.log.reader import offset_after, owner_alive
+from chock.paths import Layout
+
+# SPEC §6: a watch closes "30 s after a handover end that nobody adopted".
+HANDOVER_WAIT = 30.0
+
+# How often a follower probes the lock of a session with no end, to notice one that was killed. Linux also
+# wakes it when a writer closes the log (the owner's death closes its descriptor), so this is the bound,
+# not the usual delay.
+PROBE_INTERVAL = 0.25
+
+# Without inotify the log is polled this often: the latency of delivery, and 40 fstat calls a second per
+# watched session (not per watcher) when it is quiet.
+POLL_INTERVAL = 0.025
+
+# A log that exists with no event yet is a session being created (`SessionLog.create` opens, then locks):
+# it is not called abandoned until it stays so for this long.
+EMPTY_GRACE = 5.0
+
+# What one watcher may fall behind before it is closed: far more than a live session writes while a
+# watcher catches up on a backlog, small enough that a stuck client costs little. It reconnects with the
+# last id it has and loses nothing.
+MAX_PENDING = 32 * 1024 * 1024
+
+# A watcher whose socket takes nothing for this long is gone (the control protocol's idle bound).
+SEND_TIMEOUT = 30.0
+
+# An idle watcher's connection is checked this often for its client having gone away.
+PEER_CHECK = 1.0
+
+# The backlog is streamed from the file in pieces of this size.
+CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """New complete lines of the log: their ids (first, last), the bytes of all of them, and each one."""
+
+    first_id: int
+    last_id: int
+    data: bytes
+    lines: tuple[tuple[int, bytes], ...]
+
+    def after(self, after: int) -> bytes:
+        """The bytes of the lines whose id is greater than `after`."""
+        if self.first_id > after:
+            return self.data
+        if self.last_id <= after:
+            return b""
+        return b"".join(line for event_id, line in self.lines if event_id > after)
+
+
+class Subscription:
+    """One watcher: the lines owed to it, and the thread of its connection that sends what cannot wait."""
+
+    def __init__(self, follower: Follower, sock: socket.socket, header: bytes, backlog: tuple[int, int]) -> None:
+        self.follower = follower
+        self.sock = sock
+        self.after = 0
+        self._header = header
+        self._backlog = backlog  # byte range of the log to stream first
+        self._cond = threading.Condition()
+        self._pending = bytearray()
+        self._flushing = True  # the header and backlog go first, from the watcher's thread
+        self.ended = False
+        self.failed = False
+
+    # The follower's side (called under the follower's lock) -----------------------------------------------
+
+    def deliver(self, batch: Batch) -> None:
+        data = batch.after(self.after)
+        self.after = max(self.after, batch.last_id)
+        if not data:
+            return
+        with self._cond:
+            if self.ended or self.failed:
+                return
+            if self._pending or self._flushing:
+                self._queue(data)
+                return
+            try:
+                sent = self.sock.send(data, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self.failed = True
+                self._cond.notify()
+                return
+            if sent < len(data):
+                self._queue(data[sent:])
+
+    def end(self) -> None:
+        with self._cond:
+            self.ended = True
+            self._cond.notify()
+
+    def _queue(self, data: bytes) -> None:
+        self._pending += data
+        if len(self._pending) > MAX_PENDING:
+            self.failed = True
+            self._pending.clear()
+        self._cond.notify()
+
+    # The watcher's side (its connection's thread) -------------------------------------------------------
+
+    def serve(self) -> None:
+        """Send the header, the backlog, then everything delivered, until the watch ends or the client goes."""
+        ok = _send_all(self.sock, self._header) and self._stream_backlog()
+        with self._cond:
+            self._flushing = False
+            if not ok:
+                self.failed = True
+        while True:
+            with self._cond:
+                if not (self._pending or self.ended or self.failed):
+                    self._cond.wait(PEER_CHECK)
+                if self.failed:
+                    return
+                data = None
+                if self._pending:
+                    data = bytes(self._pending)
+                    self._pending.clear()
+                    self._flushing = True
+                elif self.ended:
+                    return
+            if data is None:
+                if _peer_gone(self.sock):
+                    return
+                continue
+            ok = _send_all(self.sock, data)
+            with self._cond:
+                self._flushing = False
+                if not ok:
+                    self.failed = True
+                    return
+
+    def _stream_backlog(self) -> bool:
+        start, end = self._backlog
+        if start >= end:
+            return True
+        try:
+            with open(self.follower.path, "rb") as handle:
+                handle.seek(start)
+                while start < end:
+                    data = handle.read(min(CHUNK, end - start))
+                    if not data:
+                        return True  # the file shrank under us (cut by hand): nothing more to send
+                    start += len(data)
+                    if not _send_all(self.sock, data):
+                        return False
+        except OSError:
+            return False
+        return True
+
+
+class Follower:
+    """Reads one session's log as it grows and hands each new batch to every subscription."""
+
+    def __init__(self, hub: Hub, session_id: str, path: Path) -> None:
+        self.hub = hub
+        self.session_id = session_id
+        self.path = path
+        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.state = SessionState()
+        self.state.id = session_id
+        self.last_id = 0
+        self._offset = 0  # end of the last complete line read
+        self._lock = threading.Lock()
+        self._subs: list[Subscription] = []
+        self.closed = False
+        self._handover_deadline: float | None = None
+        self._next_probe = 0.0
+        self._empty_since = time.monotonic()
+        self._waker = _Waker(path)
+        while self._read() is not None:  # the fold of everything already there; nobody to deliver it to
+            pass
+        self._thread = threading.Thread(target=self._run, name=f"watch-{session_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def watchers(self) -> int:
+        return len(self._subs)
+
+    def subscribe(self, sock: socket.socket, after: int) -> Subscription | None:
+        """A new watcher from `after`; None when this follower has just closed (the hub makes another)."""
+        with self._lock:
+            if self.closed:
+                return None
+            alive = False if self.state.ended else owner_alive(self.path)
+            header = encode_watch_header(self.state.row(alive))
+            backlog = (self._offset, self._offset)
+            if after < self.last_id:
+                with open(self.path, "rb") as handle:
+                    backlog = (offset_after(handle, after), self._offset)
+            sub = Subscription(self, sock, header, backlog)
+            sub.after = max(after, self.last_id)
+            self._subs.append(sub)
+            self._check_end(probe=True)
+            return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+            if not self._subs and not self.closed:
+                self._close()
+
+    # The follower's thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self.closed:
+                writer_closed = self._waker.wait(PROBE_INTERVAL)
+                with self._lock:
+                    if self.closed:
+                        break
+                    self._pump()
+                    self._check_end(probe=writer_closed)
+        finally:
+            self._waker.close()
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self.hub.forget(self)
+
+    def _pump(self) -> None:
+        while (batch := self._read()) is not None:
+            for sub in list(self._subs):
+                sub.deliver(batch)
+
+    def _read(self) -> Batch | None:
+        """The next complete lines appended since the last read (a few MiB at most), folded into the state."""
+        size = os.fstat(self._fd).st_size
+        if size <= self._offset:
+            return None
+        # Read from the end of the last complete line each time: a torn tail is never kept, so a next
+        # owner cutting it and appending cannot splice two lines together here.
+        data = os.pread(self._fd, min(size - self._offset, 4 * MAX_EVENT_BYTES + CHUNK), self._offset)
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return None
+        data = data[:end]
+        self._offset += end
+        lines = []
+        first = None
+        for raw in data[:-1].split(b"\n"):
+            line = raw + b"\n"
+            event = decode(line)
+            if event is not None:
+                event_id = event.get("id")
+                if isinstance(event_id, int) and event_id > self.last_id:
+                    self.last_id = event_id
+                self.state.apply(event)
+            if first is None:
+                first = self.last_id
+            lines.append((self.last_id, line))
+        return Batch(first or self.last_id, self.last_id, data, tuple(lines))
+
+    def _check_end(self, *, probe: bool = False) -> None:
+        now = time.monotonic()
+        state = self.state
+        if state.ended:
+            if state.end_reason != "handover":
+                self._close()
+                return
+            if self._handover_deadline is None:
+                self._handover_deadline = now + max(0.0, HANDOVER_WAIT - _age(state.ended_at))
+            if now >= self._handover_deadline:
+                self._close()
+            return
+        self._handover_deadline = None
+        if not (probe or now >= self._next_probe):
+            return
+        self._next_probe = now + PROBE_INTERVAL
+        if owner_alive(self.path):
+            return
+        # The lock is free: every line its owner wrote is in the file now. Send them, then decide.
+        self._pump()
+        if state.ended:
+            self._check_end()
+            return
+        if self.last_id == 0 and now - self._empty_since < EMPTY_GRACE:
+            return  # a log just created, not locked yet
+        self._close()  # abandoned
+
+    def _close(self) -> None:
+        self.closed = True
+        for sub in self._subs:
+            sub.end()
+        self._subs.clear()
+        self._waker.interrupt()
+
+
+class Hub:
+    """The followers of every watched session, by id: at most one per session."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._lock = threading.Lock()
+        self._followers: dict[str, Follower] = {}
+
+    def subscribe(self, session_id: str, sock: socket.socket, after: int) -> Subscription:
+        path = self.layout.log_path(session_id)
+        with self._lock:
+            while True:
+                follower = self._followers.get(session_id)
+                if follower is None or follower.closed:
+                    follower = Follower(self, session_id, path)
+                    self._followers[session_id] = follower
+                    follower.start()
+                sub = follower.subscribe(sock, after)
+                if sub is not None:
+                    return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        sub.follower.unsubscribe(sub)
+
+    def forget(self, follower: Follower) -> None:
+        with self._lock:
+            if self._followers.get(follower.session_id) is follower:
+                del self._followers[follower.session_id]
+
+    def followers(self) -> int:
+        with self._lock:
+            return sum(1 for follower in self._followers.values() if not follower.closed)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sockets
+
+
+def _send_all(sock: socket.socket, data: bytes, timeout: float = SEND_TIMEOUT) -> bool:
+    """Send everything, waiting at most `timeout` for the socket to take more; False when it never does."""
+    view = memoryview(data)
+    deadline = time.monotonic() + timeout
+    while view:
+        try:
+            sent = sock.send(view, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return False
+        view = view[sent:]
+        if view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            _wait(sock.fileno(), min(remaining, 1.0), write=True)
+    return True
+
+
+def _wait(fds: int | list[int], timeout: float, *, write: bool = False) -> set[int]:
+    """The descriptors among `fds` that are ready within `timeout` (poll: no FD_SETSIZE limit)."""
+    fds = [fds] if isinstance(fds, int) else fds
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLOUT if write else select.POLLIN)
+        return {fd for fd, _ in poller.poll(timeout * 1000)}
+    ready = select.select([], fds, [], timeout)[1] if write else select.select(fds, [], [], timeout)[0]
+    return set(ready)
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """Whether the watcher closed its end; whatever it sent after its one verb is read and dropped."""
+    try:
+        data = sock.recv(64 * 1024, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return not data
+
+
+def _age(at: str) -> float:
+    """Seconds since an event's `at` (0 when it cannot be read)."""
+    try:
+        return max(0.0, time.time() - datetime.fromisoformat(at).timestamp())
+    except (TypeError, ValueError):
+        return 0.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# Waking up when the log changes
+
+
+class _Waker:
+    """inotify on the log where there is one (IN_MODIFY: lines appended; IN_CLOSE_WRITE: a writer let go,
+    maybe by dying), else a sleep of POLL_INTERVAL; `interrupt()` ends a wait at once."""
+
+    IN_MODIFY = 0x002
+    IN_CLOSE_WRITE = 0x008
+
+    def __init__(self, path: Path) -> None:
+        self._fd = _inotify_watch(path, self.IN_MODIFY | self.IN_CLOSE_WRITE)
+        self._interrupt_r, self._interrupt_w = os.pipe()
+        os.set_blocking(self._interrupt_w, False)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for a change or `timeout`; True when a writer closed the log."""
+        if self._fd < 0:
+            _wait(self._interrupt_r, min(timeout, POLL_INTERVAL))
+            return False
+        ready = _wait([self._fd, self._interrupt_r], timeout)
+        closed = False
+        if self._fd in ready:
+            try:
+                data = os.read(self._fd, 64 * 1024)
+            except BlockingIOError:
+                data = b""
+            offset = 0
+            while offset + 16 <= len(data):
+                mask = int.from_bytes(data[offset + 4 : offset + 8], "little")
+                length = int.from_bytes(data[offset + 12 : offset + 16], "little")
+                closed = closed or bool(mask & self.IN_CLOSE_WRITE)
+                offset += 16 + length
+        return closed
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._interrupt_w, b"x")
+
+    def close(self) -> None:
+        for fd in (self._fd, self._interrupt_r, self._interrupt_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._interrupt_r = self._interrupt_w = -1
+
+
+def _inotify_watch(path: Path, mask: int) -> int:
+    """An inotify descriptor watching `path`, or -1 where there is none (not Linux, out of instances)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return -1
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if fd < 0:
+            return -1
+        if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
+            os.close(fd)
+            return -1
+        return fd
+    except (OSError, AttributeError):
+        return -1

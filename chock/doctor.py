@@ -1,0 +1,147 @@
+"""`chock doctor`: one screen that says whether each piece works here, and the fix when it does not.
+
+Each check is one small function returning a `Finding`; none of them changes anything.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from chock.errors import ChockError
+from chock.paths import Layout
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    essential: bool = True  # a failing essential piece makes `chock doctor` exit 1
+
+
+def _python(layout: Layout) -> Finding:
+    version = ".".join(map(str, sys.version_info[:3]))
+    ok = sys.version_info >= (3, 11)
+    return Finding("python", ok, f"{version} at {sys.executable}", "" if ok else "Chock needs Python 3.11 or newer")
+
+
+def _bwrap(layout: Layout) -> Finding:
+    from chock.session.sandbox import check_bwrap, find_bwrap
+
+    try:
+        path = find_bwrap()
+        check_bwrap(path)
+    except ChockError as error:
+        return Finding("bwrap", False, str(error).split(":")[0], "apt install bubblewrap (and allow user namespaces)")
+    return Finding("bwrap", True, f"{path} builds a sandbox")
+
+
+def _git(layout: Layout) -> Finding:
+    path = shutil.which("git")
+    if path is None:
+        return Finding("git", False, "not found on PATH", "apt install git")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
+    return Finding("git", True, version)
+
+
+def _systemctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=10)
+
+
+def _user_manager(layout: Layout) -> Finding:
+    from chock.platform.systemd import under_user_manager
+
+    if sys.platform == "darwin":
+        return Finding("user manager", True, "launchd (sessions run in their own process groups)", essential=False)
+    if under_user_manager():
+        return Finding("user manager", True, "systemd --user is reachable: each session gets its own scope")
+    return Finding("user manager", False, "no systemd user manager is reachable: sessions run in process groups",
+                   "log in through a session that starts `systemd --user` (or set XDG_RUNTIME_DIR)", essential=False)
+
+
+def _units(layout: Layout) -> Finding:
+    from chock.platform.systemd import under_user_manager
+
+    if sys.platform == "darwin" or not under_user_manager():
+        return Finding("units", False, "not checked: no systemd user manager", essential=False)
+    try:
+        enabled = _systemctl("is-enabled", "chock.socket").stdout.strip()
+        active = _systemctl("is-active", "chock.socket").stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return Finding("units", False, f"systemctl --user failed: {error}", essential=False)
+    ok = enabled == "enabled" and active == "active"
+    return Finding("units", ok, f"chock.socket is {enabled or 'unknown'} and {active or 'unknown'}",
+                   "" if ok else "systemctl --user enable --now chock.socket chock-serve.socket", essential=False)
+
+
+def _linger(layout: Layout) -> Finding:
+    if sys.platform == "darwin":
+        return Finding("lingering", True, "not needed with launchd", essential=False)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    lingering = Path("/var/lib/systemd/linger", user).exists()
+    return Finding("lingering", lingering,
+                   "on: sessions outlive a logout" if lingering else "off: sessions end when you log out",
+                   "" if lingering else f"loginctl enable-linger {user}  (your choice)", essential=False)
+
+
+def _store(layout: Layout) -> Finding:
+    from chock.config import load_config
+    from chock.credentials.stores import default_store, open_store
+
+    try:
+        config = load_config(layout.config)
+        name = config.credential_store or default_store()
+        open_store(name, layout, can_prompt=False).check()
+    except ChockError as error:
+        return Finding("credential store", False, str(error))  # the store's own message names the fix
+    return Finding("credential store", True, f"{name} is reachable and unlocked")
+
+
+def _daemon(layout: Layout) -> Finding:
+    from chock.control.client import ControlClient, resolve_address
+
+    try:
+        address = resolve_address(state_socket=layout.daemon_socket)
+        number = ControlClient(address, timeout=5).ping()
+    except ChockError as error:
+        return Finding("daemon", False, str(error))  # the client's message says how to start one
+    return Finding("daemon", True, f"answers at {address}, protocol chock-control {number}")
+
+
+def _serve(layout: Layout) -> Finding:
+    path = layout.serve_socket
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(str(path))
+            sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            status = sock.recv(64).split(b"\r\n", 1)[0].decode(errors="replace")
+    except OSError as error:
+        return Finding("serve", False, f"nobody answers at {path} ({error.strerror or error})",
+                       "systemctl --user start chock-serve.socket  (or run `chock serve`)", essential=False)
+    ok = " 200 " in f"{status} "
+    return Finding("serve", ok, f"{path}: {status}", "" if ok else "look at chock serve's output", essential=False)
+
+
+CHECKS: list[Callable[[Layout], Finding]] = [
+    _python, _bwrap, _git, _user_manager, _units, _linger, _store, _daemon, _serve,
+]
+
+
+def examine(layout: Layout) -> list[Finding]:
+    findings = []
+    for check in CHECKS:
+        try:
+            findings.append(check(layout))
+        except Exception as error:  # noqa: BLE001 - a broken check is itself a finding, never a crash
+            findings.append(Finding(check.__name__.strip("_"), False, f"the check failed: {error}"))
+    return findings

@@ -1,0 +1,464 @@
+"""`chock serve` in-process against a loopback daemon that speaks the control protocol's wire.
+
+The fake implements the wire (the codec's `ServerConnection` and encoders), not serve's interface, so these
+tests reach the edges a real daemon will not show on demand: another protocol number, every error code, a
+log far longer than serve's buffer, a browser that cannot keep up. `tests/test_serve.py` runs the real
+daemon and the real serve process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from chock.control import protocol as p
+from chock.control.client import Address
+from chock.serve import api, fanout
+from chock.serve.app import make_app
+from chock.serve.guard import HostRule, _origin_matches, split_host
+from chock.serve.upstream import Daemon
+
+SID = "20261201-073450-a1b2c3"
+PROJECT = "/srv/project"
+
+
+class FakeDaemon:
+    """A daemon on a unix socket: the greeting, then one verb per connection, over the real codec."""
+
+    def __init__(self, number: int = p.PROTOCOL) -> None:
+        self.number = number
+        self.logs: dict[str, list[str]] = {}
+        self.ended: set[str] = set()
+        self.watchers: dict[str, list[asyncio.Queue[str | None]]] = {}
+        self.verbs: list[str] = []
+        self.errors: dict[str, tuple[str, str]] = {}  # verb -> (code, text) to refuse it with
+        self.answers: list[tuple[str, str, bool]] = []
+        self.path = Path(tempfile.mkdtemp(dir="/tmp")) / "d.sock"
+        self.server: asyncio.AbstractServer | None = None
+
+    @property
+    def address(self) -> Address:
+        return Address(path=str(self.path))
+
+    async def __aenter__(self) -> FakeDaemon:
+        self.server = await asyncio.start_unix_server(self._serve, path=str(self.path))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        for queues in self.watchers.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        self.server.close()
+
+    def append(self, session_id: str, **fields: Any) -> int:
+        log = self.logs.setdefault(session_id, [])
+        event = {"id": len(log) + 1, "at": "2026-12-01T07:34:50.123Z", **fields}
+        line = json.dumps(event)
+        log.append(line)
+        if fields.get("type") == "session.end":
+            self.ended.add(session_id)
+        for queue in self.watchers.get(session_id, []):
+            queue.put_nowait(line)
+            if session_id in self.ended:
+                queue.put_nowait(None)
+        return event["id"]
+
+    def row(self, session_id: str) -> dict[str, Any]:
+        status = "ended" if session_id in self.ended else "running"
+        return {"id": session_id, "project": PROJECT, "status": status, "last_event_id": len(self.logs[session_id])}
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = p.ServerConnection(number=self.number)
+        try:
+            while True:
+                try:
+                    item = connection.next_event()
+                except p.ProtocolError as error:
+                    writer.write(error.encode())
+                    return
+                if item is None:
+                    data = await reader.read(65536)
+                    if not data:
+                        return
+                    connection.receive_data(data)
+                    continue
+                if isinstance(item, p.Greeted):
+                    writer.write(connection.greeting_reply())
+                    continue
+                self.verbs.append(item.verb)
+                if item.verb in self.errors:
+                    writer.write(p.encode_error(*self.errors[item.verb]))
+                    return
+                await getattr(self, "_" + item.verb)(item, writer)
+                return
+        finally:
+            await writer.drain()
+            writer.close()
+
+    def _known(self, session_id: str, writer: asyncio.StreamWriter) -> bool:
+        if session_id in self.logs:
+            return True
+        writer.write(p.encode_error("not-found", f"no session {session_id}"))
+        return False
+
+    async def _list(self, request: p.ListRequest, writer: asyncio.StreamWriter) -> None:
+        for session_id in self.logs:
+            writer.write(p.encode_list_row("2026-12-01T07:34:50.123Z", self.row(session_id)))
+
+    async def _start(self, request: p.StartRequest, writer: asyncio.StreamWriter) -> None:
+        self.append(SID, type="session.start", message=request.message)
+        writer.write(p.encode_started(SID, f"/state/sessions/{SID}/log.jsonl"))
+
+    async def _read(self, request: p.ReadRequest, writer: asyncio.StreamWriter) -> None:
+        if self._known(request.session_id, writer):
+            for line in self.logs[request.session_id][request.after :]:
+                writer.write(p.encode_event_line(line.encode()))
+
+    async def _answer(self, request: p.AnswerRequest, writer: asyncio.StreamWriter) -> None:
+        self.answers.append((request.session_id, request.request_id, request.yes))
+        writer.write(p.encode_answered())
+
+    async def _watch(self, request: p.WatchRequest, writer: asyncio.StreamWriter) -> None:
+        if not self._known(request.session_id, writer):
+            return
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.watchers.setdefault(request.session_id, []).append(queue)
+        writer.write(p.encode_watch_header(self.row(request.session_id)))
+        for line in self.logs[request.session_id][request.after :]:
+            writer.write(p.encode_event_line(line.encode()))
+        if request.session_id in self.ended:
+            return
+        while (line := await queue.get()) is not None:
+            writer.write(p.encode_event_line(line.encode()))
+            await writer.drain()
+
+
+def run(test: Callable[..., Awaitable[None]], **fake: Any) -> None:
+    """Run `test(fake daemon, http client base URL, client session)` with serve in-process over TCP."""
+
+    async def main() -> None:
+        async with FakeDaemon(**fake) as daemon:
+            app = make_app(Daemon(daemon.address, timeout=5), HostRule.of(["127.0.0.1"], []))
+            server = TestServer(app, host="127.0.0.1")
+            await server.start_server()
+            try:
+                async with aiohttp.ClientSession() as client:
+                    await test(daemon, str(server.make_url("/")), client)
+            finally:
+                await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+class SSE:
+    """A Server-Sent Events reader over an aiohttp response: messages as dicts of their fields."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.response = response
+        self.comments = 0
+
+    async def next(self, timeout: float = 10) -> dict[str, str] | None:
+        message: dict[str, str] = {}
+        while True:
+            raw = await asyncio.wait_for(self.response.content.readline(), timeout)
+            if not raw:
+                return None
+            line = raw.decode().rstrip("\n")
+            if not line:
+                if "data" in message:  # a block with no data (`retry:` alone) dispatches nothing
+                    return message
+                message = {}
+                continue
+            if line.startswith(":"):
+                self.comments += 1
+                continue
+            name, _, value = line.partition(":")
+            message[name] = value.removeprefix(" ")
+
+    async def events(self, count: int, timeout: float = 10) -> list[dict[str, Any]]:
+        got = []
+        while len(got) < count:
+            message = await self.next(timeout)
+            assert message is not None, f"the stream ended after {len(got)} of {count} events"
+            if "id" in message:
+                event = json.loads(message["data"])
+                assert int(message["id"]) == event["id"]
+                got.append(event)
+        return got
+
+
+def _log(daemon: FakeDaemon, count: int) -> None:
+    daemon.append(SID, type="session.start", message="tidy up")
+    for index in range(count - 1):
+        daemon.append(SID, type="assistant.delta", text=f"piece {index} ")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Routes and error mapping
+
+
+def test_health_names_the_daemon_and_its_protocol_number():
+    async def test(daemon, base, client):
+        async with client.get(base + "api/health") as response:
+            assert response.status == 200
+            body = await response.json()
+        assert body == {"ok": True, "daemon": f"unix:{daemon.path}", "protocol": 1}
+
+    run(test)
+
+
+def test_a_daemon_of_another_protocol_number_is_502_naming_both_numbers():
+    async def test(daemon, base, client):
+        for path in ("api/health", "api/sessions?project=/srv/project"):
+            async with client.get(base + path) as response:
+                assert response.status == 502
+                text = (await response.json())["message"]
+            assert "chock-control 1" in text and "chock-control 2" in text, text
+
+    run(test, number=2)
+
+
+def test_no_daemon_is_502_naming_the_address():
+    async def main() -> None:
+        address = Address(path="/tmp/nowhere-chock-test/d.sock")
+        server = TestServer(make_app(Daemon(address), HostRule.of(["127.0.0.1"], [])), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession() as client:
+                async with client.get(server.make_url("/api/sessions?project=/srv/p")) as response:
+                    assert response.status == 502
+                    body = await response.json()
+                assert "unix:/tmp/nowhere-chock-test/d.sock" in body["message"]
+                async with client.get(server.make_url("/api/health")) as response:
+                    assert response.status == 502
+                    assert (await response.json())["ok"] is False
+        finally:
+            await server.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("not-found", 404), ("bad-request", 400), ("forbidden", 403), ("refused", 422), ("not-pending", 409),
+     ("unreachable", 409), ("internal", 502)],
+)  # fmt: skip
+def test_daemon_errors_map_to_http_statuses_with_the_daemons_text(code, status):
+    async def test(daemon, base, client):
+        daemon.errors["start"] = (code, f"the daemon says {code}")
+        body = {"project": PROJECT, "message": "hi"}
+        async with client.post(base + "api/sessions", json=body) as response:
+            assert response.status == status
+            assert await response.json() == {"error": code, "message": f"the daemon says {code}"}
+
+    run(test)
+
+
+def test_each_route_is_one_daemon_verb():
+    async def test(daemon, base, client):
+        async with client.post(base + "api/sessions", json={"project": PROJECT, "message": "tidy\tup"}) as r:
+            assert r.status == 201
+            assert await r.json() == {"id": SID}
+        daemon.append(SID, type="approval.request", request_id="r2", tool="shell", summary="ls")
+        async with client.get(base + f"api/sessions?project={PROJECT}") as r:
+            assert (await r.json())["sessions"][0]["id"] == SID
+        async with client.get(base + f"api/sessions/{SID}/events?after=1") as r:
+            events = (await r.json())["events"]
+        assert [e["id"] for e in events] == [2] and events[0]["type"] == "approval.request"
+        body = {"project": PROJECT, "request_id": "r2", "answer": "yes"}
+        async with client.post(base + f"api/sessions/{SID}/answer", json=body) as r:
+            assert r.status == 200
+        assert daemon.answers == [(SID, "r2", True)]
+        assert daemon.verbs == ["start", "list", "read", "answer"]
+        async with client.get(base + "api/sessions/not-an-id/events") as r:
+            assert r.status == 400
+        async with client.get(base + f"api/sessions/{SID}/events?after=-1") as r:
+            assert r.status == 400
+        async with client.get(base + "api/sessions/20261201-073450-ffffff/events") as r:
+            assert r.status == 404
+        assert daemon.logs[SID][0] == json.dumps(
+            {"id": 1, "at": "2026-12-01T07:34:50.123Z", "type": "session.start", "message": "tidy\tup"}
+        )
+
+    run(test)
+
+
+def test_an_unsafe_method_needs_a_json_body_and_no_foreign_origin():
+    async def test(daemon, base, client):
+        async with client.post(base + "api/sessions", data="project=/srv/project&message=hi",
+                               headers={"Content-Type": "application/x-www-form-urlencoded"}) as r:
+            assert r.status == 415
+        async with client.post(base + "api/sessions", json={"project": PROJECT, "message": "hi"},
+                               headers={"Origin": "http://evil.example"}) as r:
+            assert r.status == 403
+        assert daemon.verbs == []
+
+    run(test)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The watch: fan-out, resume, heartbeat, the end
+
+
+def test_many_browsers_on_one_session_share_one_upstream_watch():
+    async def test(daemon, base, client):
+        _log(daemon, 3)
+        url = base + f"api/sessions/{SID}/watch?project={PROJECT}"
+        responses = [await client.get(url) for _ in range(5)]
+        streams = [SSE(r) for r in responses]
+        for response in responses:
+            assert response.headers["X-Accel-Buffering"] == "no"
+            assert response.headers["Content-Type"].startswith("text/event-stream")
+        first = await streams[0].next()
+        assert first["event"] == "row" and json.loads(first["data"])["id"] == SID
+        for stream in streams:
+            assert [e["id"] for e in await stream.events(3)] == [1, 2, 3]
+        for index in range(4, 21):
+            daemon.append(SID, type="assistant.delta", text=f"more {index}")
+        for stream in streams:
+            assert [e["id"] for e in await stream.events(17)] == list(range(4, 21))
+        assert daemon.verbs.count("watch") == 1
+        daemon.append(SID, type="session.end", reason="completed", exit_code=0)
+        for stream in streams:
+            assert [e["id"] for e in await stream.events(1)] == [21]
+            end = await stream.next()
+            assert end["event"] == "end" and json.loads(end["data"]) == {"last_event_id": 21}
+            assert await stream.next() is None
+        for response in responses:
+            response.close()
+
+    run(test)
+
+
+def test_last_event_id_resumes_after_it_and_wins_over_after():
+    async def test(daemon, base, client):
+        _log(daemon, 9)
+        url = base + f"api/sessions/{SID}/watch?project={PROJECT}&after=2"
+        async with client.get(url, headers={"Last-Event-ID": "5"}) as response:
+            assert [e["id"] for e in await SSE(response).events(4)] == [6, 7, 8, 9]
+        async with client.get(url) as response:
+            assert [e["id"] for e in await SSE(response).events(7)] == list(range(3, 10))
+        async with client.get(url, headers={"Last-Event-ID": "x"}) as response:
+            assert response.status == 400
+
+    run(test)
+
+
+def test_a_browser_behind_the_buffer_reads_the_gap_from_the_daemon_with_no_hole_and_no_repeat(monkeypatch):
+    monkeypatch.setattr(fanout, "BUFFER_EVENTS", 10)
+
+    async def test(daemon, base, client):
+        _log(daemon, 5)
+        url = base + f"api/sessions/{SID}/watch?project={PROJECT}"
+        first = await client.get(url + "&after=4")
+        live = SSE(first)
+        assert [e["id"] for e in await live.events(1)] == [5]
+        for _ in range(40):
+            daemon.append(SID, type="assistant.delta", text="x")
+        assert [e["id"] for e in await live.events(40)] == list(range(6, 46))
+        # The feed's buffer now starts at 36; a browser that has 3 needs 4..35 from the daemon's read.
+        async with client.get(url + "&after=3") as response:
+            late = SSE(response)
+            assert [e["id"] for e in await late.events(42)] == list(range(4, 46))
+            daemon.append(SID, type="assistant.delta", text="y")
+            assert [e["id"] for e in await late.events(1)] == [46]
+        assert daemon.verbs.count("watch") == 1 and daemon.verbs.count("read") == 1
+        first.close()
+
+    run(test)
+
+
+def test_a_browser_that_cannot_keep_up_is_cut_off_and_resumes(monkeypatch):
+    monkeypatch.setattr(fanout, "PENDING_EVENTS", 5)
+
+    async def test(daemon, base, client):
+        _log(daemon, 1)
+        url = base + f"api/sessions/{SID}/watch?project={PROJECT}"
+        async with client.get(url) as response:
+            stream = SSE(response)
+            assert [e["id"] for e in await stream.events(1)] == [1]
+            for _ in range(20):  # all at once, before the response's task runs again
+                daemon.append(SID, type="assistant.delta", text="x")
+            await asyncio.sleep(0.5)
+            while (message := await stream.next()) is not None:
+                assert message.get("event") != "end"
+        async with client.get(url, headers={"Last-Event-ID": "1"}) as response:
+            assert [e["id"] for e in await SSE(response).events(20)] == list(range(2, 22))
+
+    run(test)
+
+
+def test_a_quiet_stream_gets_a_comment_heartbeat(monkeypatch):
+    monkeypatch.setattr(api, "HEARTBEAT", 0.2)
+
+    async def test(daemon, base, client):
+        _log(daemon, 1)
+        async with client.get(base + f"api/sessions/{SID}/watch?project={PROJECT}") as response:
+            stream = SSE(response)
+            await stream.events(1)
+            with pytest.raises(TimeoutError):
+                await stream.next(timeout=1)
+            assert stream.comments >= 2
+
+    run(test)
+
+
+def test_a_watch_of_an_unknown_session_is_404_before_any_stream():
+    async def test(daemon, base, client):
+        async with client.get(base + f"api/sessions/{SID}/watch?project={PROJECT}") as response:
+            assert response.status == 404
+            assert response.headers["Content-Type"].startswith("application/json")
+        async with client.get(base + f"api/sessions/{SID}/watch") as response:
+            assert response.status == 400
+
+    run(test)
+
+
+def test_an_ended_session_streams_its_events_then_end():
+    async def test(daemon, base, client):
+        _log(daemon, 3)
+        daemon.append(SID, type="session.end", reason="completed", exit_code=0)
+        async with client.get(base + f"api/sessions/{SID}/watch?project={PROJECT}&after=2") as response:
+            stream = SSE(response)
+            assert [e["id"] for e in await stream.events(2)] == [3, 4]
+            assert (await stream.next())["event"] == "end"
+            assert await stream.next() is None
+
+    run(test)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The Host and Origin rules
+
+
+def test_the_host_rule():
+    rule = HostRule.of(["127.0.0.1"], ["chock.example.com", "other.example:8443"])
+    local = ("127.0.0.1", 7891)
+    for host in ("127.0.0.1:7891", "localhost:7891", "LOCALHOST:7891", "[::1]:7891", "chock.example.com",
+                 "chock.example.com:443", "other.example:8443"):  # fmt: skip
+        assert rule.accepts(host, local), host
+    for host in ("evil.example:7891", "127.0.0.1:80", "localhost:7892", "other.example:443", "", None,
+                 "a@localhost:7891", "localhost:7891/x", "127.0.0.2:7891"):  # fmt: skip
+        assert not rule.accepts(host, local), host
+    # --host 0.0.0.0 reached at one of the machine's addresses: that literal is the listener's own
+    wild = HostRule.of(["0.0.0.0"], [])
+    assert wild.accepts("192.168.1.5:7891", ("192.168.1.5", 7891))
+    assert not wild.accepts("evil.example:7891", ("192.168.1.5", 7891))
+    assert split_host("[::1]:80") == ("::1", 80)
+
+
+def test_the_origin_rule():
+    assert _origin_matches("http://127.0.0.1:7891", "127.0.0.1:7891")
+    assert _origin_matches("https://chock.example.com", "chock.example.com")
+    assert not _origin_matches("http://evil.example:7891", "127.0.0.1:7891")
+    assert not _origin_matches("null", "127.0.0.1:7891")
+    assert not _origin_matches("http://127.0.0.1:7892", "127.0.0.1:7891")
