@@ -403,7 +403,9 @@ def test_config_can_deny_every_shell_command(home, project):
         {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo should-not-run"}}]},
         {"text": "ok", "tool_calls": []},
     ])  # fmt: skip
-    home.write_config('.{ .approvals = .{ .shell = "deny" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n')
+    home.write_config(
+        '.{ .approvals = .{ .shell = "deny" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n'
+    )
     assert home.chock("run", "task", cwd=project).returncode == 0
     result = next(e for e in home.events(home.only_session()) if e["type"] == "tool.result")
     assert result["is_error"] and "denied" in result["output"] and "should-not-run" not in result["output"]

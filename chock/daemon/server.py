@@ -132,7 +132,7 @@ class Server:
             status.set_state("serving")
             status.write()
             status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
-            service.notify(f"READY=1\nSTATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
+            service.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
             self._loop(selector, wake_r)
         finally:
             reason = self._stopping or "error"

@@ -39,14 +39,15 @@ def activated_sockets() -> list[socket.socket]:
     systemd = _systemd()
     if systemd is None:
         return []
-    return list(systemd.listen_fds().get(CONTROL, []))
+    # Strict about names: a descriptor called anything else is a unit that forgot FileDescriptorName=.
+    return list(systemd.listen_fds((CONTROL,)).get(CONTROL, []))
 
 
-def notify(state: str) -> None:
-    """sd_notify(state); nothing without NOTIFY_SOCKET or off Linux."""
+def notify(*states: str) -> None:
+    """sd_notify of `states` in one datagram ("READY=1", "STATUS=…"); nothing without NOTIFY_SOCKET."""
     systemd = _systemd()
     if systemd is not None:
-        systemd.notify(state)
+        systemd.notify(*states)
 
 
 def watchdog_interval() -> float | None:
