@@ -117,13 +117,22 @@ def _project_root(project: Path | None) -> Path:
 @click.option(
     "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
 )
+@click.option("--daemon", "daemon_address", metavar="ADDR", envvar="CHOCK_DAEMON",
+              help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of "
+              "reading the state dir.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @pass_layout
-def sessions(layout: Layout, project: Path | None, as_json: bool) -> None:
+def sessions(layout: Layout, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
     """This project's sessions, newest first, with their status."""
-    from chock.log import catalog
+    if daemon_address:
+        from chock.control.client import ControlClient
 
-    rows = list(reversed(catalog.rows(layout, _project_root(project))))
+        root = (project or Path.cwd()).resolve()
+        rows = [row for _, row in reversed(ControlClient(daemon_address).list(str(root)))]
+    else:
+        from chock.log import catalog
+
+        rows = list(reversed(catalog.rows(layout, _project_root(project))))
     for row in rows:
         if as_json:
             click.echo(json.dumps(row))

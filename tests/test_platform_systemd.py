@@ -299,15 +299,15 @@ class ScriptedManager:
 
         conn, _ = self.listener.accept()
         with conn:
-            buffer = b""
+            buffer, answered = b"", False
             while b"BEGIN\r\n" not in buffer:
                 data = conn.recv(4096)
                 if not data:
                     return
                 buffer += data
-                if b"AUTH" in buffer and b"OK" not in buffer.split(b"AUTH", 1)[0]:
+                if b"AUTH EXTERNAL" in buffer and not answered:
                     conn.sendall(b"OK 0123456789abcdef0123456789abcdef\r\n")
-                    buffer = buffer.replace(b"AUTH", b"AUTH(answered)", 1)
+                    answered = True
             parser = Parser()
             parser.add_data(buffer.split(b"BEGIN\r\n", 1)[1])
             while (call := parser.get_next_message()) is None:
@@ -345,7 +345,7 @@ class ScriptedManager:
     [
         ("done", None),
         ("done-before-reply", None),
-        ("failed", "the start job for chock-session-w.scope ended 'failed'"),
+        ("failed", "could not start chock-session-w.scope: its start job ended 'failed'"),
         ("silent", "did not start chock-session-w.scope within 0.5 s"),
         ("error", "org.freedesktop.systemd1.UnitExists: Unit chock-session-w.scope exists."),
     ],
@@ -451,7 +451,7 @@ def test_move_to_scope_falls_back_from_a_bus_without_the_manager(
     child = sleeper()
     try:
         assert bus.stdout is not None and bus.stdout.readline().startswith("unix:")
-        # A bus with nobody owning org.freedesktop.systemd1 (ServiceUnknown), then one that is not there.
+        # A bus the manager never joined (its auto-start of org.freedesktop.systemd1 fails), then no bus at all.
         for address, unit in ((f"unix:path={tmp_path}/bus", "one"), (f"unix:path={tmp_path}/nobody", "two")):
             monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
             move_to_scope(child.pid, f"chock-session-{unit}.scope", description=unit)
@@ -504,7 +504,7 @@ def test_watchdog_interval_under_a_unit(manager: UserManager) -> None:
 # Stands in for `chock daemon` / `chock serve` where the units say /usr/bin/chock: takes its sockets by
 # name, says READY=1, and per connection reports what it sees; the daemon also starts one "session".
 STUB = """
-import json, os, subprocess, sys
+import json, os, selectors, subprocess, sys
 sys.path.insert(0, {repo!r})
 from chock.platform.systemd import listen_fds, move_to_scope, notify, under_user_manager
 role = sys.argv[1]
@@ -517,9 +517,12 @@ report = {{
     "under_user_manager": under_user_manager(),
     "sessions": [],
 }}
-listener = next(iter(found.values()))[0]
+selector = selectors.DefaultSelector()
+for sock in (sock for socks in found.values() for sock in socks):
+    selector.register(sock, selectors.EVENT_READ)
 while True:
-    conn, _ = listener.accept()
+    ready = selector.select()
+    conn, _ = ready[0][0].fileobj.accept()
     if role == "daemon":
         child = subprocess.Popen(["/bin/sleep", "300"], stdin=subprocess.DEVNULL, start_new_session=True)
         unit = f"chock-session-{{os.getpid()}}-{{len(report['sessions'])}}.scope"
@@ -608,7 +611,9 @@ def test_serve_socket_and_the_tcp_example_reach_one_service(manager: UserManager
 
     report = ask(str(serve_sock))
     assert report["argv"] == ["serve", "--idle-exit", "600"]
-    assert report["fds"] == {"http": [str(serve_sock), ["127.0.0.1", port]]}
+    # Two socket units, one name: both fds come grouped under `http` (their order is the manager's).
+    assert sorted(report["fds"]["http"], key=str) == sorted([str(serve_sock), ["127.0.0.1", port]], key=str)
+    assert list(report["fds"]) == ["http"]
     assert ask(("127.0.0.1", port))["fds"] == report["fds"]  # the same process answers on TCP
     manager.wait_for_state("chock-serve.service", "active")
     assert manager.unit_state("chock.socket") == "active"  # Requires=chock.socket pulled the daemon's socket in

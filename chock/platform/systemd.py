@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from chock.errors import ChockError
 
 if TYPE_CHECKING:
-    from jeepney import Message
+    from jeepney import MatchRule, Message
 
 # sd_listen_fds(3): passed descriptors start at 3, after stdin, stdout and stderr.
 LISTEN_FDS_START = 3
@@ -46,7 +46,11 @@ _SYSTEMD = "org.freedesktop.systemd1"
 _MANAGER_PATH = "/org/freedesktop/systemd1"
 _MANAGER_INTERFACE = "org.freedesktop.systemd1.Manager"
 # A session bus with no systemd manager on it (e.g. a `dbus-run-session` bus): try the manager's own socket.
+# The call may auto-start the name: on a bus started by the manager (dbus-user-session) that waits for the
+# manager to join, which it does moments after the bus starts; elsewhere it runs the activation file systemd
+# ships for org.freedesktop.systemd1 (Exec=/bin/false) and fails with Spawn.ChildExited.
 _NO_MANAGER_ON_BUS = ("org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner")
+_SPAWN_FAILED = "org.freedesktop.DBus.Error.Spawn."
 
 
 # --- socket activation ------------------------------------------------------------------------------------
@@ -229,7 +233,7 @@ def move_to_scope(pid: int, unit: str, *, description: str, slice: str = SLICE) 
             _start_scope(wire, unit, properties, deadline)
             return
         except _DBusError as exc:
-            if is_bus and exc.name in _NO_MANAGER_ON_BUS:
+            if is_bus and (exc.name in _NO_MANAGER_ON_BUS or exc.name.startswith(_SPAWN_FAILED)):
                 tried.append(f"{transport} ({exc.name})")
                 continue
             raise ChockError(f"systemd refused to start {unit}: {exc.name}: {exc.text}") from exc
@@ -277,8 +281,8 @@ def _start_scope(wire: _Wire, unit: str, properties: list, deadline: float) -> N
         _id, path, _unit, result = message.body
         if path != job:
             continue
-        if result != "done":
-            raise _DBusError(f"{_SYSTEMD}.JobFailed", f"the start job for {unit} ended {result!r}")
+        if result != "done":  # failed, canceled, timeout, dependency, skipped…
+            raise ChockError(f"systemd could not start {unit}: its start job ended {result!r}")
         return
 
 
@@ -341,16 +345,16 @@ class _Wire:
                 raise _DBusError(fields.get(HeaderFields.error_name, "unknown error"), text)
             return reply
 
-    def next_signal(self, rule: object, deadline: float) -> Message:
+    def next_signal(self, rule: MatchRule, deadline: float) -> Message:
         while True:
             while self.signals:
                 signal = self.signals.pop(0)
-                if rule.matches(signal):  # type: ignore[attr-defined]
+                if rule.matches(signal):
                     return signal
             self.signals.append(self._receive(deadline))
 
     def _receive(self, deadline: float) -> Message:
-        while (message := self.parser.get_next_message()) is None:
+        while (message := self._parse()) is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -360,3 +364,9 @@ class _Wire:
                 raise ConnectionResetError("the connection closed")
             self.parser.add_data(data)
         return message
+
+    def _parse(self) -> Message | None:
+        try:
+            return self.parser.get_next_message()
+        except Exception as exc:  # jeepney raises KeyError, ValueError, struct.error… on bytes that are not D-Bus
+            raise ConnectionError(f"the peer does not speak D-Bus ({exc!r})") from exc

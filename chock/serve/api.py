@@ -289,7 +289,9 @@ async def _follow(response: web.StreamResponse, subscriber: Subscriber, sent: in
             await response.write(data)
         if subscriber.overflowed:
             return  # closed without `end`: the browser resumes from its Last-Event-ID
-        if subscriber.final is not None and not items:
+        if subscriber.final is not None:
+            if subscriber.pending:
+                continue  # arrived while the write above waited; the feed has ended, so nothing follows
             if subscriber.final:
                 await response.write(sse_message("end", {"last_event_id": sent}))
             return

@@ -93,8 +93,8 @@ class Subscriber:
         return items
 
     @property
-    def done(self) -> bool:
-        return self.final is not None or self.overflowed
+    def pending(self) -> int:
+        return len(self._items)
 
 
 class Feed:

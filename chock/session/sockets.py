@@ -132,8 +132,10 @@ async def _connection(
     except (TimeoutError, ConnectionError):
         pass
     finally:
-        if ask is not None:
+        if ask is not None:  # the asker went away: the ask is dropped and the session carries on unchanged
             ask.drop()
+            if session.handover is ask:
+                session.handover = None
         servers.writers.discard(writer)
         writer.close()
 

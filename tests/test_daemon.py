@@ -1,0 +1,637 @@
+"""`chock daemon` end to end (SPEC §6, §7): real daemon processes, real `chock run` children, real sockets.
+
+Every test starts its own daemon on a short socket path (unix socket paths must stay under 108 bytes, and
+a pytest tmp dir is long) and kills whatever sessions it left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from chock.control.client import ControlClient, ControlError, SessionSocketClient
+from chock.log.reader import owner_alive
+from tests.conftest import make_project
+
+UNKNOWN = "20260101-000000-abcdef"
+
+# Finishes on its own: a file written (no approval needed), then the last answer.
+QUICK = [
+    {"text": "Writing.", "tool_calls": [
+        {"call_id": "c1", "name": "write_file", "args": {"path": "notes.txt", "content": "one\ntwo\n"}},
+    ]},
+    {"text": "All done.", "tool_calls": []},
+]  # fmt: skip
+
+# Waits for an approval (a daemon child has no terminal: it waits on approval.sock alone), then finishes.
+ASKS = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo approved-run"}}]},
+    {"text": "done", "tool_calls": []},
+]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+@dataclass
+class Daemon:
+    process: subprocess.Popen
+    socket: Path
+    stderr_path: Path
+    tcp: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"unix:{self.socket}"
+
+    @property
+    def client(self) -> ControlClient:
+        return ControlClient(self.address, timeout=30)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(15)
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+
+@dataclass
+class Daemons:
+    home: object
+    tmp: Path
+    started: list[Daemon] = field(default_factory=list)
+
+    def short_dir(self, mode: int = 0o700) -> Path:
+        directory = Path(tempfile.mkdtemp(prefix="chockd-", dir="/tmp"))
+        os.chmod(directory, mode)
+        return directory
+
+    def spawn(self, *args: str, socket_path: Path | None = None) -> tuple[subprocess.Popen, Path, Path]:
+        path = socket_path or self.short_dir() / "d.sock"
+        stderr_path = self.tmp / f"daemon-{len(self.started)}-{time.monotonic_ns()}.err"
+        process = self.home.spawn(
+            "daemon", "--socket", str(path), *args,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(stderr_path, "w"),  # noqa: SIM115
+        )  # fmt: skip
+        return process, path, stderr_path
+
+    def start(self, *args: str, socket_path: Path | None = None) -> Daemon:
+        process, path, stderr_path = self.spawn(*args, socket_path=socket_path)
+        daemon = Daemon(process, path, stderr_path)
+        self.started.append(daemon)
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"the daemon exited {process.returncode}: {daemon.stderr}")
+            try:
+                daemon.client.ping()
+                break
+            except ControlError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        if "--host" in args:
+            line = process.stdout.readline()
+            assert line.startswith("listening on "), line
+            daemon.tcp = line.split()[-1]
+        return daemon
+
+    def cleanup(self) -> None:
+        for daemon in self.started:
+            with contextlib.suppress(Exception):
+                daemon.process.kill()
+                daemon.process.wait(10)
+        _kill_sessions(self.home)
+
+
+def _kill_sessions(home) -> None:
+    """Every session still holding its log's lock is killed, with its process group."""
+    sessions = home.layout.sessions_dir
+    if not sessions.exists():
+        return
+    for name in os.listdir(sessions):
+        log = sessions / name / "log.jsonl"
+        if not log.exists() or not owner_alive(log):
+            continue
+        pids = [e.get("pid") for e in home.events(name) if e["type"] in ("session.start", "session.adopt")]
+        for pid in filter(None, pids[-1:]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def daemons(home, tmp_path):
+    running = Daemons(home, tmp_path)
+    yield running
+    running.cleanup()
+
+
+def exchange(path: Path | str, data: bytes, *, half_close: bool = True, timeout: float = 20) -> list[bytes]:
+    """Send raw bytes to a daemon socket (a unix path, or host:port), read to end of file, return the lines."""
+    if isinstance(path, Path) or str(path).startswith("/"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(path))
+    else:
+        host, port = str(path).rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)))
+    sock.settimeout(timeout)
+
+    def send() -> None:
+        with contextlib.suppress(OSError):
+            sock.sendall(data)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+
+    sender = threading.Thread(target=send, daemon=True)  # a 2 MiB line is refused before it is all sent
+    sender.start()
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            received += chunk
+    sock.close()
+    return received.splitlines(keepends=True)
+
+
+def hello(line: str) -> bytes:
+    return b"hello chock-control 1\n" + line.encode() + b"\n"
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def event_of(home, session_id: str, kind: str) -> dict | None:
+    log = home.layout.log_path(session_id)
+    if not log.exists():
+        return None
+    return next((e for e in home.events(session_id) if e["type"] == kind), None)
+
+
+def pending_request(home, session_id: str) -> str:
+    request = wait_for(lambda: event_of(home, session_id, "approval.request"), what="an approval request")
+    return request["request_id"]
+
+
+class Watch:
+    """A `watch` read on a thread, so a test can act while events arrive."""
+
+    def __init__(self, client: ControlClient, project: Path, session_id: str, after: int = 0) -> None:
+        self.row, self._events = client.watch(project, session_id, after)
+        self.events: list[dict] = []
+        self.closed = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for event in self._events:
+                self.events.append(event)
+        except BaseException as error:
+            self.error = error
+        finally:
+            self.closed.set()
+
+    def wait_closed(self, timeout: float = 30.0) -> list[dict]:
+        assert self.closed.wait(timeout), f"the watch did not close; it has {[e['type'] for e in self.events]}"
+        return self.events
+
+    def wait_for(self, kind: str, timeout: float = 30.0) -> dict:
+        return wait_for(
+            lambda: next((e for e in self.events if e["type"] == kind), None), timeout, f"a {kind} event"
+        )
+
+
+def replay_config(home, entries: list[dict], extra: str = "") -> None:
+    home.write_replay("demo.jsonl", entries)
+    home.write_config(f'.{{ .instances = .{{ .demo = .{{ .kind = "replay=demo.jsonl" }} }}{extra} }}\n')
+
+
+# --------------------------------------------------------------------------------------------------------
+# The protocol
+
+
+def test_every_malformed_request_gets_its_error_and_the_daemon_still_answers(home, project, daemons):
+    daemon = daemons.start()
+    path = daemon.socket
+    tab = "\t"
+    cases = [
+        # (what is sent, the reply's first line starts with, and a text it must contain)
+        (b"hello chock-control 2\n", "error protocol", "chock-control 1"),
+        (b"list /tmp\n", "error greeting", "chock-control 1"),
+        (hello("frobnicate now"), "error unknown-verb", "frobnicate"),
+        (hello("hello chock-control 1"), "error unknown-verb", "greeting"),
+        (b"hello chock-control 1\nlist /" + b"x" * (2 * 1024 * 1024) + b"\n", "error too-large", "8 KiB"),
+        (b"hello chock-control 1\nlist /caf\xe9\n", "error bad-request", "UTF-8"),
+        (b"hello chock-control 1\nlist /a\x00b\n", "error bad-request", "NUL"),
+        (hello("read ../../etc/passwd 0"), "error bad-request", "not a session id"),
+        (hello(f"watch {project}{tab}../../etc/passwd{tab}0"), "error bad-request", "not a session id"),
+        (hello(f"read {UNKNOWN} five"), "error bad-request", "whole number"),
+        (hello(f"read {UNKNOWN}{tab}0"), "error bad-request", "space"),
+        (hello(f"list relative/path"), "error bad-request", "absolute"),
+        (hello(f"answer {project}{tab}{UNKNOWN}{tab}r1{tab}maybe"), "error bad-request", "yes or no"),
+        (hello(f"read {UNKNOWN} 0"), "error not-found", UNKNOWN),
+        (hello(f"watch {project}{tab}{UNKNOWN}{tab}0"), "error not-found", UNKNOWN),
+        (hello(f"adopt {project}{tab}{UNKNOWN}"), "error not-found", UNKNOWN),
+        (hello(f"answer {project}{tab}{UNKNOWN}{tab}r1{tab}yes"), "error not-found", UNKNOWN),
+    ]
+    for sent, code, text in cases:
+        lines = exchange(path, sent)
+        replies = [line.decode() for line in lines]
+        expected_lines = 1 if code in ("error protocol", "error greeting") else 2
+        assert len(replies) == expected_lines, (sent[:80], replies)
+        if expected_lines == 2:
+            assert replies[0] == "ok chock-control 1\n"
+        assert replies[-1].startswith(code + " "), (sent[:80], replies)
+        assert text in replies[-1], (sent[:80], replies)
+    # An unknown project is not an error: no rows, then the end.
+    assert exchange(path, hello("list /no/such/project")) == [b"ok chock-control 1\n"]
+    # Half a line, then gone; a greeting alone; nothing at all: each is dropped, with nothing sent.
+    assert exchange(path, b"hello chock-control 1\nlis") == [b"ok chock-control 1\n"]
+    assert exchange(path, b"hel") == []
+    assert exchange(path, b"") == []
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))
+    sock.sendall(b"hello chock-control 1\nread 2026")
+    sock.close()  # mid-request
+    # ... and the daemon is unharmed.
+    assert daemon.client.ping() == 1
+    assert exchange(path, b"hello chock-control 1\n") == [b"ok chock-control 1\n"]
+    status = json.loads((home.layout.state / "daemon-status.json").read_text())
+    assert status["connections"]["internal"] == 0
+
+
+def test_a_peer_of_another_uid_is_refused_by_the_peer_check_and_served_over_tcp(home, daemons):
+    if os.getuid() != 0:
+        pytest.skip("setpriv --reuid needs root")
+    directory = daemons.short_dir(0o755)  # reachable, so the kernel lets the other uid connect ...
+    daemon = daemons.start("--host", "127.0.0.1", "--port", "0", socket_path=directory / "d.sock")
+    os.chmod(daemon.socket, 0o777)  # ... and only the peer check stands in its way
+    assert daemon.tcp and daemon.tcp.startswith("127.0.0.1:") and not daemon.tcp.endswith(":0")
+    script = (
+        "import socket, sys\n"
+        "def talk(sock):\n"
+        "    sock.sendall(b'hello chock-control 1\\nlist /no/such/project\\n')\n"
+        "    data = b''\n"
+        "    while chunk := sock.recv(65536):\n"
+        "        data += chunk\n"
+        "    return data.decode()\n"
+        "unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        "unix.connect(sys.argv[1])\n"
+        "print('uid', __import__('os').getuid(), 'connected')\n"
+        "print('unix', repr(talk(unix)))\n"
+        "host, port = sys.argv[2].rsplit(':', 1)\n"
+        "print('tcp', repr(talk(socket.create_connection((host, int(port))))))\n"
+    )
+    result = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+         "/usr/bin/python3", "-c", script, str(daemon.socket), daemon.tcp],
+        capture_output=True, text=True, timeout=30, cwd="/",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert out[0] == "uid 65534 connected"  # the kernel did not refuse the connect: the daemon did
+    assert out[1].startswith("unix 'error forbidden ") and "uid 65534" in out[1], out[1]
+    assert "ok chock-control" not in out[1]
+    assert out[2] == "tcp 'ok chock-control 1\\n'", out[2]  # served, and an unknown project has no rows
+    status = json.loads((home.layout.state / "daemon-status.json").read_text())
+    wait_for(
+        lambda: json.loads((home.layout.state / "daemon-status.json").read_text())["connections"]["forbidden"] == 1,
+        5, "the forbidden count",
+    )  # fmt: skip
+    assert status["pid"] == daemon.process.pid
+
+
+def test_too_many_connections_are_refused_and_the_daemon_recovers(home, daemons):
+    from chock.daemon.server import MAX_CONNECTIONS
+
+    daemon = daemons.start()
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(str(daemon.socket))
+            held.append(sock)
+        # Each held connection greets, so it is surely being served by the time the next one comes.
+        for sock in held:
+            sock.sendall(b"hello chock-control 1\n")
+        for sock in held:
+            sock.settimeout(10)
+            assert sock.recv(100) == b"ok chock-control 1\n"
+        lines = exchange(daemon.socket, b"hello chock-control 1\n")
+        assert lines == [b"error refused too many connections; try again shortly\n"]
+    finally:
+        for sock in held:
+            sock.close()
+    wait_for(lambda: _pings(daemon), 10, "the daemon to serve again")
+
+
+def _pings(daemon: Daemon) -> bool:
+    try:
+        return daemon.client.ping() == 1
+    except ControlError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sessions
+
+
+def test_start_watch_read_and_list_a_replay_session(home, project, daemons):
+    replay_config(home, QUICK)
+    daemon = daemons.start()
+    client = daemon.client
+    session_id, log_path = client.start(project, "tidy up\nthe notes")
+    assert log_path == str(home.layout.log_path(session_id))
+    assert event_of(home, session_id, "session.start")["owner"] == "daemon"  # logged before the reply
+    watch = Watch(client, project, session_id, 0)
+    events = watch.wait_closed()
+    assert watch.error is None
+    assert watch.row["id"] == session_id and watch.row["project"] == str(project)
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["type"] == "session.start" and events[-1]["type"] == "session.end"
+    assert events[-1]["reason"] == "completed"
+    assert events == home.events(session_id)  # every event, through session.end, then the close
+    # Resuming from 5: 6 onward, no gap, no repeat.
+    again = Watch(client, project, session_id, 5).wait_closed()
+    assert [e["id"] for e in again] == list(range(6, len(events) + 1))
+    # read is the log's own lines, byte for byte.
+    raw = exchange(daemon.socket, hello(f"read {session_id} 0"))
+    assert raw[0] == b"ok chock-control 1\n"
+    assert b"".join(raw[1:]) == home.layout.log_path(session_id).read_bytes()
+    assert list(client.read(session_id, 3)) == home.events(session_id)[3:]
+    assert list(client.read(session_id, len(events))) == []
+    # list: the session's row, keyed by its start time; the project compared by its real path.
+    link = project.parent / "link-to-project"
+    link.symlink_to(project)
+    for name in (project, link):
+        rows = client.list(name)
+        assert [(started, row["id"]) for started, row in rows] == [(events[0]["at"], session_id)]
+        assert rows[0][1]["status"] == "ended" and rows[0][1]["message"] == "tidy up\nthe notes"
+    run_log = home.layout.run_log_path(session_id)
+    assert "session ended: completed" in run_log.read_text()  # the child's own output, never a pipe
+    assert [p.name for p in home.layout.sessions_dir.iterdir()] == [session_id]  # nothing else left
+
+
+def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socket(home, project, daemons):
+    replay_config(home, ASKS)
+    daemon = daemons.start()
+    client = daemon.client
+    session_id, _ = client.start(project, "run a command")
+    watch = Watch(client, project, session_id, 0)
+    request_id = watch.wait_for("approval.request")["request_id"]
+    assert not watch.closed.is_set()  # waiting, so still open
+    rows = client.list(project)
+    assert rows[0][1]["status"] == "waiting" and rows[0][1]["pending_approvals"] == 1
+    with pytest.raises(ControlError) as refused:
+        client.answer(project, session_id, "no-such-request", True)
+    assert refused.value.code == "not-pending"  # relayed from the session
+    other = make_project(project.parent / "other")
+    with pytest.raises(ControlError) as elsewhere:
+        client.answer(other, session_id, request_id, True)
+    assert elsewhere.value.code == "not-found"
+    client.answer(project, session_id, request_id, True)
+    events = watch.wait_closed()
+    assert events == home.events(session_id)
+    assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "completed"
+    answer = next(e for e in events if e["type"] == "approval.answer")
+    assert (answer["answer"], answer["via"]) == ("yes", "socket")
+    assert "approved-run" in next(e for e in events if e["type"] == "tool.result")["output"]
+    # The session has gone: nobody can take an answer, and the daemon never says it was given.
+    with pytest.raises(ControlError) as unreachable:
+        client.answer(project, session_id, request_id, False)
+    assert unreachable.value.code == "unreachable"
+
+
+def test_a_start_the_instance_refuses_is_error_refused_and_leaves_nothing(home, project, daemons, tmp_path):
+    home.write_config('.{ .instances = .{ .demo = .{ .kind = "replay=nowhere.jsonl" } } }\n')
+    daemon = daemons.start()
+    with pytest.raises(ControlError) as refused:
+        daemon.client.start(project, "task")
+    assert refused.value.code == "refused"
+    assert "cannot be read" in refused.value.text and "chock:" not in refused.value.text
+    replay_config(home, QUICK)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(ControlError) as not_git:
+        daemon.client.start(plain, "task")
+    assert not_git.value.code == "refused" and "is not a git repository" in not_git.value.text
+    sessions = home.layout.sessions_dir
+    assert not sessions.exists() or os.listdir(sessions) == []  # no session dir, no stray run.log
+    assert daemon.client.ping() == 1
+
+
+def test_kill_9_of_a_session_child_takes_down_only_that_session(home, project, daemons):
+    replay_config(home, ASKS)
+    daemon = daemons.start()
+    client = daemon.client
+    doomed, _ = client.start(project, "first")
+    survivor, _ = client.start(project, "second")
+    doomed_watch = Watch(client, project, doomed, 0)
+    survivor_watch = Watch(client, project, survivor, 0)
+    doomed_watch.wait_for("approval.request")
+    pid = event_of(home, doomed, "session.start")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    doomed_watch.wait_closed(10)
+    assert doomed_watch.error is None
+    rows = {row["id"]: row for _, row in client.list(project)}
+    assert rows[doomed]["status"] == "abandoned" and rows[survivor]["status"] == "waiting"
+    # A watch of the abandoned session sends what the log holds and closes.
+    assert Watch(client, project, doomed, 0).wait_closed(10) == home.events(doomed)
+    client.answer(project, survivor, pending_request(home, survivor), True)
+    assert survivor_watch.wait_closed()[-1]["reason"] == "completed"
+    assert daemon.process.poll() is None
+    # Our children are reaped: none is left a zombie.
+    wait_for(lambda: not _zombies(daemon.process.pid), 10, "the daemon to reap its children")
+
+
+def _zombies(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == parent:
+            found.append(int(entry))
+    return found
+
+
+def test_a_daemon_restart_loses_no_running_session(home, project, daemons):
+    replay_config(home, ASKS)
+    first = daemons.start()
+    session_id, _ = first.client.start(project, "survive a restart")
+    watch = Watch(first.client, project, session_id, 0)
+    watch.wait_for("approval.request")
+    assert first.stop() == 0  # SIGTERM: listeners closed, exit 0
+    watch.wait_closed(10)  # the daemon went away; the session did not
+    assert not first.socket.exists()  # it removed its own socket
+    log = home.layout.log_path(session_id)
+    assert owner_alive(log)
+    second = daemons.start(socket_path=first.socket)
+    rows = second.client.list(project)
+    assert [row["id"] for _, row in rows] == [session_id] and rows[0][1]["status"] == "waiting"
+    seen = len(watch.events)
+    resumed = Watch(second.client, project, session_id, seen)
+    second.client.answer(project, session_id, pending_request(home, session_id), True)
+    events = resumed.wait_closed()
+    assert watch.events + events == home.events(session_id)  # no gap, no repeat across the restart
+    assert events[-1]["reason"] == "completed"
+    status = json.loads((home.layout.state / "daemon-status.json").read_text())
+    assert status["sessions_owned"] == []  # found in the state dir, not a child of this daemon
+
+
+def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover(home, project, daemons):
+    replay_config(
+        home,
+        [
+            {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "sleep 2"}}]},
+            {"text": "carried on", "tool_calls": []},
+        ],
+        extra=', .approvals = .{ .shell = "allow" }',
+    )
+    daemon = daemons.start()
+    client = daemon.client
+    terminal = home.spawn(
+        "run", "hand me over", cwd=project,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        session_id = wait_for(
+            lambda: home.layout.sessions_dir.exists() and next(iter(os.listdir(home.layout.sessions_dir)), None),
+            what="the terminal session",
+        )
+        wait_for(lambda: event_of(home, session_id, "tool.call"), what="the shell call")
+        watch = Watch(client, project, session_id, 0)
+        with SessionSocketClient(home.layout.session_socket(session_id, "handover"), timeout=30) as handover:
+            handover.ask_handover()
+            while True:
+                reply = handover.read_line(30)
+                if type(reply).__name__ == "Ready":
+                    break
+                assert type(reply).__name__ == "Busy", reply
+            handover.confirm()
+        assert terminal.wait(30) == 8
+        wait_for(lambda: any(e["type"] == "session.end" for e in watch.events), what="the handover end")
+        assert not watch.closed.is_set()  # a handover is not an end: the log goes on under the new owner
+        adopted, log_path = client.adopt(project, session_id)
+        assert adopted == session_id and log_path == str(home.layout.log_path(session_id))
+        adopt_event = next(e for e in home.events(session_id) if e["type"] == "session.adopt")
+        assert adopt_event["via"] == "daemon"
+        events = watch.wait_closed()
+        assert events == home.events(session_id)
+        assert [e["reason"] for e in events if e["type"] == "session.end"] == ["handover", "completed"]
+        # Adopting a session someone owns is the child's refusal, relayed.
+        with pytest.raises(ControlError) as ended:
+            client.adopt(make_project(project.parent / "elsewhere"), session_id)
+        assert ended.value.code == "not-found"
+    finally:
+        terminal.kill()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Hygiene
+
+
+def test_a_second_daemon_on_the_same_state_dir_is_refused_naming_the_first(home, daemons):
+    first = daemons.start()
+    process, _, stderr_path = daemons.spawn()
+    assert process.wait(30) == 1
+    stderr = stderr_path.read_text()
+    assert f"pid {first.process.pid}" in stderr and str(home.layout.state) in stderr
+    assert first.client.ping() == 1
+
+
+def test_a_stale_socket_is_replaced_and_a_path_that_is_not_a_socket_is_refused(home, daemons):
+    directory = daemons.short_dir()
+    stale = directory / "d.sock"
+    leftover = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    leftover.bind(str(stale))  # a socket file with nobody listening: a daemon that died uncleanly
+    leftover.close()
+    daemon = daemons.start(socket_path=stale)
+    assert daemon.client.ping() == 1
+    assert daemon.stop() == 0 and not stale.exists()
+    plain = directory / "plain"
+    plain.write_text("not a socket\n")
+    process, _, stderr_path = daemons.spawn(socket_path=plain)
+    assert process.wait(30) == 1
+    assert str(plain) in stderr_path.read_text() and "not a socket" in stderr_path.read_text()
+    assert plain.read_text() == "not a socket\n"  # never replaced
+
+
+def test_port_without_host_is_refused_by_name(home):
+    result = home.chock("daemon", "--port", "7890", timeout=60)
+    assert result.returncode == 2
+    assert "--port" in result.stderr and "--host" in result.stderr
+
+
+def test_sigint_and_sigterm_exit_0_removing_only_our_own_socket(home, daemons):
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        daemon = daemons.start()
+        assert daemon.socket.exists()
+        assert daemon.stop(sig) == 0
+        assert not daemon.socket.exists()
+    activity = [json.loads(line) for line in (home.layout.state / "daemon-activity.jsonl").read_text().splitlines()]
+    assert [(a["event"], a.get("reason")) for a in activity] == [
+        ("start", None), ("stop", "SIGINT"), ("start", None), ("stop", "SIGTERM"),
+    ]  # fmt: skip
+
+
+def test_idle_exit_waits_for_open_connections_then_exits_0(home, daemons):
+    daemon = daemons.start("--idle-exit", "1")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(daemon.socket))
+    sock.sendall(b"hello chock-control 1\n")
+    time.sleep(2.0)
+    assert daemon.process.poll() is None  # a connection is open: not idle
+    sock.close()
+    assert daemon.process.wait(10) == 0
+    assert not daemon.socket.exists()
+
+
+def test_status_and_activity_hold_no_message_text_and_no_user_paths(home, project, daemons):
+    replay_config(home, QUICK)
+    daemon = daemons.start()
+    secret = "the-task-text-that-must-stay-in-the-log-only"
+    session_id, _ = daemon.client.start(project, secret)
+    Watch(daemon.client, project, session_id, 0).wait_closed()
+    wait_for(
+        lambda: '"session.ended"' in (home.layout.state / "daemon-activity.jsonl").read_text(),
+        10, "the child to be reaped",
+    )  # fmt: skip
+    assert daemon.stop() == 0
+    status_text = (home.layout.state / "daemon-status.json").read_text()
+    activity_text = (home.layout.state / "daemon-activity.jsonl").read_text()
+    for text in (status_text, activity_text):
+        assert secret not in text and str(project) not in text and "notes.txt" not in text
+    status = json.loads(status_text)
+    assert status["protocol"] == 1 and status["listeners"] == [daemon.address] and status["started_at"]
+    assert status["connections"]["served"] >= 2 and status["state"] == "stopped"
+    events = [json.loads(line) for line in activity_text.splitlines()]
+    assert [(e["event"], e.get("session")) for e in events] == [
+        ("start", None), ("session.spawned", session_id), ("session.ended", session_id), ("stop", None),
+    ]  # fmt: skip
+    assert secret in home.layout.log_path(session_id).read_text()  # (it was there to be found)

@@ -1,0 +1,267 @@
+"""`chock detach` and `chock approve` against a real daemon and real terminal sessions (SPEC §9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from chock.control.client import ControlClient, ControlError
+from tests.conftest import git
+from tests.test_run import _read_until, _wait_for_event, _wait_for_session
+
+SLOW = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
+                                {"call_id": "c2", "name": "shell", "args": {"command": "sleep 2"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c3", "name": "write_file", "args": {"path": "b.txt", "content": "B"}}]},
+    {"text": "Both written.", "tool_calls": []},
+]  # fmt: skip
+
+
+class Daemon:
+    def __init__(self, home):
+        self.home = home
+        self.socket = Path(tempfile.mkdtemp(prefix="chockd-", dir="/tmp")) / "d.sock"
+        self.process: subprocess.Popen | None = None
+
+    def start(self):
+        self.process = subprocess.Popen([sys.executable, "-m", "chock", "daemon", "--socket", str(self.socket)],
+                                        env=self.home.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                ControlClient(f"unix:{self.socket}", timeout=2).ping()
+                return self
+            except ControlError:
+                time.sleep(0.05)
+        raise AssertionError("the daemon did not come up")
+
+    @property
+    def address(self) -> str:
+        return f"unix:{self.socket}"
+
+    def kill(self):
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def daemon(home):
+    running = Daemon(home).start()
+    yield running
+    running.kill()
+
+
+def _terminal_session(home, project, entries, *args):
+    home.replay_instance(entries)
+    process = home.spawn("run", "--yes", *args, "write two files", cwd=project, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return process, _wait_for_session(home)
+
+
+def _wait_for_end(home, session_id, reason, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ends = [e for e in home.events(session_id) if e["type"] == "session.end"]
+        if ends and ends[-1]["reason"] == reason:
+            return ends[-1]
+        time.sleep(0.1)
+    raise AssertionError(f"session {session_id} did not end with {reason}")
+
+
+def test_a_terminal_session_is_detached_to_the_daemon_and_completes_there(home, project, daemon):
+    process, session_id = _terminal_session(home, project, SLOW)
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    result = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert process.wait(30) == 8
+    _wait_for_end(home, session_id, "completed")
+    events = home.events(session_id)
+    ends = [e["reason"] for e in events if e["type"] == "session.end"]
+    assert ends == ["handover", "completed"]
+    handover = next(i for i, e in enumerate(events) if e.get("reason") == "handover")
+    assert events[handover + 1]["type"] == "session.adopt" and events[handover + 1]["via"] == "daemon"
+    opens = [e["directory"] for e in events if e["type"] == "workspace.open"]
+    assert len(opens) == 2 and opens[0] == opens[1]  # the same worktree moved with the session
+    assert [e["text"] for e in events if e["type"] == "user.message"] == ["write two files"]
+    assert [e["text"] for e in events if e["type"] == "assistant.message"] == ["", "", "Both written."]
+    assert git(project, "show", f"chock/{session_id}:a.txt") == "A"
+    assert git(project, "show", f"chock/{session_id}:b.txt") == "B"
+
+
+def test_detach_defaults_to_the_newest_running_session_of_this_project(home, project, daemon):
+    process, session_id = _terminal_session(home, project, SLOW)
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    result = home.chock("detach", cwd=project, env={"CHOCK_DAEMON": daemon.address})
+    assert result.returncode == 0, result.stderr
+    assert session_id in result.stdout
+    assert process.wait(30) == 8
+
+
+def test_background_work_holds_the_handover_and_wait_1_leaves_the_session_running(home, project, daemon):
+    entries = [
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell",
+                                     "args": {"command": "sleep 4", "background": True}}]},
+        {"text": "Waiting.", "tool_calls": []},
+        {"text": "Done.", "tool_calls": []},
+    ]  # fmt: skip
+    process, session_id = _terminal_session(home, project, entries)
+    _wait_for_event(home, session_id, "background.start")
+    short = home.chock("detach", session_id, "--daemon", daemon.address, "--wait", "1", cwd=project)
+    assert short.returncode != 0
+    assert "1 background command" in short.stderr and "keeps running" in short.stderr
+    assert process.poll() is None  # still running, unchanged
+    result = home.chock("detach", session_id, "--daemon", daemon.address, "--wait", "20", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "holds 1 background command" in result.stderr
+    assert process.wait(30) == 8
+    events = home.events(session_id)
+    handover = next(i for i, e in enumerate(events) if e.get("reason") == "handover")
+    assert any(e["type"] == "background.end" for e in events[:handover])  # recorded before it let go
+    _wait_for_end(home, session_id, "completed")
+
+
+def test_no_daemon_is_refused_at_once_and_the_session_is_untouched(home, project):
+    process, session_id = _terminal_session(home, project, SLOW)
+    try:
+        _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        before = home.layout.log_path(session_id).read_bytes()
+        started = time.monotonic()
+        result = home.chock("detach", session_id, "--daemon", "unix:/tmp/no-such-chock.sock", cwd=project)
+        assert time.monotonic() - started < 5  # includes starting Python; the refusal itself is immediate
+        assert result.returncode != 0
+        assert "no daemon" in result.stderr and "chock daemon" in result.stderr
+        assert home.layout.log_path(session_id).read_bytes().startswith(before)
+        assert process.wait(60) == 0  # it completed in its own terminal
+    finally:
+        process.kill()
+
+
+def test_both_daemon_and_port_are_refused(home, project):
+    result = home.chock("detach", "--daemon", "unix:/tmp/x.sock", "--port", "7890", cwd=project)
+    assert result.returncode == 2 and "--daemon and --port" in result.stderr
+
+
+def test_a_daemon_gone_between_ask_and_adopt_is_named_and_continue_takes_the_session_back(home, project, daemon):
+    entries = [
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
+                                    {"call_id": "c2", "name": "shell", "args": {"command": "sleep 3"}}]},
+        {"text": "Done.", "tool_calls": []},
+    ]  # fmt: skip
+    process, session_id = _terminal_session(home, project, entries)
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    detach = home.spawn("detach", session_id, "--daemon", daemon.address, cwd=project,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # detach has proved the daemon and asked; the session is still in its long tool call
+    daemon.kill()
+    out, err = detach.communicate(timeout=60)
+    assert detach.returncode != 0
+    assert f"chock run --continue {session_id}" in err
+    assert process.wait(30) == 8
+    workspace = home.layout.workspace_dir(session_id)
+    back = home.chock("run", "--continue", session_id, cwd=project)
+    assert back.returncode == 0, back.stderr
+    events = home.events(session_id)
+    assert [e["directory"] for e in events if e["type"] == "workspace.open"] == [str(workspace)] * 2
+    assert events[-1]["reason"] == "completed"
+    assert git(project, "show", f"chock/{session_id}:a.txt") == "A"
+
+
+def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon):
+    entries = [
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
+                                    {"call_id": "c2", "name": "shell", "args": {"command": "sleep 1"}}]},
+        {"text": "", "tool_calls": [{"call_id": "c3", "name": "shell", "args": {"command": "sleep 60"}}]},
+        {"text": "Done.", "tool_calls": []},
+    ]  # fmt: skip
+    process, session_id = _terminal_session(home, project, entries)
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    assert home.chock("detach", session_id, "--daemon", daemon.address, cwd=project).returncode == 0
+    assert process.wait(30) == 8
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "c3")
+    workspace = home.layout.workspace_dir(session_id)
+    refused = home.chock("run", "--continue", session_id, "mine now", cwd=project)
+    assert refused.returncode == 3 and "running in another process" in refused.stderr
+    assert (workspace / "a.txt").read_text() == "A"
+    adopt = next(e for e in reversed(home.events(session_id)) if e["type"] == "session.adopt")
+    os.kill(adopt["pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    refused = home.chock("run", "--continue", session_id, "mine now", cwd=project)
+    assert refused.returncode == 3
+    assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
+    assert (workspace / "a.txt").read_text() == "A"  # untouched
+
+
+def test_an_abandoned_session_is_refused_by_detach_naming_its_workspace(home, project, daemon):
+    process, session_id = _terminal_session(home, project, SLOW)
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process.kill()
+    process.wait(10)
+    result = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
+    assert result.returncode != 0
+    assert str(home.layout.workspace_dir(session_id)) in result.stderr and "chock workspace" in result.stderr
+
+
+APPROVAL = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo first-ran"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "echo second-ran"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_chock_approve_and_the_daemons_answer_verb_reach_the_same_socket(home, project, daemon):
+    home.replay_instance(APPROVAL)
+    started = ControlClient(daemon.address).start(str(project), "two commands")
+    session_id = started[0]
+    _wait_for_event(home, session_id, "approval.request")
+    pid, fd = _pty_run_approve(home, project, session_id)
+    try:
+        screen = _read_until(fd, b"Approve?")
+        assert b"shell: echo first-ran" in screen
+        os.write(fd, b"y\r")
+        _read_until(fd, b"approved")
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    second = _wait_for_event(home, session_id, "approval.request", lambda e: "second" in e["summary"])
+    with pytest.raises(ControlError) as stale:
+        ControlClient(daemon.address).answer(str(project), session_id, "r1", True)
+    assert stale.value.code == "not-pending"
+    ControlClient(daemon.address).answer(str(project), session_id, second["request_id"], False)
+    _wait_for_end(home, session_id, "completed")
+    answers = [(e["answer"], e["via"]) for e in home.events(session_id) if e["type"] == "approval.answer"]
+    assert answers == [("yes", "socket"), ("no", "socket")]
+
+
+def _pty_run_approve(home, project, session_id):
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(project)
+        os.execve(sys.executable, [sys.executable, "-m", "chock", "approve", session_id], home.env)
+    return pid, fd
+
+
+def test_approve_refuses_a_session_that_is_not_running_here(home, project):
+    home.replay_instance(APPROVAL[2:])
+    assert home.chock("run", "quick", cwd=project).returncode == 0
+    result = home.chock("approve", home.only_session())
+    assert result.returncode != 0 and "not running on this machine" in result.stderr
+    assert "not a session id" in home.chock("approve", "../../etc/passwd").stderr
+
+
+def test_sessions_lists_through_the_daemon(home, project, daemon):
+    home.replay_instance(APPROVAL[2:])
+    assert home.chock("run", "quick", cwd=project).returncode == 0
+    local = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    remote = json.loads(home.chock("sessions", "--json", "--daemon", daemon.address, cwd=project).stdout)
+    assert remote["id"] == local["id"] and remote["status"] == "ended"
