@@ -162,7 +162,7 @@ def test_a_daemon_gone_between_ask_and_adopt_is_named_and_continue_takes_the_ses
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(1.0)  # detach has proved the daemon and asked; the session is still in its long tool call
     daemon.kill()
-    out, err = detach.communicate(timeout=60)
+    _, err = detach.communicate(timeout=60)
     assert detach.returncode != 0
     assert f"chock run --continue {session_id}" in err
     assert process.wait(30) == 8
