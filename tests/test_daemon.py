@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -218,9 +219,7 @@ class Watch:
         return self.events
 
     def wait_for(self, kind: str, timeout: float = 30.0) -> dict:
-        return wait_for(
-            lambda: next((e for e in self.events if e["type"] == kind), None), timeout, f"a {kind} event"
-        )
+        return wait_for(lambda: next((e for e in self.events if e["type"] == kind), None), timeout, f"a {kind} event")
 
 
 def replay_config(home, entries: list[dict], extra: str = "") -> None:
@@ -249,7 +248,7 @@ def test_every_malformed_request_gets_its_error_and_the_daemon_still_answers(hom
         (hello(f"watch {project}{tab}../../etc/passwd{tab}0"), "error bad-request", "not a session id"),
         (hello(f"read {UNKNOWN} five"), "error bad-request", "whole number"),
         (hello(f"read {UNKNOWN}{tab}0"), "error bad-request", "space"),
-        (hello(f"list relative/path"), "error bad-request", "absolute"),
+        (hello("list relative/path"), "error bad-request", "absolute"),
         (hello(f"answer {project}{tab}{UNKNOWN}{tab}r1{tab}maybe"), "error bad-request", "yes or no"),
         (hello(f"read {UNKNOWN} 0"), "error not-found", UNKNOWN),
         (hello(f"watch {project}{tab}{UNKNOWN}{tab}0"), "error not-found", UNKNOWN),
@@ -407,6 +406,9 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
     with pytest.raises(ControlError) as refused:
         client.answer(project, session_id, "no-such-request", True)
     assert refused.value.code == "not-pending"  # relayed from the session
+    with pytest.raises(ControlError) as owned:
+        client.adopt(project, session_id)  # the child refuses a log someone holds; its words are relayed
+    assert owned.value.code == "refused" and "running in another process" in owned.value.text
     other = make_project(project.parent / "other")
     with pytest.raises(ControlError) as elsewhere:
         client.answer(other, session_id, request_id, True)
@@ -451,6 +453,7 @@ def test_kill_9_of_a_session_child_takes_down_only_that_session(home, project, d
     doomed_watch = Watch(client, project, doomed, 0)
     survivor_watch = Watch(client, project, survivor, 0)
     doomed_watch.wait_for("approval.request")
+    survivor_watch.wait_for("approval.request")
     pid = event_of(home, doomed, "session.start")["pid"]
     os.kill(pid, signal.SIGKILL)
     doomed_watch.wait_closed(10)
@@ -544,10 +547,10 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         events = watch.wait_closed()
         assert events == home.events(session_id)
         assert [e["reason"] for e in events if e["type"] == "session.end"] == ["handover", "completed"]
-        # Adopting a session someone owns is the child's refusal, relayed.
-        with pytest.raises(ControlError) as ended:
+        # A session is adopted only by naming its own project.
+        with pytest.raises(ControlError) as elsewhere:
             client.adopt(make_project(project.parent / "elsewhere"), session_id)
-        assert ended.value.code == "not-found"
+        assert elsewhere.value.code == "not-found"
     finally:
         terminal.kill()
 
@@ -582,6 +585,34 @@ def test_a_stale_socket_is_replaced_and_a_path_that_is_not_a_socket_is_refused(h
     assert plain.read_text() == "not a socket\n"  # never replaced
 
 
+def test_a_socket_path_past_the_platform_limit_is_a_clear_error(home, daemons):
+    path = daemons.short_dir() / ("s" * 120 + ".sock")
+    process, _, stderr_path = daemons.spawn(socket_path=path)
+    assert process.wait(30) == 1
+    stderr = stderr_path.read_text()
+    assert str(path) in stderr and "at most 107" in stderr
+
+
+def test_a_client_idle_for_30_s_before_its_verb_is_closed(home, daemons):
+    from chock.daemon.connection import IDLE_TIMEOUT
+
+    daemon = daemons.start()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(str(daemon.socket))
+    silent.sendall(b"hello chock-control 1\n")
+    trickle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    trickle.connect(str(daemon.socket))
+    trickle.sendall(b"hello chock-control 1\nlist /tm")
+    started = time.monotonic()
+    for sock in (silent, trickle):
+        sock.settimeout(IDLE_TIMEOUT + 15)
+        assert sock.recv(100) == b"ok chock-control 1\n"
+        assert sock.recv(100) == b""  # closed by the daemon, with nothing more said
+        sock.close()
+    assert IDLE_TIMEOUT - 1 <= time.monotonic() - started <= IDLE_TIMEOUT + 10
+    assert daemon.client.ping() == 1
+
+
 def test_port_without_host_is_refused_by_name(home):
     result = home.chock("daemon", "--port", "7890", timeout=60)
     assert result.returncode == 2
@@ -589,14 +620,14 @@ def test_port_without_host_is_refused_by_name(home):
 
 
 def test_sigint_and_sigterm_exit_0_removing_only_our_own_socket(home, daemons):
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         daemon = daemons.start()
         assert daemon.socket.exists()
         assert daemon.stop(sig) == 0
         assert not daemon.socket.exists()
     activity = [json.loads(line) for line in (home.layout.state / "daemon-activity.jsonl").read_text().splitlines()]
     assert [(a["event"], a.get("reason")) for a in activity] == [
-        ("start", None), ("stop", "SIGINT"), ("start", None), ("stop", "SIGTERM"),
+        ("start", None), ("stop", "SIGINT"), ("start", None), ("stop", "SIGTERM"), ("start", None), ("stop", "SIGHUP"),
     ]  # fmt: skip
 
 
@@ -635,3 +666,82 @@ def test_status_and_activity_hold_no_message_text_and_no_user_paths(home, projec
         ("start", None), ("session.spawned", session_id), ("session.ended", session_id), ("stop", None),
     ]  # fmt: skip
     assert secret in home.layout.log_path(session_id).read_text()  # (it was there to be found)
+
+
+def test_a_watch_closes_30_s_after_a_handover_nobody_adopted(home, project, daemons):
+    from chock.log.events import timestamp
+
+    daemon = daemons.start()
+    for age, closes in ((45, True), (0, False)):
+        session_id = f"20260101-0000{age:02d}-abcdef"
+        directory = home.layout.session_dir(session_id)
+        directory.mkdir(parents=True)
+        at = timestamp(time.time() - age)
+        events = [
+            {"type": "session.start", "session": session_id, "project": str(project), "message": "m", "pid": 1},
+            {"type": "user.message", "text": "m"},
+            {"type": "session.end", "reason": "handover", "exit_code": 8},
+        ]
+        lines = [json.dumps({"id": n, "at": at, **e}) + "\n" for n, e in enumerate(events, 1)]
+        (directory / "log.jsonl").write_text("".join(lines))
+        watch = Watch(daemon.client, project, session_id, 0)
+        assert watch.row["status"] == "handed-over"
+        if closes:  # its 30 s are long over: everything the log holds, then the close
+            assert [e["id"] for e in watch.wait_closed(5)] == [1, 2, 3]
+        else:  # a handover is not an end: the next owner may yet adopt it
+            wait_for(lambda watch=watch: len(watch.events) == 3, 5, "the backlog")
+            time.sleep(1.5)
+            assert not watch.closed.is_set()
+
+
+def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
+    """LISTEN_FDS and NOTIFY_SOCKET as a service manager sets them (the manager itself is not needed)."""
+    replay_config(home, ASKS)
+    directory = daemons.short_dir()
+    path = directory / "activated.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    notifications = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notifications.bind(str(directory / "notify"))
+    notifications.settimeout(10)
+    wrapper = (
+        "import os, sys\n"
+        "fd = int(sys.argv[1])\n"
+        "if fd != 3:\n"
+        "    os.dup2(fd, 3)\n"
+        "    os.close(fd)\n"
+        "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1', LISTEN_FDNAMES='control')\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'chock', 'daemon'])\n"
+    )
+    env = {**home.env, "NOTIFY_SOCKET": str(directory / "notify"), "WATCHDOG_USEC": "400000"}
+    stderr_path = daemons.tmp / "activated.err"
+    process = subprocess.Popen(
+        [sys.executable, "-c", wrapper, str(listener.fileno())], pass_fds=(listener.fileno(),), env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(stderr_path, "w"),  # noqa: SIM115
+    )  # fmt: skip
+    daemon = Daemon(process, path, stderr_path)
+    daemons.started.append(daemon)
+
+    def next_datagram() -> list[str]:
+        return notifications.recv(4096).decode().split("\n")
+
+    ready = next_datagram()
+    assert ready[0] == "READY=1" and ready[1].startswith(f"STATUS=serving unix:{path}"), ready
+    assert daemon.client.ping() == 1  # served on the socket it was handed
+    assert not home.layout.daemon_socket.exists()  # and nothing else was bound
+    assert "WATCHDOG=1" in next_datagram()  # at half of WATCHDOG_USEC
+    session_id, _ = daemon.client.start(project, "activated")
+    pid = event_of(home, session_id, "session.start")["pid"]
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    names = {entry.split(b"=", 1)[0].decode() for entry in environ if entry}
+    assert not names & {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC"}
+    assert names >= {"CHOCK_CONFIG", "CHOCK_STATE_DIR", "CHOCK_DATA_DIR"}
+    process.send_signal(signal.SIGTERM)
+    while (states := next_datagram()) != ["STOPPING=1"]:
+        assert states == ["WATCHDOG=1"], states
+    assert process.wait(15) == 0
+    assert path.exists()  # a socket that activation handed over is never unlinked by the daemon
+    assert owner_alive(home.layout.log_path(session_id))  # and the session lives on
+    listener.close()
+    notifications.close()

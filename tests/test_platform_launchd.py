@@ -111,7 +111,7 @@ def test_activate_socket_refuses_a_socket_that_does_not_listen(monkeypatch: pyte
     ("error", "outcome"),
     [
         (errno.ESRCH, []),  # not started by launchd: the caller binds its own socket
-        (errno.ENOENT, "launchd has no socket named 'control'"),
+        (errno.ENOENT, []),  # started under another job's plist (e.g. from a terminal app): the same
         (errno.EALREADY, "already handed over the 'control' sockets"),
         (errno.EPERM, r"launch_activate_socket\('control'\) failed: EPERM"),
     ],

@@ -102,6 +102,30 @@ def test_listen_fds_groups_by_name_sets_cloexec_and_pops_the_environment(tmp_pat
     assert report["environ"] == [] and report["child_environ"] == []
 
 
+def test_listen_fds_refuses_a_datagram_socket_from_systemd_socket_activate(tmp_path: Path) -> None:
+    path = tmp_path / "dgram.sock"
+    code = (
+        "from chock.errors import ChockError\nfrom chock.platform.systemd import listen_fds\n"
+        "try:\n    listen_fds(('control',))\nexcept ChockError as exc:\n    print(exc)\n"
+    )
+    process = subprocess.Popen(
+        ["systemd-socket-activate", "--datagram", f"-l{path}", "--fdname=control", PYTHON, "-c", code],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while not path.exists():
+            assert time.monotonic() < deadline, "systemd-socket-activate did not listen"
+            time.sleep(0.02)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
+            client.sendto(b"wake", str(path))  # a datagram is what makes it exec the command
+        out, err = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    assert out.strip() == "socket activation passed fd 3 ('control'), which is a datagram socket, not a stream socket"
+
+
 # Puts one fd of the given kind at 3 and says it was socket-activated, as a manager would.
 CRAFTED = """
 import os, socket, sys
@@ -563,7 +587,8 @@ def ask(address: str | tuple[str, int]) -> dict:
 @needs_manager
 def test_chock_socket_activates_the_daemon_and_sessions_outlive_it(manager: UserManager) -> None:
     install_packaged(manager, "chock.socket", "chock.service")
-    manager.systemctl("start", "chock.socket")
+    manager.systemctl("enable", "--now", "chock.socket")  # the whole set-up, as the README says
+    assert (manager.unit_dir / "sockets.target.wants" / "chock.socket").is_symlink()
     state = manager.home / ".local" / "state" / "chock"
     sock = state / "daemon.sock"
     assert stat.S_ISSOCK(sock.stat().st_mode)

@@ -29,7 +29,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,12 +65,14 @@ class Refusal(ProtocolError):
         super().__init__(ErrorCode.REFUSED, text)
 
 
-@dataclass
 class Child:
-    session_id: str
-    verb: str
-    process: subprocess.Popen[bytes]
-    started: float = field(default_factory=time.monotonic)
+    __slots__ = ("process", "session_id", "started", "verb")
+
+    def __init__(self, session_id: str, verb: str, process: subprocess.Popen[bytes]) -> None:
+        self.session_id = session_id
+        self.verb = verb
+        self.process = process
+        self.started = time.monotonic()
 
     @property
     def pid(self) -> int:
@@ -108,12 +109,10 @@ class Children:
             )
         except BaseException:
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(output)
+            self._clean_failed_start(session_id, output)
             raise
         os.close(fd)
         moved = False
-
         log = self.layout.log_path(session_id)
 
         def ready(exited: bool) -> bool:
@@ -127,7 +126,7 @@ class Children:
         try:
             self._wait(child, ready)
         except Refusal:
-            self._clean_failed_start(session_id, output, moved)
+            self._clean_failed_start(session_id, output)
             raise
         if not moved:  # it made its log between two looks
             with contextlib.suppress(FileNotFoundError):
@@ -229,7 +228,8 @@ class Children:
             time.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
 
-    def _clean_failed_start(self, session_id: str, output: Path, moved: bool) -> None:
+    def _clean_failed_start(self, session_id: str, output: Path) -> None:
+        """Remove what a child that never made its log left: its output file, a directory with no log."""
         with contextlib.suppress(FileNotFoundError):
             output.unlink()
         directory = self.layout.session_dir(session_id)

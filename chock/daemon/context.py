@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
 from chock.daemon.children import Children
 from chock.daemon.rows import Rows
@@ -13,18 +12,18 @@ from chock.daemon.watch import Hub
 from chock.paths import Layout
 
 
-@dataclass
 class Daemon:
-    layout: Layout
-    status: Status
-    children: Children
-    rows: Rows
-    hub: Hub
-    # Open connections, and since when there have been none (for --idle-exit).
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    active: int = 0
-    watching: int = 0
-    idle_since: float = field(default_factory=time.monotonic)
+    def __init__(self, layout: Layout, status: Status, children: Children, rows: Rows, hub: Hub) -> None:
+        self.layout = layout
+        self.status = status
+        self.children = children
+        self.rows = rows
+        self.hub = hub
+        # Open connections (a watch is one), and since when there have been none (for --idle-exit).
+        self._lock = threading.Lock()
+        self.active = 0
+        self.watching = 0
+        self.idle_since = time.monotonic()
 
     def opened(self) -> None:
         with self._lock:

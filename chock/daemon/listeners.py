@@ -17,7 +17,6 @@ import errno
 import os
 import socket
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from chock.errors import ChockError
@@ -35,14 +34,22 @@ class ListenError(ChockError):
     pass
 
 
-@dataclass
 class Listener:
-    sock: socket.socket
-    kind: str  # "unix" | "tcp"
-    address: str  # as a client writes it: unix:/path or host:port
-    activated: bool = False
-    # The path and inode of a unix socket this process bound: the only file it may remove at shutdown.
-    owned: tuple[str, int, int] | None = None
+    def __init__(
+        self,
+        sock: socket.socket,
+        kind: str,
+        address: str,
+        *,
+        activated: bool = False,
+        owned: tuple[str, int, int] | None = None,
+    ) -> None:
+        self.sock = sock
+        self.kind = kind  # "unix" | "tcp"
+        self.address = address  # as a client writes it: unix:/path or host:port
+        self.activated = activated
+        # The path, device and inode of a unix socket this process bound: the only file it may remove.
+        self.owned = owned
 
     @property
     def checks_peer(self) -> bool:

@@ -12,30 +12,43 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from chock.control.protocol import encode_list_row
 from chock.log.catalog import session_ids
-from chock.log.fold import fold
+from chock.log.fold import SessionState, fold
 from chock.log.reader import owner_alive, read_events
-from chock.paths import Layout
+from chock.paths import Layout, check_session_id
 
 
-@dataclass(frozen=True)
 class Entry:
-    session_id: str
-    key: tuple[int, int, int, int]
-    project: str  # as the log says
-    project_real: str  # resolved, for comparison (SPEC §3)
-    started_at: str
-    ended: bool
-    end_reason: str
-    last_event_id: int
-    row_alive: dict[str, Any]
-    row_dead: dict[str, Any]
+    """What one fold of a session's log says, as far as the daemon's verbs need it."""
+
+    __slots__ = (
+        "end_reason", "ended", "key", "last_event_id", "line_alive", "line_dead", "project", "project_real",
+        "row_alive", "row_dead", "session_id", "started_at",
+    )  # fmt: skip
+
+    def __init__(self, session_id: str, key: tuple[int, int, int, int], state: SessionState) -> None:
+        self.session_id = session_id
+        self.key = key  # (device, inode, size, mtime): the log unchanged since this fold
+        self.project = state.project  # as the log says
+        self.project_real = real(state.project)  # resolved, for comparison (SPEC §3)
+        self.started_at = state.started_at
+        self.ended = state.ended
+        self.end_reason = state.end_reason
+        self.last_event_id = state.last_event_id
+        self.row_alive: dict[str, Any] = state.row(True)
+        self.row_dead: dict[str, Any] = state.row(False)
+        # The `list` reply line for each, encoded once per fold.
+        self.line_alive = encode_list_row(state.started_at, self.row_alive)
+        self.line_dead = encode_list_row(state.started_at, self.row_dead)
 
     def row(self, alive: bool) -> dict[str, Any]:
         return self.row_alive if alive else self.row_dead
+
+    def line(self, alive: bool) -> bytes:
+        return self.line_alive if alive else self.line_dead
 
 
 def real(path: str) -> str:
@@ -45,12 +58,14 @@ def real(path: str) -> str:
 class Rows:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
+        # Paths as strings: `list` builds one per session per request, and pathlib is its largest cost.
+        self._sessions = os.fspath(layout.sessions_dir)
         self._lock = threading.Lock()
         self._cache: dict[str, Entry] = {}
 
     def entry(self, session_id: str) -> Entry | None:
         """The folded facts of one session, or None when it has no log (yet)."""
-        path = self.layout.log_path(session_id)
+        path = self.log_path(session_id)
         try:
             info = os.stat(path)
         except FileNotFoundError:
@@ -62,40 +77,40 @@ class Rows:
             return cached
         state = fold(read_events(path))
         state.id = state.id or session_id
-        entry = Entry(
-            session_id=session_id,
-            key=key,
-            project=state.project,
-            project_real=real(state.project),
-            started_at=state.started_at,
-            ended=state.ended,
-            end_reason=state.end_reason,
-            last_event_id=state.last_event_id,
-            row_alive=state.row(True),
-            row_dead=state.row(False),
-        )
+        entry = Entry(session_id, key, state)
         with self._lock:
             self._cache[session_id] = entry
         return entry
 
+    def log_path(self, session_id: str) -> str:
+        return f"{self._sessions}/{check_session_id(session_id)}/log.jsonl"
+
     def alive(self, entry: Entry) -> bool:
         """The lock probe, skipped when the log already says how the session ended."""
-        return False if entry.ended else owner_alive(self.layout.log_path(entry.session_id))
+        return False if entry.ended else owner_alive(self.log_path(entry.session_id))
 
     def row(self, entry: Entry) -> dict[str, Any]:
         return entry.row(self.alive(entry))
 
+    def line(self, entry: Entry) -> bytes:
+        """The entry's `list` reply line, with the status the lock says now."""
+        return entry.line(self.alive(entry))
+
     def of_project(self, project: str) -> Iterator[Entry]:
         """Sessions of `project` (compared by resolved real path), oldest first."""
         wanted = real(project)
-        for session_id in session_ids(self.layout):
+        present = session_ids(self.layout)
+        self._forget_missing(present)
+        for session_id in present:
             entry = self.entry(session_id)
             if entry is not None and entry.project_real == wanted:
                 yield entry
 
-    def forget_missing(self) -> None:
-        """Drop cached sessions whose directory is gone (removed by hand, or by a failed start)."""
-        present = set(session_ids(self.layout))
+    def _forget_missing(self, present: list[str]) -> None:
+        """Drop cached sessions whose directory is gone (removed by hand), so the cache tracks the state dir."""
         with self._lock:
-            for session_id in [s for s in self._cache if s not in present]:
+            if len(self._cache) <= len(present):
+                return
+            kept = set(present)
+            for session_id in [s for s in self._cache if s not in kept]:
                 del self._cache[session_id]

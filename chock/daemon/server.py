@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import selectors
 import signal
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -132,6 +134,7 @@ class Server:
             status.set_state("serving")
             status.write()
             status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
+            print(f"chock daemon (pid {os.getpid()}): serving {', '.join(addresses)}", file=sys.stderr, flush=True)
             service.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
             self._loop(selector, wake_r)
         finally:
@@ -223,7 +226,9 @@ class Server:
         def stop(signum: int, _frame: object) -> None:
             self._stopping = signal.Signals(signum).name
 
-        for signum, handler in ((signal.SIGTERM, stop), (signal.SIGINT, stop), (signal.SIGCHLD, _nothing)):
+        # SIGHUP too: a daemon started from a terminal that closes stops cleanly instead of leaving its socket.
+        handlers = ((signal.SIGTERM, stop), (signal.SIGINT, stop), (signal.SIGHUP, stop), (signal.SIGCHLD, _nothing))
+        for signum, handler in handlers:
             previous[signum] = signal.signal(signum, handler)
         previous[-1] = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         return previous

@@ -111,7 +111,7 @@ def read(daemon: Daemon, reply: Reply, request: p.ReadRequest) -> None:
 def list_(daemon: Daemon, reply: Reply, request: p.ListRequest) -> None:
     """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
     for entry in daemon.rows.of_project(request.project):
-        reply.buffer(p.encode_list_row(entry.started_at, daemon.rows.row(entry)))
+        reply.buffer(daemon.rows.line(entry))
     reply.flush()
 
 

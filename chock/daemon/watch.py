@@ -26,7 +26,6 @@ import select
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -67,14 +66,20 @@ PEER_CHECK = 1.0
 CHUNK = 256 * 1024
 
 
-@dataclass(frozen=True, slots=True)
 class Batch:
-    """New complete lines of the log: their ids (first, last), the bytes of all of them, and each one."""
+    """New complete lines of the log: their ids (first, last), the bytes of all of them, and each one.
 
-    first_id: int
-    last_id: int
-    data: bytes
-    lines: tuple[tuple[int, bytes], ...]
+    (Plain classes rather than dataclasses in the daemon: building a dataclass costs milliseconds at import,
+    and a socket-activated start pays for every import.)
+    """
+
+    __slots__ = ("data", "first_id", "last_id", "lines")
+
+    def __init__(self, first_id: int, last_id: int, data: bytes, lines: tuple[tuple[int, bytes], ...]) -> None:
+        self.first_id = first_id
+        self.last_id = last_id
+        self.data = data
+        self.lines = lines
 
     def after(self, after: int) -> bytes:
         """The bytes of the lines whose id is greater than `after`."""
@@ -212,7 +217,8 @@ class Follower:
         self._thread = threading.Thread(target=self._run, name=f"watch-{session_id}", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
 
     @property
     def watchers(self) -> int:
@@ -343,8 +349,8 @@ class Hub:
                 if follower is None or follower.closed:
                     follower = Follower(self, session_id, path)
                     self._followers[session_id] = follower
-                    follower.start()
                 sub = follower.subscribe(sock, after)
+                follower.start()  # only now: a follower never closes before its first watcher is in
                 if sub is not None:
                     return sub
 

@@ -21,10 +21,15 @@ from chock.errors import ChockError
 from chock.platform.systemd import adopt_listener
 
 LIBSYSTEM = "/usr/lib/libSystem.B.dylib"
+# Both are taken as "started by hand" (the caller binds its own socket): ESRCH is a process launchd does not
+# manage; ENOENT one it counts as part of a job without this socket, which a shell inside an app launchd started
+# may be (not verified on a Mac). Our own plists always name the socket (tests check); were one wrong, the
+# daemon's own bind would meet launchd's listener on the path and say so.
+NOT_ACTIVATED = (errno.ESRCH, errno.ENOENT)
 
 
 def activate_socket(name: str) -> list[socket.socket]:
-    """The listening sockets launchd opened under `name`; [] when launchd did not start this process.
+    """The listening sockets launchd opened under `name`; [] when this process was not started for them.
 
     Each is checked to be a listening stream socket and gets FD_CLOEXEC, as under systemd.
     """
@@ -50,8 +55,8 @@ def _activate(lib: Any, name: str) -> list[int]:
     fds = ctypes.POINTER(ctypes.c_int)()
     count = ctypes.c_size_t(0)
     error = activate(name.encode(), ctypes.byref(fds), ctypes.byref(count))
-    if error == errno.ESRCH:
-        return []  # not started by launchd: the caller binds its own socket
+    if error in NOT_ACTIVATED:
+        return []
     if error:
         raise ChockError(_explain(error, name))
     try:
@@ -62,8 +67,6 @@ def _activate(lib: Any, name: str) -> list[int]:
 
 
 def _explain(error: int, name: str) -> str:
-    if error == errno.ENOENT:
-        return f"launchd has no socket named {name!r} for this job (the LaunchAgent's Sockets entry names it)"
     if error == errno.EALREADY:
         return f"launchd already handed over the {name!r} sockets to this process"
     return f"launch_activate_socket({name!r}) failed: {errno.errorcode.get(error, error)}"

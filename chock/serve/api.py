@@ -232,6 +232,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
                 "Content-Type": "text/event-stream; charset=utf-8",
                 "Cache-Control": "no-cache, no-transform",
                 "X-Accel-Buffering": "no",  # nginx: pass each event on as it comes
+                "X-Content-Type-Options": "nosniff",
             }
         )
         await response.prepare(request)
@@ -239,12 +240,11 @@ async def watch(request: web.Request) -> web.StreamResponse:
         sent = after
         if needs_read:
             sent = await _catch_up(response, state.daemon, session_id, after)
-        pending = b"".join(chunk for number, chunk in snapshot if number > sent)
-        if snapshot:
-            sent = max(sent, snapshot[-1][0])
-        if pending:
-            await response.write(pending)
-        await _follow(response, subscriber, sent)
+        data, sent, whole = _after_sent(snapshot, sent)
+        if data:
+            await response.write(data)
+        if whole:
+            await _follow(response, subscriber, sent)
     except ConnectionResetError:
         pass  # the browser went away: nothing to tell anyone
     except ControlError:
@@ -279,14 +279,28 @@ async def _catch_up(response: web.StreamResponse, daemon: Daemon, session_id: st
     return sent
 
 
+def _after_sent(items: list[tuple[int, bytes]], sent: int) -> tuple[bytes, int, bool]:
+    """The events of `items` above `sent`, joined; the new last id; and False when they would leave a hole
+    (which the fan-out's design rules out): the stream then ends without `end`, and the browser resumes
+    from the last event it has, so a hole is never shown as if nothing were missing."""
+    chunks = []
+    for number, chunk in items:
+        if number <= sent:
+            continue
+        if number != sent + 1:
+            return b"".join(chunks), sent, False
+        chunks.append(chunk)
+        sent = number
+    return b"".join(chunks), sent, True
+
+
 async def _follow(response: web.StreamResponse, subscriber: Subscriber, sent: int) -> None:
     while True:
-        items = subscriber.take()
-        data = b"".join(chunk for number, chunk in items if number > sent)
-        if items:
-            sent = max(sent, items[-1][0])
+        data, sent, whole = _after_sent(subscriber.take(), sent)
         if data:
             await response.write(data)
+        if not whole:
+            return
         if subscriber.overflowed:
             return  # closed without `end`: the browser resumes from its Last-Event-ID
         if subscriber.final is not None:

@@ -62,8 +62,9 @@ async def _static(request: web.Request) -> web.FileResponse:
 @web.middleware
 async def _security_headers(request: web.Request, handler):  # type: ignore[no-untyped-def]
     response = await handler(request)
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    response.headers.setdefault("Cache-Control", "no-store")
+    if not response.prepared:  # an SSE stream has sent its own headers already
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Cache-Control", "no-store")
     return response
 
 

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from chock.control import protocol as p
 from chock.control.client import ControlError
 from chock.serve.upstream import Daemon, Event, Watch
 
@@ -163,6 +164,10 @@ class Feed:
             async for event in self._watch.events():
                 if event.id <= self.last:
                     continue  # never twice, whatever the upstream does
+                if event.id != self.last + 1:
+                    # SPEC §4: ids increase by exactly 1. A hole upstream ends this feed (not the session):
+                    # the browsers come back and the next feed starts from the last id they have.
+                    raise ControlError(p.ErrorCode.PROTOCOL, f"the daemon skipped from event {self.last} to {event.id}")
                 self.last = event.id
                 kind = event.event.get("type")
                 if kind in ("session.start", "session.adopt"):
@@ -184,6 +189,8 @@ class Feed:
             final = self._over
         except ControlError as error:
             print(f"chock serve: the watch of {self.key[1]} ended: {error.text}", file=sys.stderr, flush=True)
+        except Exception as error:  # a bug here must end this feed's streams, never leave them hanging
+            print(f"chock serve: the watch of {self.key[1]} failed: {error!r}", file=sys.stderr, flush=True)
         finally:
             self._watch.close()
             self.closed = True

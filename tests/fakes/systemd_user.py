@@ -51,11 +51,14 @@ PACKAGES = "systemd util-linux dbus-user-session"
 # What the manager must not inherit from the test's own environment.
 _DROPPED = ("XDG_", "DBUS_", "LISTEN_", "NOTIFY_SOCKET", "WATCHDOG_", "INVOCATION_ID", "JOURNAL_STREAM", "MANAGERPID")
 
+# $1 is the manager binary, the rest the cgroup directories to create and enter.
 _SCRIPT = """
 set -e
+systemd="$1"; shift
 for dir in "$@"; do mkdir -p "$dir"; echo $$ > "$dir/cgroup.procs"; done
+mkdir -p /run/systemd
 exec unshare -m --propagation private sh -c \
-  'mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /usr/lib/systemd/systemd --user'
+  'mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec "$0" --user' "$systemd"
 """
 
 
@@ -107,6 +110,8 @@ class UserManager:
     @property
     def bus_address(self) -> str:
         """The session bus that dbus-user-session's dbus.socket starts on demand (the manager joins it)."""
+        if not (self.runtime_dir / "bus").exists():
+            pytest.fail("the user manager has no dbus.socket; install the Debian package dbus-user-session")
         return f"unix:path={self.runtime_dir / 'bus'}"
 
     @property
@@ -227,7 +232,7 @@ def user_manager() -> Iterator[UserManager]:
     env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime))
     with output.open("wb") as log:
         process = subprocess.Popen(
-            ["sh", "-c", _SCRIPT, "spawn-user-manager", *map(str, cgroups)],
+            ["sh", "-c", _SCRIPT, "spawn-user-manager", SYSTEMD, *map(str, cgroups)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=home, start_new_session=True,
         )  # fmt: skip
     # The shell execs unshare, which execs sh, which execs systemd: one pid all the way down.

@@ -219,6 +219,11 @@
     }
 
     row(row) {
+      // A session that went on after this page was told it ended (`chock run --continue`): follow it again.
+      if (this.finished && Number(row.last_event_id) > this.lastId) {
+        this.finished = false;
+        this.reopen();
+      }
       const badge = $("session-status");
       badge.className = statusClass(row);
       badge.textContent = statusText(row);
@@ -244,6 +249,8 @@
         this.streamState(this.ended ? "" : "live");
       };
       source.addEventListener("row", (message) => {
+        // The row as of when serve's upstream watch began; the list's own poll is fresher where there is one.
+        if (state.rows.has(this.id)) return;
         try { this.row(JSON.parse(message.data)); } catch { /* a row we cannot read changes nothing */ }
       });
       source.onmessage = (message) => {
@@ -253,6 +260,7 @@
       };
       source.addEventListener("end", () => {
         source.close();
+        this.finished = true;
         this.streamState("");
         refreshList();
       });
@@ -419,6 +427,7 @@
         el("p", { class: "summary", text: e.summary || "" }),
         el("div", { class: "row buttons" }, approve, deny, note));
       card.setAttribute("data-request-id", e.request_id || "");
+      card.setAttribute("data-tool", e.tool || "tool");
       const send = async (answer) => {
         approve.disabled = deny.disabled = true;
         note.className = "note";
@@ -447,6 +456,7 @@
         return;
       }
       card.classList.add("done");
+      card.querySelector(".who").textContent = `Approval · ${card.dataset.tool || "tool"}`;
       const buttons = card.querySelector(".buttons");
       buttons.replaceChildren(el("span", { class: "answered", text: words }));
       card.setAttribute("data-answer", e.answer || "");
@@ -495,7 +505,10 @@
   let view = { row() {}, close() {} };
 
   function openSession(id) {
-    if (view.id === id && !view.closed) return;
+    if (view.id === id && !view.closed) {
+      if (view.finished) view.reopen(); // ended, or nothing newer: serve says so again at once
+      return;
+    }
     view.close();
     state.sessionId = id;
     $("session-pane").hidden = false;

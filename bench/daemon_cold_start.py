@@ -1,0 +1,108 @@
+"""Cold start from socket activation to the `ok chock-control 1` reply, against `python3 -c pass`.
+
+The socket is bound and listening before the daemon exists, as a .socket unit holds it; the client connects
+and greets at once (its connection waits in the socket's backlog), and the clock stops at the daemon's
+reply. The daemon gets the socket as systemd passes it (fd 3, LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES), so
+what is measured is interpreter start, the daemon's imports, its lock, and the greeting. The baseline,
+measured in the same run, is an interpreter that starts and exits.
+
+    python bench/daemon_cold_start.py           # prints the figures
+    python bench/daemon_cold_start.py --quick   # a few rounds, under a minute: asserts the reply only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# fd 3 is where socket activation puts the first socket (sd_listen_fds(3)); LISTEN_PID must be the daemon's
+# own pid, which a shell knows as $$ before it execs the interpreter in its place.
+ACTIVATE = (
+    'if [ "$FD" != 3 ]; then eval "exec 3<&$FD $FD<&-"; fi; '
+    'LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=control exec "$0" "$@"'
+)
+
+
+def environment(root: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
+    env.update(
+        HOME=str(root),
+        CHOCK_STATE_DIR=str(root / "state"),
+        CHOCK_DATA_DIR=str(root / "data"),
+        CHOCK_CONFIG=str(root / "config.zon"),
+        XDG_RUNTIME_DIR=str(root / "runtime"),
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
+    return env
+
+
+def cold_start(root: Path, listener: socket.socket) -> float:
+    fd = listener.fileno()
+    assert fd < 10, "a shell redirection names a single-digit descriptor"
+    env = {**environment(root), "FD": str(fd)}
+    started = time.perf_counter()
+    daemon = subprocess.Popen(
+        ["sh", "-c", ACTIVATE, sys.executable, "-m", "chock", "daemon"],
+        pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(30)
+            client.connect(listener.getsockname())
+            client.sendall(b"hello chock-control 1\n")
+            reply = b""
+            while not reply.endswith(b"\n"):
+                chunk = client.recv(100)
+                assert chunk, "the daemon closed before it answered"
+                reply += chunk
+        elapsed = time.perf_counter() - started
+        assert reply == b"ok chock-control 1\n", reply
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(15) == 0
+    return elapsed
+
+
+def bare_interpreter() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a few rounds; assert the reply only")
+    options = parser.parse_args()
+    rounds = 3 if options.quick else 20
+    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
+    try:
+        (root / "runtime").mkdir(mode=0o700)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(root / "d.sock"))
+        listener.listen(16)
+        measured = [cold_start(root, listener) for _ in range(rounds)]
+        baseline = [bare_interpreter() for _ in range(rounds)]
+        assert (root / "d.sock").exists(), "the daemon never unlinks a socket activation handed it"
+        listener.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if options.quick:
+        print(f"daemon_cold_start: quick mode: {rounds} activated starts answered the greeting")
+        return
+    cold, bare = statistics.median(measured), statistics.median(baseline)
+    print(f"socket activation to `ok chock-control 1`: median {cold * 1e3:.0f} ms")
+    print(f"python3 -c pass: median {bare * 1e3:.0f} ms")
+    print(f"ratio {cold / bare:.1f}")
+
+
+if __name__ == "__main__":
+    main()

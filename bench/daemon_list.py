@@ -1,0 +1,163 @@
+"""connect + hello + `list` of a project with 100 sessions, against a bare unix-socket echo round trip.
+
+Both are measured in the same run on the same machine: the echo is one connect, one line each way and a
+close with nothing behind it, so the ratio is what the daemon adds (the greeting, the fold of each log —
+cached while a log does not change — the lock probe of each unfinished session, and the rows).
+
+    python bench/daemon_list.py           # prints the figures
+    python bench/daemon_list.py --quick   # under a minute: asserts every row is delivered, every time
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chock.control.client import ControlClient, ControlError
+from chock.log.events import encode, timestamp
+
+SESSIONS = 100
+EVENTS_PER_SESSION = 40
+
+
+def write_sessions(state: Path, project: Path, count: int) -> list[str]:
+    """`count` ended sessions of `project`, each a log of EVENTS_PER_SESSION events."""
+    ids = []
+    at = timestamp()
+    for number in range(count):
+        session_id = f"20260101-{number:06d}-{number:06x}"
+        directory = state / "sessions" / session_id
+        directory.mkdir(parents=True, mode=0o700)
+        events = [{"type": "session.start", "session": session_id, "project": str(project), "message": "task"}]
+        events += [
+            {"type": "tool.result", "call_id": f"c{n}", "output": "x" * 200} for n in range(EVENTS_PER_SESSION - 2)
+        ]
+        events.append({"type": "session.end", "reason": "completed", "exit_code": 0})
+        data = b"".join(encode({"id": n, "at": at, **event}) for n, event in enumerate(events, 1))
+        (directory / "log.jsonl").write_bytes(data)
+        ids.append(session_id)
+    return ids
+
+
+class Echo:
+    """The baseline: a unix socket server that echoes one line per connection and closes."""
+
+    def __init__(self, path: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(64)
+        self.path = path
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(data)
+
+    def round_trip(self) -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(self.path))
+            sock.sendall(b"hello chock-control 1\n")
+            assert sock.recv(4096) == b"hello chock-control 1\n"
+
+
+def start_daemon(root: Path, socket_path: Path) -> subprocess.Popen:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
+    env.update(
+        HOME=str(root),
+        CHOCK_STATE_DIR=str(root / "state"),
+        CHOCK_DATA_DIR=str(root / "data"),
+        CHOCK_CONFIG=str(root / "config.zon"),
+        XDG_RUNTIME_DIR=str(root / "runtime"),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chock", "daemon", "--socket", str(socket_path)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    client = ControlClient(f"unix:{socket_path}")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.ping()
+            return process
+        except ControlError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def timed(function, repeats: int) -> list[float]:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds; assert delivery only")
+    options = parser.parse_args()
+    repeats = 20 if options.quick else 300
+    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
+    try:
+        project = root / "project"
+        project.mkdir()
+        ids = write_sessions(root / "state", project, SESSIONS)
+        (root / "runtime").mkdir(mode=0o700)
+        echo = Echo(root / "echo.sock")
+        process = start_daemon(root, root / "d.sock")
+        try:
+            client = ControlClient(f"unix:{root / 'd.sock'}")
+
+            def listing() -> None:
+                rows = client.list(project)
+                assert [row["id"] for _, row in rows] == ids, "every session's row, oldest first"
+                assert all(row["status"] == "ended" for _, row in rows)
+
+            listing()  # the first list folds every log; later ones find them unchanged
+            echo.round_trip()
+            baseline = timed(echo.round_trip, repeats * 5)
+            measured = timed(listing, repeats)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(15) == 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if options.quick:
+        print(f"daemon_list: quick mode: {repeats} lists delivered all {SESSIONS} rows in order")
+        return
+    base, median = statistics.median(baseline), statistics.median(measured)
+    p99 = statistics.quantiles(measured, n=100)[98]
+    print(f"echo round trip (connect, one line each way, close): median {base * 1e6:.0f} µs")
+    print(f"connect + hello + list of {SESSIONS} sessions: median {median * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms")
+    print(f"ratio {median / base:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,661 @@
+"""`chock serve` end to end (SPEC §8): a real `chock daemon`, a real `chock serve`, real `chock run` children.
+
+Each test starts its own daemon and serve on short socket paths (a unix socket path must stay under 108
+bytes, and a pytest tmp dir is long), talks HTTP to serve as a browser or curl would, and kills whatever
+sessions it left running. `tests/test_serve_unit.py` covers what a real daemon will not show on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chock.control.client import ControlClient, ControlError
+from chock.log.reader import owner_alive
+
+# Waits for an approval at each shell call (a daemon child has no terminal: it waits on approval.sock alone).
+ASKS = [
+    {"text": "Looking around first.", "tool_calls": [
+        {"call_id": "c1", "name": "shell", "args": {"command": "echo step-one"}}]},
+    {"text": "Now the second step.", "tool_calls": [
+        {"call_id": "c2", "name": "shell", "args": {"command": "echo step-two"}}]},
+    {"text": "All done: both steps ran.", "tool_calls": []},
+]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------
+# The stack: a daemon and a serve in front of it
+
+
+def short_dir(mode: int = 0o700) -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="chocks-", dir="/tmp"))
+    os.chmod(directory, mode)
+    return directory
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "the condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Serve:
+    process: subprocess.Popen[str]
+    url: str  # http://127.0.0.1:PORT/ or unix:/path
+    stderr_path: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rstrip("/").rsplit(":", 1)[1])
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(20)
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None
+    ) -> Response:
+        """One HTTP request to serve's TCP listener; a `Host` in `headers` replaces the real one."""
+        headers = dict(headers or {})
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        if body is not None and raw is None:
+            headers.setdefault("Content-Type", "application/json")
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=150)
+        try:
+            connection.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            if data is not None:
+                connection.putheader("Content-Length", str(len(data)))
+            connection.endheaders(data)
+            reply = connection.getresponse()
+            return Response(reply.status, dict(reply.getheaders()), reply.read())
+        finally:
+            connection.close()
+
+    def get(self, path: str, **kwargs: Any) -> Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> Response:
+        return self.request("POST", path, body, **kwargs)
+
+
+@dataclass
+class Stack:
+    home: Any
+    project: Path
+    tmp: Path
+    daemon: subprocess.Popen[str] | None = None
+    daemon_socket: Path | None = None
+    serves: list[Serve] = field(default_factory=list)
+
+    @property
+    def client(self) -> ControlClient:
+        return ControlClient(f"unix:{self.daemon_socket}", timeout=30)
+
+    def start_daemon(self) -> None:
+        self.daemon_socket = short_dir() / "d.sock"
+        self.daemon = self.home.spawn(
+            "daemon", "--socket", str(self.daemon_socket), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=open(self.tmp / "daemon.err", "w"),  # noqa: SIM115
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            if self.daemon.poll() is not None:
+                stderr = (self.tmp / "daemon.err").read_text()
+                raise AssertionError(f"the daemon exited {self.daemon.returncode}: {stderr}")
+            try:
+                self.client.ping()
+                return
+            except ControlError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def start_serve(self, *args: str, env: dict[str, str] | None = None, tcp: bool = True) -> Serve:
+        """`chock serve --daemon unix:<ours> ARGS` (with no ARGS: TCP on 127.0.0.1 at a free port, unless
+        `tcp` is False); returns once it printed where it listens."""
+        if not args and tcp:
+            args = ("--host", "127.0.0.1", "--port", "0")
+        stderr_path = self.tmp / f"serve-{len(self.serves)}.err"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{self.daemon_socket}", *args],
+            env={**self.home.env, **(env or {})}, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=open(stderr_path, "w"),  # noqa: SIM115
+        )  # fmt: skip
+        line = process.stdout.readline()
+        if not line.startswith("listening on "):
+            process.kill()
+            raise AssertionError(f"serve printed {line!r}; stderr: {stderr_path.read_text()}")
+        serve = Serve(process, line.split()[-1], stderr_path)
+        self.serves.append(serve)
+        return serve
+
+    def read(self, session_id: str) -> list[dict[str, Any]]:
+        """The daemon's own `read` of the whole session: what every view must equal."""
+        return list(self.client.read(session_id, 0))
+
+    def cleanup(self) -> None:
+        for serve in self.serves:
+            with contextlib.suppress(Exception):
+                serve.process.kill()
+                serve.process.wait(10)
+        if self.daemon is not None:
+            with contextlib.suppress(Exception):
+                self.daemon.kill()
+                self.daemon.wait(10)
+        kill_sessions(self.home)
+
+
+def kill_sessions(home: Any) -> None:
+    """Every session still holding its log's lock is killed, with its process group."""
+    sessions = home.layout.sessions_dir
+    if not sessions.exists():
+        return
+    for name in os.listdir(sessions):
+        log = sessions / name / "log.jsonl"
+        if not log.exists() or not owner_alive(log):
+            continue
+        pids = [e.get("pid") for e in home.events(name) if e["type"] in ("session.start", "session.adopt")]
+        for pid in filter(None, pids[-1:]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def replay_config(home: Any, entries: list[dict[str, Any]]) -> None:
+    home.write_replay("demo.jsonl", entries)
+    home.write_config(
+        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, .approvals = .{ .shell = "ask" } }\n'
+    )
+
+
+@pytest.fixture
+def stack(home, project, tmp_path):  # type: ignore[no-untyped-def]
+    replay_config(home, ASKS)
+    running = Stack(home, project, tmp_path)
+    running.start_daemon()
+    yield running
+    running.cleanup()
+
+
+def pending(serve: Serve, session_id: str, after: int = 0) -> dict[str, Any]:
+    """The next approval request of the session after event `after`, as the events route shows it."""
+
+    def find() -> dict[str, Any] | None:
+        events = serve.get(f"/api/sessions/{session_id}/events?after={after}").json["events"]
+        answered = {e["request_id"] for e in events if e["type"] == "approval.answer"}
+        return next(
+            (e for e in events if e["type"] == "approval.request" and e["request_id"] not in answered), None
+        )
+
+    return wait_for(find, 60, "an approval request")
+
+
+def answer(serve: Serve, project: Path, session_id: str, request_id: str, reply: str = "yes") -> Response:
+    body = {"project": str(project), "request_id": request_id, "answer": reply}
+    return serve.post(f"/api/sessions/{session_id}/answer", body)
+
+
+def ended(serve: Serve, project: Path, session_id: str) -> dict[str, Any]:
+    def row() -> dict[str, Any] | None:
+        rows = serve.get(f"/api/sessions?project={project}").json["sessions"]
+        found = next(r for r in rows if r["id"] == session_id)
+        return found if found["status"] == "ended" else None
+
+    return wait_for(row, 60, "the session to end")
+
+
+# --------------------------------------------------------------------------------------------------------
+# A streaming HTTP client: real curl -N where it is installed, else a raw socket doing the same
+
+
+_RAW_CLIENT = r"""
+import socket, sys
+host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+headers = "".join(f"{h}\r\n" for h in sys.argv[4:])
+sock = socket.create_connection((host, port))
+sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n{headers}\r\n".encode())
+buffer = b""
+while b"\r\n\r\n" not in buffer:
+    buffer += sock.recv(65536)
+head, _, body = buffer.partition(b"\r\n\r\n")
+chunked = b"transfer-encoding: chunked" in head.lower()
+out = sys.stdout.buffer
+def emit(data):
+    out.write(data)
+    out.flush()
+pending = body
+while True:
+    if chunked:
+        while b"\r\n" in pending:
+            size_line, _, rest = pending.partition(b"\r\n")
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                sys.exit(0)
+            if len(rest) < size + 2:
+                break
+            emit(rest[:size])
+            pending = rest[size + 2:]
+    else:
+        emit(pending)
+        pending = b""
+    data = sock.recv(65536)
+    if not data:
+        break
+    pending += data
+"""
+
+
+class Stream:
+    """`curl -N URL` (or the raw client) on a thread: its output lines as they come."""
+
+    def __init__(self, serve: Serve, path: str, headers: dict[str, str] | None = None) -> None:
+        headers = headers or {}
+        if shutil.which("curl"):
+            command = ["curl", "-sSN", *[a for h in headers.items() for a in ("-H", f"{h[0]}: {h[1]}")]]
+            command.append(f"http://127.0.0.1:{serve.port}{path}")
+        else:
+            command = [sys.executable, "-c", _RAW_CLIENT, "127.0.0.1", str(serve.port), path,
+                       *[f"{k}: {v}" for k, v in headers.items()]]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def messages(self, timeout: float = 60):  # type: ignore[no-untyped-def]
+        """SSE messages as dicts of their fields, as they arrive; ends when the stream does."""
+        message: dict[str, str] = {}
+        while True:
+            line = self.lines.get(timeout=timeout)
+            if line is None:
+                return
+            if not line:
+                if "data" in message:
+                    yield message
+                message = {}
+            elif not line.startswith(":"):
+                name, _, value = line.partition(":")
+                message[name] = value.removeprefix(" ")
+
+    def events_until(self, predicate, timeout: float = 60) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+        got = []
+        for message in self.messages(timeout):
+            if "id" in message:
+                event = json.loads(message["data"])
+                assert int(message["id"]) == event["id"]
+                got.append(event)
+                if predicate(event):
+                    return got
+        raise AssertionError(f"the stream ended first; it sent {[e['type'] for e in got]}")
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.wait(10)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The API
+
+
+def test_each_route_maps_onto_a_daemon_verb(stack):
+    serve = stack.start_serve()
+    health = serve.get("/api/health")
+    assert health.status == 200
+    assert health.json == {"ok": True, "daemon": f"unix:{stack.daemon_socket}", "protocol": 1}
+
+    listed = serve.get(f"/api/sessions?project={stack.project}")
+    assert listed.status == 200 and listed.json == {"project": str(stack.project), "sessions": []}
+
+    started = serve.post("/api/sessions", {"project": str(stack.project), "message": "do\tboth\nsteps"})
+    assert started.status == 201, started.body
+    session_id = started.json["id"]
+    assert list(started.json) == ["id"]  # no path handed out
+
+    rows = serve.get(f"/api/sessions?project={stack.project}").json["sessions"]
+    assert [r["id"] for r in rows] == [session_id]
+    assert rows[0]["message"] == "do\tboth\nsteps" and rows[0]["owner"] == "daemon"
+
+    request = pending(serve, session_id)
+    assert request["tool"] == "shell" and "step-one" in request["summary"]
+    waiting = serve.get(f"/api/sessions?project={stack.project}").json["sessions"][0]
+    assert waiting["status"] == "waiting" and waiting["pending_approvals"] == 1
+
+    assert answer(serve, stack.project, session_id, request["request_id"]).json == {"answered": True, "answer": "yes"}
+    again = answer(serve, stack.project, session_id, request["request_id"])
+    assert again.status == 409 and again.json["error"] == "not-pending", again.body
+    second = pending(serve, session_id, request["id"])
+    assert answer(serve, stack.project, session_id, second["request_id"], "no").status == 200
+    row = ended(serve, stack.project, session_id)
+    assert row["end_reason"] == "completed"
+
+    events = serve.get(f"/api/sessions/{session_id}/events").json["events"]
+    assert events == stack.read(session_id)
+    assert serve.get(f"/api/sessions/{session_id}/events?after=5").json["events"] == events[5:]
+    results = [e for e in events if e["type"] == "tool.result"]
+    assert "step-one" in results[0]["output"] and results[1]["is_error"]  # the second was denied
+
+    # Refusals carry the daemon's code and words.
+    missing = serve.get("/api/sessions/20260101-000000-abcdef/events")
+    assert missing.status == 404 and missing.json["error"] == "not-found"
+    assert serve.get("/api/sessions/nope/events").status == 400
+    assert serve.post("/api/sessions", {"project": str(stack.project)}).status == 400
+    refused = serve.post("/api/sessions", {"project": str(stack.tmp), "message": "not a git repo"})
+    assert refused.status == 422 and refused.json["error"] == "refused", refused.body
+    assert refused.json["message"]
+    relative = serve.post("/api/sessions", {"project": "relative/path", "message": "hi"})
+    assert relative.status == 400 and "absolute" in relative.json["message"]
+
+
+def test_an_unreachable_daemon_is_502_naming_its_address(stack):
+    serve = stack.start_serve()
+    stack.daemon.terminate()
+    stack.daemon.wait(15)
+    for path in ("/api/health", f"/api/sessions?project={stack.project}"):
+        response = serve.get(path)
+        assert response.status == 502
+        assert f"unix:{stack.daemon_socket}" in response.json["message"]
+
+
+def test_port_without_host_is_refused_by_name(home):
+    result = home.chock("serve", "--port", "7891", timeout=60)
+    assert result.returncode == 2
+    assert "--port" in result.stderr and "--host" in result.stderr
+
+
+# --------------------------------------------------------------------------------------------------------
+# Server-Sent Events
+
+
+def test_curl_on_the_watch_route_receives_id_tagged_events_as_they_are_appended(stack):
+    serve = stack.start_serve()
+    session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "both steps"}).json["id"]
+    watch = Stream(serve, f"/api/sessions/{session_id}/watch?project={stack.project}")
+    try:
+        first = watch.events_until(lambda e: e["type"] == "approval.request")
+        assert [e["id"] for e in first] == list(range(1, len(first) + 1))
+        # The session waits for the answer: everything after it is appended while curl listens.
+        answer(serve, stack.project, session_id, first[-1]["request_id"])
+        second = watch.events_until(lambda e: e["type"] == "approval.request")
+        assert second[0]["id"] == first[-1]["id"] + 1 and second[0]["type"] == "approval.answer"
+        assert any(e["type"] == "tool.result" and "step-one" in e["output"] for e in second)
+        answer(serve, stack.project, session_id, second[-1]["request_id"])
+        rest = watch.events_until(lambda e: e["type"] == "session.end")
+        messages = list(watch.messages())
+        assert [m.get("event") for m in messages] == ["end"]
+        assert watch.process.wait(10) == 0  # serve closed the stream: the session is over
+    finally:
+        watch.close()
+    assert first + second + rest == stack.read(session_id)
+
+    resumed = Stream(serve, f"/api/sessions/{session_id}/watch?project={stack.project}&after=2",
+                     {"Last-Event-ID": "5"})  # fmt: skip
+    try:
+        events = resumed.events_until(lambda e: e["type"] == "session.end")
+    finally:
+        resumed.close()
+    assert events[0]["id"] == 6  # Last-Event-ID wins over ?after=
+    assert events == stack.read(session_id)[5:]
+
+
+def test_the_watch_stream_headers_and_its_first_message(stack):
+    serve = stack.start_serve()
+    session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "both steps"}).json["id"]
+    connection = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=30)
+    connection.request("GET", f"/api/sessions/{session_id}/watch?project={stack.project}")
+    reply = connection.getresponse()
+    assert reply.status == 200
+    assert reply.getheader("Content-Type").startswith("text/event-stream")
+    assert reply.getheader("X-Accel-Buffering") == "no"
+    assert reply.getheader("Cache-Control").startswith("no-cache")
+    head = b""
+    while b"id: 1\n" not in head:
+        head += reply.read1(65536)
+    text = head.decode()
+    assert text.startswith("retry: ")
+    assert "event: row\ndata: " in text
+    row = json.loads(text.split("event: row\ndata: ", 1)[1].split("\n", 1)[0])
+    assert row["id"] == session_id
+    connection.close()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Who may ask
+
+
+def test_over_the_unix_socket_another_uid_gets_403_and_ours_200(stack):
+    if os.getuid() != 0:
+        pytest.skip("setpriv --reuid needs root")
+    if not shutil.which("curl"):
+        pytest.skip("needs curl (scripts/debian-packages.txt lists it)")
+    directory = short_dir(0o755)  # reachable, so the kernel lets the other uid connect ...
+    path = directory / "s.sock"
+    serve = stack.start_serve("--socket", str(path))
+    assert serve.url == f"unix:{path}"
+    assert (os.stat(path).st_mode & 0o777) == 0o600
+    os.chmod(path, 0o777)  # ... and only serve's peer check stands in its way
+    url = "http://localhost/api/health"
+    ours = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(path), url],
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    body, status = ours.stdout.rsplit("\n", 1)
+    assert status == "200" and json.loads(body)["protocol"] == 1
+    theirs = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+         "curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(path), url],
+        capture_output=True, text=True, timeout=30, cwd="/",
+    )  # fmt: skip
+    assert theirs.returncode == 0, theirs.stderr  # connected: the kernel let it through, serve refused it
+    body, status = theirs.stdout.rsplit("\n", 1)
+    assert status == "403" and "Forbidden" in body
+    # A POST from the other uid is refused the same way, and starts nothing.
+    post = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+         "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", str(path),
+         "-H", "Content-Type: application/json",
+         "-d", json.dumps({"project": str(stack.project), "message": "hi"}), "http://localhost/api/sessions"],
+        capture_output=True, text=True, timeout=30, cwd="/",
+    )  # fmt: skip
+    assert post.stdout == "403"
+    # Any Host is fine on the unix socket: a proxy in front of it sets its own.
+    proxied = subprocess.run(
+        ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", str(path),
+         "-H", "Host: chock.example.com", url], capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proxied.stdout == "200"
+    assert stack.client.list(stack.project) == []
+    assert serve.stop() == 0
+    assert not path.exists()  # serve removes the socket it made
+
+
+def test_the_default_listener_is_serve_sock_in_the_state_dir(stack):
+    state = short_dir()
+    serve = stack.start_serve(env={"CHOCK_STATE_DIR": str(state)}, tcp=False)
+    assert serve.url == f"unix:{state / 'serve.sock'}"
+    assert (os.stat(state / "serve.sock").st_mode & 0o777) == 0o600
+    assert serve.stop(signal.SIGINT) == 0
+    assert not (state / "serve.sock").exists()
+
+
+def test_a_cross_origin_post_is_refused(stack):
+    serve = stack.start_serve()
+    body = {"project": str(stack.project), "message": "from another site"}
+    foreign = serve.post("/api/sessions", body, headers={"Origin": "http://evil.example"})
+    assert foreign.status == 403 and b"cross-origin" in foreign.body
+    form = serve.request("POST", "/api/sessions", raw=b"project=x&message=y",
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert form.status == 415
+    text = serve.request("POST", "/api/sessions", raw=json.dumps(body).encode(), headers={"Content-Type": "text/plain"})
+    assert text.status == 415
+    assert serve.get(f"/api/sessions?project={stack.project}").json["sessions"] == []
+    same = serve.post("/api/sessions", body, headers={"Origin": f"http://127.0.0.1:{serve.port}"})
+    assert same.status == 201  # its own page, and a client with no Origin at all, may
+    assert len(stack.client.list(stack.project)) == 1
+
+
+def test_a_dns_rebinding_request_is_refused_by_the_host_check(stack):
+    serve = stack.start_serve()
+    port = serve.port
+    evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    body = {"project": str(stack.project), "message": "rebound"}
+    refused = serve.post("/api/sessions", body, headers=evil)
+    assert refused.status == 421 and b"--allow-host" in refused.body
+    assert serve.get(f"/api/sessions?project={stack.project}", headers=evil).status == 421
+    assert serve.get("/", headers=evil).status == 421
+    assert serve.get(f"/api/sessions?project={stack.project}").json["sessions"] == []
+    assert stack.client.list(stack.project) == []
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+        assert serve.get("/api/health", headers={"Host": host}).status == 200, host
+    assert serve.get("/api/health", headers={"Host": f"localhost:{port + 1}"}).status == 421
+
+    allowed = stack.start_serve("--host", "127.0.0.1", "--port", "0", "--allow-host", "chock.example.com")
+    assert allowed.get("/api/health", headers={"Host": "chock.example.com"}).status == 200
+    assert allowed.get("/api/health", headers={"Host": f"evil.example:{allowed.port}"}).status == 421
+
+
+# --------------------------------------------------------------------------------------------------------
+# Its life
+
+
+def test_idle_exit_waits_for_an_open_stream_then_exits_0(stack):
+    serve = stack.start_serve("--host", "127.0.0.1", "--port", "0", "--idle-exit", "1")
+    session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "both steps"}).json["id"]
+    watch = Stream(serve, f"/api/sessions/{session_id}/watch?project={stack.project}")
+    watch.events_until(lambda e: e["type"] == "approval.request")
+    time.sleep(2.5)
+    assert serve.process.poll() is None  # an SSE stream is open: not idle
+    watch.close()
+    assert serve.process.wait(15) == 0
+    assert "idle" in serve.stderr
+
+
+def test_the_page_and_its_files_are_served_from_the_package(stack):
+    serve = stack.start_serve()
+    page = serve.get("/")
+    assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert b'src="/static/app.js"' in page.body
+    assert "default-src 'self'" in page.headers["Content-Security-Policy"]
+    for name, kind in (("app.js", "javascript"), ("style.css", "text/css")):
+        response = serve.get(f"/static/{name}")
+        assert response.status == 200 and kind in response.headers["Content-Type"], name
+    assert serve.get("/static/../app.py").status == 404
+    assert serve.get("/static/nothing.js").status == 404
+    for path in ("index.html", "app.js", "style.css"):
+        text = (Path(__file__).parent.parent / "chock/serve/static" / path).read_text()
+        assert "http://" not in text.replace("http://127", "") and "https://" not in text, path  # nothing external
+
+
+def test_socket_activation_readiness_and_the_watchdog(stack):
+    """LISTEN_FDS (name `http`) and NOTIFY_SOCKET as a service manager sets them (the manager is not needed)."""
+    directory = short_dir()
+    path = directory / "activated.sock"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(path))
+    unix.listen(8)
+    tcp = socket.create_server(("127.0.0.1", 0))
+    port = tcp.getsockname()[1]
+    notifications = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notifications.bind(str(directory / "notify"))
+    notifications.settimeout(10)
+    wrapper = (
+        "import fcntl, os, sys\n"
+        "fds = [fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[1:3]]  # above 3 and 4\n"
+        "for target, fd in enumerate(fds, 3):\n"
+        "    os.dup2(fd, target)\n"
+        "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='2', LISTEN_FDNAMES='http:http')\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'chock', 'serve', '--daemon', sys.argv[3]])\n"
+    )
+    env = {**stack.home.env, "NOTIFY_SOCKET": str(directory / "notify"), "WATCHDOG_USEC": "400000"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", wrapper, str(unix.fileno()), str(tcp.fileno()), f"unix:{stack.daemon_socket}"],
+        pass_fds=(unix.fileno(), tcp.fileno()), env=env, text=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=open(stack.tmp / "activated.err", "w"),  # noqa: SIM115
+    )  # fmt: skip
+    serve = Serve(process, f"http://127.0.0.1:{port}/", stack.tmp / "activated.err")
+    stack.serves.append(serve)
+
+    def next_datagram() -> list[str]:
+        return notifications.recv(4096).decode().split("\n")
+
+    ready = next_datagram()
+    assert ready[0] == "READY=1" and ready[1].startswith(f"STATUS=serving unix:{path}"), ready
+    assert f"http://127.0.0.1:{port}/" in ready[1]
+    assert serve.get("/api/health").json["protocol"] == 1  # served on the TCP socket it was handed
+    assert serve.get("/api/health", headers={"Host": f"evil.example:{port}"}).status == 421
+    ours = subprocess.run(["curl", "-s", "--unix-socket", str(path), "http://localhost/api/health"],
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert json.loads(ours.stdout)["ok"] is True
+    assert not stack.home.layout.serve_socket.exists()  # and nothing else was bound
+    assert "WATCHDOG=1" in next_datagram()  # at half of WATCHDOG_USEC
+    process.send_signal(signal.SIGTERM)
+    while (states := next_datagram()) != ["STOPPING=1"]:
+        assert states == ["WATCHDOG=1"], states
+    assert process.wait(15) == 0
+    assert path.exists()  # a socket that activation handed over is never unlinked by serve
+    for sock in (unix, tcp, notifications):
+        sock.close()
+
+
+def test_a_socket_handed_over_under_another_name_is_refused_by_name(stack):
+    tcp = socket.create_server(("127.0.0.1", 0))
+    wrapper = (
+        "import os, sys\n"
+        "os.dup2(int(sys.argv[1]), 3)\n"
+        "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1', LISTEN_FDNAMES='control')\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'chock', 'serve'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", wrapper, str(tcp.fileno())], pass_fds=(tcp.fileno(),), env=stack.home.env,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    tcp.close()
+    assert result.returncode == 1
+    assert "'control'" in result.stderr and "'http'" in result.stderr, result.stderr
+
+
+def test_idle_exit_with_nothing_asked_exits_0(stack):
+    serve = stack.start_serve("--socket", str(short_dir() / "s.sock"), "--idle-exit", "0.5")
+    started = time.monotonic()
+    assert serve.process.wait(15) == 0
+    assert time.monotonic() - started < 10
