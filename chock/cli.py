@@ -272,6 +272,54 @@ def daemon(ctx: click.Context, socket_path: Path | None, host: str | None, port:
     sys.exit(run_daemon(ctx.obj, socket_path=socket_path, host=host, port=port, idle_exit=idle_exit))
 
 
+@daemon.command("install")
+@pass_layout
+def daemon_install(layout: Layout) -> None:
+    """Write the user units (LaunchAgents on macOS) for this installation's chock."""
+    from chock.platform import service
+
+    for path in service.install(layout):
+        click.echo(f"wrote {path}")
+    click.echo("start listening with: chock daemon start  (systemctl --user enable --now chock.socket)")
+
+
+@daemon.command("uninstall")
+def daemon_uninstall() -> None:
+    """Stop the service and remove the units `chock daemon install` wrote."""
+    from chock.platform import service
+
+    for path in service.uninstall():
+        click.echo(f"removed {path}")
+
+
+@daemon.command("start")
+def daemon_start() -> None:
+    """Listen on the daemon's and serve's sockets; the first connection starts each."""
+    from chock.platform import service
+
+    service.start()
+    click.echo("listening: the first connection starts the daemon")
+
+
+@daemon.command("stop")
+def daemon_stop() -> None:
+    """Stop the daemon and serve and their sockets; running sessions keep running."""
+    from chock.platform import service
+
+    service.stop()
+    click.echo("stopped; running sessions keep running in their own scopes")
+
+
+@daemon.command("status")
+@pass_layout
+def daemon_status(layout: Layout) -> None:
+    """The units as the service manager sees them, and the daemon's own status record."""
+    from chock.platform import service
+
+    for what, state in service.status(layout):
+        click.echo(f"{what:<22} {state}")
+
+
 @main.command()
 @click.option("--daemon", "daemon_address", envvar="CHOCK_DAEMON", metavar="ADDR",
               help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).")

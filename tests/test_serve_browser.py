@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_serve import Stack, replay_config
+from tests.test_serve import Stack, replay_config, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -99,8 +99,11 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
     # serve goes away; the session goes on without it (answered through the daemon) ...
     assert serve.stop() == 0
     stack.client.answer(stack.project, session_id, second_id, True)
-    third = stack.client.read(session_id, 0)
-    assert any(e["type"] == "approval.answer" and e["request_id"] == second_id for e in third)
+    wait_for(
+        lambda: any(e["type"] == "approval.request" and e["request_id"] != second_id
+                    and e["id"] > int(second.get_attribute("data-event-id")) for e in stack.read(session_id)),
+        60, "the third approval request, logged while serve is down",
+    )  # fmt: skip
     page.wait_for_function("document.querySelector('#stream-state').textContent.includes('reconnecting')")
 
     # ... and comes back on the same port: the page resumes by itself from the last event it had.

@@ -193,6 +193,7 @@ async def _serve(
             task.cancel()
     finally:
         _notify("STOPPING=1")
+        await app[api.STATE].hub.close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0
 

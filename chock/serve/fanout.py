@@ -31,7 +31,7 @@ from typing import Any
 
 from chock.control import protocol as p
 from chock.control.client import ControlError
-from chock.serve.upstream import Daemon, Event, Watch
+from chock.serve.upstream import Daemon, DaemonUnreachable, Event, Watch
 
 # How many recent events a feed keeps for browsers that join late or come back. A page reloaded in the
 # middle of a busy session is typically a few hundred events behind; anything older is read from the
@@ -227,12 +227,11 @@ class Hub:
             self._opening[key] = opening
             try:
                 watch = await self.daemon.watch(project, session_id, after)
-            except BaseException as error:
-                if not isinstance(error, asyncio.CancelledError):
-                    opening.set_exception(error)
-                    opening.exception()  # retrieved: nobody else may be waiting for it
-                else:
-                    opening.cancel()
+            except (Exception, asyncio.CancelledError) as error:
+                if isinstance(error, asyncio.CancelledError):  # the browser that asked first went away
+                    error = DaemonUnreachable(f"the watch of {session_id} was dropped before the daemon answered")
+                opening.set_exception(error)
+                opening.exception()  # retrieved: nobody else may be waiting for it
                 raise
             finally:
                 self._opening.pop(key, None)

@@ -1,0 +1,173 @@
+"""`chock daemon install|uninstall|start|stop|status`: the user service for installs that are not the
+distro package (pip, pipx, a venv). SPEC §7.
+
+The units are the packaged ones (`packaging/systemd/`, `packaging/launchd/`, carried in the wheel as
+`chock/platform/units/`), with the path of the Debian package's `/usr/bin/chock` replaced by this
+installation's `chock`. Nothing here guesses: every step runs `systemctl --user` or `launchctl` and reports
+what it said.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from chock.errors import ChockError
+from chock.paths import Layout, ensure_dir
+
+SYSTEMD_UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service")
+SYSTEMD_SOCKETS = ("chock.socket", "chock-serve.socket")
+LAUNCHD_AGENTS = ("dev.chock.daemon", "dev.chock.serve")
+PACKAGED_CHOCK = "/usr/bin/chock"  # what the units name; rewritten for this installation
+COMMAND_TIMEOUT = 30.0
+
+
+class ServiceError(ChockError):
+    pass
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Where units go and how they are driven on this machine."""
+
+    darwin: bool = sys.platform == "darwin"
+
+    def unit_dir(self) -> Path:
+        home = Path(os.environ.get("HOME") or Path.home())
+        if self.darwin:
+            return home / "Library" / "LaunchAgents"
+        config = os.environ.get("XDG_CONFIG_HOME")
+        return (Path(config) if config and os.path.isabs(config) else home / ".config") / "systemd" / "user"
+
+
+def chock_executable() -> str:
+    """This installation's `chock`: beside the running Python (a venv, pipx), else the one on PATH."""
+    beside = Path(sys.executable).parent / "chock"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("chock")
+    if found is None:
+        raise ServiceError("cannot find this installation's `chock` executable (not beside Python, not on PATH)")
+    return os.path.abspath(found)
+
+
+def _packaged(name: str) -> str:
+    return resources.files("chock.platform").joinpath("units", name).read_text(encoding="utf-8")
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise ServiceError(f"{argv[0]} is not installed here") from None
+    except subprocess.TimeoutExpired:
+        raise ServiceError(f"`{' '.join(argv)}` did not finish within {COMMAND_TIMEOUT:g} s") from None
+
+
+def _checked(argv: list[str]) -> str:
+    result = _run(argv)
+    if result.returncode != 0:
+        said = (result.stderr or result.stdout).strip()
+        raise ServiceError(f"`{' '.join(argv)}` failed (exit {result.returncode}): {said}")
+    return result.stdout
+
+
+def _launchd_target(label: str = "") -> str:
+    return f"gui/{os.getuid()}" + (f"/{label}" if label else "")
+
+
+def install(layout: Layout, platform: Platform | None = None) -> list[Path]:
+    """Write the units (or LaunchAgents) naming this installation's chock; return what was written."""
+    platform = platform or Platform()
+    directory = platform.unit_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    chock = chock_executable()
+    written = []
+    if platform.darwin:
+        home = str(Path(os.environ.get("HOME") or Path.home()))
+        ensure_dir(layout.state)  # the socket's directory must be ours alone before launchd binds in it
+        for label in LAUNCHD_AGENTS:
+            text = _packaged(f"{label}.plist").replace("@CHOCK@", chock).replace("@HOME@", home)
+            written.append(_write(directory / f"{label}.plist", text))
+        return written
+    for name in SYSTEMD_UNITS:
+        written.append(_write(directory / name, _packaged(name).replace(PACKAGED_CHOCK, chock)))
+    _checked(["systemctl", "--user", "daemon-reload"])
+    return written
+
+
+def _write(path: Path, text: str) -> Path:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def uninstall(platform: Platform | None = None) -> list[Path]:
+    """Stop the service and remove the units this command wrote (never a distro package's)."""
+    platform = platform or Platform()
+    directory = platform.unit_dir()
+    stop(platform)
+    removed = []
+    names = [f"{label}.plist" for label in LAUNCHD_AGENTS] if platform.darwin else list(SYSTEMD_UNITS)
+    for name in names:
+        path = directory / name
+        if path.exists():
+            if not platform.darwin:
+                _run(["systemctl", "--user", "disable", name])
+            path.unlink()
+            removed.append(path)
+    if not platform.darwin:
+        _checked(["systemctl", "--user", "daemon-reload"])
+    return removed
+
+
+def start(platform: Platform | None = None) -> None:
+    """Listen on the sockets; the first connection starts the daemon (or serve)."""
+    platform = platform or Platform()
+    if platform.darwin:
+        for label in LAUNCHD_AGENTS:
+            _checked(["launchctl", "bootstrap", _launchd_target(), str(platform.unit_dir() / f"{label}.plist")])
+        return
+    _checked(["systemctl", "--user", "enable", "--now", *SYSTEMD_SOCKETS])
+
+
+def stop(platform: Platform | None = None) -> None:
+    """Stop listening and stop the daemon and serve; running sessions keep running in their own scopes."""
+    platform = platform or Platform()
+    if platform.darwin:
+        for label in LAUNCHD_AGENTS:
+            _run(["launchctl", "bootout", _launchd_target(label)])  # an agent that is not loaded is fine
+        return
+    _run(["systemctl", "--user", "stop", *SYSTEMD_SOCKETS, "chock.service", "chock-serve.service"])
+
+
+def status(layout: Layout, platform: Platform | None = None) -> list[tuple[str, str]]:
+    """(what, state) lines: each unit as the service manager sees it, then the daemon's own status record."""
+    platform = platform or Platform()
+    lines = []
+    if platform.darwin:
+        for label in LAUNCHD_AGENTS:
+            loaded = _run(["launchctl", "print", _launchd_target(label)]).returncode == 0
+            lines.append((label, "loaded" if loaded else "not loaded"))
+    else:
+        for name in SYSTEMD_UNITS:
+            state = _run(["systemctl", "--user", "is-active", name]).stdout.strip() or "unknown"
+            enabled = _run(["systemctl", "--user", "is-enabled", name]).stdout.strip() or "unknown"
+            lines.append((name, f"{state} ({enabled})"))
+    record = layout.state / "daemon-status.json"
+    try:
+        facts = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        lines.append(("daemon-status.json", "none (the daemon has not run, or not with this state dir)"))
+    else:
+        owned = len(facts.get("sessions_owned") or [])
+        lines.append(("daemon-status.json", f"{facts.get('state', '?')}, pid {facts.get('pid', '?')}, protocol "
+                      f"{facts.get('protocol', '?')}, {owned} session(s) owned, updated {facts.get('updated_at', '?')}"))
+    return lines

@@ -1,0 +1,120 @@
+"""The daemon as a real user service: `chock daemon install` for a pip install, socket activation, readiness,
+sessions in their own scopes that outlive a daemon restart, and idle exit (SPEC §7). A real systemd user
+manager runs for each test (tests/fakes/systemd_user.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chock.control.client import ControlClient, ControlError
+from tests.conftest import make_project
+from tests.fakes.systemd_user import user_manager
+
+CHOCK = str(Path(sys.executable).parent / "chock")
+LONG_SESSION = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "sleep 6"}}]},
+    {"text": "Done after the daemon restarted.", "tool_calls": []},
+]  # fmt: skip
+
+
+@pytest.fixture
+def manager():
+    with user_manager() as running:
+        yield running
+
+
+def _prepare_home(home: Path, entries: list[dict]) -> Path:
+    config = home / ".config" / "chock"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n"
+                                               for e in entries))
+    (config / "config.zon").write_text(
+        '.{ .approvals = .{ .shell = "allow" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n'
+    )
+    return make_project(home / "project")
+
+
+def _wait(predicate, timeout=30.0, what="the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _events(home: Path, session_id: str) -> list[dict]:
+    log = home / ".local/state/chock/sessions" / session_id / "log.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_its_restart(manager):
+    home = manager.home
+    project = _prepare_home(home, LONG_SESSION)
+    installed = manager.run([CHOCK, "daemon", "install"])
+    assert "chock.socket" in installed.stdout
+    unit = (manager.unit_dir / "chock.service").read_text()
+    assert f"ExecStart={CHOCK} daemon --idle-exit 600" in unit  # this installation's chock, not /usr/bin's
+    manager.systemctl("start", "chock.socket")
+    manager.wait_for_state("chock.socket", "active")
+    assert manager.unit_state("chock.service") == "inactive"  # nothing runs until somebody connects
+
+    address = f"unix:{home}/.local/state/chock/daemon.sock"
+    assert ControlClient(address).ping() == 1  # the first connect starts it, by socket activation
+    manager.wait_for_state("chock.service", "active")  # Type=notify: active only after READY=1
+    assert manager.show("chock.service", "Type")["Type"] == "notify"
+
+    session_id, _ = ControlClient(address).start(str(project), "outlive the daemon")
+    scope = f"chock-session-{session_id}.scope"
+    assert scope in manager.list_units("chock-session-*")
+    assert manager.show(scope, "Slice")["Slice"] == "app-chock.slice"
+    _wait(lambda: any(e["type"] == "tool.call" and e["name"] == "shell" for e in _events(home, session_id)),
+          what="the long tool call")
+
+    manager.systemctl("restart", "chock.service")
+    manager.wait_for_state("chock.service", "active")
+    rows = {row["id"]: row for _, row in ControlClient(address).list(str(project))}
+    assert rows[session_id]["status"] == "running"  # the restarted daemon found it in the state dir
+    row, events = ControlClient(address).watch(str(project), session_id, 0)
+    seen = [event["id"] for event in events]  # the watch runs to the session's end, then closes
+    assert seen == list(range(1, len(seen) + 1))
+    final = _events(home, session_id)
+    assert final[-1]["type"] == "session.end" and final[-1]["reason"] == "completed"
+    assert seen[-1] == final[-1]["id"]
+
+    status = manager.run([CHOCK, "daemon", "status"]).stdout
+    assert "chock.socket" in status and "active" in status and "daemon-status.json" in status
+
+
+def test_an_idle_daemon_exits_and_the_next_connect_starts_it_again(manager):
+    home = manager.home
+    _prepare_home(home, LONG_SESSION)
+    manager.run([CHOCK, "daemon", "install"])
+    manager.install_unit("chock.service.d/idle.conf",
+                         f"[Service]\nExecStart=\nExecStart={CHOCK} daemon --idle-exit 2\n")
+    manager.systemctl("start", "chock.socket")
+    address = f"unix:{home}/.local/state/chock/daemon.sock"
+    assert ControlClient(address).ping() == 1
+    manager.wait_for_state("chock.service", "active")
+    _wait(lambda: manager.unit_state("chock.service") == "inactive", timeout=20, what="the idle exit")
+    assert manager.show("chock.service", "Result")["Result"] == "success"  # exit 0, not a failure
+    assert ControlClient(address).ping() == 1  # the socket brings it back
+    manager.wait_for_state("chock.service", "active")
+
+
+def test_uninstall_removes_what_install_wrote(manager):
+    manager.run([CHOCK, "daemon", "install"])
+    manager.run([CHOCK, "daemon", "start"])
+    manager.wait_for_state("chock.socket", "active")
+    removed = manager.run([CHOCK, "daemon", "uninstall"]).stdout
+    assert "chock.socket" in removed
+    assert not (manager.unit_dir / "chock.socket").exists()
+    with pytest.raises(ControlError):
+        ControlClient(f"unix:{manager.home}/.local/state/chock/daemon.sock", timeout=2).ping()
