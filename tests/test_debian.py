@@ -37,14 +37,8 @@ RUNTIME = {
 TOOLS = ("dpkg-buildpackage", "dpkg-checkbuilddeps", "dh", "pybuild", "lintian", "dpkg-deb")
 
 
-def _marker_registered(name: str) -> bool:
-    markers = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    return any(m.split(":", 1)[0].strip() == name for m in markers)
-
-
-# Marked `slow` (deselect with -m "not slow" for a quick local run; CI runs everything). Applied only once
-# pyproject.toml registers the marker, since --strict-markers would otherwise stop the whole collection.
-pytestmark = [pytest.mark.slow] if _marker_registered("slow") else []
+# Marked `slow` (deselect with -m "not slow" for a quick local run; CI runs everything).
+pytestmark = pytest.mark.slow
 
 
 def build_packages() -> str:

@@ -82,7 +82,7 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
     manager.wait_for_state("chock.service", "active")
     rows = {row["id"]: row for _, row in ControlClient(address).list(str(project))}
     assert rows[session_id]["status"] == "running"  # the restarted daemon found it in the state dir
-    row, events = ControlClient(address).watch(str(project), session_id, 0)
+    _, events = ControlClient(address).watch(str(project), session_id, 0)
     seen = [event["id"] for event in events]  # the watch runs to the session's end, then closes
     assert seen == list(range(1, len(seen) + 1))
     final = _events(home, session_id)

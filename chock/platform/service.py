@@ -168,6 +168,7 @@ def status(layout: Layout, platform: Platform | None = None) -> list[tuple[str, 
         lines.append(("daemon-status.json", "none (the daemon has not run, or not with this state dir)"))
     else:
         owned = len(facts.get("sessions_owned") or [])
-        lines.append(("daemon-status.json", f"{facts.get('state', '?')}, pid {facts.get('pid', '?')}, protocol "
-                      f"{facts.get('protocol', '?')}, {owned} session(s) owned, updated {facts.get('updated_at', '?')}"))
+        said = (f"{facts.get('state', '?')}, pid {facts.get('pid', '?')}, protocol {facts.get('protocol', '?')}, "
+                f"{owned} session(s) owned, updated {facts.get('updated_at', '?')}")
+        lines.append(("daemon-status.json", said))
     return lines

@@ -8,6 +8,13 @@
                                                       answer  -> {"answered": true}
     GET  /api/health                                  the greeting -> {"ok": true, "daemon": …, "protocol": 1}
 
+The watch stream, in order: `retry: 1500`; `event: row` with the session's row as of the moment serve's
+upstream watch began; then one message per event, `id: N` and `data: <the event>` (the browser sends the
+last N back as `Last-Event-ID` when it reconnects, and that wins over `?after=`); a `: keep-alive` comment
+every HEARTBEAT seconds of quiet; and, once the session is over, `event: end` before serve closes the
+stream, so a browser stops reconnecting. A stream that closes without `end` (serve stopping, the daemon
+going away, a browser too slow to keep up) is one to resume.
+
 A refusal from the daemon becomes an HTTP status with the daemon's own words (`ERROR_STATUS`); a daemon
 that cannot be reached, or that speaks another protocol number, is 502 Bad Gateway naming the address or
 both numbers. Events travel as the log's own JSON, byte for byte, in both the JSON and the SSE routes.
