@@ -10,6 +10,7 @@ enabled for nobody. Missing build tools fail the test with the apt-get line to r
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -159,7 +160,8 @@ def test_maintainer_scripts_enable_nothing(deb: Path, tmp_path: Path):
     assert "systemctl" not in postinst  # nothing started either
 
 
-def test_installs_from_debians_archive_and_runs_with_debians_python(deb: Path):
+@pytest.fixture(scope="module")
+def installed(deb: Path) -> Path:
     """`apt-get install ./chock_*.deb` on this machine (CI: a fresh Debian 12, as root)."""
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     done = run(
@@ -169,6 +171,10 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(deb: Path):
     assert done.returncode == 0, f"apt-get install {deb} failed (not root, and no passwordless sudo?):\n" + (
         done.stdout[-4000:] + done.stderr[-4000:]
     )
+    return Path("/usr/bin/chock")
+
+
+def test_installs_from_debians_archive_and_runs_with_debians_python(installed: Path):
     status = run("dpkg-query", "-W", "-f", "${Status} ${Version}", "chock", check=True).stdout
     assert status == f"install ok installed {pyproject_version()}", status
 
@@ -192,3 +198,56 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(deb: Path):
     enabled = sorted(str(p) for p in Path("/etc/systemd/user").glob("*.wants/chock*"))
     assert not enabled, f"the package enabled units for every user: {enabled}"
     assert Path("/usr/share/man/man1/chock.1.gz").is_file()
+
+
+def _curl(socket_path: Path, path: str, body: dict | None = None) -> dict:
+    """An HTTP request on serve's unix socket, as a proxy in front of it would make."""
+    argv = ["curl", "-fsS", "--max-time", "60", "--unix-socket", str(socket_path), f"http://localhost{path}"]
+    if body is not None:
+        argv += ["-X", "POST", "-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    done = run(*argv, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_installed_package_is_a_socket_activated_user_service(installed: Path):
+    """With the package's own units and Debian's own Python libraries, under a real systemd user manager."""
+    from chock.control.client import ControlClient
+    from tests.conftest import make_project
+    from tests.fakes.systemd_user import user_manager
+
+    session = [
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+        {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "sleep 6"}}]},
+        {"text": "Done.", "tool_calls": []},
+    ]  # fmt: skip
+    with user_manager() as manager:
+        home = manager.home
+        config = home / ".config/chock"
+        config.mkdir(parents=True)
+        (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n"
+                                                   for e in session))
+        (config / "config.zon").write_text(
+            '.{ .approvals = .{ .shell = "allow" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n'
+        )
+        project = make_project(home / "project")
+        manager.systemctl("enable", "--now", "chock.socket", "chock-serve.socket")
+        assert manager.unit_state("chock.service") == "inactive"  # no daemon until the first connect
+        assert manager.unit_state("chock-serve.service") == "inactive"
+
+        serve_socket = home / ".local/state/chock/serve.sock"
+        assert _curl(serve_socket, "/api/health")["protocol"] == 1  # starts serve, which starts the daemon
+        manager.wait_for_state("chock-serve.service", "active")
+        manager.wait_for_state("chock.service", "active")
+        started = _curl(serve_socket, "/api/sessions", {"project": str(project), "message": "outlive it"})
+        session_id = started["id"]
+        scope = f"chock-session-{session_id}.scope"
+        assert scope in manager.list_units("chock-session-*")
+
+        manager.systemctl("stop", "chock.service")
+        assert manager.unit_state(scope) == "active"  # the session is not the service's to kill
+        address = f"unix:{home}/.local/state/chock/daemon.sock"
+        _, events = ControlClient(address).watch(str(project), session_id, 0)  # the connect starts it again
+        seen = [event for event in events]
+        assert seen[-1]["type"] == "session.end" and seen[-1]["reason"] == "completed"
+        assert [e["id"] for e in seen] == list(range(1, len(seen) + 1))
+        assert manager.unit_state("chock.service") == "active"
