@@ -215,8 +215,9 @@ def test_the_installed_package_is_a_socket_activated_user_service(installed: Pat
     from tests.conftest import make_project
     from tests.fakes.systemd_user import user_manager
 
+    write = {"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}
     session = [
-        {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+        {"text": "", "tool_calls": [write]},
         {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "sleep 6"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
