@@ -163,3 +163,29 @@ def test_allow_dirty_is_refused_on_a_workspace_that_moved(home, project):
     refused = home.chock("run", "--continue", session_id, "--allow-dirty", "more", cwd=project)
     assert refused.returncode == 3 and "--allow-dirty" in refused.stderr
     assert home.events(session_id)[-1]["reason"] == "handover"  # the refusal wrote nothing
+
+
+def test_the_scratchpad_and_approve_all_move_with_the_session(home, project):
+    entries = [
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "scratchpad",
+                                     "args": {"action": "write", "text": "remember: b.txt next"}},
+                                    {"call_id": "c2", "name": "shell", "args": {"command": "sleep 1.5"}}]},
+        {"text": "", "tool_calls": [{"call_id": "c3", "name": "scratchpad", "args": {"action": "read"}},
+                                    {"call_id": "c4", "name": "shell", "args": {"command": "echo approved-after"}}]},
+        {"text": "Done.", "tool_calls": []},
+    ]  # fmt: skip
+    process, session_id = _start(home, project, entries)  # --yes
+    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    with _handover_client(home, session_id) as client:
+        client.ask_handover()
+        assert isinstance(client.read_line(30), protocol.Ready)
+        client.confirm(30)
+    assert process.wait(30) == 8
+    adopted = home.chock("run", "--adopt", session_id, cwd=project, input="")  # no terminal: nobody to ask
+    assert adopted.returncode == 0, adopted.stderr
+    events = home.events(session_id)
+    results = {e["call_id"]: e for e in events if e["type"] == "tool.result"}
+    assert results["c3"]["output"] == "remember: b.txt next"  # the scratchpad is keyed on the id
+    assert "approved-after" in results["c4"]["output"]  # --yes stayed with the session
+    assert not any(e["type"] == "approval.request" for e in events)
+    assert home.layout.scratchpad_path(session_id).read_text() == "remember: b.txt next"

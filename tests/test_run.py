@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -409,3 +410,44 @@ def test_config_can_deny_every_shell_command(home, project):
     assert home.chock("run", "task", cwd=project).returncode == 0
     result = next(e for e in home.events(home.only_session()) if e["type"] == "tool.result")
     assert result["is_error"] and "denied" in result["output"] and "should-not-run" not in result["output"]
+
+
+def test_allow_dirty_copies_uncommitted_files_into_the_new_workspace(home, project):
+    (project / "app.py").write_text("print('edited, not committed')\n")
+    (project / "new.txt").write_text("untracked\n")
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "read_file", "args": {"path": "app.py"}},
+                                    {"call_id": "c2", "name": "read_file", "args": {"path": "new.txt"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    assert home.chock("run", "--allow-dirty", "look", cwd=project).returncode == 0
+    outputs = [e["output"] for e in home.events(home.only_session()) if e["type"] == "tool.result"]
+    assert outputs == ["print('edited, not committed')\n", "untracked\n"]
+
+
+def test_an_interrupted_session_exits_130_logs_it_and_keeps_its_workspace(home, project):
+    home.replay_instance(BLOCKING)
+    process = home.spawn("run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        session_id = _wait_for_session(home)
+        _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 130
+    finally:
+        process.kill()
+    end = home.events(session_id)[-1]
+    assert end["type"] == "session.end" and end["reason"] == "interrupted" and end["exit_code"] == 130
+    assert (home.layout.workspace_dir(session_id) / "w.txt").read_text() == "x"
+    row = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    assert row["status"] == "ended" and row["workspace_kept"] is True
+
+
+def test_no_bwrap_is_refused_before_anything_exists(home, project, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(shutil.which("git"), bin_dir / "git")
+    home.replay_instance(DEMO)
+    result = home.chock("run", "task", cwd=project, env={"PATH": str(bin_dir)})
+    assert result.returncode == 3
+    assert "bubblewrap" in result.stderr and "apt install bubblewrap" in result.stderr
+    assert not home.layout.sessions_dir.exists() or not os.listdir(home.layout.sessions_dir)
