@@ -52,9 +52,10 @@ class Home:
             capture_output=True, text=True, cwd=cwd, timeout=timeout, env={**self.env, **(env or {})},
         )  # fmt: skip
 
-    def spawn(self, *args: str, cwd: Path | None = None, **kwargs) -> subprocess.Popen[str]:
+    def spawn(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+              **kwargs) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "chock", *args], cwd=cwd, env=self.env, text=True, **kwargs
+            [sys.executable, "-m", "chock", *args], cwd=cwd, env={**self.env, **(env or {})}, text=True, **kwargs
         )
 
     def events(self, session_id: str) -> list[dict]:
