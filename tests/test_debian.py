@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -195,6 +196,11 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(installed: P
 
     for unit in UNITS:
         assert Path("/usr/lib/systemd/user", unit).is_file(), unit
+    runtime = Path(tempfile.mkdtemp(prefix="chock-verify-"))
+    for unit in UNITS:  # as installed: ExecStart names the real /usr/bin/chock
+        done = run("systemd-analyze", "verify", "--user", f"/usr/lib/systemd/user/{unit}",
+                   env={**CLEAN_ENV, "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_LOG_LEVEL": "notice"})
+        assert (done.returncode, done.stdout + done.stderr) == (0, ""), unit  # it exits 0 on bad keys: silence
     enabled = sorted(str(p) for p in Path("/etc/systemd/user").glob("*.wants/chock*"))
     assert not enabled, f"the package enabled units for every user: {enabled}"
     assert Path("/usr/share/man/man1/chock.1.gz").is_file()
