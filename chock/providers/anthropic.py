@@ -10,27 +10,12 @@ reads those lines with no I/O (as h11 does), so its edge cases are tested with p
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
-from chock.providers import ProviderError, Reply, TextDelta, ToolCall
-from chock.providers.check import (
-    STREAM_TIMEOUT,
-    describe,
-    header_safe,
-    incomplete_failure,
-    provider_words,
-    require_event_stream,
-    shown_address,
-    status_failure,
-    stream_failure,
-    transport_failure,
-    unusable_credential,
-)
+from chock.providers import Reply, ToolCall
+from chock.providers._http import EventStreamProvider, Wire, event_data, sse_field, tool_args
+from chock.providers.check import describe, provider_words, shown_address, stream_failure
 from chock.providers.registry import ANTHROPIC, DEFAULT_MODELS
 
 API_VERSION = "2023-06-01"
@@ -156,19 +141,10 @@ class MessageStream:
         # Every Messages event is one `event:` line and one `data:` line holding the whole JSON object, whose
         # own `type` repeats the event name; so the data line alone is read, and blank lines and `event:`
         # lines are framing.
-        line = line.rstrip("\r\n")
-        if not line.startswith("data:"):
+        field, payload = sse_field(line)
+        if field != "data" or not payload:
             return None
-        payload = line[len("data:") :].strip()
-        if not payload:
-            return None
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            raise ProviderError(
-                f"{describe(self._instance, self._address)}: the response is not a Messages event stream "
-                f"(it sent {payload[:80]!r}); check the address"
-            ) from None
+        event = event_data(payload, "a Messages event stream", describe(self._instance, self._address))
         return self.feed(event) if isinstance(event, dict) else None
 
     def feed(self, event: dict[str, Any]) -> str | None:
@@ -230,43 +206,30 @@ class MessageStream:
 
     def _args(self, block: dict[str, Any]) -> dict[str, Any]:
         raw = "".join(block["json"])
-        who = describe(self._instance, self._address)
         if not raw.strip():
             start = block.get("input")
             return start if isinstance(start, dict) else {}
-        try:
-            args = json.loads(raw)
-        except ValueError:
-            if self.stop_reason == "max_tokens":
-                raise ProviderError(
-                    f"{who}: the answer reached its limit of {MAX_TOKENS} tokens in the middle of the tool "
-                    f"call {block['name']}; ask for smaller steps"
-                ) from None
-            raise ProviderError(
-                f"{who}: the arguments of the tool call {block['name']} are not JSON"
-            ) from None
-        if not isinstance(args, dict):
-            raise ProviderError(
-                f"{who}: the arguments of the tool call {block['name']} are not a JSON object"
-            )
-        return args
+        limit = f"its limit of {MAX_TOKENS} tokens" if self.stop_reason == "max_tokens" else None
+        return tool_args(raw, block["name"], describe(self._instance, self._address), limit=limit)
 
 
 # --- the provider -------------------------------------------------------------------------------------------
 
 
-class AnthropicProvider:
+class AnthropicProvider(EventStreamProvider):
     """One instance of kind `anthropic`: `stream` yields TextDeltas as they arrive, then one Reply."""
 
     kind = ANTHROPIC
+    wire = Wire(
+        path="/messages",
+        last_line="message_stop",
+        auth_headers=auth_headers,
+        request_body=request_body,
+        reader=MessageStream,
+    )
 
     def __init__(self, address: str, model: str | None, credential: str | None, *, instance: str) -> None:
-        self.address = address.rstrip("/")
-        self.model = model or DEFAULT_MODEL
-        self.instance = instance
-        self._credential = credential
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        super().__init__(address, model or DEFAULT_MODEL, credential, instance=instance)
 
     def __repr__(self) -> str:
         credential = "set" if self._credential else "none"
@@ -274,54 +237,3 @@ class AnthropicProvider:
             f"AnthropicProvider(instance={self.instance!r}, address={shown_address(self.address)!r}, "
             f"model={self.model!r}, credential={credential})"
         )
-
-    async def stream(
-        self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Reply]:
-        if not header_safe(self._credential):
-            raise unusable_credential(self.kind, self.address, self.instance)
-        body = request_body(self.model, conversation, tools, system)
-        headers = {**auth_headers(self._credential), "content-type": "application/json"}
-        reader = MessageStream(self.address, self.instance)
-        try:
-            async with self._http().stream(
-                "POST", self.address + "/messages", json=body, headers=headers
-            ) as response:
-                if not 200 <= response.status_code < 300:
-                    raise status_failure(
-                        response.status_code,
-                        await response.aread(),
-                        kind=self.kind,
-                        address=self.address,
-                        credential=self._credential,
-                        instance=self.instance,
-                        retry_after=response.headers.get("retry-after"),
-                    )
-                require_event_stream(response.headers.get("content-type"), self.address, self.instance)
-                async for line in response.aiter_lines():
-                    text = reader.feed_line(line)
-                    if text:
-                        yield TextDelta(text)
-                    if reader.done:
-                        break
-        except httpx.HTTPError as exc:
-            raise transport_failure(
-                exc, address=self.address, instance=self.instance, credential=self._credential
-            ) from exc
-        if not reader.done:
-            raise incomplete_failure(self.address, self.instance, "no message_stop")
-        yield reader.reply()
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.aclose()
-
-    def _http(self) -> httpx.AsyncClient:
-        # A client's connections belong to the event loop that opened them; a caller that runs each turn in
-        # its own `asyncio.run` gets a fresh client rather than a pool bound to a closed loop.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT)
-            self._loop = loop
-        return self._client

@@ -9,28 +9,13 @@ lines with no I/O; `OpenAIProvider` feeds it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
-from chock.providers import ProviderError, Reply, TextDelta, ToolCall
-from chock.providers.check import (
-    STREAM_TIMEOUT,
-    describe,
-    header_safe,
-    incomplete_failure,
-    provider_words,
-    require_event_stream,
-    shown_address,
-    status_failure,
-    stream_failure,
-    transport_failure,
-    unusable_credential,
-)
+from chock.providers import Reply, ToolCall
+from chock.providers._http import EventStreamProvider, Wire, event_data, sse_field, tool_args
+from chock.providers.check import describe, provider_words, shown_address, stream_failure
 from chock.providers.registry import DEFAULT_MODELS, OPENAI_COMPAT
 
 DONE = "[DONE]"
@@ -148,9 +133,7 @@ class ChatStream:
         self.done = False
 
     def feed_line(self, line: str) -> str | None:
-        line = line.strip()
-        field, _, payload = line.partition(":")
-        payload = payload.strip()
+        field, payload = sse_field(line.strip())  # forgiving: white space before the field is ignored too
         if field == "error":
             # llama.cpp's server reports a failure inside a stream as an `error:` line of its own.
             raise stream_failure(self._address, self._instance, provider_words(payload, None) or payload)
@@ -159,13 +142,7 @@ class ChatStream:
         if payload == DONE:
             self.done = True
             return None
-        try:
-            chunk = json.loads(payload)
-        except ValueError:
-            raise ProviderError(
-                f"{describe(self._instance, self._address)}: the response is not a chat-completions stream "
-                f"(it sent {payload[:80]!r}); check the address"
-            ) from None
+        chunk = event_data(payload, "a chat-completions stream", describe(self._instance, self._address))
         return self.feed(chunk) if isinstance(chunk, dict) else None
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
@@ -220,28 +197,23 @@ class ChatStream:
         raw = "".join(call["arguments"])
         if not raw.strip():
             return {}
-        who = describe(self._instance, self._address)
-        try:
-            args = json.loads(raw)
-        except ValueError:
-            if self.finish_reason == "length":
-                raise ProviderError(
-                    f"{who}: the answer reached its token limit in the middle of the tool call "
-                    f"{call['name']}; ask for smaller steps"
-                ) from None
-            raise ProviderError(
-                f"{who}: the arguments of the tool call {call['name']} are not JSON"
-            ) from None
-        if not isinstance(args, dict):
-            raise ProviderError(f"{who}: the arguments of the tool call {call['name']} are not a JSON object")
-        return args
+        limit = "its token limit" if self.finish_reason == "length" else None
+        return tool_args(raw, call["name"], describe(self._instance, self._address), limit=limit)
 
 
 # --- the provider -------------------------------------------------------------------------------------------
 
 
-class OpenAIProvider:
+class OpenAIProvider(EventStreamProvider):
     """One instance of kind `aiand` or `openai-compat`: TextDeltas as they arrive, then one Reply."""
+
+    wire = Wire(
+        path="/chat/completions",
+        last_line=DONE,
+        auth_headers=auth_headers,
+        request_body=request_body,
+        reader=ChatStream,
+    )
 
     def __init__(
         self,
@@ -252,13 +224,9 @@ class OpenAIProvider:
         instance: str,
         kind: str = OPENAI_COMPAT,
     ) -> None:
-        self.address = address.rstrip("/")
         self.kind = kind
-        self.model = model or DEFAULT_MODELS.get(kind, DEFAULT_MODELS[OPENAI_COMPAT])
-        self.instance = instance
-        self._credential = credential
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        model = model or DEFAULT_MODELS.get(kind, DEFAULT_MODELS[OPENAI_COMPAT])
+        super().__init__(address, model, credential, instance=instance)
 
     def __repr__(self) -> str:
         credential = "set" if self._credential else "none"
@@ -266,54 +234,3 @@ class OpenAIProvider:
             f"OpenAIProvider(kind={self.kind!r}, instance={self.instance!r}, "
             f"address={shown_address(self.address)!r}, model={self.model!r}, credential={credential})"
         )
-
-    async def stream(
-        self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Reply]:
-        if not header_safe(self._credential):
-            raise unusable_credential(self.kind, self.address, self.instance)
-        body = request_body(self.model, conversation, tools, system)
-        headers = {**auth_headers(self._credential), "content-type": "application/json"}
-        reader = ChatStream(self.address, self.instance)
-        try:
-            async with self._http().stream(
-                "POST", self.address + "/chat/completions", json=body, headers=headers
-            ) as response:
-                if not 200 <= response.status_code < 300:
-                    raise status_failure(
-                        response.status_code,
-                        await response.aread(),
-                        kind=self.kind,
-                        address=self.address,
-                        credential=self._credential,
-                        instance=self.instance,
-                        retry_after=response.headers.get("retry-after"),
-                    )
-                require_event_stream(response.headers.get("content-type"), self.address, self.instance)
-                async for line in response.aiter_lines():
-                    text = reader.feed_line(line)
-                    if text:
-                        yield TextDelta(text)
-                    if reader.done:
-                        break
-        except httpx.HTTPError as exc:
-            raise transport_failure(
-                exc, address=self.address, instance=self.instance, credential=self._credential
-            ) from exc
-        if not reader.done:
-            raise incomplete_failure(self.address, self.instance, "no [DONE]")
-        yield reader.reply()
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.aclose()
-
-    def _http(self) -> httpx.AsyncClient:
-        # A client's connections belong to the event loop that opened them; a caller that runs each turn in
-        # its own `asyncio.run` gets a fresh client rather than a pool bound to a closed loop.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT)
-            self._loop = loop
-        return self._client
