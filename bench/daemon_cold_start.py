@@ -12,17 +12,15 @@ measured in the same run, is an interpreter that starts and exits.
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+import _common
 
 # fd 3 is where socket activation puts the first socket (sd_listen_fds(3)); LISTEN_PID must be the daemon's
 # own pid, which a shell knows as $$ before it execs the interpreter in its place.
@@ -32,23 +30,10 @@ ACTIVATE = (
 )
 
 
-def environment(root: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
-    env.update(
-        HOME=str(root),
-        CHOCK_STATE_DIR=str(root / "state"),
-        CHOCK_DATA_DIR=str(root / "data"),
-        CHOCK_CONFIG=str(root / "config.zon"),
-        XDG_RUNTIME_DIR=str(root / "runtime"),
-        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
-    )
-    return env
-
-
 def cold_start(root: Path, listener: socket.socket) -> float:
     fd = listener.fileno()
     assert fd < 10, "a shell redirection names a single-digit descriptor"
-    env = {**environment(root), "FD": str(fd)}
+    env = {**_common.environment(root), "FD": str(fd)}
     started = time.perf_counter()
     daemon = subprocess.Popen(
         ["sh", "-c", ACTIVATE, sys.executable, "-m", "chock", "daemon"],
@@ -79,13 +64,9 @@ def bare_interpreter() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a few rounds; assert the reply only")
-    options = parser.parse_args()
+    options = _common.arguments(__doc__, "a few rounds; assert the reply only").parse_args()
     rounds = 3 if options.quick else 20
-    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
-    try:
-        (root / "runtime").mkdir(mode=0o700)
+    with _common.scratch() as root:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(root / "d.sock"))
         listener.listen(16)
@@ -93,8 +74,6 @@ def main() -> None:
         baseline = [bare_interpreter() for _ in range(rounds)]
         assert (root / "d.sock").exists(), "the daemon never unlinks a socket activation handed it"
         listener.close()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     if options.quick:
         print(f"daemon_cold_start: quick mode: {rounds} activated starts answered the greeting")
         return

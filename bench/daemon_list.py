@@ -10,22 +10,15 @@ cached while a log does not change — the lock probe of each unfinished session
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import signal
 import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _common
 
-from chock.control.client import ControlClient, ControlError
+from chock.control.client import ControlClient
 from chock.log.events import encode, timestamp
 
 SESSIONS = 100
@@ -83,33 +76,6 @@ class Echo:
             assert sock.recv(4096) == b"hello chock-control 1\n"
 
 
-def start_daemon(root: Path, socket_path: Path) -> subprocess.Popen:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
-    env.update(
-        HOME=str(root),
-        CHOCK_STATE_DIR=str(root / "state"),
-        CHOCK_DATA_DIR=str(root / "data"),
-        CHOCK_CONFIG=str(root / "config.zon"),
-        XDG_RUNTIME_DIR=str(root / "runtime"),
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "chock", "daemon", "--socket", str(socket_path)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-    )
-    client = ControlClient(f"unix:{socket_path}")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.ping()
-            return process
-        except ControlError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 def timed(function, repeats: int) -> list[float]:
     samples = []
     for _ in range(repeats):
@@ -120,20 +86,15 @@ def timed(function, repeats: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds; assert delivery only")
-    options = parser.parse_args()
+    options = _common.arguments(__doc__, "fewer rounds; assert delivery only").parse_args()
     repeats = 20 if options.quick else 300
-    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
-    try:
+    with _common.scratch() as root:
         project = root / "project"
         project.mkdir()
         ids = write_sessions(root / "state", project, SESSIONS)
-        (root / "runtime").mkdir(mode=0o700)
         echo = Echo(root / "echo.sock")
-        process = start_daemon(root, root / "d.sock")
-        try:
-            client = ControlClient(f"unix:{root / 'd.sock'}")
+        with _common.running_daemon(root) as socket_path:
+            client = ControlClient(f"unix:{socket_path}")
 
             def listing() -> None:
                 rows = client.list(project)
@@ -144,16 +105,10 @@ def main() -> None:
             echo.round_trip()
             baseline = timed(echo.round_trip, repeats * 5)
             measured = timed(listing, repeats)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(15) == 0
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     if options.quick:
         print(f"daemon_list: quick mode: {repeats} lists delivered all {SESSIONS} rows in order")
         return
-    base, median = statistics.median(baseline), statistics.median(measured)
-    p99 = statistics.quantiles(measured, n=100)[98]
+    base, median, p99 = statistics.median(baseline), statistics.median(measured), _common.percentile(measured, 99)
     print(f"echo round trip (connect, one line each way, close): median {base * 1e6:.0f} µs")
     print(f"connect + hello + list of {SESSIONS} sessions: median {median * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms")
     print(f"ratio {median / base:.1f}")

@@ -20,16 +20,14 @@ import json
 import os
 import selectors
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _common
 
 WATCHERS = 100
 PROCESSES = 4
@@ -130,18 +128,6 @@ def watchers(socket_path: str, project: str, count: int, out: Path) -> None:
 # The run
 
 
-def environment(root: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
-    env.update(
-        HOME=str(root),
-        CHOCK_STATE_DIR=str(root / "state"),
-        CHOCK_DATA_DIR=str(root / "data"),
-        CHOCK_CONFIG=str(root / "config.zon"),
-        XDG_RUNTIME_DIR=str(root / "runtime"),
-    )
-    return env
-
-
 def run(root: Path, socket_path: Path, watcher_count: int, seconds: float) -> tuple[list[float], int]:
     """One session, `watcher_count` watchers: returns (latencies, events each watcher received)."""
     from chock.log.events import encode, timestamp
@@ -192,32 +178,8 @@ def run(root: Path, socket_path: Path, watcher_count: int, seconds: float) -> tu
     return latencies, expected_last
 
 
-def start_daemon(root: Path, socket_path: Path) -> subprocess.Popen:
-    from chock.control.client import ControlClient, ControlError
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "chock", "daemon", "--socket", str(socket_path)],
-        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            ControlClient(f"unix:{socket_path}").ping()
-            return process
-        except ControlError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="2 s, no baseline; assert delivery only")
+    parser = _common.arguments(__doc__, "2 s, no baseline; assert delivery only")
     parser.add_argument("--writer", nargs=2, metavar=("LOG", "COUNT"), help=argparse.SUPPRESS)
     parser.add_argument("--watchers", nargs=4, metavar=("SOCKET", "PROJECT", "N", "OUT"), help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -229,24 +191,14 @@ def main() -> None:
         watchers(path, project, int(n), Path(out))
         return
     seconds = 2.0 if options.quick else 10.0
-    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
-    try:
-        (root / "runtime").mkdir(mode=0o700)
-        socket_path = root / "d.sock"
-        daemon = start_daemon(root, socket_path)
-        try:
-            fanned, last = run(root, socket_path, WATCHERS, seconds)
-            single = None if options.quick else run(root, socket_path, 1, seconds)[0]
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            assert daemon.wait(15) == 0
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with _common.scratch() as root, _common.running_daemon(root) as socket_path:
+        fanned, last = run(root, socket_path, WATCHERS, seconds)
+        single = None if options.quick else run(root, socket_path, 1, seconds)[0]
     if options.quick:
         print(f"daemon_watch: quick mode: {WATCHERS} watchers each received all {last} events, then the close")
         return
-    p50, p99 = quantile(fanned, 0.50), quantile(fanned, 0.99)
-    b50, b99 = quantile(single, 0.50), quantile(single, 0.99)
+    p50, p99 = _common.percentile(fanned, 50), _common.percentile(fanned, 99)
+    b50, b99 = _common.percentile(single, 50), _common.percentile(single, 99)
     print(f"{WATCHERS} watchers x {int(seconds * RATE):,} events at {RATE}/s: every event delivered to every watcher")
     print(f"append-to-delivery latency: p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms, max {max(fanned) * 1e3:.1f} ms")
     mean = statistics.mean(single)

@@ -13,71 +13,22 @@ serve), and serve's CPU time and memory.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import multiprocessing
 import os
-import shutil
-import signal
-import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _common
 
-from chock.control.client import ControlClient, ControlError
+from chock.control.client import ControlClient
 from chock.log.writer import SessionLog
 
 CLIENTS = 200
 RATE = 200  # events per second
 WORKERS = 4  # client processes, so parsing 40 000 messages a second is not what gets measured
 SESSION_ID = "20260101-000000-5e55e5"
-
-
-def environment(root: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
-    env.update(
-        HOME=str(root),
-        CHOCK_STATE_DIR=str(root / "state"),
-        CHOCK_DATA_DIR=str(root / "data"),
-        CHOCK_CONFIG=str(root / "config.zon"),
-        XDG_RUNTIME_DIR=str(root / "runtime"),
-    )
-    return env
-
-
-def start_daemon(root: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    socket_path = root / "d.sock"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "chock", "daemon", "--socket", str(socket_path)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = ControlClient(f"unix:{socket_path}")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.ping()
-            return process
-        except ControlError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def start_serve(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{root / 'd.sock'}", "--host", "127.0.0.1",
-         "--port", "0"],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("listening on http://127.0.0.1:"), line
-    return process, int(line.strip().rstrip("/").rsplit(":", 1)[1])
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -171,73 +122,56 @@ def memory_kib(pid: int) -> dict[str, int]:
     return {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(("VmRSS", "VmHWM"))}
 
 
-def percentile(values: list[float], p: int) -> float:
-    return statistics.quantiles(values, n=100)[p - 1] if len(values) > 1 else (values or [0.0])[0]
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a short run; assert delivery only")
+    parser = _common.arguments(__doc__, "a short run; assert delivery only")
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--rate", type=int, default=RATE, help="events appended per second")
     parser.add_argument("--seconds", type=float, help="how long to append (default 3 quick, 20 full)")
     options = parser.parse_args()
     seconds = options.seconds or (3.0 if options.quick else 20.0)
     count = int(seconds * options.rate)
-    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
-    processes: list[subprocess.Popen] = []  # type: ignore[type-arg]
-    workers: list[multiprocessing.process.BaseProcess] = []
-    try:
+    shares = [options.clients // WORKERS + (1 if n < options.clients % WORKERS else 0) for n in range(WORKERS)]
+    with _common.scratch() as root:
         project = root / "project"
         project.mkdir()
-        (root / "runtime").mkdir(mode=0o700)
-        env = environment(root)
         log_path = root / "state" / "sessions" / SESSION_ID / "log.jsonl"
         log_path.parent.mkdir(parents=True, mode=0o700)
         log = SessionLog.create(log_path)
         log.append("session.start", project=str(project), message="bench", instance="bench", model="",
                    owner="terminal", approve_all=False, pid=os.getpid())  # fmt: skip
+        with _common.running_daemon(root) as socket_path, _common.running_serve(root, socket_path) as (serve, port):
+            url = f"http://127.0.0.1:{port}/api/sessions/{SESSION_ID}/watch?project={project}"
+            direct = DirectWatch(f"unix:{socket_path}", project)
+            direct.start()
+            workers: list[multiprocessing.process.BaseProcess] = []
+            try:
+                context = multiprocessing.get_context("spawn")
+                ready_queue, results = context.Queue(), context.Queue()
+                for share in filter(None, shares):
+                    process = context.Process(target=worker, args=(url, share, ready_queue, results), daemon=True)
+                    process.start()
+                    workers.append(process)
+                connected = sum(ready_queue.get(timeout=90) for _ in workers)
+                assert connected == options.clients
 
-        daemon = start_daemon(root, env)
-        processes.append(daemon)
-        serve, port = start_serve(root, env)
-        processes.append(serve)
-        url = f"http://127.0.0.1:{port}/api/sessions/{SESSION_ID}/watch?project={project}"
-        direct = DirectWatch(f"unix:{root / 'd.sock'}", project)
-        direct.start()
-
-        context = multiprocessing.get_context("spawn")
-        ready_queue, results = context.Queue(), context.Queue()
-        shares = [options.clients // WORKERS + (1 if n < options.clients % WORKERS else 0) for n in range(WORKERS)]
-        for share in filter(None, shares):
-            process = context.Process(target=worker, args=(url, share, ready_queue, results), daemon=True)
-            process.start()
-            workers.append(process)
-        connected = sum(ready_queue.get(timeout=90) for _ in workers)
-        assert connected == options.clients
-
-        cpu_before, started = cpu_seconds(serve.pid), time.monotonic()
-        for number in range(count):
-            delay = started + number / options.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            log.append("assistant.delta", text="streamed text of a typical size " * 2, sent=time.time())
-        log.append("session.end", reason="completed", exit_code=0)
-        outcomes = [outcome for _ in workers for outcome in results.get(timeout=120)]
-        elapsed = time.monotonic() - started
-        cpu_after = cpu_seconds(serve.pid)
-        memory = memory_kib(serve.pid)
-        direct.join(30)
-        log.release()
-    finally:
-        for process in workers:
-            process.join(10)
-            if process.is_alive():
-                process.kill()
-        for process in reversed(processes):
-            process.send_signal(signal.SIGTERM)
-            process.wait(15)
-        shutil.rmtree(root, ignore_errors=True)
+                cpu_before, started = cpu_seconds(serve.pid), time.monotonic()
+                for number in range(count):
+                    delay = started + number / options.rate - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    log.append("assistant.delta", text="streamed text of a typical size " * 2, sent=time.time())
+                log.append("session.end", reason="completed", exit_code=0)
+                outcomes = [outcome for _ in workers for outcome in results.get(timeout=120)]
+                elapsed = time.monotonic() - started
+                cpu_after = cpu_seconds(serve.pid)
+                memory = memory_kib(serve.pid)
+                direct.join(30)
+                log.release()
+            finally:
+                for process in workers:
+                    process.join(10)
+                    if process.is_alive():
+                        process.kill()
 
     expected = list(range(1, count + 3))  # session.start, the deltas, session.end
     bad = [n for n, outcome in enumerate(outcomes) if outcome.get("ids") != expected or not outcome.get("ended")]
@@ -248,8 +182,8 @@ def main() -> None:
         print(f"serve_sse: quick mode: {options.clients} clients each got all {len(expected)} events once, in order")
         return
     latencies = [value for outcome in outcomes for value in outcome["latencies"]]
-    p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-    base50, base99 = percentile(direct.latencies, 50), percentile(direct.latencies, 99)
+    p50, p99 = _common.percentile(latencies, 50), _common.percentile(latencies, 99)
+    base50, base99 = _common.percentile(direct.latencies, 50), _common.percentile(direct.latencies, 99)
     print(f"{options.clients} SSE clients, {count} events at {options.rate}/s ({len(latencies)} deliveries)")
     print(f"through serve: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {max(latencies) * 1e3:.1f} ms")
     print(f"daemon watch directly: p50 {base50 * 1e3:.1f} ms, p99 {base99 * 1e3:.1f} ms")

@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated Chock home per test, a real git project, and `chock` run as a real process."""
+"""Shared fixtures: an isolated Chock home per test, a real git project, `chock` run as a real process, and
+real daemons on short socket paths (tests/fakes/daemon.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from chock.paths import Layout
+from tests.fakes.daemon import Daemon, Daemons, running_daemons
 
 
 @dataclass
@@ -94,15 +97,32 @@ def home(tmp_path, monkeypatch) -> Home:
     return Home(root, Layout.from_env(), env)
 
 
-def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
+@pytest.fixture
+def daemons(home, tmp_path) -> Iterator[Daemons]:
+    """Start real daemons with `daemons.start()`; all of them, and their sessions, are killed at the end."""
+    with running_daemons(home, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def daemon(daemons) -> Daemon:
+    """One real daemon that answers, on a short socket path."""
+    return daemons.start()
+
+
+# Every git command a test runs names an identity, so a commit never depends on the machine's git config.
+_IDENTITY = ("-c", "user.name=Test", "-c", "user.email=test@example.com")
+
+
+def make_project(path: Path, files: dict[str, str] | None = None, message: str = "first") -> Path:
+    """A git repository at `path` with `files` (a README and an app.py by default) in one commit on main."""
     path.mkdir(parents=True, exist_ok=True)
-    git = ["git", "-C", str(path), "-c", "user.name=Test", "-c", "user.email=test@example.com"]
-    subprocess.run([*git[:3], "init", "-q", "-b", "main"], check=True)
+    git(path, "init", "-q", "-b", "main")
     for name, text in (files or {"README.md": "# demo\n", "app.py": "print('hello')\n"}).items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", message)
     return path.resolve()
 
 
@@ -112,6 +132,12 @@ def project(tmp_path) -> Path:
 
 
 def git(project: Path, *args: str) -> str:
+    """`git ARGS` in `project`; its output as it came (a file's content keeps its last newline)."""
     return subprocess.run(
-        ["git", "-C", str(project), *args], capture_output=True, text=True, check=True
+        ["git", "-C", str(project), *_IDENTITY, *args], capture_output=True, text=True, check=True
     ).stdout
+
+
+def git_value(project: Path, *args: str) -> str:
+    """`git ARGS` in `project` for a value (a hash, a ref, a list of names): its output, stripped."""
+    return git(project, *args).strip()

@@ -477,6 +477,23 @@ def test_a_carriage_return_stays_part_of_the_line():
     assert buffer.next_line() == "pending\r"
 
 
+def test_the_reply_reader_asks_for_data_then_ends_dropping_a_reply_cut_short():
+    replies = p.ReplyReader("daemon at unix:/d.sock")
+    assert replies.next_line() is p.NEED_DATA
+    replies.feed(b"ok chock-control 1\nok ro")
+    assert replies.next_line() == "ok chock-control 1"
+    assert replies.next_line() is p.NEED_DATA
+    replies.feed(b"")  # end of file
+    assert replies.next_line() is None and replies.next_line() is None
+
+
+def test_a_reply_line_the_reader_cannot_take_is_a_protocol_error_naming_the_peer():
+    replies = p.ReplyReader("daemon at unix:/d.sock", reader="serve", limit=8)
+    replies.feed(b"x" * 9)
+    assert code_of(replies.next_line) == ErrorCode.PROTOCOL
+    assert text_of(replies.next_line).startswith("the daemon at unix:/d.sock sent a line serve cannot read: ")
+
+
 # The server's side of a connection --------------------------------------------------------------------------
 
 

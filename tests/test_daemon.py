@@ -1,7 +1,7 @@
 """`chock daemon` end to end (SPEC §6, §7): real daemon processes, real `chock run` children, real sockets.
 
-Every test starts its own daemon on a short socket path (unix socket paths must stay under 108 bytes, and
-a pytest tmp dir is long) and kills whatever sessions it left running.
+Every test starts its own daemons through the `daemons` fixture (tests/fakes/daemon.py: a short socket path
+each, and whatever sessions the test left running killed at the end).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,9 @@ import pytest
 from chock.control.client import ControlClient, ControlError, SessionSocketClient
 from chock.log.reader import owner_alive
 from tests.conftest import make_project
+from tests.fakes.daemon import Daemon, short_dir
+from tests.fakes.notify import NotifySocket
+from tests.fakes.wait import wait_until
 
 UNKNOWN = "20260101-000000-abcdef"
 
@@ -44,102 +45,6 @@ ASKS = [
 
 # --------------------------------------------------------------------------------------------------------
 # Helpers
-
-
-@dataclass
-class Daemon:
-    process: subprocess.Popen
-    socket: Path
-    stderr_path: Path
-    tcp: str | None = None
-
-    @property
-    def address(self) -> str:
-        return f"unix:{self.socket}"
-
-    @property
-    def client(self) -> ControlClient:
-        return ControlClient(self.address, timeout=30)
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        return self.process.wait(15)
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-
-@dataclass
-class Daemons:
-    home: object
-    tmp: Path
-    started: list[Daemon] = field(default_factory=list)
-
-    def short_dir(self, mode: int = 0o700) -> Path:
-        directory = Path(tempfile.mkdtemp(prefix="chockd-", dir="/tmp"))
-        os.chmod(directory, mode)
-        return directory
-
-    def spawn(self, *args: str, socket_path: Path | None = None) -> tuple[subprocess.Popen, Path, Path]:
-        path = socket_path or self.short_dir() / "d.sock"
-        stderr_path = self.tmp / f"daemon-{len(self.started)}-{time.monotonic_ns()}.err"
-        process = self.home.spawn(
-            "daemon", "--socket", str(path), *args,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(stderr_path, "w"),  # noqa: SIM115
-        )  # fmt: skip
-        return process, path, stderr_path
-
-    def start(self, *args: str, socket_path: Path | None = None) -> Daemon:
-        process, path, stderr_path = self.spawn(*args, socket_path=socket_path)
-        daemon = Daemon(process, path, stderr_path)
-        self.started.append(daemon)
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"the daemon exited {process.returncode}: {daemon.stderr}")
-            try:
-                daemon.client.ping()
-                break
-            except ControlError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        if "--host" in args:
-            line = process.stdout.readline()
-            assert line.startswith("listening on "), line
-            daemon.tcp = line.split()[-1]
-        return daemon
-
-    def cleanup(self) -> None:
-        for daemon in self.started:
-            with contextlib.suppress(Exception):
-                daemon.process.kill()
-                daemon.process.wait(10)
-        _kill_sessions(self.home)
-
-
-def _kill_sessions(home) -> None:
-    """Every session still holding its log's lock is killed, with its process group."""
-    sessions = home.layout.sessions_dir
-    if not sessions.exists():
-        return
-    for name in os.listdir(sessions):
-        log = sessions / name / "log.jsonl"
-        if not log.exists() or not owner_alive(log):
-            continue
-        pids = [e.get("pid") for e in home.events(name) if e["type"] in ("session.start", "session.adopt")]
-        for pid in filter(None, pids[-1:]):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def daemons(home, tmp_path):
-    running = Daemons(home, tmp_path)
-    yield running
-    running.cleanup()
 
 
 def exchange(path: Path | str, data: bytes, *, half_close: bool = True, timeout: float = 20) -> list[bytes]:
@@ -172,16 +77,6 @@ def hello(line: str) -> bytes:
     return b"hello chock-control 1\n" + line.encode() + b"\n"
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def event_of(home, session_id: str, kind: str) -> dict | None:
     log = home.layout.log_path(session_id)
     if not log.exists():
@@ -190,7 +85,7 @@ def event_of(home, session_id: str, kind: str) -> dict | None:
 
 
 def pending_request(home, session_id: str) -> str:
-    request = wait_for(lambda: event_of(home, session_id, "approval.request"), what="an approval request")
+    request = wait_until(lambda: event_of(home, session_id, "approval.request"), what="an approval request")
     return request["request_id"]
 
 
@@ -219,7 +114,7 @@ class Watch:
         return self.events
 
     def wait_for(self, kind: str, timeout: float = 30.0) -> dict:
-        return wait_for(lambda: next((e for e in self.events if e["type"] == kind), None), timeout, f"a {kind} event")
+        return wait_until(lambda: next((e for e in self.events if e["type"] == kind), None), timeout, f"a {kind} event")
 
 
 def replay_config(home, entries: list[dict], extra: str = "") -> None:
@@ -283,8 +178,8 @@ def test_every_malformed_request_gets_its_error_and_the_daemon_still_answers(hom
 
 def test_a_peer_of_another_uid_is_refused_by_the_peer_check_and_served_over_tcp(home, daemons):
     if os.getuid() != 0:
-        pytest.skip("setpriv --reuid needs root")
-    directory = daemons.short_dir(0o755)  # reachable, so the kernel lets the other uid connect ...
+        pytest.fail("setpriv --reuid needs root: run the suite as root, as scripts/test and CI do")
+    directory = short_dir(0o755)  # reachable, so the kernel lets the other uid connect ...
     daemon = daemons.start("--host", "127.0.0.1", "--port", "0", socket_path=directory / "d.sock")
     os.chmod(daemon.socket, 0o777)  # ... and only the peer check stands in its way
     assert daemon.tcp and daemon.tcp.startswith("127.0.0.1:") and not daemon.tcp.endswith(":0")
@@ -315,7 +210,7 @@ def test_a_peer_of_another_uid_is_refused_by_the_peer_check_and_served_over_tcp(
     assert "ok chock-control" not in out[1]
     assert out[2] == "tcp 'ok chock-control 1\\n'", out[2]  # served, and an unknown project has no rows
     status = json.loads((home.layout.state / "daemon-status.json").read_text())
-    wait_for(
+    wait_until(
         lambda: json.loads((home.layout.state / "daemon-status.json").read_text())["connections"]["forbidden"] == 1,
         5, "the forbidden count",
     )  # fmt: skip
@@ -343,14 +238,7 @@ def test_too_many_connections_are_refused_and_the_daemon_recovers(home, daemons)
     finally:
         for sock in held:
             sock.close()
-    wait_for(lambda: _pings(daemon), 10, "the daemon to serve again")
-
-
-def _pings(daemon: Daemon) -> bool:
-    try:
-        return daemon.client.ping() == 1
-    except ControlError:
-        return False
+    wait_until(daemon.answers, 10, "the daemon to serve again")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -466,7 +354,7 @@ def test_kill_9_of_a_session_child_takes_down_only_that_session(home, project, d
     assert survivor_watch.wait_closed()[-1]["reason"] == "completed"
     assert daemon.process.poll() is None
     # Our children are reaped: none is left a zombie.
-    wait_for(lambda: not _zombies(daemon.process.pid), 10, "the daemon to reap its children")
+    wait_until(lambda: not _zombies(daemon.process.pid), 10, "the daemon to reap its children")
 
 
 def _zombies(parent: int) -> list[int]:
@@ -523,11 +411,11 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        session_id = wait_for(
+        session_id = wait_until(
             lambda: home.layout.sessions_dir.exists() and next(iter(os.listdir(home.layout.sessions_dir)), None),
             what="the terminal session",
         )
-        wait_for(lambda: event_of(home, session_id, "tool.call"), what="the shell call")
+        wait_until(lambda: event_of(home, session_id, "tool.call"), what="the shell call")
         watch = Watch(client, project, session_id, 0)
         with SessionSocketClient(home.layout.session_socket(session_id, "handover"), timeout=30) as handover:
             handover.ask_handover()
@@ -538,7 +426,7 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
                 assert type(reply).__name__ == "Busy", reply
             handover.confirm()
         assert terminal.wait(30) == 8
-        wait_for(lambda: any(e["type"] == "session.end" for e in watch.events), what="the handover end")
+        wait_until(lambda: any(e["type"] == "session.end" for e in watch.events), what="the handover end")
         assert not watch.closed.is_set()  # a handover is not an end: the log goes on under the new owner
         adopted, log_path = client.adopt(project, session_id)
         assert adopted == session_id and log_path == str(home.layout.log_path(session_id))
@@ -561,15 +449,15 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
 
 def test_a_second_daemon_on_the_same_state_dir_is_refused_naming_the_first(home, daemons):
     first = daemons.start()
-    process, _, stderr_path = daemons.spawn()
-    assert process.wait(30) == 1
-    stderr = stderr_path.read_text()
+    second = daemons.spawn()
+    assert second.process.wait(30) == 1
+    stderr = second.stderr
     assert f"pid {first.process.pid}" in stderr and str(home.layout.state) in stderr
     assert first.client.ping() == 1
 
 
 def test_a_stale_socket_is_replaced_and_a_path_that_is_not_a_socket_is_refused(home, daemons):
-    directory = daemons.short_dir()
+    directory = short_dir()
     stale = directory / "d.sock"
     leftover = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     leftover.bind(str(stale))  # a socket file with nobody listening: a daemon that died uncleanly
@@ -579,17 +467,17 @@ def test_a_stale_socket_is_replaced_and_a_path_that_is_not_a_socket_is_refused(h
     assert daemon.stop() == 0 and not stale.exists()
     plain = directory / "plain"
     plain.write_text("not a socket\n")
-    process, _, stderr_path = daemons.spawn(socket_path=plain)
-    assert process.wait(30) == 1
-    assert str(plain) in stderr_path.read_text() and "not a socket" in stderr_path.read_text()
+    refused = daemons.spawn(socket_path=plain)
+    assert refused.process.wait(30) == 1
+    assert str(plain) in refused.stderr and "not a socket" in refused.stderr
     assert plain.read_text() == "not a socket\n"  # never replaced
 
 
 def test_a_socket_path_past_the_platform_limit_is_a_clear_error(home, daemons):
-    path = daemons.short_dir() / ("s" * 120 + ".sock")
-    process, _, stderr_path = daemons.spawn(socket_path=path)
-    assert process.wait(30) == 1
-    stderr = stderr_path.read_text()
+    path = short_dir() / ("s" * 120 + ".sock")
+    refused = daemons.spawn(socket_path=path)
+    assert refused.process.wait(30) == 1
+    stderr = refused.stderr
     assert str(path) in stderr and "at most 107" in stderr
 
 
@@ -649,7 +537,7 @@ def test_status_and_activity_hold_no_message_text_and_no_user_paths(home, projec
     secret = "the-task-text-that-must-stay-in-the-log-only"
     session_id, _ = daemon.client.start(project, secret)
     Watch(daemon.client, project, session_id, 0).wait_closed()
-    wait_for(
+    wait_until(
         lambda: '"session.ended"' in (home.layout.state / "daemon-activity.jsonl").read_text(),
         10, "the child to be reaped",
     )  # fmt: skip
@@ -689,7 +577,7 @@ def test_a_watch_closes_30_s_after_a_handover_nobody_adopted(home, project, daem
         if closes:  # its 30 s are long over: everything the log holds, then the close
             assert [e["id"] for e in watch.wait_closed(5)] == [1, 2, 3]
         else:  # a handover is not an end: the next owner may yet adopt it
-            wait_for(lambda watch=watch: len(watch.events) == 3, 5, "the backlog")
+            wait_until(lambda watch=watch: len(watch.events) == 3, 5, "the backlog")
             time.sleep(1.5)
             assert not watch.closed.is_set()
 
@@ -697,14 +585,12 @@ def test_a_watch_closes_30_s_after_a_handover_nobody_adopted(home, project, daem
 def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     """LISTEN_FDS and NOTIFY_SOCKET as a service manager sets them (the manager itself is not needed)."""
     replay_config(home, ASKS)
-    directory = daemons.short_dir()
+    directory = short_dir()
     path = directory / "activated.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(8)
-    notifications = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notifications.bind(str(directory / "notify"))
-    notifications.settimeout(10)
+    notifications = NotifySocket(directory)
     wrapper = (
         "import os, sys\n"
         "fd = int(sys.argv[1])\n"
@@ -714,23 +600,19 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
         "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1', LISTEN_FDNAMES='control')\n"
         "os.execv(sys.executable, [sys.executable, '-m', 'chock', 'daemon'])\n"
     )
-    env = {**home.env, "NOTIFY_SOCKET": str(directory / "notify"), "WATCHDOG_USEC": "400000"}
+    env = {**home.env, **notifications.env()}
     stderr_path = daemons.tmp / "activated.err"
     process = subprocess.Popen(
         [sys.executable, "-c", wrapper, str(listener.fileno())], pass_fds=(listener.fileno(),), env=env,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(stderr_path, "w"),  # noqa: SIM115
     )  # fmt: skip
-    daemon = Daemon(process, path, stderr_path)
-    daemons.started.append(daemon)
+    daemon = daemons.add(Daemon(process, path, stderr_path))
 
-    def next_datagram() -> list[str]:
-        return notifications.recv(4096).decode().split("\n")
-
-    ready = next_datagram()
+    ready = notifications.next()
     assert ready[0] == "READY=1" and ready[1].startswith(f"STATUS=serving unix:{path}"), ready
     assert daemon.client.ping() == 1  # served on the socket it was handed
     assert not home.layout.daemon_socket.exists()  # and nothing else was bound
-    assert "WATCHDOG=1" in next_datagram()  # at half of WATCHDOG_USEC
+    assert "WATCHDOG=1" in notifications.next()  # at half of WATCHDOG_USEC
     session_id, _ = daemon.client.start(project, "activated")
     pid = event_of(home, session_id, "session.start")["pid"]
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -738,8 +620,7 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     assert not names & {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC"}
     assert names >= {"CHOCK_CONFIG", "CHOCK_STATE_DIR", "CHOCK_DATA_DIR"}
     process.send_signal(signal.SIGTERM)
-    while (states := next_datagram()) != ["STOPPING=1"]:
-        assert states == ["WATCHDOG=1"], states
+    notifications.until_stopping()
     assert process.wait(15) == 0
     assert path.exists()  # a socket that activation handed over is never unlinked by the daemon
     assert owner_alive(home.layout.log_path(session_id))  # and the session lives on

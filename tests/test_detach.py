@@ -7,15 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from chock.control.client import ControlClient, ControlError
 from tests.conftest import git
-from tests.test_run import _read_until, _wait_for_event, _wait_for_session
+from tests.fakes.wait import wait_until
+from tests.test_handover import terminal_session
+from tests.test_run import _read_until, _wait_for_event
 
 SLOW = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
@@ -25,60 +25,16 @@ SLOW = [
 ]  # fmt: skip
 
 
-class Daemon:
-    def __init__(self, home):
-        self.home = home
-        self.socket = Path(tempfile.mkdtemp(prefix="chockd-", dir="/tmp")) / "d.sock"
-        self.process: subprocess.Popen | None = None
-
-    def start(self):
-        self.process = subprocess.Popen([sys.executable, "-m", "chock", "daemon", "--socket", str(self.socket)],
-                                        env=self.home.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                ControlClient(f"unix:{self.socket}", timeout=2).ping()
-                return self
-            except ControlError:
-                time.sleep(0.05)
-        raise AssertionError("the daemon did not come up")
-
-    @property
-    def address(self) -> str:
-        return f"unix:{self.socket}"
-
-    def kill(self):
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
-@pytest.fixture
-def daemon(home):
-    running = Daemon(home).start()
-    yield running
-    running.kill()
-
-
-def _terminal_session(home, project, entries, *args):
-    home.replay_instance(entries)
-    process = home.spawn("run", "--yes", *args, "write two files", cwd=project, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return process, _wait_for_session(home)
-
-
 def _wait_for_end(home, session_id, reason, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended():
         ends = [e for e in home.events(session_id) if e["type"] == "session.end"]
-        if ends and ends[-1]["reason"] == reason:
-            return ends[-1]
-        time.sleep(0.1)
-    raise AssertionError(f"session {session_id} did not end with {reason}")
+        return ends[-1] if ends and ends[-1]["reason"] == reason else None
+
+    return wait_until(ended, timeout, f"session {session_id} to end with {reason}")
 
 
 def test_a_terminal_session_is_detached_to_the_daemon_and_completes_there(home, project, daemon):
-    process, session_id = _terminal_session(home, project, SLOW)
+    process, session_id = terminal_session(home, project, SLOW)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     result = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
     assert result.returncode == 0, result.stderr
@@ -98,7 +54,7 @@ def test_a_terminal_session_is_detached_to_the_daemon_and_completes_there(home, 
 
 
 def test_detach_defaults_to_the_newest_running_session_of_this_project(home, project, daemon):
-    process, session_id = _terminal_session(home, project, SLOW)
+    process, session_id = terminal_session(home, project, SLOW)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     result = home.chock("detach", cwd=project, env={"CHOCK_DAEMON": daemon.address})
     assert result.returncode == 0, result.stderr
@@ -113,7 +69,7 @@ def test_background_work_holds_the_handover_and_wait_1_leaves_the_session_runnin
         {"text": "Waiting.", "tool_calls": []},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = _terminal_session(home, project, entries)
+    process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "background.start")
     short = home.chock("detach", session_id, "--daemon", daemon.address, "--wait", "1", cwd=project)
     assert short.returncode != 0
@@ -130,7 +86,7 @@ def test_background_work_holds_the_handover_and_wait_1_leaves_the_session_runnin
 
 
 def test_no_daemon_is_refused_at_once_and_the_session_is_untouched(home, project):
-    process, session_id = _terminal_session(home, project, SLOW)
+    process, session_id = terminal_session(home, project, SLOW)
     try:
         _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
         before = home.layout.log_path(session_id).read_bytes()
@@ -156,7 +112,7 @@ def test_a_daemon_gone_between_ask_and_adopt_is_named_and_continue_takes_the_ses
                                     {"call_id": "c2", "name": "shell", "args": {"command": "sleep 3"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = _terminal_session(home, project, entries)
+    process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     detach = home.spawn("detach", session_id, "--daemon", daemon.address, cwd=project,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -182,7 +138,7 @@ def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon
         {"text": "", "tool_calls": [{"call_id": "c3", "name": "shell", "args": {"command": "sleep 60"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = _terminal_session(home, project, entries)
+    process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     assert home.chock("detach", session_id, "--daemon", daemon.address, cwd=project).returncode == 0
     assert process.wait(30) == 8
@@ -201,7 +157,7 @@ def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon
 
 
 def test_an_abandoned_session_is_refused_by_detach_naming_its_workspace(home, project, daemon):
-    process, session_id = _terminal_session(home, project, SLOW)
+    process, session_id = terminal_session(home, project, SLOW)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     process.kill()
     process.wait(10)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 
 
 def _doctor(home, **env):
@@ -39,21 +36,8 @@ def test_doctor_names_a_missing_bwrap_and_its_fix(home, tmp_path):
     assert "apt install bubblewrap" in result.stdout
 
 
-def test_doctor_sees_a_running_daemon(home):
+def test_doctor_sees_a_running_daemon(home, daemon):
     home.write_config('.{ .credentials = .{ .store = "file" } }\n')
-    directory = tempfile.mkdtemp(dir="/tmp")
-    socket_path = os.path.join(directory, "d.sock")
-    daemon = subprocess.Popen([sys.executable, "-m", "chock", "daemon", "--socket", socket_path], env=home.env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import time
-
-        deadline = time.monotonic() + 20
-        while not os.path.exists(socket_path) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        result = _doctor(home, CHOCK_DAEMON=f"unix:{socket_path}")
-        line = _line(result.stdout, "daemon")
-        assert line.startswith("ok ") and "chock-control 1" in line, result.stdout
-    finally:
-        daemon.terminate()
-        daemon.wait(10)
+    result = _doctor(home, CHOCK_DAEMON=daemon.address)
+    line = _line(result.stdout, "daemon")
+    assert line.startswith("ok ") and "chock-control 1" in line, result.stdout

@@ -31,7 +31,9 @@ def _handover_client(home, session_id, timeout=30.0) -> SessionSocketClient:
             time.sleep(0.05)
 
 
-def _start(home, project, entries, *args):
+def terminal_session(home, project, entries, *args):
+    """`chock run --yes ARGS "write two files"` on a replay of `entries`, in the background with no terminal
+    (as test_detach uses it too): the process, and the session's id once it exists."""
     home.replay_instance(entries)
     process = home.spawn("run", "--yes", *args, "write two files", cwd=project,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -39,7 +41,7 @@ def _start(home, project, entries, *args):
 
 
 def test_a_confirmed_handover_ends_with_exit_8_and_adopt_carries_on_in_the_same_worktree(home, project):
-    process, session_id = _start(home, project, SLOW_TURNS)
+    process, session_id = terminal_session(home, project, SLOW_TURNS)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     with _handover_client(home, session_id) as client:
         client.ask_handover()
@@ -69,7 +71,7 @@ def test_a_confirmed_handover_ends_with_exit_8_and_adopt_carries_on_in_the_same_
 
 
 def test_an_ask_that_is_never_confirmed_leaves_no_trace(home, project):
-    process, session_id = _start(home, project, SLOW_TURNS)
+    process, session_id = terminal_session(home, project, SLOW_TURNS)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     before = None
     with _handover_client(home, session_id) as client:
@@ -92,7 +94,7 @@ def test_background_work_is_named_busy_and_the_handover_waits_for_it(home, proje
         {"text": "Waiting for it.", "delay": 0.5, "tool_calls": []},
         {"text": "The background command finished.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = _start(home, project, entries)
+    process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "background.start")
     with _handover_client(home, session_id) as client:
         client.ask_handover()
@@ -118,7 +120,7 @@ def test_a_subagent_is_logged_with_its_result_and_holds_a_handover_as_busy(home,
         {"text": "Asked a subagent.", "tool_calls": []},
         {"text": "The subagent says app.py prints hello.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = _start(home, project, entries)
+    process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "subagent.start")
     with _handover_client(home, session_id) as client:
         client.ask_handover()
@@ -153,7 +155,7 @@ def test_the_session_stays_single_threaded_and_answers_its_sockets_while_a_model
 
 
 def test_allow_dirty_is_refused_on_a_workspace_that_moved(home, project):
-    process, session_id = _start(home, project, SLOW_TURNS)
+    process, session_id = terminal_session(home, project, SLOW_TURNS)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     with _handover_client(home, session_id) as client:
         client.ask_handover()
@@ -174,7 +176,7 @@ def test_the_scratchpad_and_approve_all_move_with_the_session(home, project):
                                     {"call_id": "c4", "name": "shell", "args": {"command": "echo approved-after"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = _start(home, project, entries)  # --yes
+    process, session_id = terminal_session(home, project, entries)  # --yes
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     with _handover_client(home, session_id) as client:
         client.ask_handover()

@@ -174,10 +174,13 @@ def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
 
 
 def _wait_for_session(home, timeout=30.0) -> str:
+    """The id of the one session, once its log exists (its directory comes a moment before)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if home.layout.sessions_dir.exists() and os.listdir(home.layout.sessions_dir):
-            return home.only_session()
+            session_id = home.only_session()
+            if home.layout.log_path(session_id).exists():
+                return session_id
         time.sleep(0.05)
     raise AssertionError("no session appeared")
 

@@ -18,22 +18,12 @@ from chock.paths import Layout
 from chock.session import sandbox as sandbox_module
 from chock.session import workspace
 from chock.session.sandbox import Sandbox, find_bwrap, for_workspace, host_environment
+from tests.conftest import git_value as git
+from tests.conftest import make_project
 
 SESSION = "20261201-073450-a1b2c3"
 SECRET = "sk-secret-test"
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap (bubblewrap) is not installed")
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 @pytest.fixture
@@ -66,13 +56,7 @@ def layout(person_home: Path) -> Layout:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    (path / "README.md").write_text("hello\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "first commit")
-    return path.resolve()
+    return make_project(tmp_path / "project", {"README.md": "hello\n"}, message="first commit")
 
 
 @pytest.fixture
@@ -116,7 +100,6 @@ def test_find_bwrap_refuses_without_bwrap(tmp_path: Path, monkeypatch: pytest.Mo
     assert refused.value.exit_code == 3
 
 
-@needs_bwrap
 def test_find_bwrap_finds_it_and_it_works() -> None:
     bwrap = find_bwrap()
     assert os.access(bwrap, os.X_OK)
@@ -190,7 +173,6 @@ def test_argv_creates_home_and_knowledgebase_0700(box: Sandbox, layout: Layout, 
 # Inside, for real ---------------------------------------------------------------------------------------
 
 
-@needs_bwrap
 def test_home_is_the_toolchain_dir_and_the_environment_holds_no_key(
     box: Sandbox, layout: Layout, project: Path
 ) -> None:
@@ -205,7 +187,6 @@ def test_home_is_the_toolchain_dir_and_the_environment_holds_no_key(
     assert "ANTHROPIC" not in out
 
 
-@needs_bwrap
 def test_nothing_of_the_persons_home_data_or_state_is_visible(
     box: Sandbox, layout: Layout, project: Path, person_home: Path
 ) -> None:
@@ -228,20 +209,17 @@ def test_nothing_of_the_persons_home_data_or_state_is_visible(
     assert fails(box, f"ls {layout.state}")
 
 
-@needs_bwrap
 def test_the_real_root_home_is_not_there(box: Sandbox) -> None:
     assert ok(box, "ls -A /root 2>/dev/null; true") == ""
     if Path("/root/.bashrc").exists():
         assert fails(box, "cat /root/.bashrc")
 
 
-@needs_bwrap
 def test_the_project_outside_its_git_dir_is_not_there(box: Sandbox, project: Path) -> None:
     assert fails(box, f"cat {project}/README.md")
     assert ok(box, "cat README.md") == "hello\n"
 
 
-@needs_bwrap
 def test_etc_is_there_without_what_other_users_cannot_read(box: Sandbox) -> None:
     assert "root:" in ok(box, "cat /etc/passwd")
     if Path("/etc/shadow").exists():
@@ -255,7 +233,6 @@ def test_etc_is_there_without_what_other_users_cannot_read(box: Sandbox) -> None
             assert fails(box, f"touch {path}/x"), path
 
 
-@needs_bwrap
 def test_writes_land_in_the_workspace_home_and_private_tmp_only(
     box: Sandbox, project: Path, layout: Layout
 ) -> None:
@@ -289,14 +266,12 @@ def test_writes_land_in_the_workspace_home_and_private_tmp_only(
     assert not Path("/tmp/private.txt").exists()
 
 
-@needs_bwrap
 def test_the_knowledgebase_is_at_home_knowledgebase(box: Sandbox, layout: Layout, project: Path) -> None:
     layout.knowledgebase_dir(project).mkdir(parents=True, exist_ok=True)
     (layout.knowledgebase_dir(project) / "build.md").write_text("run make\n")
     assert ok(box, "cat $HOME/knowledgebase/build.md") == "run make\n"
 
 
-@needs_bwrap
 def test_git_status_diff_and_log_work_in_the_worktree(box: Sandbox) -> None:
     (box.workspace / "README.md").write_text("changed\n")
     (box.workspace / "new.txt").write_text("new\n")
@@ -337,14 +312,12 @@ def loopback_server() -> Iterator[int]:
 CONNECT = "exec 3<>/dev/tcp/127.0.0.1/{port} && head -n 1 <&3"
 
 
-@needs_bwrap
 def test_network_is_off_by_default(box: Sandbox, loopback_server: int) -> None:
     done = run(box, CONNECT.format(port=loopback_server), shell="/bin/bash")
     assert done.returncode != 0
     assert "hello" not in done.stdout
 
 
-@needs_bwrap
 def test_network_on_reaches_the_host(box: Sandbox, loopback_server: int) -> None:
     networked = Sandbox(**{**box.__dict__, "network": True})
     done = run(networked, CONNECT.format(port=loopback_server), shell="/bin/bash")

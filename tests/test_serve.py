@@ -1,8 +1,9 @@
 """`chock serve` end to end (SPEC §8): a real `chock daemon`, a real `chock serve`, real `chock run` children.
 
-Each test starts its own daemon and serve on short socket paths (a unix socket path must stay under 108
-bytes, and a pytest tmp dir is long), talks HTTP to serve as a browser or curl would, and kills whatever
-sessions it left running. `tests/test_serve_unit.py` covers what a real daemon will not show on demand.
+Each test starts its own daemon (tests/fakes/daemon.py) and serve on short socket paths (a unix socket
+path must stay under 108 bytes, and a pytest tmp dir is long), talks HTTP to serve as a browser or curl
+would, and kills whatever sessions it left running. `tests/test_serve_unit.py` covers what a real daemon
+will not show on demand.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chock.control.client import ControlClient, ControlError
-from chock.log.reader import owner_alive
+from chock.control.client import ControlClient
+from tests.fakes.daemon import Daemon, Daemons, short_dir
+from tests.fakes.notify import NotifySocket
+from tests.fakes.wait import wait_until
 
 # Waits for an approval at each shell call (a daemon child has no terminal: it waits on approval.sock alone).
 ASKS = [
@@ -41,22 +44,6 @@ ASKS = [
 
 # --------------------------------------------------------------------------------------------------------
 # The stack: a daemon and a serve in front of it
-
-
-def short_dir(mode: int = 0o700) -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="chocks-", dir="/tmp"))
-    os.chmod(directory, mode)
-    return directory
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "the condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass
@@ -119,35 +106,21 @@ class Serve:
 
 @dataclass
 class Stack:
+    """A real daemon (from the `daemons` fixture) and the serves a test starts in front of it."""
+
     home: Any
     project: Path
     tmp: Path
-    daemon: subprocess.Popen[str] | None = None
-    daemon_socket: Path | None = None
+    daemon: Daemon
     serves: list[Serve] = field(default_factory=list)
 
     @property
-    def client(self) -> ControlClient:
-        return ControlClient(f"unix:{self.daemon_socket}", timeout=30)
+    def daemon_socket(self) -> Path:
+        return self.daemon.socket
 
-    def start_daemon(self) -> None:
-        self.daemon_socket = short_dir() / "d.sock"
-        self.daemon = self.home.spawn(
-            "daemon", "--socket", str(self.daemon_socket), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=open(self.tmp / "daemon.err", "w"),  # noqa: SIM115
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while True:
-            if self.daemon.poll() is not None:
-                stderr = (self.tmp / "daemon.err").read_text()
-                raise AssertionError(f"the daemon exited {self.daemon.returncode}: {stderr}")
-            try:
-                self.client.ping()
-                return
-            except ControlError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+    @property
+    def client(self) -> ControlClient:
+        return self.daemon.client
 
     def start_serve(self, *args: str, env: dict[str, str] | None = None, tcp: bool = True) -> Serve:
         """`chock serve --daemon unix:<ours> ARGS` (with no ARGS: TCP on 127.0.0.1 at a free port, unless
@@ -177,26 +150,18 @@ class Stack:
             with contextlib.suppress(Exception):
                 serve.process.kill()
                 serve.process.wait(10)
-        if self.daemon is not None:
-            with contextlib.suppress(Exception):
-                self.daemon.kill()
-                self.daemon.wait(10)
-        kill_sessions(self.home)
 
 
-def kill_sessions(home: Any) -> None:
-    """Every session still holding its log's lock is killed, with its process group."""
-    sessions = home.layout.sessions_dir
-    if not sessions.exists():
-        return
-    for name in os.listdir(sessions):
-        log = sessions / name / "log.jsonl"
-        if not log.exists() or not owner_alive(log):
-            continue
-        pids = [e.get("pid") for e in home.events(name) if e["type"] in ("session.start", "session.adopt")]
-        for pid in filter(None, pids[-1:]):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+@contextlib.contextmanager
+def running_stack(home: Any, project: Path, daemons: Daemons, entries: list[dict[str, Any]]) -> Iterator[Stack]:
+    """`entries` as the replay instance, a daemon, and at the end every serve started on it killed (the
+    daemon and its sessions are the `daemons` fixture's to end)."""
+    replay_config(home, entries)
+    stack = Stack(home, project, daemons.tmp, daemons.start())
+    try:
+        yield stack
+    finally:
+        stack.cleanup()
 
 
 def replay_config(home: Any, entries: list[dict[str, Any]]) -> None:
@@ -207,12 +172,9 @@ def replay_config(home: Any, entries: list[dict[str, Any]]) -> None:
 
 
 @pytest.fixture
-def stack(home, project, tmp_path):  # type: ignore[no-untyped-def]
-    replay_config(home, ASKS)
-    running = Stack(home, project, tmp_path)
-    running.start_daemon()
-    yield running
-    running.cleanup()
+def stack(home, project, daemons):  # type: ignore[no-untyped-def]
+    with running_stack(home, project, daemons, ASKS) as running:
+        yield running
 
 
 def pending(serve: Serve, session_id: str, after: int = 0) -> dict[str, Any]:
@@ -225,7 +187,7 @@ def pending(serve: Serve, session_id: str, after: int = 0) -> dict[str, Any]:
             (e for e in events if e["type"] == "approval.request" and e["request_id"] not in answered), None
         )
 
-    return wait_for(find, 60, "an approval request")
+    return wait_until(find, 60, "an approval request")
 
 
 def answer(serve: Serve, project: Path, session_id: str, request_id: str, reply: str = "yes") -> Response:
@@ -239,7 +201,7 @@ def ended(serve: Serve, project: Path, session_id: str) -> dict[str, Any]:
         found = next(r for r in rows if r["id"] == session_id)
         return found if found["status"] == "ended" else None
 
-    return wait_for(row, 60, "the session to end")
+    return wait_until(row, 60, "the session to end")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -391,8 +353,7 @@ def test_each_route_maps_onto_a_daemon_verb(stack):
 
 def test_an_unreachable_daemon_is_502_naming_its_address(stack):
     serve = stack.start_serve()
-    stack.daemon.terminate()
-    stack.daemon.wait(15)
+    stack.daemon.stop()
     for path in ("/api/health", f"/api/sessions?project={stack.project}"):
         response = serve.get(path)
         assert response.status == 502
@@ -467,9 +428,9 @@ def test_the_watch_stream_headers_and_its_first_message(stack):
 
 def test_over_the_unix_socket_another_uid_gets_403_and_ours_200(stack):
     if os.getuid() != 0:
-        pytest.skip("setpriv --reuid needs root")
+        pytest.fail("setpriv --reuid needs root: run the suite as root, as scripts/test and CI do")
     if not shutil.which("curl"):
-        pytest.skip("needs curl (scripts/debian-packages.txt lists it)")
+        pytest.fail("needs curl: apt-get install curl (scripts/debian-packages.txt lists it)")
     directory = short_dir(0o755)  # reachable, so the kernel lets the other uid connect ...
     path = directory / "s.sock"
     serve = stack.start_serve("--socket", str(path))
@@ -595,9 +556,7 @@ def test_socket_activation_readiness_and_the_watchdog(stack):
     unix.listen(8)
     tcp = socket.create_server(("127.0.0.1", 0))
     port = tcp.getsockname()[1]
-    notifications = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notifications.bind(str(directory / "notify"))
-    notifications.settimeout(10)
+    notifications = NotifySocket(directory)
     wrapper = (
         "import fcntl, os, sys\n"
         "fds = [fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[1:3]]  # above 3 and 4\n"
@@ -606,7 +565,7 @@ def test_socket_activation_readiness_and_the_watchdog(stack):
         "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='2', LISTEN_FDNAMES='http:http')\n"
         "os.execv(sys.executable, [sys.executable, '-m', 'chock', 'serve', '--daemon', sys.argv[3]])\n"
     )
-    env = {**stack.home.env, "NOTIFY_SOCKET": str(directory / "notify"), "WATCHDOG_USEC": "400000"}
+    env = {**stack.home.env, **notifications.env()}
     process = subprocess.Popen(
         [sys.executable, "-c", wrapper, str(unix.fileno()), str(tcp.fileno()), f"unix:{stack.daemon_socket}"],
         pass_fds=(unix.fileno(), tcp.fileno()), env=env, text=True, stdin=subprocess.DEVNULL,
@@ -615,10 +574,7 @@ def test_socket_activation_readiness_and_the_watchdog(stack):
     serve = Serve(process, f"http://127.0.0.1:{port}/", stack.tmp / "activated.err")
     stack.serves.append(serve)
 
-    def next_datagram() -> list[str]:
-        return notifications.recv(4096).decode().split("\n")
-
-    ready = next_datagram()
+    ready = notifications.next()
     assert ready[0] == "READY=1" and ready[1].startswith(f"STATUS=serving unix:{path}"), ready
     assert f"http://127.0.0.1:{port}/" in ready[1]
     assert serve.get("/api/health").json["protocol"] == 1  # served on the TCP socket it was handed
@@ -627,10 +583,9 @@ def test_socket_activation_readiness_and_the_watchdog(stack):
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     assert json.loads(ours.stdout)["ok"] is True
     assert not stack.home.layout.serve_socket.exists()  # and nothing else was bound
-    assert "WATCHDOG=1" in next_datagram()  # at half of WATCHDOG_USEC
+    assert "WATCHDOG=1" in notifications.next()  # at half of WATCHDOG_USEC
     process.send_signal(signal.SIGTERM)
-    while (states := next_datagram()) != ["STOPPING=1"]:
-        assert states == ["WATCHDOG=1"], states
+    notifications.until_stopping()
     assert process.wait(15) == 0
     assert path.exists()  # a socket that activation handed over is never unlinked by serve
     for sock in (unix, tcp, notifications):

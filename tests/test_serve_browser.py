@@ -8,13 +8,13 @@ test's tmp dir for a person to look at.
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 
 import pytest
 
-from tests.test_serve import Stack, replay_config, wait_for
+from tests.fakes.wait import wait_until
+from tests.test_serve import running_stack
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -37,10 +37,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def chromium():  # type: ignore[no-untyped-def]
     if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Debian's chromium (scripts/debian-packages.txt)")
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        pytest.fail("needs Debian's chromium at /usr/bin/chromium: apt-get install chromium (scripts/test does)")
+    from playwright import sync_api
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         try:
@@ -50,12 +48,9 @@ def chromium():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def stack(home, project, tmp_path):  # type: ignore[no-untyped-def]
-    replay_config(home, STEPS)
-    running = Stack(home, project, tmp_path)
-    running.start_daemon()
-    yield running
-    running.cleanup()
+def stack(home, project, daemons):  # type: ignore[no-untyped-def]
+    with running_stack(home, project, daemons, STEPS) as running:
+        yield running
 
 
 def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serve_restart(
@@ -99,7 +94,7 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
     # serve goes away; the session goes on without it (answered through the daemon) ...
     assert serve.stop() == 0
     stack.client.answer(stack.project, session_id, second_id, True)
-    wait_for(
+    wait_until(
         lambda: any(e["type"] == "approval.request" and e["request_id"] != second_id
                     and e["id"] > int(second.get_attribute("data-event-id")) for e in stack.read(session_id)),
         60, "the third approval request, logged while serve is down",

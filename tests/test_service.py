@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from chock.control.client import ControlClient, ControlError
 from tests.conftest import make_project
 from tests.fakes.systemd_user import user_manager
+from tests.fakes.wait import wait_until
 
 CHOCK = str(Path(sys.executable).parent / "chock")
 LONG_SESSION = [
@@ -38,16 +38,6 @@ def _prepare_home(home: Path, entries: list[dict]) -> Path:
         '.{ .approvals = .{ .shell = "allow" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n'
     )
     return make_project(home / "project")
-
-
-def _wait(predicate, timeout=30.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _events(home: Path, session_id: str) -> list[dict]:
@@ -75,8 +65,8 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
     scope = f"chock-session-{session_id}.scope"
     assert scope in manager.list_units("chock-session-*")
     assert manager.show(scope, "Slice")["Slice"] == "app-chock.slice"
-    _wait(lambda: any(e["type"] == "tool.call" and e["name"] == "shell" for e in _events(home, session_id)),
-          what="the long tool call")
+    wait_until(lambda: any(e["type"] == "tool.call" and e["name"] == "shell" for e in _events(home, session_id)),
+               what="the long tool call")
 
     manager.systemctl("restart", "chock.service")
     manager.wait_for_state("chock.service", "active")
@@ -103,7 +93,7 @@ def test_an_idle_daemon_exits_and_the_next_connect_starts_it_again(manager):
     address = f"unix:{home}/.local/state/chock/daemon.sock"
     assert ControlClient(address).ping() == 1
     manager.wait_for_state("chock.service", "active")
-    _wait(lambda: manager.unit_state("chock.service") == "inactive", timeout=20, what="the idle exit")
+    wait_until(lambda: manager.unit_state("chock.service") == "inactive", timeout=20, what="the idle exit")
     assert manager.show("chock.service", "Result")["Result"] == "success"  # exit 0, not a failure
     assert ControlClient(address).ping() == 1  # the socket brings it back
     manager.wait_for_state("chock.service", "active")

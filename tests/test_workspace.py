@@ -3,43 +3,25 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from chock.errors import ChockError, Refused
 from chock.session import workspace
+from tests.conftest import git_value as git
+from tests.conftest import make_project
 
 BRANCH = "chock/20261201-073450-a1b2c3"
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
-def make_project(path: Path) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    (path / "README.md").write_text("hello\n")
-    (path / "keep.txt").write_text("keep\n")
-    (path / "gone.txt").write_text("to be deleted\n")
-    (path / ".gitignore").write_text("*.log\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "first")
-    return path
+# README.md is changed by the agent, keep.txt kept, gone.txt deleted, and *.log ignored.
+FILES = {"README.md": "hello\n", "keep.txt": "keep\n", "gone.txt": "to be deleted\n", ".gitignore": "*.log\n"}
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path / "project")
+    return make_project(tmp_path / "project", FILES)
 
 
 @pytest.fixture
@@ -74,7 +56,7 @@ def test_project_root_is_the_resolved_top_level(project: Path) -> None:
 def test_project_root_ignores_git_variables_of_the_callers_environment(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = make_project(tmp_path / "other")
+    other = make_project(tmp_path / "other", FILES)
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
     assert workspace.project_root(project) == project.resolve()

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from chock.control import protocol as p
 from chock.errors import UsageError
@@ -34,7 +34,8 @@ DEFAULT_TIMEOUT = 30.0
 SPAWN_TIMEOUT = 120.0
 
 _CHUNK = 64 * 1024
-_START_DAEMON = (
+# The next step for a person when no daemon answers; serve's upstream says the same.
+START_DAEMON = (
     "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
 )
 _HOST_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -138,13 +139,12 @@ def resolve_address(
 
 
 class _Wire:
-    """A connected socket read as lines through the codec's framer; `peer` names the other end in errors."""
+    """A connected socket read as lines through the codec's reply reader; `peer` names the other end."""
 
     def __init__(self, sock: socket.socket, peer: str, limit: int = p.MAX_REPLY_LINE) -> None:
         self.sock = sock
         self.peer = peer
-        self.buffer = p.LineBuffer(limit)
-        self.eof = False
+        self.replies = p.ReplyReader(peer, limit=limit)
 
     def send(self, data: bytes) -> None:
         try:
@@ -157,27 +157,51 @@ class _Wire:
     def read_line(self, timeout: float | None) -> str | None:
         """The next line, or None at end of file; raises TimeoutError when `timeout` passes with no line."""
         self.sock.settimeout(timeout)
-        while True:
-            try:
-                line = self.buffer.next_line()
-            except p.ProtocolError as error:
-                raise ControlError(
-                    p.ErrorCode.PROTOCOL, f"the {self.peer} sent a line this client cannot read: {error.text}"
-                ) from None
-            if line is not None or self.eof:
-                return line
+        while (line := checked(self.replies.next_line)) is p.NEED_DATA:
             try:
                 data = self.sock.recv(_CHUNK)
             except TimeoutError:
                 raise  # the caller's bound passed; the socket stays usable
             except OSError:
                 data = b""  # a reset is the peer going away, like end of file
-            if not data:
-                self.eof = True  # an unfinished line at end of file is a reply cut short: dropped
-            self.buffer.feed(data)
+            self.replies.feed(data)
+        return line
+
+    def line(self, timeout: float | None, what: str) -> str | None:
+        """The next line, or None at end of file; no line within `timeout` is `unreachable`, naming `what`."""
+        try:
+            return self.read_line(timeout)
+        except TimeoutError:
+            raise ControlError(
+                p.ErrorCode.UNREACHABLE, f"the {self.peer} did not answer {what} within {timeout:g} s"
+            ) from None
+
+    def first_line(self, timeout: float | None, what: str) -> str:
+        """The next line, which must come: end of file before it is `unreachable` too."""
+        line = self.line(timeout, what)
+        if line is None:
+            raise ControlError(
+                p.ErrorCode.UNREACHABLE, f"the {self.peer} closed the connection before answering {what}"
+            )
+        return line
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _OverWire:
+    """A client over one `_Wire`: a context manager that closes it."""
+
+    _wire: _Wire
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._wire.close()
 
 
 def _reason(error: OSError) -> str:
@@ -186,8 +210,9 @@ def _reason(error: OSError) -> str:
     return error.strerror or type(error).__name__
 
 
-def _checked(function: Any, *args: Any) -> Any:
-    """A codec decoder's result, its ProtocolError (the peer's `error …` line among them) as ControlError."""
+def checked(function: Any, *args: Any) -> Any:
+    """A codec decoder's (or request constructor's) result, its ProtocolError (the peer's `error …` line
+    among them) raised as a ControlError. serve's asyncio upstream decodes through this too."""
     try:
         return function(*args)
     except p.ProtocolError as error:
@@ -219,7 +244,7 @@ def _open(address: Address, timeout: float) -> socket.socket:
     except OSError as error:
         why = _reason(error)
     raise ControlError(
-        p.ErrorCode.UNREACHABLE, f"no chock daemon answers at {address} ({why}); {_START_DAEMON}"
+        p.ErrorCode.UNREACHABLE, f"no chock daemon answers at {address} ({why}); {START_DAEMON}"
     )
 
 
@@ -239,7 +264,7 @@ def connect(address: Address | str, *, timeout: float = DEFAULT_TIMEOUT) -> Cont
     return connection
 
 
-class ControlConnection:
+class ControlConnection(_OverWire):
     """One connection to the daemon: the greeting (done by `connect`), then exactly one verb.
 
     Each verb method may be called once per connection; a second call is a RuntimeError (open another
@@ -254,21 +279,20 @@ class ControlConnection:
         self._wire = _Wire(sock, f"daemon at {address}")
         self._used: str | None = None
 
-    def __enter__(self) -> ControlConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._wire.close()
-
     # The exchange ---------------------------------------------------------------------------------------
+
+    def _closing(self, function: Any, *args: Any) -> Any:
+        """`function(*args)`; when it raises, the connection is closed first (one failure ends the verb)."""
+        try:
+            return function(*args)
+        except BaseException:
+            self.close()
+            raise
 
     def _greet(self) -> None:
         self._wire.send(p.encode_greeting(p.CONTROL_NAME))
         line = self._first_line(self.timeout, "the greeting")
-        self.number = _checked(p.check_greeting_reply, line, p.CONTROL_NAME)
+        self.number = checked(p.check_greeting_reply, line, p.CONTROL_NAME)
 
     def _send(self, cls: type[p.ControlRequest], *fields: Any) -> str:
         """Build and send one request; a field this client refuses, or a second verb, sends nothing."""
@@ -278,43 +302,26 @@ class ControlConnection:
                 f"open another with connect()"
             )
         self._used = cls.verb
-        try:
-            self._wire.send(_checked(lambda: cls(*fields).encode()))
-        except BaseException:
-            self.close()
-            raise
+        request = self._closing(checked, lambda: cls(*fields).encode())
+        self._closing(self._wire.send, request)
         return cls.verb
 
     def _line(self, timeout: float | None, what: str) -> str | None:
-        try:
-            return self._wire.read_line(timeout)
-        except TimeoutError:
-            self.close()
-            raise ControlError(
-                p.ErrorCode.UNREACHABLE,
-                f"the daemon at {self.address} did not answer {what} within {timeout:g} s",
-            ) from None
-        except BaseException:
-            self.close()
-            raise
+        return self._closing(self._wire.line, timeout, what)
 
     def _first_line(self, timeout: float | None, what: str) -> str:
-        line = self._line(timeout, what)
-        if line is None:
-            self.close()
-            raise ControlError(
-                p.ErrorCode.UNREACHABLE,
-                f"the daemon at {self.address} closed the connection before answering {what}",
-            )
-        return line
+        return self._closing(self._wire.first_line, timeout, what)
 
     def _decode(self, decoder: Any, line: str) -> Any:
         """A reply line through a codec decoder; the connection closes when the line is a refusal."""
-        try:
-            return _checked(decoder, line)
-        except BaseException:
-            self.close()
-            raise
+        return self._closing(checked, decoder, line)
+
+    def _one_reply(self, decoder: Any, timeout: float | None, cls: type[p.ControlRequest], *fields: Any) -> Any:
+        """A verb answered by one line (`start`, `adopt`, `answer`): send, read it, close, then decode it."""
+        verb = self._send(cls, *fields)
+        line = self._first_line(timeout, verb)
+        self.close()
+        return checked(decoder, line)
 
     def _events(
         self, first: list[dict[str, Any]], timeout: float | None, what: str
@@ -332,19 +339,13 @@ class ControlConnection:
         self, project: str | os.PathLike[str], message: str, *, timeout: float = SPAWN_TIMEOUT
     ) -> tuple[str, str]:
         """`start`: a new session; returns (session id, log path) once its child holds the log's lock."""
-        verb = self._send(p.StartRequest, _absolute(project), message)
-        line = self._first_line(timeout, verb)
-        self.close()
-        return _checked(p.parse_started, line)
+        return self._one_reply(p.parse_started, timeout, p.StartRequest, _absolute(project), message)
 
     def adopt(
         self, project: str | os.PathLike[str], session_id: str, *, timeout: float = SPAWN_TIMEOUT
     ) -> tuple[str, str]:
         """`adopt`: the daemon carries a handed-over session on; returns (session id, log path)."""
-        verb = self._send(p.AdoptRequest, _absolute(project), session_id)
-        line = self._first_line(timeout, verb)
-        self.close()
-        return _checked(p.parse_started, line)
+        return self._one_reply(p.parse_started, timeout, p.AdoptRequest, _absolute(project), session_id)
 
     def read(self, session_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
         """`read`: the session's events after `after` (the last one the caller has), then the end.
@@ -379,10 +380,8 @@ class ControlConnection:
 
         Seed: "an approval nobody could deliver must not read as one that was given."
         """
-        verb = self._send(p.AnswerRequest, _absolute(project), session_id, request_id, yes)
-        line = self._first_line(self.timeout, verb)
-        self.close()
-        _checked(p.parse_answered, line)
+        fields = (_absolute(project), session_id, request_id, yes)
+        self._one_reply(p.parse_answered, self.timeout, p.AnswerRequest, *fields)
 
     def list(self, project: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
         """`list`: (started at, row) per session of the project, oldest first; none for an unknown project."""
@@ -390,7 +389,7 @@ class ControlConnection:
         rows = []
         try:
             while (line := self._line(self.timeout, verb)) is not None:
-                rows.append(_checked(p.parse_list_row, line))
+                rows.append(checked(p.parse_list_row, line))
         finally:
             self.close()
         return rows
@@ -398,7 +397,7 @@ class ControlConnection:
 
 def _request(cls: type, *fields: Any) -> Any:
     """A request built here, refused here (as the daemon would) when a field is wrong."""
-    return _checked(cls, *fields)
+    return checked(cls, *fields)
 
 
 def _absolute(project: str | os.PathLike[str]) -> str:
@@ -451,7 +450,7 @@ class ControlClient:
 # A session's own sockets (SPEC §5): approval.sock and handover.sock, several requests per connection
 
 
-class SessionSocketClient:
+class SessionSocketClient(_OverWire):
     """A blocking client of a session's approval.sock or handover.sock, greeted with `chock-session`.
 
     `path` comes from `Layout.session_socket(id, "approval" | "handover")`, the rule both ends share.
@@ -480,38 +479,14 @@ class SessionSocketClient:
         self._wire = _Wire(sock, f"session at {self.path}", p.MAX_LINE)
         try:
             self._wire.send(p.encode_greeting(p.SESSION_NAME))
-            line = self._expect_line(timeout, "the greeting")
-            self.number: int = _checked(p.check_greeting_reply, line, p.SESSION_NAME)
+            line = self._wire.first_line(timeout, "the greeting")
+            self.number: int = checked(p.check_greeting_reply, line, p.SESSION_NAME)
         except BaseException:
             self.close()
             raise
 
-    def __enter__(self) -> SessionSocketClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._wire.close()
-
-    def _expect_line(self, timeout: float | None, what: str) -> str:
-        try:
-            line = self._wire.read_line(timeout)
-        except TimeoutError:
-            raise ControlError(
-                p.ErrorCode.UNREACHABLE,
-                f"the session at {self.path} did not answer {what} within {timeout:g} s",
-            ) from None
-        if line is None:
-            raise ControlError(
-                p.ErrorCode.UNREACHABLE,
-                f"the session at {self.path} closed the socket before answering {what}",
-            )
-        return line
-
     def _expect(self, what: str) -> p.SessionReply:
-        reply = _checked(p.parse_session_reply, self._expect_line(self.timeout, what))
+        reply = checked(p.parse_session_reply, self._wire.first_line(self.timeout, what))
         if isinstance(reply, p.Ended):
             raise SessionEnded(reply.reason)
         return reply
@@ -548,14 +523,14 @@ class SessionSocketClient:
         "--wait bounds each read of the exchange"), and the caller says what it was still holding.
         """
         line = self._wire.read_line(timeout)
-        return None if line is None else _checked(p.parse_session_reply, line)
+        return None if line is None else checked(p.parse_session_reply, line)
 
     def confirm(self, timeout: float | None = None) -> None:
         """Send `confirm` after `ready` and wait for `released`: the session logged its handover end and let
         go of the log's lock. Anything else (end of file, `ended`, an error) is a ControlError."""
         self._wire.send(p.ConfirmRequest().encode())
-        reply = _checked(
-            p.parse_session_reply, self._expect_line(self.timeout if timeout is None else timeout, "confirm")
+        reply = checked(
+            p.parse_session_reply, self._wire.first_line(self.timeout if timeout is None else timeout, "confirm")
         )
         if isinstance(reply, p.Ended):
             raise SessionEnded(reply.reason)

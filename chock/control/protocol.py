@@ -283,6 +283,48 @@ class LineBuffer:
         return len(self._partial) + sum(len(item) for item in self._lines if isinstance(item, str))
 
 
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+# `ReplyReader.next_line`'s answer while a line is incomplete: read more bytes, feed them, ask again.
+NEED_DATA = _NeedData()
+
+
+class ReplyReader:
+    """A client's end of a stream of reply lines: the framer, and end of file.
+
+    Bytes in (`feed`; b"" is end of file, as `recv` says it), lines out (`next_line`): the next line, or
+    NEED_DATA until more bytes arrive, or None once the peer has closed. An unfinished line at end of file is
+    a reply cut short and is dropped. A line the framer refuses is a `protocol` error naming the peer: after
+    the greeting, a reply this client cannot read means the two ends still differ. The blocking client and
+    serve's asyncio one each only read bytes into this (SPEC §6: a reply line is bounded by the event limit).
+    """
+
+    def __init__(self, peer: str, *, reader: str = "this client", limit: int = MAX_REPLY_LINE) -> None:
+        self.peer = peer  # "daemon at unix:/…", for errors
+        self._reader = reader
+        self._buffer = LineBuffer(limit)
+        self.eof = False
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            self.eof = True
+        self._buffer.feed(data)
+
+    def next_line(self) -> str | _NeedData | None:
+        try:
+            line = self._buffer.next_line()
+        except ProtocolError as error:
+            raise ProtocolError(
+                ErrorCode.PROTOCOL, f"the {self.peer} sent a line {self._reader} cannot read: {error.text}"
+            ) from None
+        if line is None and not self.eof:
+            return NEED_DATA
+        return line
+
+
 # --------------------------------------------------------------------------------------------------------
 # The greeting (SPEC §6: "Both ends compare numbers, never reply shapes, and nothing else is read or written
 # until they are equal. A refusal names both numbers and which end to update. A first line that is a verb

@@ -13,6 +13,8 @@ import socket
 import sys
 from types import ModuleType
 
+from chock.platform import listening
+
 # The name the .socket unit gives the control socket (`FileDescriptorName=control`, SPEC §7).
 CONTROL = "control"
 SLICE = "app-chock.slice"
@@ -29,18 +31,11 @@ def _systemd() -> ModuleType | None:
 
 
 def activated_sockets() -> list[socket.socket]:
-    """The listening control sockets socket activation passed us (none when started by hand)."""
-    if sys.platform == "darwin":
-        try:
-            from chock.platform import launchd
-        except ImportError:
-            return []
-        return list(launchd.activate_socket(CONTROL))
-    systemd = _systemd()
-    if systemd is None:
-        return []
-    # Strict about names: a descriptor called anything else is a unit that forgot FileDescriptorName=.
-    return list(systemd.listen_fds((CONTROL,)).get(CONTROL, []))
+    """The listening control sockets socket activation passed us (none when started by hand).
+
+    Strict about names: a descriptor called anything but `control` is a unit that forgot FileDescriptorName=.
+    """
+    return listening.activated(CONTROL)
 
 
 def notify(*states: str) -> None:

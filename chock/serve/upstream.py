@@ -19,13 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chock.control import protocol as p
-from chock.control.client import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, Address, ControlError
+from chock.control.client import DEFAULT_TIMEOUT, SPAWN_TIMEOUT, START_DAEMON, Address, ControlError, checked
 
 _CHUNK = 64 * 1024
-
-_START_DAEMON = (
-    "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
-)
 
 
 class DaemonUnreachable(ControlError):
@@ -57,14 +53,13 @@ class Event:
 
 
 class _Connection:
-    """One greeted connection: lines in through the codec's framer, requests out."""
+    """One greeted connection: lines in through the codec's reply reader, requests out."""
 
     def __init__(self, address: Address, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.address = address
         self._reader = reader
         self._writer = writer
-        self._buffer = p.LineBuffer(p.MAX_REPLY_LINE)
-        self._eof = False
+        self._replies = p.ReplyReader(f"daemon at {address}", reader="serve")
         self.number = 0
 
     async def send(self, data: bytes) -> None:
@@ -78,15 +73,7 @@ class _Connection:
 
     async def line(self, timeout: float | None, what: str) -> str | None:
         """The next line, or None at end of file."""
-        while True:
-            try:
-                line = self._buffer.next_line()
-            except p.ProtocolError as error:
-                raise ControlError(
-                    p.ErrorCode.PROTOCOL, f"the daemon at {self.address} sent a line serve cannot read: {error.text}"
-                ) from None
-            if line is not None or self._eof:
-                return line
+        while (line := checked(self._replies.next_line)) is p.NEED_DATA:
             try:
                 data = await asyncio.wait_for(self._reader.read(_CHUNK), timeout)
             except TimeoutError:
@@ -95,9 +82,8 @@ class _Connection:
                 ) from None
             except OSError:
                 data = b""  # a reset is the daemon going away, like end of file
-            if not data:
-                self._eof = True  # an unfinished line at end of file is a reply cut short: dropped
-            self._buffer.feed(data)
+            self._replies.feed(data)
+        return line
 
     async def first(self, timeout: float | None, what: str) -> str:
         line = await self.line(timeout, what)
@@ -108,14 +94,6 @@ class _Connection:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._writer.close()
-
-
-def _checked(function: Any, *args: Any) -> Any:
-    """A codec decoder's (or request constructor's) result, its ProtocolError raised as a ControlError."""
-    try:
-        return function(*args)
-    except p.ProtocolError as error:
-        raise ControlError.of(error) from None
 
 
 class Watch:
@@ -141,7 +119,7 @@ class Watch:
 
 
 def _event(line: str) -> Event:
-    event = _checked(p.parse_event_line, line)
+    event = checked(p.parse_event_line, line)
     number = event.get("id")
     if type(number) is not int or number < 1:
         raise ControlError(p.ErrorCode.PROTOCOL, f"the daemon sent an event with no id: {line[:80]!r}")
@@ -172,16 +150,16 @@ class Daemon:
                 # Seed: "Nothing below the greeting is read or written until they are [equal]".
                 await connection.send(p.encode_greeting(p.CONTROL_NAME))
                 line = await connection.first(self.timeout, "the greeting")
-                connection.number = _checked(p.check_greeting_reply, line, p.CONTROL_NAME)
+                connection.number = checked(p.check_greeting_reply, line, p.CONTROL_NAME)
             except BaseException:
                 connection.close()
                 raise
             return connection
-        raise DaemonUnreachable(f"no chock daemon answers at {self.address} ({why}); {_START_DAEMON}")
+        raise DaemonUnreachable(f"no chock daemon answers at {self.address} ({why}); {START_DAEMON}")
 
     async def _request(self, request: type[p.ControlRequest], *fields: Any) -> _Connection:
         """Build the request first (a field the daemon would refuse sends nothing), then connect and send."""
-        data = _checked(lambda: request(*fields).encode())
+        data = checked(lambda: request(*fields).encode())
         connection = await self._connect()
         try:
             await connection.send(data)
@@ -201,7 +179,7 @@ class Daemon:
         try:
             rows = []
             while (line := await connection.line(self.timeout, "list")) is not None:
-                rows.append(_checked(p.parse_list_row, line)[1])
+                rows.append(checked(p.parse_list_row, line)[1])
             return rows
         finally:
             connection.close()
@@ -212,7 +190,7 @@ class Daemon:
             line = await connection.first(SPAWN_TIMEOUT, "start")
         finally:
             connection.close()
-        session_id, _log_path = _checked(p.parse_started, line)
+        session_id, _log_path = checked(p.parse_started, line)
         return session_id  # seed: "Nothing here hands out a path"; the browser gets the id alone
 
     async def read(self, session_id: str, after: int) -> AsyncIterator[Event]:
@@ -242,7 +220,7 @@ class Daemon:
     async def watch(self, project: str, session_id: str, after: int) -> Watch:
         connection = await self._request(p.WatchRequest, project, session_id, after)
         try:
-            row = _checked(p.parse_watch_header, await connection.first(self.timeout, "watch"))
+            row = checked(p.parse_watch_header, await connection.first(self.timeout, "watch"))
         except BaseException:
             connection.close()
             raise
@@ -254,4 +232,4 @@ class Daemon:
             line = await connection.first(self.timeout, "answer")
         finally:
             connection.close()
-        _checked(p.parse_answered, line)
+        checked(p.parse_answered, line)

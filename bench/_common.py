@@ -1,0 +1,122 @@
+"""What the benchmarks share: the `--quick` switch, a scratch root under /tmp with the environment a chock
+process gets there, a daemon or serve started in it (and stopped at the end), and percentiles.
+
+A benchmark runs as `python bench/NAME.py`, so this directory is on sys.path and `import _common` finds this
+module; importing it puts the checkout first on sys.path too, so `chock` is the checkout's, in this process
+and (through PYTHONPATH) in every chock process started from `environment()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+# A daemon answers its first ping within a second or two; this much means it is not coming.
+READY_SECONDS = 30.0
+STOP_SECONDS = 15.0
+
+
+def arguments(doc: str, quick: str) -> argparse.ArgumentParser:
+    """The benchmark's command line: its docstring as the help, and `--quick` (a short run under a minute
+    that asserts correctness; `quick` says what it skips). A benchmark adds its own options to it."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[Path]:
+    """A fresh root under /tmp (short, so a socket path in it fits) with its 0700 runtime dir; removed after."""
+    root = Path(tempfile.mkdtemp(prefix="chock-bench-", dir="/tmp"))
+    try:
+        (root / "runtime").mkdir(mode=0o700)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def environment(root: Path) -> dict[str, str]:
+    """The environment of a chock process whose home, state, data, config and runtime dir are all in `root`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
+    env.update(
+        HOME=str(root),
+        CHOCK_STATE_DIR=str(root / "state"),
+        CHOCK_DATA_DIR=str(root / "data"),
+        CHOCK_CONFIG=str(root / "config.zon"),
+        XDG_RUNTIME_DIR=str(root / "runtime"),
+        PYTHONPATH=str(REPO),
+    )
+    return env
+
+
+@contextlib.contextmanager
+def stopped_at_exit(process: subprocess.Popen) -> Iterator[subprocess.Popen]:  # type: ignore[type-arg]
+    """`process`, sent SIGTERM when the block ends well (and then it must exit 0), killed when it fails."""
+    try:
+        yield process
+    except BaseException:
+        process.kill()
+        process.wait(STOP_SECONDS)
+        raise
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(STOP_SECONDS)
+    assert code == 0, f"chock {process.args[3]} exited {code} on SIGTERM"
+
+
+@contextlib.contextmanager
+def running_daemon(root: Path) -> Iterator[Path]:
+    """`chock daemon --socket ROOT/d.sock`, once it answers a ping: its socket's path."""
+    from chock.control.client import ControlClient, ControlError
+
+    socket_path = root / "d.sock"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chock", "daemon", "--socket", str(socket_path)],
+        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    with stopped_at_exit(process):
+        client = ControlClient(f"unix:{socket_path}")
+        deadline = time.monotonic() + READY_SECONDS
+        while True:
+            try:
+                client.ping()
+                break
+            except ControlError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        yield socket_path
+
+
+@contextlib.contextmanager
+def running_serve(root: Path, daemon_socket: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`chock serve` for the daemon at `daemon_socket`, on 127.0.0.1 at a free port: (its process, the port)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{daemon_socket}", "--host", "127.0.0.1",
+         "--port", "0"],
+        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with stopped_at_exit(process):
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("listening on http://127.0.0.1:"), line
+        yield process, int(line.strip().rstrip("/").rsplit(":", 1)[1])
+
+
+def percentile(values: Sequence[float], p: int) -> float:
+    """The p-th percentile (1 to 99) of the samples, as `statistics.quantiles` cuts them; one sample is itself."""
+    if len(values) > 1:
+        return statistics.quantiles(values, n=100)[p - 1]
+    return values[0] if values else 0.0
