@@ -62,7 +62,10 @@ class Home:
         )
 
     def events(self, session_id: str) -> list[dict]:
-        return [json.loads(line) for line in self.layout.log_path(session_id).read_text().splitlines()]
+        """Every complete line of the log, strictly parsed; what follows the last newline is a write that
+        has not finished yet (the session may be appending right now)."""
+        complete = self.layout.log_path(session_id).read_bytes().split(b"\n")[:-1]
+        return [json.loads(line) for line in complete]
 
     def only_session(self) -> str:
         ids = sorted(os.listdir(self.layout.sessions_dir))
