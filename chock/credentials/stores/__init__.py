@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Protocol
+from typing import Any, Protocol
 
 from chock.credentials.errors import CredentialError
 from chock.paths import Layout
@@ -40,6 +40,24 @@ class Store(Protocol):
 
     def delete(self, instance: str) -> None:
         """Remove what is stored for `instance`; nothing stored is not an error."""
+
+
+class KeystoreCalls:
+    """get/set/delete for the stores whose every call runs in a bounded child process (the keystores):
+    a subclass says how to make one call, `_call(op, instance, value) -> the child's answer`."""
+
+    def _call(self, op: str, instance: str | None = None, value: str | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def get(self, instance: str) -> str | None:
+        value = self._call("get", instance).get("value")
+        return value if isinstance(value, str) else None
+
+    def set(self, instance: str, value: str) -> None:
+        self._call("set", instance, value)
+
+    def delete(self, instance: str) -> None:
+        self._call("delete", instance)
 
 
 def env_name(instance: str) -> str:

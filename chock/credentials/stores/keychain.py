@@ -27,7 +27,7 @@ from chock.credentials.errors import (
     StoreTimeout,
     StoreUnavailable,
 )
-from chock.credentials.stores import SERVICE
+from chock.credentials.stores import SERVICE, KeystoreCalls
 
 NAME = "keychain"
 # `security show-keychain-info` exits with this when the keychain is locked and no UI may be shown.
@@ -64,7 +64,7 @@ def login_keychain(home: Path | None = None) -> Path | None:
     return None
 
 
-class KeychainStore:
+class KeychainStore(KeystoreCalls):
     name = NAME
 
     def __init__(self, *, home: Path | None = None) -> None:
@@ -104,16 +104,6 @@ class KeychainStore:
     def _call(self, op: str, instance: str, value: str | None = None) -> dict[str, Any]:
         self.check()
         return _child.call(NAME, op, name=instance, value=value)
-
-    def get(self, instance: str) -> str | None:
-        value = self._call("get", instance).get("value")
-        return value if isinstance(value, str) else None
-
-    def set(self, instance: str, value: str) -> None:
-        self._call("set", instance, value)
-
-    def delete(self, instance: str) -> None:
-        self._call("delete", instance)
 
 
 def _text(data: bytes | str | None) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from chock.credentials import _child
 from chock.credentials.errors import FILE_STORE_HINT, NobodyAnswered, StoreLocked, StoreUnavailable
-from chock.credentials.stores import SERVICE
+from chock.credentials.stores import SERVICE, KeystoreCalls
 
 NAME = "secret_service"
 # What to do about a locked collection, in every message that meets one.
@@ -29,7 +29,7 @@ UNLOCK_HINT = (
 )
 
 
-class SecretServiceStore:
+class SecretServiceStore(KeystoreCalls):
     name = NAME
 
     def __init__(self, *, can_prompt: bool = False) -> None:
@@ -44,16 +44,6 @@ class SecretServiceStore:
 
     def check(self, instance: str | None = None) -> None:
         self._call("check")
-
-    def get(self, instance: str) -> str | None:
-        value = self._call("get", instance).get("value")
-        return value if isinstance(value, str) else None
-
-    def set(self, instance: str, value: str) -> None:
-        self._call("set", instance, value)
-
-    def delete(self, instance: str) -> None:
-        self._call("delete", instance)
 
 
 # ---- in the child ------------------------------------------------------------------------------------
