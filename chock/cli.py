@@ -91,8 +91,8 @@ def run(
     if continue_id and message is None and not _looks_like_session_id(continue_id):
         continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
     interactive = sys.stdin.isatty()
-    if message is None and adopt_id is None and continue_id is None and not interactive:
-        message = sys.stdin.read()
+    if message is None and adopt_id is None and not interactive:
+        message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
     request = RunRequest(
         message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
         continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
@@ -198,7 +198,7 @@ def workspace_show(layout: Layout, session: str) -> None:
 @click.argument("session")
 @pass_layout
 def workspace_remove(layout: Layout, session: str) -> None:
-    """Remove a kept workspace (its branch stays in the project)."""
+    """Commit a kept workspace's work to its branch chock/<id>, then remove the checkout."""
     from chock.session import keep
 
     click.echo(keep.remove(layout, session))
@@ -356,7 +356,7 @@ def detach(layout: Layout, session: str | None, project: Path | None, daemon_add
     from chock.control.client import resolve_address
 
     address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
-    session_id = handover.pick_session(layout, _project_root(project), session)
+    session_id = handover.pick_session(layout, None if session else _project_root(project), session)
     done = handover.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
     click.echo(f"session {done.session_id} now runs under the daemon at {address}")
 

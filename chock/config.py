@@ -84,10 +84,23 @@ def load_config(path: Path, *, platform: str = sys.platform) -> Config:
     except FileNotFoundError:
         return Config(path=path)
     except zon.ZonError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_parse_error(exc, path)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror or exc}") from None
     return _Reader(path, platform).config(data)
+
+
+def _parse_error(error: zon.ZonError, path: Path) -> str:
+    """The parser's message, except that text quoted from a line holding a `.token` is not repeated."""
+    try:
+        line = path.read_text(encoding="utf-8", errors="replace").splitlines()[error.line - 1]
+    except (OSError, IndexError):
+        line = ""
+    if "token" not in line:
+        return str(error)
+    expected = error.what.split(", found", 1)[0]
+    return (f"{path}: line {error.line}, column {error.column}: {expected} (what stands there is not shown: "
+            "the line holds a .token)")
 
 
 def _split_kind(text: str) -> tuple[str, str | None]:

@@ -36,10 +36,10 @@ class Detached:
     log_path: str
 
 
-def pick_session(layout: Layout, project: Path, session_id: str | None) -> str:
+def pick_session(layout: Layout, project: Path | None, session_id: str | None) -> str:
     """The session to detach: the one named, else the newest running session of the project."""
-    if session_id:
-        return check_session_id(session_id)
+    if session_id or project is None:
+        return check_session_id(session_id or "")
     found = catalog.newest(layout, project, running=True)
     if found is None:
         raise DetachFailed(f"no session of {project} is running here; name one: chock detach <session id>")
@@ -71,9 +71,9 @@ def detach(layout: Layout, session_id: str, address: Address, *, wait: float = D
     daemon = ControlClient(address, timeout=min(wait, 10.0))
     try:
         daemon.ping()
-    except ControlError as error:
+    except ControlError:
         raise DetachFailed(
-            f"no daemon answers at {address} ({error}); the session keeps running here. Start one with "
+            f"no daemon answers at {address}; the session keeps running here, unchanged. Start one with "
             "`chock daemon` (or `systemctl --user start chock.socket`) and detach again"
         ) from None
 

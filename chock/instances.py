@@ -66,11 +66,8 @@ def credential(layout: Layout, config: Config, instance: Instance) -> str | None
     from chock.credentials.lookup import lookup
 
     found = lookup(layout, config, instance.name)
-    if (
-        found is None
-        and instance.kind in DEFAULT_ADDRESSES
-        and instance.address == DEFAULT_ADDRESSES[instance.kind]
-    ):
+    own_address = DEFAULT_ADDRESSES.get(instance.kind)
+    if found is None and own_address and (instance.address or "").rstrip("/") == own_address:
         raise Refused(
             f"instance {instance.name!r} talks to {instance.address}, which refuses every request without a "
             f"credential, and none is stored for it: run `chock login --provider {instance.kind} "

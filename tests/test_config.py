@@ -388,3 +388,12 @@ def test_stores_this_platform_has_are_accepted(tmp_path, platform, store):
 def test_available_stores():
     assert available_stores("linux") == ("secret_service", "file", "secretspec")
     assert available_stores("darwin") == ("keychain", "file", "secretspec")
+
+
+def test_a_parse_error_on_a_token_line_never_repeats_the_token(tmp_path):
+    path = tmp_path / "config.zon"
+    path.write_text('.{ .instances = .{ .w = .{ .kind = "anthropic", .token = SECRETVALUE123abc } } }\n')
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert "SECRETVALUE123abc" not in str(refused.value)
+    assert "line 1, column" in str(refused.value) and "expected a value" in str(refused.value)

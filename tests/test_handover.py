@@ -189,5 +189,6 @@ def test_the_scratchpad_and_approve_all_move_with_the_session(home, project):
     results = {e["call_id"]: e for e in events if e["type"] == "tool.result"}
     assert results["c3"]["output"] == "remember: b.txt next"  # the scratchpad is keyed on the id
     assert "approved-after" in results["c4"]["output"]  # --yes stayed with the session
-    assert not any(e["type"] == "approval.request" for e in events)
+    answers = [(e["answer"], e["via"]) for e in events if e["type"] == "approval.answer"]
+    assert answers == [("yes", "config"), ("yes", "config")]  # nobody was asked, before or after the handover
     assert home.layout.scratchpad_path(session_id).read_text() == "remember: b.txt next"

@@ -211,3 +211,14 @@ def test_the_fold_rebuilds_conversation_usage_status_workspace_approvals_and_bac
     assert not state.pending_approvals and not state.background
     row = state.row(owner_alive=False)
     assert row["status"] == "handed-over" and row["owner"] == "none" and row["last_event_id"] == 13
+
+
+def test_an_event_whose_bulk_is_nested_is_cut_too():
+    huge = {"path": "big.txt", "content": "z" * (2 * MAX_EVENT_BYTES)}
+    event = {"id": 3, "type": "assistant.message", "text": "", "tool_calls": [{"call_id": "c1", "name": "write_file",
+                                                                               "args": huge}]}
+    line = encode(event)
+    assert len(line) <= MAX_EVENT_BYTES
+    decoded = json.loads(line)
+    assert decoded["truncated"] is True and decoded["id"] == 3 and decoded["type"] == "assistant.message"
+    assert decoded["tool_calls"][0]["args"]["path"] == "big.txt"

@@ -229,11 +229,12 @@ def test_continue_is_refused_while_the_owner_lives_and_abandoned_after_kill_9(ho
     assert row["status"] == "abandoned" and row["workspace_kept"] is True
     workspace = home.layout.workspace_dir(session_id)
     assert (workspace / "w.txt").read_text() == "x"
+    before = home.layout.log_path(session_id).read_bytes()
     refused = home.chock("run", "--continue", session_id, "go on", cwd=project)
     assert refused.returncode == 3
     assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
     assert (workspace / "w.txt").exists()
-    assert home.events(session_id)[-1]["type"] == "tool.call"  # the refusal wrote nothing
+    assert home.layout.log_path(session_id).read_bytes() == before  # the refusal wrote nothing
 
 
 def _wait_for_event(home, session_id, kind, match=lambda e: True, timeout=30.0):
@@ -397,6 +398,7 @@ def test_workspace_list_show_and_remove_manage_a_kept_workspace(home, project):
     removed = home.chock("workspace", "remove", session_id)
     assert removed.returncode == 0, removed.stderr
     assert not home.layout.workspace_dir(session_id).exists()
+    assert git(project, "show", f"chock/{session_id}:kept.txt") == "k"  # the work went to the branch first
     assert "no kept workspaces" in home.chock("workspace", "list").stdout
     assert home.events(session_id)[-1]["type"] == "workspace.close"
     assert home.chock("workspace", "remove", "../../etc").returncode != 0
@@ -454,3 +456,37 @@ def test_no_bwrap_is_refused_before_anything_exists(home, project, tmp_path):
     assert result.returncode == 3
     assert "bubblewrap" in result.stderr and "apt install bubblewrap" in result.stderr
     assert not home.layout.sessions_dir.exists() or not os.listdir(home.layout.sessions_dir)
+
+
+def test_file_tools_never_follow_a_symlink_out_of_the_workspace(home, project):
+    data = home.layout.data
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "tokens.zon").write_text('.{ .x = "SECRET-IN-THE-FILE-STORE" }\n')
+    link = {"call_id": "c1", "name": "shell", "args": {"command": f"ln -s {data}/tokens.zon leak"}}
+    home.replay_instance([
+        {"text": "", "tool_calls": [link,
+                                    {"call_id": "c2", "name": "search", "args": {"pattern": "SECRET"}},
+                                    {"call_id": "c3", "name": "read_file", "args": {"path": "leak"}},
+                                    {"call_id": "c4", "name": "write_file", "args": {"path": "leak", "content": "x"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    assert home.chock("run", "--yes", "leak", cwd=project).returncode == 0
+    results = {e["call_id"]: e for e in home.events(home.only_session()) if e["type"] == "tool.result"}
+    assert results["c2"]["output"] == "(no matches)"
+    assert results["c3"]["is_error"] and "outside the workspace" in results["c3"]["output"]
+    assert results["c4"]["is_error"]
+    assert "SECRET-IN-THE-FILE-STORE" in (data / "tokens.zon").read_text()  # not overwritten
+
+
+def test_arguments_of_the_wrong_shape_are_the_tools_error_not_a_crash(home, project):
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "read_file", "args": {"path": "app.py", "offset": "abc"}},
+                                    {"call_id": "c2", "name": "read_file", "args": {"path": "a\u0000b"}},
+                                    {"call_id": "c3", "name": "write_file", "args": {"path": 7, "content": "x"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    result = home.chock("run", "--yes", "bad args", cwd=project)
+    assert result.returncode == 0, result.stderr
+    results = [e for e in home.events(home.only_session()) if e["type"] == "tool.result"]
+    assert [r["is_error"] for r in results] == [True, True, True]
+    assert "whole number" in results[0]["output"] and "NUL" in results[1]["output"]

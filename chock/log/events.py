@@ -6,6 +6,7 @@ so an older reader and a newer writer (or the reverse) never disagree about a li
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from typing import Any
@@ -37,27 +38,38 @@ def cut(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> tuple[str, dict[str, Any]]
 
 
 def encode(event: Event) -> bytes:
-    """The event as one line, cut to fit MAX_EVENT_BYTES by shortening its longest strings."""
+    """The event as one line, cut to fit MAX_EVENT_BYTES by shortening its longest strings (nested ones
+    too: a `write_file` call's content sits inside `tool_calls`)."""
     line = _dumps(event)
     if len(line) <= MAX_EVENT_BYTES:
         return line
-    event = dict(event)
+    event = copy.deepcopy(event)
     original = len(line)
     while len(line) > MAX_EVENT_BYTES:
-        key = max(
-            (k for k, v in event.items() if isinstance(v, str)), key=lambda k: len(event[k]), default=None
-        )
-        if key is None:
-            raise ValueError(
-                f"a {event.get('type')} event cannot be made smaller than {MAX_EVENT_BYTES} bytes"
-            )
-        excess = len(line) - MAX_EVENT_BYTES
-        value = event[key]
-        event[key] = value[: max(0, len(value) - excess - 64)]
+        holder, key, value = max(_strings(event), key=lambda found: len(found[2]), default=(None, None, ""))
+        if holder is None or not value:
+            raise ValueError(f"a {event.get('type')} event cannot be made smaller than {MAX_EVENT_BYTES} bytes")
+        # Every character dropped removes at least one byte of the line, so each pass makes progress.
+        holder[key] = value[: max(0, len(value) - (len(line) - MAX_EVENT_BYTES) - 64)]
         event["truncated"] = True
         event.setdefault("bytes", original)
         line = _dumps(event)
     return line
+
+
+_FIXED_FIELDS = ("id", "at", "type")
+
+
+def _strings(value: Any, top: bool = True):
+    """(container, key, string) for every string in the event, its fixed fields excepted."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if top and key in _FIXED_FIELDS:
+            continue
+        if isinstance(item, str):
+            yield value, key, item
+        elif isinstance(item, dict | list):
+            yield from _strings(item, top=False)
 
 
 def _dumps(event: Event) -> bytes:

@@ -29,6 +29,7 @@ class SessionState:
 
     # Ownership spans: the latest session.start / session.adopt, and the end after it (if any).
     owner: str = "none"  # daemon | terminal, as the latest start/adopt says
+    owner_pid: int | None = None
     span_start_id: int = 0
     ended: bool = False
     end_reason: str = ""
@@ -124,6 +125,8 @@ def fold(events: Iterable[Event]) -> SessionState:
 def _begin_span(state: SessionState, event: Event, owner: str) -> None:
     state.span_start_id = int(event.get("id", 0))
     state.owner = owner
+    pid = event.get("pid")
+    state.owner_pid = pid if isinstance(pid, int) else None
     state.ended = False
     state.end_reason = ""
     state.exit_code = None
@@ -146,6 +149,7 @@ def _session_start(state: SessionState, event: Event) -> None:
 
 def _session_adopt(state: SessionState, event: Event) -> None:
     _begin_span(state, event, str(event.get("via", "terminal")))
+    state.approve_all = state.approve_all or bool(event.get("approve_all", False))  # it stays so
 
 
 def _session_end(state: SessionState, event: Event) -> None:

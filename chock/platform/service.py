@@ -97,7 +97,12 @@ def install(layout: Layout, platform: Platform | None = None) -> list[Path]:
             written.append(_write(directory / f"{label}.plist", text))
         return written
     for name in SYSTEMD_UNITS:
-        written.append(_write(directory / name, _packaged(name).replace(PACKAGED_CHOCK, chock)))
+        text = _packaged(name).replace(PACKAGED_CHOCK, chock)
+        # The service must read the same config.zon (and credential store) and state as this terminal.
+        for packaged, here in (("%h/.config/chock/config.zon", layout.config), ("%h/.local/state/chock", layout.state),
+                               ("%h/.local/share/chock", layout.data)):
+            text = text.replace(packaged, str(Path(here).absolute()))
+        written.append(_write(directory / name, text))
     _checked(["systemctl", "--user", "daemon-reload"])
     return written
 

@@ -62,7 +62,15 @@ def remove(layout: Layout, session_id: str) -> str:
         log = SessionLog.take(layout.log_path(session_id))
     except LogLocked:
         raise Refused(f"session {session_id} is running: its workspace is in use") from None
+    branch = f"chock/{session_id}"
     with log:
-        workspace.remove(Path(state.project), Path(state.workspace))
-        log.append("workspace.close", branch=f"chock/{session_id}", commit=None, removed=True)
-    return f"removed {state.workspace}; the branch chock/{session_id} stays in {state.project}"
+        # The agent's uncommitted edits are committed to the session's branch first, so removing the
+        # checkout loses nothing and a later --continue starts from them.
+        if Path(state.workspace).is_dir():
+            commit = workspace.finish(Path(state.project), Path(state.workspace), branch,
+                                      f"chock: work kept from session {session_id}")
+        else:
+            workspace.remove(Path(state.project), Path(state.workspace))
+            commit = None
+        log.append("workspace.close", branch=branch, commit=commit, removed=True)
+    return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

@@ -29,6 +29,7 @@ def json_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
 
 def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
     streaming = False
+    session_id = ""  # from session.start / session.adopt, for the `chock approve` hint
     color = (out or sys.stdout).isatty()
 
     def style(text: str, **kwargs: object) -> str:
@@ -40,8 +41,9 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
         stream.flush()
 
     def render(event: Event) -> None:
-        nonlocal streaming
+        nonlocal streaming, session_id
         kind = event.get("type")
+        session_id = str(event.get("session") or session_id)
         if kind == "assistant.delta":
             write(str(event.get("text", "")))
             streaming = True
@@ -69,12 +71,15 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             colour = "red" if event.get("is_error") else None
             for line in shown:
                 write(style(f"  │ {line}", fg=colour, dim=not colour) + "\n")
-        elif kind == "approval.request":
+        elif kind == "approval.request" and not event.get("by_config"):
             write(
                 style(f"? {event.get('tool')} needs approval ({event.get('request_id')}): ", fg="yellow")
                 + f"{event.get('summary')}\n"
             )
-        elif kind == "approval.answer":
+            if session_id:
+                write(style(f"  answer it here, or from another terminal: chock approve {session_id}", dim=True)
+                      + "\n")
+        elif kind == "approval.answer" and event.get("via") != "config":
             write(style(f"  {event.get('answer')} (via {event.get('via')})", fg="yellow") + "\n")
         elif kind in ("background.start", "subagent.start"):
             what = event.get("command") or event.get("task")

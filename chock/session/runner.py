@@ -203,6 +203,8 @@ class Session:
             output, is_error = str(refusal), True
         except OSError as error:
             output, is_error = f"{call.name} failed: {error.strerror or error}", True
+        except (ValueError, TypeError) as error:  # arguments of the wrong shape: the model's to fix, not a crash
+            output, is_error = f"{call.name} could not use its arguments: {error}", True
         output, cut_fields = cut(output)
         self.emit(
             "tool.result",
@@ -334,14 +336,16 @@ class Session:
 
     async def _approve(self, call: ToolCall) -> None:
         policy = "allow" if self.state.approve_all else self.settings.shell_policy
-        if policy == "allow":
-            return
-        if policy == "deny":
-            raise ToolRefused(
-                'shell commands are denied by this person\'s config (.approvals.shell = "deny")'
-            )
         request_id = f"r{self.log.last_id + 1}"
         summary = toolspecs.summary(call.name, call.args)
+        if policy in ("allow", "deny"):  # answered by config (or --yes): the log still says who decided
+            self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary,
+                      call_id=call.call_id, by_config=True)
+            self.emit("approval.answer", request_id=request_id, answer="yes" if policy == "allow" else "no",
+                      via="config")
+            if policy == "deny":
+                raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
+            return
         future: asyncio.Future[tuple[str, str]] = asyncio.get_running_loop().create_future()
         self._answers[request_id] = future
         self.emit(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from chock.control import protocol
 from chock.control.protocol import ProtocolError
+from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ CONFIRM_WAIT_SECONDS = 30.0
 # A connection that has not greeted within this long is closed (the control protocol's idle bound).
 GREETING_WAIT_SECONDS = 30.0
 READ_SIZE = 4096
+# Errors after which a connection cannot go on: the framer drops everything after a too-large line.
+_FATAL = frozenset({"too-large", "protocol", "greeting"})
 
 
 class HandoverAsk:
@@ -69,7 +72,7 @@ class HandoverAsk:
 class _Servers:
     def __init__(self) -> None:
         self.servers: list[asyncio.AbstractServer] = []
-        self.paths: list[Path] = []
+        self.owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
         self.writers: set[asyncio.StreamWriter] = set()
 
 
@@ -88,7 +91,8 @@ async def serve(session: Session) -> _Servers:
         finally:
             os.umask(previous)
         servers.servers.append(server)
-        servers.paths.append(path)
+        info = os.lstat(path)
+        servers.owned.append(Owned(Path(path), info.st_dev, info.st_ino))
     return servers
 
 
@@ -99,9 +103,8 @@ async def close(servers: _Servers, *, ended: str) -> None:
     for writer in list(servers.writers):
         await _send(writer, protocol.Ended(ended).encode())
         writer.close()
-    for path in servers.paths:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+    for owned in servers.owned:
+        owned.remove()
 
 
 async def _connection(
@@ -123,12 +126,20 @@ async def _connection(
             if not data:
                 return
             connection.receive_data(data)
-            while (event := connection.next_event()) is not None:
+            while True:
+                try:
+                    event = connection.next_event()
+                except ProtocolError as error:
+                    # One bad line gets its error and the connection serves the next request (SPEC §5:
+                    # several requests on one connection); a line past the bound or a bad greeting ends it.
+                    if not await _send(writer, error.encode()) or error.code in _FATAL or not connection.greeted:
+                        return
+                    continue
+                if event is None:
+                    break
                 reply, ask = _handle(session, connection, event, ask, writer)
                 if reply and not await _send(writer, reply):
                     return
-    except ProtocolError as error:
-        await _send(writer, error.encode())
     except (TimeoutError, ConnectionError):
         pass
     finally:

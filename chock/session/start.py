@@ -19,7 +19,7 @@ from typing import Any
 
 from chock import instances
 from chock.config import Config, load_config
-from chock.errors import Refused, UsageError
+from chock.errors import ChockError, Refused, UsageError
 from chock.log import catalog
 from chock.log.events import Event
 from chock.log.fold import SessionState, fold
@@ -99,8 +99,13 @@ def _prepare(
         from chock.providers.replay import load_entries
 
         replay_entries = load_entries(Path(instance.address or ""))
-    credential = instances.credential(layout, config, instance)
-    return _Prepared(config, root, instance, credential, sandbox.find_bwrap(), replay_entries)
+    try:
+        credential = instances.credential(layout, config, instance)
+    except ChockError as error:  # a store that cannot answer refuses the run before anything exists
+        raise Refused(str(error)) from None
+    bwrap = sandbox.find_bwrap()
+    sandbox.check_bwrap(bwrap)
+    return _Prepared(config, root, instance, credential, bwrap, replay_entries)
 
 
 def _begin(layout: Layout, request: RunRequest) -> _Opening:
@@ -147,9 +152,10 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     try:
         log = SessionLog.take(path)
     except LogLocked:
+        running = fold(read_events(path))
         raise Refused(
-            f"session {session_id} is running in another process (it holds the session's lock); "
-            "`chock detach` hands a terminal session to the daemon"
+            f"session {session_id} is running in another process (owned by the {running.owner}, pid "
+            f"{running.owner_pid or '?'}, which holds the session's lock); it can be continued once it ends"
         ) from None
     try:
         state = fold(read_events(path))
@@ -160,12 +166,9 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         raise
     opening = _Opening(log, state, prepared, sockets)
     opening.emit(
-        "session.adopt",
-        pid=os.getpid(),
-        via="daemon" if adopting else "terminal",
+        "session.adopt", session=session_id, pid=os.getpid(), via="daemon" if adopting else "terminal",
         approve_all=state.approve_all or request.yes,
-    )
-    state.approve_all = state.approve_all or request.yes
+    )  # the fold keeps approve_all from here on, so it stays with the session through later handovers
     _open_workspace(layout, opening, session_id, request, fresh=not moved)
     _close_what_the_last_owner_left(opening)
     if request.message and request.message.strip():
@@ -195,6 +198,12 @@ def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) ->
         )
     if adopting and request.message:
         raise UsageError("--adopt adds no message: it carries on from the conversation the log holds")
+    if adopting and not (state.ended and state.end_reason == "handover"):
+        ending = state.end_reason or "no ending"
+        raise Refused(
+            f"session {state.id} was not handed over (its last span ended: {ending}); only a handed-over session "
+            f"is adopted. `chock run --continue {state.id}` takes it back into a terminal"
+        )
     return moved
 
 

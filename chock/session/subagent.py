@@ -67,7 +67,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
                     if tool is None:
                         raise files.ToolRefused(f"a subagent has only the read-only tools, not {call.name!r}")
                     output, is_error = tool(workspace, call.args), False
-                except (files.ToolRefused, OSError) as error:
+                except (files.ToolRefused, OSError, ValueError, TypeError) as error:
                     output, is_error = str(error), True
                 conversation.append(
                     {

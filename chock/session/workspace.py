@@ -147,6 +147,7 @@ def create(project: Path, directory: Path, branch: str, *, start: str = "HEAD") 
     else:
         commit = _commit_of(project, start)
         _git(["worktree", "add", "--no-track", "-b", branch, str(directory), commit], cwd=project)
+    os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700 (SPEC §3)
     return commit
 
 
