@@ -31,8 +31,18 @@ def write_log(path: Path, count: int) -> None:
     at = timestamp()
     with open(path, "wb", buffering=1 << 20) as handle:
         for number in range(1, count + 1):
-            handle.write(encode({"id": number, "at": at, "type": "tool.result", "call_id": f"c{number}",
-                                 "output": "a line of tool output " * 3, "is_error": False}))
+            handle.write(
+                encode(
+                    {
+                        "id": number,
+                        "at": at,
+                        "type": "tool.result",
+                        "call_id": f"c{number}",
+                        "output": "a line of tool output " * 3,
+                        "is_error": False,
+                    }
+                )
+            )
 
 
 def time_tail(path: Path, count: int, repeats: int) -> float:

@@ -18,8 +18,7 @@ class ApproveFailed(ChockError):
     pass
 
 
-def approve(layout: Layout, session_id: str, ask: Callable[[str, str, str], bool],
-            say: Callable[[str], None]) -> int:
+def approve(layout: Layout, session_id: str, ask: Callable[[str, str, str], bool], say: Callable[[str], None]) -> int:
     """Show each pending request, `ask(request_id, tool, summary)` for the answer, send it; return how many."""
     check_session_id(session_id)
     if not layout.log_path(session_id).exists():

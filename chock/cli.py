@@ -48,9 +48,7 @@ pass_layout = click.make_pass_decorator(Layout)
 
 @main.command()
 @click.argument("message", required=False)
-@click.option(
-    "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
-)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option("--instance", help="Which configured or logged-in instance to use.")
 @click.option("--model", help="The model to ask (default: the instance's).")
 @click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
@@ -63,9 +61,7 @@ pass_layout = click.make_pass_decorator(Layout)
     metavar="[SESSION]",
     help="Take a session back into this terminal (default: the newest); MESSAGE is optional.",
 )
-@click.option(
-    "--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon)."
-)
+@click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
 @click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
 @click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
@@ -114,12 +110,14 @@ def _project_root(project: Path | None) -> Path:
 
 
 @main.command()
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
-    "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
+    "--daemon",
+    "daemon_address",
+    metavar="ADDR",
+    envvar="CHOCK_DAEMON",
+    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of reading the state dir.",
 )
-@click.option("--daemon", "daemon_address", metavar="ADDR", envvar="CHOCK_DAEMON",
-              help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of "
-              "reading the state dir.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @pass_layout
 def sessions(layout: Layout, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
@@ -148,9 +146,7 @@ def _preview(text: str, width: int = 60) -> str:
 
 
 @main.command()
-@click.option(
-    "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
-)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @pass_layout
 def usage(layout: Layout, project: Path | None) -> None:
     """Tokens used by each session of this project, and in total."""
@@ -158,9 +154,7 @@ def usage(layout: Layout, project: Path | None) -> None:
 
     total_in = total_out = 0
     for state, _ in catalog.states(layout, _project_root(project)):
-        click.echo(
-            f"{state.id}  in {state.input_tokens:>9}  out {state.output_tokens:>9}  {_preview(state.message)}"
-        )
+        click.echo(f"{state.id}  in {state.input_tokens:>9}  out {state.output_tokens:>9}  {_preview(state.message)}")
         total_in += state.input_tokens
         total_out += state.output_tokens
     click.echo(f"{'total':<22}  in {total_in:>9}  out {total_out:>9}")
@@ -205,23 +199,39 @@ def workspace_remove(layout: Layout, session: str) -> None:
 
 
 @main.command()
-@click.option("--provider", "provider_text", required=True, metavar="KIND[=URL]",
-              help="anthropic, aiand, or openai-compat=URL (anthropic=URL / aiand=URL for another address).")
+@click.option(
+    "--provider",
+    "provider_text",
+    required=True,
+    metavar="KIND[=URL]",
+    help="anthropic, aiand, or openai-compat=URL (anthropic=URL / aiand=URL for another address).",
+)
 @click.option("--name", help="The instance's name (default: the kind).")
 @click.option("--model", help="The model this instance asks by default.")
-@click.option("--password-method", metavar="prompt|stdin|file=PATH",
-              help="Where the credential comes from (default: a hidden prompt at a terminal, else stdin).")
+@click.option(
+    "--password-method",
+    metavar="prompt|stdin|file=PATH",
+    help="Where the credential comes from (default: a hidden prompt at a terminal, else stdin).",
+)
 @click.option("--replace", is_flag=True, help="Replace a credential of the same name without asking.")
 @pass_layout
-def login(layout: Layout, provider_text: str, name: str | None, model: str | None, password_method: str | None,
-          replace: bool) -> None:
+def login(
+    layout: Layout, provider_text: str, name: str | None, model: str | None, password_method: str | None, replace: bool
+) -> None:
     """Check a provider credential and store it in the configured store (never an argument or variable)."""
     from chock.config import load_config
     from chock.credentials.login import login as store_login
 
-    result = store_login(layout, load_config(layout.config), provider_text, name=name, model=model,
-                         password_method=password_method, replace=replace,
-                         say=lambda text: click.echo(text, err=True))
+    result = store_login(
+        layout,
+        load_config(layout.config),
+        provider_text,
+        name=name,
+        model=model,
+        password_method=password_method,
+        replace=replace,
+        say=lambda text: click.echo(text, err=True),
+    )
     if result.stored:
         click.echo(f"stored the credential of {result.name!r} ({result.kind} at {result.address}) in {result.store}")
     else:
@@ -249,21 +259,28 @@ def credentials(layout: Layout) -> None:
 
     found = sources(layout, load_config(layout.config))
     for source in found:
-        click.echo(f"{source.name:<16} {source.kind or '?':<14} {source.address or '-':<40} "
-                   f"{source.source or 'none (no credential is sent)'}")
+        click.echo(
+            f"{source.name:<16} {source.kind or '?':<14} {source.address or '-':<40} "
+            f"{source.source or 'none (no credential is sent)'}"
+        )
     if not found:
         click.echo("no instances: `chock login --provider KIND` stores one")
 
 
 @main.group(invoke_without_command=True)
-@click.option("--socket", "socket_path", type=click.Path(path_type=Path),
-              help="Listen on this unix socket (default: <state>/daemon.sock).")
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(path_type=Path),
+    help="Listen on this unix socket (default: <state>/daemon.sock).",
+)
 @click.option("--host", help="Also listen on TCP at this address (no identity check: put a proxy in front).")
 @click.option("--port", type=int, help="TCP port for --host (default 7890; 0 picks a free one).")
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
 @click.pass_context
-def daemon(ctx: click.Context, socket_path: Path | None, host: str | None, port: int | None,
-           idle_exit: float | None) -> None:
+def daemon(
+    ctx: click.Context, socket_path: Path | None, host: str | None, port: int | None, idle_exit: float | None
+) -> None:
     """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
     if ctx.invoked_subcommand is not None:
         return
@@ -321,36 +338,77 @@ def daemon_status(layout: Layout) -> None:
 
 
 @main.command()
-@click.option("--daemon", "daemon_address", envvar="CHOCK_DAEMON", metavar="ADDR",
-              help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).")
-@click.option("--socket", "socket_path", type=click.Path(path_type=Path),
-              help="Serve the browser on this unix socket (default: <state>/serve.sock).")
+@click.option(
+    "--daemon",
+    "daemon_address",
+    envvar="CHOCK_DAEMON",
+    metavar="ADDR",
+    help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
+)
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(path_type=Path),
+    help="Serve the browser on this unix socket (default: <state>/serve.sock).",
+)
 @click.option("--host", help="Serve on TCP at this address instead (no identity check).")
 @click.option("--port", type=int, help="TCP port for --host (default 7891; 0 picks a free one).")
-@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
-              help="Another Host header to accept on TCP (repeatable).")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another Host header to accept on TCP (repeatable).",
+)
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
 @pass_layout
-def serve(layout: Layout, daemon_address: str | None, socket_path: Path | None, host: str | None,
-          port: int | None, allow_hosts: tuple[str, ...], idle_exit: float | None) -> None:
+def serve(
+    layout: Layout,
+    daemon_address: str | None,
+    socket_path: Path | None,
+    host: str | None,
+    port: int | None,
+    allow_hosts: tuple[str, ...],
+    idle_exit: float | None,
+) -> None:
     """A browser front end: purely a client of the daemon."""
     from chock.serve.app import run as run_serve
 
-    sys.exit(run_serve(layout, daemon=daemon_address, socket_path=socket_path, host=host, port=port,
-                       allow_hosts=list(allow_hosts), idle_exit=idle_exit))
+    sys.exit(
+        run_serve(
+            layout,
+            daemon=daemon_address,
+            socket_path=socket_path,
+            host=host,
+            port=port,
+            allow_hosts=list(allow_hosts),
+            idle_exit=idle_exit,
+        )
+    )
 
 
 @main.command()
 @click.argument("session", required=False)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option("--daemon", "daemon_address", metavar="ADDR",
-              help="unix:/path or host:port (default: $CHOCK_DAEMON, else <state>/daemon.sock).")
+@click.option(
+    "--daemon",
+    "daemon_address",
+    metavar="ADDR",
+    help="unix:/path or host:port (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
+)
 @click.option("--port", type=int, help="Shorthand for --daemon 127.0.0.1:PORT.")
-@click.option("--wait", type=float, default=300.0, show_default=True, metavar="SECONDS",
-              help="Bound on each read of the exchange.")
+@click.option(
+    "--wait",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Bound on each read of the exchange.",
+)
 @pass_layout
-def detach(layout: Layout, session: str | None, project: Path | None, daemon_address: str | None,
-           port: int | None, wait: float) -> None:
+def detach(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None, wait: float
+) -> None:
     """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
     from chock import handover
     from chock.control.client import resolve_address
@@ -383,8 +441,11 @@ def doctor(layout: Layout) -> None:
 
     findings = examine(layout)
     for finding in findings:
-        mark = click.style("ok ", fg="green") if finding.ok else click.style("no ", fg="red" if finding.essential
-                                                                             else "yellow")
+        mark = (
+            click.style("ok ", fg="green")
+            if finding.ok
+            else click.style("no ", fg="red" if finding.essential else "yellow")
+        )
         click.echo(f"{mark} {finding.name:<17} {finding.detail}")
         if not finding.ok and finding.fix:
             click.echo(f"    {'':<17} fix: {finding.fix}")

@@ -99,8 +99,10 @@ def _parse_error(error: zon.ZonError, path: Path) -> str:
     if "token" not in line:
         return str(error)
     expected = error.what.split(", found", 1)[0]
-    return (f"{path}: line {error.line}, column {error.column}: {expected} (what stands there is not shown: "
-            "the line holds a .token)")
+    return (
+        f"{path}: line {error.line}, column {error.column}: {expected} (what stands there is not shown: "
+        "the line holds a .token)"
+    )
 
 
 def _split_kind(text: str) -> tuple[str, str | None]:
@@ -179,9 +181,7 @@ class _Reader:
             raise self.error(f"{shown} must be a struct .{{ ... }} (got {_show(value)})")
         for key in value:
             if key not in keys:
-                raise self.error(
-                    f"unknown key {where}{zon.dot_name(key)} (known keys in {shown}: {', '.join(keys)})"
-                )
+                raise self.error(f"unknown key {where}{zon.dot_name(key)} (known keys in {shown}: {', '.join(keys)})")
         return value
 
     def string(self, value: Any, where: str) -> str:

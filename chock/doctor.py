@@ -64,8 +64,13 @@ def _user_manager(layout: Layout) -> Finding:
         return Finding("user manager", True, "launchd (sessions run in their own process groups)", essential=False)
     if under_user_manager():
         return Finding("user manager", True, "systemd --user is reachable: each session gets its own scope")
-    return Finding("user manager", False, "no systemd user manager is reachable: sessions run in process groups",
-                   "log in through a session that starts `systemd --user` (or set XDG_RUNTIME_DIR)", essential=False)
+    return Finding(
+        "user manager",
+        False,
+        "no systemd user manager is reachable: sessions run in process groups",
+        "log in through a session that starts `systemd --user` (or set XDG_RUNTIME_DIR)",
+        essential=False,
+    )
 
 
 def _units(layout: Layout) -> Finding:
@@ -79,8 +84,13 @@ def _units(layout: Layout) -> Finding:
     except (OSError, subprocess.TimeoutExpired) as error:
         return Finding("units", False, f"systemctl --user failed: {error}", essential=False)
     ok = enabled == "enabled" and active == "active"
-    return Finding("units", ok, f"chock.socket is {enabled or 'unknown'} and {active or 'unknown'}",
-                   "" if ok else "systemctl --user enable --now chock.socket chock-serve.socket", essential=False)
+    return Finding(
+        "units",
+        ok,
+        f"chock.socket is {enabled or 'unknown'} and {active or 'unknown'}",
+        "" if ok else "systemctl --user enable --now chock.socket chock-serve.socket",
+        essential=False,
+    )
 
 
 def _linger(layout: Layout) -> Finding:
@@ -88,9 +98,13 @@ def _linger(layout: Layout) -> Finding:
         return Finding("lingering", True, "not needed with launchd", essential=False)
     user = pwd.getpwuid(os.getuid()).pw_name
     lingering = Path("/var/lib/systemd/linger", user).exists()
-    return Finding("lingering", lingering,
-                   "on: sessions outlive a logout" if lingering else "off: sessions end when you log out",
-                   "" if lingering else f"loginctl enable-linger {user}  (your choice)", essential=False)
+    return Finding(
+        "lingering",
+        lingering,
+        "on: sessions outlive a logout" if lingering else "off: sessions end when you log out",
+        "" if lingering else f"loginctl enable-linger {user}  (your choice)",
+        essential=False,
+    )
 
 
 def _store(layout: Layout) -> Finding:
@@ -126,14 +140,27 @@ def _serve(layout: Layout) -> Finding:
             sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             status = sock.recv(64).split(b"\r\n", 1)[0].decode(errors="replace")
     except OSError as error:
-        return Finding("serve", False, f"nobody answers at {path} ({error.strerror or error})",
-                       "systemctl --user start chock-serve.socket  (or run `chock serve`)", essential=False)
+        return Finding(
+            "serve",
+            False,
+            f"nobody answers at {path} ({error.strerror or error})",
+            "systemctl --user start chock-serve.socket  (or run `chock serve`)",
+            essential=False,
+        )
     ok = " 200 " in f"{status} "
     return Finding("serve", ok, f"{path}: {status}", "" if ok else "look at chock serve's output", essential=False)
 
 
 CHECKS: list[Callable[[Layout], Finding]] = [
-    _python, _bwrap, _git, _user_manager, _units, _linger, _store, _daemon, _serve,
+    _python,
+    _bwrap,
+    _git,
+    _user_manager,
+    _units,
+    _linger,
+    _store,
+    _daemon,
+    _serve,
 ]
 
 

@@ -58,15 +58,23 @@ def _check_detachable(layout: Layout, session_id: str) -> str:
             f"`chock workspace show {session_id}` (or remove it with `chock workspace remove {session_id}`)"
         )
     if status not in ("running", "waiting"):
-        raise DetachFailed(f"session {session_id} is not running ({status}); `chock run --continue {session_id}` "
-                           "takes it back into a terminal")
+        raise DetachFailed(
+            f"session {session_id} is not running ({status}); `chock run --continue {session_id}` "
+            "takes it back into a terminal"
+        )
     if state.owner == "daemon":
         raise DetachFailed(f"session {session_id} is already owned by the daemon")
     return state.project
 
 
-def detach(layout: Layout, session_id: str, address: Address, *, wait: float = DEFAULT_WAIT_SECONDS,
-           say: Callable[[str], None] = lambda text: None) -> Detached:
+def detach(
+    layout: Layout,
+    session_id: str,
+    address: Address,
+    *,
+    wait: float = DEFAULT_WAIT_SECONDS,
+    say: Callable[[str], None] = lambda text: None,
+) -> Detached:
     project = _check_detachable(layout, session_id)
     daemon = ControlClient(address, timeout=min(wait, 10.0))
     try:
@@ -129,5 +137,7 @@ def _still_holding(session_id: str, wait: float, held: tuple[int, int]) -> str:
         what = f"it still holds {_work(held)}"
     else:
         what = "it has not reached a turn boundary"
-    return (f"session {session_id} did not hand over within {wait:g} s: {what}. It keeps running here, unchanged; "
-            "asking again costs nothing")
+    return (
+        f"session {session_id} did not hand over within {wait:g} s: {what}. It keeps running here, unchanged; "
+        "asking again costs nothing"
+    )

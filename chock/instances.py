@@ -54,9 +54,7 @@ def resolve(layout: Layout, config: Config, name: str | None = None) -> Instance
             f"no instance is configured: run `chock login --provider anthropic` (or aiand, or "
             f"openai-compat=URL), or name one in {config.path} under .instances"
         )
-    raise Refused(
-        f"several instances exist ({listing}): choose one with --instance or .instance in {config.path}"
-    )
+    raise Refused(f"several instances exist ({listing}): choose one with --instance or .instance in {config.path}")
 
 
 def credential(layout: Layout, config: Config, instance: Instance) -> str | None:

@@ -123,9 +123,7 @@ class Layout:
             data_default = _xdg("XDG_DATA_HOME", ".local/share") / "chock"
         config_path = config or os.environ.get("CHOCK_CONFIG")
         return cls(
-            config=Path(config_path)
-            if config_path
-            else _xdg("XDG_CONFIG_HOME", ".config") / "chock/config.zon",
+            config=Path(config_path) if config_path else _xdg("XDG_CONFIG_HOME", ".config") / "chock/config.zon",
             state=Path(os.environ.get("CHOCK_STATE_DIR") or state_default),
             data=Path(os.environ.get("CHOCK_DATA_DIR") or data_default),
         )

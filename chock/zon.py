@@ -350,9 +350,7 @@ class _Tokenizer:
             out += chr(point).encode()
             return match.end()
         shown = "end of input" if not code else _show("\\" + code)
-        raise self.error(
-            f"invalid escape {shown} (escapes are \\n \\r \\t \\\\ \\' \\\" \\xNN \\u{{N}})", pos
-        )
+        raise self.error(f"invalid escape {shown} (escapes are \\n \\r \\t \\\\ \\' \\\" \\xNN \\u{{N}})", pos)
 
 
 def _show(text: str) -> str:

@@ -55,8 +55,9 @@ class Home:
             capture_output=True, text=True, cwd=cwd, timeout=timeout, env={**self.env, **(env or {})},
         )  # fmt: skip
 
-    def spawn(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-              **kwargs) -> subprocess.Popen[str]:
+    def spawn(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kwargs
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "chock", *args], cwd=cwd, env={**self.env, **(env or {})}, text=True, **kwargs
         )

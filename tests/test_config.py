@@ -68,9 +68,7 @@ def test_every_setting_is_read(tmp_path):
         instances={
             "demo": InstanceConfig("demo", "replay", str(tmp_path / "demo.jsonl")),
             "local": InstanceConfig("local", "openai-compat", "http://127.0.0.1:5000/v1", model="qwen"),
-            "work": InstanceConfig(
-                "work", "anthropic", "https://proxy.example/v1", model="claude-x", token="tok-123"
-            ),
+            "work": InstanceConfig("work", "anthropic", "https://proxy.example/v1", model="claude-x", token="tok-123"),
             "my box": InstanceConfig("my box", "aiand", DEFAULT_ADDRESSES["aiand"]),
         },
         approvals_shell="deny",
@@ -239,8 +237,7 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
     [
         (
             ".{ .colour = 1 }",
-            "unknown key .colour (known keys in the config: instance, instances, approvals, "
-            "sandbox, credentials)",
+            "unknown key .colour (known keys in the config: instance, instances, approvals, sandbox, credentials)",
         ),
         (
             ".{ .approvals = .{ .files = .ask } }",
@@ -257,8 +254,7 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         ),
         (
             '.{ .instances = .{ .@"my-box" = .{ .kind = "aiand", .@"a b" = 1 } } }',
-            'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, '
-            "model, token)",
+            'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, model, token)',
         ),
     ],
 )
@@ -283,8 +279,7 @@ def test_unknown_keys_are_named_with_their_path(tmp_path, text, message):
         (".{ .instances = .{ .a = .{ .kind = 5 } } }", ".instances.a.kind must be a string (got 5)"),
         (
             '.{ .instances = .{ .a = .{ .kind = "openai" } } }',
-            '.instances.a.kind: unknown instance kind "openai" '
-            "(kinds: anthropic, aiand, openai-compat, replay)",
+            '.instances.a.kind: unknown instance kind "openai" (kinds: anthropic, aiand, openai-compat, replay)',
         ),
         (
             '.{ .instances = .{ .a = .{ .kind = "openai-compat" } } }',
@@ -326,9 +321,7 @@ def test_bad_values_are_named_with_their_path(tmp_path, text, message):
     [("12345", "a number"), (".secret", "an enum literal"), ("true", "true/false"), ('.{ "x" }', "a list")],
 )
 def test_a_token_must_be_a_string_and_is_never_repeated(tmp_path, value, got):
-    message = refusal(
-        tmp_path, f'.{{ .instances = .{{ .w = .{{ .kind = "anthropic", .token = {value} }} }} }}'
-    )
+    message = refusal(tmp_path, f'.{{ .instances = .{{ .w = .{{ .kind = "anthropic", .token = {value} }} }} }}')
     assert message == f'.instances.w.token must be a string "…" (got {got})'
 
 

@@ -107,9 +107,7 @@ def address_of(server: Scripted) -> str:
 
 
 def event(n: int, kind: str = "assistant.delta", **fields) -> bytes:
-    return p.encode_event_line(
-        json.dumps({"id": n, "type": kind, **fields}, separators=(", ", ": ")).encode()
-    )
+    return p.encode_event_line(json.dumps({"id": n, "type": kind, **fields}, separators=(", ", ": ")).encode())
 
 
 # Addresses ------------------------------------------------------------------------------------------------
@@ -183,10 +181,7 @@ def test_a_newer_daemon_is_refused_naming_both_numbers_and_nothing_else_is_sent(
     with pytest.raises(ControlError) as caught:
         connect(address_of(server), timeout=5)
     assert caught.value.code == "protocol"
-    assert (
-        caught.value.text
-        == "this client speaks chock-control 1, the daemon chock-control 2: update the client"
-    )
+    assert caught.value.text == "this client speaks chock-control 1, the daemon chock-control 2: update the client"
     assert server.client_closed.wait(5)
     assert server.received == [["hello chock-control 1"]]
 
@@ -296,9 +291,7 @@ def test_list_sends_an_absolute_project(serve, monkeypatch, sockdir):
 
 def test_watch_gives_the_row_then_events_until_close(serve):
     row = {"id": SID, "status": "running", "last_event_id": 3}
-    server = serve(
-        [HELLO_OK, p.encode_watch_header(row) + event(4) + event(5, "session.end", reason="completed")]
-    )
+    server = serve([HELLO_OK, p.encode_watch_header(row) + event(4) + event(5, "session.end", reason="completed")])
     header, events = connect(address_of(server), timeout=5).watch("/home/me/proj", SID, 3)
     assert header == row
     assert [e["id"] for e in events] == [4, 5]
@@ -341,9 +334,7 @@ def test_adopt(serve):
 
 
 def test_answer_ok_and_unreachable(serve):
-    server = serve(
-        [HELLO_OK, p.encode_answered()], [HELLO_OK, p.encode_error("unreachable", "no approval.sock")]
-    )
+    server = serve([HELLO_OK, p.encode_answered()], [HELLO_OK, p.encode_error("unreachable", "no approval.sock")])
     client = ControlClient(address_of(server), timeout=5)
     assert client.answer("/p", SID, "r1", True) is None
     with pytest.raises(ControlError) as caught:
@@ -398,9 +389,7 @@ def test_the_client_works_over_tcp():
 
 
 def test_pending_lists_requests_until_end(serve):
-    items = (
-        p.PendingItem("r1", "shell", "make test").encode() + p.PendingItem("r2", "shell", "rm -r\nx").encode()
-    )
+    items = p.PendingItem("r1", "shell", "make test").encode() + p.PendingItem("r2", "shell", "rm -r\nx").encode()
     server = serve([SESSION_OK, items + b"end\n"], name="approval.sock")
     with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
         assert client.pending() == [
@@ -411,9 +400,7 @@ def test_pending_lists_requests_until_end(serve):
 
 
 def test_session_answer_and_not_pending(serve):
-    server = serve(
-        [SESSION_OK, b"ok answered\n", b"error not-pending r1 was answered already\n"], name="approval.sock"
-    )
+    server = serve([SESSION_OK, b"ok answered\n", b"error not-pending r1 was answered already\n"], name="approval.sock")
     with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
         client.answer("r1", True)
         with pytest.raises(ControlError) as caught:

@@ -318,9 +318,7 @@ SESSION_REQUESTS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("line", "expected"), SESSION_REQUESTS, ids=[r[0].split(" ")[0] for r in SESSION_REQUESTS]
-)
+@pytest.mark.parametrize(("line", "expected"), SESSION_REQUESTS, ids=[r[0].split(" ")[0] for r in SESSION_REQUESTS])
 def test_each_session_request_round_trips(line, expected):
     assert p.parse_session_request(line) == expected
     assert expected.encode() == line.encode() + b"\n"
@@ -351,9 +349,7 @@ SESSION_REPLIES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("reply", "line"), SESSION_REPLIES, ids=[r[1].split(" ")[0] for r in SESSION_REPLIES]
-)
+@pytest.mark.parametrize(("reply", "line"), SESSION_REPLIES, ids=[r[1].split(" ")[0] for r in SESSION_REPLIES])
 def test_each_session_reply_round_trips(reply, line):
     assert reply.encode() == line.encode() + b"\n"
     assert p.parse_session_reply(line) == reply
@@ -571,11 +567,7 @@ def test_parsers_return_a_value_or_raise_protocol_error(line):
 
 
 @settings(max_examples=200)
-@given(
-    st.lists(
-        st.binary(max_size=64) | st.sampled_from([b"\n", b"start ", b"list /", b"\xff", b"\0"]), max_size=40
-    )
-)
+@given(st.lists(st.binary(max_size=64) | st.sampled_from([b"\n", b"start ", b"list /", b"\xff", b"\0"]), max_size=40))
 def test_framer_and_parser_only_ever_give_a_request_or_protocol_error(chunks):
     connection = p.ServerConnection()
     for chunk in chunks:

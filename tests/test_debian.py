@@ -198,8 +198,13 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(installed: P
         assert Path("/usr/lib/systemd/user", unit).is_file(), unit
     runtime = Path(tempfile.mkdtemp(prefix="chock-verify-"))
     for unit in UNITS:  # as installed: ExecStart names the real /usr/bin/chock
-        done = run("systemd-analyze", "verify", "--user", f"/usr/lib/systemd/user/{unit}",
-                   env={**CLEAN_ENV, "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_LOG_LEVEL": "notice"})
+        done = run(
+            "systemd-analyze",
+            "verify",
+            "--user",
+            f"/usr/lib/systemd/user/{unit}",
+            env={**CLEAN_ENV, "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_LOG_LEVEL": "notice"},
+        )
         assert (done.returncode, done.stdout + done.stderr) == (0, ""), unit  # it exits 0 on bad keys: silence
     enabled = sorted(str(p) for p in Path("/etc/systemd/user").glob("*.wants/chock*"))
     assert not enabled, f"the package enabled units for every user: {enabled}"
@@ -231,8 +236,9 @@ def test_the_installed_package_is_a_socket_activated_user_service(installed: Pat
         home = manager.home
         config = home / ".config/chock"
         config.mkdir(parents=True)
-        (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n"
-                                                   for e in session))
+        (config / "demo.jsonl").write_text(
+            "".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in session)
+        )
         (config / "config.zon").write_text(
             '.{ .approvals = .{ .shell = "allow" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n'
         )

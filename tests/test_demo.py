@@ -22,16 +22,18 @@ def _get(url: str) -> dict:
 
 
 def _post(url: str, body: dict) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
 
 def test_the_demo_serves_a_running_session_and_stops_cleanly(home):
     env = {**home.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "CHOCK_DEMO_PORT": "0"}
-    demo = subprocess.Popen([str(REPO / "scripts/demo-run")], env=env, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    demo = subprocess.Popen(
+        [str(REPO / "scripts/demo-run")], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         printed = ""
         deadline = time.monotonic() + 60
@@ -51,8 +53,10 @@ def test_the_demo_serves_a_running_session_and_stops_cleanly(home):
         events = _get(f"{base}/api/sessions/{session_id}/events?after=0")["events"]
         request = next(e for e in events if e["type"] == "approval.request")
         assert request["tool"] == "shell"
-        _post(f"{base}/api/sessions/{session_id}/answer",
-              {"project": project, "request_id": request["request_id"], "answer": "yes"})
+        _post(
+            f"{base}/api/sessions/{session_id}/answer",
+            {"project": project, "request_id": request["request_id"], "answer": "yes"},
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             row = {r["id"]: r for r in _get(f"{base}/api/sessions?project={project}")["sessions"]}[session_id]

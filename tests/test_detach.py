@@ -114,8 +114,9 @@ def test_a_daemon_gone_between_ask_and_adopt_is_named_and_continue_takes_the_ses
     ]  # fmt: skip
     process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
-    detach = home.spawn("detach", session_id, "--daemon", daemon.address, cwd=project,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    detach = home.spawn(
+        "detach", session_id, "--daemon", daemon.address, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     time.sleep(1.0)  # detach has proved the daemon and asked; the session is still in its long tool call
     daemon.kill()
     _, err = detach.communicate(timeout=60)

@@ -35,8 +35,16 @@ def terminal_session(home, project, entries, *args):
     """`chock run --yes ARGS "write two files"` on a replay of `entries`, in the background with no terminal
     (as test_detach uses it too): the process, and the session's id once it exists."""
     home.replay_instance(entries)
-    process = home.spawn("run", "--yes", *args, "write two files", cwd=project,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = home.spawn(
+        "run",
+        "--yes",
+        *args,
+        "write two files",
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     return process, _wait_for_session(home)
 
 
@@ -132,7 +140,10 @@ def test_a_subagent_is_logged_with_its_result_and_holds_a_handover_as_busy(home,
     end = next(e for e in events if e["type"] == "subagent.end")
     assert end["result"] == "app.py prints hello"
     assert [e["text"] for e in events if e["type"] == "assistant.message"] == [
-        "", "Asked a subagent.", "The subagent says app.py prints hello."]  # the parent skipped its entries
+        "",
+        "Asked a subagent.",
+        "The subagent says app.py prints hello.",
+    ]  # the parent skipped its entries
 
 
 def test_the_session_stays_single_threaded_and_answers_its_sockets_while_a_model_streams(home, project):

@@ -215,8 +215,12 @@ def test_the_fold_rebuilds_conversation_usage_status_workspace_approvals_and_bac
 
 def test_an_event_whose_bulk_is_nested_is_cut_too():
     huge = {"path": "big.txt", "content": "z" * (2 * MAX_EVENT_BYTES)}
-    event = {"id": 3, "type": "assistant.message", "text": "", "tool_calls": [{"call_id": "c1", "name": "write_file",
-                                                                               "args": huge}]}
+    event = {
+        "id": 3,
+        "type": "assistant.message",
+        "text": "",
+        "tool_calls": [{"call_id": "c1", "name": "write_file", "args": huge}],
+    }
     line = encode(event)
     assert len(line) <= MAX_EVENT_BYTES
     decoded = json.loads(line)

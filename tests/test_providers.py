@@ -390,9 +390,7 @@ def test_fake_anthropic_refuses_text_before_tool_results() -> None:
                 },
             ],
         }
-        response = httpx.post(
-            fake.address + "/messages", json=bad, headers={"anthropic-version": "2023-06-01"}
-        )
+        response = httpx.post(fake.address + "/messages", json=bad, headers={"anthropic-version": "2023-06-01"})
         assert response.status_code == 400
         assert "must come first" in response.json()["error"]["message"]
         assert fake.rejections
@@ -503,8 +501,7 @@ def test_message_stream_sums_cached_input_and_reads_empty_tool_input() -> None:
         'data: {"type": "content_block_start", "index": 0, '
         '"content_block": {"type": "tool_use", "id": "t1", "name": "list_files", "input": {}}}',
         'data: {"type": "content_block_stop", "index": 0}',
-        'data: {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, '
-        '"usage": {"output_tokens": 9}}',
+        'data: {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}',
         'data: {"type": "brand_new_event"}',
         'data: {"type": "message_stop"}',
     ]

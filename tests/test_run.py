@@ -126,9 +126,7 @@ def test_a_shell_call_sees_a_clean_environment_and_none_of_the_persons_files(hom
             ' ls "$HOME/knowledgebase" && echo kb-ok; touch /usr/x; touch inside && echo ws-ok'}}]},
         {"text": "ok", "tool_calls": []},
     ])  # fmt: skip
-    result = home.chock(
-        "run", "--yes", "--instance", "demo", "probe", cwd=project, env={"ANTHROPIC_API_KEY": secret}
-    )
+    result = home.chock("run", "--yes", "--instance", "demo", "probe", cwd=project, env={"ANTHROPIC_API_KEY": secret})
     assert result.returncode == 0, result.stderr
     output = next(e for e in home.events(home.only_session()) if e["type"] == "tool.result")["output"]
     assert f"HOME={home.layout.toolchains_dir(project)}" in output
@@ -147,9 +145,7 @@ def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
         {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "echo denied-run"}}]},
         {"text": "done", "tool_calls": []},
     ])  # fmt: skip
-    process = home.spawn(
-        "run", "two commands", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-    )
+    process = home.spawn("run", "two commands", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         session_id = _wait_for_session(home)
         socket_path = home.layout.session_socket(session_id, "approval")
@@ -210,9 +206,7 @@ BLOCKING = [
 
 def test_continue_is_refused_while_the_owner_lives_and_abandoned_after_kill_9(home, project):
     home.replay_instance(BLOCKING)
-    process = home.spawn(
-        "run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-    )
+    process = home.spawn("run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         session_id = _wait_for_session(home)
         _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")

@@ -25,7 +25,6 @@ SESSION = "20261201-073450-a1b2c3"
 SECRET = "sk-secret-test"
 
 
-
 @pytest.fixture
 def person_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stand-in for the person's HOME, holding the data and state dirs where they live by default."""
@@ -233,9 +232,7 @@ def test_etc_is_there_without_what_other_users_cannot_read(box: Sandbox) -> None
             assert fails(box, f"touch {path}/x"), path
 
 
-def test_writes_land_in_the_workspace_home_and_private_tmp_only(
-    box: Sandbox, project: Path, layout: Layout
-) -> None:
+def test_writes_land_in_the_workspace_home_and_private_tmp_only(box: Sandbox, project: Path, layout: Layout) -> None:
     git_dir = box.git_dir
     for target in (
         "/usr/x",

@@ -183,9 +183,7 @@ def pending(serve: Serve, session_id: str, after: int = 0) -> dict[str, Any]:
     def find() -> dict[str, Any] | None:
         events = serve.get(f"/api/sessions/{session_id}/events?after={after}").json["events"]
         answered = {e["request_id"] for e in events if e["type"] == "approval.answer"}
-        return next(
-            (e for e in events if e["type"] == "approval.request" and e["request_id"] not in answered), None
-        )
+        return next((e for e in events if e["type"] == "approval.request" and e["request_id"] not in answered), None)
 
     return wait_until(find, 60, "an approval request")
 

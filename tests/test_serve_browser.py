@@ -39,6 +39,7 @@ def chromium():  # type: ignore[no-untyped-def]
     if not CHROMIUM.exists():
         pytest.fail("needs Debian's chromium at /usr/bin/chromium: apt-get install chromium (scripts/test does)")
     from playwright import sync_api
+
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         try:
@@ -53,9 +54,7 @@ def stack(home, project, daemons):  # type: ignore[no-untyped-def]
         yield running
 
 
-def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serve_restart(
-    stack, chromium, tmp_path
-):
+def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serve_restart(stack, chromium, tmp_path):
     serve = stack.start_serve()
     port = serve.port
     page = chromium.new_page(viewport={"width": 1100, "height": 900})

@@ -294,11 +294,15 @@ def test_each_route_is_one_daemon_verb():
 
 def test_an_unsafe_method_needs_a_json_body_and_no_foreign_origin():
     async def test(daemon, base, client):
-        async with client.post(base + "api/sessions", data="project=/srv/project&message=hi",
-                               headers={"Content-Type": "application/x-www-form-urlencoded"}) as r:
+        async with client.post(
+            base + "api/sessions",
+            data="project=/srv/project&message=hi",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        ) as r:
             assert r.status == 415
-        async with client.post(base + "api/sessions", json={"project": PROJECT, "message": "hi"},
-                               headers={"Origin": "http://evil.example"}) as r:
+        async with client.post(
+            base + "api/sessions", json={"project": PROJECT, "message": "hi"}, headers={"Origin": "http://evil.example"}
+        ) as r:
             assert r.status == 403
         assert daemon.verbs == []
 

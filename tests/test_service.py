@@ -32,8 +32,7 @@ def manager():
 def _prepare_home(home: Path, entries: list[dict]) -> Path:
     config = home / ".config" / "chock"
     config.mkdir(parents=True, exist_ok=True)
-    (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n"
-                                               for e in entries))
+    (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in entries))
     (config / "config.zon").write_text(
         '.{ .approvals = .{ .shell = "allow" }, .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n'
     )
@@ -65,8 +64,10 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
     scope = f"chock-session-{session_id}.scope"
     assert scope in manager.list_units("chock-session-*")
     assert manager.show(scope, "Slice")["Slice"] == "app-chock.slice"
-    wait_until(lambda: any(e["type"] == "tool.call" and e["name"] == "shell" for e in _events(home, session_id)),
-               what="the long tool call")
+    wait_until(
+        lambda: any(e["type"] == "tool.call" and e["name"] == "shell" for e in _events(home, session_id)),
+        what="the long tool call",
+    )
 
     manager.systemctl("restart", "chock.service")
     manager.wait_for_state("chock.service", "active")
@@ -87,8 +88,9 @@ def test_an_idle_daemon_exits_and_the_next_connect_starts_it_again(manager):
     home = manager.home
     _prepare_home(home, LONG_SESSION)
     manager.run([CHOCK, "daemon", "install"])
-    manager.install_unit("chock.service.d/idle.conf",
-                         f"[Service]\nExecStart=\nExecStart={CHOCK} daemon --idle-exit 2\n")
+    manager.install_unit(
+        "chock.service.d/idle.conf", f"[Service]\nExecStart=\nExecStart={CHOCK} daemon --idle-exit 2\n"
+    )
     manager.systemctl("start", "chock.socket")
     address = f"unix:{home}/.local/state/chock/daemon.sock"
     assert ControlClient(address).ping() == 1

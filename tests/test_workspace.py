@@ -130,9 +130,7 @@ def test_create_fails_quoting_git(project: Path, directory: Path) -> None:
         workspace.create(project, directory, BRANCH, start="no-such-revision")
 
 
-def test_admin_dir_refuses_a_git_file_pointing_elsewhere(
-    project: Path, directory: Path, tmp_path: Path
-) -> None:
+def test_admin_dir_refuses_a_git_file_pointing_elsewhere(project: Path, directory: Path, tmp_path: Path) -> None:
     workspace.create(project, directory, BRANCH)
     elsewhere = tmp_path / "secrets"
     elsewhere.mkdir()
@@ -231,9 +229,7 @@ def test_finish_commits_to_the_branch_and_removes_the_worktree(
     assert (project / "README.md").read_text() == "hello\n"
 
 
-def test_finish_uses_the_persons_identity_when_configured(
-    project: Path, directory: Path, no_identity: None
-) -> None:
+def test_finish_uses_the_persons_identity_when_configured(project: Path, directory: Path, no_identity: None) -> None:
     git(project, "config", "user.name", "Ada Person")
     git(project, "config", "user.email", "ada@example.org")
     workspace.create(project, directory, BRANCH)
@@ -250,9 +246,7 @@ def test_finish_without_changes_makes_no_commit(project: Path, directory: Path) 
     assert str(directory) not in worktrees(project)
 
 
-def test_finish_trusts_nothing_the_sandbox_could_write(
-    project: Path, directory: Path, tmp_path: Path
-) -> None:
+def test_finish_trusts_nothing_the_sandbox_could_write(project: Path, directory: Path, tmp_path: Path) -> None:
     """HEAD, index and hooks are not consulted: the commit lands on the session's branch, and no hook runs."""
     start = workspace.create(project, directory, BRANCH)
     admin = workspace.admin_dir(directory, project=project)
@@ -295,9 +289,7 @@ def test_remove_tolerates_a_worktree_gone_from_disk(project: Path, directory: Pa
     assert not (project / ".git" / "worktrees" / directory.name).exists()
 
 
-def test_remove_a_worktree_whose_git_file_was_tampered_with(
-    project: Path, directory: Path, tmp_path: Path
-) -> None:
+def test_remove_a_worktree_whose_git_file_was_tampered_with(project: Path, directory: Path, tmp_path: Path) -> None:
     workspace.create(project, directory, BRANCH)
     admin = workspace.admin_dir(directory, project=project)
     (admin / "locked").write_text("by a tool\n")

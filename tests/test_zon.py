@@ -407,9 +407,7 @@ _scalars = (
 )
 _values = st.recursive(
     _scalars,
-    lambda inner: (
-        st.lists(inner, min_size=1, max_size=5) | st.dictionaries(st.text(min_size=1), inner, max_size=5)
-    ),
+    lambda inner: st.lists(inner, min_size=1, max_size=5) | st.dictionaries(st.text(min_size=1), inner, max_size=5),
     max_leaves=30,
 )
 

@@ -35,9 +35,7 @@ SPAWN_TIMEOUT = 120.0
 
 _CHUNK = 64 * 1024
 # The next step for a person when no daemon answers; serve's upstream says the same.
-START_DAEMON = (
-    "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
-)
+START_DAEMON = "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
 _HOST_RE = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -243,9 +241,7 @@ def _open(address: Address, timeout: float) -> socket.socket:
         why = f"no answer within {timeout:g} s"
     except OSError as error:
         why = _reason(error)
-    raise ControlError(
-        p.ErrorCode.UNREACHABLE, f"no chock daemon answers at {address} ({why}); {START_DAEMON}"
-    )
+    raise ControlError(p.ErrorCode.UNREACHABLE, f"no chock daemon answers at {address} ({why}); {START_DAEMON}")
 
 
 def connect(address: Address | str, *, timeout: float = DEFAULT_TIMEOUT) -> ControlConnection:
@@ -323,9 +319,7 @@ class ControlConnection(_OverWire):
         self.close()
         return checked(decoder, line)
 
-    def _events(
-        self, first: list[dict[str, Any]], timeout: float | None, what: str
-    ) -> Iterator[dict[str, Any]]:
+    def _events(self, first: list[dict[str, Any]], timeout: float | None, what: str) -> Iterator[dict[str, Any]]:
         try:
             yield from first
             while (line := self._line(timeout, what)) is not None:

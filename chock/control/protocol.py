@@ -160,9 +160,7 @@ def unescape(field: str) -> str:
         except KeyError:
             if not escaped:
                 raise _bad("a field ends in a lone backslash (write a backslash as \\\\)") from None
-            raise _bad(
-                f"{_show(chr(92) + escaped)} is not an escape (a field knows \\t, \\n and \\\\)"
-            ) from None
+            raise _bad(f"{_show(chr(92) + escaped)} is not an escape (a field knows \\t, \\n and \\\\)") from None
 
     return _ESCAPE_RE.sub(one, field)
 
@@ -380,8 +378,7 @@ def parse_greeting(line: str, expect_name: str = CONTROL_NAME, *, number: int | 
     if len(parts) != 2 or not _GREETING_NUMBER_RE.fullmatch(parts[1]):
         raise ProtocolError(
             ErrorCode.GREETING,
-            f"{_show(line)} is not a greeting; this {server} speaks {expect_name} {ours}: "
-            f"greet with `{greeting}`",
+            f"{_show(line)} is not a greeting; this {server} speaks {expect_name} {ours}: greet with `{greeting}`",
         )
     name, theirs = parts[0], int(parts[1])
     if name != expect_name:
@@ -664,8 +661,7 @@ ControlRequest = StartRequest | AdoptRequest | ReadRequest | ListRequest | Watch
 
 # The verbs the daemon takes, by name: the daemon keeps one handler per entry (STYLE: tmux's command table).
 CONTROL_REQUESTS: dict[str, type[_Request]] = {
-    cls.verb: cls
-    for cls in (StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest)
+    cls.verb: cls for cls in (StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest)
 }
 
 

@@ -99,8 +99,11 @@ def install(layout: Layout, platform: Platform | None = None) -> list[Path]:
     for name in SYSTEMD_UNITS:
         text = _packaged(name).replace(PACKAGED_CHOCK, chock)
         # The service must read the same config.zon (and credential store) and state as this terminal.
-        for packaged, here in (("%h/.config/chock/config.zon", layout.config), ("%h/.local/state/chock", layout.state),
-                               ("%h/.local/share/chock", layout.data)):
+        for packaged, here in (
+            ("%h/.config/chock/config.zon", layout.config),
+            ("%h/.local/state/chock", layout.state),
+            ("%h/.local/share/chock", layout.data),
+        ):
             text = text.replace(packaged, str(Path(here).absolute()))
         written.append(_write(directory / name, text))
     _checked(["systemctl", "--user", "daemon-reload"])
@@ -173,7 +176,9 @@ def status(layout: Layout, platform: Platform | None = None) -> list[tuple[str, 
         lines.append(("daemon-status.json", "none (the daemon has not run, or not with this state dir)"))
     else:
         owned = len(facts.get("sessions_owned") or [])
-        said = (f"{facts.get('state', '?')}, pid {facts.get('pid', '?')}, protocol {facts.get('protocol', '?')}, "
-                f"{owned} session(s) owned, updated {facts.get('updated_at', '?')}")
+        said = (
+            f"{facts.get('state', '?')}, pid {facts.get('pid', '?')}, protocol {facts.get('protocol', '?')}, "
+            f"{owned} session(s) owned, updated {facts.get('updated_at', '?')}"
+        )
         lines.append(("daemon-status.json", said))
     return lines

@@ -75,9 +75,7 @@ def convert_conversation(conversation: list[dict[str, Any]]) -> list[dict[str, A
             if message.get("text"):
                 content.append({"type": "text", "text": message["text"]})
             for call in message.get("tool_calls") or []:
-                content.append(
-                    {"type": "tool_use", "id": call["call_id"], "name": call["name"], "input": call["args"]}
-                )
+                content.append({"type": "tool_use", "id": call["call_id"], "name": call["name"], "input": call["args"]})
             if not content:
                 continue
             flush()

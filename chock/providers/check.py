@@ -49,9 +49,7 @@ def header_safe(credential: str | None) -> bool:
 def unusable_credential(kind: str, address: str, instance: str | None) -> ProviderError:
     who = describe(instance, address)
     again = (
-        f"run `{login_hint(kind, address, instance)}` to store it again"
-        if instance
-        else "check the key and try again"
+        f"run `{login_hint(kind, address, instance)}` to store it again" if instance else "check the key and try again"
     )
     return ProviderError(
         f"{who}: the credential holds characters no HTTP header can carry (a space, a line break or a "
@@ -192,13 +190,9 @@ def transport_failure(
     # A header value the HTTP library refuses is quoted in its message, and that value may be the key.
     reason = redact(str(exc), credential) or type(exc).__name__
     if isinstance(exc, httpx.ConnectTimeout):
-        return ProviderError(
-            f"{who}: no connection within {connect_timeout:g} s; check the address and network"
-        )
+        return ProviderError(f"{who}: no connection within {connect_timeout:g} s; check the address and network")
     if isinstance(exc, httpx.TimeoutException):
-        return ProviderError(
-            f"{who}: nothing arrived for {read_timeout:g} s; gave up waiting for the response"
-        )
+        return ProviderError(f"{who}: nothing arrived for {read_timeout:g} s; gave up waiting for the response")
     if isinstance(exc, httpx.ConnectError):
         return ProviderError(
             f"{who}: cannot connect ({reason}); check that the server is running and the address is right"

@@ -147,9 +147,7 @@ class ChatStream:
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if chunk.get("error"):
-            raise stream_failure(
-                self._address, self._instance, provider_words(json.dumps(chunk), None) or "an error"
-            )
+            raise stream_failure(self._address, self._instance, provider_words(json.dumps(chunk), None) or "an error")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.input_tokens = usage.get("prompt_tokens") or self.input_tokens

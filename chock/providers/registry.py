@@ -61,9 +61,7 @@ def make_provider(
 
         if not address:
             raise UnknownKind(f"instance '{instance}': kind replay needs a file, as replay=<path>")
-        return ReplayProvider(
-            parent_entries(load_entries(Path(address))), source=f"the replay file {address}"
-        )
+        return ReplayProvider(parent_entries(load_entries(Path(address))), source=f"the replay file {address}")
     if kind not in KINDS:
         raise UnknownKind(
             f"instance '{instance}': unknown kind {kind!r}; the kinds are anthropic, aiand, "

@@ -205,7 +205,7 @@ async def answer(request: web.Request) -> web.Response:
     elif reply in ("no", False):
         yes = False
     else:
-        raise _refuse(400, "the answer must be \"yes\" or \"no\"")
+        raise _refuse(400, 'the answer must be "yes" or "no"')
     await request.app[STATE].daemon.answer(body["project"], session_id, body["request_id"], yes)
     return web.json_response({"answered": True, "answer": "yes" if yes else "no"})
 

@@ -165,9 +165,7 @@ def run(
             listener.remove()
 
 
-async def _serve(
-    app: web.Application, bound: list[listeners.Listener], idle_exit: float | None, daemon: str
-) -> int:
+async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exit: float | None, daemon: str) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -208,4 +206,3 @@ async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Even
             print(f"chock serve: idle for {idle_exit:g} s, exiting", file=sys.stderr, flush=True)
             stop.set()
             return
-

@@ -150,10 +150,10 @@ def make_guard(rule: HostRule) -> web.middleware:
             origin = request.headers.get("Origin")
             if origin is not None and not _origin_matches(origin, request.headers.get("Host")):
                 return _text(
-                    403, f"403 Forbidden: a request from {origin} is cross-origin; serve takes changes only "
-                    f"from its own page"
+                    403,
+                    f"403 Forbidden: a request from {origin} is cross-origin; serve takes changes only "
+                    f"from its own page",
                 )
         return await handler(request)
 
     return guard
-

@@ -67,9 +67,7 @@ class _Connection:
             self._writer.write(data)
             await self._writer.drain()
         except OSError as error:
-            raise DaemonUnreachable(
-                f"the daemon at {self.address} closed the connection ({_why(error)})"
-            ) from None
+            raise DaemonUnreachable(f"the daemon at {self.address} closed the connection ({_why(error)})") from None
 
     async def line(self, timeout: float | None, what: str) -> str | None:
         """The next line, or None at end of file."""

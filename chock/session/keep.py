@@ -67,8 +67,9 @@ def remove(layout: Layout, session_id: str) -> str:
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
         if Path(state.workspace).is_dir():
-            commit = workspace.finish(Path(state.project), Path(state.workspace), branch,
-                                      f"chock: work kept from session {session_id}")
+            commit = workspace.finish(
+                Path(state.project), Path(state.workspace), branch, f"chock: work kept from session {session_id}"
+            )
         else:
             workspace.remove(Path(state.project), Path(state.workspace))
             commit = None

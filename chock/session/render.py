@@ -56,10 +56,7 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
         elif kind == "session.adopt":
             write(style(f"continuing (pid {event.get('pid')}, via {event.get('via')})", bold=True) + "\n")
         elif kind == "workspace.open":
-            write(
-                style(f"workspace {event.get('directory')} at {str(event.get('commit'))[:12]}", dim=True)
-                + "\n"
-            )
+            write(style(f"workspace {event.get('directory')} at {str(event.get('commit'))[:12]}", dim=True) + "\n")
         elif kind == "tool.call":
             line = summary(str(event.get("name")), event.get("args") or {})
             write(style(f"▸ {event.get('name')}", fg="cyan") + f" {line}\n")
@@ -77,8 +74,7 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
                 + f"{event.get('summary')}\n"
             )
             if session_id:
-                write(style(f"  answer it here, or from another terminal: chock approve {session_id}", dim=True)
-                      + "\n")
+                write(style(f"  answer it here, or from another terminal: chock approve {session_id}", dim=True) + "\n")
         elif kind == "approval.answer" and event.get("via") != "config":
             write(style(f"  {event.get('answer')} (via {event.get('via')})", fg="yellow") + "\n")
         elif kind in ("background.start", "subagent.start"):

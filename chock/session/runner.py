@@ -169,9 +169,7 @@ class Session:
         pending: list[str] = []
         flushed = time.monotonic()
         reply: Reply | None = None
-        async for item in self.provider.stream(
-            self.state.conversation, self._tool_specs(), toolspecs.SYSTEM_PROMPT
-        ):
+        async for item in self.provider.stream(self.state.conversation, self._tool_specs(), toolspecs.SYSTEM_PROMPT):
             if isinstance(item, TextDelta):
                 pending.append(item.text)
                 if time.monotonic() - flushed >= DELTA_COALESCE_SECONDS:
@@ -184,9 +182,7 @@ class Session:
             self.emit("assistant.delta", text="".join(pending))
         if reply is None:
             raise ChockError("the provider's response ended without a reply")
-        self.emit(
-            "assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls]
-        )
+        self.emit("assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls])
         self.emit("usage", input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
         return reply
 
@@ -239,9 +235,7 @@ class Session:
             process = await self._spawn(command)
             self.emit("background.start", handle=handle, kind="shell", command=command)
             self._track(handle, self._finish_background(handle, command, process))
-            return (
-                f"started background command {handle}; its exit code and output arrive as a note when it ends"
-            )
+            return f"started background command {handle}; its exit code and output arrive as a note when it ends"
         timeout = float(call.args.get("timeout") or SHELL_TIMEOUT_SECONDS)
         process = await self._spawn(command)
         output, code = await _collect(process, timeout)
@@ -262,9 +256,7 @@ class Session:
             start_new_session=True,
         )
 
-    async def _finish_background(
-        self, handle: str, command: str, process: asyncio.subprocess.Process
-    ) -> None:
+    async def _finish_background(self, handle: str, command: str, process: asyncio.subprocess.Process) -> None:
         output, code = await _collect(process, None)
         output, cut_fields = cut(output)
         self.emit(
@@ -339,18 +331,23 @@ class Session:
         request_id = f"r{self.log.last_id + 1}"
         summary = toolspecs.summary(call.name, call.args)
         if policy in ("allow", "deny"):  # answered by config (or --yes): the log still says who decided
-            self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary,
-                      call_id=call.call_id, by_config=True)
-            self.emit("approval.answer", request_id=request_id, answer="yes" if policy == "allow" else "no",
-                      via="config")
+            self.emit(
+                "approval.request",
+                request_id=request_id,
+                tool=call.name,
+                summary=summary,
+                call_id=call.call_id,
+                by_config=True,
+            )
+            self.emit(
+                "approval.answer", request_id=request_id, answer="yes" if policy == "allow" else "no", via="config"
+            )
             if policy == "deny":
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
         future: asyncio.Future[tuple[str, str]] = asyncio.get_running_loop().create_future()
         self._answers[request_id] = future
-        self.emit(
-            "approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id
-        )
+        self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id)
         prompt = None
         if self.settings.interactive:
             prompt = asyncio.ensure_future(_terminal_answer(f"Allow {call.name}: {summary} ? [y/N] "))
@@ -372,9 +369,7 @@ class Session:
 
     def pending(self) -> list[dict[str, Any]]:
         """Requests still waiting for an answer, for `pending` on approval.sock."""
-        return [
-            self.state.pending_approvals[rid] for rid in self._answers if rid in self.state.pending_approvals
-        ]
+        return [self.state.pending_approvals[rid] for rid in self._answers if rid in self.state.pending_approvals]
 
     def answer(self, request_id: str, answer: str, via: str) -> bool:
         """First answer wins; False when the id is not waiting (or already answered)."""

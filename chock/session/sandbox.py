@@ -60,9 +60,7 @@ def check_bwrap(bwrap: str) -> None:
     """Refuse before anything starts when bwrap is there but cannot build a sandbox (no namespaces, …)."""
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *_system_binds(), "--", "true"]
     try:
-        done = subprocess.run(
-            argv, env=host_environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=30
-        )
+        done = subprocess.run(argv, env=host_environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise Refused(f"bwrap at {bwrap} cannot run: {error}") from None
     if done.returncode != 0:

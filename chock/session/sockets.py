@@ -54,9 +54,7 @@ class HandoverAsk:
             return
         self.ready_sent = await _send(self.writer, protocol.Ready().encode())
         try:
-            confirmed = self.ready_sent and await asyncio.wait_for(
-                asyncio.shield(self.confirmed), CONFIRM_WAIT_SECONDS
-            )
+            confirmed = self.ready_sent and await asyncio.wait_for(asyncio.shield(self.confirmed), CONFIRM_WAIT_SECONDS)
         except TimeoutError:
             confirmed = False
         if not confirmed:  # the client went away or never confirmed: nothing about the session changes
@@ -158,9 +156,7 @@ def _handle(
     if isinstance(event, protocol.Greeted):
         return connection.greeting_reply(), ask
     if isinstance(event, protocol.PendingRequest):
-        items = [
-            protocol.PendingItem(p["request_id"], p["tool"], p["summary"]).encode() for p in session.pending()
-        ]
+        items = [protocol.PendingItem(p["request_id"], p["tool"], p["summary"]).encode() for p in session.pending()]
         return b"".join(items) + protocol.PendingEnd().encode(), ask
     if isinstance(event, protocol.SessionAnswerRequest):
         if session.answer(event.request_id, "yes" if event.yes else "no", "socket"):

@@ -88,9 +88,7 @@ class _Opening:
         return event
 
 
-def _prepare(
-    layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None
-) -> _Prepared:
+def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:
     config = load_config(layout.config)
     root = workspace.project_root(project or request.project or Path.cwd())
     instance = instances.resolve(layout, config, instance_name)
@@ -166,7 +164,10 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         raise
     opening = _Opening(log, state, prepared, sockets)
     opening.emit(
-        "session.adopt", session=session_id, pid=os.getpid(), via="daemon" if adopting else "terminal",
+        "session.adopt",
+        session=session_id,
+        pid=os.getpid(),
+        via="daemon" if adopting else "terminal",
         approve_all=state.approve_all or request.yes,
     )  # the fold keeps approve_all from here on, so it stays with the session through later handovers
     _open_workspace(layout, opening, session_id, request, fresh=not moved)
@@ -231,9 +232,7 @@ def _close_what_the_last_owner_left(opening: _Opening) -> None:
         opening.emit("subagent.end", handle=handle, result=f"lost: {lost}")
 
 
-def _open_workspace(
-    layout: Layout, opening: _Opening, session_id: str, request: RunRequest, *, fresh: bool
-) -> None:
+def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request: RunRequest, *, fresh: bool) -> None:
     """Build (or take over) the worktree, log `workspace.open`, and settle the session's settings."""
     prepared = opening.prepared
     branch = f"chock/{session_id}"

@@ -25,9 +25,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("kind") == "replay":
         from chock.providers.replay import ReplayProvider
 
-        provider = ReplayProvider(
-            list(request.get("entries") or []), source="the replay file's subagent entries"
-        )
+        provider = ReplayProvider(list(request.get("entries") or []), source="the replay file's subagent entries")
     else:
         from chock.providers.registry import make_provider
 
@@ -43,9 +41,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
     try:
         for _ in range(MAX_TURNS):
             reply = None
-            async for item in provider.stream(
-                conversation, toolspecs.SUBAGENT_TOOLS, toolspecs.SUBAGENT_PROMPT
-            ):
+            async for item in provider.stream(conversation, toolspecs.SUBAGENT_TOOLS, toolspecs.SUBAGENT_PROMPT):
                 if isinstance(item, Reply):
                     reply = item
             if reply is None:

@@ -168,9 +168,7 @@ def admin_dir(directory: Path, *, project: Path | None = None) -> Path:
         raise ChockError(f"{directory} is not a linked worktree: {dot_git} has no gitdir: line")
     admin = (Path(directory) / first.removeprefix("gitdir:").strip()).resolve()
     name_ok = re.fullmatch(re.escape(Path(directory).name) + r"[0-9]*", admin.name) is not None
-    where_ok = admin.parent.name == "worktrees" and (
-        project is None or admin.parent == git_dir(project) / "worktrees"
-    )
+    where_ok = admin.parent.name == "worktrees" and (project is None or admin.parent == git_dir(project) / "worktrees")
     if not (name_ok and where_ok and admin.is_dir()):
         raise ChockError(
             f"{dot_git} points at {admin}, which is not this worktree's admin directory; "

@@ -1,8 +1,8 @@
 """The service manager's end of NOTIFY_SOCKET (sd_notify(3)), for a test that starts chock as systemd would.
 
-    notifications = NotifySocket(short_dir())
-    process = subprocess.Popen([...], env={**home.env, **notifications.env()})
-    assert notifications.next()[0] == "READY=1"
+notifications = NotifySocket(short_dir())
+process = subprocess.Popen([...], env={**home.env, **notifications.env()})
+assert notifications.next()[0] == "READY=1"
 """
 
 from __future__ import annotations

@@ -253,9 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = {
                 "object": "list",
-                "data": [
-                    {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.fake.models
-                ],
+                "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.fake.models],
             }
         self._json(200, body)
 
@@ -312,9 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         # A lax server may echo the whole key it refused; the client must redact it (OpenAI itself masks it).
         presented = given.removeprefix("Bearer ").strip()
-        message = (
-            f"Incorrect API key provided: {presented}." if presented else "You didn't provide an API key."
-        )
+        message = f"Incorrect API key provided: {presented}." if presented else "You didn't provide an API key."
         self._error(401, message, "invalid_request_error")
         return False
 
