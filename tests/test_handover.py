@@ -31,6 +31,14 @@ def _handover_client(home, session_id, timeout=30.0) -> SessionSocketClient:
             time.sleep(0.05)
 
 
+def _hand_over(home, session_id) -> None:
+    """The whole exchange by hand: ask, read `ready` at the next turn boundary, confirm."""
+    with _handover_client(home, session_id) as client:
+        client.ask_handover()
+        assert isinstance(client.read_line(30), protocol.Ready)
+        client.confirm(30)
+
+
 def terminal_session(home, project, entries, *args):
     """`chock run --yes ARGS "write two files"` on a replay of `entries`, in the background with no terminal
     (as test_detach uses it too): the process, and the session's id once it exists."""
@@ -168,10 +176,7 @@ def test_the_session_stays_single_threaded_and_answers_its_sockets_while_a_model
 def test_allow_dirty_is_refused_on_a_workspace_that_moved(home, project):
     process, session_id = terminal_session(home, project, SLOW_TURNS)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
-    with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert isinstance(client.read_line(30), protocol.Ready)
-        client.confirm(30)
+    _hand_over(home, session_id)
     assert process.wait(30) == 8
     refused = home.chock("run", "--continue", session_id, "--allow-dirty", "more", cwd=project)
     assert refused.returncode == 3 and "--allow-dirty" in refused.stderr
@@ -189,10 +194,7 @@ def test_the_scratchpad_and_approve_all_move_with_the_session(home, project):
     ]  # fmt: skip
     process, session_id = terminal_session(home, project, entries)  # --yes
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
-    with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert isinstance(client.read_line(30), protocol.Ready)
-        client.confirm(30)
+    _hand_over(home, session_id)
     assert process.wait(30) == 8
     adopted = home.chock("run", "--adopt", session_id, cwd=project, input="")  # no terminal: nobody to ask
     assert adopted.returncode == 0, adopted.stderr
