@@ -13,7 +13,7 @@ from typing import TextIO
 import click
 
 from chock.log.events import Event
-from chock.session.toolspecs import summary
+from chock.session.tools import summary
 
 RESULT_LINES = 8  # lines of a tool's output shown at the terminal; the log keeps it whole
 

@@ -11,31 +11,25 @@ The conversation a model sees is therefore always the fold of the log, exactly w
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
-from chock.log.events import TOOL_OUTPUT_LIMIT, Event, cut
+from chock.log.events import Event, cut
 from chock.log.fold import SessionState
 from chock.log.writer import SessionLog
 from chock.providers import Provider, Reply, TextDelta, ToolCall
-from chock.session import files, toolspecs, workspace
-from chock.session.files import ToolRefused
+from chock.session import tools, workspace
 from chock.session.sandbox import Sandbox
+from chock.session.tools.tool import ToolRefused
 
 # assistant.delta events are coalesced (SPEC §4): one event per this many seconds of streamed text.
 DELTA_COALESCE_SECONDS = 0.1
-SHELL_TIMEOUT_SECONDS = 600.0
-# What of a command's output is kept in memory while it runs; the event keeps TOOL_OUTPUT_LIMIT of it.
-OUTPUT_CAPTURE_LIMIT = 4 * TOOL_OUTPUT_LIMIT
 
 
 class HandedOver(Exception):
@@ -169,7 +163,7 @@ class Session:
         pending: list[str] = []
         flushed = time.monotonic()
         reply: Reply | None = None
-        async for item in self.provider.stream(self.state.conversation, self._tool_specs(), toolspecs.SYSTEM_PROMPT):
+        async for item in self.provider.stream(self.state.conversation, self._tool_specs(), tools.SYSTEM_PROMPT):
             if isinstance(item, TextDelta):
                 pending.append(item.text)
                 if time.monotonic() - flushed >= DELTA_COALESCE_SECONDS:
@@ -187,20 +181,15 @@ class Session:
         return reply
 
     def _tool_specs(self) -> list[dict[str, Any]]:
-        return toolspecs.SESSION_TOOLS
+        return tools.specs(tools.SESSION_TOOLS)
 
-    # Tools --------------------------------------------------------------------------------------------
+    # Tools: the loop dispatches through chock.session.tools, and the session is their Context -------------
 
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
-        try:
-            output, is_error = await self._dispatch(call), False
-        except ToolRefused as refusal:
-            output, is_error = str(refusal), True
-        except OSError as error:
-            output, is_error = f"{call.name} failed: {error.strerror or error}", True
-        except (ValueError, TypeError) as error:  # arguments of the wrong shape: the model's to fix, not a crash
-            output, is_error = f"{call.name} could not use its arguments: {error}", True
+        output, is_error = await tools.dispatch(
+            tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call)
+        )
         output, cut_fields = cut(output)
         self.emit(
             "tool.result",
@@ -211,65 +200,26 @@ class Session:
             **cut_fields,
         )
 
-    async def _dispatch(self, call: ToolCall) -> str:
-        root = self.settings.workspace
-        if call.name in files.READ_ONLY_TOOLS:
-            return files.READ_ONLY_TOOLS[call.name](root, call.args)
-        if call.name in files.WRITING_TOOLS:
-            return files.WRITING_TOOLS[call.name](root, call.args)
-        if call.name == "shell":
-            return await self._shell(call)
-        if call.name == "scratchpad":
-            return self._scratchpad(call.args)
-        if call.name == "subagent":
-            return self._start_subagent(call.args)
-        raise ToolRefused(f"there is no tool named {call.name!r}")
+    @property
+    def workspace(self) -> Path:
+        return self.settings.workspace
 
-    async def _shell(self, call: ToolCall) -> str:
-        command = call.args.get("command")
-        if not isinstance(command, str) or not command.strip():
-            raise ToolRefused("shell needs a `command`")
-        await self._approve(call)
-        if call.args.get("background"):
-            handle = f"bg-{self.log.last_id + 1}"
-            process = await self._spawn(command)
-            self.emit("background.start", handle=handle, kind="shell", command=command)
-            self._track(handle, self._finish_background(handle, command, process))
-            return f"started background command {handle}; its exit code and output arrive as a note when it ends"
-        timeout = float(call.args.get("timeout") or SHELL_TIMEOUT_SECONDS)
-        process = await self._spawn(command)
-        output, code = await _collect(process, timeout)
-        if code is None:
-            return f"{output}\n[killed after {timeout:g} s]"
-        if code != 0:
-            raise ToolRefused(f"{output}\n[exit code {code}]".lstrip("\n"))
-        return output
+    @property
+    def sandbox(self) -> Sandbox:
+        return self.settings.sandbox
 
-    async def _spawn(self, command: str) -> asyncio.subprocess.Process:
-        sandbox = self.settings.sandbox
-        return await asyncio.create_subprocess_exec(
-            *sandbox.argv(["/bin/sh", "-c", command], bwrap=self.settings.bwrap),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=sandbox.host_environment(),
-            start_new_session=True,
-        )
+    @property
+    def bwrap(self) -> str:
+        return self.settings.bwrap
 
-    async def _finish_background(self, handle: str, command: str, process: asyncio.subprocess.Process) -> None:
-        output, code = await _collect(process, None)
-        output, cut_fields = cut(output)
-        self.emit(
-            "background.end",
-            handle=handle,
-            kind="shell",
-            command=command,
-            exit_code=code,
-            output=output,
-            **cut_fields,
-        )
+    @property
+    def scratchpad(self) -> Path:
+        return self.settings.scratchpad
 
-    def _track(self, handle: str, work: Any) -> None:
+    def handle(self, prefix: str) -> str:
+        return f"{prefix}-{self.log.last_id + 1}"
+
+    def track(self, handle: str, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
         self._work[handle] = task
 
@@ -279,57 +229,20 @@ class Session:
 
         task.add_done_callback(done)
 
-    def _scratchpad(self, args: dict[str, Any]) -> str:
-        path = self.settings.scratchpad
-        action = args.get("action")
-        if action == "read":
-            return path.read_text(encoding="utf-8") if path.exists() else "(the scratchpad is empty)"
-        text = args.get("text")
-        if action not in ("write", "append") or not isinstance(text, str):
-            raise ToolRefused("scratchpad takes action read, or write/append with a `text`")
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(path, "a" if action == "append" else "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(path, 0o600)
-        return f"scratchpad {action} done ({path.stat().st_size} bytes)"
-
-    def _start_subagent(self, args: dict[str, Any]) -> str:
-        task = args.get("task")
-        if not isinstance(task, str) or not task.strip():
-            raise ToolRefused("subagent needs a `task`")
-        handle = f"sub-{self.log.last_id + 1}"
-        ordinal = self.state.subagent_results + len(self.state.subagents)
-        request = dict(self.settings.subagent_spec, task=task, workspace=str(self.settings.workspace))
-        blocks = self.settings.subagent_blocks
-        if request.get("kind") == "replay":
-            request["entries"] = blocks[ordinal] if ordinal < len(blocks) else []
-        self.emit("subagent.start", handle=handle, task=task)
-        self._track(handle, self._run_subagent(handle, request))
-        return f"started subagent {handle}; its result arrives as a note when it finishes"
-
-    async def _run_subagent(self, handle: str, request: dict[str, Any]) -> None:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "chock.session.subagent",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await process.communicate(json.dumps(request).encode())
-        try:
-            answer = json.loads(out)
-            result = str(answer["result"])
-            usage = (int(answer.get("input_tokens", 0)), int(answer.get("output_tokens", 0)))
-        except (ValueError, KeyError, TypeError):
-            last = err.decode(errors="replace").strip().splitlines()[-1:] or ["it printed nothing"]
-            result, usage = f"the subagent failed: {last[0]}", (0, 0)
-        self.emit("subagent.end", handle=handle, result=result)
-        if any(usage):
-            self.emit("usage", input_tokens=usage[0], output_tokens=usage[1])
+    def subagent_spec(self) -> dict[str, Any]:
+        spec = dict(self.settings.subagent_spec)
+        if spec.get("kind") == "replay":  # the replay's subagent blocks are dealt out in the order subagents start
+            ordinal = self.state.subagent_results + len(self.state.subagents)
+            blocks = self.settings.subagent_blocks
+            spec["entries"] = blocks[ordinal] if ordinal < len(blocks) else []
+        return spec
 
     # Approvals ----------------------------------------------------------------------------------------
 
     async def _approve(self, call: ToolCall) -> None:
         policy = "allow" if self.state.approve_all else self.settings.shell_policy
         request_id = f"r{self.log.last_id + 1}"
-        summary = toolspecs.summary(call.name, call.args)
+        summary = tools.summary(call.name, call.args)
         if policy in ("allow", "deny"):  # answered by config (or --yes): the log still says who decided
             self.emit(
                 "approval.request",
@@ -378,40 +291,6 @@ class Session:
             return False
         future.set_result((answer, via))
         return True
-
-
-async def _collect(process: asyncio.subprocess.Process, timeout: float | None) -> tuple[str, int | None]:
-    """Read a process's output (bounded in memory) until it exits; None as the code when it was killed."""
-    assert process.stdout is not None
-    kept = bytearray()
-    total = 0
-
-    async def read() -> None:
-        nonlocal total
-        while chunk := await process.stdout.read(65536):
-            total += len(chunk)
-            if len(kept) < OUTPUT_CAPTURE_LIMIT:
-                kept.extend(chunk[: OUTPUT_CAPTURE_LIMIT - len(kept)])
-        await process.wait()
-
-    def kill() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-
-    code: int | None = None
-    try:
-        await asyncio.wait_for(read(), timeout)
-        code = process.returncode
-    except TimeoutError:
-        kill()
-        await process.wait()
-    except asyncio.CancelledError:
-        kill()
-        raise
-    text = kept.decode("utf-8", "replace")
-    if total > len(kept):
-        text += f"\n[output cut: {total} bytes in all]"
-    return text, code
 
 
 async def _terminal_answer(question: str) -> str | None:

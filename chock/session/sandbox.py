@@ -1,7 +1,7 @@
 """The one sandbox builder: the bubblewrap command line every tool process runs under (SPEC §5).
 
 A `Sandbox` says what a tool may see; `argv` turns it into a bwrap command line and `environment` into the
-tool's whole environment. The session loop spawns the process itself:
+tool's whole environment. The shell tool spawns the process itself:
 
     create_subprocess_exec(*sandbox.argv(["/bin/sh", "-c", cmd], bwrap=find_bwrap()),
                            env=host_environment())

@@ -1,4 +1,4 @@
-"""A subagent: a child process with its own conversation and the read-only file tools (SPEC §5).
+"""A subagent's process: its own conversation with the session's instance, and the read-only tools.
 
 The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model, its
 credential if any, and for a replay its block of entries) and reads one JSON answer from our stdout. The
@@ -15,13 +15,20 @@ from typing import Any
 
 from chock.errors import ChockError
 from chock.providers import Reply
-from chock.session import files, toolspecs
+from chock.session import tools
 
 MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
 
 
+class ReadOnlyContext:
+    """What the read-only tools need of a subagent's process (chock.session.tools.tool.Files)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+
+
 async def research(request: dict[str, Any]) -> dict[str, Any]:
-    workspace = Path(request["workspace"])
+    context = ReadOnlyContext(Path(request["workspace"]))
     if request.get("kind") == "replay":
         from chock.providers.replay import ReplayProvider
 
@@ -41,7 +48,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
     try:
         for _ in range(MAX_TURNS):
             reply = None
-            async for item in provider.stream(conversation, toolspecs.SUBAGENT_TOOLS, toolspecs.SUBAGENT_PROMPT):
+            async for item in provider.stream(conversation, tools.specs(tools.SUBAGENT_TOOLS), tools.SUBAGENT_PROMPT):
                 if isinstance(item, Reply):
                     reply = item
             if reply is None:
@@ -58,13 +65,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             if not reply.tool_calls:
                 return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
             for call in reply.tool_calls:
-                tool = files.READ_ONLY_TOOLS.get(call.name)
-                try:
-                    if tool is None:
-                        raise files.ToolRefused(f"a subagent has only the read-only tools, not {call.name!r}")
-                    output, is_error = tool(workspace, call.args), False
-                except (files.ToolRefused, OSError, ValueError, TypeError) as error:
-                    output, is_error = str(error), True
+                output, is_error = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args)
                 conversation.append(
                     {
                         "role": "tool",

@@ -1,0 +1,79 @@
+"""The tools the model can call, one module each, gathered in the tables that the session loop
+(`SESSION_TOOLS`) and a subagent's process (`SUBAGENT_TOOLS`) dispatch through, with their system prompts.
+
+    tool.py        what a tool is (`Tool`), its errors (`ToolRefused`), what it may ask of the session (`Context`)
+    confined.py    file access confined to the workspace and bounded, for the file tools
+    shell.py, read_file.py, write_file.py, edit_file.py, list_files.py, search.py, scratchpad.py, subagent.py
+
+Adding a tool: its module, and one entry in `SESSION_TOOLS` (and `SUBAGENT_TOOLS` when it only reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from chock.session.tools.edit_file import EditFile
+from chock.session.tools.list_files import ListFiles
+from chock.session.tools.read_file import ReadFile
+from chock.session.tools.scratchpad import Scratchpad
+from chock.session.tools.search import Search
+from chock.session.tools.shell import Shell
+from chock.session.tools.subagent import Subagent
+from chock.session.tools.tool import Files, Tool, ToolRefused, path_summary
+from chock.session.tools.write_file import WriteFile
+
+SESSION_TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (Shell(), ReadFile(), WriteFile(), EditFile(), ListFiles(), Search(), Scratchpad(), Subagent())
+}
+SUBAGENT_TOOLS: dict[str, Tool] = {name: SESSION_TOOLS[name] for name in ("read_file", "list_files", "search")}
+
+SYSTEM_PROMPT = """You are Chock, a coding agent working on a task in a git worktree of the person's project.
+Use the tools to inspect and change files; paths are relative to the workspace root. Shell commands run
+in a sandbox. When the task is done, answer with a short summary and no tool calls: your changes are then
+committed to a branch for the person to review."""
+
+SUBAGENT_PROMPT = """You are a research sub-agent of Chock. Answer the task using the read-only tools, then
+reply with your findings as plain text and no tool calls."""
+
+
+def specs(table: dict[str, Tool]) -> list[dict[str, Any]]:
+    """What the model is told about the tools of `table`."""
+    return [tool.schema() for tool in table.values()]
+
+
+def summary(name: str, args: dict[str, Any]) -> str:
+    """One line a person can judge a call by, for any tool name a log may hold."""
+    tool = SESSION_TOOLS.get(name)
+    return tool.summary(args) if tool is not None else path_summary(args)
+
+
+async def dispatch(
+    table: dict[str, Tool],
+    context: Files,
+    name: str,
+    args: dict[str, Any],
+    approve: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[str, bool]:
+    """Run one call through `table`: its output and whether it is the tool's error.
+
+    The tool's own refusals, OS errors and arguments of the wrong shape are the model's to read and fix,
+    never a crash of the session. A tool that asks approval runs only after `approve` returns.
+    """
+    try:
+        tool = table.get(name)
+        if tool is None:
+            raise ToolRefused(f"there is no tool named {name!r}; the tools here are {', '.join(table)}")
+        tool.check(args)
+        if tool.asks_approval:
+            if approve is None:
+                raise ToolRefused(f"{name} needs a person's approval, and nobody here can give it")
+            await approve()
+        return await tool.run(context, args), False  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
+    except ToolRefused as refusal:
+        return str(refusal), True
+    except OSError as error:
+        return f"{name} failed: {error.strerror or error}", True
+    except (ValueError, TypeError) as error:
+        return f"{name} could not use its arguments: {error}", True

@@ -1,0 +1,185 @@
+"""File access confined to the workspace, and bounded: what the file tools read, write and walk.
+
+The file tools run in the session process, outside the sandbox, on files a shell command in the sandbox may
+have written. So every path is resolved and refused unless it lies inside the workspace, and then opened one
+component at a time with O_NOFOLLOW: a symlink swapped in after the check must not lead outside. Nothing is
+read whole: lines are read with a bound on what is held of each, a call reads through at most `SCAN_LIMIT`
+bytes in all, text ends at the first NUL byte (a sparse or binary file is not text), and a walk reads at most
+`WALK_LIMIT` directory entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from io import BufferedReader
+from pathlib import Path
+
+from chock.session.tools.tool import ToolRefused
+
+CHUNK = 64 * 1024  # one read; what is held of a line being read through
+# Bytes one call may read through, across every file it opens: a bound on its time (a few seconds), so that
+# a search of a tree of generated files, or an offset far into a log, ends with a note instead of running on.
+SCAN_LIMIT = 256 * 1024 * 1024
+# Directory entries one walk may read: a real source tree has tens of thousands; a directory the agent filled
+# with millions of empty files must not take the session's memory or time.
+WALK_LIMIT = 200_000
+BINARY_PROBE = 8000  # a NUL byte this near the start makes a file binary, as git's own test decides
+SKIPPED = {".git"}  # the repository itself, never the work (a linked worktree's .git is a file)
+
+
+def inside(workspace: Path, relative: str) -> Path:
+    """Resolve `relative` against the workspace, refusing anything that leaves it (.., symlinks, absolute)."""
+    if not isinstance(relative, str) or not relative:
+        raise ToolRefused("a path is required")
+    if "\0" in relative:
+        raise ToolRefused("a path cannot hold a NUL character")
+    root = workspace.resolve()
+    candidate = (root / relative).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise ToolRefused(f"{relative} is outside the workspace; tools work only on files inside it")
+    return candidate
+
+
+def shown(workspace: Path, path: Path) -> str:
+    """`path` as the model names it: relative to the workspace root."""
+    return os.path.relpath(path, workspace.resolve())
+
+
+def open_at(workspace: Path, path: Path, flags: int, *, make_parents: bool = False) -> int:
+    """Open `path` (resolved inside the workspace) from the workspace root down, following no symlink."""
+    root = workspace.resolve()
+    parts = path.relative_to(root).parts
+    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if not parts:
+        if flags & os.O_DIRECTORY:
+            return directory
+        os.close(directory)
+        raise ToolRefused("the workspace itself is not a file")
+    try:
+        for part in parts[:-1]:
+            if make_parents:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=directory)
+            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+            os.close(directory)
+            directory = below
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ToolRefused(f"{shown(workspace, path)} changed to a symlink while it was opened") from None
+        if error.errno == errno.ENXIO:  # a FIFO with no reader, opened to write
+            raise ToolRefused(f"{shown(workspace, path)} is not a file") from None
+        raise
+    finally:
+        os.close(directory)
+
+
+def _regular(workspace: Path, path: Path, fd: int) -> int:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolRefused(f"{shown(workspace, path)} is not a file")
+    return fd
+
+
+def open_file(workspace: Path, path: Path) -> BufferedReader:
+    """A regular file opened for reading; O_NONBLOCK so a FIFO swapped in can never hang the session."""
+    fd = _regular(workspace, path, open_at(workspace, path, os.O_RDONLY | os.O_NONBLOCK))
+    return open(fd, "rb", buffering=CHUNK, closefd=True)
+
+
+def write(workspace: Path, path: Path, text: str) -> None:
+    """Create or replace a regular file (never a FIFO or device swapped in) with `text`."""
+    fd = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True)
+    os.ftruncate(_regular(workspace, path, fd), 0)
+    with open(fd, "w", encoding="utf-8", closefd=True) as handle:
+        handle.write(text)
+
+
+class Scan:
+    """One call's reading of text lines, within `SCAN_LIMIT` bytes across every file it opens."""
+
+    def __init__(self, limit: int = SCAN_LIMIT) -> None:
+        self.left = limit
+        self.spent = False  # the call stopped reading because its bound ran out
+        self.binary = ""  # where the last file read showed it is not text (a NUL byte), or ""
+
+    def _read(self, handle: BufferedReader, size: int) -> bytes:
+        data = handle.readline(min(size, self.left + 1))
+        if len(data) > self.left:  # more is there than the call may read
+            self.spent, self.left = True, 0
+            return b""
+        self.left -= len(data)
+        return data
+
+    def lines(self, handle: BufferedReader, keep: int) -> Iterator[tuple[bytes, bool]]:
+        """Each line as (at most its first `keep` bytes, whether that is the whole line with its newline).
+
+        Holds no more than `keep` bytes of a line: the rest is read through in chunks when the next line is
+        asked for. A NUL byte ends the text: within the first `BINARY_PROBE` bytes nothing is given (the file
+        is binary, as git decides), later the line is given up to it; either way `binary` says where.
+        """
+        self.binary = ""
+        if b"\0" in handle.peek(BINARY_PROBE)[:BINARY_PROBE]:
+            self.binary = f"a NUL byte in its first {BINARY_PROBE} bytes"
+            return
+        number = 0
+        while head := self._read(handle, keep + 1):
+            number += 1
+            ended = head.endswith(b"\n") or len(head) <= keep  # this read reached the line's end
+            nul = head.find(b"\0")
+            if nul >= 0:
+                self.binary = f"a NUL byte in line {number}"
+                yield head[: min(nul, keep)], False
+                return
+            yield head[:keep], len(head) <= keep
+            while not ended and (part := self._read(handle, CHUNK)):  # read through the rest of a long line
+                if b"\0" in part:
+                    self.binary = f"a NUL byte in line {number}"
+                    return
+                ended = part.endswith(b"\n")
+
+
+class Walk:
+    """Every file below a directory of the workspace, depth first in name order, as `os.walk` gives them;
+    symlinks left out (one may point anywhere on the host), and `.git` too.
+
+    Each directory is opened from the workspace root down without following a symlink, read (within the
+    walk's bound of `WALK_LIMIT` entries) and closed before its files are given, so no directory stays open.
+    """
+
+    def __init__(self, workspace: Path, root: Path) -> None:
+        self.workspace, self.root = workspace, root
+        self.stopped = False  # the walk read WALK_LIMIT entries and stopped
+
+    def __iter__(self) -> Iterator[Path]:
+        left = WALK_LIMIT
+        pending = [self.root]
+        while pending:
+            directory = pending.pop()
+            files: list[str] = []
+            subdirs: list[str] = []
+            try:
+                fd = open_at(self.workspace, directory, os.O_RDONLY | os.O_DIRECTORY)
+            except (OSError, ToolRefused):
+                continue  # gone, or swapped for a symlink, since it was listed
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        left -= 1
+                        if left < 0:
+                            self.stopped = True
+                            break
+                        if entry.name in SKIPPED or entry.is_symlink():
+                            continue
+                        (subdirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+            finally:
+                os.close(fd)
+            for name in sorted(files):
+                yield directory / name
+            if self.stopped:
+                return
+            pending.extend(directory / name for name in sorted(subdirs, reverse=True))

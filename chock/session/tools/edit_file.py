@@ -1,0 +1,61 @@
+"""edit_file: replace one text with another in a file of the workspace.
+
+It holds the whole file to rewrite it, so it refuses a file bigger than `EDIT_LIMIT`, and one that is not
+UTF-8 (rewriting it as text would change its other bytes).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from chock.session.tools import confined
+from chock.session.tools.tool import PATH_ARG, Files, Tool, ToolRefused
+
+EDIT_LIMIT = 8 * 1024 * 1024  # bytes; far above any source file a person edits by hand
+
+
+class EditFile(Tool):
+    name = "edit_file"
+    description = "Replace the text `old` with `new` in a workspace file (`old` must occur once, unless all is true)."
+    parameters: ClassVar[dict[str, Any]] = {
+        "path": PATH_ARG,
+        "old": {"type": "string"},
+        "new": {"type": "string"},
+        "all": {"type": "boolean"},
+    }
+    required = ("path", "old", "new")
+
+    async def run(self, context: Files, args: dict[str, Any]) -> str:
+        workspace = context.workspace
+        path = confined.inside(workspace, args.get("path", ""))
+        old, new = args.get("old"), args.get("new")
+        if not isinstance(old, str) or not isinstance(new, str) or not old:
+            raise ToolRefused("edit_file needs `old` (text that is in the file) and `new` (its replacement)")
+        if not path.is_file():
+            raise ToolRefused(f"{args.get('path')} is not a file")
+        name = confined.shown(workspace, path)
+        with confined.open_file(workspace, path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(EDIT_LIMIT + 1) if size <= EDIT_LIMIT else b""
+        if size > EDIT_LIMIT or len(data) > EDIT_LIMIT:
+            raise ToolRefused(
+                f"{name} has {max(size, len(data))} bytes; edit_file edits files up to {EDIT_LIMIT // 2**20} MiB: "
+                "change a bigger one with shell (e.g. sed -i)"
+            )
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolRefused(
+                f"{name} is not UTF-8 text, and rewriting it as text would change its other bytes: "
+                "change it with shell (e.g. sed -i)"
+            ) from None
+        count = text.count(old)
+        if count == 0:
+            raise ToolRefused(f"the text to replace was not found in {args.get('path')}")
+        if count > 1 and not args.get("all"):
+            raise ToolRefused(
+                f"the text to replace occurs {count} times in {args.get('path')}; give more context or all: true"
+            )
+        confined.write(workspace, path, text.replace(old, new))
+        return f"replaced {count if args.get('all') else 1} occurrence(s) in {name}"

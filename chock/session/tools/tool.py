@@ -1,0 +1,94 @@
+"""What a tool is, and what it may ask of the session that runs it.
+
+A tool is one object: the name and schema the model is told, whether a person approves each call, the
+one line a person judges a call by, and its code. The code reaches the session only through `Context`,
+which the session implements, so no tool imports the agent loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from chock.errors import ChockError
+
+if TYPE_CHECKING:
+    from chock.log.events import Event
+    from chock.session.sandbox import Sandbox
+
+
+class ToolRefused(ChockError):
+    """A tool call the session will not carry out; the model sees the message as the tool's error."""
+
+
+class Files(Protocol):
+    """What the file tools need: the workspace they are confined to (all a subagent's process has)."""
+
+    @property
+    def workspace(self) -> Path: ...
+
+
+class Context(Files, Protocol):
+    """What the session gives its tools (chock.session.runner.Session implements it)."""
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+
+    @property
+    def bwrap(self) -> str: ...
+
+    @property
+    def scratchpad(self) -> Path: ...
+
+    def emit(self, type: str, **fields: Any) -> Event:
+        """Append an event to the session's log (and fold and show it)."""
+        ...
+
+    def handle(self, prefix: str) -> str:
+        """A new handle for background work, unique in this session's log (`bg-12`, `sub-30`)."""
+        ...
+
+    def track(self, handle: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` on the session's loop; the session waits for it before it ends, and cancels it then."""
+        ...
+
+    def subagent_spec(self) -> dict[str, Any]:
+        """What the next subagent's process needs to reach the session's instance (a replay: its entries)."""
+        ...
+
+
+def path_summary(args: dict[str, Any]) -> str:
+    return str(args.get("path", ""))
+
+
+class Tool:
+    """One tool; a subclass sets the class attributes and writes `run` (and `check` when it asks approval)."""
+
+    name: str
+    description: str
+    parameters: ClassVar[dict[str, Any]]  # JSON schema of each argument, by name
+    required: tuple[str, ...] = ()
+    asks_approval = False  # each call waits for a person's (or the config's) yes
+
+    def schema(self) -> dict[str, Any]:
+        """What the model is told about this tool."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": {"type": "object", "properties": self.parameters, "required": list(self.required)},
+        }
+
+    def summary(self, args: dict[str, Any]) -> str:
+        """One line a person can judge a call by (approvals and the terminal view)."""
+        return path_summary(args)
+
+    def check(self, args: dict[str, Any]) -> None:
+        """Refuse arguments the tool cannot use before anyone is asked to approve the call."""
+
+    async def run(self, context: Context, args: dict[str, Any]) -> str:
+        """Carry the call out and return its output; raise `ToolRefused` for the tool's own errors."""
+        raise NotImplementedError
+
+
+PATH_ARG = {"type": "string", "description": "a path relative to the workspace root"}
