@@ -1,4 +1,4 @@
-"""The one sandbox builder: the bubblewrap command line every tool process runs under (SPEC §5).
+"""The one sandbox builder: the bubblewrap command line every tool process runs under.
 
 A `Sandbox` says what a tool may see; `argv` turns it into a bwrap command line and `environment` into the
 tool's whole environment. The shell tool spawns the process itself:

@@ -27,6 +27,8 @@ SCAN_LIMIT = 256 * 1024 * 1024
 # Directory entries one walk may read: a real source tree has tens of thousands; a directory the agent filled
 # with millions of empty files must not take the session's memory or time.
 WALK_LIMIT = 200_000
+# Directory descriptors one walk keeps open (one per level it is in); far below the usual limit of 1024.
+OPEN_DIRECTORIES = 64
 BINARY_PROBE = 8000  # a NUL byte this near the start makes a file binary, as git's own test decides
 SKIPPED = {".git"}  # the repository itself, never the work (a linked worktree's .git is a file)
 
@@ -85,25 +87,28 @@ def _regular(workspace: Path, path: Path, fd: int) -> int:
     return fd
 
 
+def _reader(workspace: Path, path: Path, fd: int) -> BufferedReader:
+    return open(_regular(workspace, path, fd), "rb", buffering=CHUNK, closefd=True)
+
+
 def open_file(workspace: Path, path: Path) -> BufferedReader:
     """A regular file opened for reading; O_NONBLOCK so a FIFO swapped in can never hang the session."""
-    fd = _regular(workspace, path, open_at(workspace, path, os.O_RDONLY | os.O_NONBLOCK))
-    return open(fd, "rb", buffering=CHUNK, closefd=True)
+    return _reader(workspace, path, open_at(workspace, path, os.O_RDONLY | os.O_NONBLOCK))
 
 
 def write(workspace: Path, path: Path, text: str) -> None:
     """Create or replace a regular file (never a FIFO or device swapped in) with `text`."""
     fd = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True)
-    os.ftruncate(_regular(workspace, path, fd), 0)
-    with open(fd, "w", encoding="utf-8", closefd=True) as handle:
+    with open(_regular(workspace, path, fd), "w", encoding="utf-8", closefd=True) as handle:
+        handle.truncate(0)  # only now that it is known to be a regular file
         handle.write(text)
 
 
 class Scan:
     """One call's reading of text lines, within `SCAN_LIMIT` bytes across every file it opens."""
 
-    def __init__(self, limit: int = SCAN_LIMIT) -> None:
-        self.left = limit
+    def __init__(self) -> None:
+        self.left = SCAN_LIMIT
         self.spent = False  # the call stopped reading because its bound ran out
         self.binary = ""  # where the last file read showed it is not text (a NUL byte), or ""
 
@@ -147,27 +152,34 @@ class Walk:
     """Every file below a directory of the workspace, depth first in name order, as `os.walk` gives them;
     symlinks left out (one may point anywhere on the host), and `.git` too.
 
-    Each directory is opened from the workspace root down without following a symlink, read (within the
-    walk's bound of `WALK_LIMIT` entries) and closed before its files are given, so no directory stays open.
+    Each directory is opened from its parent's descriptor without following a symlink, and read within the
+    walk's bound of `WALK_LIMIT` entries; `open_file` opens a file it gave the same way. No recursion, so no
+    depth is too deep; at most `OPEN_DIRECTORIES` descriptors stay open, and an ancestor closed to keep to
+    that is opened again from the workspace root when the walk comes back to it.
     """
 
     def __init__(self, workspace: Path, root: Path) -> None:
         self.workspace, self.root = workspace, root
         self.stopped = False  # the walk read WALK_LIMIT entries and stopped
+        self._directory = -1  # the descriptor of the directory whose files are being given
+
+    def open_file(self, path: Path) -> BufferedReader:
+        """A file this walk has just given, opened for reading like `open_file`."""
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        return _reader(self.workspace, path, os.open(path.name, flags, dir_fd=self._directory))
 
     def __iter__(self) -> Iterator[Path]:
         left = WALK_LIMIT
-        pending = [self.root]
-        while pending:
-            directory = pending.pop()
-            files: list[str] = []
-            subdirs: list[str] = []
-            try:
-                fd = open_at(self.workspace, directory, os.O_RDONLY | os.O_DIRECTORY)
-            except (OSError, ToolRefused):
-                continue  # gone, or swapped for a symlink, since it was listed
-            try:
-                with os.scandir(fd) as entries:
+        try:
+            fd, directory = open_at(self.workspace, self.root, os.O_RDONLY | os.O_DIRECTORY), self.root
+        except (OSError, ToolRefused):
+            return
+        chain: list[list] = []  # [descriptor or -1, path, names of the subdirectories left, last first]
+        try:
+            while fd >= 0:
+                files: list[str] = []
+                subdirs: list[str] = []
+                with contextlib.suppress(OSError), os.scandir(fd) as entries:  # unreadable: walked as far as read
                     for entry in entries:
                         left -= 1
                         if left < 0:
@@ -176,10 +188,36 @@ class Walk:
                         if entry.name in SKIPPED or entry.is_symlink():
                             continue
                         (subdirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
-            finally:
-                os.close(fd)
-            for name in sorted(files):
-                yield directory / name
-            if self.stopped:
-                return
-            pending.extend(directory / name for name in sorted(subdirs, reverse=True))
+                chain.append([fd, directory, sorted(subdirs, reverse=True)])
+                if len(chain) > OPEN_DIRECTORIES and chain[-OPEN_DIRECTORIES - 1][0] >= 0:
+                    os.close(chain[-OPEN_DIRECTORIES - 1][0])
+                    chain[-OPEN_DIRECTORIES - 1][0] = -1
+                self._directory = fd
+                for name in sorted(files):
+                    yield directory / name
+                if self.stopped:
+                    return
+                fd, directory = self._next(chain)
+        finally:
+            for link in chain:
+                if link[0] >= 0:
+                    os.close(link[0])
+
+    def _next(self, chain: list[list]) -> tuple[int, Path]:
+        """The next directory to read, opened; (-1, root) when the walk is done."""
+        while chain:
+            link = chain[-1]
+            if not link[2]:
+                if link[0] >= 0:
+                    os.close(link[0])
+                chain.pop()
+                continue
+            name = link[2].pop()
+            try:
+                if link[0] < 0:
+                    link[0] = open_at(self.workspace, link[1], os.O_RDONLY | os.O_DIRECTORY)
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                return os.open(name, flags, dir_fd=link[0]), link[1] / name
+            except (OSError, ToolRefused):
+                continue  # gone, or swapped for a symlink, since it was listed
+        return -1, self.root

@@ -73,4 +73,4 @@ class ReadFile(Tool):
                 f"use shell (sed -n) to reach further into {name}]"
             )
         text = codecs.getincrementaldecoder("utf-8")("replace").decode(bytes(kept), final=not note)
-        return f"{text}\n{note}" if note else text
+        return text + ("\n" if note and text and not text.endswith("\n") else "") + note

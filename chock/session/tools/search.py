@@ -54,7 +54,7 @@ class Search(Tool):
         for path in walk if walk is not None else [root]:
             name = confined.shown(workspace, path)
             try:
-                with confined.open_file(workspace, path) as handle:
+                with walk.open_file(path) if walk is not None else confined.open_file(workspace, path) as handle:
                     for number, (line, whole) in enumerate(scan.lines(handle, LINE_LIMIT), 1):
                         long_lines += not (whole or scan.binary)
                         text = line.decode("utf-8", "replace")
