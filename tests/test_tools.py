@@ -303,7 +303,7 @@ def test_a_command_killed_at_its_timeout_is_an_error_and_a_bad_timeout_is_refuse
 
 # A whole session under a memory limit -----------------------------------------------------------------
 
-# Address space for `chock run` and every process it starts: a replay session peaks near 35 MiB of it
+# Address space for `chock run` and every process it starts: a replay session peaks at about 32 MiB of it
 # (VmPeak), so 512 MiB is room to spare, and reading the 4 GiB file whole would need eight times that.
 MEMORY_LIMIT = 512 * 1024 * 1024
 
