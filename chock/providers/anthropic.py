@@ -4,8 +4,8 @@
 usage), then for each content block a `content_block_start`, its deltas (`text_delta`, or `input_json_delta`
 pieces of a `tool_use` block's arguments) and a `content_block_stop`; then `message_delta` (stop reason,
 output usage) and `message_stop`. `ping` may come at any time; `error` ends the stream early. `MessageStream`
-reads those lines with no I/O (as h11 does), so its edge cases are tested with plain strings;
-`AnthropicProvider` feeds it.
+reads those lines with no I/O (as h11 does), so its edge cases are tested with plain strings. `WIRE` is
+this module to the rest of Chock: the transport carries it, the registry picks it for kind `anthropic`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import json
 from typing import Any
 
 from chock.providers import Reply, ToolCall
-from chock.providers._http import EventStreamProvider, Wire, event_data, sse_field, tool_args
-from chock.providers.check import describe, provider_words, shown_address, stream_failure
-from chock.providers.registry import ANTHROPIC, DEFAULT_MODELS
+from chock.providers.failures import describe, provider_words, stream_failure
+from chock.providers.wire import Wire, event_data, sse_field, tool_args
 
 API_VERSION = "2023-06-01"
-DEFAULT_MODEL = DEFAULT_MODELS[ANTHROPIC]
 # The output budget of one call: 8192 is accepted by every current Claude model (it is Claude 3.5 Haiku's
 # ceiling). A text answer that reaches it simply ends; a tool call cut by it is an error (see `reply`).
 MAX_TOKENS = 8192
@@ -211,27 +209,10 @@ class MessageStream:
         return tool_args(raw, block["name"], describe(self._instance, self._address), limit=limit)
 
 
-# --- the provider -------------------------------------------------------------------------------------------
-
-
-class AnthropicProvider(EventStreamProvider):
-    """One instance of kind `anthropic`: `stream` yields TextDeltas as they arrive, then one Reply."""
-
-    kind = ANTHROPIC
-    wire = Wire(
-        path="/messages",
-        last_line="message_stop",
-        auth_headers=auth_headers,
-        request_body=request_body,
-        reader=MessageStream,
-    )
-
-    def __init__(self, address: str, model: str | None, credential: str | None, *, instance: str) -> None:
-        super().__init__(address, model or DEFAULT_MODEL, credential, instance=instance)
-
-    def __repr__(self) -> str:
-        credential = "set" if self._credential else "none"
-        return (
-            f"AnthropicProvider(instance={self.instance!r}, address={shown_address(self.address)!r}, "
-            f"model={self.model!r}, credential={credential})"
-        )
+WIRE = Wire(
+    path="/messages",
+    last_line="message_stop",
+    auth_headers=auth_headers,
+    request_body=request_body,
+    reader=MessageStream,
+)

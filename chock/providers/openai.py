@@ -4,7 +4,8 @@
 chunk: `choices[0].delta.content` carries text, `choices[0].delta.tool_calls` carries tool calls keyed by
 `index` (the id and name first, then pieces of the JSON arguments), a last chunk with empty `choices` carries
 `usage` (asked for with `stream_options.include_usage`), and `data: [DONE]` ends it. `ChatStream` reads those
-lines with no I/O; `OpenAIProvider` feeds it.
+lines with no I/O. `WIRE` is this module to the rest of Chock: the transport carries it, the registry picks
+it for kinds `aiand` and `openai-compat`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import uuid
 from typing import Any
 
 from chock.providers import Reply, ToolCall
-from chock.providers._http import EventStreamProvider, Wire, event_data, sse_field, tool_args
-from chock.providers.check import describe, provider_words, shown_address, stream_failure
-from chock.providers.registry import DEFAULT_MODELS, OPENAI_COMPAT
+from chock.providers.failures import describe, provider_words, stream_failure
+from chock.providers.wire import Wire, event_data, sse_field, tool_args
 
 DONE = "[DONE]"
 
@@ -199,36 +199,10 @@ class ChatStream:
         return tool_args(raw, call["name"], describe(self._instance, self._address), limit=limit)
 
 
-# --- the provider -------------------------------------------------------------------------------------------
-
-
-class OpenAIProvider(EventStreamProvider):
-    """One instance of kind `aiand` or `openai-compat`: TextDeltas as they arrive, then one Reply."""
-
-    wire = Wire(
-        path="/chat/completions",
-        last_line=DONE,
-        auth_headers=auth_headers,
-        request_body=request_body,
-        reader=ChatStream,
-    )
-
-    def __init__(
-        self,
-        address: str,
-        model: str | None,
-        credential: str | None,
-        *,
-        instance: str,
-        kind: str = OPENAI_COMPAT,
-    ) -> None:
-        self.kind = kind
-        model = model or DEFAULT_MODELS.get(kind, DEFAULT_MODELS[OPENAI_COMPAT])
-        super().__init__(address, model, credential, instance=instance)
-
-    def __repr__(self) -> str:
-        credential = "set" if self._credential else "none"
-        return (
-            f"OpenAIProvider(kind={self.kind!r}, instance={self.instance!r}, "
-            f"address={shown_address(self.address)!r}, model={self.model!r}, credential={credential})"
-        )
+WIRE = Wire(
+    path="/chat/completions",
+    last_line=DONE,
+    auth_headers=auth_headers,
+    request_body=request_body,
+    reader=ChatStream,
+)

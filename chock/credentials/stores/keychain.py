@@ -27,7 +27,7 @@ from chock.credentials.errors import (
     StoreTimeout,
     StoreUnavailable,
 )
-from chock.credentials.stores import SERVICE, KeystoreCalls
+from chock.credentials.stores.keystore import SERVICE, KeystoreCalls
 
 NAME = "keychain"
 # `security show-keychain-info` exits with this when the keychain is locked and no UI may be shown.

@@ -19,7 +19,7 @@ from typing import Any
 
 from chock.credentials import _child
 from chock.credentials.errors import FILE_STORE_HINT, NobodyAnswered, StoreLocked, StoreUnavailable
-from chock.credentials.stores import SERVICE, KeystoreCalls
+from chock.credentials.stores.keystore import SERVICE, KeystoreCalls
 
 NAME = "secret_service"
 # What to do about a locked collection, in every message that meets one.
