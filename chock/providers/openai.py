@@ -14,9 +14,9 @@ import json
 import uuid
 from typing import Any
 
-from chock.providers import Reply, ToolCall
-from chock.providers.failures import describe, provider_words, stream_failure
-from chock.providers.wire import Wire, event_data, sse_field, tool_args
+from chock.providers import ToolCall
+from chock.providers.failures import provider_words
+from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
 
 DONE = "[DONE]"
 
@@ -119,35 +119,30 @@ def request_body(
 # --- the chunk stream, read without I/O ---------------------------------------------------------------------
 
 
-class ChatStream:
+class ChatStream(StreamReader):
     """Reads the lines of one streamed chat completion; `feed_line` returns the text each one adds."""
 
     def __init__(self, address: str, instance: str | None) -> None:
-        self._address = address
-        self._instance = instance
-        self._text: list[str] = []
+        super().__init__(address, instance)
         self._calls: dict[int, dict[str, Any]] = {}
-        self.input_tokens = 0
-        self.output_tokens = 0
         self.finish_reason: str | None = None
-        self.done = False
 
     def feed_line(self, line: str) -> str | None:
         field, payload = sse_field(line.strip())  # forgiving: white space before the field is ignored too
         if field == "error":
             # llama.cpp's server reports a failure inside a stream as an `error:` line of its own.
-            raise stream_failure(self._address, self._instance, provider_words(payload, None) or payload)
+            raise self.failed(provider_words(payload, None) or payload)
         if field != "data" or not payload:
             return None
         if payload == DONE:
             self.done = True
             return None
-        chunk = event_data(payload, "a chat-completions stream", describe(self._instance, self._address))
+        chunk = event_data(payload, "a chat-completions stream", self.who)
         return self.feed(chunk) if isinstance(chunk, dict) else None
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if chunk.get("error"):
-            raise stream_failure(self._address, self._instance, provider_words(json.dumps(chunk), None) or "an error")
+            raise self.failed(provider_words(json.dumps(chunk), None) or "an error")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.input_tokens = usage.get("prompt_tokens") or self.input_tokens
@@ -162,24 +157,14 @@ class ChatStream:
                 added.append(delta["content"])
             for piece in delta.get("tool_calls") or []:
                 self._add_call_piece(piece)
-        if not added:
-            return None
-        text = "".join(added)
-        self._text.append(text)
-        return text
+        return self.add_text("".join(added))
 
-    def reply(self) -> Reply:
-        calls = []
-        for _, call in sorted(self._calls.items()):
-            # Some local servers leave the id out; the log and the next request need one all the same.
-            call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
-            calls.append(ToolCall(call_id=call_id, name=call["name"], args=self._args(call)))
-        return Reply(
-            text="".join(self._text),
-            tool_calls=calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-        )
+    def tool_calls(self) -> list[ToolCall]:
+        # Some local servers leave the id out; the log and the next request need one all the same.
+        return [
+            ToolCall(call_id=call["id"] or f"call_{uuid.uuid4().hex[:24]}", name=call["name"], args=self._args(call))
+            for _, call in sorted(self._calls.items())
+        ]
 
     def _add_call_piece(self, piece: dict[str, Any]) -> None:
         call = self._calls.setdefault(piece.get("index", 0), {"id": None, "name": "", "arguments": []})
@@ -196,7 +181,7 @@ class ChatStream:
         if not raw.strip():
             return {}
         limit = "its token limit" if self.finish_reason == "length" else None
-        return tool_args(raw, call["name"], describe(self._instance, self._address), limit=limit)
+        return tool_args(raw, call["name"], self.who, limit=limit)
 
 
 WIRE = Wire(

@@ -11,20 +11,50 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from chock.providers import Reply
-from chock.providers.failures import broken_tool_call, not_an_api_stream
+from chock.providers import ProviderError, Reply, ToolCall
+from chock.providers.failures import broken_tool_call, describe, not_an_api_stream, stream_failure
 
 
-class LineReader(Protocol):
-    """A wire's parser of its event stream, with no I/O: lines in, the text each adds out, then one Reply."""
+class StreamReader:
+    """What both wires' readers keep, with no I/O: the answer's text so far, its usage, and whether the stream
+    ended. A wire's reader says how one line is read (`feed_line`, returning the text it adds, counting the
+    usage it carries) and which tool calls the answer made (`tool_calls`); `reply` is then the same for both."""
 
-    done: bool
+    def __init__(self, address: str, instance: str | None) -> None:
+        self.address = address
+        self.instance = instance
+        self.who = describe(instance, address)  # who failed, in every message
+        self.text: list[str] = []
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.done = False
 
-    def feed_line(self, line: str) -> str | None: ...
+    def feed_line(self, line: str) -> str | None:
+        raise NotImplementedError
 
-    def reply(self) -> Reply: ...
+    def tool_calls(self) -> list[ToolCall]:
+        raise NotImplementedError
+
+    def add_text(self, text: str) -> str | None:
+        """Keep `text` and return it, or None when there is none."""
+        if not text:
+            return None
+        self.text.append(text)
+        return text
+
+    def failed(self, words: str) -> ProviderError:
+        """The provider reported an error inside the stream, in `words`."""
+        return stream_failure(self.address, self.instance, words)
+
+    def reply(self) -> Reply:
+        return Reply(
+            text="".join(self.text),
+            tool_calls=self.tool_calls(),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
 
 
 @dataclass(frozen=True)
@@ -38,7 +68,7 @@ class Wire:
     # (model, conversation, tools, system) -> the JSON body of one streamed call.
     request_body: Callable[[str, list[dict[str, Any]], list[dict[str, Any]], str], dict[str, Any]]
     # (address, instance) -> a fresh reader for one call's stream.
-    reader: Callable[[str, str | None], LineReader]
+    reader: Callable[[str, str | None], StreamReader]
 
 
 def sse_field(line: str) -> tuple[str, str]:
