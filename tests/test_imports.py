@@ -2,8 +2,8 @@
 
 A lazy import inside a function and one under `TYPE_CHECKING` still say that one module needs the other, so
 both count as much as an import at the top. The one exception is a package's `__init__` importing a module
-inside its own package: that is how a package names its public face, and the submodule never runs the
-`__init__` body again. `from chock.x import y` counts as importing `chock.x.y` when `y` is a module.
+inside its own package, which is how a package names its public face. `from chock.x import y` counts as
+importing `chock.x.y` when `y` is a module.
 """
 
 from __future__ import annotations
