@@ -1,8 +1,9 @@
-"""Loading and validating `config.zon` (SPEC §5, §10): every mistake is refused when the file is read.
+"""Loading and validating `config.zon`: every mistake is refused when the file is read.
 
 A person writes this file by hand, so an unknown key or a bad value is an error that names its key path
 (`.approvals.shell`, `.instances.work.kind`) and what would have been accepted, before anything starts.
-A store this platform does not have is refused here too, not later when a credential is needed (SPEC §10).
+A store this platform does not have is refused here too, not later when a credential is needed. The kinds
+and their `KIND=VALUE` are read by `chock.providers.kinds`, the store names are `chock.credentials.stores`'.
 The only I/O is reading the one file; a `.token` is kept as written and never appears in an error.
 """
 
@@ -14,18 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from chock import zon
+from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import Refused
+from chock.providers.kinds import KINDS, KindError, kind_address, split_kind
 
-KINDS = ("anthropic", "aiand", "openai-compat", "replay")
-DEFAULT_ADDRESSES = {"anthropic": "https://api.anthropic.com/v1", "aiand": "https://api.aiand.com/v1"}
-STORES = ("secret_service", "keychain", "file", "secretspec")
 APPROVALS = ("ask", "allow", "deny")
-
-# Every kind but replay takes a base URL as its VALUE (SPEC §5: "an address is a versioned base URL").
-URL_SCHEMES = ("http://", "https://")
-
-# The OS keystore each platform lacks (SPEC §10): Secret Service is Linux/freedesktop, Keychain is macOS.
-_MACOS = "darwin"
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
 TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials")
@@ -36,7 +30,7 @@ CREDENTIALS_KEYS = ("store",)
 
 
 class ConfigError(Refused):
-    """`config.zon` (or a `--provider KIND=VALUE`) cannot be used: refused before anything starts (exit 3)."""
+    """`config.zon` cannot be used: refused before anything starts (exit 3)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +38,7 @@ class InstanceConfig:
     name: str
     kind: str
     # replay: the absolute path of the replay file; anthropic/aiand: their default address when none is given.
-    address: str | None
+    address: str
     model: str | None = None
     token: str | None = field(default=None, repr=False)  # never printed by accident
 
@@ -58,22 +52,6 @@ class Config:
     sandbox_network: bool = False
     credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
     exists: bool = False
-
-
-def available_stores(platform: str = sys.platform) -> tuple[str, ...]:
-    """The stores that can work on `platform`, in `STORES` order."""
-    lacking = "secret_service" if platform == _MACOS else "keychain"
-    return tuple(store for store in STORES if store != lacking)
-
-
-def parse_kind(text: str, *, base_dir: Path | None = None) -> tuple[str, str | None]:
-    """Split `KIND` or `KIND=VALUE` and check it: `("anthropic", None)`, `("replay", "/abs/demo.jsonl")`.
-
-    A relative replay path is relative to `base_dir` (the directory of config.zon), else to the current
-    directory, so that the result never depends on where a later step happens to run.
-    """
-    kind, value = _split_kind(text)
-    return kind, _check_value(kind, value, base_dir)
 
 
 def load_config(path: Path, *, platform: str = sys.platform) -> Config:
@@ -105,51 +83,6 @@ def _parse_error(error: zon.ZonError, path: Path) -> str:
     )
 
 
-def _split_kind(text: str) -> tuple[str, str | None]:
-    kind, equals, value = text.partition("=")
-    if kind not in KINDS:
-        raise ConfigError(f"unknown instance kind {_show(kind)} (kinds: {', '.join(KINDS)})")
-    if equals and not value:
-        raise ConfigError(f"{kind}= needs a value after '=' (as in {_example(kind)})")
-    return kind, value if equals else None
-
-
-def _check_value(kind: str, value: str | None, base_dir: Path | None) -> str | None:
-    """The address a kind's VALUE names: a URL as given, a replay path made absolute."""
-    if kind == "replay":
-        if value is None:
-            raise ConfigError(f"replay needs the file to replay, as in {_example(kind)}")
-        base = base_dir if base_dir is not None else Path.cwd()
-        return str((base / value).absolute())  # `/` keeps an absolute VALUE as it is
-    if value is None:
-        if kind not in DEFAULT_ADDRESSES:
-            raise ConfigError(f"{kind} has no default address: give one, as in {_example(kind)}")
-        return None
-    if not value.startswith(URL_SCHEMES):
-        raise ConfigError(f"{kind} address {_show(value)} is not an http:// or https:// URL")
-    return value
-
-
-def _example(kind: str) -> str:
-    if kind == "replay":
-        return "replay=demo.jsonl"
-    if kind == "openai-compat":
-        return "openai-compat=http://127.0.0.1:5000/v1"
-    return f"{kind}={DEFAULT_ADDRESSES[kind]}"
-
-
-def _show(value: Any) -> str:
-    """A value as it would be written in the file, for "(got …)"; structs and lists by name only."""
-    if isinstance(value, dict):
-        return "a struct"
-    if isinstance(value, list):
-        return "a list"
-    try:
-        return zon.dumps(value).rstrip("\n")
-    except ValueError:  # a lone surrogate, from an argv byte that was not UTF-8
-        return repr(value)
-
-
 def _kind_of(value: Any) -> str:
     """What sort of value this is, for messages that must not repeat the value itself (a token)."""
     if isinstance(value, zon.EnumLiteral):
@@ -160,7 +93,7 @@ def _kind_of(value: Any) -> str:
         return "a number"
     if value is None:
         return "null"
-    return _show(value)
+    return zon.as_written(value)
 
 
 class _Reader:
@@ -178,7 +111,7 @@ class _Reader:
         """`value` as a struct whose keys are all among `keys`; `where` is its key path ("" at the top)."""
         shown = where or "the config"
         if not isinstance(value, dict):
-            raise self.error(f"{shown} must be a struct .{{ ... }} (got {_show(value)})")
+            raise self.error(f"{shown} must be a struct .{{ ... }} (got {zon.as_written(value)})")
         for key in value:
             if key not in keys:
                 raise self.error(f"unknown key {where}{zon.dot_name(key)} (known keys in {shown}: {', '.join(keys)})")
@@ -187,14 +120,14 @@ class _Reader:
     def string(self, value: Any, where: str) -> str:
         """A non-empty string (an enum literal such as `.ask` counts: it reads the same)."""
         if not isinstance(value, str):
-            raise self.error(f"{where} must be a string (got {_show(value)})")
+            raise self.error(f"{where} must be a string (got {zon.as_written(value)})")
         if not value:
             raise self.error(f"{where} must not be empty")
         return str(value)
 
     def choice(self, value: Any, where: str, choices: tuple[str, ...]) -> str:
         if not isinstance(value, str) or value not in choices:
-            raise self.error(f"{where} must be one of {', '.join(choices)} (got {_show(value)})")
+            raise self.error(f"{where} must be one of {', '.join(choices)} (got {zon.as_written(value)})")
         return str(value)
 
     def config(self, data: Any) -> Config:
@@ -214,7 +147,7 @@ class _Reader:
 
     def instances(self, value: Any) -> dict[str, InstanceConfig]:
         if not isinstance(value, dict):
-            raise self.error(f".instances must be a struct of named instances (got {_show(value)})")
+            raise self.error(f".instances must be a struct of named instances (got {zon.as_written(value)})")
         return {name: self.instance(name, entry) for name, entry in value.items()}
 
     def instance(self, name: str, value: Any) -> InstanceConfig:
@@ -224,16 +157,16 @@ class _Reader:
             raise self.error(f"{where} has no .kind (kinds: {', '.join(KINDS)})")
         kind_text = self.string(entry["kind"], f"{where}.kind")
         try:
-            kind, value_text = _split_kind(kind_text)
-        except ConfigError as exc:
+            kind, value_text = split_kind(kind_text)
+        except KindError as exc:
             raise self.error(f"{where}.kind: {exc}") from None
         value_where = f"{where}.kind"
         if "address" in entry:  # .address overrides the =VALUE of .kind
             value_text = self.string(entry["address"], f"{where}.address")
             value_where = f"{where}.address"
         try:
-            address = _check_value(kind, value_text, self.base_dir)
-        except ConfigError as exc:
+            address = kind_address(kind, value_text, base_dir=self.base_dir)
+        except KindError as exc:
             raise self.error(f"{value_where}: {exc}") from None
         model = self.string(entry["model"], f"{where}.model") if "model" in entry else None
         token = None
@@ -246,7 +179,7 @@ class _Reader:
         return InstanceConfig(
             name=name,
             kind=kind,
-            address=address if address is not None else DEFAULT_ADDRESSES.get(kind),
+            address=address,
             model=model,
             token=token,
         )
@@ -263,19 +196,19 @@ class _Reader:
             return {}
         network = section["network"]
         if not isinstance(network, bool):
-            raise self.error(f".sandbox.network must be true or false (got {_show(network)})")
+            raise self.error(f".sandbox.network must be true or false (got {zon.as_written(network)})")
         return {"sandbox_network": network}
 
     def credentials(self, value: Any) -> dict[str, Any]:
         section = self.struct(value, ".credentials", CREDENTIALS_KEYS)
         if "store" not in section:
             return {}
-        store = self.choice(section["store"], ".credentials.store", STORES)
+        store = self.choice(section["store"], ".credentials.store", STORE_NAMES)
         here = available_stores(self.platform)
         if store not in here:
             platform = PLATFORM_NAMES.get(self.platform, self.platform)
             raise self.error(
-                f".credentials.store {_show(section['store'])} is not available on {platform} "
+                f".credentials.store {zon.as_written(section['store'])} is not available on {platform} "
                 f"(stores that work here: {', '.join(here)})"
             )
         return {"credential_store": store}

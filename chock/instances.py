@@ -1,17 +1,17 @@
-"""The one place that resolves an instance and its credential (STYLE.md: "One place that resolves an
-instance and its credential").
+"""The one place that resolves an instance and its credential.
 
-Instances come from `config.zon` and from `chock login`'s index; a name in both is taken from config.zon
-(SPEC §10). The one used is `--instance`, else config's `.instance`, else the only one there is.
+Instances come from `config.zon` and from `chock login`'s index; a name in both is taken from config.zon.
+The one used is `--instance`, else config's `.instance`, else the only one there is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chock.config import DEFAULT_ADDRESSES, Config
+from chock.config import Config
 from chock.errors import Refused
 from chock.paths import Layout
+from chock.providers.kinds import DEFAULT_ADDRESSES, REPLAY
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,9 @@ def resolve(layout: Layout, config: Config, name: str | None = None) -> Instance
 
 
 def credential(layout: Layout, config: Config, instance: Instance) -> str | None:
-    """Look the credential up, and refuse the one shape that can only end in a 401 (SPEC §5, §10)."""
-    if instance.kind == "replay":
+    """Look the credential up, and refuse the one shape that can only end in a 401: an instance at its
+    kind's own address with no credential."""
+    if instance.kind == REPLAY:
         return None
     from chock.credentials.lookup import lookup
 

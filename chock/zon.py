@@ -120,6 +120,19 @@ def dumps(value: Any, indent: int = 4) -> str:
     return _dump(value, 0, " " * indent) + "\n"
 
 
+def as_written(value: Any) -> str:
+    """A value as it would be written in the file, for a message's "(got …)": structs and lists by name
+    only, and a string that cannot be written (a byte of argv that was not UTF-8) as Python shows it."""
+    if isinstance(value, dict):
+        return "a struct"
+    if isinstance(value, list):
+        return "a list"
+    try:
+        return _dump(value, 0, "")
+    except ValueError:
+        return repr(value)
+
+
 def dot_name(name: str) -> str:
     """A field or enum name as ZON spells it: `.kind`, or `.@"my-box"` when not a plain Zig identifier."""
     if not name:

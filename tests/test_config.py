@@ -6,18 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from chock.config import (
-    DEFAULT_ADDRESSES,
-    KINDS,
-    STORES,
-    Config,
-    ConfigError,
-    InstanceConfig,
-    available_stores,
-    load_config,
-    parse_kind,
-)
+from chock.config import Config, ConfigError, InstanceConfig, load_config
+from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import EXIT_REFUSED
+from chock.providers.kinds import DEFAULT_ADDRESSES, KINDS, KindError, parse_kind
 
 FULL = """// every setting there is
 .{
@@ -161,8 +153,8 @@ def test_known_providers_get_their_default_address(tmp_path, kind):
 
 
 def test_parse_kind():
-    assert parse_kind("anthropic") == ("anthropic", None)
-    assert parse_kind("aiand") == ("aiand", None)
+    assert parse_kind("anthropic") == ("anthropic", "https://api.anthropic.com/v1")
+    assert parse_kind("aiand") == ("aiand", "https://api.aiand.com/v1")
     assert parse_kind("anthropic=https://x/v1") == ("anthropic", "https://x/v1")
     assert parse_kind("openai-compat=http://127.0.0.1:5000/v1") == (
         "openai-compat",
@@ -184,7 +176,7 @@ def test_parse_kind_without_base_dir_uses_the_current_directory(tmp_path, monkey
 
 
 def test_parse_kind_names_an_undecodable_kind_without_crashing():
-    with pytest.raises(ConfigError, match="unknown instance kind"):
+    with pytest.raises(KindError, match="unknown instance kind"):
         parse_kind("gpt\udcff")
 
 
@@ -204,14 +196,14 @@ def test_parse_kind_names_an_undecodable_kind_without_crashing():
     ],
 )
 def test_parse_kind_refusals(text, words):
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(KindError) as info:
         parse_kind(text)
     assert words in str(info.value)
 
 
 def test_kinds_and_stores_are_what_the_spec_names():
     assert KINDS == ("anthropic", "aiand", "openai-compat", "replay")
-    assert STORES == ("secret_service", "keychain", "file", "secretspec")
+    assert STORE_NAMES == ("secret_service", "keychain", "file", "secretspec")
 
 
 # ---- refusals naming the key path ----------------------------------------------------------------

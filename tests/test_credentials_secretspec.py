@@ -19,8 +19,7 @@ from chock.credentials.errors import SecretSpecRefused, StoreUnavailable
 from chock.credentials.index import IndexEntry, read_index, write_index
 from chock.credentials.login import login
 from chock.credentials.lookup import lookup
-from chock.credentials.stores import env_name
-from chock.credentials.stores.secretspec import SecretSpecStore
+from chock.credentials.stores.secretspec import SecretSpecStore, env_name
 
 MANIFEST = """
 [project]

@@ -11,11 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from chock.providers import ProviderError, Reply, TextDelta, ToolCall
-from chock.providers.anthropic import AnthropicProvider, MessageStream
-from chock.providers.check import check_credential, redact
-from chock.providers.openai import ChatStream, OpenAIProvider
-from chock.providers.registry import UnknownKind, make_provider
+from chock.providers import ProviderError, Reply, TextDelta, ToolCall, anthropic, openai
+from chock.providers.anthropic import MessageStream
+from chock.providers.failures import redact
+from chock.providers.kinds import KindError
+from chock.providers.openai import ChatStream
+from chock.providers.registry import check_credential, make_provider
 from tests.fakes.providers import FakeProvider
 
 KEY = "sk-test-0123456789abcdef"
@@ -455,11 +456,11 @@ def test_check_credential_takes_kind_with_its_address() -> None:
 
 
 def test_make_provider_fills_each_kinds_defaults() -> None:
-    anthropic = make_provider("anthropic", None, None, KEY, instance="work")
-    assert isinstance(anthropic, AnthropicProvider)
-    assert (anthropic.address, anthropic.model) == ("https://api.anthropic.com/v1", "claude-sonnet-4-5")
+    messages = make_provider("anthropic", None, None, KEY, instance="work")
+    assert messages.wire is anthropic.WIRE
+    assert (messages.address, messages.model) == ("https://api.anthropic.com/v1", "claude-sonnet-4-5")
     aiand = make_provider("aiand", None, "big-model", KEY, instance="aiand")
-    assert isinstance(aiand, OpenAIProvider)
+    assert aiand.wire is openai.WIRE
     assert (aiand.address, aiand.model, aiand.kind) == ("https://api.aiand.com/v1", "big-model", "aiand")
     local = make_provider("openai-compat=http://127.0.0.1:5000/v1/", None, None, None, instance="local")
     assert (local.address, local.model, local.kind) == (
@@ -471,7 +472,7 @@ def test_make_provider_fills_each_kinds_defaults() -> None:
 
 @pytest.mark.parametrize("kind", ["openai-compat", "gemini"])
 def test_make_provider_refuses_what_it_cannot_build(kind: str) -> None:
-    with pytest.raises(UnknownKind):
+    with pytest.raises(KindError):
         make_provider(kind, None, None, None, instance="x")
 
 

@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from chock.config import DEFAULT_ADDRESSES, Config, parse_kind
+from chock.config import Config
 from chock.credentials.errors import CredentialError, NameTaken
 from chock.credentials.index import IndexEntry, read_index, write_index
 from chock.credentials.lock import login_lock
-from chock.credentials.stores import Store, default_store, env_name, open_store
+from chock.credentials.stores import Store, default_store, open_store
 from chock.credentials.stores.file import FileStore
+from chock.credentials.stores.secretspec import env_name
 from chock.errors import ChockError, UsageError
 from chock.paths import Layout
+from chock.providers.kinds import CREDENTIAL_KINDS, parse_kind
 
-# The kinds that take a credential; replay reads a file and sends nothing anywhere.
-LOGIN_KINDS = ("anthropic", "aiand", "openai-compat")
 PASSWORD_METHODS = "prompt, stdin or file=PATH"
 # An instance name is a word a person types: letters, digits, `_`, `.`, `-`; short enough for any keystore.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -75,7 +75,7 @@ def login(
     `interactive`: standard input is a terminal (default: ask `sys.stdin`). `ask(question) -> answer` puts the
     replace question; `read_hidden(prompt)` reads a secret without echo (default getpass); `stdin` is what
     `--password-method stdin` reads one line from; `check(kind, address, credential)` is the provider check
-    (default `chock.providers.check.check_credential`); `environ` is where `CI` is looked for.
+    (default `chock.providers.registry.check_credential`); `environ` is where `CI` is looked for.
     """
     environ = os.environ if environ is None else environ
     terminal = sys.stdin.isatty() if interactive is None else interactive
@@ -166,12 +166,12 @@ def replace_question(instance: str, existing: IndexEntry) -> str:
 
 def _provider(text: str) -> tuple[str, str]:
     kind, address = parse_kind(text)
-    if kind not in LOGIN_KINDS:
+    if kind not in CREDENTIAL_KINDS:
         raise UsageError(
             f"kind {kind} takes no credential, so there is nothing to log in to; "
-            f"chock login takes --provider {' | '.join(LOGIN_KINDS[:2])} | openai-compat=URL"
+            f"chock login takes --provider {' | '.join(CREDENTIAL_KINDS[:2])} | openai-compat=URL"
         )
-    return kind, address if address is not None else DEFAULT_ADDRESSES[kind]
+    return kind, address
 
 
 def _check_name(instance: str) -> None:
@@ -292,7 +292,7 @@ def _source(method: str, secret_file: Path | None) -> str:
 def _check_with_provider(check: Checker | None, kind: str, address: str, secret: str) -> None:
     """GET <address>/models with the credential; a rejection fails the login with the provider's status."""
     if check is None:
-        from chock.providers.check import check_credential
+        from chock.providers.registry import check_credential
 
         check = check_credential
     try:

@@ -3,11 +3,16 @@
 A provider turns a conversation into a stream of `TextDelta`s followed by exactly one `Reply`. The
 conversation is provider-neutral (the fold of the session log builds it); each wire module converts it.
 
-Conversation messages:
-    {"role": "user", "text": str}
-    {"role": "assistant", "text": str, "tool_calls": [{"call_id": str, "name": str, "args": dict}]}
-    {"role": "tool", "call_id": str, "name": str, "output": str, "is_error": bool}
-Tool specs: {"name": str, "description": str, "parameters": <JSON schema of the arguments>}
+    kinds.py      the instance kinds, their own addresses and default models, the `KIND=VALUE` reader
+    failures.py   what every failure says, the same for both wires
+    wire.py       what a wire format is (`Wire`), and the server-sent-event helpers both wires read with
+    anthropic.py  the Messages API wire: `WIRE`, its request body and its stream's reader, no I/O
+    openai.py     the chat-completions wire (`aiand`, `openai-compat`), the same way
+    transport.py  HTTP for both wires: the streamed POST (`HTTPProvider`) and `GET /models`
+    replay.py     the `replay` kind, a file of answers played back
+    registry.py   kind → wire, `make_provider`, and the credential check `chock login` runs
+
+Each module imports only modules listed above it, so none of them imports another back.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 usage), then for each content block a `content_block_start`, its deltas (`text_delta`, or `input_json_delta`
 pieces of a `tool_use` block's arguments) and a `content_block_stop`; then `message_delta` (stop reason,
 output usage) and `message_stop`. `ping` may come at any time; `error` ends the stream early. `MessageStream`
-reads those lines with no I/O (as h11 does), so its edge cases are tested with plain strings;
-`AnthropicProvider` feeds it.
+reads those lines with no I/O (as h11 does), so its edge cases are tested with plain strings. `WIRE` is
+this module to the rest of Chock: the transport carries it, the registry picks it for kind `anthropic`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chock.providers import Reply, ToolCall
-from chock.providers._http import EventStreamProvider, Wire, event_data, sse_field, tool_args
-from chock.providers.check import describe, provider_words, shown_address, stream_failure
-from chock.providers.registry import ANTHROPIC, DEFAULT_MODELS
+from chock.providers import ToolCall
+from chock.providers.failures import provider_words
+from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
 
 API_VERSION = "2023-06-01"
-DEFAULT_MODEL = DEFAULT_MODELS[ANTHROPIC]
 # The output budget of one call: 8192 is accepted by every current Claude model (it is Claude 3.5 Haiku's
 # ceiling). A text answer that reaches it simply ends; a tool call cut by it is an error (see `reply`).
 MAX_TOKENS = 8192
@@ -118,22 +116,14 @@ def request_body(
 # --- the event stream, read without I/O ---------------------------------------------------------------------
 
 
-class MessageStream:
+class MessageStream(StreamReader):
     """Reads the lines of one streamed message; `feed_line` returns the text each one adds."""
 
     def __init__(self, address: str, instance: str | None) -> None:
-        self._address = address
-        self._instance = instance
-        self._text: list[str] = []
+        super().__init__(address, instance)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._input: dict[str, int] = {}
-        self.output_tokens = 0
         self.stop_reason: str | None = None
-        self.done = False
-
-    @property
-    def input_tokens(self) -> int:
-        return sum(self._input.values())
 
     def feed_line(self, line: str) -> str | None:
         # Every Messages event is one `event:` line and one `data:` line holding the whole JSON object, whose
@@ -142,7 +132,7 @@ class MessageStream:
         field, payload = sse_field(line)
         if field != "data" or not payload:
             return None
-        event = event_data(payload, "a Messages event stream", describe(self._instance, self._address))
+        event = event_data(payload, "a Messages event stream", self.who)
         return self.feed(event) if isinstance(event, dict) else None
 
     def feed(self, event: dict[str, Any]) -> str | None:
@@ -154,11 +144,11 @@ class MessageStream:
             index = event.get("index", len(self._blocks))
             self._blocks[index] = {**block, "json": []}
             if block.get("type") == "text" and block.get("text"):
-                return self._add_text(block["text"])
+                return self.add_text(block["text"])
         elif kind == "content_block_delta":
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
-                return self._add_text(delta.get("text") or "")
+                return self.add_text(delta.get("text") or "")
             if delta.get("type") == "input_json_delta":
                 block = self._blocks.get(event.get("index", -1))
                 if block is not None:
@@ -169,36 +159,24 @@ class MessageStream:
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            words = provider_words(json.dumps(event), None) or "an error with no message"
-            raise stream_failure(self._address, self._instance, words)
+            raise self.failed(provider_words(json.dumps(event), None) or "an error with no message")
         # ping, content_block_stop and event types newer than this module carry nothing we keep (the API's
         # versioning policy says new event types may appear; they are to be ignored).
         return None
 
-    def reply(self) -> Reply:
-        calls = []
-        for index in sorted(self._blocks):
-            block = self._blocks[index]
-            if block.get("type") == "tool_use":
-                calls.append(ToolCall(call_id=block["id"], name=block["name"], args=self._args(block)))
-        return Reply(
-            text="".join(self._text),
-            tool_calls=calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-        )
-
-    def _add_text(self, text: str) -> str | None:
-        if not text:
-            return None
-        self._text.append(text)
-        return text
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(call_id=block["id"], name=block["name"], args=self._args(block))
+            for _, block in sorted(self._blocks.items())
+            if block.get("type") == "tool_use"
+        ]
 
     def _count_usage(self, usage: dict[str, Any]) -> None:
         # message_start holds the input side; message_delta the cumulative output (and, lately, input again).
         for field in INPUT_USAGE_FIELDS:
             if isinstance(usage.get(field), int):
                 self._input[field] = usage[field]
+        self.input_tokens = sum(self._input.values())
         if isinstance(usage.get("output_tokens"), int):
             self.output_tokens = usage["output_tokens"]
 
@@ -208,30 +186,13 @@ class MessageStream:
             start = block.get("input")
             return start if isinstance(start, dict) else {}
         limit = f"its limit of {MAX_TOKENS} tokens" if self.stop_reason == "max_tokens" else None
-        return tool_args(raw, block["name"], describe(self._instance, self._address), limit=limit)
+        return tool_args(raw, block["name"], self.who, limit=limit)
 
 
-# --- the provider -------------------------------------------------------------------------------------------
-
-
-class AnthropicProvider(EventStreamProvider):
-    """One instance of kind `anthropic`: `stream` yields TextDeltas as they arrive, then one Reply."""
-
-    kind = ANTHROPIC
-    wire = Wire(
-        path="/messages",
-        last_line="message_stop",
-        auth_headers=auth_headers,
-        request_body=request_body,
-        reader=MessageStream,
-    )
-
-    def __init__(self, address: str, model: str | None, credential: str | None, *, instance: str) -> None:
-        super().__init__(address, model or DEFAULT_MODEL, credential, instance=instance)
-
-    def __repr__(self) -> str:
-        credential = "set" if self._credential else "none"
-        return (
-            f"AnthropicProvider(instance={self.instance!r}, address={shown_address(self.address)!r}, "
-            f"model={self.model!r}, credential={credential})"
-        )
+WIRE = Wire(
+    path="/messages",
+    last_line="message_stop",
+    auth_headers=auth_headers,
+    request_body=request_body,
+    reader=MessageStream,
+)

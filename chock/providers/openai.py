@@ -4,7 +4,8 @@
 chunk: `choices[0].delta.content` carries text, `choices[0].delta.tool_calls` carries tool calls keyed by
 `index` (the id and name first, then pieces of the JSON arguments), a last chunk with empty `choices` carries
 `usage` (asked for with `stream_options.include_usage`), and `data: [DONE]` ends it. `ChatStream` reads those
-lines with no I/O; `OpenAIProvider` feeds it.
+lines with no I/O. `WIRE` is this module to the rest of Chock: the transport carries it, the registry picks
+it for kinds `aiand` and `openai-compat`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import json
 import uuid
 from typing import Any
 
-from chock.providers import Reply, ToolCall
-from chock.providers._http import EventStreamProvider, Wire, event_data, sse_field, tool_args
-from chock.providers.check import describe, provider_words, shown_address, stream_failure
-from chock.providers.registry import DEFAULT_MODELS, OPENAI_COMPAT
+from chock.providers import ToolCall
+from chock.providers.failures import provider_words
+from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
 
 DONE = "[DONE]"
 
@@ -119,35 +119,30 @@ def request_body(
 # --- the chunk stream, read without I/O ---------------------------------------------------------------------
 
 
-class ChatStream:
+class ChatStream(StreamReader):
     """Reads the lines of one streamed chat completion; `feed_line` returns the text each one adds."""
 
     def __init__(self, address: str, instance: str | None) -> None:
-        self._address = address
-        self._instance = instance
-        self._text: list[str] = []
+        super().__init__(address, instance)
         self._calls: dict[int, dict[str, Any]] = {}
-        self.input_tokens = 0
-        self.output_tokens = 0
         self.finish_reason: str | None = None
-        self.done = False
 
     def feed_line(self, line: str) -> str | None:
         field, payload = sse_field(line.strip())  # forgiving: white space before the field is ignored too
         if field == "error":
             # llama.cpp's server reports a failure inside a stream as an `error:` line of its own.
-            raise stream_failure(self._address, self._instance, provider_words(payload, None) or payload)
+            raise self.failed(provider_words(payload, None) or payload)
         if field != "data" or not payload:
             return None
         if payload == DONE:
             self.done = True
             return None
-        chunk = event_data(payload, "a chat-completions stream", describe(self._instance, self._address))
+        chunk = event_data(payload, "a chat-completions stream", self.who)
         return self.feed(chunk) if isinstance(chunk, dict) else None
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if chunk.get("error"):
-            raise stream_failure(self._address, self._instance, provider_words(json.dumps(chunk), None) or "an error")
+            raise self.failed(provider_words(json.dumps(chunk), None) or "an error")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.input_tokens = usage.get("prompt_tokens") or self.input_tokens
@@ -162,24 +157,14 @@ class ChatStream:
                 added.append(delta["content"])
             for piece in delta.get("tool_calls") or []:
                 self._add_call_piece(piece)
-        if not added:
-            return None
-        text = "".join(added)
-        self._text.append(text)
-        return text
+        return self.add_text("".join(added))
 
-    def reply(self) -> Reply:
-        calls = []
-        for _, call in sorted(self._calls.items()):
-            # Some local servers leave the id out; the log and the next request need one all the same.
-            call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
-            calls.append(ToolCall(call_id=call_id, name=call["name"], args=self._args(call)))
-        return Reply(
-            text="".join(self._text),
-            tool_calls=calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-        )
+    def tool_calls(self) -> list[ToolCall]:
+        # Some local servers leave the id out; the log and the next request need one all the same.
+        return [
+            ToolCall(call_id=call["id"] or f"call_{uuid.uuid4().hex[:24]}", name=call["name"], args=self._args(call))
+            for _, call in sorted(self._calls.items())
+        ]
 
     def _add_call_piece(self, piece: dict[str, Any]) -> None:
         call = self._calls.setdefault(piece.get("index", 0), {"id": None, "name": "", "arguments": []})
@@ -196,39 +181,13 @@ class ChatStream:
         if not raw.strip():
             return {}
         limit = "its token limit" if self.finish_reason == "length" else None
-        return tool_args(raw, call["name"], describe(self._instance, self._address), limit=limit)
+        return tool_args(raw, call["name"], self.who, limit=limit)
 
 
-# --- the provider -------------------------------------------------------------------------------------------
-
-
-class OpenAIProvider(EventStreamProvider):
-    """One instance of kind `aiand` or `openai-compat`: TextDeltas as they arrive, then one Reply."""
-
-    wire = Wire(
-        path="/chat/completions",
-        last_line=DONE,
-        auth_headers=auth_headers,
-        request_body=request_body,
-        reader=ChatStream,
-    )
-
-    def __init__(
-        self,
-        address: str,
-        model: str | None,
-        credential: str | None,
-        *,
-        instance: str,
-        kind: str = OPENAI_COMPAT,
-    ) -> None:
-        self.kind = kind
-        model = model or DEFAULT_MODELS.get(kind, DEFAULT_MODELS[OPENAI_COMPAT])
-        super().__init__(address, model, credential, instance=instance)
-
-    def __repr__(self) -> str:
-        credential = "set" if self._credential else "none"
-        return (
-            f"OpenAIProvider(kind={self.kind!r}, instance={self.instance!r}, "
-            f"address={shown_address(self.address)!r}, model={self.model!r}, credential={credential})"
-        )
+WIRE = Wire(
+    path="/chat/completions",
+    last_line=DONE,
+    auth_headers=auth_headers,
+    request_body=request_body,
+    reader=ChatStream,
+)

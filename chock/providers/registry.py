@@ -1,82 +1,69 @@
-"""Instance kinds (SPEC §5 "Providers"): which wire a kind speaks, its own address and its default model.
+"""From an instance's kind to the thing that talks to it: the only map from kind to wire, the one place that
+builds a `Provider`, and the credential check `chock login` runs before it stores a key.
 
-`make_provider` is the one place that turns a resolved instance into a `Provider`; the wire modules are
-imported only when a provider of that kind is built, so `chock sessions` and the daemon's start stay fast.
+The wire modules and httpx are imported only when a provider of that kind is built or a key is checked, so
+`chock sessions` and the daemon's start stay fast.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from chock.errors import Refused
 from chock.providers import Provider
-
-ANTHROPIC = "anthropic"
-AIAND = "aiand"
-OPENAI_COMPAT = "openai-compat"
-REPLAY = "replay"
-
-# A kind's own address. `openai-compat` has none: it is always `openai-compat=<url>`.
-DEFAULT_ADDRESSES = {
-    ANTHROPIC: "https://api.anthropic.com/v1",
-    AIAND: "https://api.aiand.com/v1",
-}
-
-# The model asked for when the instance names none. A local llama.cpp server serves whatever it loaded and
-# ignores the name, so `openai-compat` sends a placeholder rather than guessing.
-DEFAULT_MODELS = {
-    ANTHROPIC: "claude-sonnet-4-5",
-    AIAND: "default",
-    OPENAI_COMPAT: "default",
-}
-
-KINDS = (ANTHROPIC, AIAND, OPENAI_COMPAT, REPLAY)
+from chock.providers.kinds import (
+    AIAND,
+    ANTHROPIC,
+    CREDENTIAL_KINDS,
+    DEFAULT_MODELS,
+    OPENAI_COMPAT,
+    REPLAY,
+    KindError,
+    parse_kind,
+)
+from chock.providers.wire import Wire
 
 
-class UnknownKind(Refused):
-    """The instance's kind is not one Chock speaks, or lacks the address it needs: refused before starting."""
+def wire_for(kind: str) -> Wire:
+    """The wire a kind speaks: the Messages API for `anthropic`, chat completions for `aiand` and
+    `openai-compat`."""
+    if kind == ANTHROPIC:
+        from chock.providers import anthropic
 
+        return anthropic.WIRE
+    if kind in (AIAND, OPENAI_COMPAT):
+        from chock.providers import openai
 
-def split_kind(kind: str, address: str | None = None) -> tuple[str, str | None]:
-    """`KIND=VALUE` means kind KIND at address VALUE (SPEC §5); an explicit address wins over VALUE."""
-    name, sep, value = kind.partition("=")
-    if sep and address is None:
-        address = value
-    return name, address
-
-
-def default_address(kind: str) -> str | None:
-    return DEFAULT_ADDRESSES.get(kind)
+        return openai.WIRE
+    wired = ", ".join(CREDENTIAL_KINDS)
+    raise KindError(f"kind {kind} speaks no wire and sends no credential (the kinds that do: {wired})")
 
 
 def make_provider(
     kind: str, address: str | None, model: str | None, credential: str | None, *, instance: str
 ) -> Provider:
-    """Build the provider for one instance. `kind` may carry its address (`openai-compat=http://…/v1`)."""
-    kind, address = split_kind(kind, address)
+    """Build the provider for one instance. `kind` may carry its address (`openai-compat=http://…/v1`); an
+    `address` given apart wins over it, and a kind with an address of its own needs neither."""
+    try:
+        kind, address = parse_kind(kind, address=address)
+    except KindError as exc:
+        raise KindError(f"instance '{instance}': {exc}") from None
     if kind == REPLAY:
-        # The lead's module (chock/providers/replay.py); the file's path travels as the address. A relative
-        # path must already be resolved against config.zon's directory by whoever resolved the instance.
+        # The file's path travels as the address; whoever resolved the instance made it absolute against
+        # config.zon's directory.
         from chock.providers.replay import ReplayProvider, load_entries, parent_entries
 
-        if not address:
-            raise UnknownKind(f"instance '{instance}': kind replay needs a file, as replay=<path>")
         return ReplayProvider(parent_entries(load_entries(Path(address))), source=f"the replay file {address}")
-    if kind not in KINDS:
-        raise UnknownKind(
-            f"instance '{instance}': unknown kind {kind!r}; the kinds are anthropic, aiand, "
-            "openai-compat=<url> and replay=<path>"
-        )
-    address = address or default_address(kind)
-    if address is None:
-        raise UnknownKind(
-            f"instance '{instance}': kind {kind} needs an address, as {kind}=<url> "
-            "(e.g. openai-compat=http://127.0.0.1:5000/v1)"
-        )
-    if kind == ANTHROPIC:
-        from chock.providers.anthropic import AnthropicProvider
+    from chock.providers.transport import HTTPProvider
 
-        return AnthropicProvider(address, model, credential, instance=instance)
-    from chock.providers.openai import OpenAIProvider
+    return HTTPProvider(wire_for(kind), kind, address, model or DEFAULT_MODELS[kind], credential, instance=instance)
 
-    return OpenAIProvider(address, model, credential, instance=instance, kind=kind)
+
+def check_credential(kind: str, address: str | None, credential: str) -> None:
+    """`GET <address>/models` with the kind's auth headers; returns when the provider accepts the key, and
+    raises ProviderError (the status and the provider's words, or the address when nothing answers) when
+    not. `kind` may carry its address, as for `make_provider`."""
+    kind, address = parse_kind(kind, address=address)
+    wire = wire_for(kind)
+    from chock.providers.transport import list_models
+
+    list_models(wire, kind, address, credential)

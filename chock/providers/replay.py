@@ -1,4 +1,4 @@
-"""The `replay` kind: a file of `assistant.message` events played back one per model call (SPEC §5).
+"""The `replay` kind: a file of `assistant.message` events played back one per model call.
 
 A whole session log works as a replay file: every other event type is skipped. Entries marked
 `"for": "subagent"` belong to subagents; the parent skips them, and they are dealt out in blocks, each

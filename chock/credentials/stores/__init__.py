@@ -1,27 +1,26 @@
-"""The credential stores (SPEC §10): one small interface, one module per store.
+"""The credential stores: their names, one small interface, and one module per store.
 
     secret_service   the freedesktop Secret Service (gnome-keyring, kwallet) through keyring + secretstorage
     keychain         the macOS Keychain through keyring's macOS backend, never allowed to prompt
     file             <data>/tokens.zon, 0600 in a 0700 directory
     secretspec       whatever SecretSpec is configured to use: read through its SDK, written through its CLI
+    keystore         what the two keystores share: their service name, get/set/delete over a bounded child
 
 Every store answers `get` with None for "nobody has stored this yet", and raises for a store that cannot
 work: nothing is guessed and nothing falls back to a less protected store. Keystore items are service
-`chock`, user = the instance name; SecretSpec's secrets are `CHOCK_<NAME>`.
+`chock`, user = the instance name; SecretSpec's secrets are `CHOCK_<NAME>`. This module holds what config.zon's
+check and `open_store` need; no store imports it, so the package and its stores never import each other.
 """
 
 from __future__ import annotations
 
-import re
 import sys
-from typing import Any, Protocol
+from typing import Protocol
 
 from chock.credentials.errors import CredentialError
 from chock.paths import Layout
 
 STORE_NAMES = ("secret_service", "keychain", "file", "secretspec")
-# The service name of every keystore item (SPEC §10).
-SERVICE = "chock"
 # The operating system's own keystore, used when config.zon names no store.
 OS_STORES = {"linux": "secret_service", "darwin": "keychain"}
 
@@ -42,27 +41,11 @@ class Store(Protocol):
         """Remove what is stored for `instance`; nothing stored is not an error."""
 
 
-class KeystoreCalls:
-    """get/set/delete for the stores whose every call runs in a bounded child process (the keystores):
-    a subclass says how to make one call, `_call(op, instance, value) -> the child's answer`."""
-
-    def _call(self, op: str, instance: str | None = None, value: str | None = None) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def get(self, instance: str) -> str | None:
-        value = self._call("get", instance).get("value")
-        return value if isinstance(value, str) else None
-
-    def set(self, instance: str, value: str) -> None:
-        self._call("set", instance, value)
-
-    def delete(self, instance: str) -> None:
-        self._call("delete", instance)
-
-
-def env_name(instance: str) -> str:
-    """`CHOCK_<NAME>`: upper case, every other character `_` (SPEC §10)."""
-    return "CHOCK_" + re.sub(r"[^A-Z0-9]", "_", instance.upper())
+def available_stores(platform: str = sys.platform) -> tuple[str, ...]:
+    """The stores that can work on `platform`, in `STORE_NAMES` order: every one but the other operating
+    system's keystore (Secret Service is Linux and the freedesktop, Keychain is macOS)."""
+    lacking = "secret_service" if platform == "darwin" else "keychain"
+    return tuple(store for store in STORE_NAMES if store != lacking)
 
 
 def default_store(platform: str = sys.platform) -> str:

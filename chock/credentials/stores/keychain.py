@@ -27,7 +27,7 @@ from chock.credentials.errors import (
     StoreTimeout,
     StoreUnavailable,
 )
-from chock.credentials.stores import SERVICE, KeystoreCalls
+from chock.credentials.stores.keystore import KeystoreCalls, keyring_call
 
 NAME = "keychain"
 # `security show-keychain-info` exits with this when the keychain is locked and no UI may be shown.
@@ -121,25 +121,12 @@ def serve(request: dict[str, Any], progress: Callable[[str], None]) -> dict[str,
     from keyring.backends import macOS
 
     keyring = macOS.Keyring()
-    name, op = request["name"], request["op"]
     try:
-        if op == "get":
-            return {"value": keyring.get_password(SERVICE, name)}
-        if op == "set":
-            keyring.set_password(SERVICE, name, request["value"])
-            return {}
-        if op == "delete":
-            try:
-                keyring.delete_password(SERVICE, name)
-            except Exception as exc:
-                if ERR_SEC_ITEM_NOT_FOUND not in _statuses(exc):
-                    raise
-            return {}
+        return keyring_call(keyring, request, NAME, nothing_stored=lambda exc: ERR_SEC_ITEM_NOT_FOUND in _statuses(exc))
     except StoreUnavailable:
         raise
     except Exception as exc:
         raise keychain_error(exc) from None
-    raise StoreUnavailable(f"unknown operation {op!r} for the {NAME} store")
 
 
 def keychain_error(exc: BaseException) -> StoreUnavailable:

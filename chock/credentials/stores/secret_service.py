@@ -19,7 +19,7 @@ from typing import Any
 
 from chock.credentials import _child
 from chock.credentials.errors import FILE_STORE_HINT, NobodyAnswered, StoreLocked, StoreUnavailable
-from chock.credentials.stores import SERVICE, KeystoreCalls
+from chock.credentials.stores.keystore import KeystoreCalls, keyring_call
 
 NAME = "secret_service"
 # What to do about a locked collection, in every message that meets one.
@@ -65,19 +65,10 @@ def serve(request: dict[str, Any], progress: Callable[[str], None]) -> dict[str,
     # The default alias, as checked above: keyring would otherwise call get_default_collection(), which
     # creates a collection (and prompts, with no timeout) when there is none.
     keyring.preferred_collection = DEFAULT_COLLECTION
-    name = request["name"]
-    if op == "get":
-        return {"value": keyring.get_password(SERVICE, name)}
-    if op == "set":
-        keyring.set_password(SERVICE, name, request["value"])
-        return {}
-    if op == "delete":
-        from keyring.errors import PasswordDeleteError
+    from keyring.errors import PasswordDeleteError
 
-        with contextlib.suppress(PasswordDeleteError):  # "No such password!": nothing to remove
-            keyring.delete_password(SERVICE, name)
-        return {}
-    raise StoreUnavailable(f"unknown operation {op!r} for the {NAME} store")
+    # "No such password!" is the PasswordDeleteError of a delete that found nothing.
+    return keyring_call(keyring, request, NAME, nothing_stored=lambda exc: isinstance(exc, PasswordDeleteError))
 
 
 def _connect(secretstorage: Any) -> Any:

@@ -23,7 +23,6 @@ from typing import Any
 
 from chock.credentials import _child
 from chock.credentials.errors import SecretSpecRefused, StoreTimeout, StoreUnavailable
-from chock.credentials.stores import env_name
 
 NAME = "secretspec"
 COMMAND = "secretspec"
@@ -33,6 +32,12 @@ OTHER_STORE_HINT = 'or choose another store in config.zon (such as .credentials 
 UNDECLARED_WORDS = "is not defined in profile"
 READ_ONLY_WORDS = "read-only"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def env_name(instance: str) -> str:
+    """`CHOCK_<NAME>`, the secret that holds an instance's credential: upper case, every character but A-Z
+    and 0-9 made `_` (so two names can share one; login refuses the second)."""
+    return "CHOCK_" + re.sub(r"[^A-Z0-9]", "_", instance.upper())
 
 
 class SecretSpecStore:

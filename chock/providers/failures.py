@@ -1,6 +1,6 @@
-"""Reading a provider's HTTP answer: the credential check `chock login` runs before it stores a key
-(SPEC §10), and the words for every failure, shared by both wires so a rejected key reads the same at login
-and mid-session.
+"""What every provider failure says, shared by both wires, so a rejected key reads the same at login and
+mid-session and a cut stream reads the same whichever wire an instance speaks. Each function returns the
+error for its caller to raise.
 
 Every message names the instance (when there is one), the address, the HTTP status and the provider's own
 words, and ends with what to do next. None holds the credential: the provider's words pass through `redact`
@@ -16,14 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from chock.providers import ProviderError
-from chock.providers.registry import ANTHROPIC, DEFAULT_ADDRESSES, KINDS, REPLAY, UnknownKind, split_kind
-
-# Opening a connection is quick or it is not going to happen.
-CONNECT_TIMEOUT = 10.0
-# A model may think for minutes before its first token and pause between chunks; five minutes of silence
-# means the call is lost.
-READ_TIMEOUT = 300.0
-STREAM_TIMEOUT = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS
 
 # The provider's own message is quoted; a proxy's HTML error page is not a message, and a long one is cut.
 QUOTE_LIMIT = 300
@@ -40,13 +33,8 @@ def redact(text: str, credential: str | None) -> str:
     return text
 
 
-def header_safe(credential: str | None) -> bool:
-    """A key travels in a header: printable ASCII with no space (RFC 9110 §5.5 field values are visible
-    characters; httpx encodes them as ASCII). A line break left by a paste is the usual offender."""
-    return credential is None or all("!" <= c <= "~" for c in credential)
-
-
 def unusable_credential(kind: str, address: str, instance: str | None) -> ProviderError:
+    """A key no HTTP header can carry, refused before it is sent, and not quoted."""
     who = describe(instance, address)
     again = (
         f"run `{login_hint(kind, address, instance)}` to store it again" if instance else "check the key and try again"
@@ -136,7 +124,7 @@ def status_failure(
     elif status == 403:
         text = f"{who}: the request was refused ({detail}); the credential may not have access to this model"
     elif status == 404:
-        example = DEFAULT_ADDRESSES.get(kind, "http://127.0.0.1:5000/v1")
+        example = DEFAULT_ADDRESSES.get(kind, EXAMPLE_ADDRESS)
         text = (
             f"{who}: not found ({detail}); check the address (a versioned base URL such as {example}) "
             "and the model name"
@@ -166,14 +154,36 @@ def stream_failure(address: str, instance: str | None, words: str) -> ProviderEr
     )
 
 
-def require_event_stream(content_type: str | None, address: str, instance: str | None) -> None:
+def not_an_api_stream(who: str, stream: str, payload: str) -> ProviderError:
+    """A `data:` line that is not JSON came from something other than the API."""
+    return ProviderError(f"{who}: the response is not {stream} (it sent {payload[:80]!r}); check the address")
+
+
+def broken_tool_call(who: str, name: str, *, limit: str | None, what: str = "JSON") -> ProviderError:
+    """A tool call whose arguments are not `what`: cut where the answer reached its output `limit`, if it did
+    (then smaller steps are the remedy), or simply malformed."""
+    if limit:
+        return ProviderError(
+            f"{who}: the answer reached {limit} in the middle of the tool call {name}; ask for smaller steps"
+        )
+    return ProviderError(f"{who}: the arguments of the tool call {name} are not {what}")
+
+
+def not_an_event_stream(content_type: str | None, address: str, instance: str | None) -> ProviderError:
     """A 2xx answer that is not server-sent events came from something other than the API (a web page, a
     proxy); waiting for its end would only report a cut stream."""
-    if not (content_type or "").startswith("text/event-stream"):
-        raise ProviderError(
-            f"{describe(instance, address)}: the answer is {content_type or 'untyped'}, not an event stream; "
-            "check that the address is the API's versioned base URL"
-        )
+    return ProviderError(
+        f"{describe(instance, address)}: the answer is {content_type or 'untyped'}, not an event stream; "
+        "check that the address is the API's versioned base URL"
+    )
+
+
+def not_a_model_list(address: str) -> ProviderError:
+    """A 2xx answer to `GET /models` that is not the API's listing: the address is not the API's."""
+    return ProviderError(
+        f"{describe(None, address)}: the answer to GET /models is not the API's list of models; "
+        "check that the address is the API's versioned base URL"
+    )
 
 
 def transport_failure(
@@ -181,9 +191,9 @@ def transport_failure(
     *,
     address: str,
     instance: str | None,
-    credential: str | None = None,
-    connect_timeout: float = CONNECT_TIMEOUT,
-    read_timeout: float = READ_TIMEOUT,
+    credential: str | None,
+    connect_timeout: float,
+    read_timeout: float,
 ) -> ProviderError:
     """No HTTP answer at all: refused, unreachable, silent, or cut off."""
     who = describe(instance, address)
@@ -200,57 +210,3 @@ def transport_failure(
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
         return incomplete_failure(address, instance, reason)
     return ProviderError(f"{who}: the request failed ({reason})")
-
-
-def _auth_headers(kind: str, credential: str) -> dict[str, str]:
-    if kind == ANTHROPIC:
-        from chock.providers import anthropic
-
-        return anthropic.auth_headers(credential)
-    from chock.providers import openai
-
-    return openai.auth_headers(credential)
-
-
-def check_credential(kind: str, address: str, credential: str, *, timeout: float = 15.0) -> None:
-    """`GET <address>/models` with the kind's auth header; returns when the provider accepts the key.
-
-    Raises ProviderError naming the status and the provider's words on a non-2xx answer, or the address when
-    nothing answers. Synchronous: login has no event loop to share.
-    """
-    kind, address = split_kind(kind, address)
-    if kind not in KINDS or kind == REPLAY or not address:
-        raise UnknownKind(f"cannot check a credential for kind {kind!r} at {address!r}")
-    url = address.rstrip("/") + "/models"
-    if not header_safe(credential):
-        raise unusable_credential(kind, address, None)
-    try:
-        with httpx.Client(timeout=timeout) as client:
-            response = client.get(url, headers=_auth_headers(kind, credential))
-    except httpx.HTTPError as exc:
-        raise transport_failure(
-            exc,
-            address=address,
-            instance=None,
-            credential=credential,
-            connect_timeout=timeout,
-            read_timeout=timeout,
-        ) from exc
-    if not 200 <= response.status_code < 300:
-        raise status_failure(
-            response.status_code,
-            response.content,
-            kind=kind,
-            address=address,
-            credential=credential,
-            retry_after=response.headers.get("retry-after"),
-        )
-    try:
-        listing = response.json()
-    except ValueError:
-        listing = None
-    if not isinstance(listing, dict):
-        raise ProviderError(
-            f"{describe(None, address)}: the answer to GET /models is not the API's list of models; "
-            "check that the address is the API's versioned base URL"
-        )

@@ -1,0 +1,98 @@
+"""What a wire format is: the one value each wire module exports (`anthropic.WIRE`, `openai.WIRE`), and the
+server-sent-event helpers both wires read their streams with. No I/O here: `transport` carries a wire.
+
+A wire's request builder is the only place its request body is shaped, and its reader the only place its
+events are read (text, tool calls and usage), so a change to what is asked or what is counted lands in one
+function of one wire module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chock.providers import ProviderError, Reply, ToolCall
+from chock.providers.failures import broken_tool_call, describe, not_an_api_stream, stream_failure
+
+
+class StreamReader:
+    """What both wires' readers keep, with no I/O: the answer's text so far, its usage, and whether the stream
+    ended. A wire's reader says how one line is read (`feed_line`, returning the text it adds, counting the
+    usage it carries) and which tool calls the answer made (`tool_calls`); `reply` is then the same for both."""
+
+    def __init__(self, address: str, instance: str | None) -> None:
+        self.address = address
+        self.instance = instance
+        self.who = describe(instance, address)  # who failed, in every message
+        self.text: list[str] = []
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.done = False
+
+    def feed_line(self, line: str) -> str | None:
+        raise NotImplementedError
+
+    def tool_calls(self) -> list[ToolCall]:
+        raise NotImplementedError
+
+    def add_text(self, text: str) -> str | None:
+        """Keep `text` and return it, or None when there is none."""
+        if not text:
+            return None
+        self.text.append(text)
+        return text
+
+    def failed(self, words: str) -> ProviderError:
+        """The provider reported an error inside the stream, in `words`."""
+        return stream_failure(self.address, self.instance, words)
+
+    def reply(self) -> Reply:
+        return Reply(
+            text="".join(self.text),
+            tool_calls=self.tool_calls(),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One wire format: where its POST goes, its headers, its request body and its stream's reader."""
+
+    path: str  # where the POST goes, below the instance's address
+    last_line: str  # what ends a complete stream, named when a stream is cut before it
+    # The headers that carry the credential (and whatever else every request of this wire needs).
+    auth_headers: Callable[[str | None], dict[str, str]]
+    # (model, conversation, tools, system) -> the JSON body of one streamed call.
+    request_body: Callable[[str, list[dict[str, Any]], list[dict[str, Any]], str], dict[str, Any]]
+    # (address, instance) -> a fresh reader for one call's stream.
+    reader: Callable[[str, str | None], StreamReader]
+
+
+def sse_field(line: str) -> tuple[str, str]:
+    """One server-sent-event line as (field, value): the field is what stands before the first colon (HTML
+    §9.2.6); the value's surrounding white space is dropped, which JSON and `[DONE]` never miss."""
+    field, _, value = line.partition(":")
+    return field, value.strip()
+
+
+def event_data(payload: str, stream: str, who: str) -> Any:
+    """A `data:` line's JSON. Anything else came from something other than the API, so it says so."""
+    try:
+        return json.loads(payload)
+    except ValueError:
+        raise not_an_api_stream(who, stream, payload) from None
+
+
+def tool_args(raw: str, name: str, who: str, *, limit: str | None) -> dict[str, Any]:
+    """A tool call's arguments from the JSON its streamed pieces make. `limit` names the output limit the
+    answer reached, if it did: a call cut there is broken JSON."""
+    try:
+        args = json.loads(raw)
+    except ValueError:
+        raise broken_tool_call(who, name, limit=limit) from None
+    if not isinstance(args, dict):
+        raise broken_tool_call(who, name, limit=None, what="a JSON object")
+    return args
