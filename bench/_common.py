@@ -79,7 +79,8 @@ def stopped_at_exit(process: subprocess.Popen) -> Iterator[subprocess.Popen]:  #
 @contextlib.contextmanager
 def running_daemon(root: Path) -> Iterator[Path]:
     """`chock daemon --socket ROOT/d.sock`, once it answers a ping: its socket's path."""
-    from chock.control.client import ControlClient, ControlError
+    from chock.control.client import ControlClient
+    from chock.control.framing import ProtocolError
 
     socket_path = root / "d.sock"
     process = subprocess.Popen(
@@ -93,7 +94,7 @@ def running_daemon(root: Path) -> Iterator[Path]:
             try:
                 client.ping()
                 break
-            except ControlError:
+            except ProtocolError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chock.control.client import ControlError, SessionEnded, SessionSocketClient
+from chock.control.client import SessionClient, SessionEnded
+from chock.control.framing import ProtocolError
+from chock.control.session_protocol import APPROVAL
 from chock.errors import ChockError
 from chock.paths import Layout, check_session_id
 
@@ -24,8 +26,8 @@ def approve(layout: Layout, session_id: str, ask: Callable[[str, str, str], bool
     if not layout.log_path(session_id).exists():
         raise ApproveFailed(f"there is no session {session_id} on this machine")
     try:
-        client = SessionSocketClient(layout.session_socket(session_id, "approval"))
-    except ControlError:
+        client = SessionClient(layout.session_socket(session_id, "approval"), APPROVAL)
+    except ProtocolError:
         raise ApproveFailed(
             f"session {session_id} is not running on this machine, so it has nothing to approve "
             "(a session elsewhere is answered through its daemon)"
@@ -42,7 +44,7 @@ def approve(layout: Layout, session_id: str, ask: Callable[[str, str, str], bool
                     client.answer(item.request_id, yes)
                     say(f"{item.request_id}: {'approved' if yes else 'denied'}")
                     answered += 1
-                except ControlError as error:
+                except ProtocolError as error:
                     if error.code != "not-pending":
                         raise
                     say(f"{item.request_id}: already answered elsewhere ({error.text})")

@@ -410,12 +410,12 @@ def detach(
     layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None, wait: float
 ) -> None:
     """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
-    from chock import handover
-    from chock.control.client import resolve_address
+    from chock import detach as handing
+    from chock.control.address import resolve_address
 
     address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
-    session_id = handover.pick_session(layout, None if session else _project_root(project), session)
-    done = handover.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
+    session_id = handing.pick_session(layout, None if session else _project_root(project), session)
+    done = handing.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
     click.echo(f"session {done.session_id} now runs under the daemon at {address}")
 
 

@@ -121,7 +121,8 @@ def _store(layout: Layout) -> Finding:
 
 
 def _daemon(layout: Layout) -> Finding:
-    from chock.control.client import ControlClient, resolve_address
+    from chock.control.address import resolve_address
+    from chock.control.client import ControlClient
 
     try:
         address = resolve_address(state_socket=layout.daemon_socket)

@@ -1,4 +1,4 @@
-"""The blocking control client against a scripted server that speaks the wire (SPEC §6, §5, §9)."""
+"""The blocking clients against a scripted server that speaks the wire (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from chock.control import protocol as p
-from chock.control.client import (
-    Address,
-    BadAddress,
-    ControlClient,
-    ControlError,
-    SessionEnded,
-    SessionSocketClient,
-    connect,
-    parse_address,
-    resolve_address,
-)
+from chock.control import daemon_protocol as dp
+from chock.control import session_protocol as sp
+from chock.control.address import Address, BadAddress, parse_address, resolve_address
+from chock.control.client import ControlClient, NoAnswer, SessionClient, SessionEnded
+from chock.control.framing import MAX_MESSAGE_LINE, LineBuffer, ProtocolError, Unreachable
+from chock.control.session_protocol import APPROVAL, HANDOVER, ConfirmRequest, HandoverRequest
 from chock.errors import ChockError
 
 SID = "20261201-073450-a1b2c3"
@@ -60,7 +54,7 @@ class Scripted:
             lines: list[str] = []
             self.received.append(lines)
             with conn:
-                buffer = p.LineBuffer(p.MAX_START_LINE)
+                buffer = LineBuffer(MAX_MESSAGE_LINE)
                 replies = list(replies)
                 while replies or self.hold:
                     line = buffer.next_line()
@@ -106,8 +100,12 @@ def address_of(server: Scripted) -> str:
     return f"unix:{server.listener.getsockname()}"
 
 
+def error_line(code: str, text: str) -> bytes:
+    return ProtocolError(code, text).encode()
+
+
 def event(n: int, kind: str = "assistant.delta", **fields) -> bytes:
-    return p.encode_event_line(json.dumps({"id": n, "type": kind, **fields}, separators=(", ", ": ")).encode())
+    return dp.EventLine.raw(json.dumps({"id": n, "type": kind, **fields}, separators=(", ", ": ")).encode())
 
 
 # Addresses ------------------------------------------------------------------------------------------------
@@ -170,16 +168,15 @@ def test_daemon_and_port_together_are_refused():
 
 def test_connect_greets_and_keeps_the_daemons_number(serve):
     server = serve([HELLO_OK])
-    with connect(address_of(server), timeout=5) as connection:
-        assert connection.number == 1
+    assert ControlClient(address_of(server), timeout=5).ping() == 1
     server.thread.join(5)
     assert server.received == [["hello chock-control 1"]]
 
 
 def test_a_newer_daemon_is_refused_naming_both_numbers_and_nothing_else_is_sent(serve):
     server = serve([b"ok chock-control 2\n"], hold=True)
-    with pytest.raises(ControlError) as caught:
-        connect(address_of(server), timeout=5)
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).ping()
     assert caught.value.code == "protocol"
     assert caught.value.text == "this client speaks chock-control 1, the daemon chock-control 2: update the client"
     assert server.client_closed.wait(5)
@@ -187,26 +184,26 @@ def test_a_newer_daemon_is_refused_naming_both_numbers_and_nothing_else_is_sent(
 
 
 def test_the_daemons_own_refusal_of_the_greeting_is_kept(serve):
-    refusal = p.encode_error(
+    refusal = error_line(
         "protocol", "this daemon speaks chock-control 0, the client chock-control 1: update the daemon"
     )
     server = serve([refusal])
-    with pytest.raises(ControlError) as caught:
-        connect(address_of(server), timeout=5)
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).ping()
     assert (caught.value.code, caught.value.text.endswith("update the daemon")) == ("protocol", True)
 
 
 def test_a_daemon_that_predates_the_greeting_is_named_as_such(serve):
     server = serve([b"error unknown-verb hello is not a verb\n"])
-    with pytest.raises(ControlError, match="predates chock-control 1"):
-        connect(address_of(server), timeout=5)
+    with pytest.raises(ProtocolError, match="predates chock-control 1"):
+        ControlClient(address_of(server), timeout=5).ping()
 
 
 def test_a_daemon_that_says_nothing_is_unreachable_within_the_bound(serve):
     server = serve([b""], hold=True)
     began = time.monotonic()
-    with pytest.raises(ControlError) as caught:
-        connect(address_of(server), timeout=0.2)
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=0.2).ping()
     assert caught.value.code == "unreachable" and "within 0.2 s" in caught.value.text
     assert time.monotonic() - began < 2
 
@@ -216,8 +213,8 @@ def test_a_daemon_that_says_nothing_is_unreachable_within_the_bound(serve):
 
 def test_a_missing_socket_is_unreachable_at_once(sockdir):
     began = time.monotonic()
-    with pytest.raises(ControlError) as caught:
-        connect(f"unix:{sockdir}/nothing.sock", timeout=5)
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(f"unix:{sockdir}/nothing.sock", timeout=5).ping()
     assert time.monotonic() - began < 1
     assert caught.value.code == "unreachable"
     assert f"unix:{sockdir}/nothing.sock" in caught.value.text
@@ -229,7 +226,7 @@ def test_a_socket_nobody_listens_on_is_unreachable(sockdir):
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(sockdir / "stale.sock"))  # bound, never listening: what a crashed daemon leaves
     try:
-        with pytest.raises(ControlError) as caught:
+        with pytest.raises(ProtocolError) as caught:
             ControlClient(f"{sockdir}/stale.sock", timeout=5).ping()
         assert caught.value.code == "unreachable" and "nothing is listening" in caught.value.text
     finally:
@@ -240,8 +237,8 @@ def test_a_tcp_port_nobody_listens_on_is_unreachable():
     probe = socket.create_server(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    with pytest.raises(ControlError) as caught:
-        connect(f"127.0.0.1:{port}", timeout=5)
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(f"127.0.0.1:{port}", timeout=5).ping()
     assert caught.value.code == "unreachable" and f"127.0.0.1:{port}" in caught.value.text
 
 
@@ -249,15 +246,15 @@ def test_a_tcp_port_nobody_listens_on_is_unreachable():
 
 
 def test_an_error_reply_becomes_a_control_error_with_the_daemons_code(serve):
-    server = serve([HELLO_OK, p.encode_error("not-found", f"no session {SID}")])
-    with pytest.raises(ControlError) as caught:
-        connect(address_of(server), timeout=5).read(SID, 0)
+    server = serve([HELLO_OK, error_line("not-found", f"no session {SID}")])
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).read(SID, 0)
     assert (caught.value.code, caught.value.text) == ("not-found", f"no session {SID}")
 
 
 def test_read_iterates_events_until_the_daemon_closes(serve):
     server = serve([HELLO_OK, event(6) + event(7, "turn.end")])
-    events = list(connect(address_of(server), timeout=5).read(SID, 5))
+    events = list(ControlClient(address_of(server), timeout=5).read(SID, 5))
     assert [e["id"] for e in events] == [6, 7] and events[1]["type"] == "turn.end"
     assert server.received == [["hello chock-control 1", f"read {SID} 5"]]
 
@@ -272,7 +269,7 @@ def test_list_gives_rows_oldest_first(serve):
         ("2026-12-01T07:34:50.123Z", {"id": SID, "status": "ended"}),
         ("2026-12-02T08:00:00.000Z", {"id": "b"}),
     ]
-    server = serve([HELLO_OK, b"".join(p.encode_list_row(at, row) for at, row in rows)])
+    server = serve([HELLO_OK, b"".join(dp.ListRow(at, row).encode() for at, row in rows)])
     assert ControlClient(address_of(server), timeout=5).list("/home/me/proj") == rows
     assert server.received[0][1] == "list /home/me/proj"
 
@@ -291,53 +288,53 @@ def test_list_sends_an_absolute_project(serve, monkeypatch, sockdir):
 
 def test_watch_gives_the_row_then_events_until_close(serve):
     row = {"id": SID, "status": "running", "last_event_id": 3}
-    server = serve([HELLO_OK, p.encode_watch_header(row) + event(4) + event(5, "session.end", reason="completed")])
-    header, events = connect(address_of(server), timeout=5).watch("/home/me/proj", SID, 3)
+    server = serve([HELLO_OK, dp.WatchHeader(row).encode() + event(4) + event(5, "session.end", reason="completed")])
+    header, events = ControlClient(address_of(server), timeout=5).watch("/home/me/proj", SID, 3)
     assert header == row
     assert [e["id"] for e in events] == [4, 5]
     assert server.received[0][1] == f"watch /home/me/proj\t{SID}\t3"
 
 
 def test_leaving_a_watch_closes_its_connection(serve):
-    server = serve([HELLO_OK, p.encode_watch_header({"id": SID}) + event(1)], hold=True)
-    _, events = connect(address_of(server), timeout=5).watch("/p", SID)
+    server = serve([HELLO_OK, dp.WatchHeader({"id": SID}).encode() + event(1)], hold=True)
+    _, events = ControlClient(address_of(server), timeout=5).watch("/p", SID)
     assert next(events)["id"] == 1
     events.close()
     assert server.client_closed.wait(5)
 
 
 def test_watch_refused_is_raised_at_the_call(serve):
-    server = serve([HELLO_OK, p.encode_error("forbidden", "uid 1001 is not this daemon's")])
-    with pytest.raises(ControlError) as caught:
-        connect(address_of(server), timeout=5).watch("/p", SID)
+    server = serve([HELLO_OK, error_line("forbidden", "uid 1001 is not this daemon's")])
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).watch("/p", SID)
     assert caught.value.code == "forbidden"
 
 
 def test_start_returns_the_id_and_log_path(serve):
-    server = serve([HELLO_OK, p.encode_started(SID, f"/state/sessions/{SID}/log.jsonl")])
+    server = serve([HELLO_OK, dp.Started(SID, f"/state/sessions/{SID}/log.jsonl").encode()])
     started = ControlClient(address_of(server), timeout=5).start("/home/me/proj", "fix it\nplease")
     assert started == (SID, f"/state/sessions/{SID}/log.jsonl")
     assert server.received[0][1] == "start /home/me/proj\tfix it\\nplease"
 
 
 def test_start_refused_carries_the_childs_words(serve):
-    server = serve([HELLO_OK, p.encode_error("refused", "no credential for instance work")])
-    with pytest.raises(ControlError) as caught:
+    server = serve([HELLO_OK, error_line("refused", "no credential for instance work")])
+    with pytest.raises(ProtocolError) as caught:
         ControlClient(address_of(server), timeout=5).start("/p", "go")
     assert (caught.value.code, caught.value.text) == ("refused", "no credential for instance work")
 
 
 def test_adopt(serve):
-    server = serve([HELLO_OK, p.encode_started(SID, "/log")])
+    server = serve([HELLO_OK, dp.Started(SID, "/log").encode()])
     assert ControlClient(address_of(server), timeout=5).adopt("/p", SID) == (SID, "/log")
     assert server.received[0][1] == f"adopt /p\t{SID}"
 
 
 def test_answer_ok_and_unreachable(serve):
-    server = serve([HELLO_OK, p.encode_answered()], [HELLO_OK, p.encode_error("unreachable", "no approval.sock")])
+    server = serve([HELLO_OK, dp.Answered().encode()], [HELLO_OK, error_line("unreachable", "no approval.sock")])
     client = ControlClient(address_of(server), timeout=5)
     assert client.answer("/p", SID, "r1", True) is None
-    with pytest.raises(ControlError) as caught:
+    with pytest.raises(ProtocolError) as caught:
         client.answer("/p", SID, "r2", False)
     assert caught.value.code == "unreachable"
     assert [lines[1] for lines in server.received] == [
@@ -347,40 +344,39 @@ def test_answer_ok_and_unreachable(serve):
 
 
 def test_a_bad_id_is_refused_before_anything_is_sent(serve):
-    server = serve([HELLO_OK], hold=True)
-    with pytest.raises(ControlError) as caught:
-        connect(address_of(server), timeout=5).read("../../etc/passwd", 0)
+    server = serve()  # accepts nobody: a connection would be an error in its thread
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).read("../../etc/passwd", 0)
     assert caught.value.code == "bad-request"
-    assert server.client_closed.wait(5)
-    assert server.received == [["hello chock-control 1"]]
+    assert server.received == []  # refused before it connected: the daemon never heard of it
 
 
-def test_one_connection_carries_one_verb(serve):
-    server = serve([HELLO_OK, b""])
-    connection = connect(address_of(server), timeout=5)
-    connection.list("/p")
-    with pytest.raises(RuntimeError, match="one verb"):
-        connection.list("/p")
+def test_each_verb_opens_its_own_connection(serve):
+    server = serve([HELLO_OK, b""], [HELLO_OK, b""])
+    client = ControlClient(address_of(server), timeout=5)
+    client.list("/p")
+    client.list("/q")
+    assert server.received == [["hello chock-control 1", "list /p"], ["hello chock-control 1", "list /q"]]
 
 
 def test_a_daemon_that_closes_before_replying_is_unreachable(serve):
     server = serve([HELLO_OK])
-    with pytest.raises(ControlError) as caught:
+    with pytest.raises(ProtocolError) as caught:
         ControlClient(address_of(server), timeout=5).start("/p", "go")
     assert caught.value.code == "unreachable" and "closed the connection" in caught.value.text
 
 
 def test_an_unreadable_reply_is_protocol(serve):
     server = serve([HELLO_OK, b"this is not json\n"])
-    with pytest.raises(ControlError) as caught:
-        list(connect(address_of(server), timeout=5).read(SID, 0))
+    with pytest.raises(ProtocolError) as caught:
+        list(ControlClient(address_of(server), timeout=5).read(SID, 0))
     assert caught.value.code == "protocol"
 
 
 def test_the_client_works_over_tcp():
     server = Scripted(("127.0.0.1", 0), [[HELLO_OK, event(1)]])
     try:
-        assert [e["id"] for e in connect(f"127.0.0.1:{server.port}", timeout=5).read(SID, 0)] == [1]
+        assert [e["id"] for e in ControlClient(f"127.0.0.1:{server.port}", timeout=5).read(SID, 0)] == [1]
     finally:
         server.close()
 
@@ -389,21 +385,21 @@ def test_the_client_works_over_tcp():
 
 
 def test_pending_lists_requests_until_end(serve):
-    items = p.PendingItem("r1", "shell", "make test").encode() + p.PendingItem("r2", "shell", "rm -r\nx").encode()
+    items = sp.PendingItem("r1", "shell", "make test").encode() + sp.PendingItem("r2", "shell", "rm -r\nx").encode()
     server = serve([SESSION_OK, items + b"end\n"], name="approval.sock")
-    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+    with SessionClient(server.listener.getsockname(), APPROVAL, timeout=5) as client:
         assert client.pending() == [
-            p.PendingItem("r1", "shell", "make test"),
-            p.PendingItem("r2", "shell", "rm -r\nx"),
+            sp.PendingItem("r1", "shell", "make test"),
+            sp.PendingItem("r2", "shell", "rm -r\nx"),
         ]
     assert server.received[0][:2] == ["hello chock-session 1", "pending"]
 
 
 def test_session_answer_and_not_pending(serve):
     server = serve([SESSION_OK, b"ok answered\n", b"error not-pending r1 was answered already\n"], name="approval.sock")
-    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
+    with SessionClient(server.listener.getsockname(), APPROVAL, timeout=5) as client:
         client.answer("r1", True)
-        with pytest.raises(ControlError) as caught:
+        with pytest.raises(ProtocolError) as caught:
             client.answer("r1", False)
     assert caught.value.code == "not-pending"
     assert server.received[0][1:] == ["answer r1\tyes", "answer r1\tno"]
@@ -412,7 +408,7 @@ def test_session_answer_and_not_pending(serve):
 def test_a_session_that_ends_while_we_wait_says_so(serve):
     server = serve([SESSION_OK, b"ended completed\n"], name="approval.sock")
     with (
-        SessionSocketClient(server.listener.getsockname(), timeout=5) as client,
+        SessionClient(server.listener.getsockname(), APPROVAL, timeout=5) as client,
         pytest.raises(SessionEnded) as caught,
     ):
         client.pending()
@@ -421,48 +417,53 @@ def test_a_session_that_ends_while_we_wait_says_so(serve):
 
 def test_session_greeting_mismatch_names_both_numbers(serve):
     server = serve([b"ok chock-session 3\n"], name="handover.sock")
-    with pytest.raises(ControlError) as caught:
-        SessionSocketClient(server.listener.getsockname(), timeout=5)
+    with pytest.raises(ProtocolError) as caught:
+        SessionClient(server.listener.getsockname(), HANDOVER, timeout=5)
     assert "chock-session 1" in caught.value.text and "chock-session 3" in caught.value.text
 
 
-def test_the_handover_exchange(serve):
-    server = serve([SESSION_OK, b"busy 1 0\n", b"released\n"], name="handover.sock")
-    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
-        client.ask_handover()
-        assert client.read_line(5) == p.Busy(1, 0)
-        with pytest.raises(TimeoutError):
-            client.read_line(0.1)  # the work is still running; --wait bounds each read
-        client.confirm()
-    assert server.received[0] == ["hello chock-session 1", "handover", "confirm"]
+def test_a_busy_session_is_waited_for_within_the_bound_and_confirm_waits_for_ready(serve):
+    server = serve([SESSION_OK, b"busy 1 0\n"], name="handover.sock", hold=True)
+    with SessionClient(server.listener.getsockname(), HANDOVER, timeout=5) as client:
+        client.ask(HandoverRequest())
+        assert client.next_reply(5) == sp.Busy(1, 0)
+        with pytest.raises(NoAnswer):
+            client.next_reply(0.1)  # the work is still running; --wait bounds each read
+        with pytest.raises(RuntimeError):
+            client.ask(ConfirmRequest())  # confirm comes after ready: this client never sends it early
+    assert server.client_closed.wait(5)
+    assert server.received[0] == ["hello chock-session 1", "handover"]
 
 
 def test_busy_then_ready_then_released(serve):
     server = serve([SESSION_OK, b"busy 0 1\nbusy 0 0\nready\n", b"released\n"], name="handover.sock")
-    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
-        client.ask_handover()
-        assert [client.read_line(5) for _ in range(3)] == [p.Busy(0, 1), p.Busy(0, 0), p.Ready()]
-        client.confirm(timeout=5)
+    with SessionClient(server.listener.getsockname(), HANDOVER, timeout=5) as client:
+        client.ask(HandoverRequest())
+        assert [client.next_reply(5) for _ in range(3)] == [sp.Busy(0, 1), sp.Busy(0, 0), sp.Ready()]
+        client.call(ConfirmRequest(), timeout=5)
 
 
-def test_a_session_that_closes_reads_as_none(serve):
+def test_a_session_that_closes_mid_reply_is_unreachable(serve):
     server = serve([SESSION_OK, b""], name="handover.sock")
-    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
-        client.ask_handover()
-        assert client.read_line(5) is None
+    with SessionClient(server.listener.getsockname(), HANDOVER, timeout=5) as client:
+        client.ask(HandoverRequest())
+        with pytest.raises(Unreachable, match="closed the connection before answering handover"):
+            client.next_reply(5)
 
 
 def test_confirm_without_released_is_an_error(serve):
     server = serve([SESSION_OK, b"ready\n"], name="handover.sock")
-    with SessionSocketClient(server.listener.getsockname(), timeout=5) as client:
-        client.ask_handover()
-        assert client.read_line(5) == p.Ready()
-        with pytest.raises(ControlError) as caught:
-            client.confirm(timeout=5)  # the session closed: the send or the read finds out
+    with SessionClient(server.listener.getsockname(), HANDOVER, timeout=5) as client:
+        client.ask(HandoverRequest())
+        assert client.next_reply(5) == sp.Ready()
+        with pytest.raises(ProtocolError) as caught:
+            client.call(ConfirmRequest(), timeout=5)  # the session closed: the send or the read finds out
     assert caught.value.code == "unreachable" and "closed the" in caught.value.text
 
 
 def test_a_missing_session_socket_is_unreachable(sockdir):
-    with pytest.raises(ControlError) as caught:
-        SessionSocketClient(sockdir / "approval.sock", timeout=5)
+    with pytest.raises(ProtocolError) as caught:
+        SessionClient(
+            sockdir / "approval.sock", HANDOVER if "handover" in str(sockdir / "approval.sock") else APPROVAL, timeout=5
+        )
     assert caught.value.code == "unreachable" and str(sockdir / "approval.sock") in caught.value.text

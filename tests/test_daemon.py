@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from chock.control.client import ControlClient, ControlError, SessionSocketClient
+from chock.control.client import ControlClient, SessionClient
+from chock.control.framing import ProtocolError
+from chock.control.session_protocol import HANDOVER, ConfirmRequest, HandoverRequest
 from chock.log.reader import owner_alive
 from tests.conftest import make_project
 from tests.fakes.daemon import Daemon, short_dir
@@ -217,28 +219,65 @@ def test_a_peer_of_another_uid_is_refused_by_the_peer_check_and_served_over_tcp(
     assert status["pid"] == daemon.process.pid
 
 
-def test_too_many_connections_are_refused_and_the_daemon_recovers(home, daemons):
-    from chock.daemon.server import MAX_CONNECTIONS
+def test_at_the_cap_the_longest_waiting_connection_makes_room_and_is_told_why(home, daemons):
+    from chock.daemon.server import MAX_WAITING
 
     daemon = daemons.start()
     held = []
     try:
-        for _ in range(MAX_CONNECTIONS):
+        for _ in range(MAX_WAITING):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(str(daemon.socket))
-            held.append(sock)
-        # Each held connection greets, so it is surely being served by the time the next one comes.
-        for sock in held:
             sock.sendall(b"hello chock-control 1\n")
-        for sock in held:
             sock.settimeout(10)
-            assert sock.recv(100) == b"ok chock-control 1\n"
-        lines = exchange(daemon.socket, b"hello chock-control 1\n")
-        assert lines == [b"error refused too many connections; try again shortly\n"]
+            assert sock.recv(100) == b"ok chock-control 1\n"  # greeted, then silent: it holds a slot
+            held.append(sock)
+        # A client that finishes its request is served all the same…
+        assert exchange(daemon.socket, b"hello chock-control 1\nlist /nowhere\n") == [b"ok chock-control 1\n"]
+        # …and the connection that had waited longest was cut with the refusal, delivered before the close.
+        assert held[0].recv(200) == b"error refused too many connections; try again shortly\n"
+        assert held[0].recv(200) == b""
     finally:
         for sock in held:
             sock.close()
     wait_until(daemon.answers, 10, "the daemon to serve again")
+
+
+def test_300_trickling_clients_cannot_starve_the_daemon(home, daemons):
+    """Slowloris: clients that send a byte every few seconds are cut at the line bound (a whole request line
+    within LINE_SECONDS of its first byte), and a well-behaved client is served at once meanwhile."""
+    from chock.control.framing import LINE_SECONDS
+
+    daemon = daemons.start()
+    tricklers = []
+    try:
+        for _ in range(300):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(str(daemon.socket))
+            sock.sendall(b"hello chock-control 1\nli")  # greeted, and a request line begun
+            tricklers.append(sock)
+        began = time.monotonic()
+        for _ in range(3):
+            start = time.monotonic()
+            assert exchange(daemon.socket, b"hello chock-control 1\nlist /nowhere\n") == [b"ok chock-control 1\n"]
+            assert time.monotonic() - start < 3, "a well-behaved client waited"
+            for sock in tricklers:  # one more byte each, as a trickler does
+                with contextlib.suppress(OSError):
+                    sock.send(b"s")
+            time.sleep(1)
+        # The begun lines never finish: each trickler is cut at the bound, told so, and closed.
+        for sock in tricklers:
+            sock.settimeout(LINE_SECONDS + 10)
+            received = b""
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := sock.recv(4096):
+                    received += chunk
+            assert b"error " in received, received  # cut at the bound (or, at the cap, made room), and told why
+        assert time.monotonic() - began < LINE_SECONDS + 15
+    finally:
+        for sock in tricklers:
+            sock.close()
+    assert daemon.answers()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -291,14 +330,14 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
     assert not watch.closed.is_set()  # waiting, so still open
     rows = client.list(project)
     assert rows[0][1]["status"] == "waiting" and rows[0][1]["pending_approvals"] == 1
-    with pytest.raises(ControlError) as refused:
+    with pytest.raises(ProtocolError) as refused:
         client.answer(project, session_id, "no-such-request", True)
     assert refused.value.code == "not-pending"  # relayed from the session
-    with pytest.raises(ControlError) as owned:
+    with pytest.raises(ProtocolError) as owned:
         client.adopt(project, session_id)  # the child refuses a log someone holds; its words are relayed
     assert owned.value.code == "refused" and "running in another process" in owned.value.text
     other = make_project(project.parent / "other")
-    with pytest.raises(ControlError) as elsewhere:
+    with pytest.raises(ProtocolError) as elsewhere:
         client.answer(other, session_id, request_id, True)
     assert elsewhere.value.code == "not-found"
     client.answer(project, session_id, request_id, True)
@@ -309,7 +348,7 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
     assert (answer["answer"], answer["via"]) == ("yes", "socket")
     assert "approved-run" in next(e for e in events if e["type"] == "tool.result")["output"]
     # The session has gone: nobody can take an answer, and the daemon never says it was given.
-    with pytest.raises(ControlError) as unreachable:
+    with pytest.raises(ProtocolError) as unreachable:
         client.answer(project, session_id, request_id, False)
     assert unreachable.value.code == "unreachable"
 
@@ -317,14 +356,14 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
 def test_a_start_the_instance_refuses_is_error_refused_and_leaves_nothing(home, project, daemons, tmp_path):
     home.write_config('.{ .instances = .{ .demo = .{ .kind = "replay=nowhere.jsonl" } } }\n')
     daemon = daemons.start()
-    with pytest.raises(ControlError) as refused:
+    with pytest.raises(ProtocolError) as refused:
         daemon.client.start(project, "task")
     assert refused.value.code == "refused"
     assert "cannot be read" in refused.value.text and "chock:" not in refused.value.text
     replay_config(home, QUICK)
     plain = tmp_path / "plain"
     plain.mkdir()
-    with pytest.raises(ControlError) as not_git:
+    with pytest.raises(ProtocolError) as not_git:
         daemon.client.start(plain, "task")
     assert not_git.value.code == "refused" and "is not a git repository" in not_git.value.text
     sessions = home.layout.sessions_dir
@@ -417,14 +456,14 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         )
         wait_until(lambda: event_of(home, session_id, "tool.call"), what="the shell call")
         watch = Watch(client, project, session_id, 0)
-        with SessionSocketClient(home.layout.session_socket(session_id, "handover"), timeout=30) as handover:
-            handover.ask_handover()
+        with SessionClient(home.layout.session_socket(session_id, "handover"), HANDOVER, timeout=30) as handover:
+            handover.ask(HandoverRequest())
             while True:
-                reply = handover.read_line(30)
+                reply = handover.next_reply(30)
                 if type(reply).__name__ == "Ready":
                     break
                 assert type(reply).__name__ == "Busy", reply
-            handover.confirm()
+            handover.call(ConfirmRequest())
         assert terminal.wait(30) == 8
         wait_until(lambda: any(e["type"] == "session.end" for e in watch.events), what="the handover end")
         assert not watch.closed.is_set()  # a handover is not an end: the log goes on under the new owner
@@ -436,7 +475,7 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         assert events == home.events(session_id)
         assert [e["reason"] for e in events if e["type"] == "session.end"] == ["handover", "completed"]
         # A session is adopted only by naming its own project.
-        with pytest.raises(ControlError) as elsewhere:
+        with pytest.raises(ProtocolError) as elsewhere:
             client.adopt(make_project(project.parent / "elsewhere"), session_id)
         assert elsewhere.value.code == "not-found"
     finally:
@@ -481,8 +520,9 @@ def test_a_socket_path_past_the_platform_limit_is_a_clear_error(home, daemons):
     assert str(path) in stderr and "at most 107" in stderr
 
 
-def test_a_client_idle_for_30_s_before_its_verb_is_closed(home, daemons):
-    from chock.daemon.connection import IDLE_TIMEOUT
+def test_a_silent_client_is_closed_at_the_idle_bound_and_a_trickling_one_at_the_line_bound(home, daemons):
+    from chock.control.framing import LINE_SECONDS
+    from chock.daemon.connection import IDLE_SECONDS
 
     daemon = daemons.start()
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -492,12 +532,17 @@ def test_a_client_idle_for_30_s_before_its_verb_is_closed(home, daemons):
     trickle.connect(str(daemon.socket))
     trickle.sendall(b"hello chock-control 1\nlist /tm")
     started = time.monotonic()
-    for sock in (silent, trickle):
-        sock.settimeout(IDLE_TIMEOUT + 15)
+    for sock, bound, said in ((trickle, LINE_SECONDS, b"must arrive whole"), (silent, IDLE_SECONDS, b"no verb came")):
+        sock.settimeout(IDLE_SECONDS + 15)
         assert sock.recv(100) == b"ok chock-control 1\n"
-        assert sock.recv(100) == b""  # closed by the daemon, with nothing more said
+        if sock is trickle:
+            time.sleep(LINE_SECONDS / 2)
+            sock.sendall(b"p")  # a byte now and then does not move the line's deadline
+        refusal = sock.recv(200)
+        assert refusal.startswith(b"error bad-request ") and said in refusal, refusal
+        assert sock.recv(100) == b""  # then closed by the daemon
+        assert bound - 1 <= time.monotonic() - started <= bound + 5
         sock.close()
-    assert IDLE_TIMEOUT - 1 <= time.monotonic() - started <= IDLE_TIMEOUT + 10
     assert daemon.client.ping() == 1
 
 

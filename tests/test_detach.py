@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from chock.control.client import ControlClient, ControlError
+from chock.control.client import ControlClient
+from chock.control.framing import ProtocolError
 from tests.conftest import git
 from tests.fakes.wait import wait_until
 from tests.test_handover import terminal_session
@@ -189,7 +190,7 @@ def test_chock_approve_and_the_daemons_answer_verb_reach_the_same_socket(home, p
         os.waitpid(pid, 0)
         os.close(fd)
     second = _wait_for_event(home, session_id, "approval.request", lambda e: "second" in e["summary"])
-    with pytest.raises(ControlError) as stale:
+    with pytest.raises(ProtocolError) as stale:
         ControlClient(daemon.address).answer(str(project), session_id, "r1", True)
     assert stale.value.code == "not-pending"
     ControlClient(daemon.address).answer(str(project), session_id, second["request_id"], False)

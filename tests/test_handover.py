@@ -7,8 +7,9 @@ import os
 import subprocess
 import time
 
-from chock.control import protocol
-from chock.control.client import SessionSocketClient
+from chock.control import session_protocol as protocol
+from chock.control.client import SessionClient
+from chock.control.session_protocol import APPROVAL, HANDOVER, ConfirmRequest, HandoverRequest
 from tests.test_run import _wait_for_event, _wait_for_session
 
 SLOW_TURNS = [
@@ -19,12 +20,12 @@ SLOW_TURNS = [
 ]  # fmt: skip
 
 
-def _handover_client(home, session_id, timeout=30.0) -> SessionSocketClient:
+def _handover_client(home, session_id, timeout=30.0) -> SessionClient:
     path = home.layout.session_socket(session_id, "handover")
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return SessionSocketClient(path)
+            return SessionClient(path, HANDOVER)
         except Exception:
             if time.monotonic() > deadline:
                 raise
@@ -34,9 +35,9 @@ def _handover_client(home, session_id, timeout=30.0) -> SessionSocketClient:
 def _hand_over(home, session_id) -> None:
     """The whole exchange by hand: ask, read `ready` at the next turn boundary, confirm."""
     with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert isinstance(client.read_line(30), protocol.Ready)
-        client.confirm(30)
+        client.ask(HandoverRequest())
+        assert isinstance(client.next_reply(30), protocol.Ready)
+        client.call(ConfirmRequest(), 30)
 
 
 def terminal_session(home, project, entries, *args):
@@ -60,9 +61,9 @@ def test_a_confirmed_handover_ends_with_exit_8_and_adopt_carries_on_in_the_same_
     process, session_id = terminal_session(home, project, SLOW_TURNS)
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert isinstance(client.read_line(30), protocol.Ready)  # after the slow tool: a turn boundary
-        client.confirm(30)
+        client.ask(HandoverRequest())
+        assert isinstance(client.next_reply(30), protocol.Ready)  # after the slow tool: a turn boundary
+        client.call(ConfirmRequest(), 30)
     assert process.wait(30) == 8
     events = home.events(session_id)
     assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "handover"
@@ -91,8 +92,8 @@ def test_an_ask_that_is_never_confirmed_leaves_no_trace(home, project):
     _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     before = None
     with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert isinstance(client.read_line(30), protocol.Ready)
+        client.ask(HandoverRequest())
+        assert isinstance(client.next_reply(30), protocol.Ready)
         before = home.layout.log_path(session_id).read_bytes()
     # the client went away without `confirm`: the session carries on and completes in its own terminal
     assert process.wait(60) == 0
@@ -113,14 +114,14 @@ def test_background_work_is_named_busy_and_the_handover_waits_for_it(home, proje
     process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "background.start")
     with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert client.read_line(30) == protocol.Busy(1, 0)
+        client.ask(HandoverRequest())
+        assert client.next_reply(30) == protocol.Busy(1, 0)
         turns_before = len([e for e in home.events(session_id) if e["type"] == "turn.end"])
-        assert isinstance(client.read_line(30), protocol.Ready)
+        assert isinstance(client.next_reply(30), protocol.Ready)
         events = home.events(session_id)
         assert any(e["type"] == "background.end" and "bg-done" in e["output"] for e in events)
         assert len([e for e in events if e["type"] == "turn.end"]) > turns_before  # it kept working
-        client.confirm(30)
+        client.call(ConfirmRequest(), 30)
     assert process.wait(30) == 8
     adopted = home.chock("run", "--adopt", session_id, cwd=project)
     assert adopted.returncode == 0, adopted.stderr
@@ -139,9 +140,9 @@ def test_a_subagent_is_logged_with_its_result_and_holds_a_handover_as_busy(home,
     process, session_id = terminal_session(home, project, entries)
     _wait_for_event(home, session_id, "subagent.start")
     with _handover_client(home, session_id) as client:
-        client.ask_handover()
-        assert client.read_line(30) == protocol.Busy(0, 1)
-        assert isinstance(client.read_line(30), protocol.Ready)
+        client.ask(HandoverRequest())
+        assert client.next_reply(30) == protocol.Busy(0, 1)
+        assert isinstance(client.next_reply(30), protocol.Ready)
     # not confirmed: it completes by itself
     assert process.wait(60) == 0
     events = home.events(session_id)
@@ -166,7 +167,7 @@ def test_the_session_stays_single_threaded_and_answers_its_sockets_while_a_model
             session_id = _wait_for_session(home)
             _wait_for_event(home, session_id, "assistant.delta")
             assert os.listdir(f"/proc/{process.pid}/task") == [str(process.pid)]  # one thread
-            with SessionSocketClient(home.layout.session_socket(session_id, "approval")) as client:
+            with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as client:
                 assert client.pending() == []  # answered mid-stream
             assert process.wait(30) == 0
         finally:

@@ -138,7 +138,9 @@ def test_a_shell_call_sees_a_clean_environment_and_none_of_the_persons_files(hom
 
 
 def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
-    from chock.control.client import ControlError, SessionSocketClient
+    from chock.control.client import SessionClient
+    from chock.control.framing import ProtocolError
+    from chock.control.session_protocol import APPROVAL
 
     home.replay_instance([
         {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo approved-run"}}]},
@@ -150,11 +152,11 @@ def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
         session_id = _wait_for_session(home)
         socket_path = home.layout.session_socket(session_id, "approval")
         first = _wait_for_pending(socket_path)
-        with SessionSocketClient(socket_path) as client:
+        with SessionClient(socket_path, APPROVAL) as client:
             client.answer(first.request_id, True)
         second = _wait_for_pending(socket_path, not_id=first.request_id)
-        with SessionSocketClient(socket_path) as client:
-            with pytest.raises(ControlError, match="not waiting") as refused:
+        with SessionClient(socket_path, APPROVAL) as client:
+            with pytest.raises(ProtocolError, match="not waiting") as refused:
                 client.answer(first.request_id, False)  # answered already: the first answer won
             assert refused.value.code == "not-pending"
             client.answer(second.request_id, False)
@@ -182,12 +184,13 @@ def _wait_for_session(home, timeout=30.0) -> str:
 
 
 def _wait_for_pending(socket_path, not_id=None, timeout=30.0):
-    from chock.control.client import SessionSocketClient
+    from chock.control.client import SessionClient
+    from chock.control.session_protocol import APPROVAL
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with SessionSocketClient(socket_path) as client:
+            with SessionClient(socket_path, APPROVAL) as client:
                 for item in client.pending():
                     if item.request_id != not_id:
                         return item

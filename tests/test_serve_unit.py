@@ -19,12 +19,15 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from chock.control import protocol as p
-from chock.control.client import Address
+from chock.control import daemon_protocol as dp
+from chock.control.address import Address
+from chock.control.async_client import AsyncControlClient
+from chock.control.connection import NEED_DATA, ServerConnection
+from chock.control.framing import ProtocolError
+from chock.control.greeting import Greeted
 from chock.serve import api, fanout
 from chock.serve.app import make_app
 from chock.serve.guard import HostRule, _origin_matches, split_host
-from chock.serve.upstream import Daemon
 
 SID = "20261201-073450-a1b2c3"
 PROJECT = "/srv/project"
@@ -33,7 +36,7 @@ PROJECT = "/srv/project"
 class FakeDaemon:
     """A daemon on a unix socket: the greeting, then one verb per connection, over the real codec."""
 
-    def __init__(self, number: int = p.PROTOCOL) -> None:
+    def __init__(self, number: int = dp.PROTOCOL) -> None:
         self.number = number
         self.logs: dict[str, list[str]] = {}
         self.ended: set[str] = set()
@@ -77,26 +80,26 @@ class FakeDaemon:
         return {"id": session_id, "project": PROJECT, "status": status, "last_event_id": len(self.logs[session_id])}
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = p.ServerConnection(number=self.number)
+        connection = ServerConnection(dp.CONTROL, number=self.number)
         try:
             while True:
                 try:
                     item = connection.next_event()
-                except p.ProtocolError as error:
+                except ProtocolError as error:
                     writer.write(error.encode())
                     return
-                if item is None:
+                if item is NEED_DATA:
                     data = await reader.read(65536)
                     if not data:
                         return
                     connection.receive_data(data)
                     continue
-                if isinstance(item, p.Greeted):
+                if isinstance(item, Greeted):
                     writer.write(connection.greeting_reply())
                     continue
                 self.verbs.append(item.verb)
                 if item.verb in self.errors:
-                    writer.write(p.encode_error(*self.errors[item.verb]))
+                    writer.write(ProtocolError(*self.errors[item.verb]).encode())
                     return
                 await getattr(self, "_" + item.verb)(item, writer)
                 return
@@ -107,38 +110,38 @@ class FakeDaemon:
     def _known(self, session_id: str, writer: asyncio.StreamWriter) -> bool:
         if session_id in self.logs:
             return True
-        writer.write(p.encode_error("not-found", f"no session {session_id}"))
+        writer.write(ProtocolError("not-found", f"no session {session_id}").encode())
         return False
 
-    async def _list(self, request: p.ListRequest, writer: asyncio.StreamWriter) -> None:
+    async def _list(self, request: dp.ListRequest, writer: asyncio.StreamWriter) -> None:
         for session_id in self.logs:
-            writer.write(p.encode_list_row("2026-12-01T07:34:50.123Z", self.row(session_id)))
+            writer.write(dp.ListRow("2026-12-01T07:34:50.123Z", self.row(session_id)).encode())
 
-    async def _start(self, request: p.StartRequest, writer: asyncio.StreamWriter) -> None:
+    async def _start(self, request: dp.StartRequest, writer: asyncio.StreamWriter) -> None:
         self.append(SID, type="session.start", message=request.message)
-        writer.write(p.encode_started(SID, f"/state/sessions/{SID}/log.jsonl"))
+        writer.write(dp.Started(SID, f"/state/sessions/{SID}/log.jsonl").encode())
 
-    async def _read(self, request: p.ReadRequest, writer: asyncio.StreamWriter) -> None:
+    async def _read(self, request: dp.ReadRequest, writer: asyncio.StreamWriter) -> None:
         if self._known(request.session_id, writer):
             for line in self.logs[request.session_id][request.after :]:
-                writer.write(p.encode_event_line(line.encode()))
+                writer.write(dp.EventLine.raw(line.encode()))
 
-    async def _answer(self, request: p.AnswerRequest, writer: asyncio.StreamWriter) -> None:
+    async def _answer(self, request: dp.AnswerRequest, writer: asyncio.StreamWriter) -> None:
         self.answers.append((request.session_id, request.request_id, request.yes))
-        writer.write(p.encode_answered())
+        writer.write(dp.Answered().encode())
 
-    async def _watch(self, request: p.WatchRequest, writer: asyncio.StreamWriter) -> None:
+    async def _watch(self, request: dp.WatchRequest, writer: asyncio.StreamWriter) -> None:
         if not self._known(request.session_id, writer):
             return
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.watchers.setdefault(request.session_id, []).append(queue)
-        writer.write(p.encode_watch_header(self.row(request.session_id)))
+        writer.write(dp.WatchHeader(self.row(request.session_id)).encode())
         for line in self.logs[request.session_id][request.after :]:
-            writer.write(p.encode_event_line(line.encode()))
+            writer.write(dp.EventLine.raw(line.encode()))
         if request.session_id in self.ended:
             return
         while (line := await queue.get()) is not None:
-            writer.write(p.encode_event_line(line.encode()))
+            writer.write(dp.EventLine.raw(line.encode()))
             await writer.drain()
 
 
@@ -147,7 +150,7 @@ def run(test: Callable[..., Awaitable[None]], **fake: Any) -> None:
 
     async def main() -> None:
         async with FakeDaemon(**fake) as daemon:
-            app = make_app(Daemon(daemon.address, timeout=5), HostRule.of(["127.0.0.1"], []))
+            app = make_app(AsyncControlClient(daemon.address, timeout=5), HostRule.of(["127.0.0.1"], []))
             server = TestServer(app, host="127.0.0.1")
             await server.start_server()
             try:
@@ -230,7 +233,7 @@ def test_a_daemon_of_another_protocol_number_is_502_naming_both_numbers():
 def test_no_daemon_is_502_naming_the_address():
     async def main() -> None:
         address = Address(path="/tmp/nowhere-chock-test/d.sock")
-        server = TestServer(make_app(Daemon(address), HostRule.of(["127.0.0.1"], [])), host="127.0.0.1")
+        server = TestServer(make_app(AsyncControlClient(address), HostRule.of(["127.0.0.1"], [])), host="127.0.0.1")
         await server.start_server()
         try:
             async with aiohttp.ClientSession() as client:

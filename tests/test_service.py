@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chock.control.client import ControlClient, ControlError
+from chock.control.client import ControlClient
+from chock.control.framing import ProtocolError
 from tests.conftest import make_project
 from tests.fakes.systemd_user import user_manager
 from tests.fakes.wait import wait_until
@@ -108,5 +109,5 @@ def test_uninstall_removes_what_install_wrote(manager):
     removed = manager.run([CHOCK, "daemon", "uninstall"]).stdout
     assert "chock.socket" in removed
     assert not (manager.unit_dir / "chock.socket").exists()
-    with pytest.raises(ControlError):
+    with pytest.raises(ProtocolError):
         ControlClient(f"unix:{manager.home}/.local/state/chock/daemon.sock", timeout=2).ping()

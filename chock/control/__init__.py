@@ -1,9 +1,12 @@
-"""The control protocol (SPEC §6) and the session-socket lines (SPEC §5), shared by every end of every wire.
+"""The wires Chock speaks between its processes, sans-I/O on both ends (docs/protocol.md).
 
-`protocol` is the codec and does no I/O: names and numbers, bounds, error codes, field escaping, the line
-framer (`LineBuffer`) and a client's reader of reply lines over it (`ReplyReader`), the greeting, one typed
-request per verb with its parser and encoder, the reply encoders and decoders, and `ServerConnection` for
-the daemon's and the session's side of a connection. `client` is the one blocking client built on it, and
-the only place here that touches a socket: addresses, `connect()` / `ControlClient` for the daemon,
-`SessionSocketClient` for a session's approval.sock and handover.sock.
+- `framing`           error codes, bounds, field escaping and the line framer every wire shares
+- `message`           requests, replies and `LineProtocol`, the table of one kind of socket
+- `greeting`          the numbered greeting every connection opens with
+- `daemon_protocol`   the control protocol `chock daemon` serves: its verbs, requests and replies
+- `session_protocol`  a session's own approval.sock and handover.sock
+- `connection`        `ServerConnection` and `ClientConnection`: every rule of an exchange, bytes in, events out
+- `address`           where a daemon listens, as a person writes it
+- `client`            the blocking pumps every command uses (`ControlClient`, `SessionClient`)
+- `async_client`      the asyncio pump serve uses (`AsyncControlClient`)
 """

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chock.control.protocol import ErrorCode, ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
 from chock.log.reader import owner_alive
 from chock.paths import Layout, ensure_dir, new_session_id

@@ -1,10 +1,16 @@
-"""One connection to the daemon: the peer check, the greeting, one verb, and a clean close (SPEC §6).
+"""One connection to the daemon, from accept to close (docs/protocol.md#bounds).
 
-"One connection = the greeting + one verb." Everything read goes through the codec's framer, so a line
-is bounded (256 KiB for `start`, 8 KiB for anything else) before more than the bound is held; a line
-that is not UTF-8, or holds a NUL, is `bad-request`; a client that sends half a line and goes away is
-simply dropped. Nothing a client does on its connection reaches any other connection: each runs on its own
-thread with its own buffer, and every failure ends there.
+"One connection = the greeting + one verb." Until its request is whole, a connection lives in the main
+thread's selector loop and holds no thread: its bytes go through the codec's `ServerConnection`, a line must
+arrive whole within LINE_SECONDS of its first byte, and a connection that says nothing for IDLE_SECONDS before
+its verb is closed — so a client that trickles a byte at a time holds a slot for seconds, not a day. The short
+verbs (`list`, `read`) are answered from the same loop, their reply produced chunk by chunk as the socket takes
+it; the others (`start`, `adopt`, `answer`, `watch`) get a thread of their own with a blocking socket, since
+they wait on a child, a session socket or a growing log.
+
+Every close says what there is to say first: a refusal or a reply is written, the daemon stops writing, and
+reads (and drops) what the client still sends for LINGER_SECONDS, so closing never resets a connection whose
+last line the client has not read yet.
 """
 
 from __future__ import annotations
@@ -13,78 +19,42 @@ import contextlib
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 
-from chock.control.protocol import ErrorCode, Greeted, ProtocolError, ServerConnection
+from chock.control.connection import NEED_DATA, ServerConnection
+from chock.control.daemon_protocol import CONTROL
+from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
+from chock.control.greeting import Greeted
+from chock.control.message import Request
 from chock.daemon.context import Daemon
 from chock.daemon.listeners import Listener
-from chock.daemon.verbs import VERBS, ClientGone, Reply
+from chock.daemon.verbs import INLINE, VERBS, ClientGone, Reply
 from chock.platform.peer import peer_uid
 
-# SPEC §6: "Idle read timeout 30 s before a verb." A client that greets and then says nothing, or trickles
-# half a line, holds its thread this long at most.
-IDLE_TIMEOUT = 30.0
+# A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
+IDLE_SECONDS = 30.0
 
-# After the reply, the daemon stops writing and reads what the client still sends (for at most this long,
-# and this much), so closing never resets a connection whose last reply the client has not read yet.
+# After the reply, what the client still sends is read and dropped for at most this long and this much.
 LINGER_SECONDS = 1.0
 LINGER_BYTES = 256 * 1024
 
+# A client that takes nothing of its reply for this long is gone.
+SEND_SECONDS = 30.0
+
 READ_SIZE = 64 * 1024
 
-
-def serve(daemon: Daemon, sock: socket.socket, listener: Listener) -> None:
-    """Serve one accepted connection to its end; the caller has counted it open."""
-    try:
-        _serve(daemon, sock, listener)
-    except Exception as error:  # never let one connection's failure reach the accept loop
-        daemon.status.error("connection", error)
-        daemon.status.count("internal")
-        traceback.print_exc(file=sys.stderr)
-    finally:
-        _close(sock)
-        daemon.closed()
+# The phases of a connection in the selector loop.
+READING = "reading"  # greeting and request
+WRITING = "writing"  # an inline reply, or a refusal
+LINGERING = "lingering"  # written and shut for writing; draining until the client closes
+THREADED = "threaded"  # handed to a thread with its verb
 
 
-def _serve(daemon: Daemon, sock: socket.socket, listener: Listener) -> None:
-    status = daemon.status
-    sock.settimeout(IDLE_TIMEOUT)
-    if listener.checks_peer:
-        refusal = _peer_refusal(sock)
-        if refusal is not None:
-            status.count("forbidden")
-            _send(sock, refusal.encode())
-            return
-    connection = ServerConnection()
-    try:
-        request = _read_request(sock, connection)
-    except ProtocolError as error:
-        status.count("errors")
-        _send(sock, error.encode())
-        return
-    if request is None:
-        status.count("dropped")
-        return
-    try:
-        VERBS[request.verb](daemon, Reply(sock), request)
-    except ProtocolError as error:
-        status.count("errors")
-        _send(sock, error.encode())
-    except ClientGone:
-        status.count("dropped")
-    except Exception as error:
-        status.error(request.verb, error)
-        status.count("internal")
-        traceback.print_exc(file=sys.stderr)
-        _send(sock, ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}").encode())
-    else:
-        status.count("served")
-
-
-def _peer_refusal(sock: socket.socket) -> ProtocolError | None:
-    """`forbidden` unless the kernel names the peer and it is us (seed: "an absent answer is never a
-    permissive answer")."""
+def peer_refusal(sock: socket.socket) -> ProtocolError | None:
+    """`forbidden` unless the kernel names the peer and it is us: an absent answer is never a permissive one."""
     uid = peer_uid(sock)
     ours = os.getuid()
     if uid == ours:
@@ -96,39 +66,249 @@ def _peer_refusal(sock: socket.socket) -> ProtocolError | None:
     return ProtocolError(ErrorCode.FORBIDDEN, text)
 
 
-def _read_request(sock: socket.socket, connection: ServerConnection):
-    """The greeting, answered, then the one request; None when the client went away or stayed idle.
+class InlineReply(Reply):
+    """The write side of a connection answered from the selector loop: bytes queue up, a producer is drained
+    as the socket takes it."""
 
-    Raises the ProtocolError the client is to be told (a greeting refused, a line too large, malformed).
-    """
-    while True:
-        event = connection.next_event()
-        if event is None:
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def send(self, data: bytes) -> None:
+        self._connection.out += data
+
+    def buffer(self, data: bytes) -> None:
+        self._connection.out += data
+
+    def flush(self) -> None:
+        pass
+
+    def stream(self, chunks: Iterator[bytes]) -> None:
+        self._connection.producer = chunks
+
+
+class Connection:
+    """One accepted socket in the selector loop: what it has read, what it owes, and its next deadline."""
+
+    def __init__(self, daemon: Daemon, sock: socket.socket, listener: Listener, now: float) -> None:
+        self.daemon = daemon
+        self.sock = sock
+        self.listener = listener
+        self.opened = now
+        self.phase = READING
+        self.codec = ServerConnection(CONTROL)
+        self.out = bytearray()
+        self.producer: Iterator[bytes] | None = None
+        self.request: Request | None = None
+        self.deadline = now + min(IDLE_SECONDS, LINE_SECONDS)  # the greeting is sent at once
+        self._lingered = 0
+
+    @property
+    def wants_write(self) -> bool:
+        return self.phase == WRITING
+
+    # Events from the loop -------------------------------------------------------------------------------------
+
+    def refuse(self, error: ProtocolError, now: float, counter: str = "errors") -> None:
+        """Answer with one error line, then close the way every reply closes."""
+        self.daemon.status.count(counter)
+        self.out = bytearray(error.encode())
+        self.producer = None
+        self._write_phase(now)
+
+    def readable(self, now: float) -> Request | None:
+        """Read what arrived; returns the request once it is whole (to be answered inline or in a thread)."""
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return None
+        except OSError:
+            data = b""
+        if self.phase == LINGERING:
+            self._lingered += len(data)
+            if not data or self._lingered >= LINGER_BYTES:
+                self.close()
+            return None
+        if self.phase != READING:
+            return None  # one verb per connection: what else the client sends is not read
+        if not data:
+            self.daemon.status.count("dropped")  # end of file, perhaps mid-line: a request cut short is none
+            self.close()
+            return None
+        was_mid_line = self.codec.mid_line and b"\n" not in data
+        self.codec.receive_data(data)
+        while True:
             try:
-                data = sock.recv(READ_SIZE)
-            except (TimeoutError, OSError):
+                event = self.codec.next_event()
+            except ProtocolError as error:
+                self.refuse(error, now)
                 return None
-            if not data:
-                return None  # end of file, perhaps mid-line: a request cut short is no request
-            connection.receive_data(data)
-            continue
-        if isinstance(event, Greeted):
-            if not _send(sock, connection.greeting_reply()):
-                return None
-            continue
-        return event
+            if event is NEED_DATA:
+                break
+            if isinstance(event, Greeted):
+                self.out += self.codec.greeting_reply()
+                self.flush()
+                self.deadline = now + IDLE_SECONDS
+                continue
+            self.request = event  # type: ignore[assignment]
+            return self.request
+        if self.codec.mid_line and not was_mid_line and self.codec.greeted:
+            self.deadline = min(self.deadline, now + LINE_SECONDS)  # the request line began: whole within the bound
+        return None
 
+    def answer_inline(self, now: float) -> None:
+        """Run the verb here: its reply is queued (and produced) for the loop to write."""
+        request = self.request
+        assert request is not None
+        try:
+            VERBS[request.verb](self.daemon, InlineReply(self), request)
+        except ProtocolError as error:
+            self.refuse(error, now)
+            return
+        except Exception as error:
+            self._failed(request.verb, error)
+            self.refuse(
+                ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}"), now, "internal"
+            )
+            return
+        self.daemon.status.count("served")
+        self._write_phase(now)
 
-def _send(sock: socket.socket, data: bytes) -> bool:
-    try:
-        sock.sendall(data)
+    def writable(self, now: float) -> None:
+        """Write what the socket takes; refill from the producer; when all is written, linger."""
+        while True:
+            if not self.out and self.producer is not None:
+                try:
+                    chunk = next(self.producer, None)
+                except OSError:
+                    chunk = None  # the log went away mid-read: the reply ends where it got to
+                if chunk is None:
+                    self.producer = None
+                else:
+                    self.out += chunk
+            if not self.out:
+                break
+            try:
+                sent = self.sock.send(self.out)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close()
+                return
+            if sent == 0:
+                return
+            del self.out[:sent]
+            self.deadline = now + SEND_SECONDS
+        if self.producer is None:
+            self._linger(now)
+
+    def expired(self, now: float) -> bool:
+        """The connection's deadline passed: it is cut (or, lingering, simply closed). True when closed."""
+        if now < self.deadline or self.phase == THREADED:
+            return False
+        if self.phase == READING:
+            self.daemon.status.count("dropped")
+            if self.codec.mid_line:
+                text = f"a request line must arrive whole within {LINE_SECONDS:g} s of its first byte"
+            else:
+                text = f"no verb came within {IDLE_SECONDS:g} s"
+            self.out = bytearray(ProtocolError(ErrorCode.BAD_REQUEST, text).encode())
+            self.flush()
+        self.close()
         return True
-    except OSError:
-        return False
+
+    # Helpers ----------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write what the socket takes now, without waiting (a greeting, a last word before a close)."""
+        try:
+            sent = self.sock.send(self.out)
+        except OSError:
+            return
+        del self.out[:sent]
+
+    def _write_phase(self, now: float) -> None:
+        self.phase = WRITING
+        self.deadline = now + SEND_SECONDS
+        self.writable(now)
+
+    def _linger(self, now: float) -> None:
+        if self.phase == LINGERING:
+            return
+        self.phase = LINGERING
+        self.deadline = now + LINGER_SECONDS
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def _failed(self, verb: str, error: Exception) -> None:
+        self.daemon.status.error(verb, error)
+        traceback.print_exc(file=sys.stderr)
+
+    def close(self) -> None:
+        if self.phase == "closed":
+            return
+        self.phase = "closed"
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.daemon.closed()
+
+    @property
+    def closed(self) -> bool:
+        return self.phase == "closed"
+
+    def hand_to_thread(self) -> bool:
+        """Answer the verb in a thread of its own; False when no thread can be had (the caller refuses)."""
+        self.phase = THREADED
+        self.sock.setblocking(True)
+        thread = threading.Thread(target=self._serve_threaded, name=f"verb-{self.request.verb}", daemon=True)  # type: ignore[union-attr]
+        try:
+            thread.start()
+        except RuntimeError as error:
+            self.sock.setblocking(False)
+            self.phase = READING
+            self.daemon.status.error("thread", error)
+            return False
+        return True
+
+    def _serve_threaded(self) -> None:
+        request = self.request
+        assert request is not None
+        sock = self.sock
+        try:
+            sock.settimeout(SEND_SECONDS)
+            try:
+                if self.out:  # what the loop could not write at once (the greeting's answer)
+                    sock.sendall(self.out)
+                VERBS[request.verb](self.daemon, Reply(sock), request)
+            except ProtocolError as error:
+                self.daemon.status.count("errors")
+                _send(sock, error.encode())
+            except ClientGone:
+                self.daemon.status.count("dropped")
+            except Exception as error:
+                self._failed(request.verb, error)
+                self.daemon.status.count("internal")
+                _send(sock, ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}").encode())
+            else:
+                self.daemon.status.count("served")
+            _linger_blocking(sock)
+        except Exception as error:  # never let one connection's failure reach anything else
+            self._failed(request.verb, error)
+        finally:
+            self.close()
 
 
-def _close(sock: socket.socket) -> None:
-    """Stop writing, read (and drop) what the client still sends for a moment, then close."""
+def inline(request: Request) -> bool:
+    """Whether the selector loop answers this verb itself (a short verb whose reply it can produce)."""
+    return request.verb in INLINE
+
+
+def _send(sock: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(data)
+
+
+def _linger_blocking(sock: socket.socket) -> None:
+    """Stop writing, read (and drop) what the client still sends for a moment; the caller closes."""
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_WR)
     deadline = time.monotonic() + LINGER_SECONDS
@@ -143,4 +323,3 @@ def _close(sock: socket.socket) -> None:
             if not data:
                 break
             drained += len(data)
-    sock.close()

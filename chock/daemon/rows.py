@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from chock.control.protocol import encode_list_row
+from chock.control.daemon_protocol import ListRow
 from chock.log.catalog import session_ids
 from chock.log.fold import SessionState, fold
 from chock.log.reader import owner_alive, read_events
@@ -41,8 +41,8 @@ class Entry:
         self.row_alive: dict[str, Any] = state.row(True)
         self.row_dead: dict[str, Any] = state.row(False)
         # The `list` reply line for each, encoded once per fold.
-        self.line_alive = encode_list_row(state.started_at, self.row_alive)
-        self.line_dead = encode_list_row(state.started_at, self.row_dead)
+        self.line_alive = ListRow(state.started_at, self.row_alive).encode()
+        self.line_dead = ListRow(state.started_at, self.row_dead).encode()
 
     def row(self, alive: bool) -> dict[str, Any]:
         return self.row_alive if alive else self.row_dead

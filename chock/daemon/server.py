@@ -1,13 +1,14 @@
-"""`chock daemon`: the lifecycle (SPEC §6 "Listeners", "Daemon hygiene"; SPEC §7).
+"""`chock daemon`: the lifecycle (docs/architecture.md#the-daemon).
 
-`run()` checks the options, takes `daemon.lock` (one daemon per state dir), opens the listeners under
-it, says READY=1 once every one of them serves, and accepts until SIGINT or SIGTERM (or `--idle-exit`):
-then it stops accepting, says STOPPING=1, closes the listeners (removing only a socket it bound itself)
-and exits 0. Sessions keep running: they are `chock run` children in their own process groups (or scope
-units), and the next daemon finds them in the state dir.
+`run()` checks the options, takes `daemon.lock` (one daemon per state dir), opens the listeners under it, says
+READY=1 once every one of them serves, and serves until SIGINT or SIGTERM (or `--idle-exit`): then it stops
+accepting, says STOPPING=1, closes the listeners (removing only a socket it bound itself) and exits 0.
+Sessions keep running: they are `chock run` children in their own process groups (or scope units), and the
+next daemon finds them in the state dir.
 
-The main thread runs the accept loop and the housekeeping (reaping children on SIGCHLD, watchdog pings,
-the status record, the idle clock); each connection has its own thread.
+The main thread runs one selector loop: it accepts, reads every connection's greeting and request under the
+bounds of `chock.daemon.connection`, answers the short verbs itself, hands the long ones to a thread each, and
+does the housekeeping (reaping children on SIGCHLD, watchdog pings, the status record, the idle clock).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import selectors
 import signal
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 
-from chock.control.protocol import PROTOCOL, ErrorCode, ProtocolError
-from chock.daemon import connection, listeners, service
+from chock.control.daemon_protocol import PROTOCOL
+from chock.control.framing import ErrorCode, ProtocolError
+from chock.daemon import listeners, service
 from chock.daemon.children import Children
+from chock.daemon.connection import READING, Connection, inline, peer_refusal
 from chock.daemon.context import Daemon
 from chock.daemon.listeners import Listener
 from chock.daemon.lock import DaemonLock
@@ -35,9 +37,13 @@ from chock.daemon.watch import Hub
 from chock.errors import UsageError
 from chock.paths import Layout, ensure_dir
 
-# Connections open at once, watches included. Each is a thread holding at most one bounded line, so the
-# cap bounds what a flood of clients can make the daemon hold; past it a connection is told so and closed.
-MAX_CONNECTIONS = 256
+# Connections still sending their request, each holding at most one bounded line and no thread. At the cap,
+# the one that has waited longest is cut to make room, so clients that have not finished a request cannot
+# hold the daemon's slots for long (each is cut at its own deadline anyway).
+MAX_WAITING = 256
+
+# Connections answered in a thread (start, adopt, answer, watch): past this a verb is told to come back.
+MAX_THREADED = 256
 
 # The main loop's longest sleep: how late a reaped child, an idle exit or a status update may be.
 TICK = 0.5
@@ -89,6 +95,7 @@ class Server:
         )
         self.daemon = Daemon(layout, status, children, Rows(layout), Hub(layout))
         self.listeners: list[Listener] = []
+        self._connections: set[Connection] = set()  # those the selector loop owns (not handed to a thread)
         self._stopping: str | None = None
 
     # Listeners ------------------------------------------------------------------------------------------
@@ -141,6 +148,8 @@ class Server:
             reason = self._stopping or "error"
             with contextlib.suppress(Exception):
                 service.notify("STOPPING=1")
+            for connection in list(self._connections):
+                connection.close()
             selector.close()
             self._close_listeners()
             self._wait_for_verbs()
@@ -158,17 +167,24 @@ class Server:
         next_ping = time.monotonic()
         last_status = 0.0
         while self._stopping is None:
-            for key, _ in selector.select(tick):
+            now = time.monotonic()
+            soonest = min((c.deadline for c in self._connections), default=now + tick)
+            for key, events in selector.select(max(0.0, min(tick, soonest - now))):
                 if key.data is None:
                     with contextlib.suppress(OSError):
                         while wake_r.recv(4096):
                             pass
+                elif isinstance(key.data, Connection):
+                    self._serve(selector, key.data, events)
                 else:
-                    self._accept(key.data)
+                    self._accept(selector, key.data)
             if self._stopping is not None:
                 return
-            self.daemon.children.reap()
             now = time.monotonic()
+            for connection in [c for c in self._connections if c.deadline <= now]:
+                if connection.expired(now):
+                    self._forget(selector, connection)
+            self.daemon.children.reap()
             if watchdog and now >= next_ping:
                 service.notify("WATCHDOG=1")
                 next_ping = now + watchdog / 2
@@ -179,7 +195,7 @@ class Server:
                 self._update_status()
                 last_status = now
 
-    def _accept(self, listener: Listener) -> None:
+    def _accept(self, selector: selectors.BaseSelector, listener: Listener) -> None:
         daemon, status = self.daemon, self.daemon.status
         while True:
             try:
@@ -192,20 +208,65 @@ class Server:
                     time.sleep(0.05)  # out of descriptors: let connections finish instead of spinning
                 return
             status.count("accepted")
-            if daemon.active >= MAX_CONNECTIONS:
-                status.count("too_many")
-                _refuse(sock, ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly"))
-                continue
+            sock.setblocking(False)
+            now = time.monotonic()
             daemon.opened()
-            thread = threading.Thread(
-                target=connection.serve, args=(daemon, sock, listener), name="connection", daemon=True
-            )
-            try:
-                thread.start()
-            except RuntimeError as error:  # no thread to be had: refuse this one
-                daemon.closed()
-                status.error("accept", error)
-                _refuse(sock, ProtocolError(ErrorCode.REFUSED, "the daemon cannot take more connections now"))
+            connection = Connection(daemon, sock, listener, now)
+            self._connections.add(connection)
+            selector.register(sock, selectors.EVENT_READ, connection)
+            refusal = peer_refusal(sock) if listener.checks_peer else None
+            if refusal is not None:
+                connection.refuse(refusal, now, "forbidden")
+            elif len(self._waiting()) > MAX_WAITING:
+                oldest = min(self._waiting(), key=lambda c: c.opened)
+                oldest.refuse(
+                    ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly"), now, "too_many"
+                )
+                self._settle(selector, oldest)
+            self._settle(selector, connection)
+
+    def _waiting(self) -> list[Connection]:
+        return [c for c in self._connections if c.phase == READING]
+
+    def _serve(self, selector: selectors.BaseSelector, connection: Connection, events: int) -> None:
+        now = time.monotonic()
+        if events & selectors.EVENT_WRITE and connection.wants_write:
+            connection.writable(now)
+        if events & selectors.EVENT_READ and not connection.closed:
+            request = connection.readable(now)
+            if request is not None:
+                if inline(request):
+                    connection.answer_inline(now)
+                elif self.daemon.active - len(self._connections) >= MAX_THREADED:
+                    refusal = ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly")
+                    connection.refuse(refusal, now, "too_many")
+                else:
+                    selector.unregister(connection.sock)
+                    self._connections.discard(connection)
+                    if not connection.hand_to_thread():
+                        self._connections.add(connection)
+                        selector.register(connection.sock, selectors.EVENT_READ, connection)
+                        refusal = ProtocolError(ErrorCode.REFUSED, "the daemon cannot take more connections now")
+                        connection.refuse(refusal, now, "too_many")
+                    else:
+                        return
+        self._settle(selector, connection)
+
+    def _settle(self, selector: selectors.BaseSelector, connection: Connection) -> None:
+        """After an event: forget a closed connection, or watch for what it waits on now."""
+        if connection.closed:
+            self._forget(selector, connection)
+            return
+        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.wants_write else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            if selector.get_key(connection.sock).events != mask:
+                selector.modify(connection.sock, mask, connection)
+
+    def _forget(self, selector: selectors.BaseSelector, connection: Connection) -> None:
+        self._connections.discard(connection)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            selector.unregister(connection.sock)
+        connection.close()
 
     def _wait_for_verbs(self) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE
@@ -243,11 +304,3 @@ class Server:
 
 def _nothing(_signum: int, _frame: object) -> None:
     """SIGCHLD's handler: its only job is to wake the loop (through the wakeup fd) to reap."""
-
-
-def _refuse(sock: socket.socket, error: ProtocolError) -> None:
-    with contextlib.suppress(OSError):
-        sock.setblocking(False)
-        sock.send(error.encode())
-    with contextlib.suppress(OSError):
-        sock.close()

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from chock.control.protocol import PROTOCOL
+from chock.control.daemon_protocol import PROTOCOL
 from chock.log.events import timestamp
 from chock.paths import FILE_MODE
 

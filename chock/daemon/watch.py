@@ -29,7 +29,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from chock.control.protocol import encode_watch_header
+from chock.control.daemon_protocol import WatchHeader
 from chock.log.events import MAX_EVENT_BYTES, decode
 from chock.log.fold import SessionState
 from chock.log.reader import offset_after, owner_alive
@@ -230,7 +230,7 @@ class Follower:
             if self.closed:
                 return None
             alive = False if self.state.ended else owner_alive(self.path)
-            header = encode_watch_header(self.state.row(alive))
+            header = WatchHeader(self.state.row(alive)).encode()
             backlog = (self._offset, self._offset)
             if after < self.last_id:
                 with open(self.path, "rb") as handle:

@@ -32,11 +32,12 @@ from typing import Any
 
 from aiohttp import web
 
-from chock.control import protocol as p
-from chock.control.client import ControlError
+from chock.control import daemon_protocol as dp
+from chock.control.async_client import AsyncControlClient
+from chock.control.client import expect
+from chock.control.framing import MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
 from chock.paths import SESSION_ID_RE
 from chock.serve.fanout import Hub, Subscriber, sse_event, sse_message
-from chock.serve.upstream import Daemon, DaemonUnreachable
 
 # SPEC §8: "a `:` comment heartbeat every 15 s" keeps proxies (nginx's proxy_read_timeout is 60 s) and
 # idle-connection reapers from closing a quiet stream while a model thinks, and tells a browser the
@@ -56,17 +57,17 @@ _NUMBER_RE = re.compile(r"[0-9]{1,19}")
 # answer (the session is not running there): a conflict with the session's state, not a gateway failure.
 # The codes that mean the daemon and serve cannot understand each other are 502, like no daemon at all.
 ERROR_STATUS = {
-    p.ErrorCode.NOT_FOUND: 404,
-    p.ErrorCode.BAD_REQUEST: 400,
-    p.ErrorCode.FORBIDDEN: 403,
-    p.ErrorCode.REFUSED: 422,
-    p.ErrorCode.NOT_PENDING: 409,
-    p.ErrorCode.UNREACHABLE: 409,
-    p.ErrorCode.TOO_LARGE: 413,
-    p.ErrorCode.PROTOCOL: 502,
-    p.ErrorCode.GREETING: 502,
-    p.ErrorCode.UNKNOWN_VERB: 502,
-    p.ErrorCode.INTERNAL: 502,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.BAD_REQUEST: 400,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.REFUSED: 422,
+    ErrorCode.NOT_PENDING: 409,
+    ErrorCode.UNREACHABLE: 409,
+    ErrorCode.TOO_LARGE: 413,
+    ErrorCode.PROTOCOL: 502,
+    ErrorCode.GREETING: 502,
+    ErrorCode.UNKNOWN_VERB: 502,
+    ErrorCode.INTERNAL: 502,
 }
 
 
@@ -87,7 +88,7 @@ class Activity:
 
 @dataclass
 class State:
-    daemon: Daemon
+    daemon: AsyncControlClient
     hub: Hub
     activity: Activity
 
@@ -95,8 +96,8 @@ class State:
 STATE: web.AppKey[State] = web.AppKey("chock", State) if hasattr(web, "AppKey") else "chock"  # type: ignore[assignment]
 
 
-def error_response(error: ControlError) -> web.Response:
-    if isinstance(error, DaemonUnreachable):
+def error_response(error: ProtocolError) -> web.Response:
+    if isinstance(error, Unreachable):
         status = 502
     else:
         status = ERROR_STATUS.get(error.code, 502)
@@ -117,7 +118,7 @@ async def control_errors(
     state.activity.begin()
     try:
         return await handler(request)
-    except ControlError as error:
+    except ProtocolError as error:  # the daemon's refusal, or a request the codec refused before sending it
         return error_response(error)
     finally:
         state.activity.end()
@@ -144,7 +145,7 @@ def _project_query(request: web.Request) -> str:
 
 
 def _number(name: str, value: str) -> int:
-    if not _NUMBER_RE.fullmatch(value) or int(value) > p.MAX_EVENT_ID:
+    if not _NUMBER_RE.fullmatch(value) or int(value) > MAX_EVENT_ID:
         raise _refuse(400, f"{name} must be a whole number from 0 (got {value[:40]!r})")
     return int(value)
 
@@ -177,21 +178,23 @@ async def _body(request: web.Request, *names: str) -> dict[str, Any]:
 
 async def list_sessions(request: web.Request) -> web.Response:
     project = _project_query(request)
-    rows = await request.app[STATE].daemon.list(project)
+    stream = await request.app[STATE].daemon.stream(dp.ListRequest(project))
+    rows = [expect(line, dp.ListRow).row async for line in stream]
     return web.json_response({"project": project, "sessions": rows})
 
 
 async def start_session(request: web.Request) -> web.Response:
     body = await _body(request, "project", "message")
-    session_id = await request.app[STATE].daemon.start(body["project"], body["message"])
-    return web.json_response({"id": session_id}, status=201)
+    started = await request.app[STATE].daemon.call(dp.StartRequest(body["project"], body["message"]))
+    # The browser gets the id alone: nothing serve says names a path.
+    return web.json_response({"id": expect(started, dp.Started).session_id}, status=201)
 
 
 async def session_events(request: web.Request) -> web.Response:
     session_id = _session_id(request)
     after = _after(request)
-    events = await request.app[STATE].daemon.read(session_id, after)
-    lines = [event.line.encode("utf-8") async for event in events]
+    events = await request.app[STATE].daemon.stream(dp.ReadRequest(session_id, after))
+    lines = [expect(event, dp.EventLine).line.encode("utf-8") async for event in events]
     # The log's own JSON, unchanged, inside the envelope.
     return web.Response(body=b'{"events": [' + b", ".join(lines) + b"]}", content_type="application/json")
 
@@ -206,7 +209,7 @@ async def answer(request: web.Request) -> web.Response:
         yes = False
     else:
         raise _refuse(400, 'the answer must be "yes" or "no"')
-    await request.app[STATE].daemon.answer(body["project"], session_id, body["request_id"], yes)
+    await request.app[STATE].daemon.call(dp.AnswerRequest(body["project"], session_id, body["request_id"], yes))
     return web.json_response({"answered": True, "answer": "yes" if yes else "no"})
 
 
@@ -214,7 +217,7 @@ async def health(request: web.Request) -> web.Response:
     daemon = request.app[STATE].daemon
     try:
         number = await daemon.ping()
-    except ControlError as error:
+    except ProtocolError as error:
         response = error_response(error)
         body = {"ok": False, "daemon": str(daemon.address), "error": str(error.code), "message": error.text}
         return web.json_response(body, status=response.status)
@@ -254,7 +257,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
             await _follow(response, subscriber, sent)
     except ConnectionResetError:
         pass  # the browser went away: nothing to tell anyone
-    except ControlError:
+    except ProtocolError:
         # A catch-up read failed halfway: end the stream here, without `end`, so the browser comes back
         # from the last event it has rather than skip the ones the read did not deliver.
         pass
@@ -263,14 +266,15 @@ async def watch(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _catch_up(response: web.StreamResponse, daemon: Daemon, session_id: str, after: int) -> int:
+async def _catch_up(response: web.StreamResponse, daemon: AsyncControlClient, session_id: str, after: int) -> int:
     """Events after `after` from the daemon's `read`, for a subscriber the feed's buffer does not reach."""
     sent = after
     batch: list[bytes] = []
     size = 0
     try:
-        events = await daemon.read(session_id, after)
-        async for event in events:
+        events = await daemon.stream(dp.ReadRequest(session_id, after))
+        async for line in events:
+            event = expect(line, dp.EventLine)
             if event.id <= sent:
                 continue
             sent = event.id

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from aiohttp import web, web_runner, web_server
 
-from chock.control.client import resolve_address
+from chock.control.address import resolve_address
+from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
 from chock.serve import api, listeners
 from chock.serve.fanout import Hub
 from chock.serve.guard import HostRule, make_guard
-from chock.serve.upstream import Daemon
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -68,7 +68,7 @@ async def _security_headers(request: web.Request, handler):  # type: ignore[no-u
     return response
 
 
-def make_app(daemon: Daemon, rule: HostRule) -> web.Application:
+def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     app = web.Application(
         middlewares=[make_guard(rule), _security_headers, api.control_errors], client_max_size=MAX_BODY
     )
@@ -159,7 +159,7 @@ def run(
         else:
             bound = [listeners.bind_unix(socket_path or layout.serve_socket)]
     try:
-        return asyncio.run(_serve(make_app(Daemon(address), rule), bound, idle_exit, str(address)))
+        return asyncio.run(_serve(make_app(AsyncControlClient(address), rule), bound, idle_exit, str(address)))
     finally:
         for listener in bound:
             listener.remove()

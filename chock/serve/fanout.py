@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from chock.control import protocol as p
-from chock.control.client import ControlError
-from chock.serve.upstream import Daemon, DaemonUnreachable, Event, Watch
+from chock.control.async_client import AsyncControlClient, AsyncStream
+from chock.control.daemon_protocol import EventLine, WatchHeader, WatchRequest
+from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 
 # How many recent events a feed keeps for browsers that join late or come back. A page reloaded in the
 # middle of a busy session is typically a few hundred events behind; anything older is read from the
@@ -53,7 +53,7 @@ LINGER = 10.0
 _OVER = frozenset({"ended", "handed-over", "abandoned"})
 
 
-def sse_event(event: Event) -> bytes:
+def sse_event(event: EventLine) -> bytes:
     """`id: N` and `data: <the log's own JSON>`: JSON never holds a raw CR or LF, so one data line."""
     return b"id: %d\ndata: %s\n\n" % (event.id, event.line.encode("utf-8"))
 
@@ -101,9 +101,10 @@ class Subscriber:
 class Feed:
     """One open upstream `watch` of one session, shared by every subscriber of that session."""
 
-    def __init__(self, key: tuple[str, str], watch: Watch, after: int, forget: Callable[[Feed], None]) -> None:
+    def __init__(self, key: tuple[str, str], watch: AsyncStream, after: int, forget: Callable[[Feed], None]) -> None:
+        assert isinstance(watch.header, WatchHeader)
         self.key = key
-        self.row = watch.row
+        self.row = watch.header.row
         self._watch = watch
         self._forget = forget
         self._buffer: deque[tuple[int, bytes]] = deque()
@@ -112,7 +113,7 @@ class Feed:
         self.last = after
         self._subscribers: set[Subscriber] = set()
         # Whether the latest span of the session (SPEC §4: a start or adopt up to its end) has ended.
-        self._over = watch.row.get("status") in _OVER
+        self._over = self.row.get("status") in _OVER
         self.closed = False
         self._linger: asyncio.TimerHandle | None = None
         self._task = asyncio.get_running_loop().create_task(self._pump())
@@ -161,13 +162,14 @@ class Feed:
     async def _pump(self) -> None:
         final = False
         try:
-            async for event in self._watch.events():
+            async for event in self._watch:
+                assert isinstance(event, EventLine)
                 if event.id <= self.last:
                     continue  # never twice, whatever the upstream does
                 if event.id != self.last + 1:
                     # SPEC §4: ids increase by exactly 1. A hole upstream ends this feed (not the session):
                     # the browsers come back and the next feed starts from the last id they have.
-                    raise ControlError(p.ErrorCode.PROTOCOL, f"the daemon skipped from event {self.last} to {event.id}")
+                    raise ProtocolError(ErrorCode.PROTOCOL, f"the daemon skipped from event {self.last} to {event.id}")
                 self.last = event.id
                 kind = event.event.get("type")
                 if kind in ("session.start", "session.adopt"):
@@ -187,7 +189,7 @@ class Feed:
             # 30 s after a handover end nobody adopted; a daemon that stopped closes it too, and then the
             # latest span is still open, so the browsers reconnect instead of being told it is over.
             final = self._over
-        except ControlError as error:
+        except ProtocolError as error:
             print(f"chock serve: the watch of {self.key[1]} ended: {error.text}", file=sys.stderr, flush=True)
         except Exception as error:  # a bug here must end this feed's streams, never leave them hanging
             print(f"chock serve: the watch of {self.key[1]} failed: {error!r}", file=sys.stderr, flush=True)
@@ -205,7 +207,7 @@ class Feed:
 class Hub:
     """The open feeds, by (project, session id): found, or opened once however many browsers ask at once."""
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: AsyncControlClient) -> None:
         self.daemon = daemon
         self._feeds: dict[tuple[str, str], Feed] = {}
         self._opening: dict[tuple[str, str], asyncio.Future[Feed]] = {}
@@ -226,10 +228,10 @@ class Hub:
             opening = asyncio.get_running_loop().create_future()
             self._opening[key] = opening
             try:
-                watch = await self.daemon.watch(project, session_id, after)
+                watch = await self.daemon.stream(WatchRequest(project, session_id, after), idle_timeout=None)
             except (Exception, asyncio.CancelledError) as error:
                 if isinstance(error, asyncio.CancelledError):  # the browser that asked first went away
-                    error = DaemonUnreachable(f"the watch of {session_id} was dropped before the daemon answered")
+                    error = Unreachable(f"the watch of {session_id} was dropped before the daemon answered")
                 opening.set_exception(error)
                 opening.exception()  # retrieved: nobody else may be waiting for it
                 raise

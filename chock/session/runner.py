@@ -11,6 +11,7 @@ The conversation a model sees is therefore always the fold of the log, exactly w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -19,13 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
 from chock.log.events import Event, cut
 from chock.log.fold import SessionState
 from chock.log.writer import SessionLog
 from chock.providers import Provider, Reply, TextDelta, ToolCall
 from chock.session import tools, workspace
+from chock.session.approvals import Approvals
+from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.sandbox import Sandbox
+from chock.session.sockets import SessionSockets
 from chock.session.tools.tool import ToolRefused
 
 # assistant.delta events are coalesced (SPEC §4): one event per this many seconds of streamed text.
@@ -66,10 +71,12 @@ class Session:
         self.provider = provider
         self.settings = settings
         self._render = render
-        self._answers: dict[str, asyncio.Future[tuple[str, str]]] = {}
         self._work: dict[str, asyncio.Task[None]] = {}  # background commands and subagents by handle
-        self._wake = asyncio.Event()  # background work ended, or a handover ask arrived
-        self.handover: Any = None  # the open ask of handover.sock (chock.session.sockets.HandoverAsk)
+        self._wake = asyncio.Event()  # background work ended, or the handover changed
+        self._answered = asyncio.Event()  # an approval request was answered
+        self.approvals = Approvals(on_answer=lambda request_id: self._answered.set())
+        self.handover = Handover()
+        self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self._wake.set)
 
     # The log ------------------------------------------------------------------------------------------
 
@@ -83,9 +90,7 @@ class Session:
 
     async def run(self, *, call_model_first: bool) -> int:
         """Run turns until the task is done; log how it ended and return the exit code."""
-        from chock.session import sockets
-
-        servers = await sockets.serve(self)
+        await self.sockets.start()
         try:
             await self._turns(call_model_first)
             commit = workspace.finish(
@@ -108,7 +113,7 @@ class Session:
         finally:
             for task in self._work.values():
                 task.cancel()
-            await sockets.close(servers, ended=self.state.end_reason or "ended")
+            await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
 
     def _end_abnormally(self, reason: str, code: int, error: str) -> None:
@@ -139,22 +144,28 @@ class Session:
             call_model = True
 
     async def turn_boundary(self) -> None:
-        """Between turns: the only place a handover ask is answered (SPEC §5)."""
-        if self.handover is not None:
-            await self.handover.at_boundary(self)
-
-    def outstanding(self) -> tuple[int, int]:
-        return len(self.state.background), len(self.state.subagents)
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def record_handover(self) -> None:
-        """A confirmed handover: log the end and let go of the lock (the socket then sends `released`)."""
+        """Between turns: the only place a handover ask is answered (docs/architecture.md#detach)."""
+        handover = self.handover
+        if not handover.open:
+            return
+        said = handover.at_boundary(len(self.state.background), len(self.state.subagents))
+        if said is not None:
+            await self.sockets.tell_asker(said)
+        if handover.state != READY:
+            return
+        asker = handover.asker
+        while not handover.settle():
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), handover.seconds_left())
+        if handover.state != CONFIRMED:
+            # Dropped: the asker went away or never confirmed. Nothing about the session changes.
+            self.sockets.dismiss_asker(asker)
+            return
         self.emit("session.end", reason="handover", exit_code=EXIT_HANDED_OVER)
         self.log.release()
-
-    def finish_handover(self) -> None:
+        handover.released()
+        await self.sockets.tell_asker(Released())
         raise HandedOver
 
     # The model ----------------------------------------------------------------------------------------
@@ -258,8 +269,7 @@ class Session:
             if policy == "deny":
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
-        future: asyncio.Future[tuple[str, str]] = asyncio.get_running_loop().create_future()
-        self._answers[request_id] = future
+        self.approvals.open(request_id, call.name, summary)
         self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id)
         prompt = None
         if self.settings.interactive:
@@ -267,30 +277,21 @@ class Session:
 
             def answered_at_terminal(task: asyncio.Task[str | None]) -> None:
                 if not task.cancelled() and task.result() is not None:
-                    self.answer(request_id, task.result(), "terminal")
+                    self.approvals.answer(request_id, task.result(), "terminal")
 
             prompt.add_done_callback(answered_at_terminal)
         try:
-            answer, via = await future
+            while not self.approvals.answered(request_id):
+                self._answered.clear()
+                await self._answered.wait()
+            answer, via = self.approvals.take(request_id)
         finally:
-            self._answers.pop(request_id, None)
+            self.approvals.withdraw(request_id)
             if prompt is not None:
                 prompt.cancel()
         self.emit("approval.answer", request_id=request_id, answer=answer, via=via)
         if answer != "yes":
             raise ToolRefused("the person declined this command")
-
-    def pending(self) -> list[dict[str, Any]]:
-        """Requests still waiting for an answer, for `pending` on approval.sock."""
-        return [self.state.pending_approvals[rid] for rid in self._answers if rid in self.state.pending_approvals]
-
-    def answer(self, request_id: str, answer: str, via: str) -> bool:
-        """First answer wins; False when the id is not waiting (or already answered)."""
-        future = self._answers.get(request_id)
-        if future is None or future.done():
-            return False
-        future.set_result((answer, via))
-        return True
 
 
 async def _terminal_answer(question: str) -> str | None:

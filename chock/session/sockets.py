@@ -1,8 +1,15 @@
-"""The session's own sockets, served by its one loop: approval.sock and handover.sock (SPEC §5).
+"""A session's own sockets, approval.sock and handover.sock, served by its one loop (docs/protocol.md#session-sockets).
 
-They carry questions and answers and never a log write: the session writes the log. Both open with
-`hello chock-session 1` and take several requests on one connection; a session that ends while a client
-waits sends `ended <reason>` and closes.
+They carry questions and answers and never a log write: the session writes its log. Every rule of a line and
+of the greeting is `chock.control.connection.ServerConnection`'s; what a request does is the approvals
+registry's and the handover machine's (`chock.session.approvals`, `chock.session.handover`), both handed in,
+so this module knows nothing of the session loop that owns it. A session that ends while a client waits sends
+`ended <reason>` and closes.
+
+Bounds: only our own uid is served; each socket takes at most MAX_CONNECTIONS at once (the one past it is told
+so, then closed); a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not
+greeted within LINE_SECONDS, or that sits idle between requests for IDLE_SECONDS (`chock approve` waits while a
+person decides), is closed. A client waiting for an answer the session owes it (a handover ask) is never idle.
 """
 
 from __future__ import annotations
@@ -11,178 +18,177 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from chock.control import protocol
-from chock.control.protocol import ProtocolError
+from chock.control import session_protocol as sp
+from chock.control.connection import NEED_DATA, ServerConnection
+from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
+from chock.control.greeting import Greeted
+from chock.control.message import LineProtocol, Reply, Request
 from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
+from chock.session.approvals import Approvals
+from chock.session.handover import Handover, HandoverRefused
 
-if TYPE_CHECKING:
-    from chock.session.runner import Session
-
-# After `ready` the session waits this long for `confirm`; then the ask is dropped and it carries on.
-CONFIRM_WAIT_SECONDS = 30.0
-# A connection that has not greeted within this long is closed (the control protocol's idle bound).
-GREETING_WAIT_SECONDS = 30.0
+# A person answering at `chock approve` may take a while; a connection idle longer than this is closed.
+IDLE_SECONDS = 15 * 60.0
+# Connections each socket serves at once: a person's few terminals and the daemon's relays.
+MAX_CONNECTIONS = 16
 READ_SIZE = 4096
-# Errors after which a connection cannot go on: the framer drops everything after a too-large line.
-_FATAL = frozenset({"too-large", "protocol", "greeting"})
 
 
-class HandoverAsk:
-    """One open `handover` ask: answered only at a turn boundary, confirmed by the client, or dropped."""
+class _Client:
+    """One connection: its writer, its protocol state, and whether the session owes it an answer."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, protocol: LineProtocol) -> None:
         self.writer = writer
-        self.confirmed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.ready_sent = False
-        self._last_busy: tuple[int, int] | None = None
+        self.connection = ServerConnection(protocol)
+        self.owed = False  # a handover ask waits for the session's turn boundary
 
-    def drop(self) -> None:
-        if not self.confirmed.done():
-            self.confirmed.set_result(False)
-
-    async def at_boundary(self, session: Session) -> None:
-        counts = session.outstanding()
-        if any(counts):
-            # Work that lives in this process would be lost; name it and keep the ask open (seed 000).
-            if counts != self._last_busy:
-                self._last_busy = counts
-                await _send(self.writer, protocol.Busy(*counts).encode())
-            return
-        self.ready_sent = await _send(self.writer, protocol.Ready().encode())
+    async def send(self, data: bytes) -> bool:
+        """Write and drain; False when the client has gone (which never disturbs the session)."""
         try:
-            confirmed = self.ready_sent and await asyncio.wait_for(asyncio.shield(self.confirmed), CONFIRM_WAIT_SECONDS)
-        except TimeoutError:
-            confirmed = False
-        if not confirmed:  # the client went away or never confirmed: nothing about the session changes
-            session.handover = None
+            self.writer.write(data)
+            await self.writer.drain()
+            return True
+        except (ConnectionError, RuntimeError):
+            return False
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
             self.writer.close()
+
+
+class SessionSockets:
+    def __init__(
+        self, paths: dict[str, Path], approvals: Approvals, handover: Handover, changed: Callable[[], None]
+    ) -> None:
+        self._paths = paths
+        self._approvals = approvals
+        self._handover = handover
+        self._changed = changed  # the session loop looks at the handover again
+        self._servers: list[asyncio.AbstractServer] = []
+        self._owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
+        self._clients: dict[str, set[_Client]] = {"approval": set(), "handover": set()}
+
+    async def start(self) -> None:
+        """Listen on both sockets; a stale socket file at either path is ours to replace (we hold the lock)."""
+        for kind, protocol in (("approval", sp.APPROVAL), ("handover", sp.HANDOVER)):
+            path = self._paths[kind]
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            previous = os.umask(0o177)  # the socket is born 0600; the process is single-threaded
+            try:
+                server = await asyncio.start_unix_server(
+                    lambda r, w, kind=kind, protocol=protocol: self._serve(kind, protocol, r, w), path=str(path)
+                )
+            finally:
+                os.umask(previous)
+            self._servers.append(server)
+            info = os.lstat(path)
+            self._owned.append(Owned(Path(path), info.st_dev, info.st_ino))
+
+    async def tell_asker(self, reply: Reply) -> bool:
+        """Send the handover asker what the machine said (`busy`, `ready`, `released`); False if it is gone."""
+        asker = self._handover.asker
+        return isinstance(asker, _Client) and await asker.send(reply.encode())
+
+    def dismiss_asker(self, asker: object) -> None:
+        """Close the connection of an ask that was dropped: the client reads that nothing was handed over."""
+        if isinstance(asker, _Client):
+            asker.close()
+
+    async def close(self, *, ended: str) -> None:
+        """Tell every waiting client how the session ended, close, and remove our socket files."""
+        for server in self._servers:
+            server.close()
+        for clients in self._clients.values():
+            for client in list(clients):
+                await client.send(sp.Ended(ended).encode())
+                client.close()
+        for owned in self._owned:
+            owned.remove()
+
+    # One connection ----------------------------------------------------------------------------------------
+
+    async def _serve(
+        self, kind: str, protocol: LineProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        client = _Client(writer, protocol)
+        sock: socket.socket | None = writer.get_extra_info("socket")
+        if sock is None or not is_own_user(sock):
+            await client.send(ProtocolError(ErrorCode.FORBIDDEN, "this session serves only its own user").encode())
+            client.close()
             return
-        session.record_handover()
-        await _send(self.writer, protocol.Released().encode())
-        self.writer.close()
-        session.finish_handover()
-
-
-class _Servers:
-    def __init__(self) -> None:
-        self.servers: list[asyncio.AbstractServer] = []
-        self.owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
-        self.writers: set[asyncio.StreamWriter] = set()
-
-
-async def serve(session: Session) -> _Servers:
-    """Listen on both sockets; a stale socket file at either path is ours to replace (we hold the lock)."""
-    servers = _Servers()
-    for kind, verbs in (("approval", protocol.APPROVAL_VERBS), ("handover", protocol.HANDOVER_VERBS)):
-        path = session.settings.sockets[kind]
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        previous = os.umask(0o177)  # the socket is born 0600; the process is single-threaded
+        clients = self._clients[kind]
+        if len(clients) >= MAX_CONNECTIONS:
+            refusal = f"this session's {kind} socket serves {MAX_CONNECTIONS} connections at once; try again shortly"
+            await client.send(ProtocolError(ErrorCode.REFUSED, refusal).encode())
+            client.close()
+            return
+        clients.add(client)
         try:
-            server = await asyncio.start_unix_server(
-                lambda r, w, verbs=verbs: _connection(session, servers, verbs, r, w), path=str(path)
-            )
+            await self._exchange(client, reader)
+        except (TimeoutError, ConnectionError):
+            pass
         finally:
-            os.umask(previous)
-        servers.servers.append(server)
-        info = os.lstat(path)
-        servers.owned.append(Owned(Path(path), info.st_dev, info.st_ino))
-    return servers
+            clients.discard(client)
+            if self._handover.asker is client:  # the asker went away: the ask is dropped, nothing changes
+                self._handover.drop(client)
+                self._changed()
+            client.close()
 
-
-async def close(servers: _Servers, *, ended: str) -> None:
-    """Tell every waiting client how the session ended, close, and remove our socket files."""
-    for server in servers.servers:
-        server.close()
-    for writer in list(servers.writers):
-        await _send(writer, protocol.Ended(ended).encode())
-        writer.close()
-    for owned in servers.owned:
-        owned.remove()
-
-
-async def _connection(
-    session: Session, servers: _Servers, verbs: frozenset[str],
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-) -> None:  # fmt: skip
-    sock: socket.socket | None = writer.get_extra_info("socket")
-    if sock is None or not is_own_user(sock):
-        await _send(writer, ProtocolError("forbidden", "this session serves only its own user").encode())
-        writer.close()
-        return
-    servers.writers.add(writer)
-    connection = protocol.ServerConnection(protocol.SESSION_NAME, verbs=verbs)
-    ask: HandoverAsk | None = None
-    try:
+    async def _exchange(self, client: _Client, reader: asyncio.StreamReader) -> None:
+        connection = client.connection
+        loop = asyncio.get_running_loop()
+        line_deadline = loop.time() + LINE_SECONDS  # the greeting is a line that starts at once
         while True:
-            timeout = None if connection.greeted else GREETING_WAIT_SECONDS
+            if connection.mid_line or not connection.greeted:
+                timeout = line_deadline - loop.time()
+            else:
+                timeout = None if client.owed else IDLE_SECONDS
             data = await asyncio.wait_for(reader.read(READ_SIZE), timeout)
             if not data:
                 return
+            was_mid_line = connection.mid_line and b"\n" not in data
             connection.receive_data(data)
             while True:
                 try:
                     event = connection.next_event()
                 except ProtocolError as error:
-                    # One bad line gets its error and the connection serves the next request (SPEC §5:
-                    # several requests on one connection); a line past the bound or a bad greeting ends it.
-                    if not await _send(writer, error.encode()) or error.code in _FATAL or not connection.greeted:
+                    # One bad line gets its error and the connection serves the next request; a line past the
+                    # bound or a bad greeting ends it.
+                    if not await client.send(error.encode()) or connection.fatal(error):
                         return
                     continue
-                if event is None:
+                if event is NEED_DATA:
                     break
-                reply, ask = _handle(session, connection, event, ask, writer)
-                if reply and not await _send(writer, reply):
+                reply = self._handle(client, event)  # type: ignore[arg-type]
+                if reply and not await client.send(reply):
                     return
-    except (TimeoutError, ConnectionError):
-        pass
-    finally:
-        if ask is not None:  # the asker went away: the ask is dropped and the session carries on unchanged
-            ask.drop()
-            if session.handover is ask:
-                session.handover = None
-        servers.writers.discard(writer)
-        writer.close()
+            if connection.mid_line and not was_mid_line:
+                line_deadline = loop.time() + LINE_SECONDS
 
-
-def _handle(
-    session: Session, connection: protocol.ServerConnection, event: Any, ask: HandoverAsk | None,
-    writer: asyncio.StreamWriter,
-) -> tuple[bytes, HandoverAsk | None]:  # fmt: skip
-    if isinstance(event, protocol.Greeted):
-        return connection.greeting_reply(), ask
-    if isinstance(event, protocol.PendingRequest):
-        items = [protocol.PendingItem(p["request_id"], p["tool"], p["summary"]).encode() for p in session.pending()]
-        return b"".join(items) + protocol.PendingEnd().encode(), ask
-    if isinstance(event, protocol.SessionAnswerRequest):
-        if session.answer(event.request_id, "yes" if event.yes else "no", "socket"):
-            return protocol.Answered().encode(), ask
-        return ProtocolError("not-pending", f"{event.request_id} is not waiting for an answer").encode(), ask
-    if isinstance(event, protocol.HandoverRequest):
-        if session.handover is not None:
-            return ProtocolError("refused", "another handover ask is already open").encode(), ask
-        ask = HandoverAsk(writer)
-        session.handover = ask
-        session.wake()
-        return b"", ask
-    if isinstance(event, protocol.ConfirmRequest):
-        if ask is None or not ask.ready_sent:
-            return ProtocolError("bad-request", "confirm comes after the session said ready").encode(), ask
-        if not ask.confirmed.done():
-            ask.confirmed.set_result(True)
-        return b"", ask
-    return ProtocolError("unknown-verb", "this socket does not serve that").encode(), ask
-
-
-async def _send(writer: asyncio.StreamWriter, data: bytes) -> bool:
-    """Write and drain; False when the client has gone (which never disturbs the session)."""
-    try:
-        writer.write(data)
-        await writer.drain()
-        return True
-    except (ConnectionError, RuntimeError):
-        return False
+    def _handle(self, client: _Client, event: Greeted | Request) -> bytes:
+        """The reply to send now for one event (empty when the answer comes later, at a turn boundary)."""
+        if isinstance(event, Greeted):
+            return client.connection.greeting_reply()
+        if isinstance(event, sp.PendingRequest):
+            items = [sp.PendingItem(item.request_id, item.tool, item.summary) for item in self._approvals.pending()]
+            return b"".join(item.encode() for item in items) + sp.PendingEnd().encode()
+        if isinstance(event, sp.SessionAnswerRequest):
+            if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
+                return sp.Answered().encode()
+            return ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer").encode()
+        try:
+            if isinstance(event, sp.HandoverRequest):
+                self._handover.ask(client)
+                client.owed = True
+            elif isinstance(event, sp.ConfirmRequest):
+                self._handover.confirm(client)
+        except HandoverRefused as refusal:
+            code = ErrorCode.REFUSED if isinstance(event, sp.HandoverRequest) else ErrorCode.BAD_REQUEST
+            return ProtocolError(code, str(refusal)).encode()
+        self._changed()
+        return b""

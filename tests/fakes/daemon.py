@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chock.control.client import ControlClient, ControlError
+from chock.control.client import ControlClient
+from chock.control.framing import ProtocolError
 from chock.log.reader import owner_alive
 from tests.fakes.wait import wait_until
 
@@ -63,7 +64,7 @@ class Daemon:
             raise AssertionError(f"the daemon exited {self.process.returncode}: {self.stderr}")
         try:
             return self.client.ping() == 1
-        except ControlError:
+        except ProtocolError:
             return False
 
     def stop(self, sig: int = signal.SIGTERM) -> int:

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chock.control import protocol
-from chock.control.client import Address, ControlClient, ControlError, SessionEnded, SessionSocketClient
+from chock.control.address import Address
+from chock.control.client import ControlClient, NoAnswer, SessionClient
+from chock.control.framing import ProtocolError, Unreachable
+from chock.control.session_protocol import HANDOVER, Busy, ConfirmRequest, Ended, HandoverRequest, Ready
 from chock.errors import ChockError
 from chock.log import catalog
 from chock.paths import Layout, check_session_id
@@ -79,52 +81,56 @@ def detach(
     daemon = ControlClient(address, timeout=min(wait, 10.0))
     try:
         daemon.ping()
-    except ControlError:
+    except ProtocolError:
         raise DetachFailed(
             f"no daemon answers at {address}; the session keeps running here, unchanged. Start one with "
             "`chock daemon` (or `systemctl --user start chock.socket`) and detach again"
         ) from None
 
     try:
-        client = SessionSocketClient(layout.session_socket(session_id, "handover"), timeout=wait)
-    except ControlError as error:
+        client = SessionClient(layout.session_socket(session_id, "handover"), HANDOVER, timeout=wait)
+    except ProtocolError as error:
         raise DetachFailed(f"session {session_id} cannot be asked: {error}") from None
     with client:
-        client.ask_handover()
+        client.ask(HandoverRequest())
         say(f"asked session {session_id} to hand over at its next turn boundary…")
         held = (0, 0)
-        while True:
-            try:
-                reply = client.read_line(wait)
-            except TimeoutError:
-                raise DetachFailed(_still_holding(session_id, wait, held)) from None
-            except SessionEnded as ended:
-                raise DetachFailed(f"session {session_id} ended ({ended.reason}) while it was asked") from None
-            if reply is None:
-                raise DetachFailed(f"session {session_id} closed its handover socket; it was not handed over")
-            if isinstance(reply, protocol.Ended):
-                raise DetachFailed(f"session {session_id} ended ({reply.reason}) while it was asked")
-            if isinstance(reply, protocol.Busy):
+        while not isinstance(reply := _next(client, session_id, wait, held), Ready):
+            if isinstance(reply, Busy):
                 held = (reply.background, reply.subagents)
                 say(f"session {session_id} holds {_work(held)}; it hands over once that is recorded…")
-                continue
-            if isinstance(reply, protocol.Ready):
-                break
-            raise DetachFailed(f"session {session_id} answered the handover with {reply}")
+            else:
+                raise DetachFailed(f"session {session_id} answered the handover with {reply}")
         try:
-            client.confirm(wait)
-        except ControlError as error:
+            client.call(ConfirmRequest(), timeout=wait)  # `released`: the session let go of the log's lock
+        except ProtocolError as error:
             raise DetachFailed(f"session {session_id} did not confirm the handover: {error}") from None
 
     say(f"session {session_id} let go; the daemon is taking it…")
     try:
         adopted, log_path = ControlClient(address, timeout=wait).adopt(project, session_id)
-    except ControlError as error:
+    except ProtocolError as error:
         raise DetachFailed(
             f"session {session_id} handed over, but the daemon at {address} did not take it ({error}); "
             f"take it back with `chock run --continue {session_id}`"
         ) from None
     return Detached(adopted, log_path)
+
+
+def _next(client: SessionClient, session_id: str, wait: float, held: tuple[int, int]) -> object:
+    """The session's next answer to the ask; every way it can fail to come is a DetachFailed that says what
+    still holds (the session keeps running, unchanged)."""
+    try:
+        reply = client.next_reply(wait)
+    except NoAnswer:
+        raise DetachFailed(_still_holding(session_id, wait, held)) from None
+    except Unreachable:
+        raise DetachFailed(f"session {session_id} closed its handover socket; it was not handed over") from None
+    except ProtocolError as error:
+        raise DetachFailed(f"session {session_id} cannot be asked: {error}") from None
+    if isinstance(reply, Ended):
+        raise DetachFailed(f"session {session_id} ended ({reply.reason}) while it was asked")
+    return reply
 
 
 def _work(held: tuple[int, int]) -> str:

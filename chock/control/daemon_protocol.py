@@ -1,0 +1,298 @@
+"""The control protocol `chock daemon` serves: its verbs, each a request and its reply (docs/protocol.md).
+
+    hello chock-control 1                        -> ok chock-control 1
+    start <project>\\t<message>                   -> ok <session id>\\t<log path>
+    adopt <project>\\t<session id>                -> ok <session id>\\t<log path>
+    read <session id> <last event id>            -> event lines (the log's own JSON), then close
+    list <project>                               -> <started at>\\t<row JSON> per session, oldest first, then close
+    watch <project>\\t<session id>\\t<last id>     -> ok <row JSON>, then event lines as the log grows, then close
+    answer <project>\\t<session id>\\t<request id>\\t<yes|no>   -> ok answered
+
+One connection carries the greeting and one verb. `<last event id>` means "I already have this one": the
+reply starts after it. Text fields are escaped; JSON (a row, an event) goes on the line as it is — JSON never
+holds a raw TAB or LF, and it comes last on its line, so no TAB inside it can be mistaken for a separator.
+"""
+
+from __future__ import annotations
+
+import json
+
+from chock.control import framing as f
+from chock.control.message import Bare, LineProtocol, Reply, Request
+
+CONTROL_NAME = "chock-control"
+PROTOCOL = 1
+
+# `start` and `adopt` reply once the child holds the log's lock and has logged its first event; before that
+# the child checks its instance, its credential (a keystore call may take 30 s) and bwrap, and may be placed in
+# a scope over D-Bus. A client waits twice the slowest of those, so the daemon's answer — even `error refused`
+# — arrives before the client gives up.
+SPAWN_SECONDS = 120.0
+
+# --------------------------------------------------------------------------------------------------------
+# Replies
+
+
+def _dumps(value: dict[str, object]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _json_object(text: str) -> dict[str, object] | None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Started(Reply):
+    """`ok <session id>\\t<log path>`: the reply to `start` and `adopt`, once the child holds the log."""
+
+    __slots__ = ("log_path", "session_id")
+    WHAT = "ok <session id>\\t<log path>"
+
+    def __init__(self, session_id: str, log_path: str) -> None:
+        self.session_id = session_id
+        self.log_path = log_path
+
+    def encode(self) -> bytes:
+        return f.reply_line(f"ok {f.reply_field(self.session_id)}\t{f.reply_field(self.log_path)}")
+
+    @classmethod
+    def decode(cls, line: str) -> Started | None:
+        if not line.startswith("ok "):
+            return None
+        session_id, tab, path = line[3:].partition("\t")
+        try:
+            path = f.unescape(path)
+            return cls(f.session_id(session_id), path) if tab and path else None
+        except f.ProtocolError:
+            return None
+
+
+class EventLine(Reply):
+    """One event of `read` or `watch`: the log's own line, passed through byte for byte.
+
+    `line` is the JSON text (without its `\\n`), `event` the parsed object, `id` its event id. The daemon
+    builds one from a log line it never parses (`raw`); a client decodes and checks it.
+    """
+
+    __slots__ = ("event", "id", "line")
+    WHAT = "an event (a JSON object with an id)"
+
+    def __init__(self, line: str, event: dict[str, object], event_id: int) -> None:
+        self.line = line
+        self.event = event
+        self.id = event_id
+
+    @staticmethod
+    def raw(line: bytes) -> bytes:
+        """A log line as a reply line, unchanged (its `\\n` added if missing)."""
+        return line if line.endswith(b"\n") else line + b"\n"
+
+    def encode(self) -> bytes:
+        return self.line.encode("utf-8") + b"\n"
+
+    @classmethod
+    def decode(cls, line: str) -> EventLine | None:
+        event = _json_object(line)
+        if event is None:
+            return None
+        event_id = event.get("id")
+        if type(event_id) is not int or event_id < 1:
+            return None
+        return cls(line, event, event_id)
+
+
+class ListRow(Reply):
+    """`<started at>\\t<row JSON>`: one session of `list`."""
+
+    __slots__ = ("row", "started_at")
+    WHAT = "<started at>\\t<row JSON>"
+
+    def __init__(self, started_at: str, row: dict[str, object]) -> None:
+        self.started_at = started_at
+        self.row = row
+
+    def encode(self) -> bytes:
+        return self.line(self.started_at, _dumps(self.row))
+
+    @staticmethod
+    def line(started_at: str, row_json: str) -> bytes:
+        """The reply line for a row already in JSON (the daemon encodes each row once and keeps it)."""
+        return f.reply_line(f"{f.reply_field(started_at)}\t{row_json}")
+
+    @classmethod
+    def decode(cls, line: str) -> ListRow | None:
+        started_at, tab, text = line.partition("\t")
+        row = _json_object(text) if tab else None
+        if row is None:
+            return None
+        try:
+            return cls(f.unescape(started_at), row)
+        except f.ProtocolError:
+            return None
+
+
+class WatchHeader(Reply):
+    """`ok <row JSON>`: the first line of `watch`, the session's row as the watch began."""
+
+    __slots__ = ("row",)
+    WHAT = "ok <row JSON>"
+
+    def __init__(self, row: dict[str, object]) -> None:
+        self.row = row
+
+    def encode(self) -> bytes:
+        return f.reply_line(f"ok {_dumps(self.row)}")
+
+    @classmethod
+    def decode(cls, line: str) -> WatchHeader | None:
+        row = _json_object(line[3:]) if line.startswith("ok ") else None
+        return None if row is None else cls(row)
+
+
+class Answered(Bare):
+    """`ok answered`: the session took the answer (the daemon's `answer` and a session's approval socket)."""
+
+    __slots__ = ()
+    LINE = "ok answered"
+    WHAT = "`ok answered`"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Requests
+
+
+class StartRequest(Request):
+    """`start <project>\\t<message>` -> `ok <session id>\\t<log path>`."""
+
+    __slots__ = ("message", "project")
+    ATTRS = ("project", "message")
+    verb = "start"
+    FIELDS = ("project", "message")
+    LIMIT = f.MAX_MESSAGE_LINE
+    REPLY = Started
+    WAIT = SPAWN_SECONDS
+
+    def __init__(self, project: str, message: str) -> None:
+        self.project = f.absolute_project(project)
+        self.message = f.text("message", message)
+
+
+class AdoptRequest(Request):
+    """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`: carry a handed-over session on."""
+
+    __slots__ = ("project", "session_id")
+    ATTRS = ("project", "session_id")
+    verb = "adopt"
+    FIELDS = ("project", "session id")
+    REPLY = Started
+    WAIT = SPAWN_SECONDS
+
+    def __init__(self, project: str, session_id: str) -> None:
+        self.project = f.absolute_project(project)
+        self.session_id = f.session_id(session_id)
+
+
+class ReadRequest(Request):
+    """`read <session id> <last event id>` -> the log's lines after that id, then close.
+
+    The one request whose fields are separated by a space (neither can hold one).
+    """
+
+    __slots__ = ("after", "session_id")
+    ATTRS = ("session_id", "after")
+    verb = "read"
+    FIELDS = ("session id", "last event id")
+    SEPARATOR = " "
+    ITEM = EventLine
+
+    def __init__(self, session_id: str, after: int = 0) -> None:
+        self.session_id = f.session_id(session_id)
+        self.after = f.event_id("the last event id", after)
+
+    @classmethod
+    def from_fields(cls, fields: list[str]) -> ReadRequest:
+        return cls(fields[0], f.number("the last event id", fields[1]))
+
+
+class ListRequest(Request):
+    """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first, then close.
+
+    An unknown project is not an error: it has no sessions.
+    """
+
+    __slots__ = ("project",)
+    ATTRS = ("project",)
+    verb = "list"
+    FIELDS = ("project",)
+    ITEM = ListRow
+
+    def __init__(self, project: str) -> None:
+        self.project = f.absolute_project(project)
+
+
+class WatchRequest(Request):
+    """`watch <project>\\t<session id>\\t<last id>` -> `ok <row JSON>`, then event lines as the log grows."""
+
+    __slots__ = ("after", "project", "session_id")
+    ATTRS = ("project", "session_id", "after")
+    verb = "watch"
+    FIELDS = ("project", "session id", "last id")
+    REPLY = WatchHeader
+    ITEM = EventLine
+
+    def __init__(self, project: str, session_id: str, after: int = 0) -> None:
+        self.project = f.absolute_project(project)
+        self.session_id = f.session_id(session_id)
+        self.after = f.event_id("the last id", after)
+
+    @classmethod
+    def from_fields(cls, fields: list[str]) -> WatchRequest:
+        return cls(fields[0], fields[1], f.number("the last id", fields[2]))
+
+
+class AnswerRequest(Request):
+    """`answer <project>\\t<session id>\\t<request id>\\t<yes|no>` -> `ok answered`.
+
+    Reaches the session only through its approval socket: a connect that failed is `error unreachable`, never
+    `ok answered` (an approval nobody could deliver must not read as one that was given).
+    """
+
+    __slots__ = ("project", "request_id", "session_id", "yes")
+    ATTRS = ("project", "session_id", "request_id", "yes")
+    verb = "answer"
+    FIELDS = ("project", "session id", "request id", "yes|no")
+    REPLY = Answered
+
+    def __init__(self, project: str, session_id: str, request_id: str, yes: bool) -> None:
+        self.project = f.absolute_project(project)
+        self.session_id = f.session_id(session_id)
+        self.request_id = f.request_id(request_id)
+        if not isinstance(yes, bool):
+            raise f.bad_request("the answer must be yes or no")
+        self.yes = yes
+
+    @classmethod
+    def from_fields(cls, fields: list[str]) -> AnswerRequest:
+        return cls(fields[0], fields[1], fields[2], f.yes_no(fields[3]))
+
+    def fields(self) -> tuple[str, ...]:
+        return (self.project, self.session_id, self.request_id, "yes" if self.yes else "no")
+
+
+def request_line_limit(head: bytes) -> int:
+    """The bound of a request line, from its first bytes: a `start` line carries a whole message."""
+    return f.MAX_MESSAGE_LINE if head.startswith(b"start ") else f.MAX_LINE
+
+
+CONTROL = LineProtocol(
+    CONTROL_NAME,
+    PROTOCOL,
+    server="daemon",
+    requests=(StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest),
+    one_verb=True,
+    line_limit=request_line_limit,
+    limit_note=f"{f.size(f.MAX_MESSAGE_LINE)} for start, {f.size(f.MAX_LINE)} for any other request",
+)
