@@ -103,7 +103,7 @@ def version() -> str:
             _argv(["--version"], ()), env=_environment(), stdin=subprocess.DEVNULL, capture_output=True
         )
     except OSError as error:
-        raise _spawn_error(["--version"], Path.cwd(), error) from None
+        raise _spawn_error(["--version"], Path("."), error) from None
     return done.stdout.decode(errors="replace").strip()
 
 

@@ -224,10 +224,10 @@ def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, writ
     try:
         try:
             survey.walk(root, "")
+            untracked = [path for path in survey.kinds if path not in base]
+            ignored = _ignored(repo, root, survey, untracked + [path for path, _ in survey.skipped])
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
-        untracked = [path for path in survey.kinds if path not in base]
-        ignored = _ignored(repo, root, survey, untracked + [path for path, _ in survey.skipped])
         kept = [path for path in survey.kinds if path in base or path not in ignored]
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
         records = [f"{GITLINK} {base[path].oid}\t".encode() + os.fsencode(path) for path in survey.kept_gitlinks]
