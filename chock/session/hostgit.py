@@ -20,8 +20,8 @@ from pathlib import Path
 
 from chock.errors import ChockError
 
-# Each one checked against git 2.39: with the setting in the project's config, the program it names runs
-# without the override and does not run with it.
+# Checked against git 2.39 with each setting in the project's own config: the first four change what git
+# does there (tests/test_hostgit.py); the rest guard commands Chock does not run today, should it ever.
 HARDENING = (
     "core.hooksPath=/dev/null",  # no hook (post-checkout, reference-transaction, …): nothing to look up there
     "core.fsmonitor=false",  # no fsmonitor program is asked what changed when an index is read
