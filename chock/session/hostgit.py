@@ -20,8 +20,9 @@ from pathlib import Path
 
 from chock.errors import ChockError
 
-# Checked against git 2.39 with each setting in the project's own config: the first four change what git
-# does there (tests/test_hostgit.py); the rest guard commands Chock does not run today, should it ever.
+# Checked against git 2.39 with each setting in the project's own config: the first four change what the
+# commands Chock runs do (hooks and fsmonitor: tests/test_hostgit.py); the rest guard commands Chock does
+# not run today, should it ever.
 HARDENING = (
     "core.hooksPath=/dev/null",  # no hook (post-checkout, reference-transaction, …): nothing to look up there
     "core.fsmonitor=false",  # no fsmonitor program is asked what changed when an index is read
