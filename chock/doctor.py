@@ -49,8 +49,9 @@ def _git(layout: Layout) -> Finding:
     path = shutil.which("git")
     if path is None:
         return Finding("git", False, "not found on PATH", "apt install git")
-    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
-    return Finding("git", True, version)
+    from chock.session import hostgit
+
+    return Finding("git", True, hostgit.version())
 
 
 def _systemctl(*args: str) -> subprocess.CompletedProcess[str]:

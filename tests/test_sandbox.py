@@ -61,8 +61,8 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def box(layout: Layout, project: Path) -> Sandbox:
     directory = layout.workspace_dir(SESSION)
-    workspace.create(project, directory, f"chock/{SESSION}")
-    return for_workspace(layout, project, directory)
+    worktree, _ = workspace.create(project, directory, f"chock/{SESSION}")
+    return for_workspace(layout, worktree)
 
 
 def run(box: Sandbox, script: str, *, shell: str = "/bin/sh") -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,25 +86,23 @@ def test_a_repository_without_a_commit_is_refused(tmp_path: Path) -> None:
         workspace.project_root(empty)
 
 
-def test_git_dir_of_a_linked_worktree_is_the_common_dir(project: Path, directory: Path) -> None:
-    workspace.create(project, directory, BRANCH)
-    assert workspace.git_dir(directory) == (project / ".git").resolve()
-
-
-# create / admin_dir -------------------------------------------------------------------------------------
+# create -------------------------------------------------------------------------------------------------
 
 
 def test_create_adds_a_linked_worktree_on_the_branch_at_head(project: Path, directory: Path) -> None:
     head = git(project, "rev-parse", "HEAD")
-    assert workspace.create(project, directory, BRANCH) == head
+    worktree, commit = workspace.create(project, directory, BRANCH)
+    assert commit == head
     assert (directory / "README.md").read_text() == "hello\n"
     assert git(directory, "rev-parse", "HEAD") == head
     assert git(directory, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert git(directory, "status", "--porcelain") == ""  # git in the sandbox sees a clean checkout
     assert f"worktree {directory}\nHEAD {head}\nbranch refs/heads/{BRANCH}" in worktrees(project)
     assert oct(directory.parent.stat().st_mode & 0o777) == "0o700"
-    admin = workspace.admin_dir(directory, project=project)
-    assert admin == (project / ".git" / "worktrees" / directory.name).resolve()
-    assert workspace.admin_dir(directory) == admin
+    assert oct(directory.stat().st_mode & 0o777) == "0o700"
+    assert worktree.admin == (project / ".git" / "worktrees" / directory.name).resolve()
+    assert worktree.repo.common_dir == workspace.git_dir(project) == (project / ".git").resolve()
+    assert worktree.branch == BRANCH
 
 
 def test_create_runs_no_hook(project: Path, directory: Path, tmp_path: Path) -> None:
@@ -115,12 +114,42 @@ def test_create_runs_no_hook(project: Path, directory: Path, tmp_path: Path) -> 
     assert not marker.exists()
 
 
+def test_create_writes_the_committed_bytes_with_no_filter_or_conversion(
+    project: Path, directory: Path, tmp_path: Path
+) -> None:
+    """A smudge filter of the person's and end-of-line attributes change nothing: what the agent sees is
+    what the commit holds, so an untouched file commits back unchanged."""
+    marker = tmp_path / "filter-ran"
+    git(project, "config", "filter.upper.smudge", f"touch {marker}; tr a-z A-Z")
+    git(project, "config", "core.autocrlf", "true")
+    (project / ".gitattributes").write_text("*.txt filter=upper\n*.bat text eol=crlf\n")
+    (project / "run.bat").write_text("echo one\necho two\n")
+    (project / "tool.sh").write_text("#!/bin/sh\n")
+    (project / "tool.sh").chmod(0o755)
+    (project / "link").symlink_to("keep.txt")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "attributes")
+    head = git(project, "rev-parse", "HEAD")
+    marker.unlink(missing_ok=True)  # the test's own `git add` ran the person's filter in the project
+
+    worktree, _ = workspace.create(project, directory, BRANCH)
+
+    assert not marker.exists()
+    assert (directory / "keep.txt").read_bytes() == b"keep\n"
+    assert (directory / "run.bat").read_bytes() == b"echo one\necho two\n"
+    assert os.readlink(directory / "link") == "keep.txt"
+    assert os.access(directory / "tool.sh", os.X_OK) and not os.access(directory / "keep.txt", os.X_OK)
+    assert workspace.changes(worktree).lines == []
+    assert workspace.finish(worktree, "nothing changed").commit == head
+    assert not marker.exists()
+
+
 def test_create_from_an_existing_branch_checks_it_out(project: Path, directory: Path, tmp_path: Path) -> None:
-    workspace.create(project, directory, BRANCH)
+    worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "new.txt").write_text("made by the agent\n")
-    tip = workspace.finish(project, directory, BRANCH, "first session")
+    tip = workspace.finish(worktree, "first session").commit
     again = tmp_path / "data" / "workspaces" / "20261201-080000-d4e5f6"
-    assert workspace.create(project, again, BRANCH, start="HEAD") == tip
+    assert workspace.create(project, again, BRANCH, start="HEAD")[1] == tip
     assert (again / "new.txt").read_text() == "made by the agent\n"
     assert git(again, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
 
@@ -130,24 +159,41 @@ def test_create_fails_quoting_git(project: Path, directory: Path) -> None:
         workspace.create(project, directory, BRANCH, start="no-such-revision")
 
 
-def test_admin_dir_refuses_a_git_file_pointing_elsewhere(project: Path, directory: Path, tmp_path: Path) -> None:
-    workspace.create(project, directory, BRANCH)
-    elsewhere = tmp_path / "secrets"
-    elsewhere.mkdir()
-    (directory / ".git").write_text(f"gitdir: {elsewhere}\n")
-    with pytest.raises(ChockError, match="not this worktree's admin directory"):
-        workspace.admin_dir(directory)
-    # Even a directory named like one, outside the project's .git, is refused when the project is given.
-    fake = tmp_path / "fake" / "worktrees" / directory.name
-    fake.mkdir(parents=True)
-    (directory / ".git").write_text(f"gitdir: {fake}\n")
-    with pytest.raises(ChockError, match="not this worktree's admin directory"):
-        workspace.admin_dir(directory, project=project)
+def test_a_stale_admin_dir_of_the_same_name_is_pruned_so_git_picks_exactly_that_name(
+    project: Path, directory: Path
+) -> None:
+    stale = project / ".git" / "worktrees" / directory.name
+    stale.mkdir(parents=True)
+    (stale / "gitdir").write_text("/nowhere/.git\n")
+    (stale / "HEAD").write_text("ref: refs/heads/main\n")
+    (stale / "commondir").write_text("../..\n")
+    worktree, _ = workspace.create(project, directory, BRANCH)
+    assert worktree.admin == stale.resolve()
+    assert (stale / "gitdir").read_text().strip() == str(directory / ".git")
 
 
-def test_admin_dir_of_a_plain_directory_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ChockError, match="is not a linked worktree"):
-        workspace.admin_dir(tmp_path)
+def test_an_admin_dir_in_use_by_another_worktree_is_refused(project: Path, directory: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere" / directory.name
+    git(project, "worktree", "add", "-q", str(elsewhere), "-b", "other")
+    with pytest.raises(Refused, match="in use by another worktree"):
+        workspace.create(project, directory, BRANCH)
+    assert not directory.exists()
+
+
+# recorded -----------------------------------------------------------------------------------------------
+
+
+def test_recorded_takes_the_admin_dir_from_the_log_never_from_the_git_file(
+    project: Path, directory: Path, tmp_path: Path
+) -> None:
+    made, _ = workspace.create(project, directory, BRANCH)
+    (directory / ".git").write_text(f"gitdir: {tmp_path}\n")  # as a tool inside the sandbox could
+    session = directory.name
+    assert workspace.recorded(project, session, directory, str(made.admin)) == made
+    # A log older than the recorded admin dir: git's name for a worktree named after the session.
+    assert workspace.recorded(project, session, directory, "") == made
+    with pytest.raises(ChockError, match=r"is not in .*worktrees"):
+        workspace.recorded(project, session, directory, str(tmp_path / "worktrees" / session))
 
 
 # copy_dirty ---------------------------------------------------------------------------------------------
@@ -207,18 +253,20 @@ def test_copy_dirty_of_a_clean_project_copies_nothing(project: Path, directory: 
 def test_finish_commits_to_the_branch_and_removes_the_worktree(
     project: Path, directory: Path, no_identity: None
 ) -> None:
-    start = workspace.create(project, directory, BRANCH)
+    worktree, start = workspace.create(project, directory, BRANCH)
     (directory / "README.md").write_text("changed by the agent\n")
     (directory / "added.txt").write_text("added\n")
     (directory / "gone.txt").unlink()
+    (directory / "debug.log").write_text("ignored\n")
 
-    commit = workspace.finish(project, directory, BRANCH, "fix the flaky test")
+    finished = workspace.finish(worktree, "fix the flaky test")
 
+    assert finished.skipped == []
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
     assert not (project / ".git" / "worktrees" / directory.name).exists()
-    assert git(project, "rev-parse", BRANCH) == commit
-    assert git(project, "rev-parse", f"{commit}^") == start
+    assert git(project, "rev-parse", BRANCH) == finished.commit
+    assert git(project, "rev-parse", f"{finished.commit}^") == start
     assert git(project, "show", f"{BRANCH}:README.md") == "changed by the agent"
     assert git(project, "show", f"{BRANCH}:added.txt") == "added"
     files = git(project, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
@@ -232,15 +280,15 @@ def test_finish_commits_to_the_branch_and_removes_the_worktree(
 def test_finish_uses_the_persons_identity_when_configured(project: Path, directory: Path, no_identity: None) -> None:
     git(project, "config", "user.name", "Ada Person")
     git(project, "config", "user.email", "ada@example.org")
-    workspace.create(project, directory, BRANCH)
+    worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "added.txt").write_text("added\n")
-    commit = workspace.finish(project, directory, BRANCH, "done")
+    commit = workspace.finish(worktree, "done").commit
     assert git(project, "log", "-1", "--format=%an <%ae>", commit) == "Ada Person <ada@example.org>"
 
 
 def test_finish_without_changes_makes_no_commit(project: Path, directory: Path) -> None:
-    start = workspace.create(project, directory, BRANCH)
-    assert workspace.finish(project, directory, BRANCH, "nothing to do") == start
+    worktree, start = workspace.create(project, directory, BRANCH)
+    assert workspace.finish(worktree, "nothing to do").commit == start
     assert git(project, "rev-parse", BRANCH) == start
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
@@ -248,10 +296,9 @@ def test_finish_without_changes_makes_no_commit(project: Path, directory: Path) 
 
 def test_finish_trusts_nothing_the_sandbox_could_write(project: Path, directory: Path, tmp_path: Path) -> None:
     """HEAD, index and hooks are not consulted: the commit lands on the session's branch, and no hook runs."""
-    start = workspace.create(project, directory, BRANCH)
-    admin = workspace.admin_dir(directory, project=project)
-    (admin / "HEAD").write_text("ref: refs/heads/main\n")  # as a tool inside the sandbox could
-    (admin / "index").write_bytes(b"garbage")
+    worktree, start = workspace.create(project, directory, BRANCH)
+    (worktree.admin / "HEAD").write_text("ref: refs/heads/main\n")  # as a tool inside the sandbox could
+    (worktree.admin / "index").write_bytes(b"garbage")
     marker = tmp_path / "hook-ran"
     for name in ("pre-commit", "commit-msg", "post-commit", "reference-transaction"):
         hook = project / ".git" / "hooks" / name
@@ -259,7 +306,7 @@ def test_finish_trusts_nothing_the_sandbox_could_write(project: Path, directory:
         hook.chmod(0o755)
     (directory / "added.txt").write_text("added\n")
 
-    commit = workspace.finish(project, directory, BRANCH, "done")
+    commit = workspace.finish(worktree, "done").commit
 
     assert git(project, "rev-parse", "main") == start
     assert git(project, "rev-parse", BRANCH) == commit != start
@@ -267,13 +314,89 @@ def test_finish_trusts_nothing_the_sandbox_could_write(project: Path, directory:
     assert not directory.exists()
 
 
+def test_what_is_committed_symlinks_ignores_nested_repositories_and_invalid_names(
+    project: Path, directory: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the person's\n")
+    git(project, "rm", "-q", "--cached", "keep.txt")  # tracked before: ignoring it later changes nothing
+    (project / ".gitignore").write_text("*.log\nbuild/\nkeep.txt\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "ignore more")
+    git(project, "add", "-f", "keep.txt")
+    git(project, "commit", "-q", "-m", "tracked although ignored")
+    worktree, _ = workspace.create(project, directory, BRANCH)
+    (directory / "escape").symlink_to(outside)  # a symlink to a host directory is a symlink, not its files
+    (directory / "dangling").symlink_to("/no/such/file")
+    (directory / "keep.txt").write_text("still tracked\n")
+    (directory / "build" / "sub").mkdir(parents=True)
+    (directory / "build" / "sub" / "out.o").write_text("binary\n")
+    (directory / "src").mkdir()
+    (directory / "src" / ".gitignore").write_text("*.tmp\n")
+    (directory / "src" / "a.tmp").write_text("scratch\n")
+    (directory / "src" / "a.py").write_text("code\n")
+    (directory / "vendored").mkdir()
+    (directory / "vendored" / ".git").write_text("gitdir: /elsewhere\n")
+    (directory / "vendored" / "lib.py").write_text("theirs\n")
+    (directory / "ignored.log").mkdir()  # an ignored directory holding a repository says nothing
+    (directory / "ignored.log" / ".git").mkdir()
+    (directory / "sub" / ".GIT").mkdir(parents=True)
+    (directory / "sub" / ".GIT" / "config").write_text("a name git refuses\n")
+    os.mkfifo(directory / "pipe")
+
+    shown = workspace.changes(worktree)
+    finished = workspace.finish(worktree, "done")
+
+    assert shown.lines == ["A dangling", "A escape", "M keep.txt", "A src/.gitignore", "A src/a.py"]
+    assert shown.skipped == ["vendored (a nested repository)", "sub/.GIT/config (a path git cannot hold)"]
+    assert finished.skipped == shown.skipped
+    tree = git(project, "ls-tree", "-r", "--full-tree", BRANCH)
+    assert next(line for line in tree.splitlines() if line.endswith("\tescape")).startswith("120000 blob ")
+    assert git(project, "cat-file", "blob", f"{BRANCH}:escape") == str(outside)
+    assert git(project, "cat-file", "blob", f"{BRANCH}:dangling") == "/no/such/file"
+    assert git(project, "show", f"{BRANCH}:keep.txt") == "still tracked"
+    names = git(project, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
+    assert sorted(names) == [".gitignore", "README.md", "dangling", "escape", "gone.txt", "keep.txt",
+                             "src/.gitignore", "src/a.py"]  # fmt: skip
+    assert (outside / "secret.txt").read_text() == "the person's\n"  # removal followed no symlink
+
+
+def test_a_fifo_named_gitignore_does_not_hang_reading_the_workspace(project: Path, directory: Path) -> None:
+    worktree, _ = workspace.create(project, directory, BRANCH)
+    (directory / "sub").mkdir()
+    os.mkfifo(directory / "sub" / ".gitignore")
+    (directory / "sub" / "file").write_text("kept\n")
+    found: list[list[str]] = []
+    # Were git to open the FIFO it would wait for a writer forever: the check runs beside the test.
+    worker = threading.Thread(target=lambda: found.append(workspace.changes(worktree).lines), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert found == [["A sub/file"]]
+
+
+def test_a_tree_deeper_than_the_walk_goes_is_left_out_and_removed(project: Path, directory: Path) -> None:
+    worktree, _ = workspace.create(project, directory, BRANCH)
+    fd = os.open(directory, os.O_RDONLY)
+    for _ in range(1500):  # deeper than shutil.rmtree's recursion reaches
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    finished = workspace.finish(worktree, "deep")
+    assert finished.skipped == ["/".join(["d"] * 200) + " (directories nested too deep)"]
+    assert not directory.exists()
+
+
 # remove -------------------------------------------------------------------------------------------------
 
 
 def test_remove_a_kept_worktree(project: Path, directory: Path) -> None:
-    workspace.create(project, directory, BRANCH)
+    worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "untracked.txt").write_text("work in progress\n")
-    workspace.remove(project, directory)
+    workspace.remove(worktree)
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
     assert git(project, "rev-parse", "--verify", BRANCH)  # the branch stays
@@ -282,21 +405,31 @@ def test_remove_a_kept_worktree(project: Path, directory: Path) -> None:
 def test_remove_tolerates_a_worktree_gone_from_disk(project: Path, directory: Path) -> None:
     import shutil
 
-    workspace.create(project, directory, BRANCH)
+    worktree, _ = workspace.create(project, directory, BRANCH)
     shutil.rmtree(directory)
-    workspace.remove(project, directory)
+    workspace.remove(worktree)
     assert str(directory) not in worktrees(project)
     assert not (project / ".git" / "worktrees" / directory.name).exists()
 
 
-def test_remove_a_worktree_whose_git_file_was_tampered_with(project: Path, directory: Path, tmp_path: Path) -> None:
-    workspace.create(project, directory, BRANCH)
-    admin = workspace.admin_dir(directory, project=project)
-    (admin / "locked").write_text("by a tool\n")
+def test_remove_a_worktree_whose_git_file_and_admin_dir_were_tampered_with(
+    project: Path, directory: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("the person's\n")
+    worktree, _ = workspace.create(project, directory, BRANCH)
+    (worktree.admin / "locked").write_text("by a tool\n")
+    (worktree.admin / "commondir").write_text(f"{tmp_path}\n")
+    (worktree.admin / "escape").symlink_to(outside)
     (directory / ".git").write_text(f"gitdir: {tmp_path}\n")
-    workspace.remove(project, directory)
+    (directory / "blocked").mkdir()
+    (directory / "blocked" / "file").write_text("x\n")
+    (directory / "blocked").chmod(0)
+    workspace.remove(worktree)
     assert not directory.exists()
-    assert not admin.exists()
+    assert not worktree.admin.exists()
+    assert (outside / "keep").read_text() == "the person's\n"
     assert str(directory) not in worktrees(project)
     # The branch is free again: a continued session can check it out.
     workspace.create(project, directory, BRANCH)

@@ -44,6 +44,7 @@ class SessionState:
 
     workspace: str = ""  # the directory of the latest workspace.open
     workspace_commit: str = ""
+    workspace_admin: str = ""  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
     workspace_open_id: int = 0
     workspace_closed: bool = False
     branch: str = ""
@@ -166,6 +167,7 @@ def _session_end(state: SessionState, event: Event) -> None:
 def _workspace_open(state: SessionState, event: Event) -> None:
     state.workspace = str(event.get("directory", ""))
     state.workspace_commit = str(event.get("commit", ""))
+    state.workspace_admin = str(event.get("admin", ""))
     state.workspace_open_id = int(event.get("id", 0))
     state.workspace_closed = False
 

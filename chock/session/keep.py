@@ -1,13 +1,12 @@
 """Kept workspaces (`chock workspace`): the worktrees of sessions that did not complete.
 
-A session that ends any way but `completed` keeps its worktree so no work is lost (SPEC §5). Removing
+A session that ends any way but `completed` keeps its worktree so no work is lost. Removing
 one is logged (`workspace.close {removed: true}`) under the session's lock, so the log stays the truth and a
 later `--continue` builds a fresh worktree from the session's branch.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from chock.errors import Refused
@@ -46,14 +45,17 @@ def describe(layout: Layout, session_id: str) -> str:
         f"started at {state.workspace_commit}",
         f"branch     chock/{state.id}",
     ]
-    try:
-        changes = subprocess.run(
-            ["git", "-C", state.workspace, "status", "--short"], capture_output=True, text=True, check=True
-        ).stdout.rstrip()
-        lines.append("changes    " + (changes.replace("\n", "\n           ") or "(none)"))
-    except (OSError, subprocess.CalledProcessError):
-        lines.append("changes    (the directory is gone)")
+    if not Path(state.workspace).is_dir():
+        return "\n".join([*lines, "changes    (the directory is gone)"])
+    # What finishing would commit, computed as finishing does: git never runs in the workspace.
+    found = workspace.changes(_worktree(state))
+    lines.append("changes    " + ("\n           ".join(found.lines) or "(none)"))
+    lines += [f"left out   {left_out}" for left_out in found.skipped]
     return "\n".join(lines)
+
+
+def _worktree(state: SessionState) -> workspace.Worktree:
+    return workspace.recorded(Path(state.project), state.id, Path(state.workspace), state.workspace_admin)
 
 
 def remove(layout: Layout, session_id: str) -> str:
@@ -66,12 +68,12 @@ def remove(layout: Layout, session_id: str) -> str:
     with log:
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
-        if Path(state.workspace).is_dir():
-            commit = workspace.finish(
-                Path(state.project), Path(state.workspace), branch, f"chock: work kept from session {session_id}"
-            )
+        worktree = _worktree(state)
+        if worktree.directory.is_dir():
+            finished = workspace.finish(worktree, f"chock: work kept from session {session_id}")
+            commit, skipped = finished.commit, finished.skipped
         else:
-            workspace.remove(Path(state.project), Path(state.workspace))
-            commit = None
-        log.append("workspace.close", branch=branch, commit=commit, removed=True)
+            workspace.remove(worktree)
+            commit, skipped = None, []
+        log.append("workspace.close", branch=branch, commit=commit, removed=True, skipped=skipped)
     return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

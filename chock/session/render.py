@@ -85,6 +85,8 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             write(style(f"◆ {event.get('handle')} {tail}", fg="magenta") + "\n")
         elif kind == "workspace.close":
             write(style(f"changes committed to branch {event.get('branch')}", fg="green") + "\n")
+            for left_out in event.get("skipped") or []:
+                write(style(f"  left out: {left_out}", fg="yellow") + "\n")
         elif kind == "session.end":
             reason = event.get("reason")
             text = f"session ended: {reason}"

@@ -46,6 +46,7 @@ class Settings:
     session_id: str
     project: Path
     workspace: Path
+    worktree: workspace.Worktree  # as recorded when it was made: finishing starts from this
     branch: str
     sandbox: Sandbox
     bwrap: str
@@ -93,13 +94,8 @@ class Session:
         await self.sockets.start()
         try:
             await self._turns(call_model_first)
-            commit = workspace.finish(
-                self.settings.project,
-                self.settings.workspace,
-                self.settings.branch,
-                _commit_message(self.state),
-            )
-            self.emit("workspace.close", branch=self.settings.branch, commit=commit)
+            finished = workspace.finish(self.settings.worktree, _commit_message(self.state))
+            self.emit("workspace.close", branch=self.settings.branch, commit=finished.commit, skipped=finished.skipped)
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
             return EXIT_COMPLETED
         except HandedOver:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from chock.errors import ChockError, Refused
 from chock.paths import Layout, ensure_dir
-from chock.session import workspace
+from chock.session.workspace import Worktree
 
 BWRAP_MISSING = (
     "bwrap (bubblewrap) is not installed: install it with `apt install bubblewrap`; "
@@ -150,13 +150,18 @@ class Sandbox:
         return resolved
 
 
-def for_workspace(layout: Layout, project: Path, directory: Path, *, network: bool = False) -> Sandbox:
-    """The sandbox for the session whose worktree is `directory` in `project` (its root)."""
-    project = project.resolve()
+def for_workspace(layout: Layout, worktree: Worktree, *, network: bool = False) -> Sandbox:
+    """The sandbox for a session's worktree, as Chock recorded it (never as its `.git` file says)."""
+    if not worktree.admin.is_dir():
+        raise ChockError(
+            f"the worktree's admin directory {worktree.admin} is gone, so {worktree.directory} cannot be used; "
+            "remove it with `chock workspace remove`, then continue"
+        )
+    project = worktree.repo.work_tree
     return Sandbox(
-        workspace=directory.resolve(),
-        git_dir=workspace.git_dir(project),
-        worktree_admin=workspace.admin_dir(directory, project=project),
+        workspace=worktree.directory.resolve(),
+        git_dir=worktree.repo.common_dir,
+        worktree_admin=worktree.admin,
         home=layout.toolchains_dir(project),
         knowledgebase=layout.knowledgebase_dir(project),
         network=network,

@@ -239,18 +239,21 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
     if fresh:
         directory = layout.workspace_dir(session_id)
         ensure_dir(layout.workspaces_dir)
-        commit = workspace.create(prepared.project, directory, branch)
+        worktree, commit = workspace.create(prepared.project, directory, branch)
     else:  # a linked worktree records nothing about the process that made it: taking it costs no git command
         directory, commit = Path(opening.state.workspace), opening.state.workspace_commit
-    opening.emit("workspace.open", directory=str(directory), commit=commit)
+        worktree = workspace.recorded(prepared.project, session_id, directory, opening.state.workspace_admin)
+    # The admin dir is recorded now, before any tool runs: later uses never read it from the worktree.
+    opening.emit("workspace.open", directory=str(directory), commit=commit, admin=str(worktree.admin))
     if request.allow_dirty:
         workspace.copy_dirty(prepared.project, directory)
-    box = sandbox.for_workspace(layout, prepared.project, directory, network=prepared.config.sandbox_network)
+    box = sandbox.for_workspace(layout, worktree, network=prepared.config.sandbox_network)
     instance = prepared.instance
     opening.settings = Settings(
         session_id=session_id,
         project=prepared.project,
         workspace=directory,
+        worktree=worktree,
         branch=branch,
         sandbox=box,
         bwrap=prepared.bwrap,

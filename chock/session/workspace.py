@@ -1,97 +1,42 @@
-"""A session's workspace: a linked git worktree of the project on branch `chock/<id>` (SPEC §5).
+"""A session's workspace: a linked git worktree of the project on branch `chock/<id>`.
 
-Every git command runs on the host, never in the sandbox, through `_git`. The worktree and its admin dir are
-writable from the sandbox, so nothing here trusts what a tool may have left there: `finish` builds the commit
-from the project's own repository with a private index (not the worktree's HEAD, index or `.git` file), every
-command runs with hooks off (a pre-commit hook would otherwise run the agent's code outside the sandbox), and
-`admin_dir` refuses a `.git` file that points anywhere but a worktree admin dir of this name.
+The worktree and its admin dir (`<common dir>/worktrees/<id>`) are writable from the sandbox, so Chock
+records both when it makes them, before any tool runs (the `admin` field of `workspace.open`), and never
+reads them back from the worktree's `.git` file or the admin dir's `commondir`. Git runs only through
+`hostgit`, and never on the workspace itself: `tree` fills it from the commit's blobs, reads it back with
+Chock's own file I/O, and builds the commit with plumbing and a private index. Removal deletes the recorded
+directories without following a symlink (docs/architecture.md, "What the sandbox may write").
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
+from chock.session import hostgit, tree
+from chock.session.hostgit import Repo
 
-# `git rev-parse --local-env-vars`: what makes git work on some other repository than the one we name.
-GIT_LOCAL_ENV = frozenset(
-    {
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_CONFIG",
-        "GIT_CONFIG_PARAMETERS",
-        "GIT_CONFIG_COUNT",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_IMPLICIT_WORK_TREE",
-        "GIT_GRAFT_FILE",
-        "GIT_INDEX_FILE",
-        "GIT_NO_REPLACE_OBJECTS",
-        "GIT_REPLACE_REF_BASE",
-        "GIT_PREFIX",
-        "GIT_INTERNAL_SUPER_PREFIX",
-        "GIT_SHALLOW_FILE",
-        "GIT_COMMON_DIR",
-    }
-)
-GIT_CONFIG_ENV_RE = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_[0-9]+$")  # the pairs GIT_CONFIG_COUNT counts
-
-FALLBACK_IDENTITY = ("-c", "user.name=Chock", "-c", "user.email=chock@localhost")
-
-
-class GitFailed(ChockError):
-    """A git command failed; the message quotes git's own stderr."""
-
-
-def _git(
-    args: list[str],
-    *,
-    cwd: Path,
-    env: dict[str, str] | None = None,
-    input: bytes | None = None,
-    check: bool = True,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run one git command on the host, in a cleaned environment (plus `env`), hooks off."""
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in GIT_LOCAL_ENV and not GIT_CONFIG_ENV_RE.match(name)
-    }
-    environment["GIT_TERMINAL_PROMPT"] = "0"
-    environment.update(env or {})
-    argv = ["git", "-c", "core.hooksPath=/dev/null", *args]
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=environment,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-        )
-    except FileNotFoundError:
-        raise ChockError("git is not installed; chock run works in a git project") from None
-    except OSError as error:
-        raise GitFailed(f"git {' '.join(args)} could not run in {cwd}: {error}") from None
-    if check and done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
-        raise GitFailed(f"git {' '.join(args)} failed in {cwd}: {detail}")
-    return done
-
-
-def _out(done: subprocess.CompletedProcess[bytes]) -> str:
-    return done.stdout.decode(errors="surrogateescape").strip()
+FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
 
 
 def _paths(done: subprocess.CompletedProcess[bytes]) -> list[str]:
     return [os.fsdecode(raw) for raw in done.stdout.split(b"\0") if raw]
+
+
+def _discover(path: Path) -> tuple[Repo | None, str]:
+    """The repository containing the person's directory `path`, or None and git's complaint."""
+    done = hostgit.discover(path)
+    lines = done.stdout.decode(errors="surrogateescape").splitlines()
+    if done.returncode != 0 or len(lines) != 3:
+        return None, done.stderr.decode(errors="replace").strip()
+    top, git_dir, common = (Path(line).resolve() for line in lines)
+    return Repo(git_dir=git_dir, common_dir=common, work_tree=top), ""
 
 
 def project_root(path: Path) -> Path:
@@ -103,78 +48,108 @@ def project_root(path: Path) -> Path:
     )
     if not path.is_dir():
         raise not_a_repo
-    done = _git(["rev-parse", "--show-toplevel"], cwd=path, check=False)
-    if done.returncode != 0 or not _out(done):
-        detail = done.stderr.decode(errors="replace").strip()
+    repo, detail = _discover(path)
+    if repo is None:
         if "not a git repository" in detail or not detail:
             raise not_a_repo
         raise Refused(f"git cannot work in {path}: {detail}")  # e.g. "detected dubious ownership"
-    root = Path(_out(done)).resolve()
-    if _git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root, check=False).returncode != 0:
+    if repo.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], check=False).returncode != 0:
         raise Refused(
-            f"{root} has no commit yet: chock run builds its workspace from the committed HEAD, "
+            f"{repo.work_tree} has no commit yet: chock run builds its workspace from the committed HEAD, "
             "so make a first commit (`git add` and `git commit`) and run it again"
         )
-    return root
+    return repo.work_tree
+
+
+def _repo(project: Path) -> Repo:
+    repo, detail = _discover(Path(project))
+    if repo is None:
+        raise ChockError(f"{project} is no longer a git repository: {detail or 'git found none there'}")
+    return repo
 
 
 def git_dir(project: Path) -> Path:
     """The project's resolved common .git directory (the one its linked worktrees share)."""
-    done = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=project)
-    return Path(_out(done)).resolve()
+    return _repo(project).common_dir
 
 
-def _branch_exists(project: Path, branch: str) -> bool:
-    done = _git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=project, check=False)
-    return done.returncode == 0
+def _branch_exists(repo: Repo, branch: str) -> bool:
+    return repo.run(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], check=False).returncode == 0
 
 
-def _commit_of(project: Path, revision: str) -> str:
-    return _out(_git(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"], cwd=project))
+def _commit_of(repo: Repo, revision: str) -> str:
+    return repo.value(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"])
 
 
-def create(project: Path, directory: Path, branch: str, *, start: str = "HEAD") -> str:
-    """Add a linked worktree at `directory` on `branch`; return the commit it starts at.
+@dataclass(frozen=True)
+class Worktree:
+    """A session's worktree as Chock recorded it when it made it: every host-side use starts from this."""
+
+    repo: Repo  # the project
+    directory: Path
+    admin: Path  # <common dir>/worktrees/<name>
+    branch: str
+
+
+def create(project: Path, directory: Path, branch: str, *, start: str = "HEAD") -> tuple[Worktree, str]:
+    """Add a linked worktree at `directory` on `branch`; return it and the commit it starts at.
 
     A new branch starts at `start`. An existing branch (a completed session continued after its worktree was
-    removed, SPEC §5) is checked out as it is, and `start` is ignored.
+    removed) is checked out as it is, and `start` is ignored. Git makes the worktree's `.git` file and admin
+    dir but checks nothing out; `tree.write_files` writes the files.
     """
+    repo = _repo(project)
     directory = Path(directory).absolute()
+    admin = repo.common_dir / "worktrees" / directory.name
     ensure_dir(directory.parent)
-    if _branch_exists(project, branch):
-        commit = _commit_of(project, f"refs/heads/{branch}")
-        _git(["worktree", "add", str(directory), branch], cwd=project)
+    if os.path.lexists(admin):  # a worktree gone without its admin dir: git would pick another name
+        repo.run(["worktree", "prune"])
+        if os.path.lexists(admin):
+            raise Refused(
+                f"{admin} is in use by another worktree, so git cannot name this one after its session; "
+                f"remove that worktree (`git worktree remove`) or unlock it, then run again"
+            )
+    if _branch_exists(repo, branch):
+        commit = _commit_of(repo, f"refs/heads/{branch}")
+        repo.run(["worktree", "add", "--no-checkout", str(directory), branch])
     else:
-        commit = _commit_of(project, start)
-        _git(["worktree", "add", "--no-track", "-b", branch, str(directory), commit], cwd=project)
-    os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700 (SPEC §3)
-    return commit
-
-
-def admin_dir(directory: Path, *, project: Path | None = None) -> Path:
-    """The worktree's admin dir (`.git/worktrees/<name>`), read from the `gitdir:` line of `<directory>/.git`.
-
-    That file is writable from the sandbox, so what it names must look like git's own choice for this
-    directory: `<...>/worktrees/<name>` with `<name>` the directory's name (git appends a number on a clash),
-    and, given `project`, inside that project's .git. Anything else would have the next sandbox bind some
-    other host directory read-write.
-    """
-    dot_git = Path(directory) / ".git"
+        commit = _commit_of(repo, start)
+        repo.run(["worktree", "add", "--no-checkout", "--no-track", "-b", branch, str(directory), commit])
+    worktree = Worktree(repo, directory, admin, branch)
     try:
-        first = dot_git.read_text(encoding="utf-8", errors="surrogateescape").splitlines()[0]
-    except (OSError, IndexError):
-        raise ChockError(f"{directory} is not a linked worktree: {dot_git} is missing or empty") from None
-    if not first.startswith("gitdir:"):
-        raise ChockError(f"{directory} is not a linked worktree: {dot_git} has no gitdir: line")
-    admin = (Path(directory) / first.removeprefix("gitdir:").strip()).resolve()
-    name_ok = re.fullmatch(re.escape(Path(directory).name) + r"[0-9]*", admin.name) is not None
-    where_ok = admin.parent.name == "worktrees" and (project is None or admin.parent == git_dir(project) / "worktrees")
-    if not (name_ok and where_ok and admin.is_dir()):
+        _check_named(worktree)
+        os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700
+        tree.write_files(repo, commit, directory)
+        repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
+    except BaseException:
+        remove(worktree)
+        raise
+    return worktree, commit
+
+
+def _check_named(worktree: Worktree) -> None:
+    """Git made exactly the admin dir Chock records (read now, before any tool could have written it)."""
+    try:
+        named = Path(os.fsdecode((worktree.admin / "gitdir").read_bytes().strip()))
+        ok = named.resolve() == (worktree.directory / ".git").resolve()
+    except OSError:
+        ok = False
+    if not ok:
+        raise ChockError(f"git did not make {worktree.admin} for the worktree {worktree.directory}")
+
+
+def recorded(project: Path, session_id: str, directory: Path, admin: str) -> Worktree:
+    """The worktree a session's log records; a log from before the admin dir was recorded names none, and
+    git's choice for a worktree named after the session is taken (never the worktree's `.git` file)."""
+    repo = _repo(project)
+    worktrees = repo.common_dir / "worktrees"
+    where = Path(admin) if admin else worktrees / session_id
+    if where.parent != worktrees:
         raise ChockError(
-            f"{dot_git} points at {admin}, which is not this worktree's admin directory; "
-            "remove the workspace with `chock workspace remove`"
+            f"the admin dir {where} recorded for session {session_id} is not in {worktrees}: the project's "
+            "repository moved; remove the workspace with `chock workspace remove`"
         )
-    return admin
+    return Worktree(repo, Path(directory), where, f"chock/{session_id}")
 
 
 def copy_dirty(project: Path, directory: Path) -> list[str]:
@@ -183,8 +158,10 @@ def copy_dirty(project: Path, directory: Path) -> list[str]:
     Modified, added and untracked-but-not-ignored files are copied; files deleted in the project are deleted
     in the worktree. Directories (submodules, nested repositories) are left alone.
     """
-    changed = _paths(_git(["diff", "--name-only", "--no-renames", "-z", "HEAD", "--"], cwd=project))
-    untracked = _paths(_git(["ls-files", "-z", "--others", "--exclude-standard"], cwd=project))
+    repo = _repo(project)
+    # Plumbing: it compares with the index's stat data and never writes the person's index.
+    changed = _paths(repo.run(["diff-index", "--name-only", "--no-renames", "-z", "HEAD", "--"]))
+    untracked = _paths(repo.run(["ls-files", "-z", "--others", "--exclude-standard"], config=tree.excludes(repo)))
     target_root = Path(directory).resolve()
     present, deleted = [], []
     for relative in dict.fromkeys([*changed, *untracked]):
@@ -233,70 +210,65 @@ def _make_real_parents(root: Path, target: Path) -> None:
             probe.mkdir()
 
 
-def _identity(project: Path) -> tuple[str, ...]:
-    """The person's git identity when configured, else Chock's own."""
-    for key in ("user.name", "user.email"):
-        if _git(["config", "--get", key], cwd=project, check=False).returncode != 0:
-            return FALLBACK_IDENTITY
-    return ()
+def _identity(repo: Repo) -> tuple[str, ...]:
+    """The person's git identity when both halves are configured, else Chock's own."""
+    name, email = repo.person_setting("user.name"), repo.person_setting("user.email")
+    if name is None or email is None:
+        return FALLBACK_IDENTITY
+    return (f"user.name={name}", f"user.email={email}")
 
 
-def finish(project: Path, directory: Path, branch: str, message: str) -> str:
-    """Commit everything in the worktree to `branch`, remove the worktree, and return the branch's commit.
+@dataclass(frozen=True)
+class Finished:
+    commit: str  # the branch's commit after finishing (its old one when nothing changed)
+    skipped: list[str]  # what was left out of it, and why
 
-    The commit is built from the project's own .git with a private index: the worktree's HEAD, index and
-    `.git` file were writable from the sandbox and are not consulted. No change means no commit.
+
+def finish(worktree: Worktree, message: str) -> Finished:
+    """Commit everything in the worktree to its branch, remove the worktree, and say what the branch holds.
+
+    The commit is built from the recorded branch with a private index (the worktree's HEAD, index and `.git`
+    file were writable from the sandbox and are not consulted). No change means no commit.
     """
-    common = git_dir(project)
-    ref = f"refs/heads/{branch}"
-    parent = _commit_of(project, ref)
+    repo = worktree.repo
+    ref = f"refs/heads/{worktree.branch}"
+    parent = _commit_of(repo, ref)
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
-        env = {
-            "GIT_DIR": str(common),
-            "GIT_WORK_TREE": str(Path(directory).resolve()),
-            "GIT_INDEX_FILE": str(Path(scratch) / "index"),
-        }
-        _git(["read-tree", parent], cwd=directory, env=env)
-        _git(["add", "--all", "--", "."], cwd=directory, env=env)
-        tree = _out(_git(["write-tree"], cwd=directory, env=env))
+        index = Path(scratch) / "index"
+        taken = tree.snapshot(repo, worktree.directory, parent, index, write=True)
+        new_tree = repo.value(["write-tree"], index=index)
     commit = parent
-    if tree != _out(_git(["rev-parse", f"{parent}^{{tree}}"], cwd=project)):
-        done = _git(
-            [*_identity(project), "commit-tree", tree, "-p", parent, "-F", "-"],
-            cwd=project,
-            input=message.encode(),
+    if new_tree != repo.value(["rev-parse", f"{parent}^{{tree}}"]):
+        commit = repo.value(
+            ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
         )
-        commit = _out(done)
-        _git(["update-ref", "-m", f"chock: commit to {branch}", ref, commit, parent], cwd=project)
-    remove(project, directory)
-    return commit
+        repo.run(["update-ref", "-m", f"chock: commit to {worktree.branch}", ref, commit, parent])
+    remove(worktree)
+    return Finished(commit, [f"{path} ({why})" for path, why in taken.skipped])
 
 
-def remove(project: Path, directory: Path) -> None:
-    """Remove a kept worktree and its admin dir; one already gone from disk is pruned."""
-    directory = Path(directory).absolute()
-    if directory.exists():
-        admin = _admin_for_removal(project, directory)
-        done = _git(["worktree", "remove", "--force", "--force", str(directory)], cwd=project, check=False)
-        if done.returncode != 0:
-            # git refuses a worktree whose .git file was tampered with, or one holding a submodule.
-            shutil.rmtree(directory)
-            if admin is not None and admin.exists():
-                shutil.rmtree(admin)
-    _git(["worktree", "prune"], cwd=project)
+@dataclass(frozen=True)
+class Changes:
+    lines: list[str]  # "M path", "A path", "D path", "T path" against the branch's commit
+    skipped: list[str]  # what a finish would leave out, and why
 
 
-def _admin_for_removal(project: Path, directory: Path) -> Path | None:
-    """The admin dir to delete should git refuse: the validated `.git` file's, else the one naming it back."""
-    try:
-        return admin_dir(directory, project=project)
-    except ChockError:
-        pass
-    expected = os.fsencode(directory.resolve() / ".git")
-    for candidate in sorted((git_dir(project) / "worktrees").glob(f"{glob.escape(directory.name)}*")):
-        try:
-            if (candidate / "gitdir").read_bytes().strip() == expected:
-                return candidate
-        except OSError:
-            continue
-    return None
+def changes(worktree: Worktree) -> Changes:
+    """What finishing now would commit, against the branch's commit: the same computation as `finish`."""
+    repo = worktree.repo
+    with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
+        index = Path(scratch) / "index"
+        taken = tree.snapshot(repo, worktree.directory, f"refs/heads/{worktree.branch}", index, write=False)
+        current = tree.index_listing(repo, index)
+    return Changes(
+        [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
+        [f"{path} ({why})" for path, why in taken.skipped],
+    )
+
+
+def remove(worktree: Worktree) -> None:
+    """Delete the worktree and its recorded admin dir (nothing in them followed through a symlink), then let
+    git forget what it no longer finds."""
+    tree.delete(worktree.directory)
+    tree.delete(worktree.admin)
+    worktree.repo.run(["worktree", "prune"])

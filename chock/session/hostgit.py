@@ -1,0 +1,193 @@
+"""The only way Chock runs git on the host (docs/architecture.md, "What the sandbox may write").
+
+The sandbox writes the workspace and its worktree's admin dir, so git on the host takes none of its behaviour
+from either. Every command names its repository by explicit paths (`GIT_DIR`, `GIT_COMMON_DIR`,
+`GIT_WORK_TREE`), so git discovers nothing: it never reads a worktree's `.git` file or an admin dir's
+`commondir`, and the work tree is the person's project or a directory Chock wrote itself — never a
+workspace. The environment is cleaned of every `GIT_*` variable, system and global config are off, and
+`HARDENING` turns off what the project's own config could make git execute. The person's settings Chock
+needs (identity, global excludes file) are read with a plain `git config --get`, which executes nothing,
+and passed on the command line where they are used.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from chock.errors import ChockError
+
+# Checked against git 2.39 with each setting in the project's own config: the first four change what the
+# commands Chock runs do (hooks and fsmonitor: tests/test_hostgit.py); the rest guard commands Chock does
+# not run today, should it ever.
+HARDENING = (
+    "core.hooksPath=/dev/null",  # no hook (post-checkout, reference-transaction, …): nothing to look up there
+    "core.fsmonitor=false",  # no fsmonitor program is asked what changed when an index is read
+    "core.untrackedCache=false",  # a private index holds entries only, no cache of directory stat data
+    "core.splitIndex=false",  # a private index is one file, never a shared index written into the .git
+    "core.attributesFile=/dev/null",  # no attributes file names a filter or a diff driver
+    "commit.gpgSign=false",  # no gpg.program runs for a commit Chock makes
+    "gc.auto=0",  # no automatic gc (and its pre-auto-gc hook) after a command that writes objects
+    "maintenance.auto=false",  # nor automatic maintenance
+    "submodule.recurse=false",  # no command reaches into a submodule's repository and its config
+)
+
+# The person's own choice of config files, honoured only when Chock reads one of their settings.
+PERSON_CONFIG_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+
+
+class GitFailed(ChockError):
+    """A git command failed; the message quotes git's own stderr."""
+
+
+def _environment(*, person: bool = False) -> dict[str, str]:
+    """The person's environment with every `GIT_*` variable removed; system and global config off unless
+    reading one of the person's own settings (`person`)."""
+    kept = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("GIT_") or (person and name in PERSON_CONFIG_ENV)
+    }
+    kept["GIT_TERMINAL_PROMPT"] = "0"
+    if not person:
+        kept["GIT_CONFIG_NOSYSTEM"] = "1"
+        kept["GIT_CONFIG_GLOBAL"] = "/dev/null"
+    return kept
+
+
+def _argv(args: Sequence[str], config: Sequence[str]) -> list[str]:
+    settings = [part for setting in (*HARDENING, *config) for part in ("-c", setting)]
+    return ["git", "--no-pager", *settings, *args]
+
+
+def _spawn_error(args: Sequence[str], where: Path, error: OSError) -> ChockError:
+    if isinstance(error, FileNotFoundError) and error.filename in ("git", None):
+        return ChockError("git is not installed; chock run works in a git project (apt install git)")
+    return GitFailed(f"git {' '.join(args)} could not run in {where}: {error}")
+
+
+def _completed(
+    args: Sequence[str], where: Path, done: subprocess.CompletedProcess[bytes], check: bool
+) -> subprocess.CompletedProcess[bytes]:
+    if check and done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        raise GitFailed(f"git {' '.join(args)} failed in {where}: {detail}")
+    return done
+
+
+def discover(path: Path) -> subprocess.CompletedProcess[bytes]:
+    """`git rev-parse` of the person's own directory `path`, the one place git looks for a repository.
+
+    It reads `path`'s `.git` as the person's git would (under their config, so their `safe.directory`
+    applies); everything after names what it found explicitly. Never called on a workspace.
+    """
+    args = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"]
+    try:
+        return subprocess.run(
+            _argv(args, ()),
+            cwd=path,
+            env=_environment(person=True),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+    except OSError as error:
+        raise _spawn_error(args, path, error) from None
+
+
+def version() -> str:
+    """`git --version`, or an error saying git is missing."""
+    try:
+        done = subprocess.run(
+            _argv(["--version"], ()), env=_environment(), stdin=subprocess.DEVNULL, capture_output=True
+        )
+    except OSError as error:
+        raise _spawn_error(["--version"], Path("."), error) from None
+    return done.stdout.decode(errors="replace").strip()
+
+
+@dataclass(frozen=True)
+class Repo:
+    """A repository named by explicit paths: the person's project, as `discover` found it.
+
+    `git_dir` is the project's own git dir (its HEAD and index), `common_dir` the one its worktrees share
+    (objects, refs, config). `work_tree` is the project, or a directory Chock itself wrote (`with_work_tree`).
+    """
+
+    git_dir: Path
+    common_dir: Path
+    work_tree: Path
+
+    def with_work_tree(self, work_tree: Path) -> Repo:
+        return replace(self, work_tree=work_tree)
+
+    def _env(self, index: Path | None, person: bool) -> dict[str, str]:
+        env = _environment(person=person)
+        env.update(GIT_DIR=str(self.git_dir), GIT_COMMON_DIR=str(self.common_dir), GIT_WORK_TREE=str(self.work_tree))
+        if index is not None:
+            env["GIT_INDEX_FILE"] = str(index)
+        return env
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        index: Path | None = None,
+        config: Sequence[str] = (),
+        input: bytes | None = None,
+        pass_fds: Sequence[int] = (),
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run one git command; `index` is a private index file, `config` more `-c` settings."""
+        try:
+            done = subprocess.run(
+                _argv(args, config),
+                cwd=self.work_tree,
+                env=self._env(index, person=False),
+                input=input,
+                stdin=None if input is not None else subprocess.DEVNULL,
+                capture_output=True,
+                pass_fds=tuple(pass_fds),
+            )
+        except OSError as error:
+            raise _spawn_error(args, self.work_tree, error) from None
+        return _completed(args, self.work_tree, done, check)
+
+    def stream(self, args: Sequence[str], *, stdin: int) -> subprocess.Popen[bytes]:
+        """Start one git command reading `stdin` (a file descriptor) and writing to a pipe the caller reads."""
+        try:
+            return subprocess.Popen(
+                _argv(args, ()),
+                cwd=self.work_tree,
+                env=self._env(None, person=False),
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as error:
+            raise _spawn_error(args, self.work_tree, error) from None
+
+    def value(self, args: Sequence[str], **kwargs) -> str:
+        """The stripped output of one command (a hash, a ref)."""
+        return self.run(args, **kwargs).stdout.decode(errors="surrogateescape").strip()
+
+    def person_setting(self, key: str, *, path: bool = False) -> str | None:
+        """One of the person's own settings (system, global and this repository's config), or None.
+
+        Reading config executes nothing; the value is passed on with `-c` where it is used.
+        """
+        args = ["config", "--get", *(["--type=path"] if path else []), key]
+        try:
+            done = subprocess.run(
+                _argv(args, ()),
+                cwd=self.work_tree,
+                env=self._env(None, person=True),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+            )
+        except OSError as error:
+            raise _spawn_error(args, self.work_tree, error) from None
+        value = done.stdout.decode(errors="surrogateescape").strip()
+        return value if done.returncode == 0 and value else None

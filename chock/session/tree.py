@@ -1,0 +1,433 @@
+"""A workspace's files as a git tree and a commit's tree as files, with Chock's own file I/O.
+
+Git never reads or writes a workspace (docs/architecture.md, "What the sandbox may write"): everything in it
+is the agent's, and git would take filters, attributes, a `.git` file and more from there.
+
+- `write_files` fills a fresh worktree from a commit's blobs, byte for byte: no smudge filter, no end-of-line
+  conversion, so the agent sees exactly what the commit holds and an untouched file hashes back the same.
+- `snapshot` walks the worktree without following a symlink, asks `git check-ignore` about what it found
+  against a private copy of the `.gitignore` files (git reads them as data, nothing else), hashes what is
+  kept with `git hash-object --no-filters` through file descriptors it opened itself, and fills a private
+  index with `git update-index --index-info`. A symlink becomes a 120000 entry holding its target; the
+  top-level `.git`, whatever it is, is skipped; a nested repository is left out and reported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chock.errors import ChockError
+from chock.session.hostgit import GitFailed, Repo
+
+FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
+
+NESTED = "a nested repository"
+TOO_DEEP = "directories nested too deep"
+INVALID = "a path git cannot hold"
+
+# Each level holds one open directory while the walk is below it; the agent's tree is not allowed to
+# exhaust the process's descriptors or Python's stack.
+MAX_DEPTH = 200
+# Files hashed per `git hash-object` run: each is an open descriptor passed to it.
+HASH_BATCH = 256
+CHUNK = 1 << 20
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Entry:
+    mode: str
+    oid: str
+
+
+def listing(repo: Repo, commit: str) -> dict[str, Entry]:
+    """Every entry of `commit`'s tree by path, in tree order."""
+    done = repo.run(["ls-tree", "-r", "-z", "--full-tree", commit])
+    return _parse(done.stdout, with_type=True)
+
+
+def index_listing(repo: Repo, index: Path) -> dict[str, Entry]:
+    """Every entry of a private index by path."""
+    return _parse(repo.run(["ls-files", "-s", "-z"], index=index).stdout, with_type=False)
+
+
+def _parse(output: bytes, *, with_type: bool) -> dict[str, Entry]:
+    entries = {}
+    for record in output.split(b"\0"):
+        if not record:
+            continue
+        info, _, path = record.partition(b"\t")
+        fields = info.decode().split()
+        entries[os.fsdecode(path)] = Entry(fields[0], fields[2] if with_type else fields[1])
+    return entries
+
+
+def excludes(repo: Repo) -> tuple[str, ...]:
+    """The person's own global excludes file, if they name one: it is data, and they expect it honoured."""
+    path = repo.person_setting("core.excludesFile", path=True)
+    return (f"core.excludesFile={path}",) if path else ()
+
+
+# Filling a worktree ---------------------------------------------------------------------------------------
+
+
+def write_files(repo: Repo, commit: str, directory: Path) -> None:
+    """Write every file of `commit` into the empty directory `directory` (a gitlink becomes an empty dir)."""
+    entries = listing(repo, commit)
+    blobs = [entry.oid for entry in entries.values() if entry.mode != GITLINK]
+    with tempfile.TemporaryFile() as wanted:
+        wanted.write("".join(f"{oid}\n" for oid in blobs).encode())
+        wanted.seek(0)
+        process = repo.stream(["cat-file", "--batch"], stdin=wanted.fileno())
+    assert process.stdout is not None and process.stderr is not None
+    dirs = _Dirs(os.open(directory, _DIR_FLAGS))
+    try:
+        for path, entry in entries.items():
+            parent, name = dirs.parent_of(path)
+            if entry.mode == GITLINK:
+                os.mkdir(name, 0o777, dir_fd=parent)
+                continue
+            size = _blob_header(process.stdout.readline(), entry.oid)
+            if entry.mode == SYMLINK:
+                os.symlink(os.fsdecode(process.stdout.read(size)), name, dir_fd=parent)
+            else:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(name, flags, 0o777 if entry.mode == EXECUTABLE else 0o666, dir_fd=parent)
+                with open(fd, "wb") as out:
+                    _copy(process.stdout, out, size)
+            process.stdout.read(1)  # the newline after each object
+    finally:
+        dirs.close()
+        process.stdout.close()
+        error = process.stderr.read().decode(errors="replace").strip()
+        process.stderr.close()
+        if process.wait() != 0:
+            raise GitFailed(f"git cat-file --batch failed in {repo.work_tree}: {error or process.returncode}")
+
+
+def _blob_header(line: bytes, oid: str) -> int:
+    parts = line.split()
+    if len(parts) != 3 or parts[1] != b"blob" or parts[0].decode() != oid:
+        raise ChockError(f"git cat-file answered {line!r} for the blob {oid}")
+    return int(parts[2])
+
+
+def _copy(source, target, size: int) -> None:
+    while size:
+        chunk = source.read(min(size, CHUNK))
+        if not chunk:
+            raise ChockError("git cat-file --batch ended in the middle of a blob")
+        target.write(chunk)
+        size -= len(chunk)
+
+
+class _Dirs:
+    """The open directories from the root down to the last file written: a tree is written depth-first."""
+
+    def __init__(self, root: int) -> None:
+        self.stack: list[tuple[str, int]] = [("", root)]
+
+    def parent_of(self, path: str) -> tuple[int, str]:
+        *parts, name = path.split("/")
+        while self.stack[-1][0] and not f"{'/'.join(parts)}/".startswith(self.stack[-1][0] + "/"):
+            os.close(self.stack.pop()[1])
+        depth = len(self.stack) - 1
+        for index in range(depth, len(parts)):
+            os.mkdir(parts[index], 0o777, dir_fd=self.stack[-1][1])
+            fd = os.open(parts[index], _DIR_FLAGS, dir_fd=self.stack[-1][1])
+            self.stack.append(("/".join(parts[: index + 1]), fd))
+        return self.stack[-1][1], name
+
+    def close(self) -> None:
+        for _, fd in self.stack:
+            os.close(fd)
+        self.stack.clear()
+
+
+# Reading a worktree ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """A worktree's content in a private index, and what was left out of it."""
+
+    base: dict[str, Entry]  # the commit it was compared with
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+
+
+@dataclass
+class _Survey:
+    gitlinks: set[str]  # the base's submodules: a directory there keeps its entry and is not entered
+    kinds: dict[str, str] = field(default_factory=dict)  # path -> "file" | "link" for what git can hold
+    dirs: list[str] = field(default_factory=list)
+    kept_gitlinks: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    gitignores: list[str] = field(default_factory=list)
+
+    def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
+        with os.scandir(fd) as listed:
+            found = sorted((entry.name, entry.stat(follow_symlinks=False).st_mode) for entry in listed)
+        for name, mode in found:
+            path = prefix + name
+            if path == ".git":
+                continue
+            if stat.S_ISLNK(mode):
+                self.kinds[path] = "link"
+            elif stat.S_ISREG(mode):
+                self.kinds[path] = "file"
+                if name == ".gitignore":
+                    self.gitignores.append(path)
+            elif stat.S_ISDIR(mode):
+                self._directory(fd, name, path, depth)
+
+    def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
+        if path in self.gitlinks:
+            self.kept_gitlinks.append(path)
+            return
+        if depth + 1 >= MAX_DEPTH:
+            self.skipped.append((path, TOO_DEEP))
+            return
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        try:
+            if _has(fd, ".git"):
+                self.skipped.append((path, NESTED))
+                return
+            self.dirs.append(path)
+            self.walk(fd, path + "/", depth + 1)
+        finally:
+            os.close(fd)
+
+
+def _has(directory: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool) -> Snapshot:
+    """Fill the private `index` with `directory`'s files as git would commit them on top of `base_commit`.
+
+    With `write`, the blobs are written to the repository (for a commit); without, only hashed.
+    """
+    base = listing(repo, base_commit)
+    survey = _Survey({path for path, entry in base.items() if entry.mode == GITLINK})
+    root = os.open(directory, _DIR_FLAGS)
+    try:
+        try:
+            survey.walk(root, "")
+            untracked = [path for path in survey.kinds if path not in base]
+            ignored = _ignored(repo, root, survey, untracked + [path for path, _ in survey.skipped])
+        except OSError as error:
+            raise ChockError(f"cannot read the workspace {directory}: {error}") from None
+        kept = [path for path in survey.kinds if path in base or path not in ignored]
+        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
+        records = [f"{GITLINK} {base[path].oid}\t".encode() + os.fsencode(path) for path in survey.kept_gitlinks]
+        records += _hash(repo, root, directory, survey, kept, write)
+    finally:
+        os.close(root)
+    done = repo.run(["update-index", "-z", "--index-info"], index=index, input=b"".join(r + b"\0" for r in records))
+    result = Snapshot(base, survey.skipped)
+    if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
+        held = index_listing(repo, index)
+        result.skipped += [(path, INVALID) for path in kept if path not in held]
+    return result
+
+
+def _ignored(repo: Repo, root: int, survey: _Survey, untracked: list[str]) -> set[str]:
+    """Which of `untracked` (files, and directories left out) the `.gitignore` files and the person's
+    excludes ignore.
+
+    `git check-ignore` runs on a private tree of the worktree's directories and regular `.gitignore` files,
+    copied here, so git opens nothing of the agent's (a FIFO named `.gitignore` would hang it).
+    """
+    if not untracked:
+        return set()
+    with tempfile.TemporaryDirectory(prefix="chock-ignore-") as scratch:
+        shadow = Path(scratch)
+        for path in [*survey.dirs, *(path for path, _ in survey.skipped)]:
+            (shadow / path).mkdir(parents=True, exist_ok=True)
+        for path in survey.gitignores:
+            source = _open_beneath(root, path)
+            if source is None:
+                continue
+            with open(source, "rb") as reading, open(shadow / path, "wb") as copy:
+                shutil.copyfileobj(reading, copy, CHUNK)
+        done = repo.with_work_tree(shadow).run(
+            ["check-ignore", "--stdin", "-z", "--no-index"],
+            config=excludes(repo),
+            input=b"".join(os.fsencode(path) + b"\0" for path in untracked),
+            index=shadow / ".no-index",
+            check=False,
+        )
+    if done.returncode not in (0, 1):  # 1: nothing is ignored
+        raise GitFailed(f"git check-ignore failed: {done.stderr.decode(errors='replace').strip()}")
+    return {os.fsdecode(raw) for raw in done.stdout.split(b"\0") if raw}
+
+
+def _open_beneath(root: int, path: str) -> int | None:
+    """A descriptor on the regular file `path` below `root`, reached without following any symlink."""
+    *parts, name = path.split("/")
+    fd = root
+    try:
+        for part in parts:
+            opened = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            if fd != root:
+                os.close(fd)
+            fd = opened
+        target = os.open(name, _READ_FLAGS, dir_fd=fd)
+    finally:
+        if fd != root:
+            os.close(fd)
+    if not stat.S_ISREG(os.fstat(target).st_mode):
+        os.close(target)
+        return None
+    return target
+
+
+def _link_target(root: int, path: str) -> bytes:
+    *parts, name = path.split("/")
+    parent = root
+    try:
+        for part in parts:
+            opened = os.open(part, _DIR_FLAGS, dir_fd=parent)
+            if parent != root:
+                os.close(parent)
+            parent = opened
+        return os.fsencode(os.readlink(name, dir_fd=parent))
+    finally:
+        if parent != root:
+            os.close(parent)
+
+
+def _hash(repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool) -> list[bytes]:
+    """`mode oid<TAB>path` records for `paths`, hashed in batches from descriptors opened here."""
+    records: list[bytes] = []
+    batch: list[tuple[str, str, int]] = []  # (path, mode, descriptor git reads)
+
+    def flush() -> None:
+        taken = list(batch)
+        batch.clear()
+        descriptors = [fd for _, _, fd in taken]
+        try:
+            done = repo.run(
+                ["hash-object", "--no-filters", *(["-w"] if write else []), "--stdin-paths"],
+                input=b"".join(b"/dev/fd/%d\n" % fd for fd in descriptors),
+                pass_fds=descriptors,
+            )
+        finally:
+            for fd in descriptors:
+                os.close(fd)
+        for (path, mode, _), oid in zip(taken, done.stdout.split(), strict=True):
+            records.append(f"{mode} {oid.decode()}\t".encode() + os.fsencode(path))
+
+    try:
+        for path in paths:
+            try:
+                if survey.kinds[path] == "link":
+                    read, written = os.pipe()
+                    os.write(written, _link_target(root, path))
+                    os.close(written)
+                    batch.append((path, SYMLINK, read))
+                else:
+                    fd = _open_beneath(root, path)
+                    if fd is None:
+                        continue
+                    executable = os.fstat(fd).st_mode & stat.S_IXUSR
+                    batch.append((path, EXECUTABLE if executable else FILE, fd))
+            except OSError as error:
+                raise ChockError(f"cannot read {path} in the workspace {directory}: {error.strerror}") from None
+            if len(batch) >= HASH_BATCH:
+                flush()
+        if batch:
+            flush()
+    finally:
+        for _, _, fd in batch:
+            os.close(fd)
+    return records
+
+
+# Deleting a worktree ---------------------------------------------------------------------------------------
+
+# How deep `delete` goes before it moves a directory up to the top to carry on from there: the agent's
+# nesting must not exhaust descriptors or the stack (shutil.rmtree recurses once per level).
+DELETE_DEPTH = 64
+
+
+def delete(path: Path) -> None:
+    """Delete the directory `path` and everything in it without following a symlink, however deep it goes."""
+    try:
+        top = os.open(path, _DIR_FLAGS)
+    except FileNotFoundError:
+        return
+    try:
+        os.fchmod(top, 0o700)
+        while _clear(top, top, 0):
+            pass  # directories moved up to the top are cleared in the next round
+    finally:
+        os.close(top)
+    os.rmdir(path)
+
+
+def _clear(directory: int, top: int, depth: int) -> bool:
+    """Empty `directory`; True when some directory was moved up to `top` rather than emptied."""
+    moved = False
+    with os.scandir(directory) as listed:
+        names = [entry.name for entry in listed]
+    for name in names:
+        if not stat.S_ISDIR(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=directory)
+        elif depth >= DELETE_DEPTH:
+            os.rename(name, f".chock-deep-{os.urandom(8).hex()}", src_dir_fd=directory, dst_dir_fd=top)
+            moved = True
+        else:
+            sub = _open_to_clear(name, directory)
+            try:
+                moved = _clear(sub, top, depth + 1) or moved
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=directory)
+    return moved
+
+
+def _open_to_clear(name: str, parent: int) -> int:
+    """Open a directory to empty it, giving back to the person's uid any permission the agent took away."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except PermissionError:  # mode 000: change the directory itself, through a descriptor that follows nothing
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+        finally:
+            os.close(handle)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    os.fchmod(fd, 0o700)  # so its entries can be unlinked
+    return fd
+
+
+def changes(base: dict[str, Entry], current: dict[str, Entry]) -> list[tuple[str, str]]:
+    """(status, path) for each difference, sorted by path: A added, D deleted, M modified, T type changed."""
+    found = []
+    for path in sorted(base.keys() | current.keys()):
+        before, after = base.get(path), current.get(path)
+        if before == after:
+            continue
+        if before is None:
+            found.append(("A", path))
+        elif after is None:
+            found.append(("D", path))
+        else:
+            found.append(("M" if _kind(before.mode) == _kind(after.mode) else "T", path))
+    return found
+
+
+def _kind(mode: str) -> str:
+    return "file" if mode in (FILE, EXECUTABLE) else mode
