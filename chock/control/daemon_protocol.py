@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from chock.control import framing as f
-from chock.control.message import Bare, LineProtocol, Reply, Request
+from chock.control.message import Bare, LineProtocol, ReplyLine, Request
 
 CONTROL_NAME = "chock-control"
 PROTOCOL = 1
@@ -45,7 +45,7 @@ def _json_object(text: str) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-class Started(Reply):
+class Started(ReplyLine):
     """`ok <session id>\\t<log path>`: the reply to `start` and `adopt`, once the child holds the log."""
 
     __slots__ = ("log_path", "session_id")
@@ -70,7 +70,7 @@ class Started(Reply):
             return None
 
 
-class EventLine(Reply):
+class EventLine(ReplyLine):
     """One event of `read` or `watch`: the log's own line, passed through byte for byte.
 
     `line` is the JSON text (without its `\\n`), `event` the parsed object, `id` its event id. The daemon
@@ -104,7 +104,7 @@ class EventLine(Reply):
         return cls(line, event, event_id)
 
 
-class ListRow(Reply):
+class ListRow(ReplyLine):
     """`<started at>\\t<row JSON>`: one session of `list`."""
 
     __slots__ = ("row", "started_at")
@@ -134,7 +134,7 @@ class ListRow(Reply):
             return None
 
 
-class WatchHeader(Reply):
+class WatchHeader(ReplyLine):
     """`ok <row JSON>`: the first line of `watch`, the session's row as the watch began."""
 
     __slots__ = ("row",)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from chock.control import framing as f
 from chock.control.daemon_protocol import Answered
-from chock.control.message import Bare, LineProtocol, Reply, Request
+from chock.control.message import Bare, LineProtocol, ReplyLine, Request
 
 SESSION_NAME = "chock-session"
 SESSION_PROTOCOL = 1
@@ -24,7 +24,7 @@ SESSION_PROTOCOL = 1
 # Replies
 
 
-class PendingItem(Reply):
+class PendingItem(ReplyLine):
     """`request <request id>\\t<tool>\\t<summary>`: one approval request waiting for an answer."""
 
     __slots__ = ("request_id", "summary", "tool")
@@ -58,7 +58,7 @@ class PendingEnd(Bare):
     WHAT = "`end`"
 
 
-class Busy(Reply):
+class Busy(ReplyLine):
     """`busy <background> <subagents>`: the session holds that much work; sent each time the counts change."""
 
     __slots__ = ("background", "subagents")
@@ -98,7 +98,7 @@ class Released(Bare):
     WHAT = "`released`"
 
 
-class Ended(Reply):
+class Ended(ReplyLine):
     """`ended <reason>`: the session ended while the client waited; it closes next."""
 
     __slots__ = ("reason",)

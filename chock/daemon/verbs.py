@@ -1,6 +1,6 @@
 """The daemon's verbs (docs/protocol.md#verbs), one small function each, looked up by name in `VERBS`.
 
-Each takes the shared `Daemon`, the connection's `Reply` and its typed request (the codec has already checked
+Each takes the shared `Daemon`, the connection's `ReplyWriter` and its typed request (the codec has already checked
 every field: a session id matches its pattern before it touches a path, a project is absolute, a number is a
 number). A verb refuses by raising a `ProtocolError`, which the connection sends as its one `error <code>
 <text>` line; a verb that has begun its reply never raises one. The verbs in `INLINE` are answered from the
@@ -35,7 +35,7 @@ class ClientGone(Exception):
     """The client closed its end while we were replying: nothing to do but stop."""
 
 
-class Reply:
+class ReplyWriter:
     """The write side of one connection."""
 
     def __init__(self, sock: socket.socket) -> None:
@@ -89,20 +89,20 @@ def _session(daemon: Daemon, project: str, session_id: str) -> Entry:
 # The verbs
 
 
-def start(daemon: Daemon, reply: Reply, request: dp.StartRequest) -> None:
+def start(daemon: Daemon, reply: ReplyWriter, request: dp.StartRequest) -> None:
     """`start <project>\\t<message>` -> `ok <session id>\\t<log path>`, once the child has logged its start."""
     session_id = daemon.children.start(request.project, request.message)
     reply.send(dp.Started(session_id, str(daemon.layout.log_path(session_id))).encode())
 
 
-def adopt(daemon: Daemon, reply: Reply, request: dp.AdoptRequest) -> None:
+def adopt(daemon: Daemon, reply: ReplyWriter, request: dp.AdoptRequest) -> None:
     """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`, once the child holds the log."""
     entry = _session(daemon, request.project, request.session_id)
     daemon.children.adopt(request.session_id, request.project, entry.last_event_id)
     reply.send(dp.Started(request.session_id, str(daemon.layout.log_path(request.session_id))).encode())
 
 
-def read(daemon: Daemon, reply: Reply, request: dp.ReadRequest) -> None:
+def read(daemon: Daemon, reply: ReplyWriter, request: dp.ReadRequest) -> None:
     """`read <session id> <last event id>` -> the log's own lines after that id, then close."""
     try:
         handle = open(daemon.layout.log_path(request.session_id), "rb")  # noqa: SIM115 - the producer closes it
@@ -129,14 +129,14 @@ def _complete_lines(handle: BinaryIO, start: int) -> Iterator[bytes]:
                 yield data[:end]
 
 
-def list_(daemon: Daemon, reply: Reply, request: dp.ListRequest) -> None:
+def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
     for entry in daemon.rows.of_project(request.project):
         reply.buffer(daemon.rows.line(entry))
     reply.flush()
 
 
-def watch(daemon: Daemon, reply: Reply, request: dp.WatchRequest) -> None:
+def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:
     """`watch <project>\\t<session id>\\t<last id>` -> `ok <row JSON>`, then event lines as the log grows."""
     _session(daemon, request.project, request.session_id)
     reply.sock.settimeout(None)  # the subscription sends with its own bounds
@@ -149,7 +149,7 @@ def watch(daemon: Daemon, reply: Reply, request: dp.WatchRequest) -> None:
         daemon.watch_closed()
 
 
-def answer(daemon: Daemon, reply: Reply, request: dp.AnswerRequest) -> None:
+def answer(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerRequest) -> None:
     """`answer <project>\\t<session id>\\t<request id>\\t<yes|no>` -> `ok answered`, through approval.sock only.
 
     A connect that failed is reported as a failure and never as `ok answered`.
@@ -171,7 +171,7 @@ def answer(daemon: Daemon, reply: Reply, request: dp.AnswerRequest) -> None:
     reply.send(dp.Answered().encode())
 
 
-Verb = Callable[[Daemon, Reply, Any], None]
+Verb = Callable[[Daemon, ReplyWriter, Any], None]
 
 VERBS: dict[str, Verb] = {
     "start": start,

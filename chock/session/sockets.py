@@ -25,7 +25,7 @@ from chock.control import session_protocol as sp
 from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
-from chock.control.message import LineProtocol, Reply, Request
+from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
 from chock.session.approvals import Approvals
@@ -89,7 +89,7 @@ class SessionSockets:
             info = os.lstat(path)
             self._owned.append(Owned(Path(path), info.st_dev, info.st_ino))
 
-    async def tell_asker(self, reply: Reply) -> bool:
+    async def tell_asker(self, reply: ReplyLine) -> bool:
         """Send the handover asker what the machine said (`busy`, `ready`, `released`); False if it is gone."""
         asker = self._handover.asker
         return isinstance(asker, _Client) and await asker.send(reply.encode())
