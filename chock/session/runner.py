@@ -24,7 +24,7 @@ from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
 from chock.log.events import Event, cut
 from chock.log.fold import SessionState
-from chock.log.writer import SessionLog
+from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, Reply, TextDelta, ToolCall
 from chock.session import tools, workspace
 from chock.session.approvals import Approvals
@@ -100,6 +100,12 @@ class Session:
             return EXIT_COMPLETED
         except HandedOver:
             return EXIT_HANDED_OVER
+        except LogWriteFailed as failed:
+            # The end still fits in the log's reserve; if even it cannot be written, the next owner repairs the
+            # log. Either way the failure is said once, as its own sentence, by whoever runs this session.
+            with contextlib.suppress(LogWriteFailed):
+                self._end_abnormally("error", EXIT_FAILED, str(failed))
+            raise
         except asyncio.CancelledError:
             self._end_abnormally("interrupted", EXIT_INTERRUPTED, "interrupted")
             return EXIT_INTERRUPTED
