@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from chock import __version__
-from chock.errors import ChockError
+from chock.errors import ChockError, UsageError
 from chock.paths import Layout
 
 
@@ -65,6 +65,7 @@ pass_layout = click.make_pass_decorator(Layout)
 @click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
 @click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+@click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
 @pass_layout
 def run(
     layout: Layout,
@@ -78,6 +79,7 @@ def run(
     session_id: str | None,
     yes: bool,
     as_json: bool,
+    for_daemon: bool,
 ) -> None:
     """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
     from chock.session import render
@@ -92,6 +94,7 @@ def run(
     request = RunRequest(
         message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
         continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
+        for_daemon=for_daemon,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
     sys.exit(run_session(layout, request, renderer))
@@ -109,7 +112,30 @@ def _project_root(project: Path | None) -> Path:
     return project_root(project or Path.cwd())
 
 
-@main.command()
+def _daemon_options(function):  # type: ignore[no-untyped-def]
+    """--project, --daemon and --port, as every command that steers a session through the daemon takes them."""
+    function = click.option("--port", type=int, help="Shorthand for --daemon 127.0.0.1:PORT.")(function)
+    function = click.option(
+        "--daemon",
+        "daemon_address",
+        metavar="ADDR",
+        help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
+    )(function)
+    return click.option(
+        "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
+    )(function)
+
+
+def _steering(layout: Layout, project: Path | None, daemon_address: str | None, port: int | None):  # type: ignore[no-untyped-def]
+    """The daemon to steer through, and the project the session belongs to."""
+    from chock.control.address import resolve_address
+    from chock.control.client import ControlClient
+
+    address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
+    return ControlClient(address), _project_root(project)
+
+
+@main.group(invoke_without_command=True)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
     "--daemon",
@@ -119,9 +145,12 @@ def _project_root(project: Path | None) -> Path:
     help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of reading the state dir.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
-@pass_layout
-def sessions(layout: Layout, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
-    """This project's sessions, newest first, with their status."""
+@click.pass_context
+def sessions(ctx: click.Context, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
+    """This project's sessions, newest first: status, owner, how each ended, and its task."""
+    if ctx.invoked_subcommand is not None:
+        return
+    layout = ctx.find_object(Layout)
     if daemon_address:
         from chock.control.client import ControlClient
 
@@ -135,9 +164,65 @@ def sessions(layout: Layout, project: Path | None, daemon_address: str | None, a
         if as_json:
             click.echo(json.dumps(row))
         else:
-            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {_preview(row['message'])}")
+            ended = row.get("end_reason") or "-"
+            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {_preview(row['message'])}")
     if not rows and not as_json:
         click.echo('no sessions in this project yet: start one with `chock run "…"`')
+
+
+@sessions.command("remove")
+@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION...")
+@click.option(
+    "--with-workspace", is_flag=True, help="Also remove a kept workspace (its work goes to its branch first)."
+)
+@_daemon_options
+@pass_layout
+def sessions_remove(
+    layout: Layout,
+    session_ids: tuple[str, ...],
+    with_workspace: bool,
+    project: Path | None,
+    daemon_address: str | None,
+    port: int | None,
+) -> None:
+    """Delete ended sessions: their logs and scratchpads (their branches stay)."""
+    if daemon_address or port:
+        from chock import steer
+
+        if with_workspace:
+            raise UsageError("--with-workspace works on this machine only: leave out --daemon and --port")
+        client, root = _steering(layout, project, daemon_address, port)
+        for session_id in session_ids:
+            steer.remove(client, root, session_id)
+            click.echo(f"removed session {session_id}")
+        return
+    from chock.log import removal
+    from chock.session import keep
+
+    for session_id in session_ids:
+        removal.remove_session(layout, session_id, keep.remove if with_workspace else None)
+        click.echo(f"removed session {session_id}")
+
+
+@sessions.command("prune")
+@click.option("--ended-before", "before", required=True, metavar="DATE", help="UTC date or time, e.g. 2026-11-30.")
+@click.option("--with-workspace", is_flag=True, help="Also remove kept workspaces (their work goes to their branches).")
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@pass_layout
+def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: Path | None) -> None:
+    """Delete this project's sessions that ended before DATE (on this machine)."""
+    from chock.log import removal
+    from chock.session import keep
+
+    removed, kept = removal.prune(
+        layout, _project_root(project), removal.ended_before(before), keep.remove if with_workspace else None
+    )
+    for session_id in removed:
+        click.echo(f"removed session {session_id}")
+    for session_id, why in kept:
+        click.echo(f"kept session {session_id}: {why}")
+    if not removed and not kept:
+        click.echo(f"no session of this project ended before {before}")
 
 
 def _preview(text: str, width: int = 60) -> str:
@@ -417,6 +502,71 @@ def detach(
     session_id = handing.pick_session(layout, None if session else _project_root(project), session)
     done = handing.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
     click.echo(f"session {done.session_id} now runs under the daemon at {address}")
+
+
+@main.command()
+@click.argument("session", required=False)
+@_daemon_options
+@pass_layout
+def stop(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """Stop a running session now, wherever it is (default: this project's newest running one).
+
+    Its model call is cancelled, every process of its sandbox killed, a pending approval withdrawn; the log
+    ends `interrupted`, and `chock run --continue SESSION` can take it back later."""
+    from chock import steer
+
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = steer.pick(client, root, session, running=True)
+    steer.stop(client, root, session_id)
+    click.echo(f"session {session_id} stopped; `chock run --continue {session_id}` takes it back")
+
+
+@main.command()
+@click.argument("words", nargs=-1, metavar="[SESSION] MESSAGE")
+@_daemon_options
+@pass_layout
+def say(
+    layout: Layout, words: tuple[str, ...], project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """Tell a session more (default: this project's newest; MESSAGE may come on standard input).
+
+    A running session takes the message at its next turn; one that ended (completed, failed or stopped) is
+    continued by the daemon with it."""
+    from chock import steer
+
+    session = words[0] if len(words) > 1 and _looks_like_session_id(words[0]) else None
+    message = " ".join(words[1:] if session else words)
+    if not message.strip() and not sys.stdin.isatty():
+        message = sys.stdin.read()
+    if not message.strip():
+        raise UsageError("chock say needs a message: give it as an argument or on standard input")
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = steer.pick(client, root, session, running=False)
+    how = steer.say(client, root, session_id, message.strip())
+    told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
+    click.echo(f"session {session_id}: {told}")
+
+
+@main.command()
+@click.argument("session", required=False)
+@_daemon_options
+@pass_layout
+def attach(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """Watch a session through the daemon, as `chock run` shows it (default: this project's newest running one).
+
+    Answer its approvals with y or n, type a line to tell it more, `/stop` to stop it; Ctrl-C leaves it
+    running. Exits with the session's exit code when it ends, 1 when it is abandoned."""
+    from chock import steer
+    from chock.attach import attach as attach_to
+    from chock.session.render import terminal_renderer
+
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = steer.pick(client, root, session, running=True)
+    sys.exit(attach_to(client, root, session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno()))
 
 
 @main.command()

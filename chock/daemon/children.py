@@ -135,18 +135,33 @@ class Children:
 
     def adopt(self, session_id: str, project: str, last_id: int) -> None:
         """Carry a handed-over session on; returns once the child has logged its `session.adopt`."""
+        self._carry_on(session_id, "adopt", ["--adopt", session_id, "--project", project], last_id, None)
+
+    def continue_(self, session_id: str, project: str, last_id: int, message: str) -> None:
+        """Carry an ended session on with `message` (a `say`); returns once the child has logged its
+        `session.adopt`, its `workspace.open` and the message. The child follows the daemon's own approval
+        policy: a session once started with --yes at a terminal does not become a way to run commands unasked."""
+        argv = ["--continue", session_id, "--project", project, "--for-daemon"]
+        self._carry_on(session_id, "say", argv, last_id, message)
+
+    def _carry_on(self, session_id: str, verb: str, argv: list[str], last_id: int, message: str | None) -> None:
         run_log = self.layout.run_log_path(session_id)
         fd = os.open(run_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         offset = os.fstat(fd).st_size
         try:
-            child = self._spawn(session_id, "adopt", ["--adopt", session_id, "--project", project], fd)
+            child = self._spawn(session_id, verb, argv, fd, stdin=message)
         finally:
             os.close(fd)
         log = self.layout.log_path(session_id)
+        wanted = ("session.adopt",) if message is None else ("session.adopt", "workspace.open", "user.message")
 
         def ready(exited: bool) -> bool:
-            logged = any(_by(event, "session.adopt", child.pid) for event in _events_after(log, last_id))
-            return logged and (exited or owner_alive(log))
+            events = _events_after(log, last_id)
+            adopted = next((i for i, event in enumerate(events) if _by(event, "session.adopt", child.pid)), None)
+            if adopted is None:
+                return False
+            logged = {event.get("type") for event in events[adopted:]}
+            return all(kind in logged for kind in wanted) and (exited or owner_alive(log))
 
         self._wait(child, ready, run_log=run_log, offset=offset)
 

@@ -44,6 +44,7 @@ class RunRequest:
     adopt_id: str | None = None
     session_id: str | None = None
     interactive: bool = False
+    for_daemon: bool = False  # a child of the daemon carrying an ended session on for a `say`
 
 
 @dataclass
@@ -195,13 +196,15 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         log.release()
         raise
     opening = _Opening(log, state, prepared, sockets)
+    # The fold keeps approve_all from here on: a --yes session stays so through handovers, but one the daemon
+    # carries on for a `say` follows the daemon's own policy (a remote message must not run commands unasked).
     opening.emit(
         "session.adopt",
         session=session_id,
         pid=os.getpid(),
-        via="daemon" if adopting else "terminal",
-        approve_all=state.approve_all or request.yes,
-    )  # the fold keeps approve_all from here on, so it stays with the session through later handovers
+        via="daemon" if adopting or request.for_daemon else "terminal",
+        approve_all=not request.for_daemon and (state.approve_all or request.yes),
+    )
     with opening.ended_on_failure():
         _open_workspace(layout, opening, session_id, request, place)
         _close_what_the_last_owner_left(opening)
@@ -357,11 +360,9 @@ def _drive(session: Session, call_model: bool, provider: Provider) -> int:
     """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`)."""
 
     async def main() -> int:
-        task = asyncio.current_task()
         loop = asyncio.get_running_loop()
-        assert task is not None
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, task.cancel)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # handled at the loop's next wait, once run() has begun
+            loop.add_signal_handler(signum, session.steering.stop, "signal")
         try:
             return await session.run(call_model_first=call_model)
         finally:
