@@ -117,9 +117,8 @@ def list_(daemon: Daemon, reply: Reply, request: p.ListRequest) -> None:
 
 def watch(daemon: Daemon, reply: Reply, request: p.WatchRequest) -> None:
     """`watch <project>\\t<session id>\\t<last id>` -> `ok <row JSON>`, then event lines as the log grows."""
-    _session(daemon, request.project, request.session_id)
+    subscription = daemon.hub.subscribe(request.project, request.session_id, reply.sock, request.after)
     reply.sock.settimeout(None)  # the subscription sends with its own bounds
-    subscription = daemon.hub.subscribe(request.session_id, reply.sock, request.after)
     daemon.watch_opened()
     try:
         subscription.serve()
