@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import socket
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yarl
 from aiohttp.test_utils import TestServer
 
 from chock.control import protocol as p
@@ -515,6 +518,39 @@ def test_past_a_cap_an_event_stream_is_503_naming_the_cap_and_a_place_comes_back
 
 async def _says(text: Awaitable[str], words: str) -> bool:
     return words in await text
+
+
+def test_a_browser_that_stops_reading_is_cut_off_and_its_place_freed(monkeypatch, caplog):
+    monkeypatch.setattr(feeds, "WRITE_STALL", 0.5)
+    monkeypatch.setattr(feeds, "HEARTBEAT", 0.5)  # the stream's one timer looks at its writes this often
+    monkeypatch.setattr(feeds, "STREAMS_PER_SESSION", 1)
+
+    async def test(daemon, base, client):
+        _log(daemon, 1)
+        url = yarl.URL(base)
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, then nothing
+        stalled.connect((url.host, url.port))
+        stalled.sendall(
+            f"GET /api/sessions/{SID}/watch?project={PROJECT} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n\r\n".encode()
+        )
+        for _ in range(400):  # about 8 MB: more than the sockets between hold
+            daemon.append(SID, type="tool.result", output="x" * 20_000)
+
+        async def opened() -> aiohttp.ClientResponse | None:
+            response = await client.get(base + f"api/sessions/{SID}/watch", params={"project": PROJECT})
+            if response.status == 200:
+                return response
+            response.close()
+            return None
+
+        response = await wait_until_async(opened, 10, "the stalled stream's place")
+        assert [e["id"] for e in await SSE(response).events(401)] == list(range(1, 402))
+        response.close()
+        stalled.close()
+
+    run(test)
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR], caplog.text
 
 
 def test_events_replies_at_once_are_capped_and_each_is_the_whole_log(monkeypatch):

@@ -33,7 +33,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from aiohttp import web
 from chock.control import protocol as p
 from chock.control.client import ControlError
 from chock.paths import SESSION_ID_RE
+from chock.serve import feeds
 from chock.serve.feeds import Feeds, Stream, TooManyStreams, sse_event, sse_message
 from chock.serve.upstream import Daemon, DaemonUnreachable
 
@@ -56,10 +57,6 @@ _CATCH_UP_WRITE = 256 * 1024
 # `events` replies at once. Each holds a daemon connection and a few hundred KiB while its client reads;
 # a page asks for one when it opens a session.
 READS = 8
-
-# A client that takes nothing of a reply for this long is cut off: the daemon gives up on a reader that
-# stalls for 30 s, and a reply cut short must reach the client as a failure, never as a shorter log.
-WRITE_STALL = 20.0
 
 # How long a client refused at a cap is asked to wait before it tries again (`Retry-After`, seconds).
 RETRY_AFTER = 5
@@ -224,20 +221,18 @@ async def session_events(request: web.Request) -> web.StreamResponse:
         events = await state.daemon.read(session_id, after)  # a refusal is raised here, before any byte
         response = web.StreamResponse(headers={"Content-Type": "application/json; charset=utf-8"})
         await response.prepare(request)
-        try:
+
+        async def envelope() -> AsyncIterator[bytes]:
+            yield b'{"events": ['
             separator = b""
-            batch = [b'{"events": [']
-            size = 0
             async for event in events:
-                line = event.line.encode("utf-8")  # the log's own JSON, unchanged, inside the envelope
-                batch += (separator, line)
+                yield separator
+                yield event.line.encode("utf-8")  # the log's own JSON, unchanged, inside the envelope
                 separator = b", "
-                size += len(line)
-                if size >= _CATCH_UP_WRITE:
-                    await _write(response, b"".join(batch))
-                    batch, size = [], 0
-            batch.append(b"]}")
-            await _write(response, b"".join(batch))
+            yield b"]}"
+
+        try:
+            await _write_all(envelope(), lambda data: _write(response, data))
             await response.write_eof()
         except (ControlError, ConnectionError, TimeoutError):
             _cut(request)
@@ -246,9 +241,24 @@ async def session_events(request: web.Request) -> web.StreamResponse:
         state.reads -= 1
 
 
+async def _write_all(pieces: AsyncIterator[bytes], write: Callable[[bytes], Awaitable[None]]) -> None:
+    """Write the pieces in writes of about _CATCH_UP_WRITE bytes rather than one each."""
+    batch: list[bytes] = []
+    size = 0
+    async for piece in pieces:
+        batch.append(piece)
+        size += len(piece)
+        if size >= _CATCH_UP_WRITE:
+            await write(b"".join(batch))
+            batch, size = [], 0
+    if batch:
+        await write(b"".join(batch))
+
+
 async def _write(response: web.StreamResponse, data: bytes) -> None:
-    """Write, waiting for the client to take it; a client that stalls past WRITE_STALL is a TimeoutError."""
-    async with asyncio.timeout(WRITE_STALL):
+    """One write, waiting for the client to take it; one that takes nothing for `feeds.WRITE_STALL` is a
+    TimeoutError."""
+    async with asyncio.timeout(feeds.WRITE_STALL):
         await response.write(data)
 
 
@@ -294,55 +304,50 @@ async def watch(request: web.Request) -> web.StreamResponse:
     project = _project_query(request)
     after = _after(request, resume=True)
     try:
-        stream = await state.feeds.join(project, session_id, after)
+        stream = await state.feeds.join(project, session_id, after, lambda: _cut(request))
     except TooManyStreams as error:
         raise _busy(error.text) from None
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache, no-transform",
+            "X-Accel-Buffering": "no",  # nginx: pass each event on as it comes
+            "X-Content-Type-Options": "nosniff",
+        }
+    )
     try:
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-cache, no-transform",
-                "X-Accel-Buffering": "no",  # nginx: pass each event on as it comes
-                "X-Content-Type-Options": "nosniff",
-            }
-        )
-        await response.prepare(request)
-        await response.write(b"retry: %d\n\n" % RETRY_MS + sse_message("row", stream.feed.row))
-        if stream.backfill:
-            stream.subscriber.backfilled(await _catch_up(response, state.daemon, session_id, after))
-        await _follow(response, stream)
-    except ConnectionResetError:
-        pass  # the browser went away: nothing to tell anyone
-    except ControlError:
-        # A catch-up read failed halfway: end the stream here, without `end`, so the browser comes back
-        # from the last event it has rather than skip the ones the read did not deliver.
-        pass
+        try:
+            await response.prepare(request)
+            await _send(response, stream, b"retry: %d\n\n" % RETRY_MS + sse_message("row", stream.feed.row))
+            if stream.backfill:
+                stream.subscriber.backfilled(await _catch_up(response, stream, state.daemon, session_id, after))
+            await _follow(response, stream)
+        except ControlError:
+            # A catch-up read failed halfway: end the stream here, without `end`, so the browser comes back
+            # from the last event it has rather than skip the ones the read did not deliver.
+            pass
+        stream.writing()
+        await response.write_eof()
+    except (ConnectionResetError, TimeoutError):
+        _cut(request)  # the browser went away, or stopped reading: nothing to tell anyone
     finally:
         stream.close()
     return response
 
 
-async def _catch_up(response: web.StreamResponse, daemon: Daemon, session_id: str, after: int) -> int:
+async def _catch_up(response: web.StreamResponse, stream: Stream, daemon: Daemon, session_id: str, after: int) -> int:
     """Events after `after` from the daemon's `read`, for a stream the feed's memory does not reach; the
     last id written."""
     sent = after
-    batch: list[bytes] = []
-    size = 0
-    try:
-        events = await daemon.read(session_id, after)
-        async for event in events:
-            if event.id <= sent:
-                continue
-            sent = event.id
-            chunk = sse_event(event)
-            batch.append(chunk)
-            size += len(chunk)
-            if size >= _CATCH_UP_WRITE:
-                await response.write(b"".join(batch))
-                batch, size = [], 0
-    finally:
-        if batch:
-            await response.write(b"".join(batch))
+
+    async def messages() -> AsyncIterator[bytes]:
+        nonlocal sent
+        async for event in await daemon.read(session_id, after):
+            if event.id > sent:
+                sent = event.id
+                yield sse_event(event)
+
+    await _write_all(messages(), lambda data: _send(response, stream, data))
     return sent
 
 
@@ -352,18 +357,23 @@ async def _follow(response: web.StreamResponse, stream: Stream) -> None:
     while True:
         data = subscriber.take()
         if data:
-            await response.write(data)
-            stream.wrote()
+            await _send(response, stream, data)
         if subscriber.cut:
             return  # closed without `end`: the browser resumes from its Last-Event-ID
         if subscriber.done:
             if subscriber.final:
-                await response.write(sse_message("end", {"last_event_id": subscriber.sent}))
+                await _send(response, stream, sse_message("end", {"last_event_id": subscriber.sent}))
             return
         await stream.wait()
         if stream.heartbeat_due:
-            await response.write(b": keep-alive\n\n")
-            stream.wrote()
+            await _send(response, stream, b": keep-alive\n\n")
+
+
+async def _send(response: web.StreamResponse, stream: Stream, data: bytes) -> None:
+    """One write, watched by the stream's timer (a client that stalls is cut)."""
+    stream.writing()
+    await response.write(data)
+    stream.wrote()
 
 
 def add_routes(app: web.Application) -> None:

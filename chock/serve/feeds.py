@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from chock.control import protocol as p
@@ -66,6 +67,11 @@ TICK = 0.005
 # idle-connection reapers from closing a stream while a model thinks, and tells a browser the connection
 # is alive.
 HEARTBEAT = 15.0
+
+# A client that takes nothing of a write for this long is cut off: it holds a place under the caps, and a
+# stream of events owes it nothing it cannot read again from its last id. (The daemon, likewise, gives up
+# on a reader that stalls for 30 s, and a reply cut short must reach the client as a failure.)
+WRITE_STALL = 20.0
 
 # Open event streams, per session and in all. A browser keeps at most six connections per host, so a
 # session with hundreds of streams is many people or many tabs; the caps keep serve within its descriptors
@@ -101,23 +107,35 @@ class TooManyStreams(Exception):
 
 
 class Stream:
-    """One SSE response's place on a feed: its subscriber, and the waits between its writes."""
+    """One SSE response's place on a feed: its subscriber, and the waits between its writes.
 
-    def __init__(self, feed: Feed, subscriber: Subscriber, backfill: bool) -> None:
+    Its one timer sends the heartbeat after HEARTBEAT of quiet, and cuts the connection (`abort`) when a
+    write has waited WRITE_STALL for the client to take it (noticed at the latest when the longer of the
+    two has passed since the write began: the timer is never re-armed for a write).
+    """
+
+    def __init__(self, feed: Feed, subscriber: Subscriber, backfill: bool, abort: Callable[[], None]) -> None:
         self.feed = feed
         self.subscriber = subscriber
         self.backfill = backfill  # read the daemon after the id first: the feed's memory does not reach it
+        self._abort = abort
         self._wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._last_write = self._loop.time()
+        self._writing_since: float | None = None
         self.heartbeat_due = False
-        self._heartbeat = self._loop.call_later(HEARTBEAT, self._beat)
+        self._timer = self._loop.call_later(HEARTBEAT, self._tick)
 
     def wake(self) -> None:
         self._wake.set()
 
+    def writing(self) -> None:
+        """The response begins a write, which the client may be slow to take."""
+        self._writing_since = self._loop.time()
+
     def wrote(self) -> None:
-        """The response wrote something: the quiet that a heartbeat fills starts again."""
+        """The write is taken: the quiet that a heartbeat fills starts again."""
+        self._writing_since = None
         self._last_write = self._loop.time()
         self.heartbeat_due = False
 
@@ -127,16 +145,23 @@ class Stream:
             await self._wake.wait()
         self._wake.clear()
 
-    def _beat(self) -> None:
+    def _tick(self) -> None:
+        now = self._loop.time()
+        if self._writing_since is not None:
+            if now - self._writing_since >= WRITE_STALL:
+                self._abort()
+                return
+            self._timer = self._loop.call_at(self._writing_since + WRITE_STALL, self._tick)
+            return
         due_at = self._last_write + HEARTBEAT
-        if self._loop.time() >= due_at:
+        if now >= due_at:
             self.heartbeat_due = True
             self._wake.set()
-            due_at = self._loop.time() + HEARTBEAT
-        self._heartbeat = self._loop.call_at(due_at, self._beat)
+            due_at = now + HEARTBEAT
+        self._timer = self._loop.call_at(due_at, self._tick)
 
     def close(self) -> None:
-        self._heartbeat.cancel()
+        self._timer.cancel()
         self.feed.leave(self)
 
 
@@ -179,14 +204,14 @@ class Feed:
                 f"session {self.session_id} is not a session of {project} (it works in {self.project})",
             )
 
-    def join(self, after: int) -> Stream:
+    def join(self, after: int, abort: Callable[[], None]) -> Stream:
         """A stream of this feed after `after`. No await happens here: from this call on the stream's
         subscriber is owed every event the feed receives, and whatever the feed holds after `after`."""
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
         join = self.fanout.join(after)
-        stream = Stream(self, join.subscriber, join.backfill)
+        stream = Stream(self, join.subscriber, join.backfill, abort)
         if not self.closed:
             self._streams.add(stream)
         return stream
@@ -279,8 +304,9 @@ class Feeds:
         self._table = Fanouts(per_key=STREAMS_PER_SESSION, total=STREAMS, keys=SESSIONS)
         self._opening: dict[str, tuple[str, asyncio.Future[Feed]]] = {}
 
-    async def join(self, project: str, session_id: str, after: int) -> Stream:
-        """A stream of the session after `after`, its feed opened upstream when there is none.
+    async def join(self, project: str, session_id: str, after: int, abort: Callable[[], None]) -> Stream:
+        """A stream of the session after `after`, its feed opened upstream when there is none; `abort` cuts
+        its connection (a client that stalls).
 
         `TooManyStreams` past a cap; a refusal from the daemon (`not-found`, unreachable, …) is raised as it
         came, to every caller that waited for the same opening and named the same project.
@@ -292,7 +318,7 @@ class Feeds:
             raise TooManyStreams(self._refusal(refused, session_id))
         try:
             feed = await self._feed(project, session_id, after)
-            return feed.join(after)
+            return feed.join(after, abort)
         except BaseException:
             self._table.release(session_id)
             raise
