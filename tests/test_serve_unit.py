@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import socket
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -133,6 +134,9 @@ class FakeDaemon:
 
     async def _watch(self, request: p.WatchRequest, writer: asyncio.StreamWriter) -> None:
         if not self._known(request.session_id, writer):
+            return
+        if os.path.realpath(request.project) != PROJECT:  # as the daemon compares projects
+            writer.write(p.encode_error("not-found", f"{request.session_id} is not a session of {request.project}"))
             return
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.watchers.setdefault(request.session_id, []).append(queue)
@@ -461,6 +465,22 @@ def test_every_spelling_of_the_project_shares_one_upstream_watch_and_another_pro
         assert body["error"] == "not-found" and "/srv/other" in body["message"] and PROJECT in body["message"]
         for response in responses:
             response.close()
+
+    run(test)
+
+
+def test_a_browser_naming_the_right_project_is_not_refused_with_one_that_named_another_at_once():
+    async def test(daemon, base, client):
+        _log(daemon, 2)
+        url = base + f"api/sessions/{SID}/watch"
+        # The first asks the daemon; the second waits for that answer, which is about another project.
+        wrong, right = await asyncio.gather(
+            client.get(url, params={"project": "/srv/other"}), client.get(url, params={"project": PROJECT + "/."})
+        )
+        assert wrong.status == 404 and right.status == 200
+        assert [e["id"] for e in await SSE(right).events(2)] == [1, 2]
+        wrong.close()
+        right.close()
 
     run(test)
 

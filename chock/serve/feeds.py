@@ -40,7 +40,7 @@ from typing import Any
 from chock.control import protocol as p
 from chock.control.client import ControlError
 from chock.log.fanout import Fanout, Fanouts, Subscriber
-from chock.serve.upstream import Daemon, DaemonUnreachable, Event, Watch
+from chock.serve.upstream import Daemon, Event, Watch
 
 # How many recent events a feed keeps for browsers that join late or come back. A page reloaded in the
 # middle of a busy session is typically a few hundred events behind; anything older is read from the
@@ -187,7 +187,7 @@ class Feed:
         self._over = watch.row.get("status") in _OVER
         self._loop = asyncio.get_running_loop()
         self._linger: asyncio.TimerHandle | None = None
-        self._tick: asyncio.Handle | None = None
+        self._waking: asyncio.Handle | None = None
         self._woken = 0.0
         self._task = self._loop.create_task(self._pump())
 
@@ -241,16 +241,16 @@ class Feed:
 
     def _kick(self) -> None:
         """Wake the streams now, or at the next tick when they were woken less than TICK ago."""
-        if self._tick is not None:
+        if self._waking is not None:
             return
         delay = self._woken + TICK - self._loop.time()
         if delay > 0:
-            self._tick = self._loop.call_later(delay, self._wake)
+            self._waking = self._loop.call_later(delay, self._wake)
         else:
-            self._tick = self._loop.call_soon(self._wake)
+            self._waking = self._loop.call_soon(self._wake)
 
     def _wake(self) -> None:
-        self._tick = None
+        self._waking = None
         self._woken = self._loop.time()
         for stream in self._streams:
             if stream.subscriber.ready:
@@ -286,7 +286,7 @@ class Feed:
         finally:
             self._watch.close()
             self.fanout.close(final)
-            for handle in (self._linger, self._tick):
+            for handle in (self._linger, self._waking):
                 if handle is not None:
                     handle.cancel()
             self._feeds.forget(self)
@@ -302,7 +302,9 @@ class Feeds:
         self.daemon = daemon
         self._caps = (STREAMS_PER_SESSION, STREAMS, SESSIONS)
         self._table = Fanouts(per_key=STREAMS_PER_SESSION, total=STREAMS, keys=SESSIONS)
-        self._opening: dict[str, tuple[str, asyncio.Future[Feed]]] = {}
+        # Feeds being opened, by session id: the project the opener named, and what waiters wait for (None:
+        # the opener went away before the daemon answered, so a waiter opens the feed itself).
+        self._opening: dict[str, tuple[str, asyncio.Future[Feed | None]]] = {}
 
     async def join(self, project: str, session_id: str, after: int, abort: Callable[[], None]) -> Stream:
         """A stream of the session after `after`, its feed opened upstream when there is none; `abort` cuts
@@ -358,20 +360,22 @@ class Feeds:
                 return await self._open(project, session_id, after)
             opener, future = opening
             try:
-                await asyncio.shield(future)
+                await asyncio.shield(future)  # then round again: the feed is open, or we open it
             except ControlError:
-                # The opener named another project: the daemon's refusal was about its project, not ours.
+                # The daemon refused the opener's watch: that is our answer too when we named the same
+                # project; when we named another, we ask it ourselves.
                 if os.path.realpath(opener) == os.path.realpath(project):
                     raise
 
     async def _open(self, project: str, session_id: str, after: int) -> Feed:
-        future: asyncio.Future[Feed] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Feed | None] = asyncio.get_running_loop().create_future()
         self._opening[session_id] = (project, future)
         try:
             watch = await self.daemon.watch(project, session_id, after)
-        except (Exception, asyncio.CancelledError) as error:
-            if isinstance(error, asyncio.CancelledError):  # the browser that asked first went away
-                error = DaemonUnreachable(f"the watch of {session_id} was dropped before the daemon answered")
+        except asyncio.CancelledError:  # the browser that asked first went away
+            future.set_result(None)
+            raise
+        except Exception as error:
             future.set_exception(error)
             future.exception()  # retrieved: nobody else may be waiting for it
             raise
