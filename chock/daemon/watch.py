@@ -318,10 +318,10 @@ class Follower:
         self._waker.interrupt()
 
 
-# The conversation is all of the fold a watch does not need (the header's row and the end-of-watch rules
-# read the rest), and it grows with the log: a follower drops it as it goes, so watching a log of any
-# length costs the same memory.
 def _fold_row(state: SessionState, event: Event) -> None:
+    """Fold an event for the row alone. The conversation is all of the fold a watch does not need (the
+    header's row and the end-of-watch rules read the rest), and it grows with the log: a follower drops it
+    as it goes, so watching a log of any length costs the same memory."""
     state.apply(event)
     if state.conversation:
         state.conversation.clear()

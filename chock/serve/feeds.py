@@ -61,7 +61,7 @@ LINGER = 10.0
 # A feed wakes its streams at most this often: events that arrive closer together than this go out in one
 # write per stream. The first event after a quiet spell goes at once, so this adds no delay to a session
 # that writes slowly, and at most this much to one that writes fast.
-TICK = 0.005
+TICK = 0.01
 
 # A `:` comment every this many seconds of quiet keeps proxies (nginx's proxy_read_timeout is 60 s) and
 # idle-connection reapers from closing a stream while a model thinks, and tells a browser the connection
