@@ -558,7 +558,8 @@ def test_status_and_activity_hold_no_message_text_and_no_user_paths(home, projec
 
 class RawWatch(threading.Thread):
     """A `watch` read as raw lines, as fast as a socket gives them, resumed from the last id it has whenever
-    the daemon closes it before `session.end` (a watcher that falls behind is cut, and comes back)."""
+    the daemon closes it before `session.end` (a watcher that falls behind is cut, and comes back). Its
+    first connection reads nothing past the header until `go` is set."""
 
     def __init__(self, daemon: Daemon, project: Path, session_id: str) -> None:
         super().__init__(daemon=True)
@@ -567,6 +568,7 @@ class RawWatch(threading.Thread):
         self.ids: list[int] = []
         self.connections = 0
         self.ended = False
+        self.go = threading.Event()
 
     def run(self) -> None:
         while not self.ended:
@@ -575,7 +577,8 @@ class RawWatch(threading.Thread):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.connect(str(self.socket))
                 sock.sendall(hello(f"{self.request}{last}"))
-                buffer = b""
+                buffer = sock.recv(4096)
+                self.go.wait()
                 while data := sock.recv(1 << 20):
                     lines = (buffer + data).split(b"\n")
                     buffer = lines.pop()
@@ -593,7 +596,8 @@ def _vm(pid: int, name: str) -> int:
 
 def test_a_watch_of_a_log_grown_to_256_mb_leaves_the_daemons_memory_where_it_was(home, project, daemons):
     """The follower keeps the session's row, not what the log says: its memory does not grow with the log
-    (it grew by about 1 MiB per MB watched when it kept the conversation)."""
+    (it grew by about 1 MiB per MB watched when it kept the conversation). The watcher stops reading for
+    the first 64 MB, so the daemon cuts it (it holds at most 32 MiB for one watcher) and it resumes."""
     from chock.log.writer import SessionLog
 
     daemon = daemons.start()
@@ -608,10 +612,13 @@ def test_a_watch_of_a_log_grown_to_256_mb_leaves_the_daemons_memory_where_it_was
         watch.start()
         while log.stat().st_size < 256 * 1000 * 1000:
             owner.append("tool.result", call_id="c", name="read_file", output=output, is_error=False)
+            if log.stat().st_size > 64 * 1000 * 1000:
+                watch.go.set()
         owner.append("session.end", reason="completed", exit_code=0)
         last = owner.last_id
     watch.join(120)
     assert watch.ended and watch.ids == list(range(1, last + 1))  # every event once, in order, then the close
+    assert watch.connections > 1  # cut once, and resumed with no gap and no repeat
     grown = _vm(daemon.process.pid, "VmHWM") - at_rest
     assert grown < 64, f"the daemon grew by {grown} MiB watching a log of 256 MB"
 
