@@ -345,7 +345,7 @@ class Hub:
         with self._lock:
             while True:
                 follower = self._followers.get(session_id)
-                if follower is None or follower.closed:
+                if not isinstance(follower, Follower) or follower.closed:
                     try:
                         follower = Follower(self, session_id, path)
                     except FileNotFoundError:
