@@ -277,7 +277,8 @@ def test_start_watch_read_and_list_a_replay_session(home, project, daemons):
         assert [(started, row["id"]) for started, row in rows] == [(events[0]["at"], session_id)]
         assert rows[0][1]["status"] == "ended" and rows[0][1]["message"] == "tidy up\nthe notes"
     run_log = home.layout.run_log_path(session_id)
-    assert "session ended: completed" in run_log.read_text()  # the child's own output, never a pipe
+    # The child's own output, never a pipe; it prints the end just after logging it, so it may be a moment later.
+    wait_until(lambda: "session ended: completed" in run_log.read_text(), 10, "the child's last line in run.log")
     assert [p.name for p in home.layout.sessions_dir.iterdir()] == [session_id]  # nothing else left
 
 
