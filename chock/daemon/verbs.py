@@ -144,9 +144,8 @@ def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
 
 def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:
     """`watch <project>\\t<session id>\\t<last id>` -> `ok <row JSON>`, then event lines as the log grows."""
-    _session(daemon, request.project, request.session_id)
+    subscription = daemon.hub.subscribe(request.project, request.session_id, reply.sock, request.after)
     reply.sock.settimeout(None)  # the subscription sends with its own bounds
-    subscription = daemon.hub.subscribe(request.session_id, reply.sock, request.after)
     daemon.watch_opened()
     try:
         subscription.serve()

@@ -20,7 +20,7 @@ from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
 from chock.serve import api, listeners
-from chock.serve.fanout import Hub
+from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -72,8 +72,8 @@ def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     app = web.Application(
         middlewares=[make_guard(rule), _security_headers, api.control_errors], client_max_size=MAX_BODY
     )
-    hub = Hub(daemon)
-    app[api.STATE] = api.State(daemon, hub, api.Activity())
+    feeds = Feeds(daemon)
+    app[api.STATE] = api.State(daemon, feeds, api.Activity())
     api.add_routes(app)
     app.router.add_get("/", _index)
     app.router.add_get("/static/{name}", _static)
@@ -81,7 +81,7 @@ def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     async def close_feeds(app: web.Application) -> None:
         # Every SSE stream ends (without `end`) when its feed does, so the browsers reconnect to whatever
         # serves next, and no stream holds the stop up.
-        await hub.close()
+        await feeds.close()
 
     app.on_shutdown.append(close_feeds)
     return app
@@ -191,7 +191,7 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
             task.cancel()
     finally:
         _notify("STOPPING=1")
-        await app[api.STATE].hub.close()  # SSE streams end first, so nothing waits on them
+        await app[api.STATE].feeds.close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0
 
