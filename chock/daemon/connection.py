@@ -53,7 +53,7 @@ def _serve(daemon: Daemon, sock: socket.socket, listener: Listener) -> None:
     if listener.checks_peer:
         refusal = _peer_refusal(sock)
         if refusal is not None:
-            status.count("forbidden")
+            status.count("forbidden", peer_uid=peer_uid(sock))
             _send(sock, refusal.encode())
             return
     connection = ServerConnection()
@@ -79,7 +79,7 @@ def _serve(daemon: Daemon, sock: socket.socket, listener: Listener) -> None:
         traceback.print_exc(file=sys.stderr)
         _send(sock, ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}").encode())
     else:
-        status.count("served")
+        status.count("served", verb=request.verb)
 
 
 def _peer_refusal(sock: socket.socket) -> ProtocolError | None:

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import selectors
 import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -134,7 +132,6 @@ class Server:
             status.set_state("serving")
             status.write()
             status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
-            print(f"chock daemon (pid {os.getpid()}): serving {', '.join(addresses)}", file=sys.stderr, flush=True)
             service.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
             self._loop(selector, wake_r)
         finally:

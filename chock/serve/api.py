@@ -35,6 +35,7 @@ from aiohttp import web
 from chock.control import protocol as p
 from chock.control.client import ControlError
 from chock.paths import SESSION_ID_RE
+from chock.platform import journal
 from chock.serve.fanout import Hub, Subscriber, sse_event, sse_message
 from chock.serve.upstream import Daemon, DaemonUnreachable
 
@@ -118,6 +119,8 @@ async def control_errors(
     try:
         return await handler(request)
     except ControlError as error:
+        if isinstance(error, DaemonUnreachable):
+            journal.record("error", where="a request to the daemon", error=str(error.code))
         return error_response(error)
     finally:
         state.activity.end()

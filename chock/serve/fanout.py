@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from chock.control import protocol as p
 from chock.control.client import ControlError
+from chock.platform import journal
 from chock.serve.upstream import Daemon, DaemonUnreachable, Event, Watch
 
 # How many recent events a feed keeps for browsers that join late or come back. A page reloaded in the
@@ -188,9 +188,9 @@ class Feed:
             # latest span is still open, so the browsers reconnect instead of being told it is over.
             final = self._over
         except ControlError as error:
-            print(f"chock serve: the watch of {self.key[1]} ended: {error.text}", file=sys.stderr, flush=True)
+            journal.record("watch.ended", session=self.key[1], error=str(error.code))
         except Exception as error:  # a bug here must end this feed's streams, never leave them hanging
-            print(f"chock serve: the watch of {self.key[1]} failed: {error!r}", file=sys.stderr, flush=True)
+            journal.record("error", where="a watch", session=self.key[1], error=journal.error_kind(error))
         finally:
             self._watch.close()
             self.closed = True
