@@ -53,6 +53,8 @@ QUEUE_LIMIT = 1024
 # At exit, the last records (the stop, a session's end) get this long to reach the journal.
 FLUSH_SECONDS = 2.0
 
+# The field every record carries: which event of EVENTS it is.
+EVENT_FIELD = "CHOCK_EVENT"
 # Keyword -> journal field. Values are ids, digests, numbers, error kinds and our listening addresses.
 FIELDS = {
     "session": "CHOCK_SESSION",
@@ -173,7 +175,7 @@ class Sink:
         if send is not None:
             try:
                 priority = str(LEVELS[level])
-                send(message, PRIORITY=priority, SYSLOG_IDENTIFIER=self.identifier, CHOCK_EVENT=event, **fields)
+                send(message, PRIORITY=priority, SYSLOG_IDENTIFIER=self.identifier, **{EVENT_FIELD: event}, **fields)
                 return
             except OSError:
                 pass  # the journal went away: the record still goes somewhere a person can read it
