@@ -482,7 +482,8 @@ def approve(layout: Layout, session: str) -> None:
 @main.command()
 @pass_layout
 def doctor(layout: Layout) -> None:
-    """Whether each piece works here (bwrap, git, systemd, the credential store, daemon, serve), with fixes."""
+    """Whether each piece works here (bwrap, git, systemd, the journal, the credential store, daemon, serve),
+    with fixes, and how to read Chock's records."""
     from chock.doctor import examine
 
     findings = examine(layout)
@@ -495,6 +496,8 @@ def doctor(layout: Layout) -> None:
         click.echo(f"{mark} {finding.name:<17} {finding.detail}")
         if not finding.ok and finding.fix:
             click.echo(f"    {'':<17} fix: {finding.fix}")
+        for note in finding.notes:
+            click.echo(f"    {'':<17} {note}")
     sys.exit(0 if all(f.ok or not f.essential for f in findings) else 1)
 
 
