@@ -13,10 +13,10 @@ output, a credential or a path of the person's files in one: a project is named 
 
 Where records go: `--log-target journal`, `stderr`, or `auto`: the journal when stderr is the stream systemd
 connected to it (JOURNAL_STREAM names that stream's device and inode), else stderr (a terminal, macOS). They
-are handed to a writer thread: python-systemd is imported there, once the listeners serve (a socket-activated
-start does not wait for it), and a slow journal never holds a connection up. A session child records only
-when the daemon that spawned it records to the journal, which the daemon says in CHOCK_LOG_TARGET, so a
-terminal `chock run` prints none.
+are handed to a writer thread: python-systemd is imported there, a moment after the listeners serve (a
+socket-activated start does not wait for it), and a slow journal never holds a connection up. A session
+child records only when the daemon that spawned it records to the journal, which the daemon says in
+CHOCK_LOG_TARGET, so a terminal `chock run` prints none.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import queue
 import stat
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,10 @@ CHILD_VARIABLE = "CHOCK_LOG_TARGET"
 QUEUE_LIMIT = 1024
 # At exit, the last records (the stop, a session's end) get this long to reach the journal.
 FLUSH_SECONDS = 2.0
+# Importing python-systemd takes some 10 ms of CPU (it loads logging, uuid, datetime). The writer waits this
+# long before it does, so a socket-activated daemon answers the client that started it first; the records
+# of that moment wait in the queue.
+IMPORT_DELAY = 0.2
 
 # The field every record carries: which event of EVENTS it is.
 EVENT_FIELD = "CHOCK_EVENT"
@@ -157,7 +162,10 @@ class Sink:
                 self._thread.start()
 
     def _write_all(self) -> None:
-        send = _journal_send() if self.target == "journal" else None
+        send = None
+        if self.target == "journal":
+            time.sleep(IMPORT_DELAY)
+            send = _journal_send()
         while True:
             entry = self._queue.get()
             if isinstance(entry, threading.Event):
