@@ -24,11 +24,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import queue
 import stat
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,8 +122,10 @@ class Sink:
         self.identifier = identifier
         self.target = target  # "journal" | "stderr", resolved
         self.threshold = LEVELS[level]
-        self._queue: queue.Queue[Any] = queue.Queue(QUEUE_LIMIT)
-        self._lock = threading.Lock()
+        # Records (and flush markers) for the writer, oldest first; a deque under a condition, not
+        # queue.Queue, whose import a socket-activated start would pay for.
+        self._pending: deque[Any] = deque()
+        self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
         self._dropped = 0
 
@@ -136,30 +138,34 @@ class Sink:
         if LEVELS[level] > self.threshold:
             return
         values = {key: _clean(value) for key, value in fields.items() if value is not None}
-        message = template.format_map(_Fields(values))
-        self._start()
-        try:
-            self._queue.put_nowait((event, level, message, values))
-        except queue.Full:
-            with self._lock:
-                self._dropped += 1
+        self._hand_over((event, level, template.format_map(_Fields(values)), values))
 
     def flush(self, timeout: float = FLUSH_SECONDS) -> None:
         """Wait (at most `timeout`) until every record handed over so far has been written."""
         if self._thread is None:
             return
         done = threading.Event()
-        with contextlib.suppress(queue.Full):
-            self._queue.put(done, timeout=timeout)
-            done.wait(timeout)
+        self._hand_over(done)
+        done.wait(timeout)
 
-    def _start(self) -> None:
-        if self._thread is not None:
-            return
-        with self._lock:
+    def _hand_over(self, entry: Any) -> None:
+        with self._ready:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._write_all, name="records", daemon=True)
                 self._thread.start()
+            if len(self._pending) >= QUEUE_LIMIT and not isinstance(entry, threading.Event):
+                self._dropped += 1
+                return
+            self._pending.append(entry)
+            self._ready.notify()
+
+    def _next(self) -> tuple[Any, int]:
+        """The oldest entry, once there is one, and how many records were dropped since the last look."""
+        with self._ready:
+            while not self._pending:
+                self._ready.wait()
+            dropped, self._dropped = self._dropped, 0
+            return self._pending.popleft(), dropped
 
     def _write_all(self) -> None:
         send = None
@@ -167,16 +173,14 @@ class Sink:
             time.sleep(IMPORT_DELAY)
             send = _journal_send()
         while True:
-            entry = self._queue.get()
-            if isinstance(entry, threading.Event):
-                entry.set()
-                continue
-            self._write(send, *entry)
-            with self._lock:
-                dropped, self._dropped = self._dropped, 0
+            entry, dropped = self._next()
             if dropped:
                 _, template = EVENTS["records.dropped"]
                 self._write(send, "records.dropped", "warning", template.format(dropped=dropped), {"dropped": dropped})
+            if isinstance(entry, threading.Event):
+                entry.set()
+            else:
+                self._write(send, *entry)
 
     def _write(self, send: Any, event: str, level: str, message: str, values: dict[str, str]) -> None:
         fields = {FIELDS[key]: value for key, value in values.items()}
