@@ -302,3 +302,32 @@ def test_auto_means_the_journal_only_when_stderr_is_the_journal_stream(tmp_path:
             done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=handle, text=True,
                                   env={**os.environ, "JOURNAL_STREAM": stream}, check=True)  # fmt: skip
             assert done.stdout.strip() == expected, stream
+
+
+def test_the_daemons_activity_lines_become_records_that_say_why(tmp_path: Path, monkeypatch, capfd) -> None:
+    """Adopted, handed over, killed, timed out, stopped by an error: each in words, at the priority it needs."""
+    from chock.daemon.status import Status
+
+    monkeypatch.setattr(journal, "_sink", journal.Sink(journal.DAEMON, "stderr", "debug"))
+    status = Status(tmp_path)
+    child = {"session": "20260101-000000-abcdef", "verb": "adopt", "project_key": "0123456789abcdef"}
+    status.activity("session.spawned", **child, pid=42)
+    status.activity("session.ended", **child, exit_code=8)
+    status.activity("session.ended", **child, exit_code=-9)
+    status.activity("session.refused", **child, exit_code=None)
+    status.activity("session.refused", **child, exit_code=3)
+    status.activity("stop", reason="error")
+    status.error("accept", OSError(24, "Too many open files"))
+    journal.flush()
+    prefix = f"chock-daemon[{os.getpid()}] "
+    lines = [line.split(" (CHOCK_")[0] for line in capfd.readouterr().err.splitlines()]
+    assert lines == [
+        f"{prefix}info: session 20260101-000000-abcdef spawned to adopt it (pid 42)",
+        f"{prefix}info: session 20260101-000000-abcdef ended: handed over to the daemon (exit code 8)",
+        f"{prefix}info: session 20260101-000000-abcdef ended: killed by SIGKILL (exit code -9)",
+        f"{prefix}warning: session 20260101-000000-abcdef did not start (adopt): it did not start in time",
+        f"{prefix}warning: session 20260101-000000-abcdef did not start (adopt): refused before starting "
+        "(nothing was created)",
+        f"{prefix}err: stopped: error",
+        f"{prefix}err: accept failed: OSError: Too many open files",
+    ]
