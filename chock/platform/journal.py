@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.errors import EXIT_FAILED, EXIT_INTERRUPTED, ChockError, UsageError, exit_reason
+from chock.paths import project_key
 
 TARGETS = ("auto", "journal", "stderr")
 # syslog(3) priorities, as the journal keeps them in PRIORITY=; `--log-level` names the least urgent kept.
@@ -298,8 +299,6 @@ def session_records(session_id: str | None, project: Path | None, verb: str) -> 
     if not wanted or session_id is None or journal_problem() is not None:
         yield
         return
-    from chock.paths import project_key
-
     configure(SESSION, "journal")
     fields: dict[str, object] = {"session": session_id, "verb": verb}
     with contextlib.suppress(OSError):
