@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from chock import __version__
-from chock.errors import ChockError, UsageError
+from chock.completion import SHELLS, instance_names, session_ids
+from chock.errors import EXIT_STATUS, ChockError, UsageError
 from chock.paths import Layout
 
 
@@ -28,7 +29,30 @@ class _Group(click.Group):
             sys.exit(error.exit_code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def exit_status(command: str) -> str:
+    """The epilog naming a command's exit codes, from the one table of them."""
+    codes = ", ".join(f"{code} {meaning}" for code, meaning in EXIT_STATUS[command])
+    return f"Exit status of chock {command}: {codes}."
+
+
+# The records of `chock daemon` and `chock serve` (chock.platform.journal checks the values).
+log_target = click.option(
+    "--log-target",
+    default="auto",
+    show_default=True,
+    metavar="auto|journal|stderr",
+    help="Where its records go: the journal, stderr, or auto (the journal when systemd started it, else stderr).",
+)
+log_level = click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    metavar="err|warning|info|debug",
+    help="The least urgent record kept.",
+)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_status("run"))
 @click.version_option(__version__, prog_name="chock")
 @click.option(
     "--config",
@@ -46,10 +70,10 @@ def main(ctx: click.Context, config: str | None) -> None:
 pass_layout = click.make_pass_decorator(Layout)
 
 
-@main.command()
+@main.command(epilog=exit_status("run"))
 @click.argument("message", required=False)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option("--instance", help="Which configured or logged-in instance to use.")
+@click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
 @click.option("--model", help="The model to ask (default: the instance's).")
 @click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
 @click.option(
@@ -60,6 +84,7 @@ pass_layout = click.make_pass_decorator(Layout)
     default=None,
     metavar="[SESSION]",
     help="Take a session back into this terminal (default: the newest); MESSAGE is optional.",
+    shell_complete=session_ids,
 )
 @click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
 @click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
@@ -97,7 +122,10 @@ def run(
         for_daemon=for_daemon,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
-    sys.exit(run_session(layout, request, renderer))
+    from chock.platform.journal import session_records
+
+    with session_records(session_id or adopt_id, project, "adopt" if adopt_id else "start"):
+        sys.exit(run_session(layout, request, renderer))
 
 
 def _looks_like_session_id(text: str) -> bool:
@@ -264,7 +292,7 @@ def workspace_list(layout: Layout) -> None:
 
 
 @workspace.command("show")
-@click.argument("session")
+@click.argument("session", shell_complete=session_ids)
 @pass_layout
 def workspace_show(layout: Layout, session: str) -> None:
     """What a kept workspace holds: its directory, its start commit and its uncommitted changes."""
@@ -274,7 +302,7 @@ def workspace_show(layout: Layout, session: str) -> None:
 
 
 @workspace.command("remove")
-@click.argument("session")
+@click.argument("session", shell_complete=session_ids)
 @pass_layout
 def workspace_remove(layout: Layout, session: str) -> None:
     """Commit a kept workspace's work to its branch chock/<id>, then remove the checkout."""
@@ -324,7 +352,7 @@ def login(
 
 
 @main.command()
-@click.argument("name")
+@click.argument("name", shell_complete=instance_names)
 @pass_layout
 def logout(layout: Layout, name: str) -> None:
     """Remove an instance's stored credential and its index entry."""
@@ -362,14 +390,25 @@ def credentials(layout: Layout) -> None:
 @click.option("--host", help="Also listen on TCP at this address (no identity check: put a proxy in front).")
 @click.option("--port", type=int, help="TCP port for --host (default 7890; 0 picks a free one).")
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
+@log_target
+@log_level
 @click.pass_context
 def daemon(
-    ctx: click.Context, socket_path: Path | None, host: str | None, port: int | None, idle_exit: float | None
+    ctx: click.Context,
+    socket_path: Path | None,
+    host: str | None,
+    port: int | None,
+    idle_exit: float | None,
+    log_target: str,
+    log_level: str,
 ) -> None:
     """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
     if ctx.invoked_subcommand is not None:
         return
     from chock.daemon.server import run as run_daemon
+    from chock.platform import journal
+
+    journal.configure(journal.DAEMON, log_target, log_level)
 
     sys.exit(run_daemon(ctx.obj, socket_path=socket_path, host=host, port=port, idle_exit=idle_exit))
 
@@ -446,6 +485,8 @@ def daemon_status(layout: Layout) -> None:
     help="Another Host header to accept on TCP (repeatable).",
 )
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
+@log_target
+@log_level
 @pass_layout
 def serve(
     layout: Layout,
@@ -455,9 +496,14 @@ def serve(
     port: int | None,
     allow_hosts: tuple[str, ...],
     idle_exit: float | None,
+    log_target: str,
+    log_level: str,
 ) -> None:
     """A browser front end: purely a client of the daemon."""
+    from chock.platform import journal
     from chock.serve.app import run as run_serve
+
+    journal.configure(journal.SERVE, log_target, log_level)
 
     sys.exit(
         run_serve(
@@ -472,8 +518,8 @@ def serve(
     )
 
 
-@main.command()
-@click.argument("session", required=False)
+@main.command(epilog=exit_status("detach"))
+@click.argument("session", required=False, shell_complete=session_ids)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
     "--daemon",
@@ -505,7 +551,7 @@ def detach(
 
 
 @main.command()
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=session_ids)
 @_daemon_options
 @pass_layout
 def stop(
@@ -549,8 +595,8 @@ def say(
     click.echo(f"session {session_id}: {told}")
 
 
-@main.command()
-@click.argument("session", required=False)
+@main.command(epilog=exit_status("attach"))
+@click.argument("session", required=False, shell_complete=session_ids)
 @_daemon_options
 @pass_layout
 def attach(
@@ -570,7 +616,7 @@ def attach(
 
 
 @main.command()
-@click.argument("session")
+@click.argument("session", shell_complete=session_ids)
 @pass_layout
 def approve(layout: Layout, session: str) -> None:
     """Answer the requests a session on this machine is waiting on."""
@@ -586,7 +632,8 @@ def approve(layout: Layout, session: str) -> None:
 @main.command()
 @pass_layout
 def doctor(layout: Layout) -> None:
-    """Whether each piece works here (bwrap, git, systemd, the credential store, daemon, serve), with fixes."""
+    """Whether each piece works here (bwrap, git, systemd, the journal, the credential store, daemon, serve),
+    with fixes, and how to read Chock's records."""
     from chock.doctor import examine
 
     findings = examine(layout)
@@ -599,7 +646,24 @@ def doctor(layout: Layout) -> None:
         click.echo(f"{mark} {finding.name:<17} {finding.detail}")
         if not finding.ok and finding.fix:
             click.echo(f"    {'':<17} fix: {finding.fix}")
+        for note in finding.notes:
+            click.echo(f"    {'':<17} {note}")
     sys.exit(0 if all(f.ok or not f.essential for f in findings) else 1)
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the completion script for SHELL; commands, options, session ids and instance names complete.
+
+    \b
+    bash:  eval "$(chock completion bash)"     (in ~/.bashrc)
+    zsh:   eval "$(chock completion zsh)"      (in ~/.zshrc)
+    fish:  chock completion fish > ~/.config/fish/completions/chock.fish
+    """
+    from chock.completion import script
+
+    click.echo(script(main, shell), nl=False)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
 from chock.paths import SESSION_ID_RE
+from chock.platform import journal
 from chock.serve import feeds
 from chock.serve.feeds import Feeds, Stream, TooManyStreams, sse_event, sse_message
 
@@ -140,6 +141,8 @@ async def control_errors(
     try:
         return await handler(request)
     except ProtocolError as error:
+        if isinstance(error, Unreachable):
+            journal.record("error", where="a request to the daemon", error=str(error.code))
         return error_response(error)
     finally:
         state.activity.end()

@@ -19,6 +19,7 @@ from chock.control.address import resolve_address
 from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
+from chock.platform import journal
 from chock.serve import api, listeners
 from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
@@ -169,7 +170,7 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _stop_on, stop, signal.Signals(signum).name)
     runner = _runner(app)
     await runner.setup()
     try:
@@ -178,6 +179,7 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
         urls = [listener.describe() for listener in bound]
         for url in urls:
             print(f"listening on {url}", flush=True)
+        journal.record("listening", addresses=", ".join(urls))
         _notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
         tasks = []
         if idle_exit:
@@ -196,6 +198,11 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
     return 0
 
 
+def _stop_on(stop: asyncio.Event, reason: str) -> None:
+    journal.record("stop", reason=reason)
+    stop.set()
+
+
 async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Event) -> None:
     """SPEC §7/§8 `--idle-exit`: no request and no SSE stream for that long, and serve exits 0."""
     activity = app[api.STATE].activity
@@ -203,6 +210,5 @@ async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Even
     while True:
         await asyncio.sleep(step)
         if activity.active == 0 and time.monotonic() - activity.last >= idle_exit:
-            print(f"chock serve: idle for {idle_exit:g} s, exiting", file=sys.stderr, flush=True)
-            stop.set()
+            _stop_on(stop, f"idle for {idle_exit:g} s")
             return

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +41,7 @@ from chock.control.client import expect
 from chock.control.daemon_protocol import EventLine, WatchHeader, WatchRequest
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.fanout import Fanout, Fanouts, Subscriber
+from chock.platform import journal
 
 # How many recent events a feed keeps for browsers that join late or come back. A page reloaded in the
 # middle of a busy session is typically a few hundred events behind; anything older is read from the
@@ -279,9 +279,9 @@ class Feed:
             # is still open, so the browsers reconnect instead of being told it is over.
             final = self._over
         except ProtocolError as error:
-            print(f"chock serve: the watch of {self.session_id} ended: {error.text}", file=sys.stderr, flush=True)
+            journal.record("watch.ended", session=self.session_id, error=str(error.code))
         except Exception as error:  # a bug here must end this feed's streams, never leave them hanging
-            print(f"chock serve: the watch of {self.session_id} failed: {error!r}", file=sys.stderr, flush=True)
+            journal.record("error", where="a watch", session=self.session_id, error=journal.error_kind(error))
         finally:
             self._watch.close()
             self.fanout.close(final)
