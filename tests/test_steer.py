@@ -402,3 +402,29 @@ def test_a_foreign_uid_is_refused_on_every_session_socket(home, project, kind):
     finally:
         process.kill()
         process.wait(10)
+
+
+def test_prune_removes_what_ended_before_the_date_and_with_workspace_a_kept_one_too(home, project):
+    replay_config(home, [{"text": "Done.", "tool_calls": []}])
+    assert home.chock("run", "finished", cwd=project).returncode == 0
+    replay_config(home, [{"text": "", "tool_calls": [write("w.txt", "w")]}])  # then the replay runs out: kept
+    assert home.chock("run", "failed", cwd=project).returncode == 1
+    ids = os.listdir(home.layout.sessions_dir)
+    finished = next(i for i in ids if home.events(i)[-1]["reason"] == "completed")
+    failed = next(i for i in ids if i != finished)
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86400))
+
+    early = home.chock("sessions", "prune", "--ended-before", "2000-01-01", cwd=project)
+    assert early.returncode == 0 and "no session of this project ended before 2000-01-01" in early.stdout
+    pruned = home.chock("sessions", "prune", "--ended-before", tomorrow, cwd=project)
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"removed session {finished}" in pruned.stdout
+    assert f"kept session {failed}" in pruned.stdout and "keeps its workspace" in pruned.stdout
+    assert sorted(os.listdir(home.layout.sessions_dir)) == [failed]
+
+    again = home.chock("sessions", "prune", "--ended-before", tomorrow, "--with-workspace", cwd=project)
+    assert again.returncode == 0 and f"removed session {failed}" in again.stdout, again.stdout + again.stderr
+    assert os.listdir(home.layout.sessions_dir) == []
+    assert git_value(project, "show", f"chock/{failed}:w.txt") == "w"  # its work went to its branch first
+    bad = home.chock("sessions", "prune", "--ended-before", "last tuesday", cwd=project)
+    assert bad.returncode == 3 and "is not a date" in bad.stderr
