@@ -8,7 +8,7 @@ one there is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chock.config import Config, Tuning
 from chock.errors import Refused
@@ -23,7 +23,7 @@ class Instance:
     address: str | None
     model: str | None
     origin: str  # "config" or "index"
-    tuning: Tuning = Tuning()
+    tuning: Tuning = field(default_factory=Tuning)
 
 
 def available(layout: Layout, config: Config) -> dict[str, Instance]:

@@ -242,7 +242,8 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         ),
         (
             '.{ .instances = .{ .w = .{ .kind = "aiand", .url = "x" } } }',
-            "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token, retries, price, context_window)",
+            "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token, retries, price, "
+            "context_window)",
         ),
         (
             '.{ .instances = .{ .@"my-box" = .{ .kind = "aiand", .@"a b" = 1 } } }',

@@ -57,9 +57,9 @@ def make_provider(
     if kind == REPLAY:
         # The file's path travels as the address; whoever resolved the instance made it absolute against
         # config.zon's directory.
-        from chock.providers.replay import ReplayProvider, load_entries, parent_entries
+        from chock.providers.replay import ReplayProvider, entries_for, load_entries
 
-        return ReplayProvider(parent_entries(load_entries(Path(address))), source=f"the replay file {address}")
+        return ReplayProvider(entries_for(load_entries(Path(address)), None), source=f"the replay file {address}")
     from chock.providers.retry import DEFAULT_RETRIES
     from chock.providers.transport import HTTPProvider
 
