@@ -110,7 +110,7 @@ def _plan_kept(state: SessionState, request: Request) -> tuple[int, int]:
     everything = state.last_event_id, 0
     first = 1 if state.compactions else 0  # a compacted conversation starts with its summary
     latest = max((i for i, m in enumerate(state.conversation) if m["role"] == "assistant"), default=-1)
-    if latest < first + 1:  # nothing before the latest turn to summarize
+    if latest < first + 2:  # no whole exchange before the latest turn to summarize
         return everything
     window = request.window or 0
     kept = state.conversation[latest:]
