@@ -279,6 +279,7 @@ def _open_workspace(
             "model": instance.model,
             "credential": prepared.credential,
             "instance": instance.name,
+            "retries": instance.tuning.retries,
         },
         subagent_blocks=_subagent_blocks(prepared),
         price=instance.tuning.price,
