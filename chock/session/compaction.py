@@ -48,7 +48,7 @@ do not call any tool: answer with the summary only."""
 
 
 @dataclass(frozen=True)
-class Request:
+class CallSetup:
     """What every call of the session sends besides the conversation."""
 
     provider: Provider
@@ -64,7 +64,7 @@ def estimate(conversation: list[dict[str, Any]], tools: list[dict[str, Any]], sy
     return len(data.encode("utf-8")) // BYTES_PER_TOKEN
 
 
-def request_size(state: SessionState, request: Request) -> int:
+def request_size(state: SessionState, request: CallSetup) -> int:
     """The next call's size: the provider's own count of the last call plus what came after it, or the
     estimate of the whole request, whichever is larger."""
     whole = estimate(state.conversation, request.tools, request.system)
@@ -73,7 +73,7 @@ def request_size(state: SessionState, request: Request) -> int:
     return max(whole, state.context_tokens + estimate(state.conversation[state.context_items :], [], ""))
 
 
-async def compact_if_needed(state: SessionState, request: Request, emit: Emit) -> None:
+async def compact_if_needed(state: SessionState, request: CallSetup, emit: Emit) -> None:
     """Log a compaction when the next call would pass `COMPACT_AT` of the window."""
     window = request.window
     if window is None:
@@ -104,7 +104,7 @@ async def compact_if_needed(state: SessionState, request: Request, emit: Emit) -
         raise _overflow(after, window)
 
 
-def _plan_kept(state: SessionState, request: Request) -> tuple[int, int]:
+def _plan_kept(state: SessionState, request: CallSetup) -> tuple[int, int]:
     """(through, cut): the last event the summary covers, and the size kept tool outputs are cut to (0: none
     kept). The latest assistant message and what follows it are kept when, cut, they fit `KEEP_AT_MOST`."""
     everything = state.last_event_id, 0
@@ -126,7 +126,7 @@ def _index_after(state: SessionState, through: int) -> int:
     return sum(1 for event_id in state.conversation_ids if event_id <= through)
 
 
-def _fit(conversation: list[dict[str, Any]], request: Request, window: int) -> list[dict[str, Any]]:
+def _fit(conversation: list[dict[str, Any]], request: CallSetup, window: int) -> list[dict[str, Any]]:
     """The summary request, cut down to fit the window: long tool outputs and notes first, then the oldest
     turns after the first message (the task, or the previous summary)."""
     if estimate(conversation, request.tools, request.system) <= SEND_AT_MOST * window:

@@ -170,7 +170,7 @@ class Session:
         tool_specs, system = self._tool_specs(), self._system_prompt()
         settings = self.settings
         summarizer = settings.summarizer or self.provider
-        request = compaction.Request(summarizer, tool_specs, system, settings.context_window, settings.price)
+        request = compaction.CallSetup(summarizer, tool_specs, system, settings.context_window, settings.price)
         await compaction.compact_if_needed(self.state, request, self.emit)
         reply = await calls.call(
             self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
