@@ -363,6 +363,32 @@ def test_usage_reported_near_the_window_compacts_before_the_next_call(home, proj
     assert "What was done: read app.py." in after["messages"][1]["content"]
 
 
+def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_sent_again(home, project):
+    (project / "notes.txt").write_text("".join(f"line {n:04d} of the notes\n" for n in range(80)))
+    git(project, "add", "notes.txt")
+    git(project, "commit", "-q", "-m", "notes")
+    turns = {"n": 0}
+
+    def answer(body: dict) -> dict:
+        if is_summary_request(body):
+            return {"text": f"Read notes.txt {turns['n']} times."}
+        turns["n"] += 1
+        if turns["n"] > 8:
+            return {"text": "Enough."}
+        return {"text": "Again.", "tool_calls": [{"id": f"t{turns['n']}", "name": "read_file",
+                                                    "args": {"path": "notes.txt"}}]}  # fmt: skip
+
+    with FakeProvider(kind="anthropic", key=None, context_window=3000) as fake:
+        fake.answer_with(answer)
+        remote(home, fake)  # "fake-model": a window Chock does not know
+        result = run(home, project, "read notes.txt again and again")
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+        assert fake.too_long  # refused at least once ...
+    events = home.events(home.only_session())
+    assert len(of_type(events, "compaction")) >= 1  # ... and compacted, then sent again
+    assert [e["text"] for e in of_type(events, "assistant.message")][-1] == "Enough."
+
+
 def test_a_replay_scripts_its_compactions_summary(home, project):
     (project / "big.txt").write_text("x" * 6000)
     git(project, "add", "big.txt")

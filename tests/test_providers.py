@@ -648,3 +648,22 @@ def test_chat_stream_reads_llama_cpp_error_lines_and_missing_ids() -> None:
         ChatStream("http://127.0.0.1:5000/v1", "local").feed_line(
             'error: {"code": 400, "message": "context size exceeded", "type": "invalid_request_error"}'
         )
+
+
+@pytest.mark.parametrize(
+    ("status", "words", "expected"),
+    [
+        (400, "prompt is too long: 208310 tokens > 200000 maximum", True),
+        (400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000", True),
+        (400, "the request exceeds the available context size, try increasing it", True),
+        (400, "messages: roles must alternate", False),
+        (429, "prompt is too long", False),
+    ],
+)
+def test_a_refusal_for_the_prompts_size_is_recognised_in_each_providers_words(status, words, expected) -> None:
+    from chock.providers.failures import status_failure
+
+    body = json.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": words}})
+    error = status_failure(status, body, kind="anthropic", address="http://x/v1", credential=None, instance="w")
+    assert error.too_long is expected
+    assert ("larger than the model's context window" in str(error)) is expected

@@ -81,9 +81,10 @@ class ProviderError(ChockError):
     """The provider refused or failed; the message names the instance's address and status, never a key.
 
     `usage` is what the provider had reported of the call when it failed (the `usage` event's fields), so a
-    failed call's tokens are still counted."""
+    failed call's tokens are still counted; `too_long` says the provider refused the request for its size."""
 
     usage: dict[str, int] | None = None
+    too_long = False
 
 
 class Provider(Protocol):

@@ -9,13 +9,15 @@ the provider's prompt cache serves it), and the session logs `compaction {summar
 then starts the conversation from that summary, followed by the latest assistant message and what came after
 it, their tool outputs and notes cut to `cut` bytes; when even that would be too large, the summary covers
 everything. Nothing else ever changes what was sent, so the prefix of consecutive requests stays the same
-between two compactions and the cache keeps hitting.
+between two compactions and the cache keeps hitting. A call the provider refuses as larger than its window (its
+documented 400) is compacted and sent once more: a model whose window Chock does not know, or a tokenizer
+that counts more tokens than bytes / 4, still goes on.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chock.config import Price
@@ -73,13 +75,16 @@ def request_size(state: SessionState, request: CallSetup) -> int:
     return max(whole, state.context_tokens + estimate(state.conversation[state.context_items :], [], ""))
 
 
-async def compact_if_needed(state: SessionState, request: CallSetup, emit: Emit) -> None:
-    """Log a compaction when the next call would pass `COMPACT_AT` of the window."""
-    window = request.window
-    if window is None:
-        return
+async def compact_if_needed(state: SessionState, request: CallSetup, emit: Emit, *, refused: bool = False) -> None:
+    """Log a compaction when the next call would pass `COMPACT_AT` of the window, or when the provider
+    `refused` the call as larger than its window (whose size, if Chock did not know it, was then at most
+    the request's)."""
     size = request_size(state, request)
-    if size < COMPACT_AT * window:
+    window = request.window
+    if refused:  # the window is less than this request: aim well below it
+        window = int(COMPACT_AT * min(window or size, size))
+        request = replace(request, window=window)
+    elif window is None or size < COMPACT_AT * window:
         return
     if len(state.conversation) < 2:
         raise _overflow(size, window)

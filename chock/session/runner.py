@@ -25,7 +25,7 @@ from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INT
 from chock.log.events import Event, cut
 from chock.log.fold import SessionState
 from chock.log.writer import SessionLog
-from chock.providers import Provider, Reply, ToolCall
+from chock.providers import Provider, ProviderError, Reply, ToolCall
 from chock.session import calls, compaction, instructions, tools, workspace
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
@@ -172,9 +172,18 @@ class Session:
         summarizer = settings.summarizer or self.provider
         request = compaction.CallSetup(summarizer, tool_specs, system, settings.context_window, settings.price)
         await compaction.compact_if_needed(self.state, request, self.emit)
-        reply = await calls.call(
-            self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
-        )
+        try:
+            reply = await calls.call(
+                self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
+            )
+        except ProviderError as error:
+            if not error.too_long:
+                raise
+            # The estimate fell short (or the window is not known): the provider's refusal says so instead.
+            await compaction.compact_if_needed(self.state, request, self.emit, refused=True)
+            reply = await calls.call(
+                self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
+            )
         self.emit("assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls])
         calls.record_usage(self.emit, reply.usage, settings.price)
         return reply
