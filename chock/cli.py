@@ -182,7 +182,9 @@ def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> 
     "--daemon",
     "daemon_address",
     metavar="ADDR",
-    help="Read the session through this daemon (unix:/path or host:port) instead of the state dir.",
+    envvar="CHOCK_DAEMON",
+    help="Read the session through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of the "
+    "state dir.",
 )
 @pass_layout
 def plan(layout: Layout, session: str | None, project: Path | None, daemon_address: str | None) -> None:
