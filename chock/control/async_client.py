@@ -17,7 +17,7 @@ from chock.control.address import Address
 from chock.control.client import DEFAULT_TIMEOUT, START_DAEMON, NoAnswer, os_reason
 from chock.control.connection import NEED_DATA, ClientConnection
 from chock.control.framing import MAX_REPLY_LINE, Unreachable
-from chock.control.message import Reply, Request
+from chock.control.message import ReplyLine, Request
 
 _CHUNK = 64 * 1024
 
@@ -41,7 +41,7 @@ class AsyncPump:
         await self.write(self.connection.send(request))
 
     async def next_event(self, timeout: float | None, what: str) -> object:
-        """The next event (a Reply, Greeted or CLOSED) within `timeout` as a whole; a refusal is raised."""
+        """The next event (a ReplyLine, Greeted or CLOSED) within `timeout` as a whole; a refusal is raised."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
@@ -59,9 +59,9 @@ class AsyncPump:
                 data = b""  # a reset is the daemon going away, like end of file
             self.connection.receive_data(data)
 
-    async def reply(self, timeout: float | None, what: str) -> Reply:
+    async def reply(self, timeout: float | None, what: str) -> ReplyLine:
         event = await self.next_event(timeout, what)
-        if not isinstance(event, Reply):
+        if not isinstance(event, ReplyLine):
             raise Unreachable(f"the {self.connection.peer} closed the connection before answering {what}")
         return event
 
@@ -76,7 +76,7 @@ class AsyncStream:
     The connection closes when the reply ends, when iteration stops, or with `close()`.
     """
 
-    def __init__(self, pump: AsyncPump, header: Reply | None, first: object, idle: float | None, what: str) -> None:
+    def __init__(self, pump: AsyncPump, header: ReplyLine | None, first: object, idle: float | None, what: str) -> None:
         # `first` is the first line when it was read to surface a refusal early (a reply with no header).
         self.header = header
         self._pump = pump
@@ -84,10 +84,10 @@ class AsyncStream:
         self._idle = idle
         self._what = what
 
-    async def __aiter__(self) -> AsyncIterator[Reply]:
+    async def __aiter__(self) -> AsyncIterator[ReplyLine]:
         try:
             event = self._first or await self._pump.next_event(self._idle, self._what)
-            while isinstance(event, Reply):
+            while isinstance(event, ReplyLine):
                 yield event
                 event = await self._pump.next_event(self._idle, self._what)
         finally:
@@ -133,7 +133,7 @@ class AsyncControlClient:
         pump.close()
         return pump.connection.server_number
 
-    async def call(self, request: Request) -> Reply:
+    async def call(self, request: Request) -> ReplyLine:
         """A verb answered by one line: its reply, or its refusal raised."""
         pump = await self._open()
         try:

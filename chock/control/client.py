@@ -24,9 +24,9 @@ from chock.control import session_protocol as sp
 from chock.control.address import Address, parse_address
 from chock.control.connection import NEED_DATA, ClientConnection
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
-from chock.control.message import LineProtocol, Reply, Request
+from chock.control.message import LineProtocol, ReplyLine, Request
 
-R = TypeVar("R", bound=Reply)
+R = TypeVar("R", bound=ReplyLine)
 
 # Connect, greeting and the reply to a quick verb (list, read, answer). The daemon's own idle bound before a
 # verb is 30 s, so a client that waits as long has given a slow machine every chance.
@@ -104,7 +104,7 @@ class Pump:
         self.write(self.connection.send(request))
 
     def next_event(self, timeout: float | None, what: str) -> object:
-        """The connection's next event (a Reply, Greeted, or CLOSED), waiting at most `timeout` for it as a
+        """The connection's next event (a ReplyLine, Greeted, or CLOSED), waiting at most `timeout` for it as a
         whole; the peer's refusal is raised as a ProtocolError."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -123,10 +123,10 @@ class Pump:
                 data = b""  # a reset is the peer going away, like end of file
             self.connection.receive_data(data)
 
-    def reply(self, timeout: float | None, what: str) -> Reply:
+    def reply(self, timeout: float | None, what: str) -> ReplyLine:
         """The next line of a reply that must come: end of file first is `unreachable`."""
         event = self.next_event(timeout, what)
-        if not isinstance(event, Reply):
+        if not isinstance(event, ReplyLine):
             raise Unreachable(f"the {self.connection.peer} closed the connection before answering {what}")
         return event
 
@@ -146,7 +146,7 @@ class Stream:
     The connection closes when the reply ends, when the iterator is closed, or with `close()`.
     """
 
-    def __init__(self, pump: Pump, header: Reply | None, first: object, idle: float | None, what: str) -> None:
+    def __init__(self, pump: Pump, header: ReplyLine | None, first: object, idle: float | None, what: str) -> None:
         # `first` is the first line when it was read to surface a refusal early (a reply with no header).
         self.header = header
         self._pump = pump
@@ -154,10 +154,10 @@ class Stream:
         self._idle = idle
         self._what = what
 
-    def __iter__(self) -> Iterator[Reply]:
+    def __iter__(self) -> Iterator[ReplyLine]:
         try:
             event = self._first or self._pump.next_event(self._idle, self._what)
-            while isinstance(event, Reply):
+            while isinstance(event, ReplyLine):
                 yield event
                 event = self._pump.next_event(self._idle, self._what)
         finally:
@@ -194,7 +194,7 @@ class ControlClient:
         with self._open() as pump:
             return pump.connection.server_number
 
-    def call(self, request: Request) -> Reply:
+    def call(self, request: Request) -> ReplyLine:
         """A verb answered by one line (`start`, `adopt`, `answer`): its reply, or its refusal raised."""
         with self._open() as pump:
             pump.send(request)
@@ -284,23 +284,23 @@ class SessionClient:
         """Send a request whose reply is read with `next_reply` (the handover exchange, line by line)."""
         self._pump.send(request)
 
-    def next_reply(self, timeout: float | None) -> Reply:
+    def next_reply(self, timeout: float | None) -> ReplyLine:
         """The session's next line (`Busy`, `Ready`, `Ended`, …); raises NoAnswer when `timeout` passes first
         (the session carries on unchanged), Unreachable when it closed the connection."""
         return self._pump.reply(timeout, "the request")
 
-    def _reply(self, request: Request, timeout: float | None) -> Reply:
+    def _reply(self, request: Request, timeout: float | None) -> ReplyLine:
         reply = self._pump.reply(self.timeout if timeout is None else timeout, request.verb)
         if isinstance(reply, sp.Ended):  # the session ended while this client waited
             raise SessionEnded(reply.reason)
         return reply
 
-    def call(self, request: Request, timeout: float | None = None) -> Reply:
+    def call(self, request: Request, timeout: float | None = None) -> ReplyLine:
         """A request answered by one line; `ended <reason>` is raised as SessionEnded."""
         self.ask(request)
         return self._reply(request, timeout)
 
-    def collect(self, request: Request) -> list[Reply]:
+    def collect(self, request: Request) -> list[ReplyLine]:
         """A request answered by lines up to its END line (`pending` -> `request …` lines, then `end`)."""
         self.ask(request)
         items = []

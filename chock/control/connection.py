@@ -19,7 +19,7 @@ from chock.control.framing import (
     unreadable,
 )
 from chock.control.greeting import Greeted, check_greeting_reply, encode_greeting, encode_greeting_reply, parse_greeting
-from chock.control.message import LineProtocol, Reply, Request
+from chock.control.message import LineProtocol, ReplyLine, Request
 
 
 class _Sentinel:
@@ -147,7 +147,7 @@ class ClientConnection:
         """A reply (or the greeting's answer) is still to come."""
         return self._state in ("greeting", "reply")
 
-    def next_event(self) -> Greeted | Reply | _Sentinel:
+    def next_event(self) -> Greeted | ReplyLine | _Sentinel:
         try:
             line = self._replies.next_line()
         except ProtocolError as error:
@@ -174,7 +174,7 @@ class ClientConnection:
             raise unreadable(line, f"nothing from the {self.peer} (no request is waiting for a reply)")
         return self._reply(line, self._request)
 
-    def _reply(self, line: str, request: Request) -> Reply:
+    def _reply(self, line: str, request: Request) -> ReplyLine:
         if request.REPLY is not None and not self._header_seen:
             reply = request.REPLY.decode(line)
             if reply is None:

@@ -3,7 +3,7 @@
 A `Request` is one verb: it checks its fields when it is built (so a request that exists is one the server
 takes), encodes itself as one line, and declares the grammar of its reply — `REPLY` (a one-line answer, or
 the header of a stream), `ITEM` (each further line) and `END` (the line that ends the stream; none: the server
-closes the connection). A `Reply` encodes itself and recognises its own line. A `LineProtocol` is a name, a
+closes the connection). A `ReplyLine` encodes itself and recognises its own line. A `LineProtocol` is a name, a
 number and the table of requests one kind of socket serves; `ServerConnection` and `ClientConnection`
 (chock.control.connection) hold every rule of an exchange over any of them, so adding a verb is adding its
 request and reply types here and one line in the server's table.
@@ -39,9 +39,9 @@ class Request:
     SEPARATOR = "\t"
     LIMIT = MAX_LINE
     # The reply's grammar (see the module docstring), and how long a client waits for its first line.
-    REPLY: type[Reply] | None = None
-    ITEM: type[Reply] | None = None
-    END: type[Reply] | None = None
+    REPLY: type[ReplyLine] | None = None
+    ITEM: type[ReplyLine] | None = None
+    END: type[ReplyLine] | None = None
     WAIT: float | None = None  # None: the client's own bound
 
     @classmethod
@@ -91,7 +91,7 @@ class Request:
         return f"{type(self).__name__}{self._values()!r}"
 
 
-class Reply:
+class ReplyLine:
     """One line of a reply. `decode` returns None for a line that is not of this kind, so a client can tell
     which of the lines its request allows has come; `WHAT` names the line in an error."""
 
@@ -102,7 +102,7 @@ class Reply:
         raise NotImplementedError
 
     @classmethod
-    def decode(cls, line: str) -> Reply | None:
+    def decode(cls, line: str) -> ReplyLine | None:
         raise NotImplementedError
 
     def _values(self) -> tuple[object, ...]:
@@ -118,7 +118,7 @@ class Reply:
         return f"{type(self).__name__}{self._values()!r}"
 
 
-class Bare(Reply):
+class Bare(ReplyLine):
     """A reply that is one fixed line (`ready`, `end`, `ok answered`): subclasses set `LINE` and `WHAT`."""
 
     __slots__ = ()
@@ -128,7 +128,7 @@ class Bare(Reply):
         return self.LINE.encode() + b"\n"
 
     @classmethod
-    def decode(cls, line: str) -> Reply | None:
+    def decode(cls, line: str) -> ReplyLine | None:
         return cls() if line == cls.LINE else None
 
 
@@ -149,7 +149,7 @@ class LineProtocol:
         one_verb: bool,
         line_limit: int | Callable[[bytes], int] = MAX_LINE,
         limit_note: str = "",
-        anytime: tuple[type[Reply], ...] = (),
+        anytime: tuple[type[ReplyLine], ...] = (),
     ) -> None:
         self.name = name
         self.number = number

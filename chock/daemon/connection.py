@@ -31,7 +31,7 @@ from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
 from chock.daemon.listeners import Listener
-from chock.daemon.verbs import INLINE, VERBS, ClientGone, Reply
+from chock.daemon.verbs import INLINE, VERBS, ClientGone, ReplyWriter
 from chock.platform.peer import peer_uid
 
 # A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
@@ -66,7 +66,7 @@ def peer_refusal(sock: socket.socket) -> ProtocolError | None:
     return ProtocolError(ErrorCode.FORBIDDEN, text)
 
 
-class InlineReply(Reply):
+class InlineWriter(ReplyWriter):
     """The write side of a connection answered from the selector loop: bytes queue up, a producer is drained
     as the socket takes it."""
 
@@ -108,9 +108,9 @@ class Connection:
 
     # Events from the loop -------------------------------------------------------------------------------------
 
-    def refuse(self, error: ProtocolError, now: float, counter: str = "errors") -> None:
+    def refuse(self, error: ProtocolError, now: float, counter: str = "errors", **fields: object) -> None:
         """Answer with one error line, then close the way every reply closes."""
-        self.daemon.status.count(counter)
+        self.daemon.status.count(counter, **fields)
         self.out = bytearray(error.encode())
         self.producer = None
         self._write_phase(now)
@@ -160,7 +160,7 @@ class Connection:
         request = self.request
         assert request is not None
         try:
-            VERBS[request.verb](self.daemon, InlineReply(self), request)
+            VERBS[request.verb](self.daemon, InlineWriter(self), request)
         except ProtocolError as error:
             self.refuse(error, now)
             return
@@ -170,7 +170,7 @@ class Connection:
                 ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}"), now, "internal"
             )
             return
-        self.daemon.status.count("served")
+        self.daemon.status.count("served", verb=request.verb)
         self._write_phase(now)
 
     def writable(self, now: float) -> None:
@@ -278,7 +278,7 @@ class Connection:
             try:
                 if self.out:  # what the loop could not write at once (the greeting's answer)
                     sock.sendall(self.out)
-                VERBS[request.verb](self.daemon, Reply(sock), request)
+                VERBS[request.verb](self.daemon, ReplyWriter(sock), request)
             except ProtocolError as error:
                 self.daemon.status.count("errors")
                 _send(sock, error.encode())
@@ -289,7 +289,7 @@ class Connection:
                 self.daemon.status.count("internal")
                 _send(sock, ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}").encode())
             else:
-                self.daemon.status.count("served")
+                self.daemon.status.count("served", verb=request.verb)
             _linger_blocking(sock)
         except Exception as error:  # never let one connection's failure reach anything else
             self._failed(request.verb, error)

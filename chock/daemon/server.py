@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import selectors
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from chock.daemon.status import Status
 from chock.daemon.watch import Hub
 from chock.errors import UsageError
 from chock.paths import Layout, ensure_dir
+from chock.platform.peer import peer_uid
 
 # Connections still sending their request, each holding at most one bounded line and no thread. At the cap,
 # the one that has waited longest is cut to make room, so clients that have not finished a request cannot
@@ -141,7 +140,6 @@ class Server:
             status.set_state("serving")
             status.write()
             status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
-            print(f"chock daemon (pid {os.getpid()}): serving {', '.join(addresses)}", file=sys.stderr, flush=True)
             service.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
             self._loop(selector, wake_r)
         finally:
@@ -216,7 +214,7 @@ class Server:
             selector.register(sock, selectors.EVENT_READ, connection)
             refusal = peer_refusal(sock) if listener.checks_peer else None
             if refusal is not None:
-                connection.refuse(refusal, now, "forbidden")
+                connection.refuse(refusal, now, "forbidden", peer_uid=peer_uid(sock))
             elif len(self._waiting()) > MAX_WAITING:
                 oldest = min(self._waiting(), key=lambda c: c.opened)
                 oldest.refuse(

@@ -1,6 +1,6 @@
 """The daemon's verbs (docs/protocol.md#verbs), one small function each, looked up by name in `VERBS`.
 
-Each takes the shared `Daemon`, the connection's `Reply` and its typed request (the codec has already checked
+Each takes the shared `Daemon`, the connection's `ReplyWriter` and its typed request (the codec has already checked
 every field: a session id matches its pattern before it touches a path, a project is absolute, a number is a
 number). A verb refuses by raising a `ProtocolError`, which the connection sends as its one `error <code>
 <text>` line; a verb that has begun its reply never raises one. The verbs in `INLINE` are answered from the
@@ -10,11 +10,14 @@ selector loop without a thread, so they must not block: their reply is bytes, or
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from chock.control import daemon_protocol as dp
 from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.message import ReplyLine, Request
+from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
 from chock.daemon.rows import Entry, real
 from chock.log.reader import offset_after
@@ -26,16 +29,19 @@ SEND_BATCH = 64 * 1024
 # A `read` takes the log in pieces of this size, so a long log never sits whole in the daemon.
 READ_CHUNK = 256 * 1024
 
-# How long `answer` waits for the session's approval socket: a session answers between two steps of its
-# own loop, which it serves whenever it waits.
-ANSWER_TIMEOUT = 10.0
+# How long a relay waits for a session's own socket: a session answers between two steps of its own loop,
+# which it serves whenever it waits.
+RELAY_TIMEOUT = 10.0
+
+# How long `stop` waits for the session's log to hold its end after the session took the stop.
+STOP_WAIT = 10.0
 
 
 class ClientGone(Exception):
     """The client closed its end while we were replying: nothing to do but stop."""
 
 
-class Reply:
+class ReplyWriter:
     """The write side of one connection."""
 
     def __init__(self, sock: socket.socket) -> None:
@@ -81,7 +87,7 @@ def _session(daemon: Daemon, project: str, session_id: str) -> Entry:
     if entry is None:
         raise _not_found(f"there is no session {session_id}")
     if entry.project_real != real(project):
-        raise _not_found(f"session {session_id} is not a session of {project} (it works in {entry.project})")
+        raise _not_found(f"session {session_id} is not a session of {project}")
     return entry
 
 
@@ -89,20 +95,20 @@ def _session(daemon: Daemon, project: str, session_id: str) -> Entry:
 # The verbs
 
 
-def start(daemon: Daemon, reply: Reply, request: dp.StartRequest) -> None:
+def start(daemon: Daemon, reply: ReplyWriter, request: dp.StartRequest) -> None:
     """`start <project>\\t<message>` -> `ok <session id>\\t<log path>`, once the child has logged its start."""
     session_id = daemon.children.start(request.project, request.message)
     reply.send(dp.Started(session_id, str(daemon.layout.log_path(session_id))).encode())
 
 
-def adopt(daemon: Daemon, reply: Reply, request: dp.AdoptRequest) -> None:
+def adopt(daemon: Daemon, reply: ReplyWriter, request: dp.AdoptRequest) -> None:
     """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`, once the child holds the log."""
     entry = _session(daemon, request.project, request.session_id)
     daemon.children.adopt(request.session_id, request.project, entry.last_event_id)
     reply.send(dp.Started(request.session_id, str(daemon.layout.log_path(request.session_id))).encode())
 
 
-def read(daemon: Daemon, reply: Reply, request: dp.ReadRequest) -> None:
+def read(daemon: Daemon, reply: ReplyWriter, request: dp.ReadRequest) -> None:
     """`read <session id> <last event id>` -> the log's own lines after that id, then close."""
     try:
         handle = open(daemon.layout.log_path(request.session_id), "rb")  # noqa: SIM115 - the producer closes it
@@ -129,18 +135,17 @@ def _complete_lines(handle: BinaryIO, start: int) -> Iterator[bytes]:
                 yield data[:end]
 
 
-def list_(daemon: Daemon, reply: Reply, request: dp.ListRequest) -> None:
+def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
     for entry in daemon.rows.of_project(request.project):
         reply.buffer(daemon.rows.line(entry))
     reply.flush()
 
 
-def watch(daemon: Daemon, reply: Reply, request: dp.WatchRequest) -> None:
+def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:
     """`watch <project>\\t<session id>\\t<last id>` -> `ok <row JSON>`, then event lines as the log grows."""
-    _session(daemon, request.project, request.session_id)
+    subscription = daemon.hub.subscribe(request.project, request.session_id, reply.sock, request.after)
     reply.sock.settimeout(None)  # the subscription sends with its own bounds
-    subscription = daemon.hub.subscribe(request.session_id, reply.sock, request.after)
     daemon.watch_opened()
     try:
         subscription.serve()
@@ -149,29 +154,101 @@ def watch(daemon: Daemon, reply: Reply, request: dp.WatchRequest) -> None:
         daemon.watch_closed()
 
 
-def answer(daemon: Daemon, reply: Reply, request: dp.AnswerRequest) -> None:
-    """`answer <project>\\t<session id>\\t<request id>\\t<yes|no>` -> `ok answered`, through approval.sock only.
+def answer(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerRequest) -> None:
+    """`answer <project>\t<session id>\t<request id>\t<yes|no>` -> `ok answered`, through approval.sock only.
 
     A connect that failed is reported as a failure and never as `ok answered`.
     """
-    from chock.control.client import SessionClient
-    from chock.control.session_protocol import APPROVAL
+    from chock.control.session_protocol import SessionAnswerRequest
+
+    _session(daemon, request.project, request.session_id)
+    _relay(daemon, request.session_id, "approval", SessionAnswerRequest(request.request_id, request.yes))
+    reply.send(dp.Answered().encode())
+
+
+def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
+    """`stop <project>\t<session id>` -> `ok stopped` once the session's log holds its end (STOP_WAIT at most).
+
+    The session stops itself, asked over its handover.sock; the daemon never signals a process."""
+    entry = _session(daemon, request.project, request.session_id)
+    if entry.ended:
+        raise ProtocolError(ErrorCode.REFUSED, f"session {request.session_id} is not running: it ended already")
+    _relay(daemon, request.session_id, "handover", SessionStopRequest())
+    deadline = time.monotonic() + STOP_WAIT
+    while not _ended(daemon, request.session_id):
+        if time.monotonic() >= deadline:
+            raise ProtocolError(ErrorCode.UNREACHABLE, f"the session did not end within {STOP_WAIT:g} s")
+        time.sleep(0.05)
+    reply.send(dp.Stopped().encode())
+
+
+def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
+    """`say <project>\t<session id>\t<message>` -> `ok queued <id>` (relayed to a running session) or
+    `ok continued <id>` (an ended session carried on by a child of the daemon, the message on its stdin)."""
+    from chock.control.session_protocol import SessionSayRequest
+
+    session_id = request.session_id
+    entry = _session(daemon, request.project, session_id)
+    status = daemon.rows.row(entry)["status"]
+    if status in ("running", "waiting"):
+        _relay(daemon, session_id, "handover", SessionSayRequest(request.message))
+        reply.send(dp.Said("queued", session_id).encode())
+        return
+    if status == "handed-over":
+        raise ProtocolError(ErrorCode.REFUSED, f"session {session_id} is being handed over; say it again once it runs")
+    if status == "abandoned":
+        raise ProtocolError(
+            ErrorCode.REFUSED,
+            f"session {session_id} ended abnormally and its workspace may be in use; look at it with "
+            f"`chock workspace show {session_id}`",
+        )
+    daemon.children.continue_(session_id, request.project, entry.last_event_id, request.message)
+    reply.send(dp.Said("continued", session_id).encode())
+
+
+def remove(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveRequest) -> None:
+    """`remove <project>\t<session id>` -> `ok removed`; `error busy` while another process holds its log."""
     from chock.errors import ChockError
+    from chock.log.removal import SessionBusy, remove_session
 
     _session(daemon, request.project, request.session_id)
     try:
-        path = daemon.layout.session_socket(request.session_id, "approval")
-        with SessionClient(path, APPROVAL, timeout=ANSWER_TIMEOUT) as client:
-            client.answer(request.request_id, request.yes)
+        remove_session(daemon.layout, request.session_id)
+    except SessionBusy as busy:
+        raise ProtocolError(ErrorCode.BUSY, str(busy)) from None
+    except ChockError as refusal:
+        raise ProtocolError(ErrorCode.REFUSED, str(refusal)) from None
+    daemon.status.activity("session.removed", session=request.session_id)
+    reply.send(dp.Removed().encode())
+
+
+def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> ReplyLine:
+    """One request to the session's own socket; a session that does not answer is `unreachable`, and its own
+    refusal (`not-pending`) is passed on."""
+    from chock.control.client import SessionClient
+    from chock.control.session_protocol import APPROVAL, HANDOVER
+    from chock.errors import ChockError
+
+    path = daemon.layout.session_socket(session_id, kind)
+    try:
+        with SessionClient(path, APPROVAL if kind == "approval" else HANDOVER, timeout=RELAY_TIMEOUT) as client:
+            if isinstance(request, SessionStopRequest):
+                client.ask(request)  # its answer is the session's `ended`, which comes once it has stopped
+                return client.next_reply(RELAY_TIMEOUT)
+            return client.call(request)
     except ProtocolError as error:
         code = ErrorCode.NOT_PENDING if error.code == ErrorCode.NOT_PENDING else ErrorCode.UNREACHABLE
         raise ProtocolError(code, error.text) from None
     except (ChockError, OSError) as error:
-        raise ProtocolError(ErrorCode.UNREACHABLE, f"the session's approval socket: {error}") from None
-    reply.send(dp.Answered().encode())
+        raise ProtocolError(ErrorCode.UNREACHABLE, f"the session's {kind} socket: {error}") from None
 
 
-Verb = Callable[[Daemon, Reply, Any], None]
+def _ended(daemon: Daemon, session_id: str) -> bool:
+    entry = daemon.rows.entry(session_id)
+    return entry is None or entry.ended
+
+
+Verb = Callable[[Daemon, ReplyWriter, Any], None]
 
 VERBS: dict[str, Verb] = {
     "start": start,
@@ -180,6 +257,9 @@ VERBS: dict[str, Verb] = {
     "list": list_,
     "watch": watch,
     "answer": answer,
+    "stop": stop,
+    "say": say,
+    "remove": remove,
 }
 
 assert set(VERBS) == set(dp.CONTROL.requests), "every verb the codec parses has its handler here"

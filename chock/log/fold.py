@@ -175,7 +175,9 @@ def _session_start(state: SessionState, event: Event) -> None:
 
 def _session_adopt(state: SessionState, event: Event) -> None:
     _begin_span(state, event, str(event.get("via", "terminal")))
-    state.approve_all = state.approve_all or bool(event.get("approve_all", False))  # it stays so
+    # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
+    # the daemon continues for a `say` follows the daemon's policy instead.
+    state.approve_all = bool(event.get("approve_all", state.approve_all))
 
 
 def _session_end(state: SessionState, event: Event) -> None:

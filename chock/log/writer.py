@@ -1,15 +1,22 @@
 """Owning a session log: the exclusive lock held for the owner's whole life, and appends under it.
 
-Ownership *is* the lock (SPEC §4): a handover is the lock changing hands, so there is no transfer
-protocol. Each event is one `write()` of the whole line; a torn tail left by a crash is cut by the next
+Ownership *is* the lock (docs/log.md#ownership-the-lock): a handover is the lock changing hands, so there is no
+transfer protocol. Each event is one `write()` of the whole line; a torn tail left by a crash is cut by the next
 owner before it appends.
+
+A write that fails (a full disk, a file size limit) must not leave the session without its end: an owner keeps
+RESERVE bytes allocated past the end of the file (fallocate with FALLOC_FL_KEEP_SIZE, where the file system has
+it), so when a write fails for lack of space, what it wrote of its line is cut and the `session.end` that says
+so still fits. After a failed write nothing else is appended but that end, so the log stays whole lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,8 +30,16 @@ from chock.paths import FILE_MODE
 LOCK_RETRY_SECONDS = 2.0
 
 
+# Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
+RESERVE = 256 * 1024
+
+
 class LogLocked(ChockError):
     """Another live process owns the session."""
+
+
+class LogWriteFailed(ChockError):
+    """A write to the log failed; the message is one sentence: what failed, where, what to do."""
 
 
 class SessionLog:
@@ -34,6 +49,11 @@ class SessionLog:
         self.path = path
         self._fd = fd
         self.last_id = last_id
+        self._size = os.fstat(fd).st_size
+        self._reserved = self._size  # allocated up to here
+        self._reserve_errno: int | None = None  # why there is no reserve, when there is none
+        self.failed: LogWriteFailed | None = None
+        self._reserve()
 
     @classmethod
     def create(cls, path: Path) -> SessionLog:
@@ -50,24 +70,64 @@ class SessionLog:
             raise ChockError(f"there is no session log at {path}") from None
         try:
             _lock(fd, path)
+            _still_there(fd, path)
             return cls(path, fd, _cut_torn_tail(fd))
         except BaseException:
             os.close(fd)
             raise
 
     def append(self, type: str, **fields: Any) -> Event:
-        """Write one event; returns it with its id and time."""
+        """Write one event; returns it with its id and time. Raises LogWriteFailed, after which only a
+        `session.end` may still be appended (there is room for it in the reserve)."""
+        if self.failed is not None and type != "session.end":
+            raise self.failed
         event: Event = {"id": self.last_id + 1, "at": timestamp(), "type": type, **fields}
         line = encode(event)
-        written = os.write(self._fd, line)
-        if written != len(line):  # a short write leaves a torn tail; the next owner cuts it
-            raise ChockError(f"could not write the whole event to {self.path} (disk full?)")
+        try:
+            if type != "session.end" and not self._room_for(len(line)):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # stopped while the end still fits
+            written = os.write(self._fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a short write: the disk filled up
+        except OSError as error:
+            self._cut_to(self._size)  # what was written of this line goes: the log stays whole lines
+            self.failed = LogWriteFailed(
+                f"could not write to the session log {self.path}: {error.strerror or error}; the session stopped "
+                f"there. Make room (or lift the limit), then `chock run --continue {self.path.parent.name}` "
+                "takes it back"
+            )
+            raise self.failed from None
+        self._size += written
         self.last_id += 1
         return decode(line) or event
+
+    def _room_for(self, size: int) -> bool:
+        """Whether `size` more bytes leave half the reserve for the end, renewing it when they would not; False
+        only when the file system has no room left to renew it."""
+        unsupported = self._reserve_errno not in (None, errno.ENOSPC)
+        if unsupported or self._reserved - self._size - size >= RESERVE // 2:
+            return True
+        self._reserve(size)
+        return self._reserve_errno != errno.ENOSPC
+
+    def _reserve(self, size: int = 0) -> None:
+        """Keep RESERVE bytes allocated past what is written (and about to be). Best effort: where the file
+        system has no fallocate, `_reserve_errno` says so and the log is written without a reserve."""
+        error = _fallocate(self._fd, FALLOC_FL_KEEP_SIZE, self._size, size + RESERVE)
+        if error == 0:
+            self._reserved = self._size + size + RESERVE
+        self._reserve_errno = error or None
+
+    def _cut_to(self, size: int) -> None:
+        with contextlib.suppress(OSError):  # else the next owner cuts the torn tail
+            os.ftruncate(self._fd, size)  # never needs space
 
     def release(self) -> None:
         """Let go of the lock (and the file); after this the session is nobody's until the next owner."""
         if self._fd >= 0:
+            if self._reserved > self._size:  # give the reserve back
+                unused = self._reserved - self._size
+                _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, self._size, unused)
             os.close(self._fd)  # closing the last descriptor drops the flock
             self._fd = -1
 
@@ -76,6 +136,24 @@ class SessionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+_libc = None
+
+
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
+    """fallocate(2) with `mode`: 0, or the errno (EOPNOTSUPP where the platform or file system has none)."""
+    global _libc
+    if not sys.platform.startswith("linux"):
+        return errno.EOPNOTSUPP
+    import ctypes
+
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return 0 if _libc.fallocate(fd, mode, offset, length) == 0 else ctypes.get_errno()
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -90,6 +168,22 @@ def _lock(fd: int, path: Path) -> None:
             if time.monotonic() >= deadline:
                 raise LogLocked(f"another process owns this session (its log {path} is locked)") from None
             time.sleep(0.01)
+
+
+class LogRemoved(ChockError):
+    """The session was removed while this process waited for its lock."""
+
+
+def _still_there(fd: int, path: Path) -> None:
+    """The log opened is still the session's log: a `remove` that held the lock first moves the session's
+    directory away before deleting it, and nothing may be appended to a deleted log."""
+    opened = os.fstat(fd)
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        named = None
+    if named is None or (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino) or opened.st_nlink == 0:
+        raise LogRemoved(f"session {path.parent.name} was removed while this process waited for it")
 
 
 def _cut_torn_tail(fd: int) -> int:

@@ -19,8 +19,9 @@ from chock.control.address import resolve_address
 from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
+from chock.platform import journal
 from chock.serve import api, listeners
-from chock.serve.fanout import Hub
+from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -72,8 +73,8 @@ def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     app = web.Application(
         middlewares=[make_guard(rule), _security_headers, api.control_errors], client_max_size=MAX_BODY
     )
-    hub = Hub(daemon)
-    app[api.STATE] = api.State(daemon, hub, api.Activity())
+    feeds = Feeds(daemon)
+    app[api.STATE] = api.State(daemon, feeds, api.Activity())
     api.add_routes(app)
     app.router.add_get("/", _index)
     app.router.add_get("/static/{name}", _static)
@@ -81,7 +82,7 @@ def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     async def close_feeds(app: web.Application) -> None:
         # Every SSE stream ends (without `end`) when its feed does, so the browsers reconnect to whatever
         # serves next, and no stream holds the stop up.
-        await hub.close()
+        await feeds.close()
 
     app.on_shutdown.append(close_feeds)
     return app
@@ -169,7 +170,7 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _stop_on, stop, signal.Signals(signum).name)
     runner = _runner(app)
     await runner.setup()
     try:
@@ -178,6 +179,7 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
         urls = [listener.describe() for listener in bound]
         for url in urls:
             print(f"listening on {url}", flush=True)
+        journal.record("listening", addresses=", ".join(urls))
         _notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
         tasks = []
         if idle_exit:
@@ -191,9 +193,14 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
             task.cancel()
     finally:
         _notify("STOPPING=1")
-        await app[api.STATE].hub.close()  # SSE streams end first, so nothing waits on them
+        await app[api.STATE].feeds.close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0
+
+
+def _stop_on(stop: asyncio.Event, reason: str) -> None:
+    journal.record("stop", reason=reason)
+    stop.set()
 
 
 async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Event) -> None:
@@ -203,6 +210,5 @@ async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Even
     while True:
         await asyncio.sleep(step)
         if activity.active == 0 and time.monotonic() - activity.last >= idle_exit:
-            print(f"chock serve: idle for {idle_exit:g} s, exiting", file=sys.stderr, flush=True)
-            stop.set()
+            _stop_on(stop, f"idle for {idle_exit:g} s")
             return

@@ -24,13 +24,14 @@ from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
 from chock.log.events import Event, cut
 from chock.log.fold import SessionState
-from chock.log.writer import SessionLog
+from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
 from chock.session import calls, compaction, instructions, tools, workspace
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.sandbox import Sandbox
 from chock.session.sockets import SessionSockets
+from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
 
 
@@ -77,7 +78,9 @@ class Session:
         self._answered = asyncio.Event()  # an approval request was answered
         self.approvals = Approvals(on_answer=lambda request_id: self._answered.set())
         self.handover = Handover()
-        self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self._wake.set)
+        self.steering = Steering(on_say=self._wake.set, on_stop=self._stop)
+        self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self.steering, self._wake.set)
+        self._task: asyncio.Task[int] | None = None  # the loop's own task, which a stop cancels
 
     # The log ------------------------------------------------------------------------------------------
 
@@ -91,6 +94,7 @@ class Session:
 
     async def run(self, *, call_model_first: bool) -> int:
         """Run turns until the task is done; log how it ended and return the exit code."""
+        self._task = asyncio.current_task()  # type: ignore[assignment]
         await self.sockets.start()
         try:
             await self._turns(call_model_first)
@@ -100,11 +104,19 @@ class Session:
             return EXIT_COMPLETED
         except HandedOver:
             return EXIT_HANDED_OVER
+        except LogWriteFailed as failed:
+            # The end still fits in the log's reserve; if even it cannot be written, the next owner repairs the
+            # log. Either way the failure is said once, as its own sentence, by whoever runs this session.
+            with contextlib.suppress(LogWriteFailed):
+                await self._end_abnormally("error", EXIT_FAILED, error=str(failed))
+            raise
         except asyncio.CancelledError:
-            self._end_abnormally("interrupted", EXIT_INTERRUPTED, "interrupted")
+            if self._task is not None:
+                self._task.uncancel()  # the stop is being carried out: what follows may await
+            await self._end_abnormally("interrupted", EXIT_INTERRUPTED, via=self.steering.stop_via or "signal")
             return EXIT_INTERRUPTED
         except ChockError as error:
-            self._end_abnormally("error", error.exit_code or EXIT_FAILED, str(error))
+            await self._end_abnormally("error", error.exit_code or EXIT_FAILED, error=str(error))
             return error.exit_code or EXIT_FAILED
         finally:
             for task in self._work.values():
@@ -112,15 +124,46 @@ class Session:
             await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
 
-    def _end_abnormally(self, reason: str, code: int, error: str) -> None:
-        for task in self._work.values():
+    def _stop(self) -> None:
+        """A stop was asked (over handover.sock, or by a signal): the loop's task is cancelled wherever it waits —
+        a model stream, a tool, an approval — and `run` ends the session."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _end_abnormally(self, reason: str, code: int, **fields: str) -> None:
+        """End the session another way than completed: the work it holds is killed and logged as such, what was
+        said to it is logged so the next owner sends it, then `session.end`."""
+        await self._kill_work()
+        self._take_in_messages()
+        self.emit("session.end", reason=reason, exit_code=code, **fields)
+
+    async def _kill_work(self) -> None:
+        """Cancel the background commands and subagents and wait for them to go (each kills its process: the
+        sandbox's PID namespace goes with its bwrap), then log an end for each one that had none."""
+        tasks = list(self._work.values())
+        for task in tasks:
             task.cancel()
-        self.emit("session.end", reason=reason, exit_code=code, error=error)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        why = "the session was stopped before it finished"
+        for handle, work in list(self.state.background.items()):
+            self.emit("background.end", handle=handle, kind="shell", command=work["command"], exit_code=None,
+                      output=f"killed: {why}")  # fmt: skip
+        for handle in list(self.state.subagents):
+            self.emit("subagent.end", handle=handle, result=f"killed: {why}")
+
+    def _take_in_messages(self) -> bool:
+        """Log each message said to the session since the last turn boundary (once, in order); True if any."""
+        messages = self.steering.take()
+        for text in messages:
+            self.emit("user.message", text=text, via="socket")
+        return bool(messages)
 
     async def _turns(self, call_model_first: bool) -> None:
         call_model = call_model_first
         while True:
             await self.turn_boundary()
+            if self._take_in_messages():
+                call_model = True
             if call_model:
                 reply = await self._model_call()
                 for call in reply.tool_calls:
@@ -128,14 +171,17 @@ class Session:
                 self.emit("turn.end")
                 if reply.tool_calls:
                     continue
+            call_model = False
+            if self.steering.queued:
+                continue  # said while the model answered: a new turn, never a completion
             if not self._work:
                 return
-            # The model is done but background work is not: wait for it, then let the model read the notes.
-            # Waiting here is a turn boundary too, so a handover ask is answered (`busy`) while it lasts.
-            while self._work:
+            # The model is done but background work is not: wait for it (or for a message), then let the model
+            # read the notes. Waiting here is a turn boundary too, so a handover ask is answered (`busy`).
+            while self._work and not self.steering.queued:
                 self._wake.clear()
                 await self.turn_boundary()
-                if self._work:
+                if self._work and not self.steering.queued:
                     await self._wake.wait()
             call_model = True
 
@@ -158,6 +204,7 @@ class Session:
             # Dropped: the asker went away or never confirmed. Nothing about the session changes.
             self.sockets.dismiss_asker(asker)
             return
+        self._take_in_messages()  # the next owner sends them
         self.emit("session.end", reason="handover", exit_code=EXIT_HANDED_OVER)
         self.log.release()
         handover.released()

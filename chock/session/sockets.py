@@ -2,9 +2,9 @@
 
 They carry questions and answers and never a log write: the session writes its log. Every rule of a line and
 of the greeting is `chock.control.connection.ServerConnection`'s; what a request does is the approvals
-registry's and the handover machine's (`chock.session.approvals`, `chock.session.handover`), both handed in,
-so this module knows nothing of the session loop that owns it. A session that ends while a client waits sends
-`ended <reason>` and closes.
+registry's, the handover machine's and the steering's (`chock.session.approvals`, `.handover`, `.steering`),
+all handed in, so this module knows nothing of the session loop that owns it. A session that ends while a
+client waits sends `ended <reason>` and closes.
 
 Bounds: only our own uid is served; each socket takes at most MAX_CONNECTIONS at once (the one past it is told
 so, then closed); a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not
@@ -25,11 +25,12 @@ from chock.control import session_protocol as sp
 from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
-from chock.control.message import LineProtocol, Reply, Request
+from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
 from chock.session.approvals import Approvals
 from chock.session.handover import Handover, HandoverRefused
+from chock.session.steering import Steering
 
 # A person answering at `chock approve` may take a while; a connection idle longer than this is closed.
 IDLE_SECONDS = 15 * 60.0
@@ -62,11 +63,17 @@ class _Client:
 
 class SessionSockets:
     def __init__(
-        self, paths: dict[str, Path], approvals: Approvals, handover: Handover, changed: Callable[[], None]
+        self,
+        paths: dict[str, Path],
+        approvals: Approvals,
+        handover: Handover,
+        steering: Steering,
+        changed: Callable[[], None],
     ) -> None:
         self._paths = paths
         self._approvals = approvals
         self._handover = handover
+        self._steering = steering
         self._changed = changed  # the session loop looks at the handover again
         self._servers: list[asyncio.AbstractServer] = []
         self._owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
@@ -89,7 +96,7 @@ class SessionSockets:
             info = os.lstat(path)
             self._owned.append(Owned(Path(path), info.st_dev, info.st_ino))
 
-    async def tell_asker(self, reply: Reply) -> bool:
+    async def tell_asker(self, reply: ReplyLine) -> bool:
         """Send the handover asker what the machine said (`busy`, `ready`, `released`); False if it is gone."""
         asker = self._handover.asker
         return isinstance(asker, _Client) and await asker.send(reply.encode())
@@ -181,6 +188,13 @@ class SessionSockets:
             if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
                 return sp.Answered().encode()
             return ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer").encode()
+        if isinstance(event, sp.SessionSayRequest):
+            self._steering.say(event.message)
+            return sp.Queued().encode()
+        if isinstance(event, sp.SessionStopRequest):
+            client.owed = True  # its answer is the `ended interrupted` every client hears
+            self._steering.stop("socket")
+            return b""
         try:
             if isinstance(event, sp.HandoverRequest):
                 self._handover.ask(client)

@@ -9,22 +9,23 @@ continuing rules: the workspace is taken over only when the log proves nobody is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chock import instances
 from chock.config import Config, load_config
-from chock.errors import ChockError, Refused, UsageError
+from chock.errors import EXIT_FAILED, EXIT_REFUSED, ChockError, Refused, UsageError
 from chock.log import catalog
 from chock.log.events import Event
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
-from chock.log.writer import LogLocked, SessionLog
+from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.providers import Provider
 from chock.session import instructions, sandbox, workspace
@@ -43,6 +44,7 @@ class RunRequest:
     adopt_id: str | None = None
     session_id: str | None = None
     interactive: bool = False
+    for_daemon: bool = False  # a child of the daemon carrying an ended session on for a `say`
 
 
 @dataclass
@@ -89,6 +91,23 @@ class _Opening:
         self.backlog.append(event)
         return event
 
+    @contextlib.contextmanager
+    def ended_on_failure(self) -> Iterator[None]:
+        """What fails inside ends what this opening began (`session.end {reason: error}`, the lock let go), so
+        no session is left begun with nobody in it: a refusal exits 3; a failed log write keeps its own
+        sentence and exits 1 (the end still fits in the log's reserve)."""
+        try:
+            yield
+        except LogWriteFailed as failed:
+            with contextlib.suppress(LogWriteFailed):
+                self.emit("session.end", reason="error", exit_code=EXIT_FAILED, error=str(failed))
+            self.log.release()
+            raise
+        except ChockError as error:
+            self.emit("session.end", reason="error", exit_code=EXIT_REFUSED, error=str(error))
+            self.log.release()
+            raise Refused(str(error)) from None
+
 
 def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:
     config = load_config(layout.config)
@@ -114,33 +133,42 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
     if not message:
         raise UsageError("chock run needs a task: give it as an argument or on standard input")
     session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
-    sockets = _socket_paths(layout, session_id)
-    ensure_dir(layout.sessions_dir)
-    try:
-        layout.session_dir(session_id).mkdir(mode=0o700)
-    except FileExistsError:
-        raise Refused(f"session {session_id} exists already") from None
     # The session starts from the commit HEAD names now; the project's instructions are read from that commit.
     repo, commit = workspace.head(prepared.project)
     found = instructions.read(repo, commit)
     said = {"instructions": found.text} if found.text else {}
     if found.note:
         said["instructions_note"] = found.note
+    sockets = _socket_paths(layout, session_id)
+    ensure_dir(layout.sessions_dir)
+    try:
+        layout.session_dir(session_id).mkdir(mode=0o700)
+    except FileExistsError:
+        raise Refused(f"session {session_id} exists already") from None
     opening = _Opening(SessionLog.create(layout.log_path(session_id)), SessionState(), prepared, sockets)
-    opening.emit(
-        "session.start",
-        session=session_id,
-        project=str(prepared.project),
-        message=message,
-        instance=prepared.instance.name,
-        model=request.model or prepared.instance.model or "",
-        owner="daemon" if request.session_id else "terminal",
-        approve_all=request.yes,
-        pid=os.getpid(),
-        **said,
-    )
-    _open_workspace(layout, opening, session_id, request, fresh=True, start=commit)
-    opening.emit("user.message", text=message)
+    try:
+        opening.emit(
+            "session.start",
+            session=session_id,
+            project=str(prepared.project),
+            message=message,
+            instance=prepared.instance.name,
+            model=request.model or prepared.instance.model or "",
+            owner="daemon" if request.session_id else "terminal",
+            approve_all=request.yes,
+            pid=os.getpid(),
+            **said,
+        )
+    except LogWriteFailed as failed:  # not even the first line: nothing was begun, and nothing is left
+        opening.log.release()
+        layout.log_path(session_id).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            layout.session_dir(session_id).rmdir()
+        raise Refused(str(failed)) from None
+    with opening.ended_on_failure():
+        place = _place(layout, prepared, session_id, opening.state, request, fresh=True, start=commit)
+        _open_workspace(layout, opening, session_id, request, place)
+        opening.emit("user.message", text=message)
     return opening
 
 
@@ -165,24 +193,32 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
             f"{running.owner_pid or '?'}, which holds the session's lock); it can be continued once it ends"
         ) from None
     try:
+        # Everything that can refuse is settled before the first write: a refusal leaves the log as it was.
         state = fold(read_events(path))
         prepared = _prepare(layout, request, Path(state.project), request.instance or state.instance)
         moved = _check_takeover(state, request, adopting)
+        place = _place(layout, prepared, session_id, state, request, fresh=not moved)
+    except ChockError as error:
+        log.release()
+        raise Refused(str(error)) from None
     except BaseException:
-        log.release()  # nothing was written: the session is as it was
+        log.release()
         raise
     opening = _Opening(log, state, prepared, sockets)
+    # The fold keeps approve_all from here on: a --yes session stays so through handovers, but one the daemon
+    # carries on for a `say` follows the daemon's own policy (a remote message must not run commands unasked).
     opening.emit(
         "session.adopt",
         session=session_id,
         pid=os.getpid(),
-        via="daemon" if adopting else "terminal",
-        approve_all=state.approve_all or request.yes,
-    )  # the fold keeps approve_all from here on, so it stays with the session through later handovers
-    _open_workspace(layout, opening, session_id, request, fresh=not moved)
-    _close_what_the_last_owner_left(opening)
-    if request.message and request.message.strip():
-        opening.emit("user.message", text=request.message.strip())
+        via="daemon" if adopting or request.for_daemon else "terminal",
+        approve_all=not request.for_daemon and (state.approve_all or request.yes),
+    )
+    with opening.ended_on_failure():
+        _open_workspace(layout, opening, session_id, request, place)
+        _close_what_the_last_owner_left(opening)
+        if request.message and request.message.strip():
+            opening.emit("user.message", text=request.message.strip())
     last = state.conversation[-1] if state.conversation else None
     opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
     return opening
@@ -241,32 +277,62 @@ def _close_what_the_last_owner_left(opening: _Opening) -> None:
         opening.emit("subagent.end", handle=handle, result=f"lost: {lost}")
 
 
-def _open_workspace(
-    layout: Layout, opening: _Opening, session_id: str, request: RunRequest, *, fresh: bool, start: str = "HEAD"
-) -> None:
-    """Build (or take over) the worktree, log `workspace.open`, and settle the session's settings. A new
-    branch starts at `start`."""
-    prepared = opening.prepared
-    branch = f"chock/{session_id}"
+@dataclass
+class _Place:
+    """Where a session works: settled — and, for a new worktree, made — before it is logged."""
+
+    directory: Path
+    commit: str
+    worktree: workspace.Worktree
+    sandbox: sandbox.Sandbox
+
+
+def _place(
+    layout: Layout,
+    prepared: _Prepared,
+    session_id: str,
+    state: SessionState,
+    request: RunRequest,
+    *,
+    fresh: bool,
+    start: str = "HEAD",
+) -> _Place:
+    """A new worktree (from `start`, the project's HEAD by default, or from the session's branch when it has
+    one), or the kept one the log records, with the sandbox that works in it; a ChockError when it cannot be
+    had."""
     if fresh:
         directory = layout.workspace_dir(session_id)
         ensure_dir(layout.workspaces_dir)
-        worktree, commit = workspace.create(prepared.project, directory, branch, start=start)
+        worktree, commit = workspace.create(prepared.project, directory, f"chock/{session_id}", start=start)
+        if request.allow_dirty:
+            workspace.copy_dirty(prepared.project, directory)
     else:  # a linked worktree records nothing about the process that made it: taking it costs no git command
-        directory, commit = Path(opening.state.workspace), opening.state.workspace_commit
-        worktree = workspace.recorded(prepared.project, session_id, directory, opening.state.workspace_admin)
-    # The admin dir is recorded now, before any tool runs: later uses never read it from the worktree.
-    opening.emit("workspace.open", directory=str(directory), commit=commit, admin=str(worktree.admin))
-    if request.allow_dirty:
-        workspace.copy_dirty(prepared.project, directory)
+        directory, commit = Path(state.workspace), state.workspace_commit
+        if directory.is_symlink() or not directory.is_dir():
+            raise ChockError(
+                f"the workspace {directory} of session {session_id} is gone; `chock workspace remove {session_id}` "
+                f"records that (the work it committed stays on the branch chock/{session_id}), then "
+                f"`chock run --continue {session_id}` starts again from that branch"
+            )
+        worktree = workspace.recorded(prepared.project, session_id, directory, state.workspace_admin)
     box = sandbox.for_workspace(layout, worktree, network=prepared.config.sandbox_network)
+    return _Place(directory, commit, worktree, box)
+
+
+def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request: RunRequest, place: _Place) -> None:
+    """Log `workspace.open` for the place the session works in, and settle the session's settings."""
+    prepared = opening.prepared
+    worktree, directory = place.worktree, place.directory
+    # The admin dir is recorded now, before any tool runs: later uses never read it from the worktree.
+    opening.emit("workspace.open", directory=str(directory), commit=place.commit, admin=str(worktree.admin))
+    box = place.sandbox
     instance = prepared.instance
     opening.settings = Settings(
         session_id=session_id,
         project=prepared.project,
         workspace=directory,
         worktree=worktree,
-        branch=branch,
+        branch=worktree.branch,
         sandbox=box,
         bwrap=prepared.bwrap,
         shell_policy=prepared.config.approvals_shell,
@@ -339,11 +405,9 @@ def _drive(session: Session, call_model: bool, provider: Provider) -> int:
     """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`)."""
 
     async def main() -> int:
-        task = asyncio.current_task()
         loop = asyncio.get_running_loop()
-        assert task is not None
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, task.cancel)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # handled at the loop's next wait, once run() has begun
+            loop.add_signal_handler(signum, session.steering.stop, "signal")
         try:
             return await session.run(call_model_first=call_model)
         finally:
