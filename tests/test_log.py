@@ -212,6 +212,52 @@ def test_the_fold_rebuilds_conversation_usage_status_workspace_approvals_and_bac
     assert row["status"] == "handed-over" and row["owner"] == "none" and row["last_event_id"] == 13
 
 
+def _turn(first_id: int, number: int, output: str) -> list[dict]:
+    call = {"call_id": f"c{number}", "name": "read_file", "args": {"path": "a"}}
+    return [
+        {"id": first_id, "type": "assistant.message", "text": f"turn {number}", "tool_calls": [call]},
+        {"id": first_id + 1, "type": "tool.result", "call_id": f"c{number}", "name": "read_file", "output": output},
+        {"id": first_id + 2, "type": "usage", "input_tokens": 100 * number, "output_tokens": 5, "cost": 0.5},
+    ]
+
+
+def test_a_compaction_restarts_the_conversation_from_its_summary_and_cuts_what_it_keeps():
+    events = [{"id": 1, "type": "session.start", "session": "s", "message": "the task"},
+              {"id": 2, "type": "user.message", "text": "the task"},
+              *_turn(3, 1, "one"), *_turn(6, 2, "x" * 100),
+              {"id": 9, "type": "background.end", "handle": "bg-1", "exit_code": 0, "output": "y" * 100},
+              {"id": 10, "type": "usage", "input_tokens": 7, "output_tokens": 1, "for": "compaction"},
+              {"id": 11, "type": "compaction", "summary": "Did turn one.", "through": 5, "cut": 10},
+              *_turn(12, 3, "z" * 100)]  # fmt: skip
+    state = fold(events)
+    summary, kept_call, kept_result, note, call, result = state.conversation
+    assert summary["role"] == "user" and "the task" in summary["text"] and "Did turn one." in summary["text"]
+    assert kept_call["text"] == "turn 2" and kept_result["output"].startswith("x" * 10 + "\n[… cut when")
+    assert "100 bytes in all" in kept_result["output"]
+    assert note["text"].startswith("[backgroun\n[… cut when")
+    assert call["text"] == "turn 3" and result["output"] == "z" * 100  # after the compaction: as it came
+    assert state.conversation_ids == [5, 6, 7, 9, 12, 13]
+    assert state.compactions == 1 and state.assistant_messages == 3
+    assert (state.input_tokens, state.output_tokens, state.cost) == (607, 16, 1.5)
+    assert (state.context_tokens, state.context_items) == (305, 6)  # the turn call after the compaction
+    again = fold([*events, {"id": 15, "type": "compaction", "summary": "All of it.", "through": 14}])
+    assert len(again.conversation) == 1 and "All of it." in again.conversation[0]["text"]
+    assert "Did turn one." not in again.conversation[0]["text"]
+
+
+def test_the_plan_is_the_latest_and_odd_values_are_read_as_defaults():
+    state = fold([
+        {"id": 1, "type": "plan", "steps": [{"step": "a", "status": "pending"}]},
+        {"id": 2, "type": "plan", "steps": [{"step": "a", "status": "done"}, "junk", {"step": "b"}]},
+        {"id": 3, "type": "usage", "input_tokens": "many", "output_tokens": None, "cost": "free"},
+        {"id": 4, "type": "compaction", "summary": "s", "through": "soon"},
+        {"id": 5, "type": "provider.retry", "attempt": 1, "status": 529, "wait_seconds": 0.5},
+    ])  # fmt: skip
+    assert state.plan == [{"step": "a", "status": "done"}, {"step": "b", "status": ""}]
+    assert (state.input_tokens, state.output_tokens, state.cost) == (0, 0, None)
+    assert state.conversation[0]["role"] == "user" and state.last_event_id == 5
+
+
 def test_an_event_whose_bulk_is_nested_is_cut_too():
     huge = {"path": "big.txt", "content": "z" * (2 * MAX_EVENT_BYTES)}
     event = {
