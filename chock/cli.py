@@ -474,9 +474,9 @@ def daemon(
 @pass_layout
 def daemon_install(layout: Layout) -> None:
     """Write the user units (LaunchAgents on macOS) for this installation's chock."""
-    from chock.platform import service
+    from chock.platform import install
 
-    for path in service.install(layout):
+    for path in install.install(layout):
         click.echo(f"wrote {path}")
     click.echo("start listening with: chock daemon start  (systemctl --user enable --now chock.socket)")
 
@@ -484,27 +484,27 @@ def daemon_install(layout: Layout) -> None:
 @daemon.command("uninstall")
 def daemon_uninstall() -> None:
     """Stop the service and remove the units `chock daemon install` wrote."""
-    from chock.platform import service
+    from chock.platform import install
 
-    for path in service.uninstall():
+    for path in install.uninstall():
         click.echo(f"removed {path}")
 
 
 @daemon.command("start")
 def daemon_start() -> None:
     """Listen on the daemon's and serve's sockets; the first connection starts each."""
-    from chock.platform import service
+    from chock.platform import install
 
-    service.start()
+    install.start()
     click.echo("listening: the first connection starts the daemon")
 
 
 @daemon.command("stop")
 def daemon_stop() -> None:
     """Stop the daemon and serve and their sockets; running sessions keep running."""
-    from chock.platform import service
+    from chock.platform import install
 
-    service.stop()
+    install.stop()
     click.echo("stopped; running sessions keep running in their own scopes")
 
 
@@ -512,9 +512,9 @@ def daemon_stop() -> None:
 @pass_layout
 def daemon_status(layout: Layout) -> None:
     """The units as the service manager sees them, and the daemon's own status record."""
-    from chock.platform import service
+    from chock.platform import install
 
-    for what, state in service.status(layout):
+    for what, state in install.status(layout):
         click.echo(f"{what:<22} {state}")
 
 

@@ -22,12 +22,12 @@ from fakes.providers import FakeProvider
 
 from chock import zon
 from chock.config import load_config
-from chock.credentials import lock as lock_module
-from chock.credentials.errors import LoginBusy, NameTaken
+from chock.credentials import login_lock as lock_module
 from chock.credentials.index import IndexEntry, read_index, write_index
-from chock.credentials.lock import BUSY_MESSAGE
 from chock.credentials.login import login, logout, replace_question
+from chock.credentials.login_lock import BUSY_MESSAGE
 from chock.credentials.lookup import lookup
+from chock.credentials.refusals import LoginBusy, NameTaken
 from chock.errors import UsageError
 from chock.providers import ProviderError
 
@@ -55,7 +55,7 @@ print("RESULT", json.dumps(result.__dict__), flush=True)
 LOCK_HOLDER = """
 import sys, time
 from chock.paths import Layout
-from chock.credentials.lock import login_lock
+from chock.credentials.login_lock import login_lock
 with login_lock(Layout.from_env()):
     print("HOLDING", flush=True)
     time.sleep(600)

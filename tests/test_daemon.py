@@ -523,7 +523,7 @@ def test_a_socket_path_past_the_platform_limit_is_a_clear_error(home, daemons):
 
 def test_a_silent_client_is_closed_at_the_idle_bound_and_a_trickling_one_at_the_line_bound(home, daemons):
     from chock.control.framing import LINE_SECONDS
-    from chock.daemon.connection import IDLE_SECONDS
+    from chock.daemon.accepted import IDLE_SECONDS
 
     daemon = daemons.start()
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

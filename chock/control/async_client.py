@@ -64,7 +64,7 @@ class AsyncPump:
             self._writer.close()
 
 
-class AsyncStream:
+class AsyncReplyStream:
     """A streamed reply: its `header` (None for a reply without one), then its lines with `async for`.
 
     The connection closes when the reply ends, when iteration stops, or with `close()`.
@@ -136,7 +136,7 @@ class AsyncControlClient:
         finally:
             pump.close()
 
-    async def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> AsyncStream:
+    async def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> AsyncReplyStream:
         """A streamed verb: the header and the first line are awaited before this returns, so a refusal
         (`not-found`, …) is raised here and not halfway through a response."""
         pump = await self._open()
@@ -149,4 +149,4 @@ class AsyncControlClient:
         except BaseException:
             pump.close()
             raise
-        return AsyncStream(pump, header, first, idle_timeout, request.verb)
+        return AsyncReplyStream(pump, header, first, idle_timeout, request.verb)

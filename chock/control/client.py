@@ -152,7 +152,7 @@ class Pump:
         self.close()
 
 
-class Stream:
+class ReplyStream:
     """A streamed reply: its `header` (None for a reply without one) and its lines as an iterator.
 
     The connection closes when the reply ends, when the iterator is closed, or with `close()`.
@@ -212,7 +212,7 @@ class ControlClient:
             pump.send(request)
             return pump.reply(request.WAIT or self.timeout, request.verb)
 
-    def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> Stream:
+    def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> ReplyStream:
         """A streamed verb (`read`, `list`, `watch`): the header and first line are read before this returns,
         so a refusal is raised here; each later line is waited for at most `idle_timeout` (None: as long as it
         takes — a watched session may be quiet for minutes)."""
@@ -226,7 +226,7 @@ class ControlClient:
         except BaseException:
             pump.close()
             raise
-        return Stream(pump, header, first, idle_timeout, request.verb)
+        return ReplyStream(pump, header, first, idle_timeout, request.verb)
 
     # The verbs, one line each ---------------------------------------------------------------------------------
 

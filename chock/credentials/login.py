@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TextIO
 
 from chock.config import Config
-from chock.credentials.errors import CredentialError, NameTaken
 from chock.credentials.index import IndexEntry, read_index, write_index
-from chock.credentials.lock import login_lock
+from chock.credentials.login_lock import login_lock
+from chock.credentials.refusals import CredentialError, NameTaken
 from chock.credentials.stores import Store, default_store, open_store
 from chock.credentials.stores.file import FileStore
 from chock.credentials.stores.secretspec import env_name

@@ -62,8 +62,8 @@ def remove_session(
             raise Refused(f"session {session_id} was handed over and waits for the daemon to take it")
         if state.workspace_kept:
             raise Refused(
-                f"session {session_id} keeps its workspace {state.workspace}; `chock workspace remove {session_id}` "
-                "commits its work to its branch and removes it (or remove the session with --with-workspace)"
+                f"session {session_id} keeps its workspace; `chock workspace remove {session_id}` commits its work to "
+                "its branch and removes it (or remove the session with --with-workspace)"
             )
         moved = layout.sessions_dir / f".removed-{session_id}-{secrets.token_hex(4)}"
         os.rename(layout.session_dir(session_id), moved)

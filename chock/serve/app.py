@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -19,11 +18,12 @@ from chock.control.address import resolve_address
 from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
-from chock.platform import journal
-from chock.serve import api, listeners
-from chock.serve.bounds import BoundedSite
+from chock.platform import journal, manager
+from chock.platform.listening import Listener
+from chock.serve import api, sites
 from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
+from chock.serve.sites import BoundedSite
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -105,32 +105,17 @@ def _runner(app: web.Application) -> web.AppRunner:
     return web.AppRunner(app, **kwargs)
 
 
-def _site(runner: web.AppRunner, listener: listeners.Listener) -> web.SockSite:
+def _site(runner: web.AppRunner, listener: Listener) -> web.SockSite:
     if not _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):
         return BoundedSite(runner, listener.sock, shutdown_timeout=SHUTDOWN_TIMEOUT)
     return BoundedSite(runner, listener.sock)
 
 
-def _systemd():  # type: ignore[no-untyped-def]
-    """chock.platform.systemd on Linux (sd_notify, the watchdog); None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    from chock.platform import systemd
-
-    return systemd
-
-
-def _notify(*states: str) -> None:
-    systemd = _systemd()
-    if systemd is not None:
-        systemd.notify(*states)
-
-
 async def _watchdog(interval: float) -> None:
-    """SPEC §7: `WATCHDOG=1` when WATCHDOG_USEC is set, at half the interval as sd_watchdog_enabled(3) asks.
-    It runs on the event loop, so a loop that is stuck stops sending it, which is what the watchdog is for."""
+    """`WATCHDOG=1` when WATCHDOG_USEC is set, at half the interval as sd_watchdog_enabled(3) asks. It runs on
+    the event loop, so a loop that is stuck stops sending it, which is what the watchdog is for."""
     while True:
-        _notify("WATCHDOG=1")
+        manager.notify("WATCHDOG=1")
         await asyncio.sleep(interval / 2)
 
 
@@ -145,7 +130,7 @@ def run(
     idle_exit: float | None,
 ) -> int:
     """`chock serve`: returns the exit code (0 on a stop or an idle exit)."""
-    listeners.check_options(socket_path, host, port)
+    sites.check_options(socket_path, host, port)
     if idle_exit is not None and idle_exit <= 0:
         raise UsageError(f"--idle-exit {idle_exit:g}: give a number of seconds above 0")
     # `daemon` already holds $CHOCK_DAEMON when it is set (click's envvar); else the state-dir socket.
@@ -154,12 +139,12 @@ def run(
         rule = HostRule.of([host] if host else [], allow_hosts)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    bound = listeners.activated()
+    bound = sites.activated()
     if bound is None:
         if host is not None:
-            bound = [listeners.bind_tcp(host, port)]
+            bound = [sites.bind_tcp(host, port)]
         else:
-            bound = [listeners.bind_unix(socket_path or layout.serve_socket)]
+            bound = [sites.bind_unix(socket_path or layout.serve_socket)]
     try:
         return asyncio.run(_serve(make_app(AsyncControlClient(address), rule), bound, idle_exit, str(address)))
     finally:
@@ -167,7 +152,7 @@ def run(
             listener.remove()
 
 
-async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exit: float | None, daemon: str) -> int:
+async def _serve(app: web.Application, bound: list[Listener], idle_exit: float | None, daemon: str) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -177,23 +162,22 @@ async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exi
     try:
         for listener in bound:
             await _site(runner, listener).start()
-        urls = [listener.describe() for listener in bound]
+        urls = [listener.url() for listener in bound]
         for url in urls:
             print(f"listening on {url}", flush=True)
         journal.record("listening", addresses=", ".join(urls))
-        _notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
+        manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
         tasks = []
         if idle_exit:
             tasks.append(loop.create_task(_idle_watch(app, idle_exit, stop)))
-        systemd = _systemd()
-        interval = systemd.watchdog_interval() if systemd is not None else None
+        interval = manager.watchdog_interval()
         if interval:
             tasks.append(loop.create_task(_watchdog(interval)))
         await stop.wait()
         for task in tasks:
             task.cancel()
     finally:
-        _notify("STOPPING=1")
+        manager.notify("STOPPING=1")
         await app[api.STATE].feeds.close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0

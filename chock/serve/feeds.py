@@ -36,7 +36,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from chock.control.async_client import AsyncControlClient, AsyncStream
+from chock.control.async_client import AsyncControlClient, AsyncReplyStream
 from chock.control.client import expect
 from chock.control.daemon_protocol import EventLine, WatchHeader, WatchRequest
 from chock.control.framing import ErrorCode, ProtocolError
@@ -169,7 +169,7 @@ class Stream:
 class Feed:
     """One open upstream `watch` of one session, shared by every stream of that session."""
 
-    def __init__(self, session_id: str, watch: AsyncStream, after: int, feeds: Feeds) -> None:
+    def __init__(self, session_id: str, watch: AsyncReplyStream, after: int, feeds: Feeds) -> None:
         self.session_id = session_id
         self.row = expect(watch.header, WatchHeader).row
         self.project = str(self.row.get("project", ""))

@@ -30,8 +30,8 @@ from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
-from chock.daemon.listeners import Listener
 from chock.daemon.verbs import INLINE, VERBS, ClientGone, ReplyWriter
+from chock.platform.listening import Listener
 from chock.platform.peer import peer_uid
 
 # A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
