@@ -99,6 +99,7 @@ EVENTS = {
     "session.refused": ("warning", "session {session} did not start ({verb}): {reason}"),
     "session.ended": ("info", "session {session} ended: {reason} (exit code {exit_code})"),
     "session.running": ("info", "session {session} running ({verb})"),
+    "session.removed": ("info", "session {session} removed (its log and scratchpad; its branch stays)"),
     # serve's requests and upstream watches.
     "request.forbidden": ("warning", "refused a request from uid {peer_uid}: serve answers only its own user"),
     "request.refused": ("warning", "refused a request ({status}): {reason}"),
