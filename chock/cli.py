@@ -14,7 +14,7 @@ import click
 
 from chock import __version__
 from chock.completion import SHELLS, instance_names, session_ids
-from chock.errors import EXIT_STATUS, ChockError, UsageError
+from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError
 from chock.paths import Layout
 
 
@@ -262,15 +262,72 @@ def _preview(text: str, width: int = 60) -> str:
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @pass_layout
 def usage(layout: Layout, project: Path | None) -> None:
-    """Tokens used by each session of this project, and in total."""
+    """Tokens used by each session of this project (and read from or written to the prompt cache), and in
+    total; with the cost when the instance has a `.price` in config.zon."""
     from chock.log import catalog
+    from chock.providers import USAGE_FIELDS
 
-    total_in = total_out = 0
-    for state, _ in catalog.states(layout, _project_root(project)):
-        click.echo(f"{state.id}  in {state.input_tokens:>9}  out {state.output_tokens:>9}  {_preview(state.message)}")
-        total_in += state.input_tokens
-        total_out += state.output_tokens
-    click.echo(f"{'total':<22}  in {total_in:>9}  out {total_out:>9}")
+    states = [state for state, _ in catalog.states(layout, _project_root(project))]
+    priced = any(state.cost is not None for state in states)
+    total = dict.fromkeys(USAGE_FIELDS, 0)
+    for state in states:
+        counts = {name: getattr(state, name) for name in USAGE_FIELDS}
+        click.echo(f"{state.id}  {_usage_columns(counts, state.cost, priced)}  {_preview(state.message)}")
+        total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
+    cost = sum(state.cost for state in states if state.cost is not None)
+    click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
+
+
+def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> str:
+    text = (
+        f"in {counts['input_tokens']:>9}  out {counts['output_tokens']:>9}  "
+        f"cache read {counts['cache_read_tokens']:>9}  write {counts['cache_write_tokens']:>9}"
+    )
+    if priced:
+        text += f"  cost {cost:>9.4f}" if cost is not None else f"  cost {'-':>9}"
+    return text
+
+
+@main.command()
+@click.argument("session", required=False, shell_complete=session_ids)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@click.option(
+    "--daemon",
+    "daemon_address",
+    metavar="ADDR",
+    envvar="CHOCK_DAEMON",
+    help="Read the session through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of the "
+    "state dir.",
+)
+@pass_layout
+def plan(layout: Layout, session: str | None, project: Path | None, daemon_address: str | None) -> None:
+    """The plan a session keeps (its latest `plan` tool call); default: this project's newest session."""
+    from chock.log.fold import fold
+    from chock.session.render import plan_lines
+
+    if daemon_address:
+        from chock import steer
+        from chock.control.client import ControlClient
+
+        client = ControlClient(daemon_address)
+        session = steer.pick(client, _project_root(project), session, running=False)
+        state = fold(client.read(session))
+    else:
+        from chock.log import catalog
+        from chock.paths import check_session_id
+
+        if session is None:
+            session = catalog.newest(layout, _project_root(project))
+            if session is None:
+                raise Refused('no sessions in this project yet: start one with `chock run "…"`')
+        if not layout.log_path(check_session_id(session)).exists():
+            raise Refused(f"there is no session {session}")
+        state, _ = catalog.load(layout, session)
+    if not state.plan:
+        click.echo(f"session {session} has no plan (the agent has not called its plan tool)")
+        return
+    for line in plan_lines(state.plan):
+        click.echo(line)
 
 
 @main.group()

@@ -33,7 +33,7 @@ def _call(client: ControlClient, request: Request) -> object:
                 f"the daemon at {client.address} does not know `{request.verb}`: it is older than this chock; "
                 "update it (and restart it: `chock daemon stop`, or `systemctl --user restart chock.service`)"
             ) from None
-        raise SteerFailed(f"{request.verb} refused: {error.text}") from None
+        raise SteerFailed(f"the daemon did not {request.verb} it ({error.code}): {error.text}") from None
 
 
 def pick(client: ControlClient, project: Path, session_id: str | None, *, running: bool) -> str:

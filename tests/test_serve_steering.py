@@ -21,24 +21,12 @@ import pytest
 from tests.conftest import git_value
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.providers import FakeProvider
+from tests.fakes.sessions import wait_for_end, wait_for_event
 from tests.fakes.systemd_user import UserManager, cgroup_hierarchies, user_manager
 from tests.fakes.wait import wait_until
 from tests.test_serve import ASKS, Stack, answer, pending, running_stack
 from tests.test_serve_browser import chromium  # noqa: F401 (the fixture)
-
-
-def allow_shell(home: Any, entries: list[dict[str, Any]] | None = None, instance: str | None = None) -> None:
-    """A replay instance of `entries` (or the instance kind given) whose shell commands the config allows."""
-    if entries is not None:
-        home.write_replay("demo.jsonl", entries)
-    kind = instance or "replay=demo.jsonl"
-    home.write_config(
-        f'.{{ .instances = .{{ .demo = .{{ .kind = "{kind}" }} }}, .approvals = .{{ .shell = "allow" }} }}\n'
-    )
-
-
-def write(call_id: str, path: str, content: str) -> dict[str, Any]:
-    return {"call_id": call_id, "name": "write_file", "args": {"path": path, "content": content}}
+from tests.test_steer import BUSY, replay_config, write
 
 
 def edit(call_id: str, path: str, old: str, new: str) -> dict[str, Any]:
@@ -46,15 +34,8 @@ def edit(call_id: str, path: str, old: str, new: str) -> dict[str, Any]:
 
 
 def events_of(stack: Stack, session_id: str, kind: str) -> list[dict[str, Any]]:
+    """The session's events of one type, as the daemon's `read` gives them (what every view must equal)."""
     return [e for e in stack.read(session_id) if e["type"] == kind]
-
-
-def ended(stack: Stack, session_id: str, count: int = 1, timeout: float = 60) -> dict[str, Any]:
-    """The session's `count`th end, once it is logged."""
-    return wait_until(
-        lambda: len(ends := events_of(stack, session_id, "session.end")) >= count and ends[count - 1],
-        timeout, f"end number {count} of session {session_id}",
-    )  # fmt: skip
 
 
 def open_page(browser: Any, stack: Stack, port: int, session_id: str | None = None):  # type: ignore[no-untyped-def]
@@ -82,7 +63,7 @@ SLOW = [
 @pytest.fixture
 def slow_stack(home, project, daemons):  # type: ignore[no-untyped-def]
     with running_stack(home, project, daemons, SLOW) as running:
-        allow_shell(home)
+        replay_config(home, SLOW, shell="allow")
         yield running
 
 
@@ -91,7 +72,7 @@ def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
     serve = stack.start_serve()
     project = str(stack.project)
     session_id = serve.post("/api/sessions", {"project": project, "message": "wait a minute"}).json["id"]
-    wait_until(lambda: events_of(stack, session_id, "tool.call"), 30, "the sleep to start")
+    wait_for_event(stack.home, session_id, "tool.call")
 
     said = serve.post(f"/api/sessions/{session_id}/messages", {"project": project, "message": "and then stop"})
     assert said.status == 201 and said.json == {"id": session_id, "how": "queued"}, said.body
@@ -112,7 +93,7 @@ def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
 
     continued = serve.post(f"/api/sessions/{session_id}/messages", {"project": project, "message": "carry on"})
     assert continued.status == 201 and continued.json == {"id": session_id, "how": "continued"}, continued.body
-    assert ended(stack, session_id, 2)["reason"] == "completed"
+    assert wait_for_end(stack.home, session_id)["reason"] == "completed"  # the continuation's end
     removed = serve.post(f"/api/sessions/{session_id}/remove", {"project": project})
     assert removed.status == 200 and removed.json == {"removed": True}, removed.body
     assert serve.get(f"/api/sessions?project={project}").json["sessions"] == []
@@ -137,7 +118,7 @@ def test_the_steering_routes_have_the_guards_of_every_change(slow_stack):
     serve = stack.start_serve()
     project = str(stack.project)
     session_id = serve.post("/api/sessions", {"project": project, "message": "wait a minute"}).json["id"]
-    wait_until(lambda: events_of(stack, session_id, "tool.call"), 30, "the sleep to start")
+    wait_for_event(stack.home, session_id, "tool.call")
     for verb, body in [("stop", {"project": project}), ("messages", {"project": project, "message": "hi"}),
                        ("remove", {"project": project})]:  # fmt: skip
         path = f"/api/sessions/{session_id}/{verb}"
@@ -219,7 +200,7 @@ def test_hostile_markdown_runs_no_script_and_makes_no_request_outside_the_page(h
     stack = hostile_stack
     serve = stack.start_serve()
     session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "say it"}).json["id"]
-    ended(stack, session_id)
+    wait_for_end(stack.home, session_id)
     dialogs: list[str] = []
     page = open_page(chromium, stack, serve.port, session_id)
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -268,7 +249,7 @@ def test_hostile_markdown_runs_no_script_and_makes_no_request_outside_the_page(h
 def done_stack(home, project, daemons):  # type: ignore[no-untyped-def]
     entries = [
         {"text": "First part done.", "tool_calls": []},
-        {"text": "", "tool_calls": [write("w1", "notes.txt", "one\ntwo\nthree\n")]},
+        {"text": "", "tool_calls": [write("notes.txt", "one\ntwo\nthree\n")]},
         {"text": "", "tool_calls": [
             edit("e1", "notes.txt", "two\n", "TWO\n"), edit("e2", "README.md", "demo", "Demo")]},
         {"text": "Second part done: notes.txt written.", "tool_calls": []},
@@ -283,7 +264,7 @@ def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_th
     serve = stack.start_serve()
     project = str(stack.project)
     session_id = serve.post("/api/sessions", {"project": project, "message": "first part"}).json["id"]
-    ended(stack, session_id)
+    wait_for_end(stack.home, session_id)
     events = stack.read(session_id)
     stranger = {"id": len(events) + 1, "at": events[-1]["at"], "type": "from.the.future", "text": "nobody knows me",
                 "tool_calls": "not a list", "diff": 42}  # fmt: skip
@@ -291,7 +272,7 @@ def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_th
         log.write(json.dumps(stranger) + "\n")
 
     page = open_page(chromium, stack, serve.port, session_id)
-    page.wait_for_function(f"window.chock.seen.includes({stranger['id']})")
+    wait_until(lambda: stranger["id"] in page.evaluate("window.chock.seen"), 30, "the page to reach the stranger")
     assert "nobody knows me" not in page.text_content("#timeline")
     assert page.locator("[data-type='from.the.future']").count() == 0
     row = page.locator(f"#sessions button[data-session='{session_id}']")
@@ -310,7 +291,7 @@ def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_th
     assert follow_up.locator(".who").text_content() == "Message" and "now the second part" in follow_up.text_content()
 
     # write_file and edit_file show what they changed, as a diff, and every tool call how long it took.
-    written = page.locator("details.tool[data-call-id='w1']")
+    written = page.locator("details.tool[data-call-id='w-notes.txt']")
     assert written.get_attribute("data-diff") == "" and written.locator(".diffstat").text_content() == "+3 −0"
     written.locator("summary").click()
     assert written.locator(".diff .line").all_text_contents() == [
@@ -330,18 +311,6 @@ def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_th
 
 # --------------------------------------------------------------------------------------------------------
 # Steering from the page
-
-# A session busy everywhere at once: a background command, a subagent thinking for five minutes, and a
-# foreground shell call with a process of its own session (setsid) and one in the call's.
-BUSY = [
-    {"text": "", "tool_calls": [
-        {"call_id": "b1", "name": "shell", "args": {"command": "sleep 300", "background": True}},
-        {"call_id": "s1", "name": "subagent", "args": {"task": "look around"}},
-        {"call_id": "f1", "name": "shell", "args": {"command": "setsid sleep 301 & sleep 302"}},
-    ]},
-    {"for": "subagent", "text": "still looking", "tool_calls": [], "delay": 300},
-    {"text": "Done after the stop.", "tool_calls": []},
-]  # fmt: skip
 
 
 def scope_processes(manager: UserManager, scope: str) -> set[int]:
@@ -382,7 +351,7 @@ def test_stop_on_the_page_empties_the_sessions_scope_within_5_s_and_continue_com
     daemons,
     chromium,  # noqa: F811
 ):
-    allow_shell(home, BUSY)
+    replay_config(home, BUSY)  # a background command, a subagent thinking, a foreground call with a setsid child
     with user_manager() as manager:
         stack = Stack(home, project, daemons.tmp, daemon_under(manager, home, daemons))
         try:
@@ -390,8 +359,7 @@ def test_stop_on_the_page_empties_the_sessions_scope_within_5_s_and_continue_com
             started = serve.post("/api/sessions", {"project": str(project), "message": "keep busy"})
             session_id = started.json["id"]
             scope = f"chock-session-{session_id}.scope"
-            wait_until(lambda: any(e.get("call_id") == "f1" for e in events_of(stack, session_id, "tool.call")), 30,
-                       "the foreground shell call")  # fmt: skip
+            wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "f1")
             # The session, its subagent, the bwraps and what runs in them, all in the session's scope.
             wait_until(lambda: len(scope_processes(manager, scope)) >= 6, 30, f"the processes of {scope}")
             page = open_page(chromium, stack, serve.port, session_id)
@@ -432,7 +400,8 @@ def test_a_follow_up_typed_on_the_page_reaches_the_model_in_its_next_request_onc
     with FakeProvider(kind="openai", key=None) as fake, running_stack(home, project, daemons, []) as stack:
         fake.script(tool_calls=[{"id": "c1", "name": "shell", "args": {"command": "sleep 4"}}])
         fake.script(text="Both done, and it is sunny.")
-        allow_shell(home, instance=f"openai-compat={fake.address}")
+        instances = f'.instances = .{{ .local = .{{ .kind = "openai-compat={fake.address}" }} }}'
+        home.write_config(f'.{{ {instances}, .approvals = .{{ .shell = "allow" }} }}\n')
         serve = stack.start_serve()
         session_id = serve.post("/api/sessions", {"project": str(project), "message": "first thing"}).json["id"]
         page = open_page(chromium, stack, serve.port, session_id)
@@ -460,7 +429,7 @@ def test_remove_on_the_page_deletes_an_ended_session_and_the_list_drops_it(done_
     stack = done_stack
     serve = stack.start_serve()
     session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "first part"}).json["id"]
-    ended(stack, session_id)
+    wait_for_end(stack.home, session_id)
     page = open_page(chromium, stack, serve.port, session_id)
     page.wait_for_selector("#remove-button:visible")
     page.click("#remove-button")
@@ -520,5 +489,5 @@ def test_a_session_waiting_while_the_page_is_behind_another_tab_is_notified_and_
     second = pending(serve, session_id, first["id"])
     assert answer(serve, stack.project, session_id, second["request_id"]).status == 200
     wait_until(lambda: page.title() == "Chock", 30, "the title without a waiting count")
-    assert ended(stack, session_id)["reason"] == "completed"
+    assert wait_for_end(stack.home, session_id)["reason"] == "completed"
     context.close()

@@ -222,19 +222,25 @@ class StartRequest(Request):
         self.message = f.text("message", message)
 
 
-class AdoptRequest(Request):
-    """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`: carry a handed-over session on."""
+class _SessionRequest(Request):
+    """A verb about one session of a project: `<verb> <project>\t<session id>`."""
 
     __slots__ = ("project", "session_id")
     ATTRS = ("project", "session_id")
-    verb = "adopt"
     FIELDS = ("project", "session id")
-    REPLY = Started
-    WAIT = SPAWN_SECONDS
 
     def __init__(self, project: str, session_id: str) -> None:
         self.project = f.absolute_project(project)
         self.session_id = f.session_id(session_id)
+
+
+class AdoptRequest(_SessionRequest):
+    """`adopt <project>\t<session id>` -> `ok <session id>\t<log path>`: carry a handed-over session on."""
+
+    __slots__ = ()
+    verb = "adopt"
+    REPLY = Started
+    WAIT = SPAWN_SECONDS
 
 
 class ReadRequest(Request):
@@ -324,23 +330,17 @@ class AnswerRequest(Request):
         return (self.project, self.session_id, self.request_id, "yes" if self.yes else "no")
 
 
-class StopRequest(Request):
+class StopRequest(_SessionRequest):
     """`stop <project>\t<session id>` -> `ok stopped`, once the session's log holds its end.
 
     Relayed to the session's handover.sock; the daemon never signals a process itself. A session whose socket
     does not answer is `error unreachable`, never `ok`.
     """
 
-    __slots__ = ("project", "session_id")
-    ATTRS = ("project", "session_id")
+    __slots__ = ()
     verb = "stop"
-    FIELDS = ("project", "session id")
     REPLY = Stopped
     WAIT = SPAWN_SECONDS
-
-    def __init__(self, project: str, session_id: str) -> None:
-        self.project = f.absolute_project(project)
-        self.session_id = f.session_id(session_id)
 
 
 class SayRequest(Request):
@@ -361,18 +361,12 @@ class SayRequest(Request):
         self.message = f.text("message", message)
 
 
-class RemoveRequest(Request):
+class RemoveRequest(_SessionRequest):
     """`remove <project>\t<session id>` -> `ok removed`, or `error busy` while another process holds the log."""
 
-    __slots__ = ("project", "session_id")
-    ATTRS = ("project", "session_id")
+    __slots__ = ()
     verb = "remove"
-    FIELDS = ("project", "session id")
     REPLY = Removed
-
-    def __init__(self, project: str, session_id: str) -> None:
-        self.project = f.absolute_project(project)
-        self.session_id = f.session_id(session_id)
 
 
 _MESSAGE_VERBS = (b"start ", b"say ")

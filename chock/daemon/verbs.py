@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from chock.control import daemon_protocol as dp
-from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import ReplyLine, Request
 from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
@@ -236,11 +236,17 @@ def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> Repl
                 client.ask(request)  # its answer is the session's `ended`, which comes once it has stopped
                 return client.next_reply(RELAY_TIMEOUT)
             return client.call(request)
-    except ProtocolError as error:
+    except Unreachable:
+        raise ProtocolError(
+            ErrorCode.UNREACHABLE,
+            f"session {session_id} does not answer on its {kind} socket: it is not running on this machine, or it "
+            "has just ended",
+        ) from None
+    except ProtocolError as error:  # the session's own refusal (`not-pending`), or a reply it could not read
         code = ErrorCode.NOT_PENDING if error.code == ErrorCode.NOT_PENDING else ErrorCode.UNREACHABLE
         raise ProtocolError(code, error.text) from None
     except (ChockError, OSError) as error:
-        raise ProtocolError(ErrorCode.UNREACHABLE, f"the session's {kind} socket: {error}") from None
+        raise ProtocolError(ErrorCode.UNREACHABLE, f"session {session_id}'s {kind} socket failed: {error}") from None
 
 
 def _ended(daemon: Daemon, session_id: str) -> bool:

@@ -1,12 +1,17 @@
-"""One fold of the log, used by everything that needs a session's state (SPEC §4).
+"""One fold of the log, used by everything that needs a session's state (docs/log.md, "The fold").
 
 `chock run` folds at its own start before appending, and keeps folding each event it appends, so the
 conversation it sends a model is by construction the one a later owner rebuilds. `chock sessions`,
-`chock usage` and the daemon's `list` use the same fold plus a lock probe for the status.
+`chock usage`, `chock plan` and the daemon's `list` use the same fold plus a lock probe for the status.
+
+A `compaction` restarts the conversation: its summary, then what came after the last event it covers, with
+the tool outputs and notes of that kept part cut to the size it names. Nothing else ever changes a message
+once it is in the conversation, so between two compactions each request's prefix is the one before it.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +19,11 @@ from typing import Any
 from chock.log.events import Event
 
 MESSAGE_PREVIEW = 200
+# What a compacted conversation starts with: the task, and the model's own summary of the work so far.
+SUMMARY_HEADER = (
+    "This conversation was compacted to fit the model's context window: what came before is summarized "
+    "below. The task was:\n{task}\n\nThe summary of the work so far:\n{summary}"
+)
 
 
 @dataclass
@@ -37,10 +47,21 @@ class SessionState:
     ended_at: str = ""
     error: str = ""
 
+    instructions: str = ""  # the project's AGENTS.md, as session.start logged it
     conversation: list[dict[str, Any]] = field(default_factory=list)
+    conversation_ids: list[int] = field(default_factory=list)  # the event each message came from, ascending
     assistant_messages: int = 0  # replay resumes after this many entries
+    compactions: int = 0  # and its compaction entries after this many
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None  # None: no call was priced
+    # The last turn call's size as the provider reported it (input + output tokens), and how many messages the
+    # conversation had then: the next request is that plus what came after (chock.session.compaction).
+    context_tokens: int = 0
+    context_items: int = 0
+    plan: list[dict[str, str]] = field(default_factory=list)  # the latest `plan` event's steps
 
     workspace: str = ""  # the directory of the latest workspace.open
     workspace_commit: str = ""
@@ -113,6 +134,9 @@ class SessionState:
             "workspace_kept": self.workspace_kept and status not in ("running", "waiting"),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost": self.cost,
         }
 
 
@@ -145,6 +169,7 @@ def _session_start(state: SessionState, event: Event) -> None:
     state.model = str(event.get("model", "") or "")
     state.approve_all = bool(event.get("approve_all", False))
     state.started_at = str(event.get("at", ""))
+    state.instructions = str(event.get("instructions", "") or "")
     _begin_span(state, event, str(event.get("owner", "terminal")))
 
 
@@ -179,8 +204,13 @@ def _workspace_close(state: SessionState, event: Event) -> None:
     state.branch = str(event.get("branch", state.branch))
 
 
+def _say(state: SessionState, event: Event, message: dict[str, Any]) -> None:
+    state.conversation.append(message)
+    state.conversation_ids.append(int(event.get("id", 0) or 0))
+
+
 def _user_message(state: SessionState, event: Event) -> None:
-    state.conversation.append({"role": "user", "text": str(event.get("text", ""))})
+    _say(state, event, {"role": "user", "text": str(event.get("text", ""))})
 
 
 def _assistant_message(state: SessionState, event: Event) -> None:
@@ -190,18 +220,20 @@ def _assistant_message(state: SessionState, event: Event) -> None:
         for c in event.get("tool_calls") or []
         if isinstance(c, dict)
     ]
-    state.conversation.append({"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls})
+    _say(state, event, {"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls})
 
 
 def _tool_result(state: SessionState, event: Event) -> None:
-    state.conversation.append(
+    _say(
+        state,
+        event,
         {
             "role": "tool",
             "call_id": str(event.get("call_id", "")),
             "name": str(event.get("name", "")),
             "output": str(event.get("output", "")),
             "is_error": bool(event.get("is_error", False)),
-        }
+        },
     )
 
 
@@ -231,9 +263,8 @@ def _background_end(state: SessionState, event: Event) -> None:
     state.background.pop(handle, None)
     code = event.get("exit_code")
     output = str(event.get("output", ""))
-    state.conversation.append(
-        {"role": "user", "text": f"[background {handle} finished, exit code {code}]\n{output}".rstrip()}
-    )
+    text = f"[background {handle} finished, exit code {code}]\n{output}".rstrip()
+    _say(state, event, {"role": "user", "text": text, "note": True})
 
 
 def _subagent_start(state: SessionState, event: Event) -> None:
@@ -245,14 +276,60 @@ def _subagent_end(state: SessionState, event: Event) -> None:
     handle = str(event.get("handle", ""))
     state.subagents.pop(handle, None)
     state.subagent_results += 1
-    state.conversation.append(
-        {"role": "user", "text": f"[subagent {handle} finished]\n{event.get('result', '')}".rstrip()}
-    )
+    text = f"[subagent {handle} finished]\n{event.get('result', '')}".rstrip()
+    _say(state, event, {"role": "user", "text": text, "note": True})
+
+
+def _count(event: Event, name: str) -> int:
+    value = event.get(name, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _usage(state: SessionState, event: Event) -> None:
-    state.input_tokens += int(event.get("input_tokens", 0) or 0)
-    state.output_tokens += int(event.get("output_tokens", 0) or 0)
+    state.input_tokens += _count(event, "input_tokens")
+    state.output_tokens += _count(event, "output_tokens")
+    state.cache_read_tokens += _count(event, "cache_read_tokens")
+    state.cache_write_tokens += _count(event, "cache_write_tokens")
+    cost = event.get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        state.cost = (state.cost or 0.0) + cost
+    if not event.get("for"):  # a turn's call: the size of what the model was last sent
+        state.context_tokens = _count(event, "input_tokens") + _count(event, "output_tokens")
+        state.context_items = len(state.conversation)
+
+
+def _compaction(state: SessionState, event: Event) -> None:
+    through = _count(event, "through")
+    limit = _count(event, "cut")
+    start = bisect.bisect_right(state.conversation_ids, through)
+    kept = [cut_message(message, limit) for message in state.conversation[start:]]
+    summary = SUMMARY_HEADER.format(task=state.message, summary=str(event.get("summary", "")))
+    state.conversation = [{"role": "user", "text": summary}, *kept]
+    state.conversation_ids = [through, *state.conversation_ids[start:]]
+    state.compactions += 1
+    state.context_tokens = state.context_items = 0
+
+
+def cut_message(message: dict[str, Any], limit: int) -> dict[str, Any]:
+    """`message` with its tool output or note cut to `limit` bytes of UTF-8 (0: as it is), saying so."""
+    key = "output" if message["role"] == "tool" else "text" if message.get("note") else None
+    if not limit or key is None:
+        return message
+    data = str(message.get(key, "")).encode("utf-8")
+    if len(data) <= limit:
+        return message
+    kept = data[:limit].decode("utf-8", "ignore")
+    return {**message, key: f"{kept}\n[… cut when the conversation was compacted: {len(data)} bytes in all]"}
+
+
+def _plan(state: SessionState, event: Event) -> None:
+    steps = event.get("steps")
+    if isinstance(steps, list):
+        state.plan = [
+            {"step": str(step.get("step", "")), "status": str(step.get("status", ""))}
+            for step in steps
+            if isinstance(step, dict)
+        ]
 
 
 _HANDLERS = {
@@ -271,4 +348,6 @@ _HANDLERS = {
     "subagent.start": _subagent_start,
     "subagent.end": _subagent_end,
     "usage": _usage,
+    "compaction": _compaction,
+    "plan": _plan,
 }

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chock.errors import ChockError
+from chock.errors import ChockError, Refused
 from chock.log.events import Event, decode, encode, timestamp
 from chock.paths import FILE_MODE
 
@@ -170,7 +170,7 @@ def _lock(fd: int, path: Path) -> None:
             time.sleep(0.01)
 
 
-class LogRemoved(ChockError):
+class LogRemoved(Refused):
     """The session was removed while this process waited for its lock."""
 
 

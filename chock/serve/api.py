@@ -47,12 +47,16 @@ from aiohttp import web
 from chock.control import daemon_protocol as dp
 from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
-from chock.control.framing import MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
+from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
 from chock.control.message import Request
 from chock.paths import SESSION_ID_RE
 from chock.platform import journal
 from chock.serve import feeds
 from chock.serve.feeds import Feeds, Stream, TooManyStreams, sse_event, sse_message
+
+# A request's body (a task message at most, MAX_BODY in app.py) arrives within this long, or is refused: the
+# same whole-line bound as every other request line Chock reads (docs/protocol.md#bounds).
+BODY_SECONDS = LINE_SECONDS
 
 # The browser's EventSource waits this long before reconnecting (SSE `retry:`, milliseconds): long enough
 # not to hammer a serve that is restarting, short enough that a person watching does not notice.
@@ -190,8 +194,14 @@ def _after(request: web.Request, *, resume: bool = False) -> int:
 
 
 async def _body(request: web.Request, *names: str) -> dict[str, Any]:
+    """The request's JSON object, read whole within BODY_SECONDS (a body trickled slower is refused)."""
     try:
-        body = json.loads(await request.read())
+        async with asyncio.timeout(BODY_SECONDS):
+            data = await request.read()
+    except TimeoutError:
+        raise _refuse(400, f"the request body did not arrive within {BODY_SECONDS:g} s") from None
+    try:
+        body = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         raise _refuse(400, "the request body is not JSON") from None
     except RecursionError:  # the parser recurses once per level of nesting

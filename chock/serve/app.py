@@ -21,6 +21,7 @@ from chock.errors import UsageError
 from chock.paths import Layout
 from chock.platform import journal
 from chock.serve import api, listeners
+from chock.serve.bounds import BoundedSite
 from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
 
@@ -110,8 +111,8 @@ def _runner(app: web.Application) -> web.AppRunner:
 
 def _site(runner: web.AppRunner, listener: listeners.Listener) -> web.SockSite:
     if not _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):
-        return web.SockSite(runner, listener.sock, shutdown_timeout=SHUTDOWN_TIMEOUT)
-    return web.SockSite(runner, listener.sock)
+        return BoundedSite(runner, listener.sock, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    return BoundedSite(runner, listener.sock)
 
 
 def _systemd():  # type: ignore[no-untyped-def]

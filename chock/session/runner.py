@@ -14,28 +14,25 @@ import asyncio
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chock.config import Price
 from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
 from chock.log.events import Event, cut
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
-from chock.providers import Provider, Reply, TextDelta, ToolCall
-from chock.session import tools, workspace
+from chock.providers import Provider, ProviderError, Reply, ToolCall
+from chock.session import calls, compaction, instructions, tools, workspace
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.sandbox import Sandbox
 from chock.session.sockets import SessionSockets
 from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
-
-# assistant.delta events are coalesced (SPEC §4): one event per this many seconds of streamed text.
-DELTA_COALESCE_SECONDS = 0.1
 
 
 class HandedOver(Exception):
@@ -57,6 +54,9 @@ class Settings:
     sockets: dict[str, Path]  # "approval" and "handover" (chock.paths.Layout.session_socket)
     subagent_spec: dict[str, Any]  # what a subagent child needs to reach the same instance
     subagent_blocks: list[list[dict[str, Any]]]  # replay entries per subagent (replay kind only)
+    price: Price | None = None  # the instance's, when config.zon gives one: usage events then carry a cost
+    context_window: int | None = None  # tokens; None: the conversation is never compacted
+    summarizer: Provider | None = None  # what writes a compaction's summary, when not the session's provider
 
 
 class Session:
@@ -214,25 +214,29 @@ class Session:
     # The model ----------------------------------------------------------------------------------------
 
     async def _model_call(self) -> Reply:
-        pending: list[str] = []
-        flushed = time.monotonic()
-        reply: Reply | None = None
-        async for item in self.provider.stream(self.state.conversation, self._tool_specs(), tools.SYSTEM_PROMPT):
-            if isinstance(item, TextDelta):
-                pending.append(item.text)
-                if time.monotonic() - flushed >= DELTA_COALESCE_SECONDS:
-                    self.emit("assistant.delta", text="".join(pending))
-                    pending.clear()
-                    flushed = time.monotonic()
-            else:
-                reply = item
-        if pending:
-            self.emit("assistant.delta", text="".join(pending))
-        if reply is None:
-            raise ChockError("the provider's response ended without a reply")
+        tool_specs, system = self._tool_specs(), self._system_prompt()
+        settings = self.settings
+        summarizer = settings.summarizer or self.provider
+        request = compaction.CallSetup(summarizer, tool_specs, system, settings.context_window, settings.price)
+        await compaction.compact_if_needed(self.state, request, self.emit)
+        try:
+            reply = await calls.call(
+                self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
+            )
+        except ProviderError as error:
+            if not error.too_long:
+                raise
+            # The estimate fell short (or the window is not known): the provider's refusal says so instead.
+            await compaction.compact_if_needed(self.state, request, self.emit, refused=True)
+            reply = await calls.call(
+                self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
+            )
         self.emit("assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls])
-        self.emit("usage", input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+        calls.record_usage(self.emit, reply.usage, settings.price)
         return reply
+
+    def _system_prompt(self) -> str:
+        return instructions.system_prompt(tools.SYSTEM_PROMPT, self.state.instructions)
 
     def _tool_specs(self) -> list[dict[str, Any]]:
         return tools.specs(tools.SESSION_TOOLS)

@@ -1,8 +1,8 @@
 """A subagent's process: its own conversation with the session's instance, and the read-only tools.
 
-The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model, its
-credential if any, and for a replay its block of entries) and reads one JSON answer from our stdout. The
-credential travels only over that pipe: never argv, never the environment.
+The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model and
+retries, its credential if any, and for a replay its block of entries) and reads one JSON answer from our
+stdout. The credential travels only over that pipe: never argv, never the environment.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             request.get("model"),
             request.get("credential"),
             instance=request.get("instance", ""),
+            retries=request.get("retries"),
         )
     conversation: list[dict[str, Any]] = [{"role": "user", "text": str(request["task"])}]
     usage = [0, 0]

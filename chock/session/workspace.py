@@ -81,6 +81,12 @@ def _commit_of(repo: Repo, revision: str) -> str:
     return repo.value(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"])
 
 
+def head(project: Path) -> tuple[Repo, str]:
+    """The project's repository and the commit its HEAD names now: where a new session starts."""
+    repo = _repo(project)
+    return repo, _commit_of(repo, "HEAD")
+
+
 @dataclass(frozen=True)
 class Worktree:
     """A session's worktree as Chock recorded it when it made it: every host-side use starts from this."""

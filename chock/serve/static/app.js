@@ -213,8 +213,7 @@
       this.tools = new Map();      // call_id -> {details, output, state}
       this.approvals = new Map();  // request_id -> card
       this.streaming = null;       // the assistant block that deltas go into
-      this.usage = { input: 0, output: 0 };
-      this.calls = new Map();      // call_id -> when its tool.call was logged, for its duration
+      this.usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: null };
       this.messages = 0;           // user.message events so far: the first is the task
       this.status = "";            // running, waiting, ended, … as the row or the latest events say
       this.ended = false;
@@ -226,6 +225,8 @@
       $("session-id").textContent = id;
       $("session-task").textContent = state.rows.get(id)?.message || "";
       $("session-usage").textContent = "";
+      $("plan").hidden = true;
+      $("plan-steps").replaceChildren();
       steering.reset();
       if (state.rows.has(id)) this.row(state.rows.get(id));
     }
@@ -733,10 +734,43 @@
       card.setAttribute("data-answer", e.answer || "");
     },
     "usage"(e) {
-      this.usage.input += Number(e.input_tokens) || 0;
-      this.usage.output += Number(e.output_tokens) || 0;
+      const usage = this.usage;
+      usage.input += Number(e.input_tokens) || 0;
+      usage.output += Number(e.output_tokens) || 0;
+      usage.cacheRead += Number(e.cache_read_tokens) || 0;
+      usage.cacheWrite += Number(e.cache_write_tokens) || 0;
+      if (typeof e.cost === "number") usage.cost = (usage.cost || 0) + e.cost;
+      const cached = usage.cacheRead || usage.cacheWrite
+        ? ` (${usage.cacheRead.toLocaleString()} cache read, ${usage.cacheWrite.toLocaleString()} written)` : "";
+      const cost = usage.cost === null ? "" : ` · cost ${usage.cost.toFixed(4)}`;
       $("session-usage").textContent =
-        `${this.usage.input.toLocaleString()} in · ${this.usage.output.toLocaleString()} out tokens`;
+        `${usage.input.toLocaleString()} in${cached} · ${usage.output.toLocaleString()} out tokens${cost}`;
+    },
+    "plan"(e) {
+      const steps = Array.isArray(e.steps) ? e.steps.filter((step) => step && typeof step === "object") : [];
+      const words = { done: "done", in_progress: "in progress", pending: "pending" };
+      $("plan-steps").replaceChildren(...steps.map((step) => {
+        const status = Object.hasOwn(words, step.status) ? step.status : "pending";
+        const item = el("li", { class: status, text: String(step.step || "") });
+        item.setAttribute("title", words[status]);
+        item.setAttribute("data-status", status);
+        return item;
+      }));
+      const panel = $("plan");
+      panel.hidden = steps.length === 0;
+      panel.setAttribute("data-event-id", String(e.id));
+    },
+    "provider.retry"(e) {
+      const words = { 408: "timed out", 409: "conflict", 429: "rate limited", 529: "overloaded" };
+      const status = e.status == null ? null : Number(e.status);
+      const what = status === null ? "no connection"
+        : words[status] || (status >= 500 ? "the provider failed" : `HTTP ${status}`);
+      const wait = typeof e.wait_seconds === "number" ? `${Number(e.wait_seconds.toPrecision(3))} s` : "a moment";
+      this.info(e, `${what}, retrying in ${wait}`);
+    },
+    "compaction"(e) {
+      const size = (value) => (typeof value === "number" ? value.toLocaleString() : "?");
+      this.info(e, `compacted the conversation (about ${size(e.tokens)} tokens of a ${size(e.window)}-token window)`);
     },
     "turn.end"() {
       this.endStreaming();

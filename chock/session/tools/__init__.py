@@ -5,7 +5,8 @@
                    what a call gives (`Result`)
     confined.py    file access confined to the workspace and bounded, for the file tools
     diff.py        the bounded unified diff write_file and edit_file give beside their output
-    shell.py, read_file.py, write_file.py, edit_file.py, list_files.py, search.py, scratchpad.py, subagent.py
+    shell.py, read_file.py, write_file.py, edit_file.py, list_files.py, search.py, scratchpad.py, plan.py,
+    subagent.py
 
 Adding a tool: its module, and one entry in `SESSION_TOOLS` (and `SUBAGENT_TOOLS` when it only reads).
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from chock.session.tools.edit_file import EditFile
 from chock.session.tools.list_files import ListFiles
+from chock.session.tools.plan import Plan
 from chock.session.tools.read_file import ReadFile
 from chock.session.tools.scratchpad import Scratchpad
 from chock.session.tools.search import Search
@@ -27,7 +29,7 @@ from chock.session.tools.write_file import WriteFile
 
 SESSION_TOOLS: dict[str, Tool] = {
     tool.name: tool
-    for tool in (Shell(), ReadFile(), WriteFile(), EditFile(), ListFiles(), Search(), Scratchpad(), Subagent())
+    for tool in (Shell(), ReadFile(), WriteFile(), EditFile(), ListFiles(), Search(), Scratchpad(), Plan(), Subagent())
 }
 SUBAGENT_TOOLS: dict[str, Tool] = {name: SESSION_TOOLS[name] for name in ("read_file", "list_files", "search")}
 
