@@ -98,7 +98,8 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
                     and e["id"] > int(second.get_attribute("data-event-id")) for e in stack.read(session_id)),
         60, "the third approval request, logged while serve is down",
     )  # fmt: skip
-    page.wait_for_function("document.querySelector('#stream-state').textContent.includes('reconnecting')")
+    # A selector, not wait_for_function: playwright polls a function with eval, which the page's CSP refuses.
+    page.wait_for_selector("#stream-state:has-text('reconnecting')")
 
     # ... and comes back on the same port: the page resumes by itself from the last event it had.
     serve = stack.start_serve("--host", "127.0.0.1", "--port", str(port))

@@ -275,6 +275,24 @@ def test_daemon_errors_map_to_http_statuses_with_the_daemons_text(code, status):
     run(test)
 
 
+def test_a_daemon_too_old_to_know_a_steering_verb_is_502_saying_to_update_it():
+    async def test(daemon, base, client):
+        for route, verb, body in [
+            ("stop", "stop", {"project": PROJECT}),
+            ("messages", "say", {"project": PROJECT, "message": "more"}),
+            ("remove", "remove", {"project": PROJECT}),
+        ]:
+            daemon.errors[verb] = ("unknown-verb", f"unknown verb {verb!r}")
+            async with client.post(base + f"api/sessions/{SID}/{route}", json=body) as response:
+                assert response.status == 502
+                reply = await response.json()
+            assert reply["error"] == "unknown-verb"
+            assert f"does not know `{verb}`: it is older than this chock serve; update it" in reply["message"]
+        assert daemon.verbs == ["stop", "say", "remove"]
+
+    run(test)
+
+
 def test_each_route_is_one_daemon_verb():
     async def test(daemon, base, client):
         async with client.post(base + "api/sessions", json={"project": PROJECT, "message": "tidy\tup"}) as r:

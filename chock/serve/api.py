@@ -6,6 +6,10 @@
     GET  /api/sessions/<id>/watch?project=P&after=N   watch   -> text/event-stream (one upstream per session)
     POST /api/sessions/<id>/answer {project, request_id, answer}
                                                       answer  -> {"answered": true}
+    POST /api/sessions/<id>/stop {project}            stop    -> {"stopped": true} once its log holds its end
+    POST /api/sessions/<id>/messages {project, message}
+                                                      say     -> 201 {"id": …, "how": "queued" | "continued"}
+    POST /api/sessions/<id>/remove {project}          remove  -> {"removed": true}
     GET  /api/health                                  the greeting -> {"ok": true, "daemon": …, "protocol": 1}
 
 The watch stream, in order: `retry: 1500`; `event: row` with the session's row as of the moment serve's
@@ -24,7 +28,8 @@ Past a cap (event streams per session and in all, sessions watched, `events` rep
 
 A refusal from the daemon becomes an HTTP status with the daemon's own words (`ERROR_STATUS`); a daemon
 that cannot be reached, or that speaks another protocol number, is 502 Bad Gateway naming the address or
-both numbers. Events travel as the log's own JSON, byte for byte, in both the JSON and the SSE routes.
+both numbers, and so is one too old to know a verb (it says to update the daemon). Events travel as the log's
+own JSON, byte for byte, in both the JSON and the SSE routes.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from chock.control import daemon_protocol as dp
 from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
+from chock.control.message import Request
 from chock.paths import SESSION_ID_RE
 from chock.platform import journal
 from chock.serve import feeds
@@ -300,6 +306,43 @@ async def answer(request: web.Request) -> web.Response:
     return web.json_response({"answered": True, "answer": "yes" if yes else "no"})
 
 
+async def stop(request: web.Request) -> web.Response:
+    session_id = _session_id(request)
+    body = await _body(request, "project")
+    expect(await _steer(request, dp.StopRequest(body["project"], session_id)), dp.Stopped)
+    return web.json_response({"stopped": True})
+
+
+async def say(request: web.Request) -> web.Response:
+    """A message for the session: queued for a running one, or the daemon carries an ended one on with it."""
+    session_id = _session_id(request)
+    body = await _body(request, "project", "message")
+    said = expect(await _steer(request, dp.SayRequest(body["project"], session_id, body["message"])), dp.Said)
+    return web.json_response({"id": said.session_id, "how": said.how}, status=201)
+
+
+async def remove(request: web.Request) -> web.Response:
+    session_id = _session_id(request)
+    body = await _body(request, "project")
+    expect(await _steer(request, dp.RemoveRequest(body["project"], session_id)), dp.Removed)
+    return web.json_response({"removed": True})
+
+
+async def _steer(request: web.Request, verb: Request) -> object:
+    """One of the verbs that steer a session; a daemon that does not know it is older than this serve."""
+    daemon = request.app[STATE].daemon
+    try:
+        return await daemon.call(verb)
+    except ProtocolError as error:
+        if error.code != ErrorCode.UNKNOWN_VERB:
+            raise
+        raise ProtocolError(
+            ErrorCode.UNKNOWN_VERB,
+            f"the daemon at {daemon.address} does not know `{verb.verb}`: it is older than this chock serve; "
+            "update it and restart it (`chock daemon stop`, or `systemctl --user restart chock.service`)",
+        ) from None
+
+
 async def health(request: web.Request) -> web.Response:
     daemon = request.app[STATE].daemon
     try:
@@ -404,3 +447,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/sessions/{id}/events", session_events)
     app.router.add_get("/api/sessions/{id}/watch", watch)
     app.router.add_post("/api/sessions/{id}/answer", answer)
+    app.router.add_post("/api/sessions/{id}/stop", stop)
+    app.router.add_post("/api/sessions/{id}/messages", say)
+    app.router.add_post("/api/sessions/{id}/remove", remove)

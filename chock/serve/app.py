@@ -27,7 +27,7 @@ from chock.serve.sites import BoundedSite
 
 STATIC_DIR = Path(__file__).parent / "static"
 
-# A browser request carries a task message at most (the daemon bounds a `start` line at 256 KiB, SPEC §6);
+# A browser request carries a message at most (the daemon bounds a `start` or `say` line at 256 KiB);
 # twice that leaves room for JSON escaping, and anything more is refused before it is read.
 MAX_BODY = 512 * 1024
 
@@ -35,22 +35,29 @@ MAX_BODY = 512 * 1024
 # lock). SSE streams are ended before this, so they never hold a stop up.
 SHUTDOWN_TIMEOUT = 5.0
 
-# The page's own headers: nothing external may load (SPEC §8: "no external fonts or scripts"), and no
-# other site may frame it (an Approve button under someone else's page is a clickjacking target).
-_PAGE_HEADERS = {
+# Every response serve sends — the page, its files, the API, a stream, an error, a refusal — carries these, set
+# as it is prepared (`_secure`), so none is left out. Nothing external may load or be connected to: the page
+# shows what an agent wrote, and a prompt-injected agent must not make the browser fetch `https://evil/?d=…`
+# (the page builds its DOM from text and never an image from a model's words; this is the second wall). No
+# other site may frame the page (an Approve button under someone else's page is a clickjacking target), and
+# the browser resolves no host name a link names before it is followed.
+SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
+    "X-DNS-Prefetch-Control": "off",
     "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
 }
+
+# The page and its files are checked again on each load (a new chock brings a new page); nothing else is kept.
+_STATIC_HEADERS = {"Cache-Control": "no-cache"}
 
 
 async def _index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
+    return web.FileResponse(STATIC_DIR / "index.html", headers=_STATIC_HEADERS)
 
 
 async def _static(request: web.Request) -> web.FileResponse:
@@ -58,22 +65,19 @@ async def _static(request: web.Request) -> web.FileResponse:
     path = STATIC_DIR / name
     if "/" in name or name.startswith(".") or not path.is_file():
         raise web.HTTPNotFound()
-    return web.FileResponse(path, headers=_PAGE_HEADERS)
+    return web.FileResponse(path, headers=_STATIC_HEADERS)
 
 
-@web.middleware
-async def _security_headers(request: web.Request, handler):  # type: ignore[no-untyped-def]
-    response = await handler(request)
-    if not response.prepared:  # an SSE stream has sent its own headers already
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Cache-Control", "no-store")
-    return response
+async def _secure(request: web.Request, response: web.StreamResponse) -> None:
+    """`SECURITY_HEADERS` on a response about to be sent (aiohttp's on_response_prepare: every response of
+    the application, a route's, a middleware's or an HTTP error's)."""
+    response.headers.update(SECURITY_HEADERS)
+    response.headers.setdefault("Cache-Control", "no-store")
 
 
 def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
-    app = web.Application(
-        middlewares=[make_guard(rule), _security_headers, api.control_errors], client_max_size=MAX_BODY
-    )
+    app = web.Application(middlewares=[make_guard(rule), api.control_errors], client_max_size=MAX_BODY)
+    app.on_response_prepare.append(_secure)
     feeds = Feeds(daemon)
     app[api.STATE] = api.State(daemon, feeds, api.Activity())
     api.add_routes(app)

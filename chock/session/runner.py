@@ -245,17 +245,19 @@ class Session:
 
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
-        output, is_error = await tools.dispatch(
+        result = await tools.dispatch(
             tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call)
         )
-        output, cut_fields = cut(output)
+        output, cut_fields = cut(result.output)
+        diff = {"diff": result.diff} if result.diff else {}  # bounded by the tool (chock.session.tools.diff)
         self.emit(
             "tool.result",
             call_id=call.call_id,
             name=call.name,
             output=output,
-            is_error=is_error,
+            is_error=result.is_error,
             **cut_fields,
+            **diff,
         )
 
     @property

@@ -66,14 +66,14 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             if not reply.tool_calls:
                 return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
             for call in reply.tool_calls:
-                output, is_error = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args)
+                result = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args)
                 conversation.append(
                     {
                         "role": "tool",
                         "call_id": call.call_id,
                         "name": call.name,
-                        "output": output,
-                        "is_error": is_error,
+                        "output": result.output,
+                        "is_error": result.is_error,
                     }
                 )
         return {
