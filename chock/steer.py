@@ -2,8 +2,7 @@
 
 Each is a daemon verb, so a session is steered the same way from this machine or from another (a daemon on
 TCP). The daemon relays to the session's own socket or carries an ended session on; it never signals a process
-and never writes a log (docs/architecture.md#steering). A daemon that answers `unknown-verb` for one of these
-is older than this client, and the refusal says so.
+and never writes a log (docs/architecture.md#steering).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
-from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.framing import ProtocolError
 from chock.control.message import Request
 from chock.errors import ChockError
 from chock.paths import check_session_id
@@ -27,12 +26,7 @@ class SteerFailed(ChockError):
 def _call(client: ControlClient, request: Request) -> object:
     try:
         return client.call(request)
-    except ProtocolError as error:
-        if error.code == ErrorCode.UNKNOWN_VERB:
-            raise SteerFailed(
-                f"the daemon at {client.address} does not know `{request.verb}`: it is older than this chock; "
-                "update it (and restart it: `chock daemon stop`, or `systemctl --user restart chock.service`)"
-            ) from None
+    except ProtocolError as error:  # an older daemon's `unknown-verb` says so itself (chock.control.connection)
         raise SteerFailed(f"the daemon did not {request.verb} it ({error.code}): {error.text}") from None
 
 

@@ -21,12 +21,11 @@ import pytest
 from tests.conftest import git_value
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.providers import FakeProvider
-from tests.fakes.sessions import wait_for_end, wait_for_event
+from tests.fakes.sessions import BUSY, replay_config, wait_for_end, wait_for_event, write
 from tests.fakes.systemd_user import UserManager, cgroup_hierarchies, user_manager
 from tests.fakes.wait import wait_until
 from tests.test_serve import ASKS, Stack, answer, pending, running_stack
 from tests.test_serve_browser import chromium  # noqa: F401 (the fixture)
-from tests.test_steer import BUSY, replay_config, write
 
 
 def edit(call_id: str, path: str, old: str, new: str) -> dict[str, Any]:

@@ -21,27 +21,19 @@ from chock.session.render import terminal_renderer
 from tests.conftest import git_value
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import (
+    BUSY,
     Terminal,
     alive,
     descendants,
     event_of,
     new_session,
+    replay_config,
     terminal_session,
     wait_for_end,
     wait_for_event,
+    write,
 )
 from tests.fakes.wait import wait_until
-
-
-def replay_config(home, entries, *, shell: str = "allow") -> None:
-    """A replay instance and the approval policy the daemon's sessions follow."""
-    home.write_replay("demo.jsonl", entries)
-    instances = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
-    home.write_config(f'.{{ {instances}, .approvals = .{{ .shell = "{shell}" }} }}\n')
-
-
-def write(path: str, content: str) -> dict:
-    return {"call_id": f"w-{path}", "name": "write_file", "args": {"path": path, "content": content}}
 
 
 def chock(home, daemon, *args, cwd, **kwargs):
@@ -53,16 +45,6 @@ def kinds(events):
 
 
 # stop ----------------------------------------------------------------------------------------------------
-
-BUSY = [
-    {"text": "", "tool_calls": [
-        {"call_id": "b1", "name": "shell", "args": {"command": "sleep 300", "background": True}},
-        {"call_id": "s1", "name": "subagent", "args": {"task": "look around"}},
-        {"call_id": "f1", "name": "shell", "args": {"command": "setsid sleep 301 & sleep 302"}},
-    ]},
-    {"for": "subagent", "text": "still looking", "tool_calls": [], "delay": 300},
-    {"text": "Done after the stop.", "tool_calls": []},
-]  # fmt: skip
 
 
 def _busy_session_processes(home, session_id) -> set[int]:

@@ -48,7 +48,6 @@ from chock.control import daemon_protocol as dp
 from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
-from chock.control.message import Request
 from chock.paths import SESSION_ID_RE
 from chock.platform import journal
 from chock.serve import feeds
@@ -309,7 +308,7 @@ async def answer(request: web.Request) -> web.Response:
 async def stop(request: web.Request) -> web.Response:
     session_id = _session_id(request)
     body = await _body(request, "project")
-    expect(await _steer(request, dp.StopRequest(body["project"], session_id)), dp.Stopped)
+    expect(await request.app[STATE].daemon.call(dp.StopRequest(body["project"], session_id)), dp.Stopped)
     return web.json_response({"stopped": True})
 
 
@@ -317,30 +316,16 @@ async def say(request: web.Request) -> web.Response:
     """A message for the session: queued for a running one, or the daemon carries an ended one on with it."""
     session_id = _session_id(request)
     body = await _body(request, "project", "message")
-    said = expect(await _steer(request, dp.SayRequest(body["project"], session_id, body["message"])), dp.Said)
+    said = await request.app[STATE].daemon.call(dp.SayRequest(body["project"], session_id, body["message"]))
+    said = expect(said, dp.Said)
     return web.json_response({"id": said.session_id, "how": said.how}, status=201)
 
 
 async def remove(request: web.Request) -> web.Response:
     session_id = _session_id(request)
     body = await _body(request, "project")
-    expect(await _steer(request, dp.RemoveRequest(body["project"], session_id)), dp.Removed)
+    expect(await request.app[STATE].daemon.call(dp.RemoveRequest(body["project"], session_id)), dp.Removed)
     return web.json_response({"removed": True})
-
-
-async def _steer(request: web.Request, verb: Request) -> object:
-    """One of the verbs that steer a session; a daemon that does not know it is older than this serve."""
-    daemon = request.app[STATE].daemon
-    try:
-        return await daemon.call(verb)
-    except ProtocolError as error:
-        if error.code != ErrorCode.UNKNOWN_VERB:
-            raise
-        raise ProtocolError(
-            ErrorCode.UNKNOWN_VERB,
-            f"the daemon at {daemon.address} does not know `{verb.verb}`: it is older than this chock serve; "
-            "update it and restart it (`chock daemon stop`, or `systemctl --user restart chock.service`)",
-        ) from None
 
 
 async def health(request: web.Request) -> web.Response:

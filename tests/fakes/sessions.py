@@ -156,3 +156,27 @@ class Terminal:
             except (ProcessLookupError, ChildProcessError):
                 pass
         os.close(self.fd)
+
+
+def replay_config(home, entries, *, shell: str = "allow") -> None:
+    """A replay instance and the approval policy the daemon's sessions follow."""
+    home.write_replay("demo.jsonl", entries)
+    instances = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
+    home.write_config(f'.{{ {instances}, .approvals = .{{ .shell = "{shell}" }} }}\n')
+
+
+def write(path: str, content: str) -> dict:
+    return {"call_id": f"w-{path}", "name": "write_file", "args": {"path": path, "content": content}}
+
+
+# A session kept busy: a background command, a subagent that takes its time, and a foreground command that
+# starts a process of its own session (setsid) — everything a stop must leave nothing of.
+BUSY = [
+    {"text": "", "tool_calls": [
+        {"call_id": "b1", "name": "shell", "args": {"command": "sleep 300", "background": True}},
+        {"call_id": "s1", "name": "subagent", "args": {"task": "look around"}},
+        {"call_id": "f1", "name": "shell", "args": {"command": "setsid sleep 301 & sleep 302"}},
+    ]},
+    {"for": "subagent", "text": "still looking", "tool_calls": [], "delay": 300},
+    {"text": "Done after the stop.", "tool_calls": []},
+]  # fmt: skip
