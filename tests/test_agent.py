@@ -17,7 +17,7 @@ import pytest
 from chock.control.client import SessionClient
 from chock.control.session_protocol import APPROVAL
 from chock.session.compaction import SUMMARY_PROMPT
-from tests.conftest import git, git_value
+from tests.fakes.projects import git, git_value
 from tests.fakes.providers import FakeProvider
 from tests.test_detach import _wait_for_end
 from tests.test_run import _wait_for_event, _wait_for_session

@@ -23,9 +23,9 @@ from chock.control.client import ControlClient, SessionClient
 from chock.control.framing import ProtocolError
 from chock.control.session_protocol import HANDOVER, ConfirmRequest, HandoverRequest
 from chock.log.reader import owner_alive
-from tests.conftest import make_project
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.notify import NotifySocket
+from tests.fakes.projects import make_project
 from tests.fakes.wait import wait_until
 
 UNKNOWN = "20260101-000000-abcdef"

@@ -241,7 +241,7 @@ def _curl(socket_path: Path, path: str, body: dict | None = None) -> dict:
 def test_the_installed_package_is_a_socket_activated_user_service(installed: Path):
     """With the package's own units and Debian's own Python libraries, under a real systemd user manager."""
     from chock.control.client import ControlClient
-    from tests.conftest import make_project
+    from tests.fakes.projects import make_project
     from tests.fakes.systemd_user import user_manager
 
     write = {"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}

@@ -13,7 +13,7 @@ import pytest
 
 from chock.control.client import ControlClient
 from chock.control.framing import ProtocolError
-from tests.conftest import git
+from tests.fakes.projects import git
 from tests.fakes.wait import wait_until
 from tests.test_handover import terminal_session
 from tests.test_run import _read_until, _wait_for_event

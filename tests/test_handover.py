@@ -81,7 +81,7 @@ def test_a_confirmed_handover_ends_with_exit_8_and_adopt_carries_on_in_the_same_
     assert [e["text"] for e in events if e["type"] == "user.message"] == ["write two files"]  # nothing invented
     texts = [e["text"] for e in events if e["type"] == "assistant.message"]
     assert texts == ["", "", "Both files written."]  # no turn repeated
-    from tests.conftest import git
+    from tests.fakes.projects import git
 
     assert git(project, "show", f"chock/{session_id}:a.txt") == "A"  # the earlier owner's edit is there
     assert git(project, "show", f"chock/{session_id}:b.txt") == "B"

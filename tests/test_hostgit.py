@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.fakes.projects import git
 from tests.test_detach import _wait_for_end
 from tests.test_handover import terminal_session
 from tests.test_run import _wait_for_event

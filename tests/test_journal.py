@@ -22,8 +22,8 @@ import pytest
 from chock.control.client import ControlClient
 from chock.paths import project_key
 from chock.platform import journal
-from tests.conftest import make_project
 from tests.fakes.daemon import short_dir
+from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.systemd_user import UserManager, user_manager
 from tests.fakes.wait import wait_until

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import git
+from tests.fakes.projects import git
 from tests.fakes.providers import FakeProvider
 
 DEMO = [

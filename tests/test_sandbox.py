@@ -18,8 +18,8 @@ from chock.paths import Layout
 from chock.session import sandbox as sandbox_module
 from chock.session import workspace
 from chock.session.sandbox import Sandbox, find_bwrap, for_workspace, host_environment
-from tests.conftest import git_value as git
-from tests.conftest import make_project
+from tests.fakes.projects import git_value as git
+from tests.fakes.projects import make_project
 
 SESSION = "20261201-073450-a1b2c3"
 SECRET = "sk-secret-test"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git_value
 from tests.fakes.daemon import Daemon, short_dir
+from tests.fakes.projects import git_value
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import BUSY, replay_config, wait_for_end, wait_for_event, write
 from tests.fakes.systemd_user import UserManager, cgroup_hierarchies, user_manager

@@ -12,7 +12,7 @@ import pytest
 
 from chock.control.client import ControlClient
 from chock.control.framing import ProtocolError
-from tests.conftest import make_project
+from tests.fakes.projects import make_project
 from tests.fakes.systemd_user import user_manager
 from tests.fakes.wait import wait_until
 

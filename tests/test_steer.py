@@ -18,7 +18,7 @@ import pytest
 
 from chock.log.fold import fold
 from chock.session.render import terminal_renderer
-from tests.conftest import git_value
+from tests.fakes.projects import git_value
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import (
     BUSY,

@@ -10,8 +10,8 @@ import pytest
 
 from chock.errors import ChockError, Refused
 from chock.session import workspace
-from tests.conftest import git_value as git
-from tests.conftest import make_project
+from tests.fakes.projects import git_value as git
+from tests.fakes.projects import make_project
 
 BRANCH = "chock/20261201-073450-a1b2c3"
 
