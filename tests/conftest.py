@@ -118,3 +118,21 @@ def daemon(daemons) -> Daemon:
 @pytest.fixture
 def project(tmp_path) -> Path:
     return make_project(tmp_path / "project")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+@pytest.fixture
+def chromium():  # type: ignore[no-untyped-def]
+    if not CHROMIUM.exists():
+        pytest.fail("needs Debian's chromium at /usr/bin/chromium: apt-get install chromium (scripts/test does)")
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -19,8 +19,7 @@ from chock.control.session_protocol import APPROVAL
 from chock.session.compaction import SUMMARY_PROMPT
 from tests.fakes.projects import git, git_value
 from tests.fakes.providers import FakeProvider
-from tests.test_detach import _wait_for_end
-from tests.test_run import _wait_for_event, _wait_for_session
+from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
 
 ASYNCIO_WARNINGS = ("Task was destroyed", "Exception ignored", "was never awaited", "Unclosed", "unclosed")
 
@@ -71,8 +70,8 @@ def test_the_session_answers_its_socket_while_it_waits_to_retry(home, project):
         remote(home, fake)
         process = home.spawn("run", "hello", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         try:
-            session_id = _wait_for_session(home)
-            retry = _wait_for_event(home, session_id, "provider.retry")
+            session_id = new_session(home)
+            retry = wait_for_event(home, session_id, "provider.retry")
             assert retry["status"] == 529
             started = time.monotonic()
             with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as client:
@@ -226,15 +225,15 @@ def test_agents_md_reaches_the_system_prompt_and_a_handed_over_session_sends_the
         remote(home, fake)
         process = home.spawn("run", "--yes", "work", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         try:
-            session_id = _wait_for_session(home)
-            _wait_for_event(home, session_id, "tool.call")
+            session_id = new_session(home)
+            wait_for_event(home, session_id, "tool.call")
             # HEAD moves on: the session keeps the instructions of the commit it started from.
             (project / "AGENTS.md").write_text("Something else entirely.\n")
             git(project, "commit", "-q", "-am", "other instructions")
             detached = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
             assert detached.returncode == 0, detached.stderr
             assert process.wait(30) == 8
-            _wait_for_end(home, session_id, "completed")
+            wait_for_end(home, session_id, "completed")
         finally:
             process.kill()
         first, second = fake.calls

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,9 +13,8 @@ import pytest
 from chock.control.client import ControlClient
 from chock.control.framing import ProtocolError
 from tests.fakes.projects import git
+from tests.fakes.sessions import Terminal, alive, replayed_terminal_session, wait_for_end, wait_for_event
 from tests.fakes.wait import wait_until
-from tests.test_handover import terminal_session
-from tests.test_run import _read_until, _wait_for_event
 
 SLOW = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
@@ -26,21 +24,13 @@ SLOW = [
 ]  # fmt: skip
 
 
-def _wait_for_end(home, session_id, reason, timeout=60.0):
-    def ended():
-        ends = [e for e in home.events(session_id) if e["type"] == "session.end"]
-        return ends[-1] if ends and ends[-1]["reason"] == reason else None
-
-    return wait_until(ended, timeout, f"session {session_id} to end with {reason}")
-
-
 def test_a_terminal_session_is_detached_to_the_daemon_and_completes_there(home, project, daemon):
-    process, session_id = terminal_session(home, project, SLOW)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, SLOW)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     result = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
     assert result.returncode == 0, result.stderr
     assert process.wait(30) == 8
-    _wait_for_end(home, session_id, "completed")
+    wait_for_end(home, session_id, "completed")
     events = home.events(session_id)
     ends = [e["reason"] for e in events if e["type"] == "session.end"]
     assert ends == ["handover", "completed"]
@@ -55,8 +45,8 @@ def test_a_terminal_session_is_detached_to_the_daemon_and_completes_there(home, 
 
 
 def test_detach_defaults_to_the_newest_running_session_of_this_project(home, project, daemon):
-    process, session_id = terminal_session(home, project, SLOW)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, SLOW)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     result = home.chock("detach", cwd=project, env={"CHOCK_DAEMON": daemon.address})
     assert result.returncode == 0, result.stderr
     assert session_id in result.stdout
@@ -70,8 +60,8 @@ def test_background_work_holds_the_handover_and_wait_1_leaves_the_session_runnin
         {"text": "Waiting.", "tool_calls": []},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = terminal_session(home, project, entries)
-    _wait_for_event(home, session_id, "background.start")
+    process, session_id = replayed_terminal_session(home, project, entries)
+    wait_for_event(home, session_id, "background.start")
     short = home.chock("detach", session_id, "--daemon", daemon.address, "--wait", "1", cwd=project)
     assert short.returncode != 0
     assert "1 background command" in short.stderr and "keeps running" in short.stderr
@@ -83,13 +73,13 @@ def test_background_work_holds_the_handover_and_wait_1_leaves_the_session_runnin
     events = home.events(session_id)
     handover = next(i for i, e in enumerate(events) if e.get("reason") == "handover")
     assert any(e["type"] == "background.end" for e in events[:handover])  # recorded before it let go
-    _wait_for_end(home, session_id, "completed")
+    wait_for_end(home, session_id, "completed")
 
 
 def test_no_daemon_is_refused_at_once_and_the_session_is_untouched(home, project):
-    process, session_id = terminal_session(home, project, SLOW)
+    process, session_id = replayed_terminal_session(home, project, SLOW)
     try:
-        _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
         before = home.layout.log_path(session_id).read_bytes()
         started = time.monotonic()
         result = home.chock("detach", session_id, "--daemon", "unix:/tmp/no-such-chock.sock", cwd=project)
@@ -113,8 +103,8 @@ def test_a_daemon_gone_between_ask_and_adopt_is_named_and_continue_takes_the_ses
                                     {"call_id": "c2", "name": "shell", "args": {"command": "sleep 3"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = terminal_session(home, project, entries)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, entries)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     detach = home.spawn(
         "detach", session_id, "--daemon", daemon.address, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -140,18 +130,18 @@ def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon
         {"text": "", "tool_calls": [{"call_id": "c3", "name": "shell", "args": {"command": "sleep 60"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = terminal_session(home, project, entries)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, entries)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     assert home.chock("detach", session_id, "--daemon", daemon.address, cwd=project).returncode == 0
     assert process.wait(30) == 8
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "c3")
+    wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "c3")
     workspace = home.layout.workspace_dir(session_id)
     refused = home.chock("run", "--continue", session_id, "mine now", cwd=project)
     assert refused.returncode == 3 and "running in another process" in refused.stderr
     assert (workspace / "a.txt").read_text() == "A"
     adopt = next(e for e in reversed(home.events(session_id)) if e["type"] == "session.adopt")
     os.kill(adopt["pid"], signal.SIGKILL)
-    time.sleep(0.5)
+    wait_until(lambda: not alive({adopt["pid"]}), 30, "the adopting process to die")
     refused = home.chock("run", "--continue", session_id, "mine now", cwd=project)
     assert refused.returncode == 3
     assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
@@ -159,8 +149,8 @@ def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon
 
 
 def test_an_abandoned_session_is_refused_by_detach_naming_its_workspace(home, project, daemon):
-    process, session_id = terminal_session(home, project, SLOW)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, SLOW)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     process.kill()
     process.wait(10)
     result = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
@@ -179,34 +169,24 @@ def test_chock_approve_and_the_daemons_answer_verb_reach_the_same_socket(home, p
     home.replay_instance(APPROVAL)
     started = ControlClient(daemon.address).start(str(project), "two commands")
     session_id = started[0]
-    _wait_for_event(home, session_id, "approval.request")
-    pid, fd = _pty_run_approve(home, project, session_id)
+    wait_for_event(home, session_id, "approval.request")
+    terminal = Terminal(home, "approve", session_id, cwd=project)
     try:
-        screen = _read_until(fd, b"Approve?")
-        assert b"shell: echo first-ran" in screen
-        os.write(fd, b"y\r")
-        _read_until(fd, b"approved")
+        terminal.wait_for("Approve?")
+        assert b"shell: echo first-ran" in terminal.screen
+        terminal.type("y\r")
+        terminal.wait_for("approved")
+        terminal.exit_code()
     finally:
-        os.waitpid(pid, 0)
-        os.close(fd)
-    second = _wait_for_event(home, session_id, "approval.request", lambda e: "second" in e["summary"])
+        terminal.close()
+    second = wait_for_event(home, session_id, "approval.request", lambda e: "second" in e["summary"])
     with pytest.raises(ProtocolError) as stale:
         ControlClient(daemon.address).answer(str(project), session_id, "r1", True)
     assert stale.value.code == "not-pending"
     ControlClient(daemon.address).answer(str(project), session_id, second["request_id"], False)
-    _wait_for_end(home, session_id, "completed")
+    wait_for_end(home, session_id, "completed")
     answers = [(e["answer"], e["via"]) for e in home.events(session_id) if e["type"] == "approval.answer"]
     assert answers == [("yes", "socket"), ("no", "socket")]
-
-
-def _pty_run_approve(home, project, session_id):
-    import pty
-
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(project)
-        os.execve(sys.executable, [sys.executable, "-m", "chock", "approve", session_id], home.env)
-    return pid, fd
 
 
 def test_approve_refuses_a_session_that_is_not_running_here(home, project):

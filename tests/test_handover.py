@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 from chock.control import session_protocol as protocol
 from chock.control.client import SessionClient
+from chock.control.framing import Unreachable
 from chock.control.session_protocol import APPROVAL, HANDOVER, ConfirmRequest, HandoverRequest
-from tests.test_run import _wait_for_event, _wait_for_session
+from tests.fakes.sessions import new_session, replayed_terminal_session, wait_for_event
+from tests.fakes.wait import wait_until
 
 SLOW_TURNS = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
@@ -21,15 +22,16 @@ SLOW_TURNS = [
 
 
 def _handover_client(home, session_id, timeout=30.0) -> SessionClient:
+    """A client on the session's handover socket, once the session has bound it."""
     path = home.layout.session_socket(session_id, "handover")
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def connected() -> SessionClient | None:
         try:
             return SessionClient(path, HANDOVER)
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+        except Unreachable:
+            return None
+
+    return wait_until(connected, timeout, "the handover socket")
 
 
 def _hand_over(home, session_id) -> None:
@@ -40,26 +42,9 @@ def _hand_over(home, session_id) -> None:
         client.call(ConfirmRequest(), 30)
 
 
-def terminal_session(home, project, entries, *args):
-    """`chock run --yes ARGS "write two files"` on a replay of `entries`, in the background with no terminal
-    (as test_detach uses it too): the process, and the session's id once it exists."""
-    home.replay_instance(entries)
-    process = home.spawn(
-        "run",
-        "--yes",
-        *args,
-        "write two files",
-        cwd=project,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    return process, _wait_for_session(home)
-
-
 def test_a_confirmed_handover_ends_with_exit_8_and_adopt_carries_on_in_the_same_worktree(home, project):
-    process, session_id = terminal_session(home, project, SLOW_TURNS)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, SLOW_TURNS)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     with _handover_client(home, session_id) as client:
         client.ask(HandoverRequest())
         assert isinstance(client.next_reply(30), protocol.Ready)  # after the slow tool: a turn boundary
@@ -88,8 +73,8 @@ def test_a_confirmed_handover_ends_with_exit_8_and_adopt_carries_on_in_the_same_
 
 
 def test_an_ask_that_is_never_confirmed_leaves_no_trace(home, project):
-    process, session_id = terminal_session(home, project, SLOW_TURNS)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, SLOW_TURNS)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     before = None
     with _handover_client(home, session_id) as client:
         client.ask(HandoverRequest())
@@ -111,8 +96,8 @@ def test_background_work_is_named_busy_and_the_handover_waits_for_it(home, proje
         {"text": "Waiting for it.", "delay": 0.5, "tool_calls": []},
         {"text": "The background command finished.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = terminal_session(home, project, entries)
-    _wait_for_event(home, session_id, "background.start")
+    process, session_id = replayed_terminal_session(home, project, entries)
+    wait_for_event(home, session_id, "background.start")
     with _handover_client(home, session_id) as client:
         client.ask(HandoverRequest())
         assert client.next_reply(30) == protocol.Busy(1, 0)
@@ -137,8 +122,8 @@ def test_a_subagent_is_logged_with_its_result_and_holds_a_handover_as_busy(home,
         {"text": "Asked a subagent.", "tool_calls": []},
         {"text": "The subagent says app.py prints hello.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = terminal_session(home, project, entries)
-    _wait_for_event(home, session_id, "subagent.start")
+    process, session_id = replayed_terminal_session(home, project, entries)
+    wait_for_event(home, session_id, "subagent.start")
     with _handover_client(home, session_id) as client:
         client.ask(HandoverRequest())
         assert client.next_reply(30) == protocol.Busy(0, 1)
@@ -164,8 +149,8 @@ def test_the_session_stays_single_threaded_and_answers_its_sockets_while_a_model
         home.write_config(f'.{{ .instances = .{{ .local = .{{ .kind = "openai-compat={fake.address}" }} }} }}\n')
         process = home.spawn("run", "hello", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         try:
-            session_id = _wait_for_session(home)
-            _wait_for_event(home, session_id, "assistant.delta")
+            session_id = new_session(home)
+            wait_for_event(home, session_id, "assistant.delta")
             assert os.listdir(f"/proc/{process.pid}/task") == [str(process.pid)]  # one thread
             with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as client:
                 assert client.pending() == []  # answered mid-stream
@@ -175,8 +160,8 @@ def test_the_session_stays_single_threaded_and_answers_its_sockets_while_a_model
 
 
 def test_allow_dirty_is_refused_on_a_workspace_that_moved(home, project):
-    process, session_id = terminal_session(home, project, SLOW_TURNS)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, SLOW_TURNS)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     _hand_over(home, session_id)
     assert process.wait(30) == 8
     refused = home.chock("run", "--continue", session_id, "--allow-dirty", "more", cwd=project)
@@ -193,8 +178,8 @@ def test_the_scratchpad_and_approve_all_move_with_the_session(home, project):
                                     {"call_id": "c4", "name": "shell", "args": {"command": "echo approved-after"}}]},
         {"text": "Done.", "tool_calls": []},
     ]  # fmt: skip
-    process, session_id = terminal_session(home, project, entries)  # --yes
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+    process, session_id = replayed_terminal_session(home, project, entries)  # --yes
+    wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     _hand_over(home, session_id)
     assert process.wait(30) == 8
     adopted = home.chock("run", "--adopt", session_id, cwd=project, input="")  # no terminal: nobody to ask

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.projects import git
-from tests.test_detach import _wait_for_end
-from tests.test_handover import terminal_session
-from tests.test_run import _wait_for_event
+from tests.fakes.sessions import replayed_terminal_session, wait_for_end, wait_for_event
 
 HOOKS = ("post-checkout", "pre-commit", "commit-msg", "post-commit", "reference-transaction", "post-index-change",
          "pre-auto-gc", "post-rewrite")  # fmt: skip
@@ -194,12 +192,12 @@ def test_detach_moves_a_planted_workspace_to_the_daemon_and_nothing_runs(home, p
     git_file = {"call_id": "git-file", "name": "shell", "args": {"command": PLANTS["git-file"]}}
     wait = {"call_id": "wait", "name": "shell", "args": {"command": "sleep 2"}}
     entries = [plant(marker, "admin-dir"), {"text": "", "tool_calls": [git_file, wait]}, WRITE_AFTER, DONE]
-    process, session_id = terminal_session(home, project, entries)
-    _wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "wait")
+    process, session_id = replayed_terminal_session(home, project, entries)
+    wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "wait")
     result = home.chock("detach", session_id, "--daemon", daemon.address, cwd=project)
     assert result.returncode == 0, result.stderr
     assert process.wait(30) == 8
-    _wait_for_end(home, session_id, "completed")
+    wait_for_end(home, session_id, "completed")
     assert not marker.exists(), marker.read_text()
     assert tool_errors(home, session_id) == []
     close = [e for e in home.events(session_id) if e["type"] == "workspace.close"][-1]

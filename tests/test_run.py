@@ -7,13 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
 from tests.fakes.projects import git
 from tests.fakes.providers import FakeProvider
+from tests.fakes.sessions import Terminal, new_session, wait_for_event
+from tests.fakes.wait import wait_until
 
 DEMO = [
     {"text": "Looking around.", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "ls"}}]},
@@ -151,7 +151,7 @@ def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
     ])  # fmt: skip
     process = home.spawn("run", "two commands", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
-        session_id = _wait_for_session(home)
+        session_id = new_session(home)
         socket_path = home.layout.session_socket(session_id, "approval")
         first = _wait_for_pending(socket_path)
         with SessionClient(socket_path, APPROVAL) as client:
@@ -173,33 +173,20 @@ def test_approval_over_the_socket_when_no_terminal_is_attached(home, project):
     assert "declined" in outputs[1]
 
 
-def _wait_for_session(home, timeout=30.0) -> str:
-    """The id of the one session, once its log exists (its directory comes a moment before)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if home.layout.sessions_dir.exists() and os.listdir(home.layout.sessions_dir):
-            session_id = home.only_session()
-            if home.layout.log_path(session_id).exists():
-                return session_id
-        time.sleep(0.05)
-    raise AssertionError("no session appeared")
-
-
 def _wait_for_pending(socket_path, not_id=None, timeout=30.0):
+    """The first question the session's socket holds (other than `not_id`), once it holds one."""
     from chock.control.client import SessionClient
+    from chock.control.framing import Unreachable
     from chock.control.session_protocol import APPROVAL
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def pending():
         try:
             with SessionClient(socket_path, APPROVAL) as client:
-                for item in client.pending():
-                    if item.request_id != not_id:
-                        return item
-        except Exception:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("no approval request appeared")
+                return next((item for item in client.pending() if item.request_id != not_id), None)
+        except Unreachable:
+            return None  # the socket is not there yet
+
+    return wait_until(pending, timeout, "an approval request")
 
 
 BLOCKING = [
@@ -213,8 +200,8 @@ def test_continue_is_refused_while_the_owner_lives_and_abandoned_after_kill_9(ho
     home.replay_instance(BLOCKING)
     process = home.spawn("run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
-        session_id = _wait_for_session(home)
-        _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        session_id = new_session(home)
+        wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
         refused = home.chock("run", "--continue", session_id, "more", cwd=project)
         assert refused.returncode == 3
         assert "running in another process" in refused.stderr
@@ -234,16 +221,6 @@ def test_continue_is_refused_while_the_owner_lives_and_abandoned_after_kill_9(ho
     assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
     assert (workspace / "w.txt").exists()
     assert home.layout.log_path(session_id).read_bytes() == before  # the refusal wrote nothing
-
-
-def _wait_for_event(home, session_id, kind, match=lambda e: True, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for event in home.events(session_id):
-            if event["type"] == kind and match(event):
-                return event
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} event appeared")
 
 
 def test_a_torn_tail_is_ignored_then_cut_and_the_conversation_resumes(home, project):
@@ -335,48 +312,20 @@ def test_running_out_of_replay_entries_ends_the_session_with_a_clear_error(home,
     assert "has no entry 2" in result.stderr + result.stdout
 
 
-def _pty_run(home, project, *args: str):
-    """`chock run` with a real terminal on its stdin/stdout (pexpect-style, with the standard library)."""
-    import pty
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: become chock
-        os.chdir(project)
-        os.execve(sys.executable, [sys.executable, "-m", "chock", "run", *args], home.env)
-    return pid, fd
-
-
-def _read_until(fd, needle: bytes, timeout=30.0) -> bytes:
-    import select
-
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while needle not in seen:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            raise AssertionError(f"{needle!r} never appeared; the terminal showed {seen[-500:]!r}")
-        try:
-            seen += os.read(fd, 4096)
-        except OSError:
-            raise AssertionError(f"the terminal closed before {needle!r}; it showed {seen[-500:]!r}") from None
-    return seen
-
-
 @pytest.mark.parametrize(("typed", "answer"), [(b"\r", "no"), (b"y\r", "yes")])
 def test_a_terminal_approval_prompt_defaults_to_no(home, project, typed, answer):
     home.replay_instance([
         {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo ran-it"}}]},
         {"text": "ok", "tool_calls": []},
     ])  # fmt: skip
-    pid, fd = _pty_run(home, project, "run a command")
+    terminal = Terminal(home, "run", "run a command", cwd=project)
     try:
-        _read_until(fd, b"[y/N]")
-        os.write(fd, typed)
-        _read_until(fd, b"session ended")
+        terminal.wait_for("[y/N]")
+        terminal.type(typed)
+        terminal.wait_for("session ended")
+        assert terminal.exit_code() == 0
     finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 0
+        terminal.close()
     events = home.events(home.only_session())
     answers = [(e["answer"], e["via"]) for e in events if e["type"] == "approval.answer"]
     assert answers == [(answer, "terminal")]
@@ -433,8 +382,8 @@ def test_an_interrupted_session_exits_130_logs_it_and_keeps_its_workspace(home, 
     home.replay_instance(BLOCKING)
     process = home.spawn("run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
-        session_id = _wait_for_session(home)
-        _wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        session_id = new_session(home)
+        wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 130
     finally:

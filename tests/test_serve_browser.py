@@ -9,15 +9,11 @@ test's tmp dir for a person to look at.
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import pytest
 
+from tests.fakes.serve import running_stack
 from tests.fakes.wait import wait_until
-from tests.test_serve import running_stack
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 # Three shell calls, each waiting for an approval: the first answered with the page's button, the second
 # by the daemon while serve is down, the third with the button again after serve came back.
@@ -32,20 +28,6 @@ STEPS = [
 ]  # fmt: skip
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def chromium():  # type: ignore[no-untyped-def]
-    if not CHROMIUM.exists():
-        pytest.fail("needs Debian's chromium at /usr/bin/chromium: apt-get install chromium (scripts/test does)")
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

@@ -21,11 +21,10 @@ import pytest
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.projects import git_value
 from tests.fakes.providers import FakeProvider
+from tests.fakes.serve import ASKS, Stack, answer, pending, running_stack
 from tests.fakes.sessions import BUSY, replay_config, wait_for_end, wait_for_event, write
 from tests.fakes.systemd_user import UserManager, cgroup_hierarchies, user_manager
 from tests.fakes.wait import wait_until
-from tests.test_serve import ASKS, Stack, answer, pending, running_stack
-from tests.test_serve_browser import chromium  # noqa: F401 (the fixture)
 
 
 def edit(call_id: str, path: str, old: str, new: str) -> dict[str, Any]:
@@ -195,7 +194,7 @@ def hostile_stack(home, project, daemons):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.browser
-def test_hostile_markdown_runs_no_script_and_makes_no_request_outside_the_page(hostile_stack, chromium):  # noqa: F811
+def test_hostile_markdown_runs_no_script_and_makes_no_request_outside_the_page(hostile_stack, chromium):
     stack = hostile_stack
     serve = stack.start_serve()
     session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "say it"}).json["id"]
@@ -258,7 +257,7 @@ def done_stack(home, project, daemons):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.browser
-def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_the_session(done_stack, chromium):  # noqa: F811
+def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_the_session(done_stack, chromium):
     stack = done_stack
     serve = stack.start_serve()
     project = str(stack.project)
@@ -348,7 +347,7 @@ def test_stop_on_the_page_empties_the_sessions_scope_within_5_s_and_continue_com
     home,
     project,
     daemons,
-    chromium,  # noqa: F811
+    chromium,
 ):
     replay_config(home, BUSY)  # a background command, a subagent thinking, a foreground call with a setsid child
     with user_manager() as manager:
@@ -394,7 +393,7 @@ def test_stop_on_the_page_empties_the_sessions_scope_within_5_s_and_continue_com
 
 
 @pytest.mark.browser
-def test_a_follow_up_typed_on_the_page_reaches_the_model_in_its_next_request_once(home, project, daemons, chromium):  # noqa: F811
+def test_a_follow_up_typed_on_the_page_reaches_the_model_in_its_next_request_once(home, project, daemons, chromium):
     weather = "also mention the weather"
     with FakeProvider(kind="openai", key=None) as fake, running_stack(home, project, daemons, []) as stack:
         fake.script(tool_calls=[{"id": "c1", "name": "shell", "args": {"command": "sleep 4"}}])
@@ -424,7 +423,7 @@ def test_a_follow_up_typed_on_the_page_reaches_the_model_in_its_next_request_onc
 
 
 @pytest.mark.browser
-def test_remove_on_the_page_deletes_an_ended_session_and_the_list_drops_it(done_stack, chromium):  # noqa: F811
+def test_remove_on_the_page_deletes_an_ended_session_and_the_list_drops_it(done_stack, chromium):
     stack = done_stack
     serve = stack.start_serve()
     session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "first part"}).json["id"]
@@ -452,7 +451,7 @@ def asking_stack(home, project, daemons):  # type: ignore[no-untyped-def]
 @pytest.mark.browser
 def test_a_session_waiting_while_the_page_is_behind_another_tab_is_notified_and_counted_in_the_title(
     asking_stack,
-    chromium,  # noqa: F811
+    chromium,
 ):
     stack = asking_stack
     serve = stack.start_serve()

@@ -60,6 +60,16 @@ def terminal_session(home, project: Path, *args: str, message: str = "do the tas
     )
 
 
+def replayed_terminal_session(
+    home, project: Path, entries: list[dict], *args: str
+) -> tuple[subprocess.Popen[str], str]:
+    """`chock run --yes ARGS "write two files"` on a replay of `entries`, owned by no terminal: the process,
+    and the session's id once its log exists."""
+    home.replay_instance(entries)
+    process = terminal_session(home, project, "--yes", *args, message="write two files")
+    return process, new_session(home)
+
+
 def descendants(pid: int) -> set[int]:
     """Every live process below `pid` (read from /proc), however deep."""
     children: dict[int, list[int]] = {}

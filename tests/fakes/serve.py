@@ -1,0 +1,178 @@
+"""A real `chock serve` in front of a real daemon, and the HTTP a test speaks to it.
+
+`running_stack` gives the daemon (from the `daemons` fixture) with a replay instance; `Stack.start_serve`
+starts a serve on it and returns once the serve printed where it listens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chock.control.client import ControlClient
+from tests.fakes.daemon import Daemon, Daemons
+from tests.fakes.sessions import replay_config
+from tests.fakes.wait import wait_until
+
+# Waits for an approval at each shell call (a daemon child has no terminal: it waits on approval.sock alone).
+ASKS = [
+    {"text": "Looking around first.", "tool_calls": [
+        {"call_id": "c1", "name": "shell", "args": {"command": "echo step-one"}}]},
+    {"text": "Now the second step.", "tool_calls": [
+        {"call_id": "c2", "name": "shell", "args": {"command": "echo step-two"}}]},
+    {"text": "All done: both steps ran.", "tool_calls": []},
+]  # fmt: skip
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Serve:
+    process: subprocess.Popen[str]
+    url: str  # http://127.0.0.1:PORT/ or unix:/path
+    stderr_path: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rstrip("/").rsplit(":", 1)[1])
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(20)
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None
+    ) -> Response:
+        """One HTTP request to serve's TCP listener; a `Host` in `headers` replaces the real one."""
+        headers = dict(headers or {})
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        if body is not None and raw is None:
+            headers.setdefault("Content-Type", "application/json")
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=150)
+        try:
+            connection.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            if data is not None:
+                connection.putheader("Content-Length", str(len(data)))
+            connection.endheaders(data)
+            reply = connection.getresponse()
+            return Response(reply.status, dict(reply.getheaders()), reply.read())
+        finally:
+            connection.close()
+
+    def get(self, path: str, **kwargs: Any) -> Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> Response:
+        return self.request("POST", path, body, **kwargs)
+
+
+@dataclass
+class Stack:
+    """A real daemon (from the `daemons` fixture) and the serves a test starts in front of it."""
+
+    home: Any
+    project: Path
+    tmp: Path
+    daemon: Daemon
+    serves: list[Serve] = field(default_factory=list)
+
+    @property
+    def daemon_socket(self) -> Path:
+        return self.daemon.socket
+
+    @property
+    def client(self) -> ControlClient:
+        return self.daemon.client
+
+    def start_serve(
+        self, *args: str, env: dict[str, str] | None = None, tcp: bool = True, under: tuple[str, ...] = ()
+    ) -> Serve:
+        """`chock serve --daemon unix:<ours> ARGS` (with no ARGS: TCP on 127.0.0.1 at a free port, unless
+        `tcp` is False), run by the command `under` when given (`prlimit …`); returns once it printed where
+        it listens."""
+        if not args and tcp:
+            args = ("--host", "127.0.0.1", "--port", "0")
+        stderr_path = self.tmp / f"serve-{len(self.serves)}.err"
+        process = subprocess.Popen(
+            [*under, sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{self.daemon_socket}", *args],
+            env={**self.home.env, **(env or {})}, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=open(stderr_path, "w"),  # noqa: SIM115
+        )  # fmt: skip
+        line = process.stdout.readline()
+        if not line.startswith("listening on "):
+            process.kill()
+            raise AssertionError(f"serve printed {line!r}; stderr: {stderr_path.read_text()}")
+        serve = Serve(process, line.split()[-1], stderr_path)
+        self.serves.append(serve)
+        return serve
+
+    def read(self, session_id: str) -> list[dict[str, Any]]:
+        """The daemon's own `read` of the whole session: what every view must equal."""
+        return list(self.client.read(session_id, 0))
+
+    def cleanup(self) -> None:
+        for serve in self.serves:
+            with contextlib.suppress(Exception):
+                serve.process.kill()
+                serve.process.wait(10)
+
+
+@contextlib.contextmanager
+def running_stack(home: Any, project: Path, daemons: Daemons, entries: list[dict[str, Any]]) -> Iterator[Stack]:
+    """`entries` as the replay instance, a daemon, and at the end every serve started on it killed (the
+    daemon and its sessions are the `daemons` fixture's to end)."""
+    replay_config(home, entries, shell="ask")
+    stack = Stack(home, project, daemons.tmp, daemons.start())
+    try:
+        yield stack
+    finally:
+        stack.cleanup()
+
+
+def pending(serve: Serve, session_id: str, after: int = 0) -> dict[str, Any]:
+    """The next approval request of the session after event `after`, as the events route shows it."""
+
+    def find() -> dict[str, Any] | None:
+        events = serve.get(f"/api/sessions/{session_id}/events?after={after}").json["events"]
+        answered = {e["request_id"] for e in events if e["type"] == "approval.answer"}
+        return next((e for e in events if e["type"] == "approval.request" and e["request_id"] not in answered), None)
+
+    return wait_until(find, 60, "an approval request")
+
+
+def answer(serve: Serve, project: Path, session_id: str, request_id: str, reply: str = "yes") -> Response:
+    body = {"project": str(project), "request_id": request_id, "answer": reply}
+    return serve.post(f"/api/sessions/{session_id}/answer", body)
+
+
+def ended(serve: Serve, project: Path, session_id: str) -> dict[str, Any]:
+    def row() -> dict[str, Any] | None:
+        rows = serve.get(f"/api/sessions?project={project}").json["sessions"]
+        found = next(r for r in rows if r["id"] == session_id)
+        return found if found["status"] == "ended" else None
+
+    return wait_until(row, 60, "the session to end")
