@@ -13,8 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes.keyring_env import keyring_session
-from fakes.providers import FakeProvider
 
 from chock.config import load_config
 from chock.credentials.login import LoginResult, login
@@ -22,6 +20,8 @@ from chock.credentials.lookup import lookup, sources
 from chock.credentials.refusals import CredentialError
 from chock.credentials.stores import open_store
 from chock.providers import ProviderError
+from tests.fakes.keyring_env import keyring_session
+from tests.fakes.providers import FakeProvider
 
 SECRET = "sk-leak-canary-91d3f0a7"
 REAL_POPEN = subprocess.Popen

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -18,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.providers import FakeProvider
 
 from chock import zon
 from chock.config import load_config
@@ -30,6 +26,8 @@ from chock.credentials.lookup import lookup
 from chock.credentials.refusals import LoginBusy, NameTaken
 from chock.errors import UsageError
 from chock.providers import ProviderError
+from tests.fakes.providers import FakeProvider
+from tests.fakes.terminal import Terminal
 
 FILE_STORE = '.{ .credentials = .{ .store = "file" } }\n'
 KEY = "sk-test-4f1d9c"
@@ -374,34 +372,15 @@ def run_in_pty(home, args: dict, answers: list[tuple[str, str]], timeout: float 
     """Run a login with a pty as its terminal (and CI unset); for each (expect, send) wait for `expect` in
     the output, then type `send`. Returns the exit status and everything it printed."""
     env = {key: value for key, value in home.env.items() if key != "CI"}
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execve(sys.executable, [sys.executable, "-c", LOGIN_CHILD, json.dumps(args)], env)
-    output = b""
-    deadline = time.monotonic() + timeout
-    pending = list(answers)
+    terminal = Terminal([sys.executable, "-c", LOGIN_CHILD, json.dumps(args)], env)
     try:
-        while time.monotonic() < deadline:
-            if pending and pending[0][0].encode() in output:
-                os.write(fd, pending.pop(0)[1].encode())
-                continue
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(fd, 4096)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                output += chunk
-            elif os.waitpid(pid, os.WNOHANG) != (0, 0):
-                break
-        else:
-            os.kill(pid, signal.SIGKILL)
+        for expect, send in answers:
+            terminal.wait_for(expect, timeout)
+            terminal.type(send)
+        code = terminal.exit_code(timeout)
     finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), output.decode("utf-8", "replace")
+        terminal.close()
+    return code, terminal.text()
 
 
 @pytest.mark.parametrize("answer", ["n\r", "\r"])

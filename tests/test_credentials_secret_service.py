@@ -11,15 +11,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import pty
-import select
-import signal
 import sys
 import time
 
 import pytest
-from fakes.keyring_env import keyring_session, xvfb
-from fakes.providers import FakeProvider
 
 from chock.config import load_config
 from chock.credentials.index import IndexEntry, read_index, write_index
@@ -27,6 +22,9 @@ from chock.credentials.login import login, logout
 from chock.credentials.lookup import lookup
 from chock.credentials.refusals import NobodyAnswered, StoreLocked, StoreUnavailable
 from chock.credentials.stores.secret_service import SecretServiceStore
+from tests.fakes.keyring_env import keyring_session, xvfb
+from tests.fakes.providers import FakeProvider
+from tests.fakes.terminal import Terminal
 
 pytestmark = pytest.mark.keyring
 
@@ -144,28 +142,14 @@ def test_no_bus_is_an_error_naming_the_file_store(monkeypatch):
 
 
 def run_in_pty(env: dict[str, str], args: dict, timeout: float) -> tuple[int, str, float]:
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execve(sys.executable, [sys.executable, "-c", LOGIN_AT_TERMINAL, json.dumps(args)], env)
+    """A login at a real terminal: its exit status, what it printed, and how long it took."""
     started = time.monotonic()
-    output = b""
+    terminal = Terminal([sys.executable, "-c", LOGIN_AT_TERMINAL, json.dumps(args)], env)
     try:
-        while time.monotonic() - started < timeout:
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(fd, 4096)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                output += chunk
-        else:
-            os.kill(pid, signal.SIGKILL)
+        code = terminal.exit_code(timeout)
     finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), output.decode("utf-8", "replace"), time.monotonic() - started
+        terminal.close()
+    return code, terminal.text(), time.monotonic() - started
 
 
 @pytest.mark.parametrize("secretstorage", ["3.5", "3.3"])

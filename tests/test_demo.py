@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.fakes.wait import wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -43,13 +45,13 @@ def test_the_demo_serves_a_running_session_and_stops_cleanly(home):
         assert match, printed
         base, project, session_id = match.groups()
         assert _get(f"{base}/api/health")["protocol"] == 1
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def status() -> str:
             rows = {row["id"]: row for row in _get(f"{base}/api/sessions?project={project}")["sessions"]}
-            if rows[session_id]["status"] == "waiting":
-                break
-            time.sleep(0.2)
-        assert rows[session_id]["status"] == "waiting"  # its shell command asks first, as a person would see
+            return rows[session_id]["status"]
+
+        # Its shell command asks first, as a person would see.
+        wait_until(lambda: status() == "waiting", 60, "the session to wait for an approval")
         events = _get(f"{base}/api/sessions/{session_id}/events?after=0")["events"]
         request = next(e for e in events if e["type"] == "approval.request")
         assert request["tool"] == "shell"
@@ -57,20 +59,14 @@ def test_the_demo_serves_a_running_session_and_stops_cleanly(home):
             f"{base}/api/sessions/{session_id}/answer",
             {"project": project, "request_id": request["request_id"], "answer": "yes"},
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            row = {r["id"]: r for r in _get(f"{base}/api/sessions?project={project}")["sessions"]}[session_id]
-            if row["status"] == "ended":
-                break
-            time.sleep(0.2)
+        wait_until(lambda: status() == "ended", 60, "the session to end")
+        row = {r["id"]: r for r in _get(f"{base}/api/sessions?project={project}")["sessions"]}[session_id]
         assert row["end_reason"] == "completed" and row["exit_code"] == 0
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
         demo.wait(20)
     assert demo.returncode == 0
     workdir = Path(re.search(r"Everything lives in (\S+);", printed).group(1))
-    deadline = time.monotonic() + 10
-    while (workdir / "state/daemon.sock").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not (workdir / "state/daemon.sock").exists()  # the daemon stopped and removed its own socket
+    # The daemon stopped and removed its own socket.
+    wait_until(lambda: not (workdir / "state/daemon.sock").exists(), 10, "the daemon to remove its socket")
     assert not (workdir / "state/serve.sock").exists()

@@ -13,7 +13,8 @@ import pytest
 from chock.control.client import ControlClient
 from chock.control.framing import ProtocolError
 from tests.fakes.projects import git
-from tests.fakes.sessions import Terminal, alive, replayed_terminal_session, wait_for_end, wait_for_event
+from tests.fakes.sessions import alive, replayed_terminal_session, wait_for_end, wait_for_event
+from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
 SLOW = [
@@ -170,7 +171,7 @@ def test_chock_approve_and_the_daemons_answer_verb_reach_the_same_socket(home, p
     started = ControlClient(daemon.address).start(str(project), "two commands")
     session_id = started[0]
     wait_for_event(home, session_id, "approval.request")
-    terminal = Terminal(home, "approve", session_id, cwd=project)
+    terminal = Terminal.chock(home, "approve", session_id, cwd=project)
     try:
         terminal.wait_for("Approve?")
         assert b"shell: echo first-ran" in terminal.screen

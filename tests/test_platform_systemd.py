@@ -27,11 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes.systemd_user import UserManager, user_manager
 
 from chock.errors import ChockError
 from chock.platform import systemd
 from chock.platform.systemd import listen_fds, move_to_scope, notify, under_user_manager, watchdog_interval
+from tests.fakes.systemd_user import UserManager, user_manager
+from tests.fakes.wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 UNITS = REPO / "packaging" / "systemd"
@@ -86,10 +87,7 @@ def test_listen_fds_groups_by_name_sets_cloexec_and_pops_the_environment(tmp_pat
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while not paths[0].exists():
-            assert time.monotonic() < deadline, "systemd-socket-activate did not listen"
-            time.sleep(0.02)
+        wait_until(paths[0].exists, 10, "systemd-socket-activate to listen")
         # systemd-socket-activate execs the command on the first connection.
         with socket.socket(socket.AF_UNIX) as client:
             client.connect(str(paths[0]))
@@ -114,10 +112,7 @@ def test_listen_fds_refuses_a_datagram_socket_from_systemd_socket_activate(tmp_p
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while not path.exists():
-            assert time.monotonic() < deadline, "systemd-socket-activate did not listen"
-            time.sleep(0.02)
+        wait_until(path.exists, 10, "systemd-socket-activate to listen")
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
             client.sendto(b"wake", str(path))  # a datagram is what makes it exec the command
         out, err = process.communicate(timeout=20)
@@ -449,10 +444,7 @@ def assert_in_scope(manager: UserManager, pid: int, unit: str) -> None:
 
 
 def wait_gone(manager: UserManager, unit: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while unit in manager.list_units("chock-session-*"):
-        assert time.monotonic() < deadline, f"{unit} was not collected"
-        time.sleep(0.05)
+    wait_until(lambda: unit not in manager.list_units("chock-session-*"), timeout, f"{unit} to be collected")
 
 
 @needs_manager

@@ -12,7 +12,8 @@ import pytest
 
 from tests.fakes.projects import git
 from tests.fakes.providers import FakeProvider
-from tests.fakes.sessions import Terminal, new_session, wait_for_event
+from tests.fakes.sessions import new_session, wait_for_event
+from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
 DEMO = [
@@ -318,7 +319,7 @@ def test_a_terminal_approval_prompt_defaults_to_no(home, project, typed, answer)
         {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo ran-it"}}]},
         {"text": "ok", "tool_calls": []},
     ])  # fmt: skip
-    terminal = Terminal(home, "run", "run a command", cwd=project)
+    terminal = Terminal.chock(home, "run", "run a command", cwd=project)
     try:
         terminal.wait_for("[y/N]")
         terminal.type(typed)

@@ -22,7 +22,6 @@ from tests.fakes.projects import git_value
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import (
     BUSY,
-    Terminal,
     alive,
     descendants,
     event_of,
@@ -33,6 +32,7 @@ from tests.fakes.sessions import (
     wait_for_event,
     write,
 )
+from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
 
@@ -194,7 +194,7 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
     replay_config(home, ATTACHED, shell="ask")
     daemon = daemons.start()
     session_id, _ = daemon.client.start(project, "attach to me")
-    terminal = Terminal(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
+    terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
     try:
         terminal.wait_for("y/n?")
         terminal.type("y\r")
@@ -220,7 +220,7 @@ def test_attach_leaves_the_session_running_on_ctrl_c_and_a_typed_line_is_said(ho
     ])  # fmt: skip
     session_id, _ = daemon.client.start(project, "wait a little")
     wait_for_event(home, session_id, "tool.call")
-    terminal = Terminal(home, "attach", "--daemon", daemon.address, cwd=project)
+    terminal = Terminal.chock(home, "attach", "--daemon", daemon.address, cwd=project)
     try:
         terminal.wait_for("sleep 4")
         terminal.type("and one more thing\r")
@@ -243,7 +243,7 @@ def test_attach_to_an_abandoned_session_says_how_to_take_it_back_and_exits_1(hom
     wait_for_event(home, session_id, "tool.call", lambda e: e["call_id"] == "f1")
     process.kill()
     process.wait(10)
-    terminal = Terminal(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
+    terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
     try:
         assert terminal.exit_code() == 1
     finally:
@@ -261,7 +261,7 @@ def test_every_reader_skips_an_event_type_it_does_not_know(home, project, daemon
         log.write(json.dumps({**stranger}) + "\n")
     assert fold([*events, stranger]).status(False) == fold(events).status(False)  # the fold
     assert _rendered([stranger]) == []  # the renderer
-    terminal = Terminal(home, "attach", session_id, "--daemon", daemon.address, cwd=project)  # attach
+    terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)  # attach
     try:
         assert terminal.exit_code() == 0
     finally:

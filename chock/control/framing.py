@@ -45,6 +45,12 @@ MAX_ERROR_TEXT = 4 * 1024
 # nothing. A person never types a line into these sockets; every client writes a request in one go.
 LINE_SECONDS = 10.0
 
+# A server that closes after its last line (a reply, or a refusal such as `forbidden`) first stops writing and
+# reads, and drops, what the client still sends for at most this long and this much: closing a socket with
+# unread input resets it, and the client would lose the line it has not read yet.
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 256 * 1024
+
 # Event ids count log lines from 1; 19 decimal digits hold any signed 64-bit id, which is as far as a log can
 # ever go, and refusing longer numbers keeps int() away from the interpreter's digit limit.
 MAX_EVENT_ID = 2**63 - 1

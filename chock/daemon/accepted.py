@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.daemon_protocol import CONTROL
-from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
+from chock.control.framing import LINE_SECONDS, LINGER_BYTES, LINGER_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
@@ -36,10 +36,6 @@ from chock.platform.peer import peer_uid
 
 # A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
 IDLE_SECONDS = 30.0
-
-# After the reply, what the client still sends is read and dropped for at most this long and this much.
-LINGER_SECONDS = 1.0
-LINGER_BYTES = 256 * 1024
 
 # A client that takes nothing of its reply for this long is gone.
 SEND_SECONDS = 30.0

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chock.control import session_protocol as sp
 from chock.control.connection import NEED_DATA, ServerConnection
-from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
+from chock.control.framing import LINE_SECONDS, LINGER_BYTES, LINGER_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.platform.listening import Owned
@@ -59,6 +59,18 @@ class _Client:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
+
+    async def refuse(self, error: ProtocolError, reader: asyncio.StreamReader) -> None:
+        """Send the refusal, stop writing, and drop what the client still sends for a moment before closing,
+        so that the close never resets a connection whose refusal the client has not read."""
+        if await self.send(error.encode()):
+            with contextlib.suppress(Exception):
+                self.writer.write_eof()
+                async with asyncio.timeout(LINGER_SECONDS):
+                    drained = 0
+                    while drained < LINGER_BYTES and (data := await reader.read(READ_SIZE)):
+                        drained += len(data)
+        self.close()
 
 
 class SessionSockets:
@@ -125,14 +137,12 @@ class SessionSockets:
         client = _Client(writer, protocol)
         sock: socket.socket | None = writer.get_extra_info("socket")
         if sock is None or not is_own_user(sock):
-            await client.send(ProtocolError(ErrorCode.FORBIDDEN, "this session serves only its own user").encode())
-            client.close()
+            await client.refuse(ProtocolError(ErrorCode.FORBIDDEN, "this session serves only its own user"), reader)
             return
         clients = self._clients[kind]
         if len(clients) >= MAX_CONNECTIONS:
             refusal = f"this session's {kind} socket serves {MAX_CONNECTIONS} connections at once; try again shortly"
-            await client.send(ProtocolError(ErrorCode.REFUSED, refusal).encode())
-            client.close()
+            await client.refuse(ProtocolError(ErrorCode.REFUSED, refusal), reader)
             return
         clients.add(client)
         try:

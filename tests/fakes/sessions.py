@@ -1,16 +1,13 @@
-"""Helpers for tests that drive real sessions: reading their logs as they grow, their processes, a pty.
+"""Helpers for tests that drive real sessions: reading their logs as they grow, and their processes.
 
-Every wait goes through `wait_until`; nothing here fakes Chock itself.
+Every wait goes through `wait_until`; nothing here fakes Chock itself. A command at a real terminal is
+tests/fakes/terminal.py.
 """
 
 from __future__ import annotations
 
 import os
-import pty
-import select
 import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,68 +101,6 @@ def alive(pids: set[int]) -> set[int]:
         if state != "Z":
             left.add(pid)
     return left
-
-
-class Terminal:
-    """A `chock` command on a real pseudo-terminal: what it printed so far, and keys to type."""
-
-    def __init__(self, home, *args: str, cwd: Path) -> None:
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.chdir(cwd)
-            os.execve(sys.executable, [sys.executable, "-m", "chock", *args], home.env)
-        self.pid, self.fd = pid, fd
-        self.screen = b""
-        self.code: int | None = None
-
-    def read(self, timeout: float = 0.2) -> None:
-        while select.select([self.fd], [], [], timeout)[0]:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            self.screen += data
-            timeout = 0.05
-
-    def wait_for(self, text: bytes | str, timeout: float = 30.0) -> None:
-        wanted = text.encode() if isinstance(text, str) else text
-        deadline = time.monotonic() + timeout
-        while wanted not in self.screen:
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out waiting for {wanted!r}; the screen: {self.screen.decode(errors='replace')}"
-                )
-            self.read()
-
-    def type(self, keys: str | bytes) -> None:
-        os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
-
-    def exit_code(self, timeout: float = 30.0) -> int:
-        deadline = time.monotonic() + timeout
-        while self.code is None:
-            self.read()
-            done, status = os.waitpid(self.pid, os.WNOHANG)
-            if done:
-                self.code = os.waitstatus_to_exitcode(status)
-            elif time.monotonic() > deadline:
-                raise AssertionError(f"the command did not exit; the screen: {self.screen.decode(errors='replace')}")
-        self.read()
-        return self.code
-
-    def lines(self) -> list[str]:
-        text = self.screen.decode("utf-8", "replace").replace("\r\n", "\n")
-        return text.split("\n")
-
-    def close(self) -> None:
-        if self.code is None:
-            try:
-                os.kill(self.pid, 9)
-                os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-        os.close(self.fd)
 
 
 def replay_config(home, entries, *, shell: str = "allow") -> None:
