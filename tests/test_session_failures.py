@@ -80,11 +80,19 @@ LOUD = "python3 -c \"print('x' * 60000)\""
 CALLS = 12
 
 
-def test_a_full_disk_mid_session_is_one_sentence_and_the_session_carries_on_once_there_is_room(home, project, tmp_path):
+# With a background command still running when the disk fills, the end must not wait behind the
+# `background.end` it would log first: only the end fits in the reserve.
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "with-background"])
+def test_a_full_disk_mid_session_is_one_sentence_and_the_session_carries_on_once_there_is_room(
+    home, project, tmp_path, background
+):
     entries = [
         {"text": "", "tool_calls": [{"call_id": f"c{n}", "name": "shell", "args": {"command": LOUD}}]}
         for n in range(CALLS)
     ]
+    if background:
+        sleeper = {"call_id": "bg", "name": "shell", "args": {"command": "sleep 100", "background": True}}
+        entries[0]["tool_calls"].insert(0, sleeper)
     home.replay_instance([*entries, {"text": "All printed.", "tool_calls": []}])
     state = home.layout.state
     state.mkdir(parents=True, exist_ok=True)

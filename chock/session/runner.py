@@ -132,18 +132,24 @@ class Session:
 
     async def _end_abnormally(self, reason: str, code: int, **fields: str) -> None:
         """End the session another way than completed: the work it holds is killed and logged as such, what was
-        said to it is logged so the next owner sends it, then `session.end`."""
+        said to it is logged so the next owner sends it, then `session.end`. After a failed log write only the
+        end fits in the log's reserve, so nothing else is tried (what was said since the last turn is lost)."""
         await self._kill_work()
-        self._take_in_messages()
+        if self.log.failed is None:
+            self._log_killed_work()
+            self._take_in_messages()
         self.emit("session.end", reason=reason, exit_code=code, **fields)
 
     async def _kill_work(self) -> None:
         """Cancel the background commands and subagents and wait for them to go (each kills its process: the
-        sandbox's PID namespace goes with its bwrap), then log an end for each one that had none."""
+        sandbox's PID namespace goes with its bwrap)."""
         tasks = list(self._work.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _log_killed_work(self) -> None:
+        """An end for each background command and subagent that had none."""
         why = "the session was stopped before it finished"
         for handle, work in list(self.state.background.items()):
             self.emit("background.end", handle=handle, kind="shell", command=work["command"], exit_code=None,

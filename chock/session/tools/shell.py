@@ -21,6 +21,8 @@ SHELL_TIMEOUT_SECONDS = 600.0
 SHELL_TIMEOUT_LIMIT = 3600.0
 # What of a command's output is kept in memory while it runs; the event keeps TOOL_OUTPUT_LIMIT of it.
 OUTPUT_CAPTURE_LIMIT = 4 * TOOL_OUTPUT_LIMIT
+# A killed command is waited for this long at most (its pipes close when its sandbox is gone).
+REAP_SECONDS = 5.0
 
 
 def command_of(args: dict[str, Any]) -> str:
@@ -139,6 +141,10 @@ async def collect(process: asyncio.subprocess.Process, timeout: float | None) ->
         await process.wait()
     except asyncio.CancelledError:
         kill()
+        # Reap it before the cancel goes on, so nothing of it outlives the loop; bounded, as a process that
+        # escaped the kill could hold its pipe open for ever.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), REAP_SECONDS)
         raise
     text = kept.decode("utf-8", "replace")
     if total > len(kept):
