@@ -358,13 +358,22 @@ def test_a_reply_line_past_the_reply_bound_is_a_protocol_error_naming_the_peer()
     assert text_of(client.next_event).startswith("the daemon sent a line this client cannot read: ")
 
 
-def test_a_reply_cut_short_at_end_of_file_is_dropped():
+def test_a_reply_cut_mid_line_at_end_of_file_is_unreachable_never_a_shorter_reply_that_looks_whole():
     client, _ = greeted_pair()
     client.send(dp.ListRequest("/p"))
     client.receive_data(b'2026\t{"id": 1}\n2026\t{"i')
     client.receive_data(b"")
     assert isinstance(client.next_event(), dp.ListRow)
-    assert client.next_event() is CLOSED
+    with pytest.raises(ProtocolError) as cut:
+        client.next_event()
+    assert cut.value.code == ErrorCode.UNREACHABLE and "in the middle of a line of its answer to list" in cut.value.text
+
+
+def test_a_read_the_daemon_cannot_finish_ends_in_its_error_after_the_lines_it_sent():
+    line = b'{"id": 1, "type": "session.start"}\n'
+    cut = ProtocolError(ErrorCode.INTERNAL, "the log could not be read to its end").encode()
+    [event, error] = reply_to(dp.ReadRequest(SID, 0), line, cut, eof=True)
+    assert event.id == 1 and (error.code, error.text) == ("internal", "the log could not be read to its end")
 
 
 # Session sockets: several requests on one connection -----------------------------------------------------------

@@ -739,3 +739,109 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     assert owner_alive(home.layout.log_path(session_id))  # and the session lives on
     listener.close()
     notifications.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system time the process has used (from /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_client_that_shuts_its_side_still_reads_its_reply_and_costs_the_daemon_nothing_meanwhile(
+    home, project, daemons
+):
+    """`read` of a big log, then shutdown(SHUT_WR), then nothing read for a while: the daemon must not spin on
+    the end of file while the reply waits for room in the socket, and the reply still arrives whole."""
+    from chock.log.writer import SessionLog
+
+    daemon = daemons.start()
+    session_id = "20260101-000000-5a5a5a"
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        for _ in range(200):
+            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
+        owner.append("session.end", reason="completed", exit_code=0)
+        last = owner.last_id
+    with socket.socket(socket.AF_UNIX) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(str(daemon.socket))
+        client.sendall(f"hello chock-control 1\nread {session_id} 0\n".encode())
+        client.shutdown(socket.SHUT_WR)
+        before = _cpu_seconds(daemon.process.pid)
+        time.sleep(3)
+        spent = _cpu_seconds(daemon.process.pid) - before
+        received = bytearray()
+        client.settimeout(30)
+        while chunk := client.recv(1 << 20):
+            received += chunk
+    assert spent < 0.5, f"the daemon used {spent:.2f} s of CPU in 3 s while a half-closed reply waited"
+    lines = received.decode().splitlines()
+    assert lines[0] == "ok chock-control 1"
+    assert [json.loads(line)["id"] for line in lines[1:]] == list(range(1, last + 1))
+
+
+def test_a_watcher_that_shuts_its_sending_side_keeps_its_watch_and_one_that_closes_is_let_go(home, project, daemons):
+    """`nc -N` and socat shut their sending side after the request and go on reading: the watch is theirs
+    until the session ends. A watcher that closes its connection is let go within a moment."""
+    from chock.log.writer import SessionLog
+
+    daemon = daemons.start()
+    session_id = "20260101-000000-6b6b6b"
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    status = home.layout.state / "daemon-status.json"
+
+    def watching() -> int:
+        return json.loads(status.read_text())["connections"]["watching"]
+
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        half, gone = (socket.socket(socket.AF_UNIX) for _ in range(2))
+        for sock in (half, gone):
+            sock.connect(str(daemon.socket))
+            sock.sendall(f"hello chock-control 1\nwatch {project}\t{session_id}\t0\n".encode())
+        half.shutdown(socket.SHUT_WR)
+        wait_until(lambda: watching() == 2, 30, "both watches")
+        gone.close()
+        wait_until(lambda: watching() == 1, 30, "the closed watcher to be let go")
+        time.sleep(3)  # past the daemon's checks of its peers
+        owner.append("assistant.message", text="still watched")
+        owner.append("session.end", reason="completed", exit_code=0)
+    half.settimeout(30)
+    received = bytearray()
+    while chunk := half.recv(65536):
+        received += chunk
+    half.close()
+    types = [json.loads(line)["type"] for line in received.decode().splitlines()[2:]]
+    assert types == ["session.start", "assistant.message", "session.end"]
+
+
+def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, daemons):
+    """A restart (SIGTERM) while a client reads a long log: the client still gets every line, then the close."""
+    from chock.log.writer import SessionLog
+
+    daemon = daemons.start()
+    session_id = "20260101-000000-7c7c7c"
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        for _ in range(400):
+            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
+        owner.append("session.end", reason="completed", exit_code=0)
+        last = owner.last_id
+    with socket.socket(socket.AF_UNIX) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(str(daemon.socket))
+        client.sendall(f"hello chock-control 1\nread {session_id} 0\n".encode())
+        client.settimeout(30)
+        received = bytearray(client.recv(4096))  # the reply has begun
+        daemon.process.send_signal(signal.SIGTERM)
+        while chunk := client.recv(1 << 20):
+            received += chunk
+    assert daemon.process.wait(15) == 0
+    lines = received.decode().splitlines()
+    assert [json.loads(line)["id"] for line in lines[1:]] == list(range(1, last + 1))

@@ -208,6 +208,10 @@ class ClientConnection:
 
     def _at_end(self) -> _Sentinel:
         request = self._request
+        if self._replies.partial:
+            # The server's last line never got its `\n`: the reply was cut, not ended, whatever came before.
+            verb = f"its answer to {request.verb}" if request is not None else "its answer"
+            raise Unreachable(f"the {self.peer} closed the connection in the middle of a line of {verb}")
         if self._state == "greeting":
             raise Unreachable(f"the {self.peer} closed the connection before answering the greeting")
         if self._state == "reply" and request is not None:

@@ -97,10 +97,17 @@ class Connection:
         self.request: Request | None = None
         self.deadline = now + min(IDLE_SECONDS, LINE_SECONDS)  # the greeting is sent at once
         self._lingered = 0
+        self._read_eof = False  # the client stopped writing while its reply is still being written
 
     @property
     def wants_write(self) -> bool:
         return self.phase == WRITING
+
+    @property
+    def wants_read(self) -> bool:
+        """Whether the loop watches for input: not once the client has shut its side while its reply is
+        written (end of file would be readable at once, for ever)."""
+        return not self._read_eof
 
     # Events from the loop -------------------------------------------------------------------------------------
 
@@ -125,7 +132,10 @@ class Connection:
                 self.close()
             return None
         if self.phase != READING:
-            return None  # one verb per connection: what else the client sends is not read
+            # One verb per connection: what else the client sends is dropped. A client that shut its side
+            # still reads its reply, which is written on.
+            self._read_eof = not data
+            return None
         if not data:
             self.daemon.status.count("dropped")  # end of file, perhaps mid-line: a request cut short is none
             self.close()
@@ -151,23 +161,23 @@ class Connection:
             self.deadline = min(self.deadline, now + LINE_SECONDS)  # the request line began: whole within the bound
         return None
 
-    def answer_inline(self, now: float) -> None:
-        """Run the verb here: its reply is queued (and produced) for the loop to write."""
+    def answer_inline(self) -> None:
+        """Run the verb here: its reply is queued (and produced) for the loop to write. Its deadlines count from
+        when the verb is done, however long it took."""
         request = self.request
         assert request is not None
         try:
             VERBS[request.verb](self.daemon, InlineWriter(self), request)
         except ProtocolError as error:
-            self.refuse(error, now)
+            self.refuse(error, time.monotonic())
             return
         except Exception as error:
             self._failed(request.verb, error)
-            self.refuse(
-                ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}"), now, "internal"
-            )
+            refusal = ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}")
+            self.refuse(refusal, time.monotonic(), "internal")
             return
         self.daemon.status.count("served", verb=request.verb)
-        self._write_phase(now)
+        self._write_phase(time.monotonic())
 
     def writable(self, now: float) -> None:
         """Write what the socket takes; refill from the producer; when all is written, linger."""
@@ -175,8 +185,13 @@ class Connection:
             if not self.out and self.producer is not None:
                 try:
                     chunk = next(self.producer, None)
-                except OSError:
-                    chunk = None  # the log went away mid-read: the reply ends where it got to
+                except OSError as error:
+                    # The log went away mid-read: said as an error, never a shorter log that looks whole (the
+                    # producer yields whole lines, so this line starts a line of its own).
+                    self.producer = None
+                    cut = f"the log could not be read to its end ({error.strerror or error}); read again"
+                    self.out += ProtocolError(ErrorCode.INTERNAL, cut).encode()
+                    continue
                 if chunk is None:
                     self.producer = None
                 else:
@@ -229,6 +244,9 @@ class Connection:
 
     def _linger(self, now: float) -> None:
         if self.phase == LINGERING:
+            return
+        if self._read_eof:
+            self.close()  # the client shut its side already: there is nothing left to drain
             return
         self.phase = LINGERING
         self.deadline = now + LINGER_SECONDS

@@ -147,8 +147,7 @@ class Server:
             reason = self._stopping or "error"
             with contextlib.suppress(Exception):
                 manager.notify("STOPPING=1")
-            for connection in list(self._connections):
-                connection.close()
+            self._finish_replies(selector)
             selector.close()
             self._close_listeners()
             self._wait_for_verbs()
@@ -235,7 +234,7 @@ class Server:
             request = connection.readable(now)
             if request is not None:
                 if inline(request):
-                    connection.answer_inline(now)
+                    connection.answer_inline()
                 elif self.daemon.active - len(self._connections) >= MAX_THREADED:
                     refusal = ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly")
                     connection.refuse(refusal, now, "too_many")
@@ -256,7 +255,9 @@ class Server:
         if connection.closed:
             self._forget(selector, connection)
             return
-        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.wants_write else 0)
+        mask = (selectors.EVENT_READ if connection.wants_read else 0) | (
+            selectors.EVENT_WRITE if connection.wants_write else 0
+        )
         with contextlib.suppress(KeyError, ValueError):
             if selector.get_key(connection.sock).events != mask:
                 selector.modify(connection.sock, mask, connection)
@@ -266,6 +267,31 @@ class Server:
         with contextlib.suppress(KeyError, ValueError, OSError):
             selector.unregister(connection.sock)
         connection.close()
+
+    def _finish_replies(self, selector: selectors.BaseSelector) -> None:
+        """Stopping: the replies the loop is writing (a `read`, a `list`) get SHUTDOWN_GRACE to finish, so a
+        restart does not cut a client's read short; every other connection of the loop is closed now."""
+        for key in list(selector.get_map().values()):
+            selector.unregister(key.fileobj)
+        writing = set()
+        for connection in self._connections:
+            if connection.wants_write:
+                selector.register(connection.sock, selectors.EVENT_WRITE, connection)
+                writing.add(connection)
+            else:
+                connection.close()
+        deadline = time.monotonic() + SHUTDOWN_GRACE
+        while writing and (now := time.monotonic()) < deadline:
+            for key, _ in selector.select(min(TICK, deadline - now)):
+                connection = key.data
+                connection.writable(time.monotonic())
+                if not connection.wants_write:  # written whole (or gone): the close needs no lingering now
+                    selector.unregister(connection.sock)
+                    connection.close()
+                    writing.discard(connection)
+        for connection in writing:
+            connection.close()  # still writing at the deadline: cut (a client sees the reply end mid-line)
+        self._connections.clear()
 
     def _wait_for_verbs(self) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE

@@ -410,14 +410,22 @@ def _wait(fds: int | list[int], timeout: float, *, write: bool = False) -> set[i
 
 
 def _peer_gone(sock: socket.socket) -> bool:
-    """Whether the watcher closed its end; whatever it sent after its one verb is read and dropped."""
-    try:
-        data = sock.recv(64 * 1024, socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return not data
+    """Whether the watcher closed its connection; whatever it sent after its one verb is read and dropped.
+
+    End of file alone is not gone: a client may shut only its sending side (`nc -N`, socat) and go on reading.
+    A unix socket whose peer closed polls as hung up; a TCP peer's close shows when a write to it fails."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    for _, events in poller.poll(0):
+        if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+            return True
+        try:
+            sock.recv(64 * 1024, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+        except OSError:
+            return True
+    return False
 
 
 def _age(at: str) -> float:

@@ -124,7 +124,8 @@ class SessionSockets:
             server.close()
         for clients in self._clients.values():
             for client in list(clients):
-                await client.send(sp.Ended(ended).encode())
+                if client.connection.greeted:  # before its greeting is answered, a client reads no reply
+                    await client.send(sp.Ended(ended).encode())
                 client.close()
         for owned in self._owned:
             owned.remove()
