@@ -104,9 +104,9 @@ def _looks_like_session_id(text: str) -> bool:
 
 
 def _project_root(project: Path | None) -> Path:
-    from chock.session.workspace import project_root
+    from chock.project import find_root
 
-    return project_root(project or Path.cwd())
+    return find_root(project or Path.cwd())
 
 
 @main.command()
@@ -116,22 +116,17 @@ def _project_root(project: Path | None) -> Path:
     "daemon_address",
     metavar="ADDR",
     envvar="CHOCK_DAEMON",
-    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of reading the state dir.",
+    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it "
+    "answers, else the state dir itself).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @pass_layout
 def sessions(layout: Layout, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
     """This project's sessions, newest first, with their status."""
-    if daemon_address:
-        from chock.control.client import ControlClient
+    from chock.listing import project_rows
 
-        root = (project or Path.cwd()).resolve()
-        rows = [row for _, row in reversed(ControlClient(daemon_address).list(str(root)))]
-    else:
-        from chock.log import catalog
-
-        rows = list(reversed(catalog.rows(layout, _project_root(project))))
-    for row in rows:
+    rows = project_rows(layout, project, daemon_address)
+    for row in reversed(rows):
         if as_json:
             click.echo(json.dumps(row))
         else:
@@ -147,16 +142,26 @@ def _preview(text: str, width: int = 60) -> str:
 
 @main.command()
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@click.option(
+    "--daemon",
+    "daemon_address",
+    metavar="ADDR",
+    envvar="CHOCK_DAEMON",
+    help="Ask this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it answers, "
+    "else the state dir itself).",
+)
 @pass_layout
-def usage(layout: Layout, project: Path | None) -> None:
+def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> None:
     """Tokens used by each session of this project, and in total."""
-    from chock.log import catalog
+    from chock.listing import project_rows
 
     total_in = total_out = 0
-    for state, _ in catalog.states(layout, _project_root(project)):
-        click.echo(f"{state.id}  in {state.input_tokens:>9}  out {state.output_tokens:>9}  {_preview(state.message)}")
-        total_in += state.input_tokens
-        total_out += state.output_tokens
+    for row in project_rows(layout, project, daemon_address):
+        click.echo(
+            f"{row['id']}  in {row['input_tokens']:>9}  out {row['output_tokens']:>9}  {_preview(row['message'])}"
+        )
+        total_in += row["input_tokens"]
+        total_out += row["output_tokens"]
     click.echo(f"{'total':<22}  in {total_in:>9}  out {total_out:>9}")
 
 

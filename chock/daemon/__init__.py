@@ -11,7 +11,6 @@ which leaves this one free to use threads for its own sockets."
 - `verbs`      one small function per verb, in a table (STYLE: tmux's command table).
 - `children`   spawning `chock run` children, waiting for them to hold their log, reaping them.
 - `watch`      one follower per watched session, fanned out to every watcher of it.
-- `rows`       the session rows `list` sends: the one fold, cached per log, plus the lock probe.
 - `status`     `daemon-status.json` and `daemon-activity.jsonl` (no message text, no user paths).
 - `service`    the systemd / launchd glue the daemon uses, absent-tolerant.
 - `context`    the state every connection thread shares.

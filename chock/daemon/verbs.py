@@ -9,6 +9,7 @@ selector loop without a thread, so they must not block: their reply is bytes, or
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
@@ -16,7 +17,7 @@ from typing import Any, BinaryIO
 from chock.control import daemon_protocol as dp
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.daemon.context import Daemon
-from chock.daemon.rows import Entry, real
+from chock.log.catalog import Entry
 from chock.log.reader import offset_after
 
 # Lines are gathered into sends of about this size: a `read` of a long log is a few large writes, not one
@@ -77,12 +78,16 @@ def _not_found(text: str) -> ProtocolError:
 
 def _session(daemon: Daemon, project: str, session_id: str) -> Entry:
     """The session `session_id` of `project` (compared by resolved real path), or `not-found`."""
-    entry = daemon.rows.entry(session_id)
+    entry = daemon.catalog.entry(session_id)
     if entry is None:
         raise _not_found(f"there is no session {session_id}")
-    if entry.project_real != real(project):
-        raise _not_found(f"session {session_id} is not a session of {project} (it works in {entry.project})")
+    if entry.project_real != os.path.realpath(project):
+        raise _not_found(f"session {session_id} is not a session of {project} (it works in {entry.state.project})")
     return entry
+
+
+def _list_line(started_at: str, row: dict[str, Any]) -> bytes:
+    return dp.ListRow(started_at, row).encode()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -98,7 +103,7 @@ def start(daemon: Daemon, reply: ReplyWriter, request: dp.StartRequest) -> None:
 def adopt(daemon: Daemon, reply: ReplyWriter, request: dp.AdoptRequest) -> None:
     """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`, once the child holds the log."""
     entry = _session(daemon, request.project, request.session_id)
-    daemon.children.adopt(request.session_id, request.project, entry.last_event_id)
+    daemon.children.adopt(request.session_id, request.project, entry.state.last_event_id)
     reply.send(dp.Started(request.session_id, str(daemon.layout.log_path(request.session_id))).encode())
 
 
@@ -131,8 +136,9 @@ def _complete_lines(handle: BinaryIO, start: int) -> Iterator[bytes]:
 
 def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
-    for entry in daemon.rows.of_project(request.project):
-        reply.buffer(daemon.rows.line(entry))
+    catalog = daemon.catalog
+    for entry in catalog.of_project(request.project):
+        reply.buffer(entry.line(catalog.alive(entry), _list_line))
     reply.flush()
 
 

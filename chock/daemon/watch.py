@@ -31,8 +31,8 @@ from pathlib import Path
 
 from chock.control.daemon_protocol import WatchHeader
 from chock.log.events import MAX_EVENT_BYTES, decode
-from chock.log.fold import SessionState
 from chock.log.reader import offset_after, owner_alive
+from chock.log.row import RowState
 from chock.paths import Layout
 
 # SPEC §6: a watch closes "30 s after a handover end that nobody adopted".
@@ -201,7 +201,7 @@ class Follower:
         self.session_id = session_id
         self.path = path
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        self.state = SessionState()
+        self.state = RowState()  # the row only: a watch never needs the conversation
         self.state.id = session_id
         self.last_id = 0
         self._offset = 0  # end of the last complete line read

@@ -1,0 +1,308 @@
+"""The row fold: what a listing shows of a session, folded without building its conversation.
+
+A session's row (status, owner, counts, last id, pending approvals, background work, how and when it
+ended, tokens, a preview of its task) is all `chock sessions`, `chock usage`, `chock workspace` and the
+daemon's `list` need. `RowState` folds only the events that change a row and keeps no tool output, so its
+size does not grow with the log. The conversation fold (`chock.log.fold.SessionState`) extends this class:
+the status rules and the row exist once, here.
+
+Reading a log for a row does not parse every line. Only a line that holds one of the row's event types as
+a JSON string (`"usage"`, `"session.…`) can be one of them, and JSON can spell those names in no other way
+but with a `\\u00XX` escape of one of their characters; every other line only moves the last id, which is
+taken from the last line that parses. So the row of a log equals the row of its conversation fold, line
+for line, while most of the log is skipped at the speed of a byte search.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chock.log.events import Event, decode
+
+MESSAGE_PREVIEW = 200
+
+# The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`).
+FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "project": (str,),
+    "message": (str,),  # the first MESSAGE_PREVIEW characters
+    "started_at": (str,),
+    "last_event_id": (int,),
+    "owner": (str,),  # daemon | terminal | none: as the latest session.start / session.adopt says
+    "owner_pid": (int, type(None)),
+    "ended": (bool,),
+    "end_reason": (str,),
+    "exit_code": (int, type(None)),
+    "ended_at": (str,),
+    "input_tokens": (int,),
+    "output_tokens": (int,),
+    "workspace": (str,),  # the directory of the latest workspace.open
+    "workspace_commit": (str,),
+    "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
+    "workspace_closed": (bool,),
+    "pending_approvals": (dict,),  # request id -> {request_id, tool, summary, call_id}
+    "background": (dict,),  # handle -> {handle, command}
+    "subagents": (dict,),  # handle -> {handle, task}
+}
+_DICTS = ("pending_approvals", "background", "subagents")
+
+
+class RowState:
+    """A session's row, folded from its log's events; unknown event types and unknown fields are ignored."""
+
+    __slots__ = tuple(FIELDS)
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.project = ""
+        self.message = ""
+        self.started_at = ""
+        self.last_event_id = 0
+        self.owner = "none"
+        self.owner_pid: int | None = None
+        self.ended = False
+        self.end_reason = ""
+        self.exit_code: int | None = None
+        self.ended_at = ""
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.workspace = ""
+        self.workspace_commit = ""
+        self.workspace_admin = ""
+        self.workspace_closed = False
+        self.pending_approvals: dict[str, dict[str, Any]] = {}
+        self.background: dict[str, dict[str, Any]] = {}
+        self.subagents: dict[str, dict[str, Any]] = {}
+
+    def apply(self, event: Event) -> None:
+        """Fold one event in."""
+        event_id = event.get("id")
+        if isinstance(event_id, int):
+            self.last_event_id = event_id
+        handler = _ROW_HANDLERS.get(str(event.get("type", "")))
+        if handler is not None:
+            handler(self, event)
+
+    def feed(self, data: bytes) -> None:
+        """Fold complete log lines (`data` ends with a newline), skipping every line a row cannot need."""
+        wanted = _row_lines(data)
+        for start in wanted:
+            event = decode(data[start : data.index(b"\n", start) + 1])
+            if event is not None:
+                self.apply(event)
+        last = _last_id(data)
+        if last is not None:
+            self.last_event_id = last
+
+    # What the fold says -------------------------------------------------------------------------------
+
+    @property
+    def workspace_kept(self) -> bool:
+        return bool(self.workspace) and not self.workspace_closed
+
+    def status(self, owner_alive: bool) -> str:
+        """running | waiting | ended | handed-over | abandoned: the fold, and the lock for an open span."""
+        if self.ended:
+            return "handed-over" if self.end_reason == "handover" else "ended"
+        if not owner_alive:
+            return "abandoned"
+        return "waiting" if self.pending_approvals else "running"
+
+    def row(self, owner_alive: bool) -> dict[str, Any]:
+        """The session row shared by `chock sessions` and the daemon's `list`."""
+        status = self.status(owner_alive)
+        live = status in ("running", "waiting")
+        return {
+            "id": self.id,
+            "project": self.project,
+            "started_at": self.started_at,
+            "status": status,
+            "owner": self.owner if live else "none",
+            "message": self.message[:MESSAGE_PREVIEW],
+            "last_event_id": self.last_event_id,
+            "ended_at": self.ended_at,
+            "end_reason": self.end_reason,
+            "exit_code": self.exit_code,
+            "pending_approvals": len(self.pending_approvals),
+            "background": len(self.background) + len(self.subagents),
+            "workspace_kept": self.workspace_kept and not live,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+    # Copies and the cache's form ----------------------------------------------------------------------
+
+    def copy(self) -> RowState:
+        """An independent copy of the row fields (the catalog folds into a copy, so a row being read never
+        changes under its reader)."""
+        other = RowState()
+        for name in FIELDS:
+            setattr(other, name, getattr(self, name))
+        for name in _DICTS:
+            setattr(other, name, dict(getattr(self, name)))
+        other.message = other.message[:MESSAGE_PREVIEW]
+        return other
+
+    def to_json(self) -> dict[str, Any]:
+        state = {name: getattr(self, name) for name in FIELDS}
+        state["message"] = self.message[:MESSAGE_PREVIEW]
+        return state
+
+    @classmethod
+    def from_json(cls, value: object) -> RowState | None:
+        """The state `to_json` wrote, or None when `value` is not one (a cache written by another version)."""
+        if not isinstance(value, dict) or set(value) != set(FIELDS):
+            return None
+        state = cls()
+        for name, types in FIELDS.items():
+            item = value[name]
+            if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
+                return None
+            if name in _DICTS and not all(isinstance(k, str) and isinstance(v, dict) for k, v in item.items()):
+                return None
+            setattr(state, name, item)
+        return state
+
+
+# The handlers: each sets the row's fields from one event type -----------------------------------------
+
+
+def _int(value: object) -> int:
+    """A count from an event: a number as it is, anything else as 0 (a bad field never stops a fold)."""
+    return int(value) if isinstance(value, int | float) and value == value and abs(value) != float("inf") else 0
+
+
+def _begin_span(state: RowState, event: Event, owner: str) -> None:
+    """A session.start or session.adopt: a new owner, with no ending and none of the last owner's questions."""
+    state.owner = owner
+    pid = event.get("pid")
+    state.owner_pid = pid if isinstance(pid, int) else None
+    state.ended = False
+    state.end_reason = ""
+    state.exit_code = None
+    state.ended_at = ""
+    state.pending_approvals.clear()  # questions belonged to the process that asked them
+
+
+def _session_start(state: RowState, event: Event) -> None:
+    state.id = str(event.get("session", state.id))
+    state.project = str(event.get("project", ""))
+    state.message = str(event.get("message", ""))[:MESSAGE_PREVIEW]
+    state.started_at = str(event.get("at", ""))
+    _begin_span(state, event, str(event.get("owner", "terminal")))
+
+
+def _session_adopt(state: RowState, event: Event) -> None:
+    _begin_span(state, event, str(event.get("via", "terminal")))
+
+
+def _session_end(state: RowState, event: Event) -> None:
+    state.ended = True
+    state.end_reason = str(event.get("reason", ""))
+    code = event.get("exit_code")
+    state.exit_code = code if isinstance(code, int) else None
+    state.ended_at = str(event.get("at", ""))
+    state.pending_approvals.clear()
+
+
+def _workspace_open(state: RowState, event: Event) -> None:
+    state.workspace = str(event.get("directory", ""))
+    state.workspace_commit = str(event.get("commit", ""))
+    state.workspace_admin = str(event.get("admin", ""))
+    state.workspace_closed = False
+
+
+def _workspace_close(state: RowState, event: Event) -> None:
+    state.workspace_closed = True
+
+
+def _approval_request(state: RowState, event: Event) -> None:
+    request_id = str(event.get("request_id", ""))
+    state.pending_approvals[request_id] = {
+        "request_id": request_id,
+        "tool": str(event.get("tool", "")),
+        "summary": str(event.get("summary", "")),
+        "call_id": str(event.get("call_id", "")),
+    }
+
+
+def _approval_answer(state: RowState, event: Event) -> None:
+    state.pending_approvals.pop(str(event.get("request_id", "")), None)
+
+
+def _background_start(state: RowState, event: Event) -> None:
+    handle = str(event.get("handle", ""))
+    state.background[handle] = {"handle": handle, "command": str(event.get("command", ""))}
+
+
+def _background_end(state: RowState, event: Event) -> None:
+    state.background.pop(str(event.get("handle", "")), None)
+
+
+def _subagent_start(state: RowState, event: Event) -> None:
+    handle = str(event.get("handle", ""))
+    state.subagents[handle] = {"handle": handle, "task": str(event.get("task", ""))}
+
+
+def _subagent_end(state: RowState, event: Event) -> None:
+    state.subagents.pop(str(event.get("handle", "")), None)
+
+
+def _usage(state: RowState, event: Event) -> None:
+    state.input_tokens += _int(event.get("input_tokens", 0))
+    state.output_tokens += _int(event.get("output_tokens", 0))
+
+
+_ROW_HANDLERS = {
+    "session.start": _session_start,
+    "session.adopt": _session_adopt,
+    "session.end": _session_end,
+    "workspace.open": _workspace_open,
+    "workspace.close": _workspace_close,
+    "approval.request": _approval_request,
+    "approval.answer": _approval_answer,
+    "background.start": _background_start,
+    "background.end": _background_end,
+    "subagent.start": _subagent_start,
+    "subagent.end": _subagent_end,
+    "usage": _usage,
+}
+
+
+# Finding the lines a row needs -------------------------------------------------------------------------
+
+# What a line must hold to be one of the row's events: the start of a row type as a JSON string (the
+# family `"session.` covers session.start, .adopt and .end), computed from the table above.
+_MARKERS = tuple(
+    sorted({(f'"{name.split(".")[0]}.' if "." in name else f'"{name}"').encode() for name in _ROW_HANDLERS})
+)
+# ...or an escape JSON could spell one of their characters with: `\u00` and the code of `.`, `_` or a-z.
+_ESCAPED = re.compile(rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])")
+
+
+def _row_lines(data: bytes) -> list[int]:
+    """The start of every line of `data` that may be a row event, in order."""
+    starts = set()
+    for marker in _MARKERS:
+        found = data.find(marker)
+        while found >= 0:
+            start = data.rfind(b"\n", 0, found) + 1
+            starts.add(start)
+            found = data.find(marker, data.index(b"\n", found) + 1)
+    for match in _ESCAPED.finditer(data):
+        starts.add(data.rfind(b"\n", 0, match.start()) + 1)
+    return sorted(starts)
+
+
+def _last_id(data: bytes) -> int | None:
+    """The id of the last line of `data` that parses as an event with a whole-number id (what
+    `RowState.apply` would have left), or None when no line does."""
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        event = decode(data[start:end])
+        if event is not None and isinstance(event.get("id"), int):
+            return event["id"]
+        end = start
+    return None
