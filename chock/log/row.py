@@ -157,7 +157,7 @@ class RowState:
         state = cls()
         for name, types in FIELDS.items():
             item = value[name]
-            if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
+            if not isinstance(item, types):
                 return None
             if name in _DICTS and not all(isinstance(k, str) and isinstance(v, dict) for k, v in item.items()):
                 return None
