@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from chock.errors import Refused
 from chock.log import catalog as catalog_module
 from chock.log import rowcache
-from chock.log.catalog import Catalog
+from chock.log.catalog import Catalog, Entry
 from chock.log.events import encode
 from chock.log.fold import SessionState, fold
+from chock.log.index import key_of
 from chock.log.reader import read_events
 from chock.log.row import RowState
 from chock.paths import Layout
@@ -247,41 +248,52 @@ def test_a_log_that_shrank_or_was_replaced_is_folded_again_from_its_start(home, 
 # Rows that survive a restart ---------------------------------------------------------------------------
 
 
-def _cache_file(layout: Layout, sid: str) -> Path:
-    return Path(rowcache.entry_path(os.fspath(layout.rows_dir), sid))
+def _cache_file(layout: Layout, project: Path) -> Path:
+    return Path(rowcache.project_path(os.fspath(layout.rows_dir), key_of(os.path.realpath(project))))
+
+
+def _cached(layout: Layout, project: Path, sid: str) -> list:
+    """What the cache holds of one session: [device, inode, mtime, offset, project, row state]."""
+    return json.loads(_cache_file(layout, project).read_text())["rows"][sid]
+
+
+def _listed(layout: Layout, project: Path) -> dict[str, Entry]:
+    """A new reader's look at `project` (a new process, a restarted daemon)."""
+    return {entry.session_id: entry for entry in Catalog(layout).of_project(project)}
 
 
 def test_an_ended_sessions_row_is_cached_privately_and_a_new_reader_starts_from_it(home, project):
     layout = home.layout
     sid = write_session(layout, 1, project)
-    assert Catalog(layout).entry(sid).state.ended
-    cached = _cache_file(layout, sid)
+    assert _listed(layout, project)[sid].state.ended
+    cached = _cache_file(layout, project)
     assert stat.S_IMODE(cached.stat().st_mode) == 0o600
     for directory in (cached.parent, layout.rows_dir, layout.rows_dir.parent):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    assert json.loads(cached.read_text())["offset"] == layout.log_path(sid).stat().st_size
-    # A new reader (a new process, a restarted daemon) takes the cached row and reads no byte it covers.
+    assert _cached(layout, project, sid)[3] == layout.log_path(sid).stat().st_size
+    # A new reader takes the cached row and reads no byte it covers.
     data = layout.log_path(sid).read_bytes()
     layout.log_path(sid).write_bytes(data.replace(b"task 1", b"TASK 1"))
-    assert Catalog(layout).entry(sid).row(False)["message"] == "task 1"
+    assert _listed(layout, project)[sid].row(False)["message"] == "task 1"
     more = encode({"id": 3, "at": AT, "type": "usage", "input_tokens": 4})
     append(layout, sid, more)
-    grown = Catalog(layout).entry(sid)  # folds only the appended line onto the cached row
+    grown = _listed(layout, project)[sid]  # folds only the appended line onto the cached row
     assert grown.row(False)["message"] == "task 1" and grown.state.input_tokens == 4
-    assert json.loads(cached.read_text())["offset"] == len(data) + len(more)  # ended: written again at once
-    # So does `chock sessions`, a real process.
+    assert _cached(layout, project, sid)[3] == len(data) + len(more)  # ended: written again at once
+    # So does `chock sessions`, a real process; and one session's lookup (`chock detach`, the daemon's verbs).
     listed = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
     assert listed["message"] == "task 1" and listed["input_tokens"] == 4
+    assert Catalog(layout).entry(sid).row(False)["message"] == "task 1"
 
 
 @pytest.mark.parametrize("disagreement", ["identity", "past the end", "not after a newline", "corrupt", "version"])
 def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagreement):
     layout, project = home.layout, tmp_path / "p"
     sid = write_session(layout, 1, project, [{"type": "usage", "input_tokens": 5}])
-    Catalog(layout).entry(sid)
-    cached = _cache_file(layout, sid)
+    _listed(layout, project)
+    cached = _cache_file(layout, project)
     value = json.loads(cached.read_text())
-    value["state"]["input_tokens"] = 1000  # what the cache would wrongly show
+    value["rows"][sid][5]["input_tokens"] = 1000  # what the cache would wrongly show
     path = layout.log_path(sid)
     data = path.read_bytes()
     if disagreement == "identity":  # the log was replaced: the same bytes under another inode
@@ -289,29 +301,28 @@ def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagre
         copy.write_bytes(data)
         os.replace(copy, path)
     elif disagreement == "past the end":
-        value["offset"] = len(data) + 10
+        value["rows"][sid][3] = len(data) + 10
     elif disagreement == "not after a newline":
-        value["offset"] = len(data) - 5
+        value["rows"][sid][3] = len(data) - 5
     elif disagreement == "version":
         value["v"] = 99
     cached.write_text("{not json" if disagreement == "corrupt" else json.dumps(value))
-    entry = Catalog(layout).entry(sid)
+    entry = _listed(layout, project)[sid]
     assert entry.state.input_tokens == 5 and entry.offset == len(data)
-    assert json.loads(cached.read_text())["state"]["input_tokens"] == 5  # and is written again from the log
+    assert _cached(layout, project, sid)[5]["input_tokens"] == 5  # and the cache is written again from the log
 
 
 def test_a_running_sessions_cached_row_is_rewritten_at_most_every_interval(home, tmp_path, monkeypatch):
     layout, project = home.layout, tmp_path / "p"
     sid = write_session(layout, 1, project, [])  # no end: running (or abandoned)
-    Catalog(layout).entry(sid)
-    cached = _cache_file(layout, sid)
-    covered = json.loads(cached.read_text())["offset"]
+    _listed(layout, project)
+    covered = _cached(layout, project, sid)[3]
     append(layout, sid, encode({"id": 2, "at": AT, "type": "usage", "input_tokens": 4}))
-    assert Catalog(layout).entry(sid).state.input_tokens == 4
-    assert json.loads(cached.read_text())["offset"] == covered  # written moments ago: not again yet
+    assert _listed(layout, project)[sid].state.input_tokens == 4
+    assert _cached(layout, project, sid)[3] == covered  # written moments ago: not again yet
     monkeypatch.setattr(catalog_module, "CACHE_EVERY", 0.0)
-    Catalog(layout).entry(sid)
-    assert json.loads(cached.read_text())["offset"] == layout.log_path(sid).stat().st_size
+    _listed(layout, project)
+    assert _cached(layout, project, sid)[3] == layout.log_path(sid).stat().st_size
 
 
 def test_an_unwritable_cache_dir_changes_nothing_but_speed(home, tmp_path):

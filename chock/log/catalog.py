@@ -17,6 +17,7 @@ every look, and not at all for a session whose log says how it ended.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,42 +25,38 @@ from typing import Any
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
-from chock.log.index import ProjectIndex
+from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
 from chock.log.row import RowState
-from chock.paths import SESSION_ID_RE, Layout, check_session_id
+from chock.log.rowcache import Cached
+from chock.paths import Layout, check_session_id
 
-# A running session's cached row is rewritten at most this often: a restarted reader then folds at most
-# this many seconds of its log, and a busy session costs one small file write per interval.
+# A project's cached rows are rewritten for a running session at most this often (at once for a session
+# that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a
+# running log, and a busy session costs one small file write per interval.
 CACHE_EVERY = 5.0
 
 # A log is read in pieces of this size: every complete event fits in one (events are at most 1 MiB).
 CHUNK = 4 * MAX_EVENT_BYTES
 
 
-class Entry:
+class Entry(Cached):
     """One session as the catalog last saw it. Never changed once made (a later look makes a new one), so
     a thread reading it needs no lock; `lines` memoises what a reader derives from the row."""
 
-    __slots__ = ("cached_at", "cached_offset", "identity", "lines", "offset", "project_real", "session_id", "state")
+    __slots__ = ("lines", "session_id")
 
     def __init__(
         self,
         session_id: str,
         identity: tuple[int, int],
+        mtime: int,
         offset: int,
         state: RowState,
         project_real: str,
-        cached_offset: int,
-        cached_at: float | None,
     ) -> None:
+        super().__init__(identity, mtime, offset, state, project_real)
         self.session_id = session_id
-        self.identity = identity  # (device, inode) of the log folded
-        self.offset = offset  # the end of the last complete line folded
-        self.state = state
-        self.project_real = project_real  # the project the log names, resolved (projects compare so)
-        self.cached_offset = cached_offset  # what the cache dir's entry covers (-1: nothing)
-        self.cached_at = cached_at
         self.lines: dict[bool, bytes] = {}
 
     def row(self, alive: bool) -> dict[str, Any]:
@@ -82,6 +79,11 @@ class Catalog:
         self._cache = os.fspath(layout.rows_dir) if cache else None
         self._entries: dict[str, Entry] = {}
         self.index = ProjectIndex(self._sessions, self._cache)
+        # What the cache dir holds of each project (as read, or as last written here), and since when.
+        self._disk: dict[str, dict[str, Cached]] = {}
+        self._written: dict[str, float] = {}
+        self._refused: set[str] = set()
+        self._saving = threading.Lock()
 
     def log_path(self, session_id: str) -> str:
         return f"{self._sessions}/{check_session_id(session_id)}/log.jsonl"
@@ -92,40 +94,26 @@ class Catalog:
 
     def entry(self, session_id: str) -> Entry | None:
         """The session as its log says now, or None when it has no log (yet, or any more)."""
-        path = self.log_path(session_id)
-        old = self._entries.get(session_id)
-        try:
-            info = os.stat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            self._entries.pop(session_id, None)
-            return None
-        if old is not None and old.identity == (info.st_dev, info.st_ino) and old.offset == info.st_size:
-            return old
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        try:
-            entry = self._fold(session_id, fd, old)
-        finally:
-            os.close(fd)
-        self._entries[session_id] = entry
-        return entry
+        return self._look(session_id, None)
 
     def of_project(self, project: str | os.PathLike[str]) -> list[Entry]:
         """The sessions of `project` (compared by resolved real path), oldest first."""
         real = os.path.realpath(project)
-        found = (self.entry(session_id) for session_id in self.index.sessions_of(real))
-        return [entry for entry in found if entry is not None and entry.project_real == real]
+        key = key_of(real)
+        found = [self._look(session_id, key) for session_id in self.index.sessions_of(real)]
+        entries = [entry for entry in found if entry is not None and entry.project_real == real]
+        self._save(key, entries)
+        return entries
 
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
-        try:
-            names = sorted(name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name))
-        except FileNotFoundError:
-            return []
-        found = (self.entry(session_id) for session_id in names)
-        return [entry for entry in found if entry is not None]
+        entries = []
+        for key, ids in self.index.every().items():
+            found = [self._look(session_id, key) for session_id in ids]
+            group = [entry for entry in found if entry is not None]
+            self._save(key, group)
+            entries += group
+        return sorted(entries, key=lambda entry: entry.session_id)
 
     def newest(self, project: str | os.PathLike[str], *, running: bool = False) -> str | None:
         """The newest session of `project` (only a running or waiting one, with running=True)."""
@@ -134,35 +122,100 @@ class Catalog:
                 return entry.session_id
         return None
 
-    # Folding --------------------------------------------------------------------------------------------
+    # Looking, and folding -------------------------------------------------------------------------------
 
-    def _fold(self, session_id: str, fd: int, old: Entry | None) -> Entry:
-        """Fold what `fd` holds past what `old` or the cache covers (from the start when neither agrees)."""
-        info = os.fstat(fd)
-        identity, size = (info.st_dev, info.st_ino), info.st_size
-        state, offset, real, cached_offset, cached_at = None, 0, "", -1, None
-        if old is not None and old.identity == identity and old.offset <= size:
-            state, offset, real = old.state.copy(), old.offset, old.project_real
-            cached_offset, cached_at = old.cached_offset, old.cached_at
-        elif self._cache is not None:
-            cached = rowcache.read(self._cache, session_id)
-            if cached is not None and cached.identity == identity and cached.offset <= size:
-                state, offset, real = cached.state, cached.offset, cached.project_real
-                cached_offset, cached_at = cached.offset, cached.written
-        if state is None or (offset and os.pread(fd, 1, offset - 1) != b"\n"):
-            state, offset, real, cached_offset, cached_at = RowState(), 0, "", -1, None
-        project = state.project
-        offset = _feed(fd, state, offset, size)
-        state.id = state.id or session_id
-        if state.project != project or (state.project and not real):
-            real = os.path.realpath(state.project) if state.project else ""
-        if self._cache is not None and offset not in (0, cached_offset):
-            now = time.time()
-            if (state.ended or cached_at is None or now - cached_at >= CACHE_EVERY) and rowcache.write(
-                self._cache, session_id, identity, offset, state, real
-            ):
-                cached_offset, cached_at = offset, now
-        return Entry(session_id, identity, offset, state, real, cached_offset, cached_at)
+    def _look(self, session_id: str, key: str | None) -> Entry | None:
+        """The session now: what this catalog holds when the log has not grown, else the fold of what the
+        log holds past what it (or the cache) covers."""
+        path = self.log_path(session_id)
+        old = self._entries.get(session_id)
+        try:
+            info = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._entries.pop(session_id, None)
+            return None
+        identity = (info.st_dev, info.st_ino)
+        if old is not None and old.identity == identity and old.offset == info.st_size:
+            return old
+        base: Cached | None = (
+            old if old is not None and old.identity == identity and old.offset <= info.st_size else None
+        )
+        cached = None
+        if base is None and self._cache is not None:
+            if key is None:
+                key = self.index.project_of(session_id)
+            cached = self._project_cache(key).get(session_id) if key else None
+            if cached is not None:
+                base = cached
+                if cached.identity == identity and cached.offset == info.st_size and cached.mtime == info.st_mtime_ns:
+                    # The log is as it was when the cache was written: nothing to read.
+                    entry = Entry(session_id, identity, cached.mtime, cached.offset, cached.state, cached.project_real)
+                    self._entries[session_id] = entry
+                    return entry
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            entry, based = _fold(session_id, fd, base)
+        finally:
+            os.close(fd)
+        if cached is not None and not based:
+            self._refused.add(session_id)  # the cache disagrees with the log: rewrite it at the next save
+        self._entries[session_id] = entry
+        return entry
+
+    # The cache ------------------------------------------------------------------------------------------
+
+    def _project_cache(self, key: str) -> dict[str, Cached]:
+        found = self._disk.get(key)
+        if found is None:
+            assert self._cache is not None
+            found, self._written[key] = rowcache.read(self._cache, key)
+            self._disk[key] = found
+        return found
+
+    def _save(self, key: str, entries: list[Entry]) -> None:
+        """Write the project's cached rows when they cover less than `entries`: at once for a session that
+        ended or is new to the cache, at most every CACHE_EVERY seconds for one that grew while it runs."""
+        if self._cache is None or not key:
+            return
+        with self._saving:
+            disk = self._project_cache(key)
+            due = time.time() - self._written.get(key, 0.0) >= CACHE_EVERY
+            urgent = stale = False
+            for entry in entries:
+                cached = disk.get(entry.session_id)
+                if cached is None or entry.session_id in self._refused:
+                    urgent = urgent or entry.offset > 0
+                elif cached.offset != entry.offset:
+                    urgent = urgent or entry.state.ended
+                    stale = True
+            if not (urgent or (stale and due) or (due and len(disk) > len(entries))):
+                return
+            rows = {entry.session_id: entry for entry in entries if entry.offset > 0}
+            if rowcache.write(self._cache, key, rows):
+                self._disk[key] = dict(rows)
+                self._written[key] = time.time()
+                self._refused.difference_update(rows)
+
+
+def _fold(session_id: str, fd: int, base: Cached | None) -> tuple[Entry, bool]:
+    """Fold what `fd` holds past `base`, or from the start when `base` is not of this log or does not end
+    just after a newline in it; and whether `base` was used."""
+    info = os.fstat(fd)
+    identity, size = (info.st_dev, info.st_ino), info.st_size
+    if base is not None and (base.identity != identity or base.offset > size):
+        base = None
+    if base is not None and base.offset and os.pread(fd, 1, base.offset - 1) != b"\n":
+        base = None
+    state = base.state.copy() if base is not None else RowState()
+    offset = _feed(fd, state, base.offset if base is not None else 0, size)
+    state.id = state.id or session_id
+    real = base.project_real if base is not None and base.state.project == state.project else ""
+    if state.project and not real:
+        real = os.path.realpath(state.project)
+    return Entry(session_id, identity, info.st_mtime_ns, offset, state, real), base is not None
 
 
 def _feed(fd: int, state: RowState, offset: int, size: int) -> int:

@@ -54,6 +54,9 @@ class ProjectIndex:
         self._keys: dict[str, str | None] | None = None  # every id -> key, once this process has listed
         self._projects: dict[str, list[str]] = {}  # key -> ids, for the projects read so far
         self._pending: list[str] = []  # ids whose log has no complete first line yet
+        # The key of each project path a first line has named, so a listing resolves each path once. Kept
+        # for the object's life: a daemon's index, or a single command's.
+        self._resolved: dict[str, str] = {}
 
     def sessions_of(self, project_real: str) -> list[str]:
         """The ids of `project_real`'s sessions, oldest first (ids sort by their start time)."""
@@ -62,6 +65,22 @@ class ProjectIndex:
             if not self._update() or not key:
                 return []
             return sorted(self._project(key))
+
+    def project_of(self, session_id: str) -> str | None:
+        """The key of one session's project ("" for none; None while its log has no complete first line)."""
+        with self._lock:
+            known = self._keys.get(session_id) if self._keys is not None else None
+        return known if known is not None else self._first_key(session_id)
+
+    def every(self) -> dict[str, list[str]]:
+        """Every session with a log, by the key of its project ("" for a log that names none)."""
+        with self._lock:
+            if not self._update():
+                return {}
+            if self._keys is None:
+                self._list()
+            assert self._keys is not None
+            return {**_by_project(self._keys), "": sorted(i for i, key in self._keys.items() if key == "")}
 
     # Keeping the memory current ------------------------------------------------------------------------
 
@@ -121,7 +140,12 @@ class ProjectIndex:
             return None
         event = decode(line) or {}
         project = str(event.get("project", "")) if event.get("type") == "session.start" else ""
-        return key_of(os.path.realpath(project)) if project else ""
+        if not project:
+            return ""
+        key = self._resolved.get(project)
+        if key is None:
+            key = self._resolved[project] = key_of(os.path.realpath(project))
+        return key
 
     # The files --------------------------------------------------------------------------------------------
 
@@ -130,7 +154,7 @@ class ProjectIndex:
         if ids is None:
             ids = []
             if self._keys is None and self._dir is not None:
-                value = read_json(f"{self._dir}/projects/{key}.json")
+                value, _ = read_json(f"{self._dir}/projects/{key}.json")
                 if isinstance(value, dict) and value.get("v") == VERSION and isinstance(value.get("ids"), list):
                     ids = [i for i in value["ids"] if isinstance(i, str) and SESSION_ID_RE.fullmatch(i)]
             self._projects[key] = ids
@@ -139,7 +163,7 @@ class ProjectIndex:
     def _read_stamp(self) -> tuple[int, int, list[str]] | None:
         if self._dir is None:
             return None
-        value = read_json(f"{self._dir}/stamp.json")
+        value, _ = read_json(f"{self._dir}/stamp.json")
         if not isinstance(value, dict) or value.get("v") != VERSION:
             return None
         mtime, at, pending = value.get("mtime"), value.get("at"), value.get("pending")
@@ -148,7 +172,7 @@ class ProjectIndex:
         return mtime, at, [i for i in pending if isinstance(i, str) and SESSION_ID_RE.fullmatch(i)]
 
     def _read_listing(self) -> dict[str, str | None]:
-        value = read_json(f"{self._dir}/listing.json") if self._dir is not None else None
+        value, _ = read_json(f"{self._dir}/listing.json") if self._dir is not None else (None, 0.0)
         if not isinstance(value, dict) or value.get("v") != VERSION or not isinstance(value.get("keys"), dict):
             return {}
         return {i: k for i, k in value["keys"].items() if isinstance(k, str) and SESSION_ID_RE.fullmatch(i)}

@@ -1,11 +1,14 @@
-"""Rows that survive a restart: each session's row fold kept in the cache dir, with what of the log it covers.
+"""Rows that survive a restart: the row fold of each session kept in the cache dir, with what of its log it
+covers.
 
-`$XDG_CACHE_HOME/chock/rows/<digest of the state dir>/sessions/<id>.json` holds one session's `RowState`,
-the identity of the log it was folded from (device, inode) and the offset of the end of the last line it
-covers. Any reader may write one (the daemon, `chock sessions`), so a restarted daemon and every new
-`chock sessions` start warm and fold only the bytes the cache does not cover. The cache is only ever a
-shortcut: an entry whose identity is not the log's, whose offset is past the log's end or not just after a
-newline, or that does not parse as this version's, is ignored and the log is folded from its start.
+`$XDG_CACHE_HOME/chock/rows/<state dir>/cached/<project>.json` holds, for each session of one project, its
+`RowState`, the identity of the log it was folded from (device, inode), the log's mtime then, and the
+offset of the end of the last line it covers. Any reader may write one (the daemon, `chock sessions`), so a
+restarted daemon and every new `chock sessions` start warm and fold only the bytes the cache does not
+cover. One file per project, not per session: listing a project reads one file, and the first listing of
+thousands of sessions writes one. The cache is only ever a shortcut: an entry whose identity is not the
+log's, whose offset is past the log's end or not just after a newline, or that does not parse as this
+version's, is ignored and the log is folded from its start.
 
 Files are written whole (a temporary file renamed over the old one) and are 0600 in 0700 directories;
 nothing here ever fails a command: a cache that cannot be read or written is a cache that is not there.
@@ -25,43 +28,44 @@ from chock.paths import FILE_MODE, ensure_dir
 
 VERSION = 1
 
-# A cache file is a few hundred bytes; one far larger is not ours.
-MAX_CACHE_FILE = 1024 * 1024
+# Past this a file in the cache dir is not one this module wrote (a project's rows take about 700 bytes a
+# session: this is room for tens of thousands).
+MAX_CACHE_FILE = 64 * 1024 * 1024
 
 
 class Cached:
-    """What the cache says of one session."""
+    """What the cache says of one session: where its row fold stopped, and the row fold there."""
 
-    __slots__ = ("identity", "offset", "project_real", "state", "written")
+    __slots__ = ("identity", "mtime", "offset", "project_real", "state")
 
-    def __init__(
-        self, identity: tuple[int, int], offset: int, state: RowState, project_real: str, written: float
-    ) -> None:
-        self.identity = identity
-        self.offset = offset
+    def __init__(self, identity: tuple[int, int], mtime: int, offset: int, state: RowState, project_real: str) -> None:
+        self.identity = identity  # (device, inode) of the log
+        self.mtime = mtime  # the log's mtime when it was folded: unchanged with its size, unchanged bytes
+        self.offset = offset  # the end of the last complete line folded
         self.state = state
         self.project_real = project_real
-        self.written = written  # when it was written (its file's mtime), for "at most every N seconds"
 
 
-def read_json(path: str) -> Any:
-    """The JSON value in `path`, or None when it is missing, unreadable, too large or not JSON."""
+def read_json(path: str) -> tuple[Any, float]:
+    """The JSON value in `path` and when the file was written; None when it is missing, unreadable, too large
+    or not JSON."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
-        return None
+        return None, 0.0
     try:
-        data = os.read(fd, MAX_CACHE_FILE + 1)
+        info = os.fstat(fd)
+        if info.st_size > MAX_CACHE_FILE:
+            return None, 0.0
+        data = os.read(fd, info.st_size + 1)
     except OSError:
-        return None
+        return None, 0.0
     finally:
         os.close(fd)
-    if len(data) > MAX_CACHE_FILE:
-        return None
     try:
-        return json.loads(data)
+        return json.loads(data), info.st_mtime
     except ValueError:
-        return None
+        return None, 0.0
 
 
 def write_json(path: str, value: Any) -> bool:
@@ -96,44 +100,41 @@ def write_json(path: str, value: Any) -> bool:
     return False
 
 
-def entry_path(directory: str, session_id: str) -> str:
-    return f"{directory}/sessions/{session_id}.json"
+def project_path(directory: str, key: str) -> str:
+    return f"{directory}/cached/{key}.json"
 
 
-def read(directory: str, session_id: str) -> Cached | None:
-    """The cached row of `session_id` (not yet checked against the log), or None."""
-    path = entry_path(directory, session_id)
-    value = read_json(path)
-    if not isinstance(value, dict) or value.get("v") != VERSION:
-        return None
-    dev, ino, offset, project_real = value.get("dev"), value.get("ino"), value.get("offset"), value.get("real")
-    if not (_whole(dev) and _whole(ino) and _whole(offset) and isinstance(project_real, str)):
-        return None
-    state = RowState.from_json(value.get("state"))
-    if state is None:
-        return None
-    try:
-        written = os.stat(path).st_mtime
-    except OSError:
-        return None
-    return Cached((dev, ino), offset, state, project_real, written)
+def read(directory: str, key: str) -> tuple[dict[str, Cached], float]:
+    """The cached rows of one project's sessions, by id (not yet checked against their logs), and when they
+    were written (0 when there are none)."""
+    value, written = read_json(project_path(directory, key))
+    if type(value) is not dict or value.get("v") != VERSION or type(value.get("rows")) is not dict:
+        return {}, 0.0
+    found = {}
+    for session_id, item in value["rows"].items():
+        if type(item) is not list or len(item) != 6:
+            continue
+        dev, ino, mtime, offset, project_real, state = item
+        if _whole(dev) and _whole(ino) and _whole(mtime) and _whole(offset) and type(project_real) is str:
+            row = RowState.from_json(state)
+            if row is not None:
+                found[session_id] = Cached((dev, ino), mtime, offset, row, project_real)
+    return found, written
 
 
-def write(
-    directory: str, session_id: str, identity: tuple[int, int], offset: int, state: RowState, project_real: str
-) -> bool:
+def write(directory: str, key: str, rows: dict[str, Cached]) -> bool:
+    """Replace the cached rows of one project's sessions."""
     return write_json(
-        entry_path(directory, session_id),
+        project_path(directory, key),
         {
             "v": VERSION,
-            "dev": identity[0],
-            "ino": identity[1],
-            "offset": offset,
-            "real": project_real,
-            "state": state.to_json(),
+            "rows": {
+                session_id: [*c.identity, c.mtime, c.offset, c.project_real, c.state.to_json()]
+                for session_id, c in rows.items()
+            },
         },
     )
 
 
 def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return type(value) is int and value >= 0
