@@ -388,6 +388,26 @@ def test_a_session_made_in_the_same_clock_tick_as_a_listing_is_found(home, tmp_p
     assert late in [e.session_id for e in Catalog(layout).of_project(project)]
 
 
+@pytest.mark.parametrize("damage", ["project file gone", "project file corrupt", "everything but the stamp gone"])
+def test_a_damaged_index_loses_to_the_sessions_dir(home, tmp_path, damage):
+    layout, project = home.layout, tmp_path / "p"
+    ids = [write_session(layout, n, project) for n in range(3)]
+    Catalog(layout).of_project(project)
+    time.sleep(1.2)
+    Catalog(layout).of_project(project)  # the stamp is trusted from now on
+    project_file = layout.rows_dir / "projects" / f"{key_of(os.path.realpath(project))}.json"
+    assert json.loads(project_file.read_text())["ids"] == ids
+    if damage == "project file gone":
+        project_file.unlink()
+    elif damage == "project file corrupt":
+        project_file.write_text('{"v": 1, "ids": "')
+    else:
+        (layout.rows_dir / "listing.json").unlink()
+        project_file.unlink()
+    assert [e.session_id for e in Catalog(layout).of_project(project)] == ids
+    assert json.loads(project_file.read_text())["ids"] == ids  # and the index is whole again
+
+
 def test_projects_compare_by_resolved_real_path(home, tmp_path):
     layout, project = home.layout, tmp_path / "p"
     project.mkdir()

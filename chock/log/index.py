@@ -4,16 +4,19 @@ A session's project is named by the first line of its log (`session.start {proje
 resolved real path. That line is read once per session; the mapping lives in the cache dir beside the
 cached rows (`chock.log.rowcache`):
 
-    listing.json          every session id -> its project's key (null: no complete first line yet)
-    projects/<key>.json   one project's session ids (the key: the project's path, escaped)
-    stamp.json            the sessions dir's mtime the files above reflect, and the ids still pending
+    listing.json          every session id -> its project's key (the project's path, escaped)
+    projects/<key>.json   one project's session ids
+    stamp.json            the sessions dir's mtime the files above reflect, the keys that have a file,
+                          and the ids whose log has no complete first line yet
 
-Listing one project reads `stamp.json` and that project's file, plus the first line of any pending
-session: its cost does not grow with other projects' sessions. Sessions come and go only by entries of
-the sessions dir, which move its mtime, so a stamp whose mtime is the directory's is current — unless the
+Listing one project reads `stamp.json` and that project's file, plus the first line of any session still
+pending: its cost does not grow with other projects' sessions. Sessions come and go only as entries of the
+sessions dir, which move its mtime, so a stamp whose mtime is the directory's is current — unless the
 listing was made within RACY_NS of that mtime (a session made in the same clock tick, after the listing,
-leaves the mtime where it was), in which case the next reader lists again. Writers list and write under
-`index.lock`, one at a time, so a slower writer never puts back an older listing.
+leaves the mtime where it was): then the next reader lists again. Writers list and write under
+`index.lock`, one at a time, and write what differs from `listing.json`, so a slower writer never puts
+back an older listing. A project file the stamp names that is missing or unreadable makes the next reader
+list again and rewrite every file: a damaged cache loses to the sessions dir.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from chock.log.events import MAX_EVENT_BYTES, decode
@@ -51,8 +55,9 @@ class ProjectIndex:
         self._lock = threading.Lock()
         self._mtime: int | None = None  # the sessions dir's mtime that the memory reflects
         self._trusted = False  # that mtime was not racy when it was listed
-        self._keys: dict[str, str | None] | None = None  # every id -> key, once this process has listed
-        self._projects: dict[str, list[str]] = {}  # key -> ids, for the projects read so far
+        self._keys: dict[str, str | None] | None = None  # every id -> key (None: pending), once listed here
+        self._projects: dict[str, list[str]] = {}  # key -> ids, for the projects known so far
+        self._filed: set[str] = set()  # the keys the stamp says have a file
         self._pending: list[str] = []  # ids whose log has no complete first line yet
         # The key of each project path a first line has named, so a listing resolves each path once. Kept
         # for the object's life: a daemon's index, or a single command's.
@@ -64,7 +69,7 @@ class ProjectIndex:
         with self._lock:
             if not self._update() or not key:
                 return []
-            return sorted(self._project(key))
+            return list(self._project(key))
 
     def project_of(self, session_id: str) -> str | None:
         """The key of one session's project ("" for none; None while its log has no complete first line)."""
@@ -73,14 +78,14 @@ class ProjectIndex:
         return known if known is not None else self._first_key(session_id)
 
     def every(self) -> dict[str, list[str]]:
-        """Every session with a log, by the key of its project ("" for a log that names none)."""
+        """Every session whose log has a first line, by its project's key ("" for a log that names none)."""
         with self._lock:
             if not self._update():
                 return {}
             if self._keys is None:
                 self._list()
             assert self._keys is not None
-            return {**_by_project(self._keys), "": sorted(i for i, key in self._keys.items() if key == "")}
+            return {**self._projects, "": sorted(i for i, key in self._keys.items() if key == "")}
 
     # Keeping the memory current ------------------------------------------------------------------------
 
@@ -93,48 +98,51 @@ class ProjectIndex:
             return False
         if self._mtime != mtime or not self._trusted:
             stamp = self._read_stamp()
-            if stamp is not None and stamp[0] == mtime and _trusted(*stamp[:2]):
+            if stamp is not None and stamp[0] == mtime and _trusted(stamp[0], stamp[1]):
                 if self._mtime != mtime:
                     self._keys, self._projects = None, {}
-                self._mtime, self._trusted, self._pending = mtime, True, stamp[2]
+                self._mtime, self._trusted, self._filed, self._pending = mtime, True, stamp[2], stamp[3]
             else:
                 self._list()
         if self._pending and any(self._first_key(session_id) is not None for session_id in self._pending):
             self._list()
         return True
 
-    def _list(self) -> None:
-        """List the sessions dir, read the first line of each session not known yet, and write the index."""
+    def _list(self, *, rewrite: bool = False) -> None:
+        """List the sessions dir, read the first line of each session not known yet, and write the index
+        (every file of it with `rewrite`)."""
         with self._locked() as writable:
             mtime = os.stat(self._sessions).st_mtime_ns  # before the listing: a later change moves it on
             names = [name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)]
             listed_at = time.time_ns()
-            old = self._keys if self._keys is not None else self._read_listing()
+            filed = self._read_listing() if writable else {}
+            known = self._keys if self._keys is not None else filed
             keys = {}
-            for session_id in names:
-                known = old.get(session_id)
-                keys[session_id] = known if known is not None else self._first_key(session_id)
+            for session_id in sorted(names):
+                key = known.get(session_id)
+                keys[session_id] = key if key is not None else self._first_key(session_id)
             projects = _by_project(keys)
+            pending = [session_id for session_id, key in keys.items() if key is None]
             if writable:
-                before = _by_project(old)
+                before = {} if rewrite else _by_project(filed)
                 for key in projects.keys() | before.keys():
-                    if key and projects.get(key, []) != before.get(key, []):
+                    if rewrite or projects.get(key) != before.get(key):
                         write_json(f"{self._dir}/projects/{key}.json", {"v": VERSION, "ids": projects.get(key, [])})
-                pending = sorted(session_id for session_id, key in keys.items() if key is None)
-                write_json(f"{self._dir}/listing.json", {"v": VERSION, "keys": keys})
+                if rewrite or keys != filed:
+                    write_json(f"{self._dir}/listing.json", {"v": VERSION, "keys": keys})
                 write_json(
-                    f"{self._dir}/stamp.json", {"v": VERSION, "mtime": mtime, "at": listed_at, "pending": pending}
+                    f"{self._dir}/stamp.json",
+                    {"v": VERSION, "mtime": mtime, "at": listed_at, "filed": sorted(projects), "pending": pending},
                 )
         self._mtime, self._trusted = mtime, _trusted(mtime, listed_at)
-        self._keys, self._projects = keys, projects
-        self._pending = sorted(session_id for session_id, key in keys.items() if key is None)
+        self._keys, self._projects, self._filed, self._pending = keys, projects, set(projects), pending
 
     def _first_key(self, session_id: str) -> str | None:
         """The key of the project the log's first line names; None while that line is not complete."""
         try:
             with open(f"{self._sessions}/{session_id}/log.jsonl", "rb") as handle:
                 line = handle.readline(MAX_EVENT_BYTES + 1)
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         if not line.endswith(b"\n"):
             return None
@@ -153,32 +161,40 @@ class ProjectIndex:
         ids = self._projects.get(key)
         if ids is None:
             ids = []
-            if self._keys is None and self._dir is not None:
-                value, _ = read_json(f"{self._dir}/projects/{key}.json")
-                if isinstance(value, dict) and value.get("v") == VERSION and isinstance(value.get("ids"), list):
-                    ids = [i for i in value["ids"] if isinstance(i, str) and SESSION_ID_RE.fullmatch(i)]
+            if self._keys is None and key in self._filed:
+                found = self._read_project(key)
+                if found is None:  # the stamp names a file that is not there (whole): list and rewrite
+                    self._list(rewrite=True)
+                    return self._projects.get(key, [])
+                ids = found
             self._projects[key] = ids
         return ids
 
-    def _read_stamp(self) -> tuple[int, int, list[str]] | None:
+    def _read_project(self, key: str) -> list[str] | None:
+        value, _ = read_json(f"{self._dir}/projects/{key}.json")
+        if type(value) is not dict or value.get("v") != VERSION or type(value.get("ids")) is not list:
+            return None
+        return sorted(_ids(value["ids"]))
+
+    def _read_stamp(self) -> tuple[int, int, set[str], list[str]] | None:
         if self._dir is None:
             return None
         value, _ = read_json(f"{self._dir}/stamp.json")
-        if not isinstance(value, dict) or value.get("v") != VERSION:
+        if type(value) is not dict or value.get("v") != VERSION:
             return None
-        mtime, at, pending = value.get("mtime"), value.get("at"), value.get("pending")
-        if not (isinstance(mtime, int) and isinstance(at, int) and isinstance(pending, list)):
+        mtime, at, filed, pending = value.get("mtime"), value.get("at"), value.get("filed"), value.get("pending")
+        if not (type(mtime) is int and type(at) is int and type(filed) is list and type(pending) is list):
             return None
-        return mtime, at, [i for i in pending if isinstance(i, str) and SESSION_ID_RE.fullmatch(i)]
+        return mtime, at, {key for key in filed if type(key) is str}, list(_ids(pending))
 
     def _read_listing(self) -> dict[str, str | None]:
-        value, _ = read_json(f"{self._dir}/listing.json") if self._dir is not None else (None, 0.0)
-        if not isinstance(value, dict) or value.get("v") != VERSION or not isinstance(value.get("keys"), dict):
+        value, _ = read_json(f"{self._dir}/listing.json")
+        if type(value) is not dict or value.get("v") != VERSION or type(value.get("keys")) is not dict:
             return {}
-        return {i: k for i, k in value["keys"].items() if isinstance(k, str) and SESSION_ID_RE.fullmatch(i)}
+        return {i: k for i, k in value["keys"].items() if (k is None or type(k) is str) and SESSION_ID_RE.fullmatch(i)}
 
     @contextlib.contextmanager
-    def _locked(self):
+    def _locked(self) -> Iterator[bool]:
         """Hold `index.lock` while listing and writing; yields whether the index can be written at all."""
         fd = -1
         if self._dir is not None:
@@ -203,7 +219,12 @@ def _trusted(mtime: int, listed_at: int) -> bool:
     return listed_at - mtime > RACY_NS
 
 
+def _ids(values: list[object]) -> Iterator[str]:
+    return (i for i in values if type(i) is str and SESSION_ID_RE.fullmatch(i))
+
+
 def _by_project(keys: dict[str, str | None]) -> dict[str, list[str]]:
+    """Session ids by project key, sorted; sessions of no project, and pending ones, left out."""
     projects: dict[str, list[str]] = {}
     for session_id, key in sorted(keys.items()):
         if key:
