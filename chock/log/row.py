@@ -10,7 +10,8 @@ Reading a log for a row does not parse every line. Only a line that holds one of
 a JSON string (`"usage"`, `"session.…`) can be one of them, and JSON can spell those names in no other way
 but with a `\\u00XX` escape of one of their characters; every other line only moves the last id, which is
 taken from the last line that parses. So the row of a log equals the row of its conversation fold, line
-for line, while most of the log is skipped at the speed of a byte search.
+for line, while most of the log is skipped at the speed of a byte search (and a `usage` line, the most
+common of the rest, is read without a JSON parser when it is spelled exactly as the writer spells it).
 """
 
 from __future__ import annotations
