@@ -11,7 +11,7 @@ project (`chock.log.index`), so listing one project never reads another's logs.
 
 A row's status needs the log's lock as well as the fold (a session with no end after its latest start or
 adopt is running while its owner holds the lock, abandoned once nobody does): that probe is made on
-every look, and not at all for a session whose log says how it ended.
+every look, and not at all for a session whose log says how it ended (docs/log.md#rows-and-the-catalog).
 """
 
 from __future__ import annotations

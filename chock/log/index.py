@@ -15,8 +15,9 @@ sessions dir, which move its mtime, so a stamp whose mtime is the directory's is
 listing was made within RACY_NS of that mtime (a session made in the same clock tick, after the listing,
 leaves the mtime where it was): then the next reader lists again. Writers list and write under
 `index.lock`, one at a time, and write what differs from `listing.json`, so a slower writer never puts
-back an older listing. A project file the stamp names that is missing or unreadable makes the next reader
-list again and rewrite every file: a damaged cache loses to the sessions dir.
+back an older listing; a reader that finds the lock taken lists for itself and writes nothing. A project
+file the stamp names that is missing or unreadable makes the next reader list again and rewrite every file:
+a damaged cache loses to the sessions dir.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class ProjectIndex:
             mtime = os.stat(self._sessions).st_mtime_ns  # before the listing: a later change moves it on
             names = [name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)]
             listed_at = time.time_ns()
-            filed = self._read_listing() if writable else {}
+            filed = self._read_listing() if self._dir is not None else {}
             known = self._keys if self._keys is not None else filed
             keys = {}
             for session_id in sorted(names):
@@ -195,7 +196,8 @@ class ProjectIndex:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[bool]:
-        """Hold `index.lock` while listing and writing; yields whether the index can be written at all."""
+        """Hold `index.lock` while listing and writing; yields whether this listing may write the index. Never
+        waits: while another process lists, this one lists for itself and leaves the files to that one."""
         fd = -1
         if self._dir is not None:
             try:
@@ -203,7 +205,7 @@ class ProjectIndex:
                 fd = os.open(
                     f"{self._dir}/index.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE
                 )
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 if fd >= 0:
                     os.close(fd)
