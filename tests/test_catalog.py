@@ -59,18 +59,19 @@ def append(layout: Layout, sid: str, data: bytes) -> None:
         handle.write(data)
 
 
-def rows_of(data: bytes) -> tuple[dict, dict]:
-    """The rows (owner alive, owner dead) of a log's bytes by the row fold."""
+def rows_of(data: bytes) -> tuple[dict, dict, dict]:
+    """The rows (owner alive, owner dead) of a log's bytes by the row fold, and every field it keeps (the
+    workspace, the owner's pid: what `chock workspace` and `chock detach` read besides the row)."""
     state = RowState()
     state.feed(data)
-    return state.row(True), state.row(False)
+    return state.row(True), state.row(False), state.to_json()
 
 
-def full_rows(data: bytes, path: Path) -> tuple[dict, dict]:
-    """The rows of the same bytes by the conversation fold, read the way `chock run` reads a log."""
+def full_rows(data: bytes, path: Path) -> tuple[dict, dict, dict]:
+    """The same of the same bytes by the conversation fold, read the way `chock run` reads a log."""
     path.write_bytes(data)
     state = fold(read_events(path))
-    return state.row(True), state.row(False)
+    return state.row(True), state.row(False), state.to_json()
 
 
 def complete_lines(data: bytes) -> list[bytes]:
@@ -145,7 +146,7 @@ _EVENT = st.fixed_dictionaries(
         key: _VALUE
         for key in (
             "session", "project", "message", "owner", "via", "pid", "reason", "exit_code", "directory", "commit",
-            "request_id", "handle", "command", "task", "input_tokens", "output_tokens", "output", "whatever",
+            "admin", "request_id", "handle", "command", "task", "input_tokens", "output_tokens", "output", "whatever",
         )
     },
 )  # fmt: skip
@@ -179,7 +180,7 @@ def test_the_row_fold_equals_the_conversation_folds_row_for_any_events(tmp_path,
     state = RowState()
     for start, end in zip([0, *cut], [*cut, len(lines)], strict=True):
         state.feed(b"".join(lines[start:end]))
-    assert (state.row(True), state.row(False)) == rows_of(whole)
+    assert (state.row(True), state.row(False), state.to_json()) == rows_of(whole)
     # And what a cache keeps of it comes back as the same row.
     back = RowState.from_json(json.loads(json.dumps(state.to_json())))
     assert back is not None and back.row(False) == state.row(False)
