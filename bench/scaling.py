@@ -97,9 +97,13 @@ def sessions_command(root: Path, project: Path) -> tuple[float, list[dict]]:
     return took, [json.loads(line) for line in reversed(done.stdout.splitlines())]
 
 
-def listed(socket_path: Path, project: Path) -> tuple[float, list[dict]]:
+# A daemon's first `list` of thousands of long logs with no row cache folds gigabytes: it may take minutes.
+COLD_SECONDS = 3600.0
+
+
+def listed(socket_path: Path, project: Path, timeout: float = COLD_SECONDS) -> tuple[float, list[dict]]:
     """connect + hello + `list`: its time and its rows."""
-    client = ControlClient(f"unix:{socket_path}")
+    client = ControlClient(f"unix:{socket_path}", timeout=timeout)
     started = time.perf_counter()
     rows = [row for _, row in client.list(project)]
     return time.perf_counter() - started, rows
