@@ -8,6 +8,9 @@ measured in the same run, is an interpreter that starts and exits.
 
     python bench/daemon_cold_start.py           # prints the figures
     python bench/daemon_cold_start.py --quick   # a few rounds, under a minute: asserts the reply only
+    python bench/daemon_cold_start.py --log-target journal   # with a journal running: records sent there
+
+The daemon's records go to its stderr by default (auto, with no journal stream): three lines a start.
 """
 
 from __future__ import annotations
@@ -30,13 +33,13 @@ ACTIVATE = (
 )
 
 
-def cold_start(root: Path, listener: socket.socket) -> float:
+def cold_start(root: Path, listener: socket.socket, log_target: str) -> float:
     fd = listener.fileno()
     assert fd < 10, "a shell redirection names a single-digit descriptor"
     env = {**_common.environment(root), "FD": str(fd)}
     started = time.perf_counter()
     daemon = subprocess.Popen(
-        ["sh", "-c", ACTIVATE, sys.executable, "-m", "chock", "daemon"],
+        ["sh", "-c", ACTIVATE, sys.executable, "-m", "chock", "daemon", "--log-target", log_target],
         pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -64,13 +67,15 @@ def bare_interpreter() -> float:
 
 
 def main() -> None:
-    options = _common.arguments(__doc__, "a few rounds; assert the reply only").parse_args()
+    parser = _common.arguments(__doc__, "a few rounds; assert the reply only")
+    parser.add_argument("--log-target", default="auto", help="the daemon's --log-target (default auto)")
+    options = parser.parse_args()
     rounds = 3 if options.quick else 20
     with _common.scratch() as root:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(root / "d.sock"))
         listener.listen(16)
-        measured = [cold_start(root, listener) for _ in range(rounds)]
+        measured = [cold_start(root, listener, options.log_target) for _ in range(rounds)]
         baseline = [bare_interpreter() for _ in range(rounds)]
         assert (root / "d.sock").exists(), "the daemon never unlinks a socket activation handed it"
         listener.close()

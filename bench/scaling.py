@@ -50,7 +50,7 @@ CYCLE = [
     },
     {"type": "tool.call", "call_id": "c1", "name": "shell", "args": {"command": "pytest -q tests/test_x.py"}},
     {"type": "tool.result", "call_id": "c1", "name": "shell", "output": "\x1b[32m" + "." * 150 + "\x1b[0m ok"},
-    {"type": "usage", "input_tokens": 1200, "output_tokens": 80},
+    {"type": "usage", "input_tokens": 1200, "output_tokens": 80, "cache_read_tokens": 1000, "cache_write_tokens": 0},
 ]
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from chock import __version__
-from chock.errors import ChockError
+from chock.completion import SHELLS, instance_names, session_ids
+from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError
 from chock.paths import Layout
 
 
@@ -28,7 +29,30 @@ class _Group(click.Group):
             sys.exit(error.exit_code)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def exit_status(command: str) -> str:
+    """The epilog naming a command's exit codes, from the one table of them."""
+    codes = ", ".join(f"{code} {meaning}" for code, meaning in EXIT_STATUS[command])
+    return f"Exit status of chock {command}: {codes}."
+
+
+# The records of `chock daemon` and `chock serve` (chock.platform.journal checks the values).
+log_target = click.option(
+    "--log-target",
+    default="auto",
+    show_default=True,
+    metavar="auto|journal|stderr",
+    help="Where its records go: the journal, stderr, or auto (the journal when systemd started it, else stderr).",
+)
+log_level = click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    metavar="err|warning|info|debug",
+    help="The least urgent record kept.",
+)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_status("run"))
 @click.version_option(__version__, prog_name="chock")
 @click.option(
     "--config",
@@ -46,10 +70,10 @@ def main(ctx: click.Context, config: str | None) -> None:
 pass_layout = click.make_pass_decorator(Layout)
 
 
-@main.command()
+@main.command(epilog=exit_status("run"))
 @click.argument("message", required=False)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option("--instance", help="Which configured or logged-in instance to use.")
+@click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
 @click.option("--model", help="The model to ask (default: the instance's).")
 @click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
 @click.option(
@@ -60,11 +84,13 @@ pass_layout = click.make_pass_decorator(Layout)
     default=None,
     metavar="[SESSION]",
     help="Take a session back into this terminal (default: the newest); MESSAGE is optional.",
+    shell_complete=session_ids,
 )
 @click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
 @click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
 @click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+@click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
 @pass_layout
 def run(
     layout: Layout,
@@ -78,6 +104,7 @@ def run(
     session_id: str | None,
     yes: bool,
     as_json: bool,
+    for_daemon: bool,
 ) -> None:
     """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
     from chock.session import render
@@ -92,9 +119,13 @@ def run(
     request = RunRequest(
         message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
         continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
+        for_daemon=for_daemon,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
-    sys.exit(run_session(layout, request, renderer))
+    from chock.platform.journal import session_records
+
+    with session_records(session_id or adopt_id, project, "adopt" if adopt_id else "start"):
+        sys.exit(run_session(layout, request, renderer))
 
 
 def _looks_like_session_id(text: str) -> bool:
@@ -109,7 +140,30 @@ def _project_root(project: Path | None) -> Path:
     return find_root(project or Path.cwd())
 
 
-@main.command()
+def _daemon_options(function):  # type: ignore[no-untyped-def]
+    """--project, --daemon and --port, as every command that steers a session through the daemon takes them."""
+    function = click.option("--port", type=int, help="Shorthand for --daemon 127.0.0.1:PORT.")(function)
+    function = click.option(
+        "--daemon",
+        "daemon_address",
+        metavar="ADDR",
+        help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
+    )(function)
+    return click.option(
+        "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
+    )(function)
+
+
+def _steering(layout: Layout, project: Path | None, daemon_address: str | None, port: int | None):  # type: ignore[no-untyped-def]
+    """The daemon to steer through, and the project the session belongs to."""
+    from chock.control.address import resolve_address
+    from chock.control.client import ControlClient
+
+    address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
+    return ControlClient(address), _project_root(project)
+
+
+@main.group(invoke_without_command=True)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
     "--daemon",
@@ -120,19 +174,77 @@ def _project_root(project: Path | None) -> Path:
     "answers, else the state dir itself).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
-@pass_layout
-def sessions(layout: Layout, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
-    """This project's sessions, newest first, with their status."""
+@click.pass_context
+def sessions(ctx: click.Context, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
+    """This project's sessions, newest first: status, owner, how each ended, and its task."""
+    if ctx.invoked_subcommand is not None:
+        return
     from chock.listing import project_rows
 
-    rows = project_rows(layout, project, daemon_address)
-    for row in reversed(rows):
+    rows = project_rows(ctx.find_object(Layout), project, daemon_address)[::-1]
+    for row in rows:
         if as_json:
             click.echo(json.dumps(row))
         else:
-            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {_preview(row['message'])}")
+            ended = row.get("end_reason") or "-"
+            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {_preview(row['message'])}")
     if not rows and not as_json:
         click.echo('no sessions in this project yet: start one with `chock run "…"`')
+
+
+@sessions.command("remove")
+@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION...")
+@click.option(
+    "--with-workspace", is_flag=True, help="Also remove a kept workspace (its work goes to its branch first)."
+)
+@_daemon_options
+@pass_layout
+def sessions_remove(
+    layout: Layout,
+    session_ids: tuple[str, ...],
+    with_workspace: bool,
+    project: Path | None,
+    daemon_address: str | None,
+    port: int | None,
+) -> None:
+    """Delete ended sessions: their logs and scratchpads (their branches stay)."""
+    if daemon_address or port:
+        from chock import steer
+
+        if with_workspace:
+            raise UsageError("--with-workspace works on this machine only: leave out --daemon and --port")
+        client, root = _steering(layout, project, daemon_address, port)
+        for session_id in session_ids:
+            steer.remove(client, root, session_id)
+            click.echo(f"removed session {session_id}")
+        return
+    from chock.log import removal
+    from chock.session import keep
+
+    for session_id in session_ids:
+        removal.remove_session(layout, session_id, keep.remove if with_workspace else None)
+        click.echo(f"removed session {session_id}")
+
+
+@sessions.command("prune")
+@click.option("--ended-before", "before", required=True, metavar="DATE", help="UTC date or time, e.g. 2026-11-30.")
+@click.option("--with-workspace", is_flag=True, help="Also remove kept workspaces (their work goes to their branches).")
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@pass_layout
+def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: Path | None) -> None:
+    """Delete this project's sessions that ended before DATE (on this machine)."""
+    from chock.log import removal
+    from chock.session import keep
+
+    removed, kept = removal.prune(
+        layout, _project_root(project), removal.ended_before(before), keep.remove if with_workspace else None
+    )
+    for session_id in removed:
+        click.echo(f"removed session {session_id}")
+    for session_id, why in kept:
+        click.echo(f"kept session {session_id}: {why}")
+    if not removed and not kept:
+        click.echo(f"no session of this project ended before {before}")
 
 
 def _preview(text: str, width: int = 60) -> str:
@@ -152,17 +264,73 @@ def _preview(text: str, width: int = 60) -> str:
 )
 @pass_layout
 def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> None:
-    """Tokens used by each session of this project, and in total."""
+    """Tokens used by each session of this project (and read from or written to the prompt cache), and in
+    total; with the cost when the instance has a `.price` in config.zon."""
     from chock.listing import project_rows
+    from chock.log.row import USAGE_COUNTS
 
-    total_in = total_out = 0
-    for row in project_rows(layout, project, daemon_address):
-        click.echo(
-            f"{row['id']}  in {row['input_tokens']:>9}  out {row['output_tokens']:>9}  {_preview(row['message'])}"
-        )
-        total_in += row["input_tokens"]
-        total_out += row["output_tokens"]
-    click.echo(f"{'total':<22}  in {total_in:>9}  out {total_out:>9}")
+    rows = project_rows(layout, project, daemon_address)
+    priced = any(row["cost"] is not None for row in rows)
+    total = dict.fromkeys(USAGE_COUNTS, 0)
+    for row in rows:
+        counts = {name: row[name] for name in USAGE_COUNTS}
+        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {_preview(row['message'])}")
+        total = {name: total[name] + counts[name] for name in USAGE_COUNTS}
+    cost = sum(row["cost"] for row in rows if row["cost"] is not None)
+    click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
+
+
+def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> str:
+    text = (
+        f"in {counts['input_tokens']:>9}  out {counts['output_tokens']:>9}  "
+        f"cache read {counts['cache_read_tokens']:>9}  write {counts['cache_write_tokens']:>9}"
+    )
+    if priced:
+        text += f"  cost {cost:>9.4f}" if cost is not None else f"  cost {'-':>9}"
+    return text
+
+
+@main.command()
+@click.argument("session", required=False, shell_complete=session_ids)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@click.option(
+    "--daemon",
+    "daemon_address",
+    metavar="ADDR",
+    envvar="CHOCK_DAEMON",
+    help="Read the session through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of the "
+    "state dir.",
+)
+@pass_layout
+def plan(layout: Layout, session: str | None, project: Path | None, daemon_address: str | None) -> None:
+    """The plan a session keeps (its latest `plan` tool call); default: this project's newest session."""
+    from chock.log.fold import fold
+    from chock.session.render import plan_lines
+
+    if daemon_address:
+        from chock import steer
+        from chock.control.client import ControlClient
+
+        client = ControlClient(daemon_address)
+        session = steer.pick(client, _project_root(project), session, running=False)
+        state = fold(client.read(session))
+    else:
+        from chock.log import catalog
+        from chock.log.reader import read_events
+        from chock.paths import check_session_id
+
+        if session is None:
+            session = catalog.newest(layout, _project_root(project))
+            if session is None:
+                raise Refused('no sessions in this project yet: start one with `chock run "…"`')
+        if not layout.log_path(check_session_id(session)).exists():
+            raise Refused(f"there is no session {session}")
+        state = fold(read_events(layout.log_path(session)))  # the plan is the conversation fold's
+    if not state.plan:
+        click.echo(f"session {session} has no plan (the agent has not called its plan tool)")
+        return
+    for line in plan_lines(state.plan):
+        click.echo(line)
 
 
 @main.group()
@@ -184,7 +352,7 @@ def workspace_list(layout: Layout) -> None:
 
 
 @workspace.command("show")
-@click.argument("session")
+@click.argument("session", shell_complete=session_ids)
 @pass_layout
 def workspace_show(layout: Layout, session: str) -> None:
     """What a kept workspace holds: its directory, its start commit and its uncommitted changes."""
@@ -194,7 +362,7 @@ def workspace_show(layout: Layout, session: str) -> None:
 
 
 @workspace.command("remove")
-@click.argument("session")
+@click.argument("session", shell_complete=session_ids)
 @pass_layout
 def workspace_remove(layout: Layout, session: str) -> None:
     """Commit a kept workspace's work to its branch chock/<id>, then remove the checkout."""
@@ -244,7 +412,7 @@ def login(
 
 
 @main.command()
-@click.argument("name")
+@click.argument("name", shell_complete=instance_names)
 @pass_layout
 def logout(layout: Layout, name: str) -> None:
     """Remove an instance's stored credential and its index entry."""
@@ -282,14 +450,25 @@ def credentials(layout: Layout) -> None:
 @click.option("--host", help="Also listen on TCP at this address (no identity check: put a proxy in front).")
 @click.option("--port", type=int, help="TCP port for --host (default 7890; 0 picks a free one).")
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
+@log_target
+@log_level
 @click.pass_context
 def daemon(
-    ctx: click.Context, socket_path: Path | None, host: str | None, port: int | None, idle_exit: float | None
+    ctx: click.Context,
+    socket_path: Path | None,
+    host: str | None,
+    port: int | None,
+    idle_exit: float | None,
+    log_target: str,
+    log_level: str,
 ) -> None:
     """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
     if ctx.invoked_subcommand is not None:
         return
     from chock.daemon.server import run as run_daemon
+    from chock.platform import journal
+
+    journal.configure(journal.DAEMON, log_target, log_level)
 
     sys.exit(run_daemon(ctx.obj, socket_path=socket_path, host=host, port=port, idle_exit=idle_exit))
 
@@ -298,9 +477,9 @@ def daemon(
 @pass_layout
 def daemon_install(layout: Layout) -> None:
     """Write the user units (LaunchAgents on macOS) for this installation's chock."""
-    from chock.platform import service
+    from chock.platform import install
 
-    for path in service.install(layout):
+    for path in install.install(layout):
         click.echo(f"wrote {path}")
     click.echo("start listening with: chock daemon start  (systemctl --user enable --now chock.socket)")
 
@@ -308,27 +487,27 @@ def daemon_install(layout: Layout) -> None:
 @daemon.command("uninstall")
 def daemon_uninstall() -> None:
     """Stop the service and remove the units `chock daemon install` wrote."""
-    from chock.platform import service
+    from chock.platform import install
 
-    for path in service.uninstall():
+    for path in install.uninstall():
         click.echo(f"removed {path}")
 
 
 @daemon.command("start")
 def daemon_start() -> None:
     """Listen on the daemon's and serve's sockets; the first connection starts each."""
-    from chock.platform import service
+    from chock.platform import install
 
-    service.start()
+    install.start()
     click.echo("listening: the first connection starts the daemon")
 
 
 @daemon.command("stop")
 def daemon_stop() -> None:
     """Stop the daemon and serve and their sockets; running sessions keep running."""
-    from chock.platform import service
+    from chock.platform import install
 
-    service.stop()
+    install.stop()
     click.echo("stopped; running sessions keep running in their own scopes")
 
 
@@ -336,9 +515,9 @@ def daemon_stop() -> None:
 @pass_layout
 def daemon_status(layout: Layout) -> None:
     """The units as the service manager sees them, and the daemon's own status record."""
-    from chock.platform import service
+    from chock.platform import install
 
-    for what, state in service.status(layout):
+    for what, state in install.status(layout):
         click.echo(f"{what:<22} {state}")
 
 
@@ -366,6 +545,8 @@ def daemon_status(layout: Layout) -> None:
     help="Another Host header to accept on TCP (repeatable).",
 )
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
+@log_target
+@log_level
 @pass_layout
 def serve(
     layout: Layout,
@@ -375,9 +556,14 @@ def serve(
     port: int | None,
     allow_hosts: tuple[str, ...],
     idle_exit: float | None,
+    log_target: str,
+    log_level: str,
 ) -> None:
     """A browser front end: purely a client of the daemon."""
+    from chock.platform import journal
     from chock.serve.app import run as run_serve
+
+    journal.configure(journal.SERVE, log_target, log_level)
 
     sys.exit(
         run_serve(
@@ -392,8 +578,8 @@ def serve(
     )
 
 
-@main.command()
-@click.argument("session", required=False)
+@main.command(epilog=exit_status("detach"))
+@click.argument("session", required=False, shell_complete=session_ids)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
     "--daemon",
@@ -425,7 +611,72 @@ def detach(
 
 
 @main.command()
-@click.argument("session")
+@click.argument("session", required=False, shell_complete=session_ids)
+@_daemon_options
+@pass_layout
+def stop(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """Stop a running session now, wherever it is (default: this project's newest running one).
+
+    Its model call is cancelled, every process of its sandbox killed, a pending approval withdrawn; the log
+    ends `interrupted`, and `chock run --continue SESSION` can take it back later."""
+    from chock import steer
+
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = steer.pick(client, root, session, running=True)
+    steer.stop(client, root, session_id)
+    click.echo(f"session {session_id} stopped; `chock run --continue {session_id}` takes it back")
+
+
+@main.command()
+@click.argument("words", nargs=-1, metavar="[SESSION] MESSAGE")
+@_daemon_options
+@pass_layout
+def say(
+    layout: Layout, words: tuple[str, ...], project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """Tell a session more (default: this project's newest; MESSAGE may come on standard input).
+
+    A running session takes the message at its next turn; one that ended (completed, failed or stopped) is
+    continued by the daemon with it."""
+    from chock import steer
+
+    session = words[0] if len(words) > 1 and _looks_like_session_id(words[0]) else None
+    message = " ".join(words[1:] if session else words)
+    if not message.strip() and not sys.stdin.isatty():
+        message = sys.stdin.read()
+    if not message.strip():
+        raise UsageError("chock say needs a message: give it as an argument or on standard input")
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = steer.pick(client, root, session, running=False)
+    how = steer.say(client, root, session_id, message.strip())
+    told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
+    click.echo(f"session {session_id}: {told}")
+
+
+@main.command(epilog=exit_status("attach"))
+@click.argument("session", required=False, shell_complete=session_ids)
+@_daemon_options
+@pass_layout
+def attach(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """Watch a session through the daemon, as `chock run` shows it (default: this project's newest running one).
+
+    Answer its approvals with y or n, type a line to tell it more, `/stop` to stop it; Ctrl-C leaves it
+    running. Exits with the session's exit code when it ends, 1 when it is abandoned."""
+    from chock import steer
+    from chock.attach import attach as attach_to
+    from chock.session.render import terminal_renderer
+
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = steer.pick(client, root, session, running=True)
+    sys.exit(attach_to(client, root, session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno()))
+
+
+@main.command()
+@click.argument("session", shell_complete=session_ids)
 @pass_layout
 def approve(layout: Layout, session: str) -> None:
     """Answer the requests a session on this machine is waiting on."""
@@ -441,7 +692,8 @@ def approve(layout: Layout, session: str) -> None:
 @main.command()
 @pass_layout
 def doctor(layout: Layout) -> None:
-    """Whether each piece works here (bwrap, git, systemd, the credential store, daemon, serve), with fixes."""
+    """Whether each piece works here (bwrap, git, systemd, the journal, the credential store, daemon, serve),
+    with fixes, and how to read Chock's records."""
     from chock.doctor import examine
 
     findings = examine(layout)
@@ -454,7 +706,24 @@ def doctor(layout: Layout) -> None:
         click.echo(f"{mark} {finding.name:<17} {finding.detail}")
         if not finding.ok and finding.fix:
             click.echo(f"    {'':<17} fix: {finding.fix}")
+        for note in finding.notes:
+            click.echo(f"    {'':<17} {note}")
     sys.exit(0 if all(f.ok or not f.essential for f in findings) else 1)
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the completion script for SHELL; commands, options, session ids and instance names complete.
+
+    \b
+    bash:  eval "$(chock completion bash)"     (in ~/.bashrc)
+    zsh:   eval "$(chock completion zsh)"      (in ~/.zshrc)
+    fish:  chock completion fish > ~/.config/fish/completions/chock.fish
+    """
+    from chock.completion import script
+
+    click.echo(script(main, shell), nl=False)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,16 @@ APPROVALS = ("ask", "allow", "deny")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
 TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials")
-INSTANCE_KEYS = ("kind", "address", "model", "token")
+# How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` of the
+# same name (whose own entry has no room for them).
+TUNING_KEYS = ("retries", "price", "context_window")
+INSTANCE_KEYS = ("kind", "address", "model", "token", *TUNING_KEYS)
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+# Sending a failed call again more than this many times only delays the error a person has to act on.
+MAX_RETRIES = 10
+# No model worth running has a smaller window: the system prompt and the tools alone take a good part of it.
+MIN_CONTEXT_WINDOW = 1000
+MAX_CONTEXT_WINDOW = 100_000_000
 APPROVALS_KEYS = ("shell",)
 SANDBOX_KEYS = ("network",)
 CREDENTIALS_KEYS = ("store",)
@@ -34,6 +43,39 @@ class ConfigError(Refused):
 
 
 @dataclass(frozen=True)
+class Price:
+    """What a million tokens cost, in whatever currency the person wrote it in; cache reads and writes cost the
+    input price unless said otherwise."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+    def cost(self, usage: dict[str, int]) -> float:
+        """The cost of one call's `usage` (a `usage` event's fields)."""
+        read = usage.get("cache_read_tokens", 0)
+        written = usage.get("cache_write_tokens", 0)
+        plain = max(0, usage.get("input_tokens", 0) - read - written)
+        total = (
+            plain * self.input
+            + usage.get("output_tokens", 0) * self.output
+            + read * (self.input if self.cache_read is None else self.cache_read)
+            + written * (self.input if self.cache_write is None else self.cache_write)
+        )
+        return total / 1_000_000
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How an instance is used: None is the default (the retry policy's, the model family's window, no price)."""
+
+    retries: int | None = None
+    price: Price | None = None
+    context_window: int | None = None
+
+
+@dataclass(frozen=True)
 class InstanceConfig:
     name: str
     kind: str
@@ -41,6 +83,7 @@ class InstanceConfig:
     address: str
     model: str | None = None
     token: str | None = field(default=None, repr=False)  # never printed by accident
+    tuning: Tuning = field(default_factory=Tuning)
 
 
 @dataclass(frozen=True)
@@ -48,6 +91,8 @@ class Config:
     path: Path  # where it was read from (it may not exist)
     instance: str | None = None
     instances: dict[str, InstanceConfig] = field(default_factory=dict)
+    # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
+    tunings: dict[str, Tuning] = field(default_factory=dict)
     approvals_shell: str = "ask"
     sandbox_network: bool = False
     credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
@@ -136,7 +181,7 @@ class _Reader:
         if "instance" in top:
             fields["instance"] = self.string(top["instance"], ".instance")
         if "instances" in top:
-            fields["instances"] = self.instances(top["instances"])
+            fields.update(self.instances(top["instances"]))
         if "approvals" in top:
             fields.update(self.approvals(top["approvals"]))
         if "sandbox" in top:
@@ -145,16 +190,26 @@ class _Reader:
             fields.update(self.credentials(top["credentials"]))
         return Config(path=self.path, exists=True, **fields)
 
-    def instances(self, value: Any) -> dict[str, InstanceConfig]:
+    def instances(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.error(f".instances must be a struct of named instances (got {zon.as_written(value)})")
-        return {name: self.instance(name, entry) for name, entry in value.items()}
+        instances, tunings = {}, {}
+        for name, entry in value.items():
+            where = f".instances{zon.dot_name(name)}"
+            entry = self.struct(entry, where, INSTANCE_KEYS)
+            if "kind" in entry:
+                instances[name] = self.instance(name, entry)
+            elif entry and all(key in TUNING_KEYS for key in entry):
+                tunings[name] = self.tuning(entry, where)
+            else:
+                raise self.error(
+                    f"{where} has no .kind (kinds: {', '.join(KINDS)}); an entry without one may hold only "
+                    f"{', '.join('.' + key for key in TUNING_KEYS)}, for the `chock login` instance of that name"
+                )
+        return {"instances": instances, "tunings": tunings}
 
-    def instance(self, name: str, value: Any) -> InstanceConfig:
+    def instance(self, name: str, entry: dict[str, Any]) -> InstanceConfig:
         where = f".instances{zon.dot_name(name)}"
-        entry = self.struct(value, where, INSTANCE_KEYS)
-        if "kind" not in entry:
-            raise self.error(f"{where} has no .kind (kinds: {', '.join(KINDS)})")
         kind_text = self.string(entry["kind"], f"{where}.kind")
         try:
             kind, value_text = split_kind(kind_text)
@@ -182,7 +237,46 @@ class _Reader:
             address=address,
             model=model,
             token=token,
+            tuning=self.tuning(entry, where),
         )
+
+    def tuning(self, entry: dict[str, Any], where: str) -> Tuning:
+        retries = window = price = None
+        if "retries" in entry:
+            retries = self.whole(entry["retries"], f"{where}.retries", 0, MAX_RETRIES, "")
+        if "context_window" in entry:
+            window = self.whole(
+                entry["context_window"], f"{where}.context_window", MIN_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW, " of tokens"
+            )
+        if "price" in entry:
+            price = self.price(entry["price"], f"{where}.price")
+        return Tuning(retries=retries, price=price, context_window=window)
+
+    def whole(self, value: Any, where: str, low: int, high: int, unit: str) -> int:
+        """A whole number from `low` to `high`."""
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.error(
+                f"{where} must be a whole number{unit} from {low:,} to {high:,} (got {zon.as_written(value)})"
+            )
+        return value
+
+    def price(self, value: Any, where: str) -> Price:
+        section = self.struct(value, where, PRICE_KEYS)
+        for key in ("input", "output"):
+            if key not in section:
+                raise self.error(
+                    f"{where} has no .{key} (a price per million tokens, as in "
+                    ".price = .{ .input = 3.0, .output = 15.0 })"
+                )
+        amounts: dict[str, float] = {}
+        for key, amount in section.items():
+            if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 <= amount < float("inf"):
+                raise self.error(
+                    f"{where}.{key} must be a number of at least 0, the price of a million tokens "
+                    f"(got {zon.as_written(amount)})"
+                )
+            amounts[key] = float(amount)
+        return Price(**amounts)
 
     def approvals(self, value: Any) -> dict[str, Any]:
         section = self.struct(value, ".approvals", APPROVALS_KEYS)

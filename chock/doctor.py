@@ -26,6 +26,7 @@ class Finding:
     detail: str
     fix: str = ""
     essential: bool = True  # a failing essential piece makes `chock doctor` exit 1
+    notes: tuple[str, ...] = ()  # lines a person may type next, printed under the finding
 
 
 def _python(layout: Layout) -> Finding:
@@ -108,6 +109,32 @@ def _linger(layout: Layout) -> Finding:
     )
 
 
+# How to read Chock's records (chock.platform.journal): sessions run in scopes of their own, not under
+# chock.service, so one session's are found by identifier and id.
+READ_RECORDS = (
+    "journalctl --user -u chock.service                      (the daemon)",
+    "journalctl --user -u chock-serve.service                (serve)",
+    "journalctl --user -t chock-session CHOCK_SESSION=<id>   (one session)",
+)
+
+
+def _journal(layout: Layout) -> Finding:
+    from chock.platform.journal import JOURNAL_SOCKET, journal_problem
+
+    if sys.platform == "darwin":
+        return Finding("journal", True, "none on macOS: the daemon's and serve's records go to stderr", essential=False)
+    problem = journal_problem()
+    if problem is not None:
+        return Finding(
+            "journal",
+            False,
+            f"{problem}: the daemon's and serve's records go to stderr",
+            "run the daemon under systemd with systemd-journald, and python-systemd installed (python3-systemd)",
+            essential=False,
+        )
+    return Finding("journal", True, f"systemd-journald listens at {JOURNAL_SOCKET}", notes=READ_RECORDS)
+
+
 def _store(layout: Layout) -> Finding:
     from chock.config import load_config
     from chock.credentials.stores import default_store, open_store
@@ -160,6 +187,7 @@ CHECKS: list[Callable[[Layout], Finding]] = [
     _user_manager,
     _units,
     _linger,
+    _journal,
     _store,
     _daemon,
     _serve,

@@ -1,14 +1,16 @@
 """The one place that resolves an instance and its credential.
 
 Instances come from `config.zon` and from `chock login`'s index; a name in both is taken from config.zon.
-The one used is `--instance`, else config's `.instance`, else the only one there is.
+An entry of config.zon with no `.kind`, only `.retries`, `.price` or `.context_window`, adjusts the
+index's instance of the same name. The one used is `--instance`, else config's `.instance`, else the only
+one there is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from chock.config import Config
+from chock.config import Config, Tuning
 from chock.errors import Refused
 from chock.paths import Layout
 from chock.providers.kinds import DEFAULT_ADDRESSES, REPLAY
@@ -21,6 +23,7 @@ class Instance:
     address: str | None
     model: str | None
     origin: str  # "config" or "index"
+    tuning: Tuning = field(default_factory=Tuning)
 
 
 def available(layout: Layout, config: Config) -> dict[str, Instance]:
@@ -28,11 +31,11 @@ def available(layout: Layout, config: Config) -> dict[str, Instance]:
     from chock.credentials.index import read_index
 
     found = {
-        name: Instance(name, entry.kind, entry.address, entry.model, "index")
+        name: Instance(name, entry.kind, entry.address, entry.model, "index", config.tunings.get(name, Tuning()))
         for name, entry in read_index(layout).items()
     }
     for name, entry in config.instances.items():
-        found[name] = Instance(name, entry.kind, entry.address, entry.model, "config")
+        found[name] = Instance(name, entry.kind, entry.address, entry.model, "config", entry.tuning)
     return found
 
 
@@ -41,6 +44,12 @@ def resolve(layout: Layout, config: Config, name: str | None = None) -> Instance
     listing = ", ".join(sorted(instances)) or "none"
     chosen = name or config.instance
     if chosen:
+        if chosen not in instances and chosen in config.tunings:
+            raise Refused(
+                f"{config.path} adjusts instance {chosen!r} (.instances.{chosen} has no .kind), but no "
+                f"`chock login` stored an instance of that name: run `chock login --provider KIND --name "
+                f"{chosen}`, or give the entry a .kind"
+            )
         if chosen not in instances:
             raise Refused(
                 f"there is no instance named {chosen!r} (instances here: {listing}); add it to "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chock.config import Config, ConfigError, InstanceConfig, load_config
+from chock.config import Config, ConfigError, InstanceConfig, Price, Tuning, load_config
 from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import EXIT_REFUSED
 from chock.providers.kinds import DEFAULT_ADDRESSES, KINDS, KindError, parse_kind
@@ -242,11 +242,13 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         ),
         (
             '.{ .instances = .{ .w = .{ .kind = "aiand", .url = "x" } } }',
-            "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token)",
+            "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token, retries, price, "
+            "context_window)",
         ),
         (
             '.{ .instances = .{ .@"my-box" = .{ .kind = "aiand", .@"a b" = 1 } } }',
-            'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, model, token)',
+            'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, model, '
+            "token, retries, price, context_window)",
         ),
     ],
 )
@@ -266,7 +268,8 @@ def test_unknown_keys_are_named_with_their_path(tmp_path, text, message):
         (".{ .instances = .{ .a = true } }", ".instances.a must be a struct .{ ... } (got true)"),
         (
             '.{ .instances = .{ .a = .{ .model = "m" } } }',
-            ".instances.a has no .kind (kinds: anthropic, aiand, openai-compat, replay)",
+            ".instances.a has no .kind (kinds: anthropic, aiand, openai-compat, replay); an entry without one may "
+            "hold only .retries, .price, .context_window, for the `chock login` instance of that name",
         ),
         (".{ .instances = .{ .a = .{ .kind = 5 } } }", ".instances.a.kind must be a string (got 5)"),
         (
@@ -320,6 +323,90 @@ def test_a_token_must_be_a_string_and_is_never_repeated(tmp_path, value, got):
 def test_an_empty_token_is_refused(tmp_path):
     message = refusal(tmp_path, '.{ .instances = .{ .w = .{ .kind = "anthropic", .token = "" } } }')
     assert message.startswith(".instances.w.token is empty")
+
+
+# ---- tuning: retries, price, context window ----------------------------------------------------------
+
+
+def test_tuning_is_read_on_a_full_entry_and_on_a_kindless_one(tmp_path):
+    path = write(
+        tmp_path,
+        """.{ .instances = .{
+            .work = .{ .kind = "anthropic", .retries = 5, .context_window = 150_000,
+                       .price = .{ .input = 3, .output = 15.0, .cache_read = 0.3, .cache_write = 3.75 } },
+            .anthropic = .{ .retries = 0, .price = .{ .input = 1.5, .output = 2 } },
+        } }""",
+    )
+    config = load_config(path)
+    assert config.instances["work"].tuning == Tuning(
+        retries=5, context_window=150_000, price=Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
+    )
+    assert "anthropic" not in config.instances
+    assert config.tunings == {"anthropic": Tuning(retries=0, price=Price(input=1.5, output=2.0))}
+
+
+def test_a_price_costs_cache_reads_and_writes_at_their_own_price_or_the_inputs():
+    usage = {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_tokens": 600_000,
+             "cache_write_tokens": 200_000}  # fmt: skip
+    assert Price(3.0, 15.0, 0.3, 3.75).cost(usage) == pytest.approx(0.6 + 1.5 + 0.18 + 0.75)
+    assert Price(3.0, 15.0).cost(usage) == pytest.approx(3.0 + 1.5)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (".retries = -1", ".instances.w.retries must be a whole number from 0 to 10 (got -1)"),
+        (".retries = 2.5", ".instances.w.retries must be a whole number from 0 to 10 (got 2.5)"),
+        (".retries = true", ".instances.w.retries must be a whole number from 0 to 10 (got true)"),
+        (
+            ".context_window = 500",
+            ".instances.w.context_window must be a whole number of tokens from 1,000 to 100,000,000 (got 500)",
+        ),
+        (
+            '.context_window = "200k"',
+            '.instances.w.context_window must be a whole number of tokens from 1,000 to 100,000,000 (got "200k")',
+        ),
+        (".price = 3", ".instances.w.price must be a struct .{ ... } (got 3)"),
+        (
+            ".price = .{ .input = 3 }",
+            ".instances.w.price has no .output (a price per million tokens, as in "
+            ".price = .{ .input = 3.0, .output = 15.0 })",
+        ),
+        (
+            ".price = .{ .input = 3, .output = -1 }",
+            ".instances.w.price.output must be a number of at least 0, the price of a million tokens (got -1)",
+        ),
+        (
+            ".price = .{ .input = 3, .output = 1, .cache = 1 }",
+            "unknown key .instances.w.price.cache (known keys in .instances.w.price: input, output, cache_read, "
+            "cache_write)",
+        ),
+    ],
+)
+def test_bad_tuning_is_named_with_its_path(tmp_path, entry, message):
+    assert refusal(tmp_path, f'.{{ .instances = .{{ .w = .{{ .kind = "aiand", {entry} }} }} }}') == message
+    if "kind" not in message:  # the same refusal on an entry that adjusts a login
+        assert refusal(tmp_path, f".{{ .instances = .{{ .w = .{{ {entry} }} }} }}") == message
+
+
+def test_a_kindless_entry_adjusts_the_login_of_its_name_and_names_a_missing_one(tmp_path, monkeypatch):
+    from chock import instances
+    from chock.credentials.index import IndexEntry, write_index
+    from chock.errors import Refused
+    from chock.paths import Layout
+
+    monkeypatch.setenv("CHOCK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CHOCK_STATE_DIR", str(tmp_path / "state"))
+    layout = Layout.from_env(str(tmp_path / "config.zon"))
+    layout.data.mkdir(mode=0o700, parents=True)
+    write_index(layout, {"claude": IndexEntry("anthropic", "https://api.anthropic.com/v1", None, "file")})
+    config = load_config(
+        write(tmp_path, ".{ .instances = .{ .claude = .{ .context_window = 50_000 }, .gone = .{ .retries = 1 } } }")
+    )
+    claude = instances.resolve(layout, config, "claude")
+    assert (claude.kind, claude.origin, claude.tuning) == ("anthropic", "index", Tuning(context_window=50_000))
+    with pytest.raises(Refused, match=r"adjusts instance 'gone' .* no `chock login` stored an instance"):
+        instances.resolve(layout, config, "gone")
 
 
 def test_a_bad_value_in_a_later_instance_names_that_instance(tmp_path):

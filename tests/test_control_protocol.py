@@ -68,9 +68,9 @@ def test_error_codes():
 
 
 def test_the_daemon_takes_these_verbs():
-    assert list(dp.CONTROL.requests) == ["start", "adopt", "read", "list", "watch", "answer"]
+    assert list(dp.CONTROL.requests) == ["start", "adopt", "read", "list", "watch", "answer", "stop", "say", "remove"]
     assert list(sp.APPROVAL.requests) == ["pending", "answer"]
-    assert list(sp.HANDOVER.requests) == ["handover", "confirm"]
+    assert list(sp.HANDOVER.requests) == ["handover", "confirm", "stop", "say"]
 
 
 # Escaping ---------------------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_the_server_refuses_bad_requests_with_their_code(line, code):
 
 def test_refusals_name_what_was_wrong():
     assert "../../etc/passwd" in text_of(server_takes, b"adopt /p\t../../etc/passwd\n")
-    assert "start, adopt, read, list, watch, answer" in text_of(server_takes, b"status /p\n")
+    assert "start, adopt, read, list, watch, answer, stop, say, remove" in text_of(server_takes, b"status /p\n")
 
 
 def test_a_request_refuses_to_be_built_wrong_so_nothing_wrong_is_sent():

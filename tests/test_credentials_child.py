@@ -8,7 +8,7 @@ import time
 import pytest
 
 from chock.credentials import _child
-from chock.credentials.errors import CredentialError, NobodyAnswered, StoreLocked, StoreTimeout, StoreUnavailable
+from chock.credentials.refusals import CredentialError, NobodyAnswered, StoreLocked, StoreTimeout, StoreUnavailable
 
 
 def fake_child(monkeypatch, code: str) -> None:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from chock.credentials import _child
-from chock.credentials.errors import NoLoginKeychain, StoreLocked, StoreTimeout, StoreUnavailable
+from chock.credentials.refusals import NoLoginKeychain, StoreLocked, StoreTimeout, StoreUnavailable
 from chock.credentials.stores.keychain import KeychainStore, keychain_error
 
 CHILD = [sys.executable, "-m", "chock.credentials._child"]

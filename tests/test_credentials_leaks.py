@@ -17,9 +17,9 @@ from fakes.keyring_env import keyring_session
 from fakes.providers import FakeProvider
 
 from chock.config import load_config
-from chock.credentials.errors import CredentialError
 from chock.credentials.login import LoginResult, login
 from chock.credentials.lookup import lookup, sources
+from chock.credentials.refusals import CredentialError
 from chock.credentials.stores import open_store
 from chock.providers import ProviderError
 

@@ -22,12 +22,12 @@ from fakes.providers import FakeProvider
 
 from chock import zon
 from chock.config import load_config
-from chock.credentials import lock as lock_module
-from chock.credentials.errors import LoginBusy, NameTaken
+from chock.credentials import login_lock as lock_module
 from chock.credentials.index import IndexEntry, read_index, write_index
-from chock.credentials.lock import BUSY_MESSAGE
 from chock.credentials.login import login, logout, replace_question
+from chock.credentials.login_lock import BUSY_MESSAGE
 from chock.credentials.lookup import lookup
+from chock.credentials.refusals import LoginBusy, NameTaken
 from chock.errors import UsageError
 from chock.providers import ProviderError
 
@@ -55,7 +55,7 @@ print("RESULT", json.dumps(result.__dict__), flush=True)
 LOCK_HOLDER = """
 import sys, time
 from chock.paths import Layout
-from chock.credentials.lock import login_lock
+from chock.credentials.login_lock import login_lock
 with login_lock(Layout.from_env()):
     print("HOLDING", flush=True)
     time.sleep(600)
@@ -193,27 +193,42 @@ def test_replay_takes_no_login(home):
 # ---- names: taken, colliding, replaced --------------------------------------------------------------------
 
 
-def test_piped_login_over_an_existing_name_is_refused_unless_it_says_what_it_meant(home):
+def test_piped_login_over_an_existing_name_is_refused_unless_it_says_replace(home):
     home.write_config(FILE_STORE)
     piped(home, "aiand", secret="sk-first")
+    index_before = home.layout.instances_path.read_bytes()
+    stdin = io.StringIO("sk-second\n")
     with pytest.raises(NameTaken) as caught:
-        piped(home, "aiand", secret="sk-second")
+        login(home.layout, load_config(home.layout.config), "aiand", password_method="stdin", interactive=False,
+              stdin=stdin, check=no_check, environ={})  # fmt: skip
     message = str(caught.value)
     assert 'there is already a credential named "aiand", stored as kind aiand' in message
     assert "chock login --provider aiand --replace" in message
-    assert "chock login --provider aiand --name <a name of your own>" in message
+    assert "chock login --provider aiand --name <another name>" in message
     assert "sk-" not in message
+    assert stdin.read() == "sk-second\n"  # refused before the credential was read
+    assert tokens(home) == {"aiand": "sk-first"}
+    assert home.layout.instances_path.read_bytes() == index_before
+
+    # --name naming the instance that exists says which one, not that it may be replaced.
+    with pytest.raises(NameTaken) as caught:
+        piped(home, "aiand", secret="sk-second", name="aiand")
+    assert "chock login --provider aiand --name aiand --replace" in str(caught.value)
+    assert "--name <another name>" in str(caught.value)
     assert tokens(home) == {"aiand": "sk-first"}
 
     assert piped(home, "aiand", secret="sk-second", replace=True).replaced
     assert tokens(home) == {"aiand": "sk-second"}
-    # --name says what was meant too: this is the instance "aiand", named on purpose.
-    assert piped(home, "aiand", secret="sk-third", name="aiand").replaced
+    assert piped(home, "aiand", secret="sk-third", name="aiand", replace=True).replaced
     assert tokens(home) == {"aiand": "sk-third"}
+    # And --name <another name> stores beside it.
+    assert not piped(home, "aiand", secret="sk-fourth", name="aiand-2").replaced
+    assert tokens(home) == {"aiand": "sk-third", "aiand-2": "sk-fourth"}
 
 
 @pytest.mark.parametrize("why", ["ci", "file"])
-def test_ci_and_file_logins_have_nobody_to_ask(home, tmp_path, why):
+@pytest.mark.parametrize("name", [None, "aiand"])
+def test_ci_and_file_logins_have_nobody_to_ask(home, tmp_path, why, name):
     home.write_config(FILE_STORE)
     piped(home, "aiand", secret="sk-first")
     secret_file = tmp_path / "key"
@@ -221,11 +236,15 @@ def test_ci_and_file_logins_have_nobody_to_ask(home, tmp_path, why):
     config = load_config(home.layout.config)
     asked = []
     kwargs = {"password_method": f"file={secret_file}", "environ": {}} if why == "file" else {"environ": {"CI": "1"}}
-    with pytest.raises(NameTaken, match="nobody to ask"):
-        login(home.layout, config, "aiand", interactive=True, ask=asked.append, check=no_check,
+    with pytest.raises(NameTaken, match="nobody to ask") as caught:
+        login(home.layout, config, "aiand", name=name, interactive=True, ask=asked.append, check=no_check,
               read_hidden=lambda prompt: "sk-second", **kwargs)  # fmt: skip
+    assert "--replace" in str(caught.value) and "--name <another name>" in str(caught.value)
     assert asked == []
     assert tokens(home) == {"aiand": "sk-first"}
+    assert login(home.layout, config, "aiand", name=name, interactive=True, replace=True, check=no_check,
+                 read_hidden=lambda prompt: "sk-second", **kwargs).replaced  # fmt: skip
+    assert tokens(home) == {"aiand": "sk-second"}
 
 
 def test_a_name_whose_chock_form_collides_is_refused(home):
@@ -266,8 +285,9 @@ def test_the_name_check_repeats_under_the_lock(home, monkeypatch):
         return real_lock(layout, **kwargs)
 
     monkeypatch.setattr("chock.credentials.login.login_lock", other_login_got_there_first)
-    with pytest.raises(NameTaken, match="was taken while this login ran"):
-        piped(home, "aiand")
+    with pytest.raises(NameTaken, match='the name "aiand" is taken') as caught:
+        piped(home, "aiand", name="aiand")
+    assert "--name aiand --replace" in str(caught.value) and "--name <another name>" in str(caught.value)
     assert not home.layout.tokens_path.exists()
 
 
@@ -421,6 +441,46 @@ def test_replace_skips_the_question_at_a_terminal(home):
     assert code == 0, output
     assert "[y/N]" not in output
     assert tokens(home) == {"aiand": "sk-second"}
+
+
+def test_at_a_terminal_the_question_comes_first_for_a_name_given_too(home):
+    home.write_config(FILE_STORE)
+    piped(home, "aiand", name="local", secret="sk-first")
+    with FakeProvider(kind="openai", key="sk-second") as fake:
+        code, output = run_in_pty(
+            home,
+            {"provider_text": f"aiand={fake.address}", "name": "local"},
+            [("[y/N]", "y\r"), ("typing is hidden", "sk-second\r")],
+        )
+    assert code == 0, output
+    assert output.index("[y/N]") < output.index("typing is hidden")
+    assert tokens(home) == {"local": "sk-second"}
+
+
+def test_the_login_command_refuses_a_piped_name_that_exists(home, tmp_path):
+    """`printf … | chock login --provider … --name local --password-method stdin` when `local` exists."""
+    home.write_config(FILE_STORE)
+    secret_file = tmp_path / "key"
+    secret_file.write_text("sk-second\n")
+    with FakeProvider(kind="openai", key=None) as fake:
+        provider = f"openai-compat={fake.address}"
+        first = home.chock("login", "--provider", provider, "--name", "local", "--password-method", "stdin",
+                           input="sk-first\n")  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        index_before = home.layout.instances_path.read_bytes()
+        for method, env in (("stdin", {}), (f"file={secret_file}", {}), ("stdin", {"CI": "true"})):
+            done = home.chock("login", "--provider", provider, "--name", "local", "--password-method", method,
+                              input="sk-second\n", env=env)  # fmt: skip
+            assert done.returncode == 3, (method, env, done.stderr)
+            assert "--replace" in done.stderr and "--name <another name>" in done.stderr, done.stderr
+            assert "sk-" not in done.stdout + done.stderr
+            assert home.layout.instances_path.read_bytes() == index_before
+            assert tokens(home) == {"local": "sk-first"}
+        assert len(fake.requests) == 1  # the first login's check only: a refused one never reached the provider
+        done = home.chock("login", "--provider", provider, "--name", "local", "--password-method", "stdin",
+                          "--replace", input="sk-second\n")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert tokens(home) == {"local": "sk-second"}
 
 
 def test_a_pipe_is_refused_as_a_real_process(home):

@@ -9,10 +9,10 @@ import pytest
 from chock import zon
 from chock.config import load_config
 from chock.credentials import lookup as lookup_module
-from chock.credentials.errors import InsecureFile, StoreLocked
 from chock.credentials.files import write_private
 from chock.credentials.index import IndexEntry, write_index
 from chock.credentials.lookup import Source, lookup, sources
+from chock.credentials.refusals import InsecureFile, StoreLocked
 
 LOCAL = '.{ .instances = .{ .local = .{ .kind = "openai-compat=http://127.0.0.1:5000/v1" } } }\n'
 WITH_TOKEN = '.{ .instances = .{ .work = .{ .kind = "anthropic", .token = "sk-from-config" } } }\n'

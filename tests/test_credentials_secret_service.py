@@ -22,10 +22,10 @@ from fakes.keyring_env import keyring_session, xvfb
 from fakes.providers import FakeProvider
 
 from chock.config import load_config
-from chock.credentials.errors import NobodyAnswered, StoreLocked, StoreUnavailable
 from chock.credentials.index import IndexEntry, read_index, write_index
 from chock.credentials.login import login, logout
 from chock.credentials.lookup import lookup
+from chock.credentials.refusals import NobodyAnswered, StoreLocked, StoreUnavailable
 from chock.credentials.stores.secret_service import SecretServiceStore
 
 pytestmark = pytest.mark.keyring

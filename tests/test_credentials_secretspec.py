@@ -15,10 +15,10 @@ import sys
 import pytest
 
 from chock.config import load_config
-from chock.credentials.errors import SecretSpecRefused, StoreUnavailable
 from chock.credentials.index import IndexEntry, read_index, write_index
 from chock.credentials.login import login
 from chock.credentials.lookup import lookup
+from chock.credentials.refusals import SecretSpecRefused, StoreUnavailable
 from chock.credentials.stores.secretspec import SecretSpecStore, env_name
 
 MANIFEST = """

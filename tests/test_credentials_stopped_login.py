@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from chock.credentials.lock import BUSY_MESSAGE
+from chock.credentials.login_lock import BUSY_MESSAGE
 from tests.fakes.keyring_env import keyring_session
 from tests.fakes.providers import FakeProvider
 

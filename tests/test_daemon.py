@@ -316,7 +316,8 @@ def test_start_watch_read_and_list_a_replay_session(home, project, daemons):
         assert [(started, row["id"]) for started, row in rows] == [(events[0]["at"], session_id)]
         assert rows[0][1]["status"] == "ended" and rows[0][1]["message"] == "tidy up\nthe notes"
     run_log = home.layout.run_log_path(session_id)
-    assert "session ended: completed" in run_log.read_text()  # the child's own output, never a pipe
+    # The child's own output, never a pipe; it prints the end just after logging it, so it may be a moment later.
+    wait_until(lambda: "session ended: completed" in run_log.read_text(), 10, "the child's last line in run.log")
     assert [p.name for p in home.layout.sessions_dir.iterdir()] == [session_id]  # nothing else left
 
 
@@ -522,7 +523,7 @@ def test_a_socket_path_past_the_platform_limit_is_a_clear_error(home, daemons):
 
 def test_a_silent_client_is_closed_at_the_idle_bound_and_a_trickling_one_at_the_line_bound(home, daemons):
     from chock.control.framing import LINE_SECONDS
-    from chock.daemon.connection import IDLE_SECONDS
+    from chock.daemon.accepted import IDLE_SECONDS
 
     daemon = daemons.start()
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -599,6 +600,73 @@ def test_status_and_activity_hold_no_message_text_and_no_user_paths(home, projec
         ("start", None), ("session.spawned", session_id), ("session.ended", session_id), ("stop", None),
     ]  # fmt: skip
     assert secret in home.layout.log_path(session_id).read_text()  # (it was there to be found)
+
+
+class RawWatch(threading.Thread):
+    """A `watch` read as raw lines, as fast as a socket gives them, resumed from the last id it has whenever
+    the daemon closes it before `session.end` (a watcher that falls behind is cut, and comes back). Its
+    first connection reads nothing past the header until `go` is set."""
+
+    def __init__(self, daemon: Daemon, project: Path, session_id: str) -> None:
+        super().__init__(daemon=True)
+        self.request = f"watch {project}\t{session_id}\t"
+        self.socket = daemon.socket
+        self.ids: list[int] = []
+        self.connections = 0
+        self.ended = False
+        self.go = threading.Event()
+
+    def run(self) -> None:
+        while not self.ended:
+            self.connections += 1
+            last = self.ids[-1] if self.ids else 0
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(self.socket))
+                sock.sendall(hello(f"{self.request}{last}"))
+                buffer = sock.recv(4096)
+                self.go.wait()
+                while data := sock.recv(1 << 20):
+                    lines = (buffer + data).split(b"\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        if not line.startswith(b"ok "):
+                            self.ids.append(int(line[len(b'{"id": ') : line.index(b",")]))
+                            self.ended = b'"type": "session.end"' in line[:80]
+
+
+def _vm(pid: int, name: str) -> int:
+    """A `VmXXX:` figure of /proc/PID/status, in MiB."""
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(name))
+    return int(line.split()[1]) // 1024
+
+
+def test_a_watch_of_a_log_grown_to_256_mb_leaves_the_daemons_memory_where_it_was(home, project, daemons):
+    """The follower keeps the session's row, not what the log says: its memory does not grow with the log
+    (it grew by about 1 MiB per MB watched when it kept the conversation). The watcher stops reading for
+    the first 64 MB, so the daemon cuts it (it holds at most 32 MiB for one watcher) and it resumes."""
+    from chock.log.writer import SessionLog
+
+    daemon = daemons.start()
+    session_id = "20260101-000000-3e3e3e"
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    output = "o" * (64 * 1024)
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        at_rest = _vm(daemon.process.pid, "VmRSS")
+        watch = RawWatch(daemon, project, session_id)
+        watch.start()
+        while log.stat().st_size < 256 * 1000 * 1000:
+            owner.append("tool.result", call_id="c", name="read_file", output=output, is_error=False)
+            if log.stat().st_size > 64 * 1000 * 1000:
+                watch.go.set()
+        owner.append("session.end", reason="completed", exit_code=0)
+        last = owner.last_id
+    watch.join(120)
+    assert watch.ended and watch.ids == list(range(1, last + 1))  # every event once, in order, then the close
+    assert watch.connections > 1  # cut once, and resumed with no gap and no repeat
+    grown = _vm(daemon.process.pid, "VmHWM") - at_rest
+    assert grown < 64, f"the daemon grew by {grown} MiB watching a log of 256 MB"
 
 
 def test_a_watch_closes_30_s_after_a_handover_nobody_adopted(home, project, daemons):

@@ -36,6 +36,11 @@ RUNTIME = {
     "python3-click", "python3-keyring", "python3-secretstorage", "python3-jeepney", "python3-systemd",
     "python3-sdnotify", "python3-httpx", "python3-aiohttp", "bubblewrap", "git",
 }  # fmt: skip
+COMPLETIONS = {
+    "bash": "/usr/share/bash-completion/completions/chock",
+    "zsh": "/usr/share/zsh/vendor-completions/_chock",
+    "fish": "/usr/share/fish/vendor_completions.d/chock.fish",
+}
 TOOLS = ("dpkg-buildpackage", "dpkg-checkbuilddeps", "dh", "pybuild", "lintian", "dpkg-deb")
 
 
@@ -134,6 +139,9 @@ def test_package_carries_the_units_the_program_and_the_manual(deb: Path):
     pages = {p for p in paths if p.startswith("/usr/share/man/man1/")}
     for name in ["chock", *commands()]:
         assert f"/usr/share/man/man1/{name}.1.gz" in pages, f"no manual page for {name}"
+    # Shell completion where bash-completion, zsh and fish look for a command's.
+    for path in COMPLETIONS.values():
+        assert path in paths, path
     # The units are shipped, never enabled by the package: no links into any .wants directory.
     assert not [p for p in paths if ".wants/" in p or p.startswith("/etc/systemd/")], paths
 
@@ -206,6 +214,16 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(installed: P
             env={**CLEAN_ENV, "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_LOG_LEVEL": "notice"},
         )
         assert (done.returncode, done.stdout + done.stderr) == (0, ""), unit  # it exits 0 on bad keys: silence
+    # The installed bash completion, sourced as bash-completion does, asks the installed chock.
+    script = (
+        f"source {COMPLETIONS['bash']}\nCOMP_WORDS=(chock daemon st)\nCOMP_CWORD=2\n_chock_completion chock\n"
+        'echo "${COMPREPLY[@]}"\n'
+    )
+    completed = run("bash", "--norc", "-c", script, cwd="/")
+    assert (completed.stdout.strip(), completed.stderr) == ("start status stop", ""), completed.stderr
+    # Each unit's Documentation= names a page the package installed (verify above runs `man` on each).
+    for page in ("chock-daemon", "chock-serve", "chock-run", "chock-detach"):
+        assert Path(f"/usr/share/man/man1/{page}.1.gz").is_file(), page
     enabled = sorted(str(p) for p in Path("/etc/systemd/user").glob("*.wants/chock*"))
     assert not enabled, f"the package enabled units for every user: {enabled}"
     assert Path("/usr/share/man/man1/chock.1.gz").is_file()

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.systemd_user import user_manager
+
+CHOCK = str(Path(sys.executable).parent / "chock")
 
 
 def _doctor(home, **env):
@@ -41,3 +49,26 @@ def test_doctor_sees_a_running_daemon(home, daemon):
     result = _doctor(home, CHOCK_DAEMON=daemon.address)
     line = _line(result.stdout, "daemon")
     assert line.startswith("ok ") and "chock-control 1" in line, result.stdout
+
+
+def test_doctor_says_there_is_no_journal_here_and_where_records_go(home):
+    home.write_config('.{ .credentials = .{ .store = "file" } }\n')
+    output = _doctor(home).stdout
+    line = _line(output, "journal")
+    assert line.startswith("no ") and "/run/systemd/journal/socket" in line and "go to stderr" in line, output
+    assert "journalctl" not in output  # nothing to read where there is no journal
+
+
+@pytest.mark.systemd
+def test_doctor_finds_the_journal_and_prints_the_lines_that_read_chocks_records():
+    with user_manager(journal=True) as manager:
+        output = manager.run([CHOCK, "doctor"], check=False).stdout
+    line = _line(output, "journal")
+    assert line.startswith("ok ") and "systemd-journald listens at /run/systemd/journal/socket" in line, output
+    lines = output.splitlines()
+    after = lines[lines.index(line) + 1 : lines.index(line) + 4]
+    assert [text.split("(")[0].strip() for text in after] == [
+        "journalctl --user -u chock.service",
+        "journalctl --user -u chock-serve.service",
+        "journalctl --user -t chock-session CHOCK_SESSION=<id>",
+    ]

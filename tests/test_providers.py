@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from typing import Any
 
 import httpx
 import pytest
 
-from chock.providers import ProviderError, Reply, TextDelta, ToolCall, anthropic, openai
+from chock.providers import ProviderError, Reply, Retrying, TextDelta, ToolCall, anthropic, openai, retry
 from chock.providers.anthropic import MessageStream
 from chock.providers.failures import redact
 from chock.providers.kinds import KindError
@@ -58,9 +59,10 @@ def fake(request: pytest.FixtureRequest):
         yield server
 
 
-def provider_for(fake: FakeProvider, credential: str | None = KEY, model: str | None = None) -> Any:
+def provider_for(fake: FakeProvider, credential: str | None = KEY, model: str | None = None, retries: int = 0) -> Any:
+    """A provider for the fake; it sends no call twice unless a test asks for `retries`."""
     kind = "anthropic" if fake.kind == "anthropic" else "openai-compat"
-    return make_provider(kind, fake.address, model, credential, instance="work")
+    return make_provider(kind, fake.address, model, credential, instance="work", retries=retries)
 
 
 def stream_all(
@@ -141,8 +143,9 @@ def test_two_turn_tool_conversation_with_a_note_between_results(fake: FakeProvid
     assert fake.rejections == []
     body = fake.calls[0]
     if fake.kind == "anthropic":
+        cached = {"type": "ephemeral"}  # the breakpoints: the previous call's last message, and this one's
         assert body["messages"] == [
-            {"role": "user", "content": [{"type": "text", "text": "list and read"}]},
+            {"role": "user", "content": [{"type": "text", "text": "list and read", "cache_control": cached}]},
             {
                 "role": "assistant",
                 "content": [
@@ -157,7 +160,7 @@ def test_two_turn_tool_conversation_with_a_note_between_results(fake: FakeProvid
                     {"type": "tool_result", "tool_use_id": "c1", "content": "a.txt\n"},
                     {"type": "tool_result", "tool_use_id": "c2", "is_error": True},
                     {"type": "text", "text": "[background b1 finished, exit code 0]"},
-                    {"type": "text", "text": "also check b.txt"},
+                    {"type": "text", "text": "also check b.txt", "cache_control": cached},
                 ],
             },
         ]
@@ -202,11 +205,19 @@ def test_anthropic_request_carries_the_wire_headers_and_body() -> None:
     assert body["model"] == "claude-sonnet-4-5"
     assert body["stream"] is True
     assert body["max_tokens"] > 0
-    assert body["system"] == "You are terse."
+    cached = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": cached}]
     assert body["tools"] == [
-        {"name": "shell", "description": TOOLS[0]["description"], "input_schema": TOOLS[0]["parameters"]}
+        {
+            "name": "shell",
+            "description": TOOLS[0]["description"],
+            "input_schema": TOOLS[0]["parameters"],
+            "cache_control": cached,
+        }
     ]
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "say hello"}]}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "say hello", "cache_control": cached}]}
+    ]
 
 
 def test_openai_request_carries_the_wire_headers_and_body() -> None:
@@ -308,7 +319,7 @@ def test_5xx_says_the_provider_failed(fake: FakeProvider, status: int) -> None:
 def test_a_wrong_address_says_check_the_address(fake: FakeProvider) -> None:
     address = fake.address.removesuffix("/v1")
     kind = "anthropic" if fake.kind == "anthropic" else "openai-compat"
-    text = str(failure(make_provider(kind, address, None, KEY, instance="work")))
+    text = str(failure(make_provider(kind, address, None, KEY, instance="work", retries=0)))
     assert "HTTP 404" in text and "versioned base URL" in text
 
 
@@ -335,10 +346,94 @@ def test_an_error_event_inside_the_stream(fake: FakeProvider) -> None:
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "aiand", "openai-compat"])
-def test_connection_refused_names_the_address(kind: str) -> None:
+def test_connection_refused_is_retried_then_names_the_address(kind: str) -> None:
     address = closed_address()
-    text = str(failure(make_provider(kind, address, None, KEY, instance="local")))
+    items, error = stream_all(make_provider(kind, address, None, KEY, instance="local", retries=1))
+    assert error is not None
+    text = str(error)
     assert "cannot connect" in text and address in text and "instance 'local'" in text
+    assert "gave up after 2 attempts" in text
+    (retrying,) = items
+    assert isinstance(retrying, Retrying) and retrying.status is None and retrying.attempt == 1
+    assert retry.INITIAL_WAIT * (1 - retry.JITTER) <= retrying.wait_seconds <= retry.INITIAL_WAIT
+
+
+# --- retries before the first byte ----------------------------------------------------------------------------
+
+
+def test_a_429_with_retry_after_is_waited_out_then_the_call_succeeds(fake: FakeProvider) -> None:
+    fake.fail(status=429, message="slow down", headers={"retry-after": "1"})
+    fake.script(text="made it")
+    started = time.monotonic()
+    items, error = stream_all(provider_for(fake, retries=2))
+    assert error is None
+    assert time.monotonic() - started >= 1.0
+    assert len(fake.calls) == 2 and fake.calls[0] == fake.calls[1]  # the same request, sent again
+    retrying = items[0]
+    assert isinstance(retrying, Retrying) and (retrying.attempt, retrying.status) == (1, 429)
+    assert retrying.wait_seconds == 1.0 and "rate limited" in retrying.error
+    assert items[-1].text == "made it"
+
+
+@pytest.mark.parametrize("status", [408, 409, 500, 529])
+def test_retryable_statuses_are_sent_again_up_to_the_instances_retries(fake: FakeProvider, status: int) -> None:
+    for _ in range(3):
+        fake.fail(status=status, message="try later", headers={"retry-after-ms": "10"})
+    items, error = stream_all(provider_for(fake, retries=2))
+    assert error is not None
+    assert f"HTTP {status}" in str(error) and "gave up after 3 attempts" in str(error)
+    assert len(fake.calls) == 3
+    assert [(item.attempt, item.status, item.wait_seconds) for item in items] == [(1, status, 0.01), (2, status, 0.01)]
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413])
+def test_a_refusal_is_never_sent_again(fake: FakeProvider, status: int) -> None:
+    fake.fail(status=status, message="no")
+    fake.script(text="never asked for")
+    items, error = stream_all(provider_for(fake, retries=5))
+    assert error is not None and f"HTTP {status}" in str(error) and "attempts" not in str(error)
+    assert items == [] and len(fake.calls) == 1
+
+
+def test_the_servers_x_should_retry_overrides_the_status(fake: FakeProvider) -> None:
+    fake.fail(status=400, message="a passing trouble", headers={"x-should-retry": "true", "retry-after-ms": "1"})
+    fake.fail(status=503, message="do not come back", headers={"x-should-retry": "false"})
+    _, error = stream_all(provider_for(fake, retries=5))
+    assert error is not None and "HTTP 503" in str(error)
+    assert len(fake.calls) == 2
+
+
+def test_a_wait_past_the_cap_is_not_waited_out(fake: FakeProvider) -> None:
+    fake.fail(status=429, message="come back tomorrow", headers={"retry-after": "86400"})
+    items, error = stream_all(provider_for(fake, retries=2))
+    assert error is not None and "wait 86400 s" in str(error)
+    assert items == [] and len(fake.calls) == 1
+
+
+def test_a_failure_after_the_first_byte_is_not_retried_and_keeps_its_usage() -> None:
+    with FakeProvider(kind="anthropic", key=KEY) as fake:
+        fake.script(text="Hello, world", stream_error="Overloaded", cut_after=5, input_tokens=321)
+        fake.script(text="never asked for")
+        items, error = stream_all(provider_for(fake, retries=2))
+        assert len(fake.calls) == 1
+    assert error is not None and "Overloaded" in str(error)
+    assert "".join(item.text for item in items) == "Hello, w"  # what came, as it came
+    assert error.usage == {
+        "input_tokens": 321, "output_tokens": 1, "cache_read_tokens": 0, "cache_write_tokens": 0
+    }  # fmt: skip
+
+
+def test_backoff_doubles_with_jitter_and_honours_the_servers_wait() -> None:
+    assert retry.wait_seconds(1, jitter=lambda: 0.0) == 0.5
+    assert retry.wait_seconds(3, jitter=lambda: 0.0) == 2.0
+    assert retry.wait_seconds(10, jitter=lambda: 0.0) == retry.MAX_WAIT
+    assert retry.wait_seconds(2, jitter=lambda: 1.0) == 0.75
+    assert retry.wait_seconds(1, {"retry-after": "4"}) == 4.0
+    assert retry.wait_seconds(1, {"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry.wait_seconds(1, {"retry-after": "61"}) is None
+    assert retry.retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=lambda: 1445412470.0) == 10.0
+    assert retry.retry_after({"retry-after": "soon"}) is None
+    assert [retry.retryable(s) for s in (None, 408, 409, 429, 500, 529, 400, 401, 404)] == [True] * 6 + [False] * 3
 
 
 @pytest.mark.parametrize("bad", [KEY + "\n", "sk-with space", "sk-ünïcode"])
@@ -508,7 +603,10 @@ def test_message_stream_sums_cached_input_and_reads_empty_tool_input() -> None:
     ]
     assert [reader.feed_line(line) for line in lines] == [None] * len(lines)
     assert reader.done
-    assert reader.reply() == Reply("", [ToolCall("t1", "list_files", {})], input_tokens=110, output_tokens=9)
+    assert reader.reply() == Reply(
+        "", [ToolCall("t1", "list_files", {})], input_tokens=110, output_tokens=9, cache_read_tokens=100,
+        cache_write_tokens=7,
+    )  # fmt: skip
 
 
 def test_message_stream_tool_call_cut_by_max_tokens_is_an_error() -> None:
@@ -550,3 +648,22 @@ def test_chat_stream_reads_llama_cpp_error_lines_and_missing_ids() -> None:
         ChatStream("http://127.0.0.1:5000/v1", "local").feed_line(
             'error: {"code": 400, "message": "context size exceeded", "type": "invalid_request_error"}'
         )
+
+
+@pytest.mark.parametrize(
+    ("status", "words", "expected"),
+    [
+        (400, "prompt is too long: 208310 tokens > 200000 maximum", True),
+        (400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000", True),
+        (400, "the request exceeds the available context size, try increasing it", True),
+        (400, "messages: roles must alternate", False),
+        (429, "prompt is too long", False),
+    ],
+)
+def test_a_refusal_for_the_prompts_size_is_recognised_in_each_providers_words(status, words, expected) -> None:
+    from chock.providers.failures import status_failure
+
+    body = json.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": words}})
+    error = status_failure(status, body, kind="anthropic", address="http://x/v1", credential=None, instance="w")
+    assert error.too_long is expected
+    assert ("larger than the model's context window" in str(error)) is expected

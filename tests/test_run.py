@@ -102,7 +102,9 @@ def test_a_provider_error_ends_the_session_clearly_with_the_log_intact(home, pro
             fake.cut_after(3)
         else:
             fake.fail(**failure)
-        home.write_config(f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}" }} }} }}\n')
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .retries = 0 }} }} }}\n'
+        )
         result = home.chock("run", "hello", cwd=project)
     assert result.returncode == 1
     assert expected in result.stderr + result.stdout

@@ -152,6 +152,7 @@ def test_environment_is_built_from_scratch(box: Sandbox) -> None:
         "HOME": str(box.home.resolve()),
         "LANG": "C.UTF-8",
         "TERM": "dumb",
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
     assert host_environment() == box.host_environment() == {"PATH": sandbox_module.HOST_PATH}
 
@@ -181,7 +182,8 @@ def test_home_is_the_toolchain_dir_and_the_environment_holds_no_key(
     assert lines[0] == f"HOME={layout.toolchains_dir(project).resolve()}"
     assert lines[1] == f"PWD={box.workspace}"
     env = dict(line.split("=", 1) for line in out.split("---\n")[1].splitlines())
-    assert {"PATH", "HOME", "LANG", "TERM"} <= set(env) <= {"PATH", "HOME", "LANG", "TERM", "PWD", "SHLVL"}
+    names = {"PATH", "HOME", "LANG", "TERM", "PYTHONDONTWRITEBYTECODE"}
+    assert names <= set(env) <= names | {"PWD", "SHLVL"}
     assert SECRET not in out
     assert "ANTHROPIC" not in out
 

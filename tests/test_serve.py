@@ -8,7 +8,10 @@ will not show on demand.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -25,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from chock.control.client import ControlClient
+from chock.log.writer import SessionLog
 from tests.fakes.daemon import Daemon, Daemons, short_dir
 from tests.fakes.notify import NotifySocket
 from tests.fakes.wait import wait_until
@@ -122,14 +127,17 @@ class Stack:
     def client(self) -> ControlClient:
         return self.daemon.client
 
-    def start_serve(self, *args: str, env: dict[str, str] | None = None, tcp: bool = True) -> Serve:
+    def start_serve(
+        self, *args: str, env: dict[str, str] | None = None, tcp: bool = True, under: tuple[str, ...] = ()
+    ) -> Serve:
         """`chock serve --daemon unix:<ours> ARGS` (with no ARGS: TCP on 127.0.0.1 at a free port, unless
-        `tcp` is False); returns once it printed where it listens."""
+        `tcp` is False), run by the command `under` when given (`prlimit …`); returns once it printed where
+        it listens."""
         if not args and tcp:
             args = ("--host", "127.0.0.1", "--port", "0")
         stderr_path = self.tmp / f"serve-{len(self.serves)}.err"
         process = subprocess.Popen(
-            [sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{self.daemon_socket}", *args],
+            [*under, sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{self.daemon_socket}", *args],
             env={**self.home.env, **(env or {})}, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=open(stderr_path, "w"),  # noqa: SIM115
         )  # fmt: skip
@@ -349,6 +357,30 @@ def test_each_route_maps_onto_a_daemon_verb(stack):
     assert relative.status == 400 and "absolute" in relative.json["message"]
 
 
+def test_a_request_head_trickled_past_the_bound_is_cut_and_others_are_served_meanwhile(stack):
+    from chock.control.framing import LINE_SECONDS
+
+    serve = stack.start_serve()
+    tricklers = [socket.create_connection(("127.0.0.1", serve.port)) for _ in range(20)]
+    began = time.monotonic()
+    try:
+        for sock in tricklers:
+            sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        while time.monotonic() - began < LINE_SECONDS - 2:
+            for sock in tricklers:
+                sock.sendall(b"a")  # a byte now and then does not move the head's deadline
+            assert serve.get("/api/health").status == 200  # others are served all the while
+            time.sleep(1)
+        for sock in tricklers:
+            sock.settimeout(10)
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(100) == b""  # cut: nothing answered, the connection closed
+        assert time.monotonic() - began < LINE_SECONDS + 8
+    finally:
+        for sock in tricklers:
+            sock.close()
+
+
 def test_an_unreachable_daemon_is_502_naming_its_address(stack):
     serve = stack.start_serve()
     stack.daemon.stop()
@@ -418,6 +450,101 @@ def test_the_watch_stream_headers_and_its_first_message(stack):
     row = json.loads(text.split("event: row\ndata: ", 1)[1].split("\n", 1)[0])
     assert row["id"] == session_id
     connection.close()
+
+
+def test_300_streams_over_every_spelling_of_the_project_share_one_daemon_watch_and_both_keep_answering(stack):
+    session_id = "20260101-000000-5e55e5"
+    log = stack.home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    owner = SessionLog.create(log)  # this test owns the session, as `chock run` would: it is running
+    owner.append("session.start", session=session_id, project=str(stack.project), message="m", owner="terminal")
+    link = stack.tmp / "link-to-project"
+    link.symlink_to(stack.project)
+    spellings = [str(stack.project), f"{stack.project}/.", f"{stack.project}/./.", f"{stack.project}//", str(link)]
+    serve = stack.start_serve()
+
+    def status() -> dict[str, Any]:
+        return json.loads((stack.home.layout.state / "daemon-status.json").read_text())["connections"]
+
+    def answering() -> None:
+        assert serve.get("/api/health").json["ok"] is True
+        assert stack.client.ping() == 1
+
+    async def main() -> None:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as client:
+            responses = []
+            for index in range(300):
+                project = spellings[index % len(spellings)]
+                url = f"http://127.0.0.1:{serve.port}/api/sessions/{session_id}/watch"
+                response = await client.get(url, params={"project": project})
+                assert response.status == 200, await response.text()
+                responses.append(response)
+                if index % 50 == 49:
+                    answering()
+            for number in range(2, 12):
+                owner.append("assistant.delta", text=f"piece {number}")
+            for response in responses:
+                assert await _sse_ids(response, 11) == list(range(1, 12))
+            answering()
+            watching = wait_until(lambda: status()["watching"] == 1 and status(), 10, "the status record")
+            assert watching["too_many"] == 0
+            for response in responses:
+                response.close()
+
+    with owner:
+        asyncio.run(main())
+    answering()
+
+
+async def _sse_ids(response: aiohttp.ClientResponse, last: int) -> list[int]:
+    """The event ids of an SSE stream, read until `last`."""
+    ids: list[int] = []
+    while not ids or ids[-1] < last:
+        line = await asyncio.wait_for(response.content.readline(), 30)
+        assert line, f"the stream ended after {ids}"
+        if line.startswith(b"id: "):
+            ids.append(int(line[4:]))
+    return ids
+
+
+def test_four_slow_readers_of_a_100_mib_log_each_get_all_of_it_from_a_serve_held_to_256_mib(stack):
+    """A serve that held a reply whole (the log's bytes, then the reply built from them) needs more than its
+    limit for one reader, let alone four: serve runs near 50 MiB of address space, its limit is 256 MiB."""
+    session_id = "20260101-000000-b16b16"
+    log = stack.home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    filler = "x" * 10_000
+    expected = hashlib.sha256(b'{"events": [')
+    with open(log, "wb") as handle:
+        first = {"id": 1, "at": "2026-01-01T00:00:00.000Z", "type": "session.start", "session": session_id,
+                 "project": str(stack.project), "message": "m", "owner": "terminal"}  # fmt: skip
+        for number in range(1, 10_500):
+            event = first if number == 1 else {"id": number, "type": "tool.result", "output": f"{number}{filler}"}
+            line = json.dumps(event).encode()
+            handle.write(line + b"\n")
+            expected.update((b", " if number > 1 else b"") + line)
+    expected.update(b"]}")
+    assert log.stat().st_size > 100 * 1024 * 1024
+    serve = stack.start_serve(under=("prlimit", f"--as={256 * 1024 * 1024}", "--"))
+
+    def slow_reader() -> str:
+        connection = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=120)
+        connection.request("GET", f"/api/sessions/{session_id}/events")
+        reply = connection.getresponse()
+        assert reply.status == 200
+        digest = hashlib.sha256()
+        while chunk := reply.read(256 * 1024):
+            digest.update(chunk)
+            time.sleep(0.01)  # about 25 MiB/s: slower than serve can read the daemon
+        connection.close()
+        return digest.hexdigest()
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        digests = list(pool.map(lambda _: slow_reader(), range(4)))
+    assert digests == [expected.hexdigest()] * 4
+    assert serve.process.poll() is None and serve.get("/api/health").json["ok"] is True
+    assert "Error" not in serve.stderr, serve.stderr
 
 
 # --------------------------------------------------------------------------------------------------------

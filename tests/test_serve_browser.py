@@ -98,7 +98,8 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
                     and e["id"] > int(second.get_attribute("data-event-id")) for e in stack.read(session_id)),
         60, "the third approval request, logged while serve is down",
     )  # fmt: skip
-    page.wait_for_function("document.querySelector('#stream-state').textContent.includes('reconnecting')")
+    # A selector, not wait_for_function: playwright polls a function with eval, which the page's CSP refuses.
+    page.wait_for_selector("#stream-state:has-text('reconnecting')")
 
     # ... and comes back on the same port: the page resumes by itself from the last event it had.
     serve = stack.start_serve("--host", "127.0.0.1", "--port", str(port))
@@ -138,3 +139,35 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
     assert phone.is_visible(f"#sessions button[data-session='{session_id}']")
     assert errors == []
     assert serve.stop(signal.SIGTERM) == 0
+
+
+PLANNED = [
+    {"text": "Planning.", "tool_calls": [{"call_id": "p1", "name": "plan", "args": {"steps": [
+        {"step": "Read the code", "status": "in_progress"}, {"step": "Write the fix", "status": "pending"}]}}]},
+    {"text": "", "tool_calls": [{"call_id": "p2", "name": "plan", "args": {"steps": [
+        {"step": "Read the code", "status": "done"}, {"step": "Write the fix", "status": "in_progress"}]}}]},
+    {"text": "Planned and done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_the_page_shows_the_plan_beside_the_timeline_and_the_cost(home, project, daemons, chromium):
+    with running_stack(home, project, daemons, PLANNED) as stack:
+        home.write_config(
+            '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl", .price = .{ .input = 3, .output = 15 } } } }\n'
+        )
+        serve = stack.start_serve()
+        session_id, _ = stack.client.start(stack.project, "plan it")
+        page = chromium.new_page(viewport={"width": 1100, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"http://127.0.0.1:{serve.port}/#project={stack.project}&session={session_id}")
+        page.wait_for_selector("#timeline [data-type='session.end']", timeout=30000)
+        steps = page.locator("#plan-steps li")
+        assert steps.all_text_contents() == ["Read the code", "Write the fix"]
+        assert [steps.nth(i).get_attribute("data-status") for i in range(2)] == ["done", "in_progress"]
+        plans = [e["id"] for e in stack.read(session_id) if e["type"] == "plan"]
+        assert page.get_attribute("#plan", "data-event-id") == str(plans[-1])
+        timeline, plan = page.locator("#timeline").bounding_box(), page.locator("#plan").bounding_box()
+        assert plan["x"] >= timeline["x"] + timeline["width"]  # beside it, not under it
+        assert "cost 0.0000" in page.text_content("#session-usage")  # a replay's calls cost nothing
+        assert errors == []

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
+import socket
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yarl
 from aiohttp.test_utils import TestServer
 
 from chock.control import daemon_protocol as dp
@@ -25,9 +29,10 @@ from chock.control.async_client import AsyncControlClient
 from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import ProtocolError
 from chock.control.greeting import Greeted
-from chock.serve import api, fanout
+from chock.serve import api, feeds
 from chock.serve.app import make_app
 from chock.serve.guard import HostRule, _origin_matches, split_host
+from tests.fakes.wait import wait_until_async
 
 SID = "20261201-073450-a1b2c3"
 PROJECT = "/srv/project"
@@ -132,6 +137,10 @@ class FakeDaemon:
 
     async def _watch(self, request: dp.WatchRequest, writer: asyncio.StreamWriter) -> None:
         if not self._known(request.session_id, writer):
+            return
+        if os.path.realpath(request.project) != PROJECT:  # as the daemon compares projects
+            refusal = f"{request.session_id} is not a session of {request.project}"
+            writer.write(ProtocolError("not-found", refusal).encode())
             return
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.watchers.setdefault(request.session_id, []).append(queue)
@@ -266,6 +275,24 @@ def test_daemon_errors_map_to_http_statuses_with_the_daemons_text(code, status):
     run(test)
 
 
+def test_a_daemon_too_old_to_know_a_steering_verb_is_502_saying_to_update_it():
+    async def test(daemon, base, client):
+        for route, verb, body in [
+            ("stop", "stop", {"project": PROJECT}),
+            ("messages", "say", {"project": PROJECT, "message": "more"}),
+            ("remove", "remove", {"project": PROJECT}),
+        ]:
+            daemon.errors[verb] = ("unknown-verb", f"unknown verb {verb!r}")
+            async with client.post(base + f"api/sessions/{SID}/{route}", json=body) as response:
+                assert response.status == 502
+                reply = await response.json()
+            assert reply["error"] == "unknown-verb"
+            assert f"does not know `{verb}`: it is older than this client; update it" in reply["message"]
+        assert daemon.verbs == ["stop", "say", "remove"]
+
+    run(test)
+
+
 def test_each_route_is_one_daemon_verb():
     async def test(daemon, base, client):
         async with client.post(base + "api/sessions", json={"project": PROJECT, "message": "tidy\tup"}) as r:
@@ -361,7 +388,7 @@ def test_last_event_id_resumes_after_it_and_wins_over_after():
 
 
 def test_a_browser_behind_the_buffer_reads_the_gap_from_the_daemon_with_no_hole_and_no_repeat(monkeypatch):
-    monkeypatch.setattr(fanout, "BUFFER_EVENTS", 10)
+    monkeypatch.setattr(feeds, "BUFFER_EVENTS", 10)
 
     async def test(daemon, base, client):
         _log(daemon, 5)
@@ -385,7 +412,7 @@ def test_a_browser_behind_the_buffer_reads_the_gap_from_the_daemon_with_no_hole_
 
 
 def test_a_browser_that_cannot_keep_up_is_cut_off_and_resumes(monkeypatch):
-    monkeypatch.setattr(fanout, "PENDING_EVENTS", 5)
+    monkeypatch.setattr(feeds, "PENDING_EVENTS", 5)
 
     async def test(daemon, base, client):
         _log(daemon, 1)
@@ -405,7 +432,7 @@ def test_a_browser_that_cannot_keep_up_is_cut_off_and_resumes(monkeypatch):
 
 
 def test_a_quiet_stream_gets_a_comment_heartbeat(monkeypatch):
-    monkeypatch.setattr(api, "HEARTBEAT", 0.2)
+    monkeypatch.setattr(feeds, "HEARTBEAT", 0.2)
 
     async def test(daemon, base, client):
         _log(daemon, 1)
@@ -438,6 +465,188 @@ def test_an_ended_session_streams_its_events_then_end():
             assert [e["id"] for e in await stream.events(2)] == [3, 4]
             assert (await stream.next())["event"] == "end"
             assert await stream.next() is None
+
+    run(test)
+
+
+def test_every_spelling_of_the_project_shares_one_upstream_watch_and_another_project_is_404():
+    async def test(daemon, base, client):
+        _log(daemon, 2)
+        url = base + f"api/sessions/{SID}/watch"
+        spellings = [PROJECT, PROJECT + "/.", "/srv//project/", "/srv/elsewhere/../project/./."]
+        responses = [await client.get(url, params={"project": project}) for project in spellings]
+        for response in responses:
+            assert [e["id"] for e in await SSE(response).events(2)] == [1, 2]
+        daemon.append(SID, type="assistant.delta", text="for all")
+        for response in responses:
+            assert [e["id"] for e in await SSE(response).events(1)] == [3]
+        assert daemon.verbs.count("watch") == 1
+        async with client.get(url, params={"project": "/srv/other"}) as response:
+            assert response.status == 404
+            body = await response.json()
+        assert body["error"] == "not-found" and "/srv/other" in body["message"]
+        for response in responses:
+            response.close()
+
+    run(test)
+
+
+def test_a_browser_naming_the_right_project_is_not_refused_with_one_that_named_another_at_once():
+    async def test(daemon, base, client):
+        _log(daemon, 2)
+        url = base + f"api/sessions/{SID}/watch"
+        # The first asks the daemon; the second waits for that answer, which is about another project.
+        wrong, right = await asyncio.gather(
+            client.get(url, params={"project": "/srv/other"}), client.get(url, params={"project": PROJECT + "/."})
+        )
+        assert wrong.status == 404 and right.status == 200
+        assert [e["id"] for e in await SSE(right).events(2)] == [1, 2]
+        wrong.close()
+        right.close()
+
+    run(test)
+
+
+def test_past_a_cap_an_event_stream_is_503_naming_the_cap_and_a_place_comes_back_when_a_stream_closes(monkeypatch):
+    monkeypatch.setattr(feeds, "STREAMS_PER_SESSION", 2)
+    monkeypatch.setattr(feeds, "STREAMS", 3)
+    monkeypatch.setattr(feeds, "SESSIONS", 2)
+    others = ["20261201-073450-000002", "20261201-073450-000003"]
+
+    async def test(daemon, base, client):
+        for session_id in (SID, *others):
+            daemon.append(session_id, type="session.start", message="m")
+
+        async def open_stream(session_id: str) -> aiohttp.ClientResponse:
+            return await client.get(base + f"api/sessions/{session_id}/watch", params={"project": PROJECT})
+
+        async def refusal(session_id: str) -> str:
+            async with await open_stream(session_id) as response:
+                assert response.status == 503
+                assert response.headers["Retry-After"].isdigit()
+                body = await response.json()
+            assert body["error"] == "busy", body
+            return body["message"]
+
+        async def refused(session_id: str, words: str) -> None:
+            # A stream the browser closed is let go once serve notices: that takes a moment.
+            await wait_until_async(lambda: _says(refusal(session_id), words), 5, words)
+
+        first = [await open_stream(SID), await open_stream(SID)]
+        await refused(SID, f"session {SID} has 2 event streams open")
+        second = await open_stream(others[0])
+        await refused(others[1], "serve has 3 event streams open")
+        first.pop().close()
+        await refused(others[1], "serve is watching 2 sessions")
+        for response in [*first, second]:
+            assert (await SSE(response).next())["event"] == "row"
+        second.close()  # its feed lingers for a reload, but gives way to a session somebody watches
+
+        async def opened() -> aiohttp.ClientResponse | None:
+            response = await open_stream(others[1])
+            if response.status == 200:
+                return response
+            response.close()
+            return None
+
+        third = await wait_until_async(opened, 5, "a stream of a third session")
+        assert [e["id"] for e in await SSE(third).events(1)] == [1]
+        third.close()
+        for response in first:
+            response.close()
+
+    run(test)
+
+
+async def _says(text: Awaitable[str], words: str) -> bool:
+    return words in await text
+
+
+def test_a_browser_that_stops_reading_is_cut_off_and_its_place_freed(monkeypatch, caplog):
+    monkeypatch.setattr(feeds, "WRITE_STALL", 0.5)
+    monkeypatch.setattr(feeds, "HEARTBEAT", 0.5)  # the stream's one timer looks at its writes this often
+    monkeypatch.setattr(feeds, "STREAMS_PER_SESSION", 1)
+
+    async def test(daemon, base, client):
+        _log(daemon, 1)
+        url = yarl.URL(base)
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, then nothing
+        stalled.connect((url.host, url.port))
+        stalled.sendall(
+            f"GET /api/sessions/{SID}/watch?project={PROJECT} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n\r\n".encode()
+        )
+        for _ in range(400):  # about 8 MB: more than the sockets between hold
+            daemon.append(SID, type="tool.result", output="x" * 20_000)
+
+        async def opened() -> aiohttp.ClientResponse | None:
+            response = await client.get(base + f"api/sessions/{SID}/watch", params={"project": PROJECT})
+            if response.status == 200:
+                return response
+            response.close()
+            return None
+
+        response = await wait_until_async(opened, 10, "the stalled stream's place")
+        assert [e["id"] for e in await SSE(response).events(401)] == list(range(1, 402))
+        response.close()
+        stalled.close()
+
+    run(test)
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR], caplog.text
+
+
+def test_events_replies_at_once_are_capped_and_each_is_the_whole_log(monkeypatch):
+    monkeypatch.setattr(api, "READS", 1)
+
+    async def test(daemon, base, client):
+        _log(daemon, 1)
+        for index in range(1500):  # about 15 MB: more than the sockets between hold, so the first reply waits
+            daemon.append(SID, type="tool.result", output=f"{index} " + "x" * 10_000)
+        url = base + f"api/sessions/{SID}/events"
+        first = await client.get(url)
+        assert first.status == 200
+        async with client.get(url + "?after=1000") as response:
+            assert response.status == 503
+            assert "1 event replies" in (await response.json())["message"]
+        events = json.loads(await first.read())["events"]
+        assert [e["id"] for e in events] == list(range(1, 1502))
+        assert [json.dumps(e) for e in events] == daemon.logs[SID]
+        async with client.get(url + "?after=1000") as response:
+            assert [e["id"] for e in (await response.json())["events"]] == list(range(1001, 1502))
+
+    run(test)
+
+
+def test_an_events_reply_that_fails_halfway_is_cut_short_never_a_shorter_log_that_looks_whole():
+    async def test(daemon, base, client):
+        _log(daemon, 2)
+        daemon.logs[SID].append("this line is no event")
+        for _ in range(300):
+            daemon.append(SID, type="tool.result", output="x" * 4_000)
+        async with client.get(base + f"api/sessions/{SID}/events") as response:
+            assert response.status == 200  # the failure comes after the reply began
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await response.read()
+
+    run(test)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"a":' * 20_000 + b"1" + b"}" * 20_000, b"[" * 20_000, b'{"project": "/p", "message": "m", "x": '
+     + b"[" * 20_000 + b"]" * 20_000 + b"}"],
+    ids=["deep-object", "deep-unclosed-array", "deep-inside-a-good-body"],
+)  # fmt: skip
+def test_a_body_nested_too_deep_is_400_and_nothing_reaches_the_daemon(body):
+    async def test(daemon, base, client):
+        headers = {"Content-Type": "application/json"}
+        async with client.post(base + "api/sessions", data=body, headers=headers) as response:
+            assert response.status == 400
+            reply = await response.json()
+        assert reply["error"] == "bad-request" and "deeper than" in reply["message"]
+        async with client.post(base + f"api/sessions/{SID}/answer", data=body, headers=headers) as response:
+            assert response.status == 400
+        assert daemon.verbs == []
 
     run(test)
 

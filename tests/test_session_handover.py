@@ -21,8 +21,11 @@ from chock.control.session_protocol import (
     ConfirmRequest,
     Ended,
     HandoverRequest,
+    Queued,
     Ready,
     Released,
+    SessionSayRequest,
+    SessionStopRequest,
 )
 from chock.session.approvals import Approvals
 from chock.session.handover import (
@@ -37,6 +40,7 @@ from chock.session.handover import (
     HandoverRefused,
 )
 from chock.session.sockets import SessionSockets
+from chock.session.steering import Steering
 
 
 class Clock:
@@ -188,9 +192,11 @@ def test_an_unknown_or_withdrawn_request_is_not_answered():
 # The sockets, served on a real loop with the machine and the registry handed in ----------------------------------
 
 
-def run_with_sockets(scenario, *, confirm_seconds: float = CONFIRM_SECONDS):
+def run_with_sockets(scenario, *, confirm_seconds: float = CONFIRM_SECONDS, stops: list | None = None):
     """Serve both sockets of a pretend session; run `scenario(sockets, machine, approvals, paths)` in a thread
     (the blocking clients), while the loop serves; return what the scenario returned."""
+
+    stops = [] if stops is None else stops
 
     async def main():
         directory = Path(tempfile.mkdtemp(prefix="chock-s-", dir="/tmp"))
@@ -198,7 +204,9 @@ def run_with_sockets(scenario, *, confirm_seconds: float = CONFIRM_SECONDS):
         machine = Handover(confirm_seconds=confirm_seconds)
         changed = asyncio.Event()
         approvals = Approvals()
-        sockets = SessionSockets(paths, approvals, machine, changed.set)
+        steering = Steering(on_say=changed.set, on_stop=lambda: stops.append("stop"))
+        sockets = SessionSockets(paths, approvals, machine, steering, changed.set)
+        sockets.steering = steering  # for the scenario to look at
         await sockets.start()
         try:
             return await asyncio.to_thread(scenario, sockets, machine, approvals, paths, asyncio.get_running_loop())
@@ -309,3 +317,30 @@ def test_a_line_trickled_past_the_bound_is_cut(monkeypatch):
         return received
 
     assert run_with_sockets(scenario) == b"ok chock-session 1\n"  # greeted, then closed at the line's bound
+
+
+def test_say_queues_in_order_and_is_acknowledged_only_once_queued():
+    def scenario(sockets, machine, approvals, paths, loop):
+        with SessionClient(paths["handover"], HANDOVER, timeout=5) as client:
+            assert client.call(SessionSayRequest("first")) == Queued()
+            assert client.call(SessionSayRequest("second\nline")) == Queued()
+        return on_loop(loop, sockets.steering.take)
+
+    assert run_with_sockets(scenario) == ["first", "second\nline"]
+
+
+def test_stop_asks_the_session_to_stop_and_the_answer_is_how_it_ended():
+    stops: list = []
+
+    def scenario(sockets, machine, approvals, paths, loop):
+        with SessionClient(paths["handover"], HANDOVER, timeout=5) as client:
+            client.ask(SessionStopRequest())
+            for _ in range(100):
+                if stops:
+                    break
+                on_loop(loop, lambda: asyncio.sleep(0.01))
+            on_loop(loop, lambda: sockets.close(ended="interrupted"))  # what the session does next
+            return sockets.steering.stop_via, client.next_reply(5)
+
+    assert run_with_sockets(scenario, stops=stops) == ("socket", Ended("interrupted"))
+    assert len(stops) == 1

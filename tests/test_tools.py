@@ -31,7 +31,8 @@ class Workspace:
 
 def call(root: Path, name: str, **args: object) -> tuple[str, bool]:
     """One call through the session's table, as the loop makes it: (output, is_error)."""
-    return asyncio.run(tools.dispatch(tools.SESSION_TOOLS, Workspace(root), name, args))
+    result = asyncio.run(tools.dispatch(tools.SESSION_TOOLS, Workspace(root), name, args))
+    return result.output, result.is_error
 
 
 @pytest.fixture
@@ -186,6 +187,48 @@ def test_a_directory_swapped_for_a_symlink_during_a_walk_is_not_walked(root, tmp
     (root / "b").rmdir()
     (root / "b").symlink_to(outside)
     assert list(walk) == []
+
+
+# the diffs write_file and edit_file give beside their output -------------------------------------------
+
+
+def changed(root: Path, name: str, **args: object) -> tools.Result:
+    return asyncio.run(tools.dispatch(tools.SESSION_TOOLS, Workspace(root), name, args))
+
+
+def test_write_and_edit_give_the_change_as_git_shows_it_and_the_model_only_the_output(root):
+    new = changed(root, "write_file", path="sub/a.txt", content="one\ntwo")
+    assert (new.output, new.is_error) == ("wrote 7 bytes to sub/a.txt", False)
+    assert new.diff == ("--- /dev/null\n+++ b/sub/a.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n\\ No newline at end of file\n")
+    (root / "big.txt").write_text(numbered(100_000))
+    edited = changed(root, "edit_file", path="big.txt", old="line 70000\n", new="line seventy thousand\n")
+    assert edited.output == "replaced 1 occurrence(s) in big.txt"
+    expected = subprocess.run(
+        ["diff", "-u", "--label", "a/big.txt", "--label", "b/big.txt", "-", str(root / "big.txt")],
+        input=numbered(100_000), capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert edited.diff == expected  # the hunk numbered from the file's first line, as diff(1) numbers it
+    same = changed(root, "write_file", path="big.txt", content=(root / "big.txt").read_text())
+    assert same.diff == "" and not same.is_error
+
+
+def test_a_diff_is_bounded_and_a_file_that_is_not_text_gets_none(root):
+    from chock.session.tools import diff
+
+    many = changed(root, "write_file", path="many.txt", content=numbered(5000))
+    lines = many.diff.splitlines()
+    assert len(many.diff.encode()) < diff.DIFF_LIMIT + 200
+    assert lines[-1].startswith("… ") and f"cut at {diff.DIFF_LIMIT // 1024} KiB" in lines[-1]
+    assert lines[3] == "+line 1" and int(lines[-1].split()[1]) + len(lines) - 4 == 5000  # said how many were left
+    rewrite = changed(root, "write_file", path="many.txt", content=numbered(5000).replace("line", "row"))
+    assert rewrite.diff.startswith("--- a/many.txt\n+++ b/many.txt\n@@ -1,5000 +1,5000 @@\n-line 1\n")
+    assert len(rewrite.diff.encode()) < diff.DIFF_LIMIT + 200
+    huge = changed(root, "write_file", path="many.txt", content="".join(f"{n}\n" for n in range(30_000)))
+    assert huge.diff.endswith("(5000 lines from line 1 on became 30000: too many to compare)\n")
+    (root / "latin.txt").write_bytes(b"caf\xe9\n")
+    binary = changed(root, "write_file", path="latin.txt", content="coffee\n")
+    assert (binary.output, binary.is_error, binary.diff) == ("wrote 7 bytes to latin.txt", False, "")
+    assert changed(root, "read_file", path="latin.txt").diff == ""
 
 
 # edit_file, list_files, search ------------------------------------------------------------------------

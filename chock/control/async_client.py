@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from chock.control import daemon_protocol as dp
 from chock.control.address import Address
-from chock.control.client import DEFAULT_TIMEOUT, START_DAEMON, NoAnswer, os_reason
+from chock.control.client import DEFAULT_TIMEOUT, START_DAEMON, Deadline, os_reason
 from chock.control.connection import NEED_DATA, ClientConnection
 from chock.control.framing import MAX_REPLY_LINE, Unreachable
 from chock.control.message import ReplyLine, Request
@@ -42,22 +42,16 @@ class AsyncPump:
 
     async def next_event(self, timeout: float | None, what: str) -> object:
         """The next event (a ReplyLine, Greeted or CLOSED) within `timeout` as a whole; a refusal is raised."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            event = self.connection.next_event()
-            if event is not NEED_DATA:
-                return event
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                raise NoAnswer(f"the {self.connection.peer} did not answer {what} within {timeout:g} s")
+        deadline = Deadline(timeout, asyncio.get_running_loop().time)
+        while (event := self.connection.next_event()) is NEED_DATA:
             try:
-                data = await asyncio.wait_for(self._reader.read(_CHUNK), remaining)
+                data = await asyncio.wait_for(self._reader.read(_CHUNK), deadline.left(self.connection.peer, what))
             except TimeoutError:
                 continue
             except OSError:
                 data = b""  # a reset is the daemon going away, like end of file
             self.connection.receive_data(data)
+        return event
 
     async def reply(self, timeout: float | None, what: str) -> ReplyLine:
         event = await self.next_event(timeout, what)
@@ -70,7 +64,7 @@ class AsyncPump:
             self._writer.close()
 
 
-class AsyncStream:
+class AsyncReplyStream:
     """A streamed reply: its `header` (None for a reply without one), then its lines with `async for`.
 
     The connection closes when the reply ends, when iteration stops, or with `close()`.
@@ -142,7 +136,7 @@ class AsyncControlClient:
         finally:
             pump.close()
 
-    async def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> AsyncStream:
+    async def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> AsyncReplyStream:
         """A streamed verb: the header and the first line are awaited before this returns, so a refusal
         (`not-found`, …) is raised here and not halfway through a response."""
         pump = await self._open()
@@ -155,4 +149,4 @@ class AsyncControlClient:
         except BaseException:
             pump.close()
             raise
-        return AsyncStream(pump, header, first, idle_timeout, request.verb)
+        return AsyncReplyStream(pump, header, first, idle_timeout, request.verb)

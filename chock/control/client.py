@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from chock.control import daemon_protocol as dp
@@ -74,6 +74,23 @@ def connect(target: str | tuple[str, int], timeout: float) -> socket.socket:
     return socket.create_connection(target, timeout=timeout)
 
 
+class Deadline:
+    """A wait bounded as a whole: what is left of `timeout` (None: no bound), or NoAnswer once it is spent."""
+
+    def __init__(self, timeout: float | None, now: Callable[[], float]) -> None:
+        self._timeout = timeout
+        self._now = now
+        self._end = None if timeout is None else now() + timeout
+
+    def left(self, peer: str, what: str) -> float | None:
+        if self._end is None:
+            return None
+        remaining = self._end - self._now()
+        if remaining <= 0:
+            raise NoAnswer(f"the {peer} did not answer {what} within {self._timeout:g} s")
+        return remaining
+
+
 class Pump:
     """One connected socket and the ClientConnection that reads it, greeted by `greet`."""
 
@@ -106,15 +123,9 @@ class Pump:
     def next_event(self, timeout: float | None, what: str) -> object:
         """The connection's next event (a ReplyLine, Greeted, or CLOSED), waiting at most `timeout` for it as a
         whole; the peer's refusal is raised as a ProtocolError."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            event = self.connection.next_event()
-            if event is not NEED_DATA:
-                return event
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise NoAnswer(f"the {self.connection.peer} did not answer {what} within {timeout:g} s")
-            self.sock.settimeout(remaining)
+        deadline = Deadline(timeout, time.monotonic)
+        while (event := self.connection.next_event()) is NEED_DATA:
+            self.sock.settimeout(deadline.left(self.connection.peer, what))
             try:
                 data = self.sock.recv(_CHUNK)
             except TimeoutError:
@@ -122,6 +133,7 @@ class Pump:
             except OSError:
                 data = b""  # a reset is the peer going away, like end of file
             self.connection.receive_data(data)
+        return event
 
     def reply(self, timeout: float | None, what: str) -> ReplyLine:
         """The next line of a reply that must come: end of file first is `unreachable`."""
@@ -140,7 +152,7 @@ class Pump:
         self.close()
 
 
-class Stream:
+class ReplyStream:
     """A streamed reply: its `header` (None for a reply without one) and its lines as an iterator.
 
     The connection closes when the reply ends, when the iterator is closed, or with `close()`.
@@ -200,7 +212,7 @@ class ControlClient:
             pump.send(request)
             return pump.reply(request.WAIT or self.timeout, request.verb)
 
-    def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> Stream:
+    def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> ReplyStream:
         """A streamed verb (`read`, `list`, `watch`): the header and first line are read before this returns,
         so a refusal is raised here; each later line is waited for at most `idle_timeout` (None: as long as it
         takes — a watched session may be quiet for minutes)."""
@@ -214,7 +226,7 @@ class ControlClient:
         except BaseException:
             pump.close()
             raise
-        return Stream(pump, header, first, idle_timeout, request.verb)
+        return ReplyStream(pump, header, first, idle_timeout, request.verb)
 
     # The verbs, one line each ---------------------------------------------------------------------------------
 

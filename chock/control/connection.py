@@ -169,6 +169,14 @@ class ClientConnection:
         refusal = decode_error(line)
         if refusal is not None:
             self._end_reply()
+            if refusal.code == ErrorCode.UNKNOWN_VERB and self._request is not None:
+                # A verb this client knows and the server does not: the server is the older end.
+                verb = self._request.verb
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_VERB,
+                    f"the {self.peer} does not know `{verb}`: it is older than this client; update it, and restart "
+                    f"it so the new one serves ({refusal.text})",
+                )
             raise refusal
         if self._state != "reply" or self._request is None:
             raise unreadable(line, f"nothing from the {self.peer} (no request is waiting for a reply)")

@@ -152,6 +152,48 @@ class WatchHeader(ReplyLine):
         return None if row is None else cls(row)
 
 
+class Stopped(Bare):
+    """`ok stopped`: the session's log holds its end."""
+
+    __slots__ = ()
+    LINE = "ok stopped"
+    WHAT = "`ok stopped`"
+
+
+class Removed(Bare):
+    """`ok removed`: the session's directory and scratchpad are gone (its branch stays)."""
+
+    __slots__ = ()
+    LINE = "ok removed"
+    WHAT = "`ok removed`"
+
+
+class Said(ReplyLine):
+    """`ok queued <id>` (a running session took the message) or `ok continued <id>` (an ended one was carried
+    on under the daemon, the message its first)."""
+
+    __slots__ = ("how", "session_id")
+    WHAT = "ok queued <session id> or ok continued <session id>"
+    HOWS = ("queued", "continued")
+
+    def __init__(self, how: str, session_id: str) -> None:
+        self.how = how
+        self.session_id = session_id
+
+    def encode(self) -> bytes:
+        return f"ok {self.how} {self.session_id}\n".encode()
+
+    @classmethod
+    def decode(cls, line: str) -> Said | None:
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != "ok" or parts[1] not in cls.HOWS:
+            return None
+        try:
+            return cls(parts[1], f.session_id(parts[2]))
+        except f.ProtocolError:
+            return None
+
+
 class Answered(Bare):
     """`ok answered`: the session took the answer (the daemon's `answer` and a session's approval socket)."""
 
@@ -180,19 +222,25 @@ class StartRequest(Request):
         self.message = f.text("message", message)
 
 
-class AdoptRequest(Request):
-    """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`: carry a handed-over session on."""
+class _SessionRequest(Request):
+    """A verb about one session of a project: `<verb> <project>\t<session id>`."""
 
     __slots__ = ("project", "session_id")
     ATTRS = ("project", "session_id")
-    verb = "adopt"
     FIELDS = ("project", "session id")
-    REPLY = Started
-    WAIT = SPAWN_SECONDS
 
     def __init__(self, project: str, session_id: str) -> None:
         self.project = f.absolute_project(project)
         self.session_id = f.session_id(session_id)
+
+
+class AdoptRequest(_SessionRequest):
+    """`adopt <project>\t<session id>` -> `ok <session id>\t<log path>`: carry a handed-over session on."""
+
+    __slots__ = ()
+    verb = "adopt"
+    REPLY = Started
+    WAIT = SPAWN_SECONDS
 
 
 class ReadRequest(Request):
@@ -282,17 +330,65 @@ class AnswerRequest(Request):
         return (self.project, self.session_id, self.request_id, "yes" if self.yes else "no")
 
 
-def request_line_limit(head: bytes) -> int:
-    """The bound of a request line, from its first bytes: a `start` line carries a whole message."""
-    return f.MAX_MESSAGE_LINE if head.startswith(b"start ") else f.MAX_LINE
+class StopRequest(_SessionRequest):
+    """`stop <project>\t<session id>` -> `ok stopped`, once the session's log holds its end.
 
+    Relayed to the session's handover.sock; the daemon never signals a process itself. A session whose socket
+    does not answer is `error unreachable`, never `ok`.
+    """
+
+    __slots__ = ()
+    verb = "stop"
+    REPLY = Stopped
+    WAIT = SPAWN_SECONDS
+
+
+class SayRequest(Request):
+    """`say <project>\t<session id>\t<message>` -> `ok queued <id>` for a running session, or `ok continued
+    <id>` for one that ended (completed, error or interrupted), which the daemon carries on with the message."""
+
+    __slots__ = ("message", "project", "session_id")
+    ATTRS = ("project", "session_id", "message")
+    verb = "say"
+    FIELDS = ("project", "session id", "message")
+    LIMIT = f.MAX_MESSAGE_LINE
+    REPLY = Said
+    WAIT = SPAWN_SECONDS
+
+    def __init__(self, project: str, session_id: str, message: str) -> None:
+        self.project = f.absolute_project(project)
+        self.session_id = f.session_id(session_id)
+        self.message = f.text("message", message)
+
+
+class RemoveRequest(_SessionRequest):
+    """`remove <project>\t<session id>` -> `ok removed`, or `error busy` while another process holds the log."""
+
+    __slots__ = ()
+    verb = "remove"
+    REPLY = Removed
+
+
+_MESSAGE_VERBS = (b"start ", b"say ")
+
+
+def request_line_limit(head: bytes) -> int:
+    """The bound of a request line, from its first bytes: a `start` or `say` line carries a whole message."""
+    return f.MAX_MESSAGE_LINE if head.startswith(_MESSAGE_VERBS) else f.MAX_LINE
+
+
+# The verbs, in the order `unknown-verb` names them.
+VERBS = (
+    StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest, StopRequest, SayRequest,
+    RemoveRequest,
+)  # fmt: skip
 
 CONTROL = LineProtocol(
     CONTROL_NAME,
     PROTOCOL,
     server="daemon",
-    requests=(StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest),
+    requests=VERBS,
     one_verb=True,
     line_limit=request_line_limit,
-    limit_note=f"{f.size(f.MAX_MESSAGE_LINE)} for start, {f.size(f.MAX_LINE)} for any other request",
+    limit_note=f"{f.size(f.MAX_MESSAGE_LINE)} for start and say, {f.size(f.MAX_LINE)} for any other request",
 )

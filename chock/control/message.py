@@ -28,7 +28,25 @@ from chock.control.framing import (
 )
 
 
-class Request:
+class _Value:
+    """Equality, hashing and repr from a message's values (what `_values` returns), for tests and logs."""
+
+    __slots__ = ()
+
+    def _values(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._values() == self._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self._values()!r}"
+
+
+class Request(_Value):
     """One verb and its fields. Subclasses set `verb`, `FIELDS`, `ATTRS` (the fields' attributes, in wire
     order) and `__slots__`, and override `from_fields` where a field is not a plain string."""
 
@@ -81,17 +99,8 @@ class Request:
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.ATTRS)
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._values() == self._values()  # type: ignore[attr-defined]
 
-    def __hash__(self) -> int:
-        return hash((type(self), self._values()))
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}{self._values()!r}"
-
-
-class ReplyLine:
+class ReplyLine(_Value):
     """One line of a reply. `decode` returns None for a line that is not of this kind, so a client can tell
     which of the lines its request allows has come; `WHAT` names the line in an error."""
 
@@ -107,15 +116,6 @@ class ReplyLine:
 
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._values() == self._values()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self), self._values()))
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}{self._values()!r}"
 
 
 class Bare(ReplyLine):

@@ -8,6 +8,8 @@ write: the session writes its own log.
                     answer <request id>\\t<yes|no> -> ok answered | error not-pending <text>
     handover.sock   handover                      -> busy <background> <subagents> (zero or more), then ready
                     confirm                       -> released; the session closes and exits 8
+                    stop                          -> ended interrupted; the session stops now and exits 130
+                    say <message>                 -> ok queued; taken in at the next turn boundary
     either          (a session that ends while a client waits) ended <reason>, then close
 """
 
@@ -98,6 +100,14 @@ class Released(Bare):
     WHAT = "`released`"
 
 
+class Queued(Bare):
+    """`ok queued`: the message waits for the session's next turn boundary, and nothing loses it now."""
+
+    __slots__ = ()
+    LINE = "ok queued"
+    WHAT = "`ok queued`"
+
+
 class Ended(ReplyLine):
     """`ended <reason>`: the session ended while the client waited; it closes next."""
 
@@ -173,11 +183,45 @@ class ConfirmRequest(Request):
     REPLY = Released
 
 
+class SessionStopRequest(Request):
+    """`stop`: stop now, wherever the session is; every client then hears `ended interrupted`."""
+
+    __slots__ = ()
+    verb = "stop"
+    REPLY = Ended
+
+
+class SessionSayRequest(Request):
+    """`say <message>` -> `ok queued`: a message for the agent, logged and sent at the next turn boundary."""
+
+    __slots__ = ("message",)
+    ATTRS = ("message",)
+    verb = "say"
+    FIELDS = ("message",)
+    LIMIT = f.MAX_MESSAGE_LINE
+    REPLY = Queued
+
+    def __init__(self, message: str) -> None:
+        self.message = f.text("message", message)
+
+
+def request_line_limit(head: bytes) -> int:
+    """The bound of a request line, from its first bytes: a `say` line carries a whole message."""
+    return f.MAX_MESSAGE_LINE if head.startswith(b"say ") else f.MAX_LINE
+
+
 def _session_protocol(*requests: type[Request]) -> LineProtocol:
     return LineProtocol(
-        SESSION_NAME, SESSION_PROTOCOL, server="session", requests=requests, one_verb=False, anytime=(Ended,)
+        SESSION_NAME,
+        SESSION_PROTOCOL,
+        server="session",
+        requests=requests,
+        one_verb=False,
+        anytime=(Ended,),
+        line_limit=request_line_limit,
+        limit_note=f"{f.size(f.MAX_MESSAGE_LINE)} for say, {f.size(f.MAX_LINE)} for any other request",
     )
 
 
 APPROVAL = _session_protocol(PendingRequest, SessionAnswerRequest)
-HANDOVER = _session_protocol(HandoverRequest, ConfirmRequest)
+HANDOVER = _session_protocol(HandoverRequest, ConfirmRequest, SessionStopRequest, SessionSayRequest)

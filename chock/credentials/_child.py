@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chock.credentials.errors import (
+from chock.credentials.refusals import (
     FILE_STORE_HINT,
     CredentialError,
     NobodyAnswered,

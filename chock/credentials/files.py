@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from chock import zon
-from chock.credentials.errors import CredentialError, InsecureFile
+from chock.credentials.refusals import CredentialError, InsecureFile
 from chock.paths import ensure_dir
 
 # Group or others may read: the bits SPEC §10 refuses a token file for ("readable by group or others").

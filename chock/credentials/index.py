@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chock import zon
-from chock.credentials.errors import CredentialError
 from chock.credentials.files import read_zon_struct, write_private
+from chock.credentials.refusals import CredentialError
 from chock.paths import Layout
 
 WHAT = "the instance index"

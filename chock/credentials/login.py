@@ -1,12 +1,15 @@
-"""`chock login` and `chock logout` (SPEC §10, seed 003).
+"""`chock login` and `chock logout`: a provider credential checked, then stored with its index entry.
 
     chock login --provider KIND[=URL] [--name NAME] [--model M] [--password-method prompt|stdin|file=PATH]
                 [--replace]
 
-The order is the seed's: the replace question comes before the credential is read ("answering no costs you
-nothing"); the credential is checked against the provider before anything is stored; then the login lock is
-taken, the name is checked again under it, and the credential and the index entry are written: both or
-neither. Nothing here prints: questions go through `ask`, notices through `say`, and the outcome is returned.
+The replace question comes before the credential is read, so answering no costs nothing; with nobody to
+ask (a pipe, `--password-method file=…`, CI) a name that exists is refused instead, because silence is not
+a yes: only `--replace` replaces, and `--name <another name>` stores beside it. The credential is checked
+against the provider before anything is stored; then the login lock is taken, the name is checked again
+under it (a login that started while another sat at its prompt is told the name is taken), and the
+credential and the index entry are written: both or neither. Nothing here prints: questions go through
+`ask`, notices through `say`, and the outcome is returned.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from pathlib import Path
 from typing import TextIO
 
 from chock.config import Config
-from chock.credentials.errors import CredentialError, NameTaken
 from chock.credentials.index import IndexEntry, read_index, write_index
-from chock.credentials.lock import login_lock
+from chock.credentials.login_lock import login_lock
+from chock.credentials.refusals import CredentialError, NameTaken
 from chock.credentials.stores import Store, default_store, open_store
 from chock.credentials.stores.file import FileStore
 from chock.credentials.stores.secretspec import env_name
@@ -91,12 +94,11 @@ def login(
     before = entries.get(instance)
     if before is not None and not replace:
         nobody = _nobody_to_ask(terminal, ci, method)
-        if nobody is None:
-            answer = (ask or _ask_terminal)(replace_question(instance, before))
-            if answer.strip().lower() not in YES:
-                return LoginResult(instance, kind, address, before.stored, stored=False, replaced=False)
-        elif name is None:  # the name came from the kind: nobody said which login this is
-            raise NameTaken(_taken_message(instance, before, provider_text, nobody))
+        if nobody is not None:  # silence is not a yes, even when --name names the instance on purpose
+            raise NameTaken(_taken_message(instance, before, provider_text, name, nobody))
+        answer = (ask or _ask_terminal)(replace_question(instance, before))
+        if answer.strip().lower() not in YES:
+            return LoginResult(instance, kind, address, before.stored, stored=False, replaced=False)
 
     store_name = config.credential_store or default_store()
     store = open_store(store_name, layout, can_prompt=terminal and not ci)
@@ -110,11 +112,7 @@ def login(
         _refuse_collision(instance, entries, config)
         now = entries.get(instance)
         if now is not None and now != before and not replace:
-            raise NameTaken(
-                f'the name "{instance}" was taken while this login ran: another chock login stored a '
-                f"credential by that name (kind {now.kind}). Nothing was stored. Run this login again to "
-                "replace it (it asks first), or choose another --name."
-            )
+            raise NameTaken(_late_message(instance, now, provider_text, name))
         _write_both(layout, entries, instance, entry, store, secret)
     if now is not None and now.stored != store_name:
         _remove_old(layout, instance, now.stored, say)
@@ -154,7 +152,7 @@ def logout(
 
 
 def replace_question(instance: str, existing: IndexEntry) -> str:
-    """Seed 003's question, word for word; no is the default."""
+    """The replace question; no is the default."""
     return (
         f'chock login: there is already a credential named "{instance}", stored as kind {existing.kind}.\n'
         "Replace it? [y/N]"
@@ -183,7 +181,7 @@ def _check_name(instance: str) -> None:
 
 
 def _password_method(text: str | None, terminal: bool) -> tuple[str, Path | None]:
-    """prompt is the default at a terminal, stdin otherwise; file=PATH reads the file (seed 003)."""
+    """prompt is the default at a terminal, stdin otherwise; file=PATH reads the file."""
     if text is None:
         return ("prompt" if terminal else "stdin"), None
     if text == "prompt":
@@ -202,7 +200,7 @@ def _password_method(text: str | None, terminal: bool) -> tuple[str, Path | None
 
 
 def _nobody_to_ask(terminal: bool, ci: bool, method: str) -> str | None:
-    """Why there is nobody to ask (seed 003: a pipe, a file, any CI job), or None when someone is there."""
+    """Why there is nobody to ask (a pipe, a file, any CI job), or None when someone is there."""
     if ci:
         return "CI is set"
     if method == "file":
@@ -212,18 +210,30 @@ def _nobody_to_ask(terminal: bool, ci: bool, method: str) -> str | None:
     return None
 
 
-def _taken_message(instance: str, before: IndexEntry, provider_text: str, why: str) -> str:
-    provider = shlex.quote(provider_text)
+def _taken_message(instance: str, before: IndexEntry, provider_text: str, name: str | None, why: str) -> str:
     return (
         f'chock login: there is already a credential named "{instance}", stored as kind {before.kind}, and '
-        f"with nobody to ask ({why}) it is not replaced. Nothing was stored. Say which you meant:\n"
-        f"  chock login --provider {provider} --replace\n"
-        f"  chock login --provider {provider} --name <a name of your own>"
+        f"with nobody to ask ({why}) it is not replaced. Nothing was stored. {_ways_out(provider_text, name)}"
     )
 
 
+def _late_message(instance: str, now: IndexEntry, provider_text: str, name: str | None) -> str:
+    """The repeat check under the lock: another login stored this name while this one ran."""
+    return (
+        f'chock login: the name "{instance}" is taken: another chock login stored a credential by that name '
+        f"(kind {now.kind}) while this one ran. Nothing was stored. {_ways_out(provider_text, name)}"
+    )
+
+
+def _ways_out(provider_text: str, name: str | None) -> str:
+    """Both ways on from a taken name, as commands: replace it, or store beside it under another name."""
+    login = f"chock login --provider {shlex.quote(provider_text)}"
+    named = f"{login} --name {shlex.quote(name)}" if name is not None else login
+    return f"Say which you meant:\n  {named} --replace\n  {login} --name <another name>"
+
+
 def _refuse_collision(instance: str, entries: Mapping[str, IndexEntry], config: Config) -> None:
-    """Two names with one CHOCK_<NAME> form would share one SecretSpec secret (SPEC §10)."""
+    """Two names with one CHOCK_<NAME> form would share one SecretSpec secret."""
     wanted = env_name(instance)
     for other in sorted(set(entries) | set(config.instances)):
         if other != instance and env_name(other) == wanted:

@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
 from chock.log.reader import owner_alive
-from chock.paths import Layout, ensure_dir, new_session_id
+from chock.paths import Layout, ensure_dir, new_session_id, project_key
+from chock.platform import journal
+from chock.platform.journal import CHILD_VARIABLE
 
 if TYPE_CHECKING:
     import subprocess
@@ -55,9 +57,11 @@ POLL_MAX = 0.1
 # What is read of run.log to find the child's last line: its refusal is one line near the end.
 TAIL_BYTES = 16 * 1024
 
-# Variables that belong to the daemon's own service and must not reach a child (SPEC §7: no child
-# inherits LISTEN_*; a child's sd_notify would speak for the daemon's unit).
-_SERVICE_VARIABLES = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+# Variables that belong to the daemon's own service and must not reach a child: no child inherits LISTEN_*,
+# a child's sd_notify would speak for the daemon's unit, and CHOCK_LOG_TARGET is the daemon's to set.
+_SERVICE_VARIABLES = (
+    "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", CHILD_VARIABLE,
+)  # fmt: skip
 
 
 class Refusal(ProtocolError):
@@ -66,17 +70,22 @@ class Refusal(ProtocolError):
 
 
 class Child:
-    __slots__ = ("process", "session_id", "started", "verb")
+    __slots__ = ("process", "project_key", "session_id", "started", "verb")
 
-    def __init__(self, session_id: str, verb: str, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, session_id: str, verb: str, project: str, process: subprocess.Popen[bytes]) -> None:
         self.session_id = session_id
         self.verb = verb
+        self.project_key = project_key(Path(project))  # a digest: activity and records never name the path
         self.process = process
         self.started = time.monotonic()
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def activity(self) -> dict[str, Any]:
+        """What every activity line about this child says of it."""
+        return {"session": self.session_id, "verb": self.verb, "project_key": self.project_key}
 
 
 class Children:
@@ -104,9 +113,7 @@ class Children:
         sessions = ensure_dir(self.layout.sessions_dir)
         session_id, output, fd = self._new_output(sessions)
         try:
-            child = self._spawn(
-                session_id, "start", ["--session-id", session_id, "--project", project], fd, stdin=message
-            )
+            child = self._spawn(session_id, "start", project, ["--session-id", session_id], fd, stdin=message)
         except BaseException:
             os.close(fd)
             self._clean_failed_start(session_id, output)
@@ -135,18 +142,34 @@ class Children:
 
     def adopt(self, session_id: str, project: str, last_id: int) -> None:
         """Carry a handed-over session on; returns once the child has logged its `session.adopt`."""
+        self._carry_on(session_id, "adopt", project, ["--adopt", session_id], last_id, None)
+
+    def continue_(self, session_id: str, project: str, last_id: int, message: str) -> None:
+        """Carry an ended session on with `message` (a `say`); returns once the child has logged its
+        `session.adopt`, its `workspace.open` and the message. The child follows the daemon's own approval
+        policy: a session once started with --yes at a terminal does not become a way to run commands unasked."""
+        self._carry_on(session_id, "say", project, ["--continue", session_id, "--for-daemon"], last_id, message)
+
+    def _carry_on(
+        self, session_id: str, verb: str, project: str, argv: list[str], last_id: int, message: str | None
+    ) -> None:
         run_log = self.layout.run_log_path(session_id)
         fd = os.open(run_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         offset = os.fstat(fd).st_size
         try:
-            child = self._spawn(session_id, "adopt", ["--adopt", session_id, "--project", project], fd)
+            child = self._spawn(session_id, verb, project, argv, fd, stdin=message)
         finally:
             os.close(fd)
         log = self.layout.log_path(session_id)
+        wanted = ("session.adopt",) if message is None else ("session.adopt", "workspace.open", "user.message")
 
         def ready(exited: bool) -> bool:
-            logged = any(_by(event, "session.adopt", child.pid) for event in _events_after(log, last_id))
-            return logged and (exited or owner_alive(log))
+            events = _events_after(log, last_id)
+            adopted = next((i for i, event in enumerate(events) if _by(event, "session.adopt", child.pid)), None)
+            if adopted is None:
+                return False
+            logged = {event.get("type") for event in events[adopted:]}
+            return all(kind in logged for kind in wanted) and (exited or owner_alive(log))
 
         self._wait(child, ready, run_log=run_log, offset=offset)
 
@@ -163,22 +186,31 @@ class Children:
             return session_id, output, fd
         raise RuntimeError("could not find a free session id")
 
-    def _spawn(self, session_id: str, verb: str, args: list[str], output: int, *, stdin: str | None = None) -> Child:
+    def _spawn(
+        self, session_id: str, verb: str, project: str, args: list[str], output: int, *, stdin: str | None = None
+    ) -> Child:
         import subprocess
 
-        process = subprocess.Popen(
-            [sys.executable, "-m", "chock", "run", *args],
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=output,
-            stderr=output,
-            env=self._environment(),
-            start_new_session=True,  # its own session and process group: our signals are not its signals
-            close_fds=True,
-        )
-        child = Child(session_id, verb, process)
+        try:
+            # The project is the child's working directory, not an argument: argv is visible to every user
+            # (and the journal keeps a sender's command line), and a project's path is the person's business.
+            process = subprocess.Popen(
+                [sys.executable, "-m", "chock", "run", *args],
+                cwd=project,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                env=self._environment(),
+                start_new_session=True,  # its own session and process group: our signals are not its signals
+                close_fds=True,
+            )
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
+            why = error.strerror or type(error).__name__
+            raise Refusal(f"{project} cannot be a project here ({why}): chock run works in a git project") from None
+        child = Child(session_id, verb, project, process)
         with self._lock:
             self._live[process.pid] = child
-        self.status.activity("session.spawned", session=session_id, verb=verb, pid=process.pid)
+        self.status.activity("session.spawned", **child.activity(), pid=process.pid)
         if self._under_manager():
             try:
                 self._move_to_scope(process.pid, session_id)
@@ -201,6 +233,7 @@ class Children:
         env["CHOCK_CONFIG"] = str(self.layout.config)
         env["CHOCK_STATE_DIR"] = str(self.layout.state)
         env["CHOCK_DATA_DIR"] = str(self.layout.data)
+        env.update(journal.child_environment())  # the child records its own lifecycle where the daemon does
         return env
 
     def _wait(
@@ -219,11 +252,11 @@ class Children:
                 if not path.exists():
                     path = self.layout.sessions_dir / f".{child.session_id}.run.log"
                 line = last_line(path, offset)
-                self.status.activity("session.refused", session=child.session_id, verb=child.verb, exit_code=code)
+                self.status.activity("session.refused", **child.activity(), exit_code=code)
                 raise Refusal(line or f"the session exited with code {code} before it started")
             if time.monotonic() >= deadline:
                 _kill(child.process)
-                self.status.activity("session.refused", session=child.session_id, verb=child.verb, exit_code=None)
+                self.status.activity("session.refused", **child.activity(), exit_code=None)
                 raise Refusal(f"the session did not start within {READY_TIMEOUT:g} s; it was stopped")
             time.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
@@ -250,7 +283,7 @@ class Children:
             with self._lock:
                 self._live.pop(child.pid, None)
             ended.append(child)
-            self.status.activity("session.ended", session=child.session_id, verb=child.verb, exit_code=code)
+            self.status.activity("session.ended", **child.activity(), exit_code=code)
         return ended
 
     def owned(self) -> list[str]:

@@ -11,13 +11,15 @@ removed at exit, activated sockets never touched) are `chock.platform.listening`
 
 from __future__ import annotations
 
-import contextlib
-import socket
 from pathlib import Path
 
 from chock.platform import listening
+from chock.platform.listening import Listener
 
 DEFAULT_PORT = 7890
+
+# The name of the daemon's sockets in LISTEN_FDNAMES (`FileDescriptorName=control` in chock.socket).
+FD_NAME = "control"
 
 # The kernel queues this many connections nobody has accepted yet. The accept loop takes them as fast as
 # they come (a thread each), so the queue only has to ride out a burst: a frontend opening a watch per
@@ -29,44 +31,9 @@ BACKLOG = 128
 _OTHERS = "not a daemon of this state dir: that one would hold its daemon.lock"
 
 
-class Listener:
-    def __init__(
-        self,
-        sock: socket.socket,
-        kind: str,
-        address: str,
-        *,
-        activated: bool = False,
-        owned: listening.Owned | None = None,
-    ) -> None:
-        self.sock = sock
-        self.kind = kind  # "unix" | "tcp"
-        self.address = address  # as a client writes it: unix:/path or host:port
-        self.activated = activated
-        # The unix socket this process bound: the only file it may remove.
-        self.owned = owned
-
-    @property
-    def checks_peer(self) -> bool:
-        """Unix sockets carry the peer's credential and are checked; TCP carries none (SPEC §6)."""
-        return self.kind == "unix"
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        if self.owned is not None:
-            self.owned.remove()
-
-
-def describe(sock: socket.socket) -> tuple[str, str]:
-    """(kind, address) of a listening socket, from the socket itself."""
-    return ("unix" if sock.family == socket.AF_UNIX else "tcp"), listening.address_of(sock)
-
-
-def adopt(sock: socket.socket) -> Listener:
-    """A socket passed by socket activation (already checked to be a listening stream socket)."""
-    kind, address = describe(sock)
-    return Listener(sock, kind, address, activated=True)
+def activated() -> list[Listener]:
+    """The sockets the service manager handed over under the name `control` (none when started by hand)."""
+    return [Listener(sock) for sock in listening.activated(FD_NAME)]  # each checked to be a listening socket
 
 
 def bind_unix(path: Path, *, create_parent: bool) -> Listener:
@@ -74,10 +41,9 @@ def bind_unix(path: Path, *, create_parent: bool) -> Listener:
     sock, owned = listening.bind_unix(
         path, backlog=BACKLOG, owner="the daemon", others=_OTHERS, create_parent=create_parent
     )
-    return Listener(sock, "unix", f"unix:{path}", owned=owned)
+    return Listener(sock, owned)
 
 
 def bind_tcp(host: str, port: int) -> Listener:
     """A TCP listener at host:port (port 0: the system picks). Nobody is checked on it (SPEC §6)."""
-    sock = listening.bind_tcp(host, port, backlog=BACKLOG)
-    return Listener(sock, "tcp", listening.address_of(sock))
+    return Listener(listening.bind_tcp(host, port, backlog=BACKLOG))

@@ -7,7 +7,7 @@ Sessions keep running: they are `chock run` children in their own process groups
 next daemon finds them in the state dir.
 
 The main thread runs one selector loop: it accepts, reads every connection's greeting and request under the
-bounds of `chock.daemon.connection`, answers the short verbs itself, hands the long ones to a thread each, and
+bounds of `chock.daemon.accepted`, answers the short verbs itself, hands the long ones to a thread each, and
 does the housekeeping (reaping children on SIGCHLD, watchdog pings, the status record, the idle clock).
 """
 
@@ -15,27 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import selectors
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 
 from chock.control.daemon_protocol import PROTOCOL
 from chock.control.framing import ErrorCode, ProtocolError
-from chock.daemon import listeners, service
+from chock.daemon import listeners
+from chock.daemon.accepted import READING, Connection, inline, peer_refusal
 from chock.daemon.children import Children
-from chock.daemon.connection import READING, Connection, inline, peer_refusal
 from chock.daemon.context import Daemon
-from chock.daemon.listeners import Listener
 from chock.daemon.lock import DaemonLock
 from chock.daemon.status import Status
 from chock.daemon.watch import Hub
 from chock.errors import UsageError
 from chock.log.catalog import Catalog
 from chock.paths import Layout, ensure_dir
+from chock.platform import manager
+from chock.platform.listening import Listener
+from chock.platform.peer import peer_uid
 
 # Connections still sending their request, each holding at most one bounded line and no thread. At the cap,
 # the one that has waited longest is cut to make room, so clients that have not finished a request cannot
@@ -91,7 +91,7 @@ class Server:
         self.idle_exit = idle_exit
         status = Status(layout.state)
         children = Children(
-            layout, status, under_manager=service.under_user_manager, move_to_scope=service.move_to_scope
+            layout, status, under_manager=manager.under_user_manager, move_to_scope=manager.move_to_scope
         )
         self.daemon = Daemon(layout, status, children, Catalog(layout), Hub(layout))
         self.listeners: list[Listener] = []
@@ -103,7 +103,7 @@ class Server:
     def listen(self, socket_path: Path | None, host: str | None, port: int | None) -> None:
         """Open every listener; on any failure close those already open and raise."""
         try:
-            self.listeners = [listeners.adopt(sock) for sock in service.activated_sockets()]
+            self.listeners = listeners.activated()
             # Under socket activation the default socket is the unit's, handed over above; a --socket named
             # explicitly is bound as well, unless it is that very socket.
             if socket_path is not None or not self.listeners:
@@ -141,13 +141,12 @@ class Server:
             status.set_state("serving")
             status.write()
             status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
-            print(f"chock daemon (pid {os.getpid()}): serving {', '.join(addresses)}", file=sys.stderr, flush=True)
-            service.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
+            manager.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
             self._loop(selector, wake_r)
         finally:
             reason = self._stopping or "error"
             with contextlib.suppress(Exception):
-                service.notify("STOPPING=1")
+                manager.notify("STOPPING=1")
             for connection in list(self._connections):
                 connection.close()
             selector.close()
@@ -162,7 +161,7 @@ class Server:
         return 0
 
     def _loop(self, selector: selectors.BaseSelector, wake_r: socket.socket) -> None:
-        watchdog = service.watchdog_interval()
+        watchdog = manager.watchdog_interval()
         tick = TICK if not watchdog else min(TICK, watchdog / 2)
         next_ping = time.monotonic()
         last_status = 0.0
@@ -186,7 +185,7 @@ class Server:
                     self._forget(selector, connection)
             self.daemon.children.reap()
             if watchdog and now >= next_ping:
-                service.notify("WATCHDOG=1")
+                manager.notify("WATCHDOG=1")
                 next_ping = now + watchdog / 2
             if self.idle_exit is not None and self.daemon.idle_for() >= self.idle_exit:
                 self._stopping = "idle"
@@ -216,7 +215,7 @@ class Server:
             selector.register(sock, selectors.EVENT_READ, connection)
             refusal = peer_refusal(sock) if listener.checks_peer else None
             if refusal is not None:
-                connection.refuse(refusal, now, "forbidden")
+                connection.refuse(refusal, now, "forbidden", peer_uid=peer_uid(sock))
             elif len(self._waiting()) > MAX_WAITING:
                 oldest = min(self._waiting(), key=lambda c: c.opened)
                 oldest.refuse(

@@ -1,4 +1,4 @@
-"""`daemon-status.json` and `daemon-activity.jsonl` (SPEC §3, §6 "Daemon hygiene").
+"""`daemon-status.json`, `daemon-activity.jsonl`, and the daemon's records in the journal.
 
 The status record says what the daemon is doing now: pid, protocol, listeners, the sessions it owns (its
 own live children, by id), connection counters, the last error and when it started. It is rewritten
@@ -8,6 +8,9 @@ The activity log holds lifecycle transitions only: start, stop, a session spawne
 id). Neither file ever holds message text, a project path or any other path of the person's files; an
 error is recorded by kind (`start: OSError: No space left on device`), never with its text, which can
 carry either.
+
+Every transition recorded here is also a record of `chock.platform.journal` (a refusal, an error and each
+connection's end too), under the same rule; that module decides where, if anywhere, they go.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from chock.control.daemon_protocol import PROTOCOL
+from chock.errors import exit_reason
 from chock.log.events import timestamp
 from chock.paths import FILE_MODE
+from chock.platform import journal
 
 COUNTERS = (
     "accepted",  # connections taken from a listener
@@ -51,10 +56,12 @@ class Status:
 
     # What changes ----------------------------------------------------------------------------------
 
-    def count(self, name: str, n: int = 1) -> None:
+    def count(self, name: str, n: int = 1, **fields: Any) -> None:
+        """Count a connection's outcome; `fields` (a refused peer's uid, a served verb) go in its record."""
         with self._lock:
             self._counters[name] += n
             self.dirty = True
+        journal.record(f"connection.{name}", **fields)
 
     def gauges(self, *, active: int, watching: int, owned: list[str]) -> None:
         with self._lock:
@@ -66,6 +73,7 @@ class Status:
         with self._lock:
             self._listeners = list(addresses)
             self.dirty = True
+        journal.record("listening", addresses=", ".join(addresses))
 
     def set_state(self, state: str) -> None:
         with self._lock:
@@ -74,12 +82,11 @@ class Status:
 
     def error(self, where: str, error: BaseException) -> None:
         """Record a failure by kind only: an exception's text may hold a message or a user's path."""
-        kind = type(error).__name__
-        if isinstance(error, OSError) and error.strerror:
-            kind = f"{kind}: {error.strerror}"
+        kind = journal.error_kind(error)
         with self._lock:
             self._last_error = {"at": timestamp(), "where": where, "kind": kind}
             self.dirty = True
+        journal.record("error", where=where, error=kind)
 
     # The files -----------------------------------------------------------------------------------
 
@@ -115,9 +122,21 @@ class Status:
     def activity(self, event: str, **fields: Any) -> None:
         """Append one lifecycle line. Callers pass ids, pids, codes and verbs: never text or a path."""
         line = json.dumps({"at": timestamp(), "event": event, "daemon": os.getpid(), **fields}) + "\n"
+        _record_activity(event, fields)
         with contextlib.suppress(OSError):
             fd = os.open(self.activity_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
             try:
                 os.write(fd, line.encode())
             finally:
                 os.close(fd)
+
+
+def _record_activity(event: str, fields: dict[str, Any]) -> None:
+    """An activity line as a journal record: a session's end and refusal say why in words; a stop for an
+    error is an error."""
+    fields = dict(fields)
+    if event in ("session.ended", "session.refused"):
+        code = fields.get("exit_code")
+        late = code is None and event == "session.refused"
+        fields["reason"] = "it did not start in time" if late else exit_reason(code)
+    journal.record(event, "err" if event == "stop" and fields.get("reason") == "error" else None, **fields)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from chock.control import daemon_protocol as dp
-from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError, Unreachable
+from chock.control.message import ReplyLine, Request
+from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
 from chock.log.catalog import Entry
 from chock.log.reader import offset_after
@@ -27,9 +30,12 @@ SEND_BATCH = 64 * 1024
 # A `read` takes the log in pieces of this size, so a long log never sits whole in the daemon.
 READ_CHUNK = 256 * 1024
 
-# How long `answer` waits for the session's approval socket: a session answers between two steps of its
-# own loop, which it serves whenever it waits.
-ANSWER_TIMEOUT = 10.0
+# How long a relay waits for a session's own socket: a session answers between two steps of its own loop,
+# which it serves whenever it waits.
+RELAY_TIMEOUT = 10.0
+
+# How long `stop` waits for the session's log to hold its end after the session took the stop.
+STOP_WAIT = 10.0
 
 
 class ClientGone(Exception):
@@ -82,7 +88,7 @@ def _session(daemon: Daemon, project: str, session_id: str) -> Entry:
     if entry is None:
         raise _not_found(f"there is no session {session_id}")
     if entry.project_real != os.path.realpath(project):
-        raise _not_found(f"session {session_id} is not a session of {project} (it works in {entry.state.project})")
+        raise _not_found(f"session {session_id} is not a session of {project}")
     return entry
 
 
@@ -144,9 +150,8 @@ def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
 
 def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:
     """`watch <project>\\t<session id>\\t<last id>` -> `ok <row JSON>`, then event lines as the log grows."""
-    _session(daemon, request.project, request.session_id)
+    subscription = daemon.hub.subscribe(request.project, request.session_id, reply.sock, request.after)
     reply.sock.settimeout(None)  # the subscription sends with its own bounds
-    subscription = daemon.hub.subscribe(request.session_id, reply.sock, request.after)
     daemon.watch_opened()
     try:
         subscription.serve()
@@ -156,25 +161,103 @@ def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:
 
 
 def answer(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerRequest) -> None:
-    """`answer <project>\\t<session id>\\t<request id>\\t<yes|no>` -> `ok answered`, through approval.sock only.
+    """`answer <project>\t<session id>\t<request id>\t<yes|no>` -> `ok answered`, through approval.sock only.
 
     A connect that failed is reported as a failure and never as `ok answered`.
     """
-    from chock.control.client import SessionClient
-    from chock.control.session_protocol import APPROVAL
+    from chock.control.session_protocol import SessionAnswerRequest
+
+    _session(daemon, request.project, request.session_id)
+    _relay(daemon, request.session_id, "approval", SessionAnswerRequest(request.request_id, request.yes))
+    reply.send(dp.Answered().encode())
+
+
+def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
+    """`stop <project>\t<session id>` -> `ok stopped` once the session's log holds its end (STOP_WAIT at most).
+
+    The session stops itself, asked over its handover.sock; the daemon never signals a process."""
+    entry = _session(daemon, request.project, request.session_id)
+    if entry.state.ended:
+        raise ProtocolError(ErrorCode.REFUSED, f"session {request.session_id} is not running: it ended already")
+    _relay(daemon, request.session_id, "handover", SessionStopRequest())
+    deadline = time.monotonic() + STOP_WAIT
+    while not _ended(daemon, request.session_id):
+        if time.monotonic() >= deadline:
+            raise ProtocolError(ErrorCode.UNREACHABLE, f"the session did not end within {STOP_WAIT:g} s")
+        time.sleep(0.05)
+    reply.send(dp.Stopped().encode())
+
+
+def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
+    """`say <project>\t<session id>\t<message>` -> `ok queued <id>` (relayed to a running session) or
+    `ok continued <id>` (an ended session carried on by a child of the daemon, the message on its stdin)."""
+    from chock.control.session_protocol import SessionSayRequest
+
+    session_id = request.session_id
+    entry = _session(daemon, request.project, session_id)
+    status = entry.state.status(daemon.catalog.alive(entry))
+    if status in ("running", "waiting"):
+        _relay(daemon, session_id, "handover", SessionSayRequest(request.message))
+        reply.send(dp.Said("queued", session_id).encode())
+        return
+    if status == "handed-over":
+        raise ProtocolError(ErrorCode.REFUSED, f"session {session_id} is being handed over; say it again once it runs")
+    if status == "abandoned":
+        raise ProtocolError(
+            ErrorCode.REFUSED,
+            f"session {session_id} ended abnormally and its workspace may be in use; look at it with "
+            f"`chock workspace show {session_id}`",
+        )
+    daemon.children.continue_(session_id, request.project, entry.state.last_event_id, request.message)
+    reply.send(dp.Said("continued", session_id).encode())
+
+
+def remove(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveRequest) -> None:
+    """`remove <project>\t<session id>` -> `ok removed`; `error busy` while another process holds its log."""
     from chock.errors import ChockError
+    from chock.log.removal import SessionBusy, remove_session
 
     _session(daemon, request.project, request.session_id)
     try:
-        path = daemon.layout.session_socket(request.session_id, "approval")
-        with SessionClient(path, APPROVAL, timeout=ANSWER_TIMEOUT) as client:
-            client.answer(request.request_id, request.yes)
-    except ProtocolError as error:
+        remove_session(daemon.layout, request.session_id)
+    except SessionBusy as busy:
+        raise ProtocolError(ErrorCode.BUSY, str(busy)) from None
+    except ChockError as refusal:
+        raise ProtocolError(ErrorCode.REFUSED, str(refusal)) from None
+    daemon.status.activity("session.removed", session=request.session_id)
+    reply.send(dp.Removed().encode())
+
+
+def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> ReplyLine:
+    """One request to the session's own socket; a session that does not answer is `unreachable`, and its own
+    refusal (`not-pending`) is passed on."""
+    from chock.control.client import SessionClient
+    from chock.control.session_protocol import APPROVAL, HANDOVER
+    from chock.errors import ChockError
+
+    path = daemon.layout.session_socket(session_id, kind)
+    try:
+        with SessionClient(path, APPROVAL if kind == "approval" else HANDOVER, timeout=RELAY_TIMEOUT) as client:
+            if isinstance(request, SessionStopRequest):
+                client.ask(request)  # its answer is the session's `ended`, which comes once it has stopped
+                return client.next_reply(RELAY_TIMEOUT)
+            return client.call(request)
+    except Unreachable:
+        raise ProtocolError(
+            ErrorCode.UNREACHABLE,
+            f"session {session_id} does not answer on its {kind} socket: it is not running on this machine, or it "
+            "has just ended",
+        ) from None
+    except ProtocolError as error:  # the session's own refusal (`not-pending`), or a reply it could not read
         code = ErrorCode.NOT_PENDING if error.code == ErrorCode.NOT_PENDING else ErrorCode.UNREACHABLE
         raise ProtocolError(code, error.text) from None
     except (ChockError, OSError) as error:
-        raise ProtocolError(ErrorCode.UNREACHABLE, f"the session's approval socket: {error}") from None
-    reply.send(dp.Answered().encode())
+        raise ProtocolError(ErrorCode.UNREACHABLE, f"session {session_id}'s {kind} socket failed: {error}") from None
+
+
+def _ended(daemon: Daemon, session_id: str) -> bool:
+    entry = daemon.catalog.entry(session_id)
+    return entry is None or entry.state.ended
 
 
 Verb = Callable[[Daemon, ReplyWriter, Any], None]
@@ -186,6 +269,9 @@ VERBS: dict[str, Verb] = {
     "list": list_,
     "watch": watch,
     "answer": answer,
+    "stop": stop,
+    "say": say,
+    "remove": remove,
 }
 
 assert set(VERBS) == set(dp.CONTROL.requests), "every verb the codec parses has its handler here"

@@ -1,18 +1,20 @@
-"""`watch`: one follower per watched session, fanned out to every watcher of it (SPEC §6).
+"""`watch`: one follower per watched session, fanned out to every watcher of it.
 
 A `Follower` reads its session's log as it grows (woken by inotify on Linux, else a short poll), folds
-each new event into the session's state, and hands each batch of new lines to every `Subscription`: the
-log is read and parsed once per session, however many watch it. A subscription sends without waiting when
-the watcher's socket has room, so a hundred watchers of a busy session cost the follower a hundred
-non-blocking sends per batch and no thread switch; what does not fit waits in the subscription for the
-watcher's own connection thread, which sends it with a bound. A watcher that falls too far behind, or
-stops reading, is closed, and resumes by reconnecting with the last id it has.
+each new event into the session's row, and publishes each batch of new lines to its fan-out
+(`chock.log.fanout`, which holds the rules: who is owed what, the bound, no gap and no repeat): the log is
+read and parsed once per session, however many watch it. This module is the fan-out's pump on threads.
+A `Subscription` sends without waiting when the watcher's socket has room, so a hundred watchers of a busy
+session cost the follower a hundred non-blocking sends per batch and no thread switch; what does not fit
+waits in the subscriber for the watcher's own connection thread, which sends it with a bound. A watcher
+that falls too far behind, or stops reading, is closed, and resumes by reconnecting with the last id it
+has.
 
-No gap, no repeat ("<last event id> means 'I already have this one'", seed): a new subscription is taken
-under the follower's lock, gets the lines after its id up to where the follower has read (streamed from the
-file, never held whole) and every batch after that, each line filtered by its id.
+The fan-out keeps nothing in memory: a new subscription is taken under the follower's lock, gets the lines
+after its id up to where the follower has read (streamed from the file, never held whole), then every
+batch after that.
 
-A watch ends (SPEC §6) when the session ends (a `session.end` whose reason is not `handover`: a handover
+A watch ends when the session ends (a `session.end` whose reason is not `handover`: a handover
 is not an end, the log goes on under the new owner), when it is abandoned (the lock is free with no end
 after the latest start or adopt), and 30 s after a handover end that nobody adopted. Every line the log
 held when that became true is sent first.
@@ -30,12 +32,14 @@ from datetime import datetime
 from pathlib import Path
 
 from chock.control.daemon_protocol import WatchHeader
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import MAX_EVENT_BYTES, decode
+from chock.log.fanout import Fanout, Fanouts, Subscriber
 from chock.log.reader import offset_after, owner_alive
 from chock.log.row import RowState
 from chock.paths import Layout
 
-# SPEC §6: a watch closes "30 s after a handover end that nobody adopted".
+# A watch closes this long after a handover end that nobody adopted (the next owner may yet adopt it).
 HANDOVER_WAIT = 30.0
 
 # How often a follower probes the lock of a session with no end, to notice one that was killed. Linux also
@@ -51,9 +55,9 @@ POLL_INTERVAL = 0.025
 # it is not called abandoned until it stays so for this long.
 EMPTY_GRACE = 5.0
 
-# What one watcher may fall behind before it is closed: far more than a live session writes while a
-# watcher catches up on a backlog, small enough that a stuck client costs little. It reconnects with the
-# last id it has and loses nothing.
+# What one watcher may fall behind before it is closed, in bytes (its count of lines is not bounded
+# apart): far more than a live session writes while a watcher catches up on a backlog, small enough that a
+# stuck client costs little. It reconnects with the last id it has and loses nothing.
 MAX_PENDING = 32 * 1024 * 1024
 
 # A watcher whose socket takes nothing for this long is gone (the control protocol's idle bound).
@@ -65,113 +69,82 @@ PEER_CHECK = 1.0
 # The backlog is streamed from the file in pieces of this size.
 CHUNK = 256 * 1024
 
-
-class Batch:
-    """New complete lines of the log: their ids (first, last), the bytes of all of them, and each one.
-
-    (Plain classes rather than dataclasses in the daemon: building a dataclass costs milliseconds at import,
-    and a socket-activated start pays for every import.)
-    """
-
-    __slots__ = ("data", "first_id", "last_id", "lines")
-
-    def __init__(self, first_id: int, last_id: int, data: bytes, lines: tuple[tuple[int, bytes], ...]) -> None:
-        self.first_id = first_id
-        self.last_id = last_id
-        self.data = data
-        self.lines = lines
-
-    def after(self, after: int) -> bytes:
-        """The bytes of the lines whose id is greater than `after`."""
-        if self.first_id > after:
-            return self.data
-        if self.last_id <= after:
-            return b""
-        return b"".join(line for event_id, line in self.lines if event_id > after)
+# What one send takes from a watcher's queue (whole batches, so at least one): a watcher far behind is sent
+# its queue piece by piece rather than joined into one more copy of it.
+PIECE = 1024 * 1024
 
 
 class Subscription:
-    """One watcher: the lines owed to it, and the thread of its connection that sends what cannot wait."""
+    """One watcher's connection: its subscriber on the follower's fan-out, and the thread that writes to it.
 
-    def __init__(self, follower: Follower, sock: socket.socket, header: bytes, backlog: tuple[int, int]) -> None:
+    The follower's thread sends what fits without waiting when this thread is not sending (`kick`); the rest
+    waits in the subscriber for this thread, which sends it with a bound. Both sides run under the
+    follower's lock, which the condition shares.
+    """
+
+    def __init__(
+        self, follower: Follower, sock: socket.socket, header: bytes, backlog: tuple[int, int], subscriber: Subscriber
+    ) -> None:
         self.follower = follower
         self.sock = sock
-        self.after = 0
+        self.subscriber = subscriber
         self._header = header
         self._backlog = backlog  # byte range of the log to stream first
-        self._cond = threading.Condition()
-        self._pending = bytearray()
-        self._flushing = True  # the header and backlog go first, from the watcher's thread
-        self.ended = False
-        self.failed = False
+        self._cond = threading.Condition(follower.lock)
+        self._sending = True  # the header and backlog go first, from the watcher's thread
 
-    # The follower's side (called under the follower's lock) -----------------------------------------------
+    # The follower's side (under the follower's lock) ----------------------------------------------------
 
-    def deliver(self, batch: Batch) -> None:
-        data = batch.after(self.after)
-        self.after = max(self.after, batch.last_id)
+    def kick(self) -> None:
+        """After a batch, or at the end: send what fits now, or wake the watcher's thread for the rest."""
+        subscriber = self.subscriber
+        if not subscriber.ready:
+            return
+        if self._sending or subscriber.done or subscriber.final is not None:
+            self._cond.notify()
+            return
+        data = subscriber.take(PIECE)
         if not data:
             return
-        with self._cond:
-            if self.ended or self.failed:
-                return
-            if self._pending or self._flushing:
-                self._queue(data)
-                return
-            try:
-                sent = self.sock.send(data, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                self.failed = True
-                self._cond.notify()
-                return
-            if sent < len(data):
-                self._queue(data[sent:])
-
-    def end(self) -> None:
-        with self._cond:
-            self.ended = True
+        try:
+            sent = self.sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            subscriber.cut_off()
+            sent = len(data)
+        if sent < len(data):
+            subscriber.give_back(memoryview(data)[sent:])
+        if subscriber.ready:
             self._cond.notify()
-
-    def _queue(self, data: bytes) -> None:
-        self._pending += data
-        if len(self._pending) > MAX_PENDING:
-            self.failed = True
-            self._pending.clear()
-        self._cond.notify()
 
     # The watcher's side (its connection's thread) -------------------------------------------------------
 
     def serve(self) -> None:
         """Send the header, the backlog, then everything delivered, until the watch ends or the client goes."""
         ok = _send_all(self.sock, self._header) and self._stream_backlog()
+        subscriber = self.subscriber
         with self._cond:
-            self._flushing = False
+            self._sending = False
             if not ok:
-                self.failed = True
+                subscriber.cut_off()
         while True:
             with self._cond:
-                if not (self._pending or self.ended or self.failed):
+                if not subscriber.ready:
                     self._cond.wait(PEER_CHECK)
-                if self.failed:
+                if subscriber.done:
                     return
-                data = None
-                if self._pending:
-                    data = bytes(self._pending)
-                    self._pending.clear()
-                    self._flushing = True
-                elif self.ended:
-                    return
-            if data is None:
+                data = subscriber.take(PIECE)
+                self._sending = bool(data)
+            if not data:
                 if _peer_gone(self.sock):
                     return
                 continue
             ok = _send_all(self.sock, data)
             with self._cond:
-                self._flushing = False
+                self._sending = False
                 if not ok:
-                    self.failed = True
+                    subscriber.cut_off()
                     return
 
     def _stream_backlog(self) -> bool:
@@ -194,55 +167,67 @@ class Subscription:
 
 
 class Follower:
-    """Reads one session's log as it grows and hands each new batch to every subscription."""
+    """Reads one session's log as it grows and publishes each new batch to the fan-out of its watchers."""
 
     def __init__(self, hub: Hub, session_id: str, path: Path) -> None:
         self.hub = hub
         self.session_id = session_id
         self.path = path
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        self.state = RowState()  # the row only: a watch never needs the conversation
+        self.state = RowState()  # the row fold: a watch never builds the conversation, however long the log
         self.state.id = session_id
         self.last_id = 0
         self._offset = 0  # end of the last complete line read
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._subs: list[Subscription] = []
-        self.closed = False
         self._handover_deadline: float | None = None
         self._next_probe = 0.0
         self._empty_since = time.monotonic()
         self._waker = _Waker(path)
         while self._read() is not None:  # the fold of everything already there; nobody to deliver it to
             pass
+        # No memory: a watcher behind the follower reads the log itself, from the file.
+        self.fanout = Fanout(self.last_id, pending_lines=MAX_PENDING, pending_bytes=MAX_PENDING)
         self._thread = threading.Thread(target=self._run, name=f"watch-{session_id}", daemon=True)
+
+    @property
+    def closed(self) -> bool:
+        return self.fanout.closed
+
+    def of_project(self, project: str) -> bool:
+        """Whether `project` is this session's project, both resolved to their real path."""
+        return bool(self.state.project) and os.path.realpath(self.state.project) == os.path.realpath(project)
+
+    def discard(self) -> None:
+        """Let go of a follower that was never started (it was asked about another project)."""
+        self._waker.close()
+        os.close(self._fd)
 
     def start(self) -> None:
         if not self._thread.is_alive() and self._thread.ident is None:
             self._thread.start()
 
-    @property
-    def watchers(self) -> int:
-        return len(self._subs)
-
     def subscribe(self, sock: socket.socket, after: int) -> Subscription | None:
         """A new watcher from `after`; None when this follower has just closed (the hub makes another)."""
-        with self._lock:
+        with self.lock:
             if self.closed:
                 return None
             alive = False if self.state.ended else owner_alive(self.path)
             header = WatchHeader(self.state.row(alive)).encode()
+            join = self.fanout.join(after)
             backlog = (self._offset, self._offset)
-            if after < self.last_id:
+            if join.backfill:
                 with open(self.path, "rb") as handle:
                     backlog = (offset_after(handle, after), self._offset)
-            sub = Subscription(self, sock, header, backlog)
-            sub.after = max(after, self.last_id)
+            join.subscriber.backfilled(self.last_id)  # the backlog ends exactly there
+            sub = Subscription(self, sock, header, backlog, join.subscriber)
             self._subs.append(sub)
             self._check_end(probe=True)
             return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        with self._lock:
+        with self.lock:
+            self.fanout.leave(sub.subscriber)
             if sub in self._subs:
                 self._subs.remove(sub)
             if not self._subs and not self.closed:
@@ -254,7 +239,7 @@ class Follower:
         try:
             while not self.closed:
                 writer_closed = self._waker.wait(PROBE_INTERVAL)
-                with self._lock:
+                with self.lock:
                     if self.closed:
                         break
                     self._pump()
@@ -267,11 +252,13 @@ class Follower:
 
     def _pump(self) -> None:
         while (batch := self._read()) is not None:
-            for sub in list(self._subs):
-                sub.deliver(batch)
+            if self.fanout.publish(*batch) is not None:
+                for sub in self._subs:
+                    sub.kick()
 
-    def _read(self) -> Batch | None:
-        """The next complete lines appended since the last read (a few MiB at most), folded into the state."""
+    def _read(self) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
+        """The next complete lines appended since the last read (a few MiB at most), folded into the row:
+        their bytes, and where each starts with its id (a line that is no event takes the id before it)."""
         size = os.fstat(self._fd).st_size
         if size <= self._offset:
             return None
@@ -283,20 +270,19 @@ class Follower:
             return None
         data = data[:end]
         self._offset += end
-        lines = []
-        first = None
-        for raw in data[:-1].split(b"\n"):
-            line = raw + b"\n"
-            event = decode(line)
+        marks = []
+        start = 0
+        while start < end:
+            stop = data.index(b"\n", start) + 1
+            event = decode(data[start:stop])
             if event is not None:
                 event_id = event.get("id")
                 if isinstance(event_id, int) and event_id > self.last_id:
                     self.last_id = event_id
                 self.state.apply(event)
-            if first is None:
-                first = self.last_id
-            lines.append((self.last_id, line))
-        return Batch(first or self.last_id, self.last_id, data, tuple(lines))
+            marks.append((self.last_id, start))
+            start = stop
+        return data, tuple(marks)
 
     def _check_end(self, *, probe: bool = False) -> None:
         now = time.monotonic()
@@ -326,9 +312,9 @@ class Follower:
         self._close()  # abandoned
 
     def _close(self) -> None:
-        self.closed = True
+        self.fanout.close(True)
         for sub in self._subs:
-            sub.end()
+            sub.kick()
         self._subs.clear()
         self._waker.interrupt()
 
@@ -339,16 +325,32 @@ class Hub:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self._lock = threading.Lock()
-        self._followers: dict[str, Follower] = {}
+        self._followers = Fanouts()
 
-    def subscribe(self, session_id: str, sock: socket.socket, after: int) -> Subscription:
+    def subscribe(self, project: str, session_id: str, sock: socket.socket, after: int) -> Subscription:
+        """A watcher of the session `session_id` of `project` (compared by real path) from `after`; a
+        `not-found` ProtocolError, before anything is sent, when there is no such session.
+
+        The follower's own fold answers that, so a watch reads the log once, however long it is.
+        """
         path = self.layout.log_path(session_id)
         with self._lock:
             while True:
                 follower = self._followers.get(session_id)
-                if follower is None or follower.closed:
-                    follower = Follower(self, session_id, path)
-                    self._followers[session_id] = follower
+                if not isinstance(follower, Follower) or follower.closed:
+                    try:
+                        follower = Follower(self, session_id, path)
+                    except FileNotFoundError:
+                        raise ProtocolError(ErrorCode.NOT_FOUND, f"there is no session {session_id}") from None
+                    if not follower.of_project(project):
+                        follower.discard()
+                    else:
+                        self._followers.put(session_id, follower)
+                if not follower.of_project(project):
+                    raise ProtocolError(
+                        ErrorCode.NOT_FOUND,
+                        f"session {session_id} is not a session of {project} (it works in {follower.state.project})",
+                    )
                 sub = follower.subscribe(sock, after)
                 follower.start()  # only now: a follower never closes before its first watcher is in
                 if sub is not None:
@@ -359,12 +361,7 @@ class Hub:
 
     def forget(self, follower: Follower) -> None:
         with self._lock:
-            if self._followers.get(follower.session_id) is follower:
-                del self._followers[follower.session_id]
-
-    def followers(self) -> int:
-        with self._lock:
-            return sum(1 for follower in self._followers.values() if not follower.closed)
+            self._followers.discard(follower.session_id, follower)
 
 
 # --------------------------------------------------------------------------------------------------------

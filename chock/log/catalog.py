@@ -259,10 +259,12 @@ def rows(layout: Layout, project: Path | str) -> list[dict[str, Any]]:
     return [entry.row(catalog.alive(entry)) for entry in catalog.of_project(project)]
 
 
-def states(layout: Layout) -> list[tuple[RowState, bool]]:
-    """Every session's row fold and whether its owner is alive, oldest first."""
+def states(layout: Layout, project: Path | str | None = None) -> list[tuple[RowState, bool]]:
+    """The row fold of each session of `project` (every session's, with None) and whether its owner is alive,
+    oldest first."""
     catalog = Catalog(layout)
-    return [(entry.state, catalog.alive(entry)) for entry in catalog.every()]
+    entries = catalog.every() if project is None else catalog.of_project(project)
+    return [(entry.state, catalog.alive(entry)) for entry in entries]
 
 
 def load(layout: Layout, session_id: str) -> tuple[RowState, bool] | None:

@@ -1,23 +1,37 @@
-"""The conversation fold: a session's whole state, for the process that owns it or takes it over.
+"""The conversation fold: a session's whole state, for the process that owns it or takes it over
+(docs/log.md, "The fold").
 
 `chock run` folds at its own start before appending, and keeps folding each event it appends, so the
 conversation it sends a model is by construction the one a later owner rebuilds. `SessionState` is the
-row fold (`chock.log.row.RowState`: status, owner, counts, tokens) plus what only an owner needs: the
-conversation, the replay cursors, the proof that a kept workspace is free. Listings use the row fold.
+row fold (`chock.log.row.RowState`: status, owner, counts, tokens) plus what only an owner, `chock plan`
+or a compaction needs: the conversation, the replay cursors, the plan, the proof that a kept workspace is
+free. Listings use the row fold.
+
+A `compaction` restarts the conversation: its summary, then what came after the last event it covers, with
+the tool outputs and notes of that kept part cut to the size it names. Nothing else ever changes a message
+once it is in the conversation, so between two compactions each request's prefix is the one before it.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from typing import Any
 
 from chock.log.events import Event, decode
-from chock.log.row import RowState
+from chock.log.row import RowState, count
+
+# What a compacted conversation starts with: the task, and the model's own summary of the work so far.
+SUMMARY_HEADER = (
+    "This conversation was compacted to fit the model's context window: what came before is summarized "
+    "below. The task was:\n{task}\n\nThe summary of the work so far:\n{summary}"
+)
 
 
 class SessionState(RowState):
     __slots__ = (
-        "approve_all", "assistant_messages", "branch", "conversation", "ends", "error", "instance", "model",
+        "approve_all", "assistant_messages", "branch", "compactions", "context_items", "context_tokens",
+        "conversation", "conversation_ids", "ends", "error", "instance", "instructions", "model", "plan",
         "span_start_id", "subagent_results", "workspace_open_id",
     )  # fmt: skip
 
@@ -28,8 +42,16 @@ class SessionState(RowState):
         self.approve_all = False
         self.span_start_id = 0  # the id of the latest session.start / session.adopt
         self.error = ""
+        self.instructions = ""  # the project's AGENTS.md, as session.start logged it
         self.conversation: list[dict[str, Any]] = []
+        self.conversation_ids: list[int] = []  # the event each message came from, ascending
         self.assistant_messages = 0  # replay resumes after this many entries
+        self.compactions = 0  # and its compaction entries after this many
+        # The last turn call's size as the provider reported it (input + output tokens), and how many messages
+        # the conversation had then: the next request is that plus what came after (chock.session.compaction).
+        self.context_tokens = 0
+        self.context_items = 0
+        self.plan: list[dict[str, str]] = []  # the latest `plan` event's steps
         self.workspace_open_id = 0
         self.branch = ""
         self.ends: list[int] = []  # ids of every session.end, for the takeover proof
@@ -93,12 +115,15 @@ def _session_start(state: SessionState, event: Event) -> None:
     state.instance = str(event.get("instance", ""))
     state.model = str(event.get("model", "") or "")
     state.approve_all = bool(event.get("approve_all", False))
+    state.instructions = str(event.get("instructions", "") or "")
     _begin_span(state, event)
 
 
 def _session_adopt(state: SessionState, event: Event) -> None:
     _begin_span(state, event)
-    state.approve_all = state.approve_all or bool(event.get("approve_all", False))  # it stays so
+    # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
+    # the daemon continues for a `say` follows the daemon's policy instead.
+    state.approve_all = bool(event.get("approve_all", state.approve_all))
 
 
 def _session_end(state: SessionState, event: Event) -> None:
@@ -114,8 +139,13 @@ def _workspace_close(state: SessionState, event: Event) -> None:
     state.branch = str(event.get("branch", state.branch))
 
 
+def _say(state: SessionState, event: Event, message: dict[str, Any]) -> None:
+    state.conversation.append(message)
+    state.conversation_ids.append(_id(event))
+
+
 def _user_message(state: SessionState, event: Event) -> None:
-    state.conversation.append({"role": "user", "text": str(event.get("text", ""))})
+    _say(state, event, {"role": "user", "text": str(event.get("text", ""))})
 
 
 def _assistant_message(state: SessionState, event: Event) -> None:
@@ -125,18 +155,20 @@ def _assistant_message(state: SessionState, event: Event) -> None:
         for c in event.get("tool_calls") or []
         if isinstance(c, dict)
     ]
-    state.conversation.append({"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls})
+    _say(state, event, {"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls})
 
 
 def _tool_result(state: SessionState, event: Event) -> None:
-    state.conversation.append(
+    _say(
+        state,
+        event,
         {
             "role": "tool",
             "call_id": str(event.get("call_id", "")),
             "name": str(event.get("name", "")),
             "output": str(event.get("output", "")),
             "is_error": bool(event.get("is_error", False)),
-        }
+        },
     )
 
 
@@ -144,17 +176,55 @@ def _background_end(state: SessionState, event: Event) -> None:
     handle = str(event.get("handle", ""))
     code = event.get("exit_code")
     output = str(event.get("output", ""))
-    state.conversation.append(
-        {"role": "user", "text": f"[background {handle} finished, exit code {code}]\n{output}".rstrip()}
-    )
+    text = f"[background {handle} finished, exit code {code}]\n{output}".rstrip()
+    _say(state, event, {"role": "user", "text": text, "note": True})
 
 
 def _subagent_end(state: SessionState, event: Event) -> None:
     handle = str(event.get("handle", ""))
     state.subagent_results += 1
-    state.conversation.append(
-        {"role": "user", "text": f"[subagent {handle} finished]\n{event.get('result', '')}".rstrip()}
-    )
+    text = f"[subagent {handle} finished]\n{event.get('result', '')}".rstrip()
+    _say(state, event, {"role": "user", "text": text, "note": True})
+
+
+def _usage(state: SessionState, event: Event) -> None:
+    if not event.get("for"):  # a turn's call: the size of what the model was last sent
+        state.context_tokens = count(event, "input_tokens") + count(event, "output_tokens")
+        state.context_items = len(state.conversation)
+
+
+def _compaction(state: SessionState, event: Event) -> None:
+    through = count(event, "through")
+    limit = count(event, "cut")
+    start = bisect.bisect_right(state.conversation_ids, through)
+    kept = [cut_message(message, limit) for message in state.conversation[start:]]
+    summary = SUMMARY_HEADER.format(task=state.message, summary=str(event.get("summary", "")))
+    state.conversation = [{"role": "user", "text": summary}, *kept]
+    state.conversation_ids = [through, *state.conversation_ids[start:]]
+    state.compactions += 1
+    state.context_tokens = state.context_items = 0
+
+
+def cut_message(message: dict[str, Any], limit: int) -> dict[str, Any]:
+    """`message` with its tool output or note cut to `limit` bytes of UTF-8 (0: as it is), saying so."""
+    key = "output" if message["role"] == "tool" else "text" if message.get("note") else None
+    if not limit or key is None:
+        return message
+    data = str(message.get(key, "")).encode("utf-8")
+    if len(data) <= limit:
+        return message
+    kept = data[:limit].decode("utf-8", "ignore")
+    return {**message, key: f"{kept}\n[… cut when the conversation was compacted: {len(data)} bytes in all]"}
+
+
+def _plan(state: SessionState, event: Event) -> None:
+    steps = event.get("steps")
+    if isinstance(steps, list):
+        state.plan = [
+            {"step": str(step.get("step", "")), "status": str(step.get("status", ""))}
+            for step in steps
+            if isinstance(step, dict)
+        ]
 
 
 _HANDLERS = {
@@ -168,4 +238,7 @@ _HANDLERS = {
     "tool.result": _tool_result,
     "background.end": _background_end,
     "subagent.end": _subagent_end,
+    "usage": _usage,
+    "compaction": _compaction,
+    "plan": _plan,
 }

@@ -23,6 +23,9 @@ from chock.log.events import Event, decode
 
 MESSAGE_PREVIEW = 200
 
+# What a `usage` event counts, summed over the session (the provider's words for them are mapped to these).
+USAGE_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
 # The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`).
 FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,),
@@ -38,6 +41,9 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "ended_at": (str,),
     "input_tokens": (int,),
     "output_tokens": (int,),
+    "cache_read_tokens": (int,),
+    "cache_write_tokens": (int,),
+    "cost": (int, float, type(None)),  # None: no call was priced
     "workspace": (str,),  # the directory of the latest workspace.open
     "workspace_commit": (str,),
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
@@ -68,6 +74,9 @@ class RowState:
         self.ended_at = ""
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
+        self.cost: float | None = None
         self.workspace = ""
         self.workspace_commit = ""
         self.workspace_admin = ""
@@ -131,6 +140,9 @@ class RowState:
             "workspace_kept": self.workspace_kept and not live,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost": self.cost,
         }
 
     # Copies and the cache's form ----------------------------------------------------------------------
@@ -174,11 +186,10 @@ _CHECKS = tuple(FIELDS.items())
 # The handlers: each sets the row's fields from one event type -----------------------------------------
 
 
-def _int(value: object) -> int:
-    """A count from an event: a number as it is, anything else as 0 (a bad field never stops a fold)."""
-    if type(value) is int:
-        return value
-    return int(value) if isinstance(value, int | float) and value == value and abs(value) != float("inf") else 0
+def count(event: Event, name: str) -> int:
+    """A count from an event: a whole number as it is, anything else as 0 (a bad field never stops a fold)."""
+    value = event.get(name, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _begin_span(state: RowState, event: Event, owner: str) -> None:
@@ -258,8 +269,13 @@ def _subagent_end(state: RowState, event: Event) -> None:
 
 
 def _usage(state: RowState, event: Event) -> None:
-    state.input_tokens += _int(event.get("input_tokens", 0))
-    state.output_tokens += _int(event.get("output_tokens", 0))
+    state.input_tokens += count(event, "input_tokens")
+    state.output_tokens += count(event, "output_tokens")
+    state.cache_read_tokens += count(event, "cache_read_tokens")
+    state.cache_write_tokens += count(event, "cache_write_tokens")
+    cost = event.get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        state.cost = (state.cost or 0.0) + cost
 
 
 _ROW_HANDLERS = {
@@ -293,18 +309,27 @@ _ESCAPED = re.compile(rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])")
 # needs are these (one per model call), and a match is the same event `decode` would give (no other key,
 # digits with no leading zero, a time of plain characters). Any other spelling is parsed.
 _USAGE = re.compile(
-    rb'\{"id": (0|[1-9][0-9]*), "at": "[0-9A-Za-z:.+-]*", "type": "usage", '
-    rb'"input_tokens": (0|[1-9][0-9]*), "output_tokens": (0|[1-9][0-9]*)\}\n'
+    (
+        rb'\{"id": <n>, "at": "[0-9A-Za-z:.+-]*", "type": "usage", "input_tokens": <n>, "output_tokens": <n>'
+        rb'(?:, "cache_read_tokens": <n>, "cache_write_tokens": <n>)?'
+        rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?'
+        rb'(?:, "for": "([a-z_]*)")?\}\n'
+    ).replace(b"<n>", rb"(0|[1-9][0-9]*)")  # a whole number as JSON writes one
 )
 
 
 def _usage_event(match: re.Match[bytes]) -> Event:
-    return {
-        "id": int(match[1]),
-        "type": "usage",
-        "input_tokens": int(match[2]),
-        "output_tokens": int(match[3]),
-    }
+    """The event `decode` would give for a line `_USAGE` matched (a JSON number with a fraction or an exponent
+    is a float, any other an int)."""
+    event: Event = {"id": int(match[1]), "type": "usage", "input_tokens": int(match[2]), "output_tokens": int(match[3])}
+    if match[4] is not None:
+        event["cache_read_tokens"], event["cache_write_tokens"] = int(match[4]), int(match[5])
+    if match[6] is not None:
+        cost = match[6]
+        event["cost"] = float(cost) if any(c in cost for c in b".eE") else int(cost)
+    if match[7] is not None:
+        event["for"] = match[7].decode()
+    return event
 
 
 def _row_lines(data: bytes) -> list[int]:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chock.errors import ChockError
+from chock.errors import ChockError, Refused
 from chock.log.events import Event, decode, encode, timestamp
 from chock.paths import FILE_MODE
 
@@ -70,6 +70,7 @@ class SessionLog:
             raise ChockError(f"there is no session log at {path}") from None
         try:
             _lock(fd, path)
+            _still_there(fd, path)
             return cls(path, fd, _cut_torn_tail(fd))
         except BaseException:
             os.close(fd)
@@ -167,6 +168,22 @@ def _lock(fd: int, path: Path) -> None:
             if time.monotonic() >= deadline:
                 raise LogLocked(f"another process owns this session (its log {path} is locked)") from None
             time.sleep(0.01)
+
+
+class LogRemoved(Refused):
+    """The session was removed while this process waited for its lock."""
+
+
+def _still_there(fd: int, path: Path) -> None:
+    """The log opened is still the session's log: a `remove` that held the lock first moves the session's
+    directory away before deleting it, and nothing may be appended to a deleted log."""
+    opened = os.fstat(fd)
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        named = None
+    if named is None or (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino) or opened.st_nlink == 0:
+        raise LogRemoved(f"session {path.parent.name} was removed while this process waited for it")
 
 
 def _cut_torn_tail(fd: int) -> int:

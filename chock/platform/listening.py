@@ -10,7 +10,7 @@
   unlinked here.
 
 What differs between the daemon and serve (their names in LISTEN_FDNAMES, what they print, the sentence
-that says who else may hold a path) stays in `chock.daemon.listeners` and `chock.serve.listeners`.
+that says who else may hold a path) stays in `chock.daemon.listeners` and `chock.serve.sites`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,44 @@ class Owned:
         if stat.S_ISSOCK(info.st_mode) and (info.st_dev, info.st_ino) == (self.device, self.inode):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
+
+
+class Listener:
+    """A listening socket, and — for a unix socket this process bound itself — the only file it may remove."""
+
+    __slots__ = ("owned", "sock")
+
+    def __init__(self, sock: socket.socket, owned: Owned | None = None) -> None:
+        self.sock = sock
+        self.owned = owned
+
+    @property
+    def is_unix(self) -> bool:
+        return self.sock.family == socket.AF_UNIX
+
+    @property
+    def address(self) -> str:
+        """As a client writes it: `unix:/path`, `host:port` or `[v6]:port`."""
+        return address_of(self.sock)
+
+    @property
+    def checks_peer(self) -> bool:
+        """A unix socket carries the peer's credential and is checked; TCP carries none."""
+        return self.is_unix
+
+    def url(self) -> str:
+        """For a browser: the address, or `http://host:port/`."""
+        return self.address if self.is_unix else f"http://{self.address}/"
+
+    def remove(self) -> None:
+        """Unlink the socket file this process made, when the path still holds it (never another's)."""
+        if self.owned is not None:
+            self.owned.remove()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.remove()
 
 
 def bind_unix(

@@ -1,13 +1,13 @@
-"""systemd glue for `chock daemon` and `chock serve` (SPEC §7): socket activation, readiness, scopes.
+"""systemd glue for `chock daemon` and `chock serve`: socket activation, readiness, session scopes.
 
 - `listen_fds()`: the listening sockets a .socket unit passed (LISTEN_FDS / LISTEN_PID / LISTEN_FDNAMES),
   grouped by `FileDescriptorName=`, each checked to be a listening stream socket.
-- `notify()` and `watchdog_interval()`: sd_notify readiness, status and watchdog.
+- `notify()` and `watchdog_interval()`: sd_notify readiness, status and watchdog (through `sdnotify`).
 - `under_user_manager()` and `move_to_scope()`: put a session child in its own transient scope unit on the
   user manager over D-Bus, so it outlives a daemon restart and a crash takes down one session only.
 
-Imports stay light (os, socket, stat): `chock daemon` imports this on a socket-activated start, and jeepney is
-only loaded by `move_to_scope()`.
+Imports stay light (os, socket, stat): `chock daemon` imports this on a socket-activated start; sdnotify is
+loaded by the first `notify()` under a manager, and jeepney only by `move_to_scope()`.
 """
 
 from __future__ import annotations
@@ -148,24 +148,31 @@ def _socket_kind(kind: int) -> str:
 
 
 def notify(*states: str) -> None:
-    """sd_notify(3): send `states` ("READY=1", "STATUS=…", "STOPPING=1", "WATCHDOG=1") in one datagram.
+    """sd_notify(3) through the `sdnotify` package: `states` ("READY=1", "STATUS=…", "STOPPING=1",
+    "WATCHDOG=1") in one datagram, as one call's newline-separated assignments.
 
-    A no-op without NOTIFY_SOCKET; never raises for a socket that is gone or full. Written here rather than
-    through sdnotify 0.3, which sends one state per call, encodes Latin-1 (and silently drops a STATUS= it
-    cannot encode) and leaves its socket open.
+    A no-op without NOTIFY_SOCKET; never raises (sdnotify swallows a socket that is gone or full). Three
+    things sdnotify 0.3 does not do are done here: a newline inside a state becomes a space, so a STATUS=
+    cannot smuggle in another assignment; the text reaches the manager as UTF-8 (sdnotify encodes Latin-1,
+    which the manager drops as unclean, and would silently drop a STATUS= outside Latin-1), by handing it
+    a string whose Latin-1 bytes are the UTF-8 ones; and its socket gets a send timeout and is closed.
     """
     address = os.environ.get("NOTIFY_SOCKET", "")
     if not states or not address.startswith(("/", "@")):
-        return  # not started by a manager (or an address family this code does not speak, e.g. vsock)
+        return  # not started by a manager (or an address family sdnotify does not speak, e.g. vsock)
+    from sdnotify import SystemdNotifier
+
     # One state per line: a newline inside STATUS= would smuggle in another assignment.
-    message = "\n".join(state.replace("\n", " ") for state in states).encode()
-    target = "\0" + address[1:] if address.startswith("@") else address
+    message = "\n".join(state.replace("\n", " ") for state in states)
+    notifier = SystemdNotifier()  # connects to NOTIFY_SOCKET, or keeps socket None when it cannot
+    sock = notifier.socket
+    if sock is None:
+        return  # the manager went away (or never listened): readiness is advisory to us
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.settimeout(NOTIFY_TIMEOUT)
-            sock.sendto(message, target)
-    except OSError:
-        pass  # the manager went away (or never listened): readiness is advisory to us
+        sock.settimeout(NOTIFY_TIMEOUT)
+        notifier.notify(message.encode("utf-8").decode("latin-1"))
+    finally:
+        sock.close()
 
 
 def watchdog_interval() -> float | None:
@@ -250,7 +257,7 @@ def move_to_scope(pid: int, unit: str, *, description: str, slice: str = SLICE) 
 
 
 def _transports() -> list[tuple[str, str, bool]]:
-    """(description, socket address, is a bus broker) in the order SPEC §7 gives."""
+    """(description, socket address, is a bus broker): the session bus first, then the manager's private socket."""
     from jeepney.bus import get_bus
 
     found: list[tuple[str, str, bool]] = []

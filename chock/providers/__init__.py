@@ -1,14 +1,17 @@
 """Model providers: one small interface, one module per wire format (as httpx keeps transports apart).
 
-A provider turns a conversation into a stream of `TextDelta`s followed by exactly one `Reply`. The
+A provider turns a conversation into a stream of `TextDelta`s followed by exactly one `Reply` (with a
+`Retrying` before them for each attempt that failed before its answer began and is tried again). The
 conversation is provider-neutral (the fold of the session log builds it); each wire module converts it.
 
     kinds.py      the instance kinds, their own addresses and default models, the `KIND=VALUE` reader
+    models.py     what Chock knows of model families: their context windows
     failures.py   what every failure says, the same for both wires
     wire.py       what a wire format is (`Wire`), and the server-sent-event helpers both wires read with
     anthropic.py  the Messages API wire: `WIRE`, its request body and its stream's reader, no I/O
     openai.py     the chat-completions wire (`aiand`, `openai-compat`), the same way
-    transport.py  HTTP for both wires: the streamed POST (`HTTPProvider`) and `GET /models`
+    retry.py      which failures before an answer's first byte are tried again, and how long to wait
+    transport.py  HTTP for both wires: the streamed POST (`HTTPProvider`) with its retries, and `GET /models`
     replay.py     the `replay` kind, a file of answers played back
     registry.py   kind → wire, `make_provider`, and the credential check `chock login` runs
 
@@ -42,6 +45,22 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Retrying:
+    """The call failed before its answer's first byte and is sent again after `wait_seconds`; the session logs
+    it (`provider.retry`) while the provider waits."""
+
+    attempt: int  # the attempt that failed, from 1
+    status: int | None  # its HTTP status; None when no answer came (a connection error)
+    wait_seconds: float
+    error: str  # what the failed attempt said, as a person reads it
+
+
+# The fields of a `usage` event, in the order it carries them: `input_tokens` is the whole prompt, cached parts
+# included; the cache counts say how much of it was read from or written to the provider's prompt cache.
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+@dataclass(frozen=True)
 class Reply:
     """The whole answer of one model call, after its last delta."""
 
@@ -49,15 +68,28 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """What the call cost, as a `usage` event's fields."""
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
 
 
 class ProviderError(ChockError):
-    """The provider refused or failed; the message names the instance's address and status, never a key."""
+    """The provider refused or failed; the message names the instance's address and status, never a key.
+
+    `usage` is what the provider had reported of the call when it failed (the `usage` event's fields), so a
+    failed call's tokens are still counted; `too_long` says the provider refused the request for its size."""
+
+    usage: dict[str, int] | None = None
+    too_long = False
 
 
 class Provider(Protocol):
     def stream(
         self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Reply]: ...
+    ) -> AsyncIterator[TextDelta | Retrying | Reply]: ...
 
     async def aclose(self) -> None: ...

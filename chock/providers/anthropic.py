@@ -23,6 +23,12 @@ API_VERSION = "2023-06-01"
 MAX_TOKENS = 8192
 # Usage fields that together make the prompt's size (the cache ones are nonzero only with prompt caching).
 INPUT_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+# Prompt caching (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching): a block marked
+# `cache_control` ends a cached prefix (tools, then system, then messages, in that order), and a request may
+# mark at most four blocks. Chock marks the last tool, the system prompt, the latest message (what the next
+# call will read back) and the message the previous call marked (the cache entry this call reads): the
+# conversation only ever grows at its end between two compactions, so each call's prefix is the last one's.
+CACHE_CONTROL = {"type": "ephemeral"}
 
 
 def auth_headers(credential: str | None) -> dict[str, str]:
@@ -100,17 +106,26 @@ def convert_conversation(conversation: list[dict[str, Any]]) -> list[dict[str, A
 def request_body(
     model: str, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": MAX_TOKENS,
-        "messages": convert_conversation(conversation),
-        "stream": True,
-    }
+    messages = convert_conversation(conversation)
+    body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "messages": messages, "stream": True}
     if system:
-        body["system"] = system
+        body["system"] = [{"type": "text", "text": system, "cache_control": CACHE_CONTROL}]
     if tools:
         body["tools"] = convert_tools(tools)
+        body["tools"][-1]["cache_control"] = CACHE_CONTROL
+    for message in cached_messages(messages):
+        message["content"][-1]["cache_control"] = CACHE_CONTROL
     return body
+
+
+def cached_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages whose last block ends a cached prefix: the latest, and the user message before the latest
+    assistant message (the one the previous call ended with)."""
+    marked = messages[-1:]
+    last_assistant = max((i for i, message in enumerate(messages) if message["role"] == "assistant"), default=0)
+    if last_assistant > 0:
+        marked.insert(0, messages[last_assistant - 1])
+    return marked
 
 
 # --- the event stream, read without I/O ---------------------------------------------------------------------
@@ -177,6 +192,8 @@ class MessageStream(StreamReader):
             if isinstance(usage.get(field), int):
                 self._input[field] = usage[field]
         self.input_tokens = sum(self._input.values())
+        self.cache_read_tokens = self._input.get("cache_read_input_tokens", 0)
+        self.cache_write_tokens = self._input.get("cache_creation_input_tokens", 0)
         if isinstance(usage.get("output_tokens"), int):
             self.output_tokens = usage["output_tokens"]
 

@@ -10,6 +10,7 @@ first (a lax server may echo the key it refused), and an address is shown withou
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from urllib.parse import urlsplit, urlunsplit
 
@@ -20,6 +21,7 @@ from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS
 
 # The provider's own message is quoted; a proxy's HTML error page is not a message, and a long one is cut.
 QUOTE_LIMIT = 300
+TOO_LONG = re.compile(r"prompt is too long|maximum context length|context_length_exceeded|context size", re.I)
 REDACTED = "[redacted]"
 
 
@@ -134,9 +136,20 @@ def status_failure(
         text = f"{who}: rate limited ({detail}); {wait} and try again"
     elif status >= 500:
         text = f"{who}: the provider failed ({detail}); try again later"
+    elif too_long(status, words):
+        text = f"{who}: the request is larger than the model's context window ({detail})"
     else:
         text = f"{who}: the provider rejected the request ({detail})"
-    return ProviderError(redact(text, credential))
+    error = ProviderError(redact(text, credential))
+    error.too_long = too_long(status, words)
+    return error
+
+
+def too_long(status: int, words: str | None) -> bool:
+    """The provider refused a request for its size in tokens, in the words each documents for it: the Messages
+    API's "prompt is too long", OpenAI's `context_length_exceeded` ("maximum context length"), llama.cpp's
+    "context size"."""
+    return status in (400, 413) and bool(words) and TOO_LONG.search(words or "") is not None
 
 
 def incomplete_failure(address: str, instance: str | None, reason: str | None = None) -> ProviderError:

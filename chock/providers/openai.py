@@ -147,6 +147,11 @@ class ChatStream(StreamReader):
         if isinstance(usage, dict):
             self.input_tokens = usage.get("prompt_tokens") or self.input_tokens
             self.output_tokens = usage.get("completion_tokens") or self.output_tokens
+            # Servers that cache prompts say how much of `prompt_tokens` came from the cache; none says what
+            # it wrote to it.
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                self.cache_read_tokens = details["cached_tokens"]
         added: list[str] = []
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:

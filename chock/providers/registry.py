@@ -39,10 +39,17 @@ def wire_for(kind: str) -> Wire:
 
 
 def make_provider(
-    kind: str, address: str | None, model: str | None, credential: str | None, *, instance: str
+    kind: str,
+    address: str | None,
+    model: str | None,
+    credential: str | None,
+    *,
+    instance: str,
+    retries: int | None = None,
 ) -> Provider:
     """Build the provider for one instance. `kind` may carry its address (`openai-compat=http://…/v1`); an
-    `address` given apart wins over it, and a kind with an address of its own needs neither."""
+    `address` given apart wins over it, and a kind with an address of its own needs neither. `retries` is how
+    often a call that failed before its answer began is sent again (None: `retry.DEFAULT_RETRIES`)."""
     try:
         kind, address = parse_kind(kind, address=address)
     except KindError as exc:
@@ -50,12 +57,21 @@ def make_provider(
     if kind == REPLAY:
         # The file's path travels as the address; whoever resolved the instance made it absolute against
         # config.zon's directory.
-        from chock.providers.replay import ReplayProvider, load_entries, parent_entries
+        from chock.providers.replay import ReplayProvider, entries_for, load_entries
 
-        return ReplayProvider(parent_entries(load_entries(Path(address))), source=f"the replay file {address}")
+        return ReplayProvider(entries_for(load_entries(Path(address)), None), source=f"the replay file {address}")
+    from chock.providers.retry import DEFAULT_RETRIES
     from chock.providers.transport import HTTPProvider
 
-    return HTTPProvider(wire_for(kind), kind, address, model or DEFAULT_MODELS[kind], credential, instance=instance)
+    return HTTPProvider(
+        wire_for(kind),
+        kind,
+        address,
+        model or DEFAULT_MODELS[kind],
+        credential,
+        instance=instance,
+        retries=DEFAULT_RETRIES if retries is None else retries,
+    )
 
 
 def check_credential(kind: str, address: str | None, credential: str) -> None:

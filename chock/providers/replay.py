@@ -2,7 +2,9 @@
 
 A whole session log works as a replay file: every other event type is skipped. Entries marked
 `"for": "subagent"` belong to subagents; the parent skips them, and they are dealt out in blocks, each
-block ending with an entry that makes no tool call (a subagent's final answer). Tools still run for real.
+block ending with an entry that makes no tool call (a subagent's final answer). Entries marked
+`"for": "compaction"` are the summaries the session's compactions are answered with, one each, in order and
+counted apart from the session's own turns. Tools still run for real.
 An entry's `"delay": SECONDS` makes the model call take that long (a demo's thinking time; a test's window).
 """
 
@@ -37,8 +39,10 @@ def load_entries(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def parent_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [entry for entry in entries if entry.get("for") != "subagent"]
+def entries_for(entries: list[dict[str, Any]], purpose: str | None) -> list[dict[str, Any]]:
+    """The entries of one purpose, in order: the session's own turns (None) or its compactions' summaries
+    ("compaction"). A subagent's are dealt out by `subagent_blocks`."""
+    return [entry for entry in entries if entry.get("for") == purpose]
 
 
 def subagent_blocks(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -3,20 +3,20 @@
 
 A `Wire` says what is the wire's own (its headers, its request body, its stream's reader); everything else of
 a call happens here the same way for both, so a refused key or a cut stream reads the same whichever wire an
-instance speaks. Everything before the answer's first byte is `HTTPProvider._post`: the one place a call is
-refused (or could be tried again) before any text has been shown.
+instance speaks. Everything before the answer's first byte is `HTTPProvider._send`: the one place a call is
+refused, or found worth sending again (`retry`), before any text has been shown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 
-from chock.providers import Reply, TextDelta
+from chock.providers import ProviderError, Reply, Retrying, TextDelta, retry
 from chock.providers.failures import (
     incomplete_failure,
     not_a_model_list,
@@ -38,6 +38,9 @@ STREAM_TIMEOUT = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
 CHECK_TIMEOUT = 15.0
 # Below an instance's address, on both wires.
 MODELS_PATH = "/models"
+# An error answer is a JSON object of a few hundred bytes; a proxy's error page may be anything, and only its
+# start is ever quoted (failures.QUOTE_LIMIT).
+ERROR_BODY_LIMIT = 64 * 1024
 
 
 def header_safe(credential: str | None) -> bool:
@@ -46,17 +49,38 @@ def header_safe(credential: str | None) -> bool:
     return credential is None or all("!" <= c <= "~" for c in credential)
 
 
+class _Retryable(Exception):
+    """An attempt that failed before its answer's first byte: `error` is what a person is told if it is not
+    sent again; `status` and `headers` decide whether it is, and when."""
+
+    def __init__(self, error: ProviderError, status: int | None, headers: Mapping[str, str] | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.status = status
+        self.headers = headers
+
+
 class HTTPProvider:
-    """One instance over one wire: `stream` yields TextDeltas as they arrive, then one Reply."""
+    """One instance over one wire: `stream` yields TextDeltas as they arrive, then one Reply; before them, a
+    Retrying for each attempt that failed before its answer began and is sent again (`retries` times at most)."""
 
     def __init__(
-        self, wire: Wire, kind: str, address: str, model: str, credential: str | None, *, instance: str
+        self,
+        wire: Wire,
+        kind: str,
+        address: str,
+        model: str,
+        credential: str | None,
+        *,
+        instance: str,
+        retries: int = retry.DEFAULT_RETRIES,
     ) -> None:
         self.wire = wire
         self.kind = kind
         self.address = address.rstrip("/")
         self.model = model
         self.instance = instance
+        self.retries = retries
         self._credential = credential
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -70,52 +94,87 @@ class HTTPProvider:
 
     async def stream(
         self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Reply]:
+    ) -> AsyncIterator[TextDelta | Retrying | Reply]:
         body = self.wire.request_body(self.model, conversation, tools, system)
+        attempt = 1
+        while True:
+            try:
+                response = await self._send(body)
+                break
+            except _Retryable as failed:
+                wait = retry.wait_seconds(attempt, failed.headers)
+                if attempt > self.retries or wait is None or not retry.retryable(failed.status, failed.headers):
+                    raise _given_up(failed.error, attempt) from None
+                # The wait is an await on the session's loop: its sockets keep answering meanwhile.
+                yield Retrying(attempt, failed.status, wait, str(failed.error))
+                await asyncio.sleep(wait)
+                attempt += 1
         reader = self.wire.reader(self.address, self.instance)
         try:
-            async with self._post(body) as response:
-                async for line in response.aiter_lines():
+            # Closed explicitly, whatever ends the loop: an async generator left to the garbage collector is
+            # finished by a task the loop may never run ("Task was destroyed but it is pending!").
+            async with contextlib.aclosing(response.aiter_lines()) as lines:
+                async for line in lines:
                     text = reader.feed_line(line)
                     if text:
                         yield TextDelta(text)
                     if reader.done:
                         break
+            if not reader.done:
+                raise incomplete_failure(self.address, self.instance, f"no {self.wire.last_line}")
+            reply = reader.reply()
         except httpx.HTTPError as exc:
-            raise transport_failure(
-                exc,
-                address=self.address,
-                instance=self.instance,
-                credential=self._credential,
-                connect_timeout=CONNECT_TIMEOUT,
-                read_timeout=READ_TIMEOUT,
-            ) from exc
-        if not reader.done:
-            raise incomplete_failure(self.address, self.instance, f"no {self.wire.last_line}")
-        yield reader.reply()
+            error = self._transport_failure(exc)
+            error.usage = reader.usage()
+            raise error from exc
+        except ProviderError as error:
+            error.usage = reader.usage()
+            raise
+        finally:
+            await response.aclose()
+        yield reply
 
-    @contextlib.asynccontextmanager
-    async def _post(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
-        """The streamed POST, open at a 2xx event stream; every refusal before the answer's first byte is
-        raised here (httpx's own errors pass through to `stream`, which words them)."""
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
+        """The streamed POST, open at a 2xx event stream; every failure before the answer's first byte is
+        raised here, as `_Retryable` when it may be worth sending again."""
         if not header_safe(self._credential):
             raise unusable_credential(self.kind, self.address, self.instance)
         headers = {**self.wire.auth_headers(self._credential), "content-type": "application/json"}
-        async with self._http().stream("POST", self.address + self.wire.path, json=body, headers=headers) as response:
+        client = self._http()
+        request = client.build_request("POST", self.address + self.wire.path, json=body, headers=headers)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise _Retryable(self._transport_failure(exc), None, None) from exc
+        try:
             if not 200 <= response.status_code < 300:
-                raise status_failure(
+                error = status_failure(
                     response.status_code,
-                    await response.aread(),
+                    await _error_body(response),
                     kind=self.kind,
                     address=self.address,
                     credential=self._credential,
                     instance=self.instance,
                     retry_after=response.headers.get("retry-after"),
                 )
+                raise _Retryable(error, response.status_code, response.headers)
             content_type = response.headers.get("content-type")
             if not (content_type or "").startswith("text/event-stream"):
                 raise not_an_event_stream(content_type, self.address, self.instance)
-            yield response
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
+
+    def _transport_failure(self, exc: httpx.HTTPError) -> ProviderError:
+        return transport_failure(
+            exc,
+            address=self.address,
+            instance=self.instance,
+            credential=self._credential,
+            connect_timeout=CONNECT_TIMEOUT,
+            read_timeout=READ_TIMEOUT,
+        )
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -130,6 +189,24 @@ class HTTPProvider:
             self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT)
             self._loop = loop
         return self._client
+
+
+async def _error_body(response: httpx.Response) -> bytes:
+    """At most `ERROR_BODY_LIMIT` bytes of an error answer: its words are quoted, the rest never read."""
+    kept = b""
+    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+        async for chunk in chunks:
+            kept += chunk
+            if len(kept) >= ERROR_BODY_LIMIT:
+                break
+    return kept[:ERROR_BODY_LIMIT]
+
+
+def _given_up(error: ProviderError, attempts: int) -> ProviderError:
+    """The last attempt's error, saying how many were made when there was more than one."""
+    if attempts == 1:
+        return error
+    return ProviderError(f"{error} (gave up after {attempts} attempts)")
 
 
 def list_models(wire: Wire, kind: str, address: str, credential: str, *, timeout: float = CHECK_TIMEOUT) -> None:

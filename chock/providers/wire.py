@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chock.providers import ProviderError, Reply, ToolCall
+from chock.providers import USAGE_FIELDS, ProviderError, Reply, ToolCall
 from chock.providers.failures import broken_tool_call, describe, not_an_api_stream, stream_failure
 
 
@@ -27,8 +27,10 @@ class StreamReader:
         self.instance = instance
         self.who = describe(instance, address)  # who failed, in every message
         self.text: list[str] = []
-        self.input_tokens = 0
+        self.input_tokens = 0  # the whole prompt, its cached parts included
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
         self.done = False
 
     def feed_line(self, line: str) -> str | None:
@@ -48,13 +50,12 @@ class StreamReader:
         """The provider reported an error inside the stream, in `words`."""
         return stream_failure(self.address, self.instance, words)
 
+    def usage(self) -> dict[str, int]:
+        """What the stream has reported of the call's usage so far, as a `usage` event's fields."""
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
+
     def reply(self) -> Reply:
-        return Reply(
-            text="".join(self.text),
-            tool_calls=self.tool_calls(),
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-        )
+        return Reply(text="".join(self.text), tool_calls=self.tool_calls(), **self.usage())
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -19,13 +18,16 @@ from chock.control.address import resolve_address
 from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
-from chock.serve import api, listeners
-from chock.serve.fanout import Hub
+from chock.platform import journal, manager
+from chock.platform.listening import Listener
+from chock.serve import api, sites
+from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
+from chock.serve.sites import BoundedSite
 
 STATIC_DIR = Path(__file__).parent / "static"
 
-# A browser request carries a task message at most (the daemon bounds a `start` line at 256 KiB, SPEC §6);
+# A browser request carries a message at most (the daemon bounds a `start` or `say` line at 256 KiB);
 # twice that leaves room for JSON escaping, and anything more is refused before it is read.
 MAX_BODY = 512 * 1024
 
@@ -33,22 +35,29 @@ MAX_BODY = 512 * 1024
 # lock). SSE streams are ended before this, so they never hold a stop up.
 SHUTDOWN_TIMEOUT = 5.0
 
-# The page's own headers: nothing external may load (SPEC §8: "no external fonts or scripts"), and no
-# other site may frame it (an Approve button under someone else's page is a clickjacking target).
-_PAGE_HEADERS = {
+# Every response serve sends — the page, its files, the API, a stream, an error, a refusal — carries these, set
+# as it is prepared (`_secure`), so none is left out. Nothing external may load or be connected to: the page
+# shows what an agent wrote, and a prompt-injected agent must not make the browser fetch `https://evil/?d=…`
+# (the page builds its DOM from text and never an image from a model's words; this is the second wall). No
+# other site may frame the page (an Approve button under someone else's page is a clickjacking target), and
+# the browser resolves no host name a link names before it is followed.
+SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
+    "X-DNS-Prefetch-Control": "off",
     "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
 }
+
+# The page and its files are checked again on each load (a new chock brings a new page); nothing else is kept.
+_STATIC_HEADERS = {"Cache-Control": "no-cache"}
 
 
 async def _index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
+    return web.FileResponse(STATIC_DIR / "index.html", headers=_STATIC_HEADERS)
 
 
 async def _static(request: web.Request) -> web.FileResponse:
@@ -56,24 +65,21 @@ async def _static(request: web.Request) -> web.FileResponse:
     path = STATIC_DIR / name
     if "/" in name or name.startswith(".") or not path.is_file():
         raise web.HTTPNotFound()
-    return web.FileResponse(path, headers=_PAGE_HEADERS)
+    return web.FileResponse(path, headers=_STATIC_HEADERS)
 
 
-@web.middleware
-async def _security_headers(request: web.Request, handler):  # type: ignore[no-untyped-def]
-    response = await handler(request)
-    if not response.prepared:  # an SSE stream has sent its own headers already
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Cache-Control", "no-store")
-    return response
+async def _secure(request: web.Request, response: web.StreamResponse) -> None:
+    """`SECURITY_HEADERS` on a response about to be sent (aiohttp's on_response_prepare: every response of
+    the application, a route's, a middleware's or an HTTP error's)."""
+    response.headers.update(SECURITY_HEADERS)
+    response.headers.setdefault("Cache-Control", "no-store")
 
 
 def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
-    app = web.Application(
-        middlewares=[make_guard(rule), _security_headers, api.control_errors], client_max_size=MAX_BODY
-    )
-    hub = Hub(daemon)
-    app[api.STATE] = api.State(daemon, hub, api.Activity())
+    app = web.Application(middlewares=[make_guard(rule), api.control_errors], client_max_size=MAX_BODY)
+    app.on_response_prepare.append(_secure)
+    feeds = Feeds(daemon)
+    app[api.STATE] = api.State(daemon, feeds, api.Activity())
     api.add_routes(app)
     app.router.add_get("/", _index)
     app.router.add_get("/static/{name}", _static)
@@ -81,7 +87,7 @@ def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     async def close_feeds(app: web.Application) -> None:
         # Every SSE stream ends (without `end`) when its feed does, so the browsers reconnect to whatever
         # serves next, and no stream holds the stop up.
-        await hub.close()
+        await feeds.close()
 
     app.on_shutdown.append(close_feeds)
     return app
@@ -103,32 +109,17 @@ def _runner(app: web.Application) -> web.AppRunner:
     return web.AppRunner(app, **kwargs)
 
 
-def _site(runner: web.AppRunner, listener: listeners.Listener) -> web.SockSite:
+def _site(runner: web.AppRunner, listener: Listener) -> web.SockSite:
     if not _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):
-        return web.SockSite(runner, listener.sock, shutdown_timeout=SHUTDOWN_TIMEOUT)
-    return web.SockSite(runner, listener.sock)
-
-
-def _systemd():  # type: ignore[no-untyped-def]
-    """chock.platform.systemd on Linux (sd_notify, the watchdog); None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    from chock.platform import systemd
-
-    return systemd
-
-
-def _notify(*states: str) -> None:
-    systemd = _systemd()
-    if systemd is not None:
-        systemd.notify(*states)
+        return BoundedSite(runner, listener.sock, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    return BoundedSite(runner, listener.sock)
 
 
 async def _watchdog(interval: float) -> None:
-    """SPEC §7: `WATCHDOG=1` when WATCHDOG_USEC is set, at half the interval as sd_watchdog_enabled(3) asks.
-    It runs on the event loop, so a loop that is stuck stops sending it, which is what the watchdog is for."""
+    """`WATCHDOG=1` when WATCHDOG_USEC is set, at half the interval as sd_watchdog_enabled(3) asks. It runs on
+    the event loop, so a loop that is stuck stops sending it, which is what the watchdog is for."""
     while True:
-        _notify("WATCHDOG=1")
+        manager.notify("WATCHDOG=1")
         await asyncio.sleep(interval / 2)
 
 
@@ -143,7 +134,7 @@ def run(
     idle_exit: float | None,
 ) -> int:
     """`chock serve`: returns the exit code (0 on a stop or an idle exit)."""
-    listeners.check_options(socket_path, host, port)
+    sites.check_options(socket_path, host, port)
     if idle_exit is not None and idle_exit <= 0:
         raise UsageError(f"--idle-exit {idle_exit:g}: give a number of seconds above 0")
     # `daemon` already holds $CHOCK_DAEMON when it is set (click's envvar); else the state-dir socket.
@@ -152,12 +143,12 @@ def run(
         rule = HostRule.of([host] if host else [], allow_hosts)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    bound = listeners.activated()
+    bound = sites.activated()
     if bound is None:
         if host is not None:
-            bound = [listeners.bind_tcp(host, port)]
+            bound = [sites.bind_tcp(host, port)]
         else:
-            bound = [listeners.bind_unix(socket_path or layout.serve_socket)]
+            bound = [sites.bind_unix(socket_path or layout.serve_socket)]
     try:
         return asyncio.run(_serve(make_app(AsyncControlClient(address), rule), bound, idle_exit, str(address)))
     finally:
@@ -165,35 +156,40 @@ def run(
             listener.remove()
 
 
-async def _serve(app: web.Application, bound: list[listeners.Listener], idle_exit: float | None, daemon: str) -> int:
+async def _serve(app: web.Application, bound: list[Listener], idle_exit: float | None, daemon: str) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _stop_on, stop, signal.Signals(signum).name)
     runner = _runner(app)
     await runner.setup()
     try:
         for listener in bound:
             await _site(runner, listener).start()
-        urls = [listener.describe() for listener in bound]
+        urls = [listener.url() for listener in bound]
         for url in urls:
             print(f"listening on {url}", flush=True)
-        _notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
+        journal.record("listening", addresses=", ".join(urls))
+        manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
         tasks = []
         if idle_exit:
             tasks.append(loop.create_task(_idle_watch(app, idle_exit, stop)))
-        systemd = _systemd()
-        interval = systemd.watchdog_interval() if systemd is not None else None
+        interval = manager.watchdog_interval()
         if interval:
             tasks.append(loop.create_task(_watchdog(interval)))
         await stop.wait()
         for task in tasks:
             task.cancel()
     finally:
-        _notify("STOPPING=1")
-        await app[api.STATE].hub.close()  # SSE streams end first, so nothing waits on them
+        manager.notify("STOPPING=1")
+        await app[api.STATE].feeds.close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0
+
+
+def _stop_on(stop: asyncio.Event, reason: str) -> None:
+    journal.record("stop", reason=reason)
+    stop.set()
 
 
 async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Event) -> None:
@@ -203,6 +199,5 @@ async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Even
     while True:
         await asyncio.sleep(step)
         if activity.active == 0 and time.monotonic() - activity.last >= idle_exit:
-            print(f"chock serve: idle for {idle_exit:g} s, exiting", file=sys.stderr, flush=True)
-            stop.set()
+            _stop_on(stop, f"idle for {idle_exit:g} s")
             return

@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from chock.platform.peer import is_own_user
+from chock.platform import journal
+from chock.platform.peer import is_own_user, peer_uid
 
 # RFC 9110 §9.2.1: GET, HEAD, OPTIONS and TRACE are safe; everything else changes something.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -131,12 +132,14 @@ def make_guard(rule: HostRule) -> web.middleware:
             return _text(403, "403 Forbidden: the connection is gone")
         if sock.family == socket.AF_UNIX:
             if not is_own_user(sock):
+                journal.record("request.forbidden", peer_uid=peer_uid(sock))
                 return _text(403, "403 Forbidden: this chock serve answers only the user that started it")
         else:
             host = request.headers.get("Host")
             sockname = transport.get_extra_info("sockname")
             local = (str(sockname[0]), int(sockname[1])) if sockname else None
             if not rule.accepts(host, local):
+                journal.record("request.refused", status=421, reason="its Host is not this listener's name")
                 shown = "no Host header" if host is None else f"Host {host!r}"
                 return _text(
                     421,
@@ -146,9 +149,11 @@ def make_guard(rule: HostRule) -> web.middleware:
                 )
         if request.method not in SAFE_METHODS:
             if request.content_type != "application/json":
+                journal.record("request.refused", status=415, reason="a change not sent as JSON")
                 return _text(415, "415 Unsupported Media Type: send the request body as application/json")
             origin = request.headers.get("Origin")
             if origin is not None and not _origin_matches(origin, request.headers.get("Host")):
+                journal.record("request.refused", status=403, reason="a change from another site")
                 return _text(
                     403,
                     f"403 Forbidden: a request from {origin} is cross-origin; serve takes changes only "

@@ -1,6 +1,8 @@
-"""Showing a session's events at a terminal: streamed text, tool calls and results, approvals, usage.
+"""Showing a session's events at a terminal: streamed text, tool calls and results, approvals, retries, the
+plan, compactions, and at the end what the run used.
 
-`--json` prints each event as the log's own JSON line instead, for scripts.
+`--json` prints each event as the log's own JSON line instead, for scripts. Like every reader of the log, the
+terminal view skips an event type it does not know (docs/log.md, "Reading rules").
 """
 
 from __future__ import annotations
@@ -16,6 +18,34 @@ from chock.log.events import Event
 from chock.session.tools import summary
 
 RESULT_LINES = 8  # lines of a tool's output shown at the terminal; the log keeps it whole
+PLAN_MARKS = {"done": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+# What a failed attempt was, by its HTTP status (None: no answer came), as "…, retrying in 4 s" says it.
+RETRY_WORDS = {None: "no connection", 408: "timed out", 409: "conflict", 429: "rate limited", 529: "overloaded"}
+
+
+def plan_lines(steps: list[dict[str, str]]) -> list[str]:
+    """A plan's steps as `chock plan` and the terminal view print them."""
+    return [f"{PLAN_MARKS.get(step.get('status', ''), '[?]')} {step.get('step', '')}" for step in steps]
+
+
+def retry_words(status: int | None) -> str:
+    if status in RETRY_WORDS:
+        return RETRY_WORDS[status]
+    return "the provider failed" if isinstance(status, int) and status >= 500 else f"HTTP {status}"
+
+
+def _count(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def usage_line(usage: dict[str, float], cost: float | None) -> str:
+    """Tokens (and the cost, when there is a price) as `chock usage` and the end of `chock run` say them."""
+    cached = ""
+    if usage.get("cache_read_tokens") or usage.get("cache_write_tokens"):
+        cached = f" ({usage.get('cache_read_tokens', 0):,.0f} read from the cache, "
+        cached += f"{usage.get('cache_write_tokens', 0):,.0f} written to it)"
+    text = f"{usage.get('input_tokens', 0):,.0f} in{cached} · {usage.get('output_tokens', 0):,.0f} out tokens"
+    return text + (f" · cost {cost:.4f}" if cost is not None else "")
 
 
 def json_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
@@ -30,6 +60,9 @@ def json_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
 def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
     streaming = False
     session_id = ""  # from session.start / session.adopt, for the `chock approve` hint
+    shown_plan: list[str] = []
+    used: dict[str, float] = {}  # what this run's calls used, said at its end
+    cost: float | None = None
     color = (out or sys.stdout).isatty()
 
     def style(text: str, **kwargs: object) -> str:
@@ -41,7 +74,7 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
         stream.flush()
 
     def render(event: Event) -> None:
-        nonlocal streaming, session_id
+        nonlocal streaming, session_id, shown_plan, cost
         kind = event.get("type")
         session_id = str(event.get("session") or session_id)
         if kind == "assistant.delta":
@@ -53,6 +86,10 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             streaming = False
         if kind == "session.start":
             write(style(f"session {event.get('session')}", bold=True) + f" on {event.get('instance')}\n")
+            if event.get("instructions"):
+                write(style("following the project's AGENTS.md", dim=True) + "\n")
+            if event.get("instructions_note"):
+                write(style(str(event.get("instructions_note")), fg="yellow") + "\n")
         elif kind == "session.adopt":
             write(style(f"continuing (pid {event.get('pid')}, via {event.get('via')})", bold=True) + "\n")
         elif kind == "workspace.open":
@@ -87,7 +124,28 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             write(style(f"changes committed to branch {event.get('branch')}", fg="green") + "\n")
             for left_out in event.get("skipped") or []:
                 write(style(f"  left out: {left_out}", fg="yellow") + "\n")
+        elif kind == "provider.retry":
+            wait = event.get("wait_seconds")
+            wait_text = f"{wait:.3g} s" if isinstance(wait, int | float) else "a moment"
+            write(style(f"{retry_words(event.get('status'))}, retrying in {wait_text}", fg="yellow") + "\n")
+        elif kind == "plan":
+            lines = plan_lines([step for step in event.get("steps") or [] if isinstance(step, dict)])
+            if lines != shown_plan:
+                shown_plan = lines
+                write(style("plan", bold=True) + "\n" + "".join(f"  {line}\n" for line in lines))
+        elif kind == "compaction":
+            tokens, window = (_count(event.get(name)) for name in ("tokens", "window"))
+            write(style(f"compacted the conversation (about {tokens} tokens of a {window}-token window)", dim=True))
+            write("\n")
+        elif kind == "usage":
+            for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+                value = event.get(name)
+                used[name] = used.get(name, 0) + (value if isinstance(value, int) else 0)
+            if isinstance(event.get("cost"), int | float):
+                cost = (cost or 0.0) + event["cost"]
         elif kind == "session.end":
+            if any(used.values()) or cost is not None:
+                write(style(f"used {usage_line(used, cost)}", dim=True) + "\n")
             reason = event.get("reason")
             text = f"session ended: {reason}"
             if event.get("error"):

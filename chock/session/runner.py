@@ -14,27 +14,25 @@ import asyncio
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chock.config import Price
 from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
 from chock.log.events import Event, cut
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
-from chock.providers import Provider, Reply, TextDelta, ToolCall
-from chock.session import tools, workspace
+from chock.providers import Provider, ProviderError, Reply, ToolCall
+from chock.session import calls, compaction, instructions, tools, workspace
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.sandbox import Sandbox
 from chock.session.sockets import SessionSockets
+from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
-
-# assistant.delta events are coalesced (SPEC §4): one event per this many seconds of streamed text.
-DELTA_COALESCE_SECONDS = 0.1
 
 
 class HandedOver(Exception):
@@ -56,6 +54,9 @@ class Settings:
     sockets: dict[str, Path]  # "approval" and "handover" (chock.paths.Layout.session_socket)
     subagent_spec: dict[str, Any]  # what a subagent child needs to reach the same instance
     subagent_blocks: list[list[dict[str, Any]]]  # replay entries per subagent (replay kind only)
+    price: Price | None = None  # the instance's, when config.zon gives one: usage events then carry a cost
+    context_window: int | None = None  # tokens; None: the conversation is never compacted
+    summarizer: Provider | None = None  # what writes a compaction's summary, when not the session's provider
 
 
 class Session:
@@ -77,7 +78,9 @@ class Session:
         self._answered = asyncio.Event()  # an approval request was answered
         self.approvals = Approvals(on_answer=lambda request_id: self._answered.set())
         self.handover = Handover()
-        self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self._wake.set)
+        self.steering = Steering(on_say=self._wake.set, on_stop=self._stop)
+        self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self.steering, self._wake.set)
+        self._task: asyncio.Task[int] | None = None  # the loop's own task, which a stop cancels
 
     # The log ------------------------------------------------------------------------------------------
 
@@ -91,6 +94,7 @@ class Session:
 
     async def run(self, *, call_model_first: bool) -> int:
         """Run turns until the task is done; log how it ended and return the exit code."""
+        self._task = asyncio.current_task()  # type: ignore[assignment]
         await self.sockets.start()
         try:
             await self._turns(call_model_first)
@@ -104,13 +108,15 @@ class Session:
             # The end still fits in the log's reserve; if even it cannot be written, the next owner repairs the
             # log. Either way the failure is said once, as its own sentence, by whoever runs this session.
             with contextlib.suppress(LogWriteFailed):
-                self._end_abnormally("error", EXIT_FAILED, str(failed))
+                await self._end_abnormally("error", EXIT_FAILED, error=str(failed))
             raise
         except asyncio.CancelledError:
-            self._end_abnormally("interrupted", EXIT_INTERRUPTED, "interrupted")
+            if self._task is not None:
+                self._task.uncancel()  # the stop is being carried out: what follows may await
+            await self._end_abnormally("interrupted", EXIT_INTERRUPTED, via=self.steering.stop_via or "signal")
             return EXIT_INTERRUPTED
         except ChockError as error:
-            self._end_abnormally("error", error.exit_code or EXIT_FAILED, str(error))
+            await self._end_abnormally("error", error.exit_code or EXIT_FAILED, error=str(error))
             return error.exit_code or EXIT_FAILED
         finally:
             for task in self._work.values():
@@ -118,15 +124,46 @@ class Session:
             await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
 
-    def _end_abnormally(self, reason: str, code: int, error: str) -> None:
-        for task in self._work.values():
+    def _stop(self) -> None:
+        """A stop was asked (over handover.sock, or by a signal): the loop's task is cancelled wherever it waits —
+        a model stream, a tool, an approval — and `run` ends the session."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _end_abnormally(self, reason: str, code: int, **fields: str) -> None:
+        """End the session another way than completed: the work it holds is killed and logged as such, what was
+        said to it is logged so the next owner sends it, then `session.end`."""
+        await self._kill_work()
+        self._take_in_messages()
+        self.emit("session.end", reason=reason, exit_code=code, **fields)
+
+    async def _kill_work(self) -> None:
+        """Cancel the background commands and subagents and wait for them to go (each kills its process: the
+        sandbox's PID namespace goes with its bwrap), then log an end for each one that had none."""
+        tasks = list(self._work.values())
+        for task in tasks:
             task.cancel()
-        self.emit("session.end", reason=reason, exit_code=code, error=error)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        why = "the session was stopped before it finished"
+        for handle, work in list(self.state.background.items()):
+            self.emit("background.end", handle=handle, kind="shell", command=work["command"], exit_code=None,
+                      output=f"killed: {why}")  # fmt: skip
+        for handle in list(self.state.subagents):
+            self.emit("subagent.end", handle=handle, result=f"killed: {why}")
+
+    def _take_in_messages(self) -> bool:
+        """Log each message said to the session since the last turn boundary (once, in order); True if any."""
+        messages = self.steering.take()
+        for text in messages:
+            self.emit("user.message", text=text, via="socket")
+        return bool(messages)
 
     async def _turns(self, call_model_first: bool) -> None:
         call_model = call_model_first
         while True:
             await self.turn_boundary()
+            if self._take_in_messages():
+                call_model = True
             if call_model:
                 reply = await self._model_call()
                 for call in reply.tool_calls:
@@ -134,14 +171,17 @@ class Session:
                 self.emit("turn.end")
                 if reply.tool_calls:
                     continue
+            call_model = False
+            if self.steering.queued:
+                continue  # said while the model answered: a new turn, never a completion
             if not self._work:
                 return
-            # The model is done but background work is not: wait for it, then let the model read the notes.
-            # Waiting here is a turn boundary too, so a handover ask is answered (`busy`) while it lasts.
-            while self._work:
+            # The model is done but background work is not: wait for it (or for a message), then let the model
+            # read the notes. Waiting here is a turn boundary too, so a handover ask is answered (`busy`).
+            while self._work and not self.steering.queued:
                 self._wake.clear()
                 await self.turn_boundary()
-                if self._work:
+                if self._work and not self.steering.queued:
                     await self._wake.wait()
             call_model = True
 
@@ -164,6 +204,7 @@ class Session:
             # Dropped: the asker went away or never confirmed. Nothing about the session changes.
             self.sockets.dismiss_asker(asker)
             return
+        self._take_in_messages()  # the next owner sends them
         self.emit("session.end", reason="handover", exit_code=EXIT_HANDED_OVER)
         self.log.release()
         handover.released()
@@ -173,25 +214,29 @@ class Session:
     # The model ----------------------------------------------------------------------------------------
 
     async def _model_call(self) -> Reply:
-        pending: list[str] = []
-        flushed = time.monotonic()
-        reply: Reply | None = None
-        async for item in self.provider.stream(self.state.conversation, self._tool_specs(), tools.SYSTEM_PROMPT):
-            if isinstance(item, TextDelta):
-                pending.append(item.text)
-                if time.monotonic() - flushed >= DELTA_COALESCE_SECONDS:
-                    self.emit("assistant.delta", text="".join(pending))
-                    pending.clear()
-                    flushed = time.monotonic()
-            else:
-                reply = item
-        if pending:
-            self.emit("assistant.delta", text="".join(pending))
-        if reply is None:
-            raise ChockError("the provider's response ended without a reply")
+        tool_specs, system = self._tool_specs(), self._system_prompt()
+        settings = self.settings
+        summarizer = settings.summarizer or self.provider
+        request = compaction.CallSetup(summarizer, tool_specs, system, settings.context_window, settings.price)
+        await compaction.compact_if_needed(self.state, request, self.emit)
+        try:
+            reply = await calls.call(
+                self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
+            )
+        except ProviderError as error:
+            if not error.too_long:
+                raise
+            # The estimate fell short (or the window is not known): the provider's refusal says so instead.
+            await compaction.compact_if_needed(self.state, request, self.emit, refused=True)
+            reply = await calls.call(
+                self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
+            )
         self.emit("assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls])
-        self.emit("usage", input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+        calls.record_usage(self.emit, reply.usage, settings.price)
         return reply
+
+    def _system_prompt(self) -> str:
+        return instructions.system_prompt(tools.SYSTEM_PROMPT, self.state.instructions)
 
     def _tool_specs(self) -> list[dict[str, Any]]:
         return tools.specs(tools.SESSION_TOOLS)
@@ -200,17 +245,19 @@ class Session:
 
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
-        output, is_error = await tools.dispatch(
+        result = await tools.dispatch(
             tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call)
         )
-        output, cut_fields = cut(output)
+        output, cut_fields = cut(result.output)
+        diff = {"diff": result.diff} if result.diff else {}  # bounded by the tool (chock.session.tools.diff)
         self.emit(
             "tool.result",
             call_id=call.call_id,
             name=call.name,
             output=output,
-            is_error=is_error,
+            is_error=result.is_error,
             **cut_fields,
+            **diff,
         )
 
     @property

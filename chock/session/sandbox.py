@@ -94,6 +94,9 @@ class Sandbox:
             "HOME": str(self.home.resolve()),
             "LANG": "C.UTF-8",
             "TERM": "dumb",
+            # A Python test the agent runs would leave `__pycache__/*.pyc` in the workspace, and so on the
+            # session's branch: the branch holds what the agent made.
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
 
     @staticmethod

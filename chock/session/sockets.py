@@ -2,9 +2,9 @@
 
 They carry questions and answers and never a log write: the session writes its log. Every rule of a line and
 of the greeting is `chock.control.connection.ServerConnection`'s; what a request does is the approvals
-registry's and the handover machine's (`chock.session.approvals`, `chock.session.handover`), both handed in,
-so this module knows nothing of the session loop that owns it. A session that ends while a client waits sends
-`ended <reason>` and closes.
+registry's, the handover machine's and the steering's (`chock.session.approvals`, `.handover`, `.steering`),
+all handed in, so this module knows nothing of the session loop that owns it. A session that ends while a
+client waits sends `ended <reason>` and closes.
 
 Bounds: only our own uid is served; each socket takes at most MAX_CONNECTIONS at once (the one past it is told
 so, then closed); a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not
@@ -30,6 +30,7 @@ from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
 from chock.session.approvals import Approvals
 from chock.session.handover import Handover, HandoverRefused
+from chock.session.steering import Steering
 
 # A person answering at `chock approve` may take a while; a connection idle longer than this is closed.
 IDLE_SECONDS = 15 * 60.0
@@ -62,11 +63,17 @@ class _Client:
 
 class SessionSockets:
     def __init__(
-        self, paths: dict[str, Path], approvals: Approvals, handover: Handover, changed: Callable[[], None]
+        self,
+        paths: dict[str, Path],
+        approvals: Approvals,
+        handover: Handover,
+        steering: Steering,
+        changed: Callable[[], None],
     ) -> None:
         self._paths = paths
         self._approvals = approvals
         self._handover = handover
+        self._steering = steering
         self._changed = changed  # the session loop looks at the handover again
         self._servers: list[asyncio.AbstractServer] = []
         self._owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
@@ -181,6 +188,13 @@ class SessionSockets:
             if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
                 return sp.Answered().encode()
             return ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer").encode()
+        if isinstance(event, sp.SessionSayRequest):
+            self._steering.say(event.message)
+            return sp.Queued().encode()
+        if isinstance(event, sp.SessionStopRequest):
+            client.owed = True  # its answer is the `ended interrupted` every client hears
+            self._steering.stop("socket")
+            return b""
         try:
             if isinstance(event, sp.HandoverRequest):
                 self._handover.ask(client)

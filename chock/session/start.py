@@ -29,7 +29,7 @@ from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.project import find_root
 from chock.providers import Provider
-from chock.session import sandbox, workspace
+from chock.session import instructions, sandbox, workspace
 from chock.session.runner import Session, Settings
 
 
@@ -45,6 +45,7 @@ class RunRequest:
     adopt_id: str | None = None
     session_id: str | None = None
     interactive: bool = False
+    for_daemon: bool = False  # a child of the daemon carrying an ended session on for a `say`
 
 
 @dataclass
@@ -65,6 +66,8 @@ def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) ->
         else _begin(layout, request)
     )
     provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state)
+    if opening.prepared.replay_entries is not None:  # a replay scripts its compactions' summaries apart
+        opening.settings.summarizer = _replay(opening.prepared, opening.state, "compaction")
     for event in opening.backlog:
         render(event)
     session = Session(opening.log, opening.state, provider, opening.settings, render)
@@ -131,6 +134,12 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
     if not message:
         raise UsageError("chock run needs a task: give it as an argument or on standard input")
     session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
+    # The session starts from the commit HEAD names now; the project's instructions are read from that commit.
+    repo, commit = workspace.head(prepared.project)
+    found = instructions.read(repo, commit)
+    said = {"instructions": found.text} if found.text else {}
+    if found.note:
+        said["instructions_note"] = found.note
     sockets = _socket_paths(layout, session_id)
     ensure_dir(layout.sessions_dir)
     try:
@@ -149,6 +158,7 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
             owner="daemon" if request.session_id else "terminal",
             approve_all=request.yes,
             pid=os.getpid(),
+            **said,
         )
     except LogWriteFailed as failed:  # not even the first line: nothing was begun, and nothing is left
         opening.log.release()
@@ -157,7 +167,7 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
             layout.session_dir(session_id).rmdir()
         raise Refused(str(failed)) from None
     with opening.ended_on_failure():
-        place = _place(layout, prepared, session_id, opening.state, request, fresh=True)
+        place = _place(layout, prepared, session_id, opening.state, request, fresh=True, start=commit)
         _open_workspace(layout, opening, session_id, request, place)
         opening.emit("user.message", text=message)
     return opening
@@ -197,13 +207,15 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         log.release()
         raise
     opening = _Opening(log, state, prepared, sockets)
+    # The fold keeps approve_all from here on: a --yes session stays so through handovers, but one the daemon
+    # carries on for a `say` follows the daemon's own policy (a remote message must not run commands unasked).
     opening.emit(
         "session.adopt",
         session=session_id,
         pid=os.getpid(),
-        via="daemon" if adopting else "terminal",
-        approve_all=state.approve_all or request.yes,
-    )  # the fold keeps approve_all from here on, so it stays with the session through later handovers
+        via="daemon" if adopting or request.for_daemon else "terminal",
+        approve_all=not request.for_daemon and (state.approve_all or request.yes),
+    )
     with opening.ended_on_failure():
         _open_workspace(layout, opening, session_id, request, place)
         _close_what_the_last_owner_left(opening)
@@ -278,14 +290,22 @@ class _Place:
 
 
 def _place(
-    layout: Layout, prepared: _Prepared, session_id: str, state: SessionState, request: RunRequest, *, fresh: bool
+    layout: Layout,
+    prepared: _Prepared,
+    session_id: str,
+    state: SessionState,
+    request: RunRequest,
+    *,
+    fresh: bool,
+    start: str = "HEAD",
 ) -> _Place:
-    """A new worktree (from the project's HEAD, or from the session's branch when it has one), or the kept one
-    the log records, with the sandbox that works in it; a ChockError when it cannot be had."""
+    """A new worktree (from `start`, the project's HEAD by default, or from the session's branch when it has
+    one), or the kept one the log records, with the sandbox that works in it; a ChockError when it cannot be
+    had."""
     if fresh:
         directory = layout.workspace_dir(session_id)
         ensure_dir(layout.workspaces_dir)
-        worktree, commit = workspace.create(prepared.project, directory, f"chock/{session_id}")
+        worktree, commit = workspace.create(prepared.project, directory, f"chock/{session_id}", start=start)
         if request.allow_dirty:
             workspace.copy_dirty(prepared.project, directory)
     else:  # a linked worktree records nothing about the process that made it: taking it costs no git command
@@ -327,9 +347,23 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
             "model": instance.model,
             "credential": prepared.credential,
             "instance": instance.name,
+            "retries": instance.tuning.retries,
         },
         subagent_blocks=_subagent_blocks(prepared),
+        price=instance.tuning.price,
+        context_window=_context_window(instance, request.model or opening.state.model or None),
     )
+
+
+def _context_window(instance: instances.Instance, model: str | None) -> int | None:
+    """The instance's own window when config.zon gives one, else its model family's (none for a replay)."""
+    if instance.tuning.context_window is not None:
+        return instance.tuning.context_window
+    from chock.providers.kinds import DEFAULT_MODELS
+    from chock.providers.models import context_window
+
+    model = model or instance.model or DEFAULT_MODELS.get(instance.kind)
+    return context_window(model) if model else None
 
 
 def _subagent_blocks(prepared: _Prepared) -> list[list[dict[str, Any]]]:
@@ -343,36 +377,53 @@ def _subagent_blocks(prepared: _Prepared) -> list[list[dict[str, Any]]]:
 def _provider(prepared: _Prepared, model: str | None, state: SessionState) -> Provider:
     instance = prepared.instance
     if prepared.replay_entries is not None:
-        from chock.providers.replay import ReplayProvider, parent_entries
-
-        return ReplayProvider(
-            parent_entries(prepared.replay_entries),
-            start=state.assistant_messages,
-            source=f"the replay file {instance.address}",
-        )
+        return _replay(prepared, state, None)
     from chock.providers.registry import make_provider
 
-    return make_provider(instance.kind, instance.address, model, prepared.credential, instance=instance.name)
+    return make_provider(
+        instance.kind,
+        instance.address,
+        model,
+        prepared.credential,
+        instance=instance.name,
+        retries=instance.tuning.retries,
+    )
+
+
+def _replay(prepared: _Prepared, state: SessionState, purpose: str | None) -> Provider:
+    """The replay's entries for the session's turns (`purpose` None) or its compactions, from where the log
+    says the session is."""
+    from chock.providers.replay import ReplayProvider, entries_for
+
+    start = state.compactions if purpose else state.assistant_messages
+    return ReplayProvider(
+        entries_for(prepared.replay_entries or [], purpose),
+        start=start,
+        source=f"the replay file {prepared.instance.address}" + (f" ({purpose} entries)" if purpose else ""),
+    )
 
 
 def _drive(session: Session, call_model: bool, provider: Provider) -> int:
     """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`)."""
 
     async def main() -> int:
-        task = asyncio.current_task()
         loop = asyncio.get_running_loop()
-        assert task is not None
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, task.cancel)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # handled at the loop's next wait, once run() has begun
+            loop.add_signal_handler(signum, session.steering.stop, "signal")
         try:
             return await session.run(call_model_first=call_model)
         finally:
             await provider.aclose()
 
+    loop = _single_threaded_loop()
     try:
-        return _single_threaded_loop().run_until_complete(main())
+        return loop.run_until_complete(main())
     finally:
+        # Whatever async generators are still open are finished here, on the loop, before it closes: left
+        # to the garbage collector they would print "Task was destroyed but it is pending!" on stderr.
+        loop.run_until_complete(loop.shutdown_asyncgens())
         asyncio.set_event_loop(None)
+        loop.close()
 
 
 class _Loop(asyncio.SelectorEventLoop):

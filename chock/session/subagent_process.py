@@ -1,8 +1,8 @@
 """A subagent's process: its own conversation with the session's instance, and the read-only tools.
 
-The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model, its
-credential if any, and for a replay its block of entries) and reads one JSON answer from our stdout. The
-credential travels only over that pipe: never argv, never the environment.
+The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model and
+retries, its credential if any, and for a replay its block of entries) and reads one JSON answer from our
+stdout. The credential travels only over that pipe: never argv, never the environment.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             request.get("model"),
             request.get("credential"),
             instance=request.get("instance", ""),
+            retries=request.get("retries"),
         )
     conversation: list[dict[str, Any]] = [{"role": "user", "text": str(request["task"])}]
     usage = [0, 0]
@@ -65,14 +66,14 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             if not reply.tool_calls:
                 return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
             for call in reply.tool_calls:
-                output, is_error = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args)
+                result = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args)
                 conversation.append(
                     {
                         "role": "tool",
                         "call_id": call.call_id,
                         "name": call.name,
-                        "output": output,
-                        "is_error": is_error,
+                        "output": result.output,
+                        "is_error": result.is_error,
                     }
                 )
         return {
@@ -84,7 +85,21 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
         await provider.aclose()
 
 
+def _die_with_parent() -> None:
+    """A subagent lives only as long as the session that started it, however that session ends (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import os
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent was already gone before the line above
+            sys.exit(1)
+
+
 def main() -> None:
+    _die_with_parent()
     try:
         answer = asyncio.run(research(json.loads(sys.stdin.read())))
     except ChockError as error:

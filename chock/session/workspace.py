@@ -81,6 +81,12 @@ def _commit_of(repo: Repo, revision: str) -> str:
     return repo.value(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"])
 
 
+def head(project: Path) -> tuple[Repo, str]:
+    """The project's repository and the commit its HEAD names now: where a new session starts."""
+    repo = _repo(project)
+    return repo, _commit_of(repo, "HEAD")
+
+
 @dataclass(frozen=True)
 class Worktree:
     """A session's worktree as Chock recorded it when it made it: every host-side use starts from this."""
@@ -219,12 +225,12 @@ def _identity(repo: Repo) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Finished:
+class Committed:
     commit: str  # the branch's commit after finishing (its old one when nothing changed)
     skipped: list[str]  # what was left out of it, and why
 
 
-def finish(worktree: Worktree, message: str) -> Finished:
+def finish(worktree: Worktree, message: str) -> Committed:
     """Commit everything in the worktree to its branch, remove the worktree, and say what the branch holds.
 
     The commit is built from the recorded branch with a private index (the worktree's HEAD, index and `.git`
@@ -244,7 +250,7 @@ def finish(worktree: Worktree, message: str) -> Finished:
         )
         repo.run(["update-ref", "-m", f"chock: commit to {worktree.branch}", ref, commit, parent])
     remove(worktree)
-    return Finished(commit, [f"{path} ({why})" for path, why in taken.skipped])
+    return Committed(commit, [f"{path} ({why})" for path, why in taken.skipped])
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ as it would against the real thing. Every request it receives is recorded.
 The queue is served in order, one entry per model call (`POST /v1/messages` or `/v1/chat/completions`);
 a call with nothing left in the queue gets a 500 whose message says so. It works across processes (a
 `chock run` subprocess pointed at `fake.address`), since it is only an HTTP server.
+
+A fake may also answer from the request itself (`answer_with`, asked before the queue), and play a model
+with a small context window (`context_window=N`): it counts a request's tokens as its body's bytes / 4,
+reports that count as the call's input tokens, and refuses a request above the window with the provider's
+own documented 400 ("prompt is too long: … tokens > … maximum"; OpenAI's `context_length_exceeded`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -56,6 +62,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = field(default_factory=time.monotonic)  # when it arrived (time.monotonic)
 
 
 @dataclass
@@ -71,6 +78,8 @@ class Turn:
     clean_cut: bool = False  # True: end the HTTP body properly, False: drop the connection mid-body
     stream_error: str | None = None  # send an in-stream error event (after `cut_after` events, default 2)
     pause: float = 0.0  # seconds between events, to keep a call in flight for a while
+    cache_read_tokens: int = 0  # reported as read from the prompt cache (both wires)
+    cache_write_tokens: int = 0  # reported as written to it (the Messages API only)
 
 
 @dataclass
@@ -92,9 +101,10 @@ class FakeProvider:
         models: tuple[str, ...] = ("fake-model",),
         strict: bool = True,
         chunk_size: int = 4,
+        context_window: int | None = None,
     ) -> None:
         """`key=None` accepts any request, with or without a credential (like a local llama.cpp server).
-        `strict=False` skips the checks of the conversation's shape."""
+        `strict=False` skips the checks of the conversation's shape. `context_window`: see the module's doc."""
         if kind not in KIND_ALIASES:
             raise ValueError(f"kind must be one of {sorted(KIND_ALIASES)}, not {kind!r}")
         self.kind = KIND_ALIASES[kind]
@@ -102,7 +112,11 @@ class FakeProvider:
         self.models = models
         self.strict = strict
         self.chunk_size = chunk_size
+        self.context_window = context_window
         self.requests: list[Request] = []
+        self.raw_bodies: list[bytes] = []  # the model calls' bodies as they came on the wire
+        self.too_long: list[int] = []  # the token counts of the requests refused as above the window
+        self._answer: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
         self.rejections: list[str] = []  # why strict checks answered 400, for assertions and debugging
         self._queue: deque[Turn | Failure] = deque()
         self._lock = threading.Lock()
@@ -122,11 +136,7 @@ class FakeProvider:
     ) -> FakeProvider:
         """Queue one reply. A tool call is `{"id": "c1", "name": "shell", "args": {...}}` (or "call_id").
         Options are the other `Turn` fields: deltas, cut_after, clean_cut, stream_error, pause."""
-        calls = [
-            {"id": call.get("id") or call["call_id"], "name": call["name"], "args": call.get("args", {})}
-            for call in tool_calls or []
-        ]
-        turn = Turn(text, calls, input_tokens, output_tokens, **options)
+        turn = _turn(text, tool_calls, input_tokens, output_tokens, **options)
         with self._lock:
             self._queue.append(turn)
         return self
@@ -142,6 +152,12 @@ class FakeProvider:
         """Queue one HTTP error answer with a JSON body in the wire's own shape."""
         with self._lock:
             self._queue.append(Failure(status, message, error_type, dict(headers or {})))
+        return self
+
+    def answer_with(self, answer: Callable[[dict[str, Any]], dict[str, Any] | None]) -> FakeProvider:
+        """Answer each call from its parsed body before the queue is asked: `answer(body)` returns `script`'s
+        arguments for this call, or None to take the queue's next entry."""
+        self._answer = answer
         return self
 
     def cut_after(self, n_chunks: int, text: str = "this reply is cut short", **script: Any) -> FakeProvider:
@@ -203,7 +219,10 @@ class FakeProvider:
         with self._lock:
             self.requests.append(request)
 
-    def _next(self) -> Turn | Failure | None:
+    def _next(self, body: dict[str, Any]) -> Turn | Failure | None:
+        answered = self._answer(body) if self._answer is not None else None
+        if answered is not None:
+            return _turn(**answered)
         with self._lock:
             return self._queue.popleft() if self._queue else None
 
@@ -211,6 +230,20 @@ class FakeProvider:
         with self._lock:
             self.rejections.append(reason)
         return reason
+
+
+def _turn(
+    text: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    **options: Any,
+) -> Turn:
+    calls = [
+        {"id": call.get("id") or call["call_id"], "name": call["name"], "args": call.get("args", {})}
+        for call in tool_calls or []
+    ]
+    return Turn(text, calls, input_tokens, output_tokens, **options)
 
 
 class _Server(ThreadingHTTPServer):
@@ -268,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != CALL_PATHS[self.fake.kind]:
             self._error(404, f"fake: no route for POST {self.path}")
             return
+        with self.fake._lock:
+            self.fake.raw_bodies.append(raw)
         if not self._authorised():
             return
         if not isinstance(body, dict):
@@ -279,12 +314,28 @@ class _Handler(BaseHTTPRequestHandler):
             if problem:
                 self._error(400, self.fake._reject(problem))
                 return
-        entry = self.fake._next()
+        tokens = len(raw) // 4
+        window = self.fake.context_window
+        if window is not None and tokens > window:
+            with self.fake._lock:
+                self.fake.too_long.append(tokens)
+            if self.fake.kind == ANTHROPIC:
+                self._error(400, f"prompt is too long: {tokens} tokens > {window} maximum")
+            else:
+                message = (
+                    f"This model's maximum context length is {window} tokens. However, your messages "
+                    f"resulted in {tokens} tokens. Please reduce the length of the messages."
+                )
+                self._error(400, message, "invalid_request_error")
+            return
+        entry = self.fake._next(body)
         if entry is None:
             self._error(500, "fake: no scripted turn left for this call")
         elif isinstance(entry, Failure):
             self._error(entry.status, entry.message, entry.error_type, entry.headers)
         else:
+            if window is not None:  # the model counts what it was sent
+                entry = replace(entry, input_tokens=tokens)
             self._stream(entry, body)
 
     # --- answers ------------------------------------------------------------------------------------------
@@ -398,7 +449,12 @@ def _anthropic_events(turn: Turn, pieces: list[str], model: str) -> list[str]:
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {"input_tokens": turn.input_tokens, "output_tokens": 1},
+                    "usage": {
+                        "input_tokens": turn.input_tokens,
+                        "cache_creation_input_tokens": turn.cache_write_tokens,
+                        "cache_read_input_tokens": turn.cache_read_tokens,
+                        "output_tokens": 1,
+                    },
                 },
             },
         ),
@@ -509,6 +565,7 @@ def _openai_events(turn: Turn, pieces: list[str], model: str, include_usage: boo
             events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}))
     events.append(chunk({}, "tool_calls" if turn.tool_calls else "stop"))
     if include_usage:
+        prompt = turn.input_tokens + turn.cache_read_tokens + turn.cache_write_tokens  # cached parts included
         events.append(
             _sse(
                 None,
@@ -519,9 +576,10 @@ def _openai_events(turn: Turn, pieces: list[str], model: str, include_usage: boo
                     "model": model,
                     "choices": [],
                     "usage": {
-                        "prompt_tokens": turn.input_tokens,
+                        "prompt_tokens": prompt,
                         "completion_tokens": turn.output_tokens,
-                        "total_tokens": turn.input_tokens + turn.output_tokens,
+                        "total_tokens": prompt + turn.output_tokens,
+                        "prompt_tokens_details": {"cached_tokens": turn.cache_read_tokens},
                     },
                 },
             )
@@ -547,6 +605,13 @@ def _check_anthropic(body: dict[str, Any]) -> str | None:
         return "max_tokens: Field required"
     if "system" in body and not isinstance(body["system"], str | list):
         return "system: Input should be a valid string or list"
+    if isinstance(body.get("system"), list) and not all(
+        isinstance(block, dict) and block.get("type") == "text" and block.get("text") for block in body["system"]
+    ):
+        return "system: each block is a non-empty text block"
+    marked = _cache_breakpoints(body)
+    if marked > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {marked}."
     for i, tool in enumerate(body.get("tools") or []):
         if not isinstance(tool.get("name"), str) or not isinstance(tool.get("input_schema"), dict):
             return f"tools.{i}: a tool needs a name and an input_schema"
@@ -602,6 +667,18 @@ def _check_anthropic(body: dict[str, Any]) -> str | None:
             )
         previous_uses = uses if role == "assistant" else set()
     return None
+
+
+def _cache_breakpoints(body: dict[str, Any]) -> int:
+    """How many blocks carry `cache_control`: tools, system blocks and message content blocks may."""
+    system = body.get("system") if isinstance(body.get("system"), list) else []
+    contents = [
+        block
+        for message in body.get("messages") or []
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+    ]
+    return sum(1 for block in [*(body.get("tools") or []), *system, *contents] if "cache_control" in block)
 
 
 def _check_openai(body: dict[str, Any]) -> str | None:

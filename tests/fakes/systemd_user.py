@@ -21,7 +21,10 @@ The recipe (measured on Debian 12, systemd 252, as root):
 - Everything that is a socket in the runtime dir (the private socket, `bus` from dbus-user-session's
   dbus.socket, the notify socket) is reachable from outside the namespace as well, so tests can talk D-Bus
   to the manager directly.
-- There is no journald: units meant to say something log with `StandardOutput=append:<file>`.
+- No journald unless asked (`user_manager(journal=True)`): then a real systemd-journald runs in the same
+  namespace, on a tmpfs at /run/log, started before the manager so its units' output reaches it; read it
+  with `manager.journal("SYSLOG_IDENTIFIER=…")`. Without it, units meant to say something log with
+  `StandardOutput=append:<file>`.
 - Close: SIGTERM to the manager by pid (it stops every unit, scopes included), then SIGKILL to whatever is
   still in its cgroups, then rmdir the cgroup tree bottom-up.
 """
@@ -29,6 +32,7 @@ The recipe (measured on Debian 12, systemd 252, as root):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -42,6 +46,9 @@ from pathlib import Path
 import pytest
 
 SYSTEMD = "/usr/lib/systemd/systemd"
+JOURNALD = "/usr/lib/systemd/systemd-journald"
+# Where that journald keeps its (volatile) journal, inside the namespace: `journalctl -D` reads it there.
+JOURNAL_DIR = "/run/log/journal"
 READY_SECONDS = 20.0
 STOP_SECONDS = 20.0
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -51,14 +58,25 @@ PACKAGES = "systemd util-linux dbus-user-session"
 # What the manager must not inherit from the test's own environment.
 _DROPPED = ("XDG_", "DBUS_", "LISTEN_", "NOTIFY_SOCKET", "WATCHDOG_", "INVOCATION_ID", "JOURNAL_STREAM", "MANAGERPID")
 
-# $1 is the manager binary, the rest the cgroup directories to create and enter.
+# $1 is the manager binary, $2 journald's or empty, the rest the cgroup directories to create and enter.
 _SCRIPT = """
 set -e
-systemd="$1"; shift
+systemd="$1"; journald="$2"; shift 2
 for dir in "$@"; do mkdir -p "$dir"; echo $$ > "$dir/cgroup.procs"; done
-mkdir -p /run/systemd
-exec unshare -m --propagation private sh -c \
-  'mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec "$0" --user' "$systemd"
+mkdir -p /run/systemd /run/log
+exec unshare -m --propagation private sh -c '
+  set -e
+  mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system
+  if [ -n "$1" ]; then
+    mount -t tmpfs tmpfs /run/log && mkdir -p /run/log/journal
+    "$1" </dev/null &
+    tries=0
+    until [ -S /run/systemd/journal/stdout ] && [ -S /run/systemd/journal/socket ]; do
+      tries=$((tries + 1)); [ $tries -lt 1000 ] || { echo "systemd-journald did not start" >&2; exit 1; }
+      sleep 0.02
+    done
+  fi
+  exec "$0" --user' "$systemd" "$journald"
 """
 
 
@@ -180,6 +198,14 @@ class UserManager:
         lines = dict(line.split(":", 2)[1:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines())
         return lines.get("name=systemd", lines.get("", "?"))
 
+    def journal(self, *matches: str) -> list[dict[str, str]]:
+        """Every journal entry matching `matches` (`FIELD=value`), as journalctl's JSON (a manager started
+        with `journal=True`). Binary fields come as lists of bytes: a record of chock's is text."""
+        done = self.run(["journalctl", "-D", JOURNAL_DIR, "-o", "json", "--no-pager", *matches], check=False)
+        if done.returncode not in (0, 1) or (done.stderr.strip() and not done.stdout):
+            pytest.fail(f"journalctl failed ({done.returncode}): {done.stderr}")
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
     def close(self) -> None:
         if self._closed:
             return
@@ -218,9 +244,15 @@ def _remove_cgroup(top: Path) -> None:
 
 
 @contextlib.contextmanager
-def user_manager() -> Iterator[UserManager]:
-    """Start a real `systemd --user` in its own cgroup and mount namespace; always stopped and removed after."""
+def user_manager(*, journal: bool = False) -> Iterator[UserManager]:
+    """Start a real `systemd --user` in its own cgroup and mount namespace; always stopped and removed after.
+
+    With `journal`, a real systemd-journald runs in the same namespace first (a tmpfs on /run/log), so the
+    manager connects its units' output to it and python-systemd's `journal.send` reaches it.
+    """
     require()
+    if journal and not os.access(JOURNALD, os.X_OK):
+        pytest.fail(f"{JOURNALD} not installed; install the Debian package systemd")
     root = Path(tempfile.mkdtemp(prefix="chock-um-", dir="/tmp"))
     home, runtime = root / "home", root / "run"
     home.mkdir()
@@ -232,7 +264,7 @@ def user_manager() -> Iterator[UserManager]:
     env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime))
     with output.open("wb") as log:
         process = subprocess.Popen(
-            ["sh", "-c", _SCRIPT, "spawn-user-manager", SYSTEMD, *map(str, cgroups)],
+            ["sh", "-c", _SCRIPT, "spawn-user-manager", SYSTEMD, JOURNALD if journal else "", *map(str, cgroups)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=home, start_new_session=True,
         )  # fmt: skip
     # The shell execs unshare, which execs sh, which execs systemd: one pid all the way down.

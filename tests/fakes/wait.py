@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -21,4 +22,17 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "t
         if value:
             return value
         time.sleep(INTERVAL)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def wait_until_async(
+    predicate: Callable[[], Awaitable[T]], timeout: float = 30.0, what: str = "the condition"
+) -> T:
+    """`wait_until` for a test on an event loop: the predicate is awaited, and the wait sleeps on the loop."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await predicate()
+        if value:
+            return value
+        await asyncio.sleep(INTERVAL)
     raise AssertionError(f"timed out waiting for {what}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Protocol
 
-from chock.credentials.errors import CredentialError
+from chock.credentials.refusals import CredentialError
 from chock.paths import Layout
 
 STORE_NAMES = ("secret_service", "keychain", "file", "secretspec")

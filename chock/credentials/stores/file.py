@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from chock import zon
-from chock.credentials.errors import CredentialError
 from chock.credentials.files import check_private, read_zon_struct, write_private
+from chock.credentials.refusals import CredentialError
 
 WHAT = "the file store"
 

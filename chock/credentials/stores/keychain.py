@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.credentials import _child
-from chock.credentials.errors import (
+from chock.credentials.refusals import (
     FILE_STORE_HINT,
     NoLoginKeychain,
     StoreLocked,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chock.credentials.errors import StoreUnavailable
+from chock.credentials.refusals import StoreUnavailable
 
 # The service name of every keystore item; the item's user is the instance name.
 SERVICE = "chock"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chock.credentials import _child
-from chock.credentials.errors import FILE_STORE_HINT, NobodyAnswered, StoreLocked, StoreUnavailable
+from chock.credentials.refusals import FILE_STORE_HINT, NobodyAnswered, StoreLocked, StoreUnavailable
 from chock.credentials.stores.keystore import KeystoreCalls, keyring_call
 
 NAME = "secret_service"

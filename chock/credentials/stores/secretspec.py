@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.credentials import _child
-from chock.credentials.errors import SecretSpecRefused, StoreTimeout, StoreUnavailable
+from chock.credentials.refusals import SecretSpecRefused, StoreTimeout, StoreUnavailable
 
 NAME = "secretspec"
 COMMAND = "secretspec"

@@ -4,7 +4,11 @@
 // is watched with EventSource on /api/sessions/<id>/watch: the browser reconnects by itself (after the
 // network or serve goes away) and sends Last-Event-ID, and serve resumes right after it. This page also
 // drops any event whose id it has already applied, so an event is shown exactly once whatever happens to
-// the connection; a gap (which serve never leaves) makes it reconnect from the last id it has.
+// the connection; a gap (which serve never leaves) makes it reconnect from the last id it has. An event of
+// a type this page does not know is skipped, and one it cannot read shows nothing: the page goes on
+// (docs/log.md, "Reading rules").
+//
+// What a model wrote is shown as text, never parsed as HTML: the page builds every node itself.
 "use strict";
 
 (() => {
@@ -28,7 +32,7 @@
   };
 
   // What tests (and a curious person at the console) can read: every event id applied, in order.
-  const debug = { seen: [], reconnects: 0 };
+  const debug = { seen: [], reconnects: 0, notified: [] };
   window.chock = debug;
 
   const state = {
@@ -124,8 +128,10 @@
     try {
       const data = await api(`/api/sessions?project=${q(project)}`);
       if (project !== state.project) return;
-      note.textContent = "";
-      note.className = "note";
+      if (note.classList.contains("bad")) { // the trouble is over; a note of what was done stays
+        note.textContent = "";
+        note.className = "note";
+      }
       renderList(data.sessions || []);
     } catch (error) {
       note.textContent = error.message;
@@ -142,7 +148,7 @@
 
   function statusText(row) {
     if (row.status === "waiting") return `waiting${row.pending_approvals ? ` (${row.pending_approvals})` : ""}`;
-    if (row.status === "ended" && row.end_reason && row.end_reason !== "completed") return row.end_reason;
+    if (row.status === "ended" && row.end_reason) return `ended · ${row.end_reason}`;
     return row.status || "unknown";
   }
 
@@ -159,7 +165,8 @@
     $("sessions-empty").textContent = newest.length ? "" : "No sessions in this project yet.";
     $("sessions-empty").hidden = newest.length > 0;
     list.replaceChildren(...newest.map((row) => {
-      const button = el("button", { type: "button", "data-session": row.id },
+      const button = el("button", { type: "button", "data-session": row.id, "data-status": row.status || "",
+        "data-end-reason": row.end_reason || "" },
         el("span", { class: "msg", text: row.message || "(no message)" }),
         el("span", { class: "sub" },
           el("span", { class: statusClass(row), text: statusText(row) }),
@@ -170,6 +177,7 @@
       return el("li", {}, button);
     }));
     if (state.sessionId && state.rows.has(state.sessionId)) view.row(state.rows.get(state.sessionId));
+    noticeWaiting(newest);
   }
 
   async function startSession(event) {
@@ -205,7 +213,9 @@
       this.tools = new Map();      // call_id -> {details, output, state}
       this.approvals = new Map();  // request_id -> card
       this.streaming = null;       // the assistant block that deltas go into
-      this.usage = { input: 0, output: 0 };
+      this.usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: null };
+      this.messages = 0;           // user.message events so far: the first is the task
+      this.status = "";            // running, waiting, ended, … as the row or the latest events say
       this.ended = false;
       this.source = null;
       this.reopenDelay = REOPEN_MIN_MS;
@@ -215,19 +225,32 @@
       $("session-id").textContent = id;
       $("session-task").textContent = state.rows.get(id)?.message || "";
       $("session-usage").textContent = "";
+      $("plan").hidden = true;
+      $("plan-steps").replaceChildren();
+      steering.reset();
       if (state.rows.has(id)) this.row(state.rows.get(id));
     }
 
     row(row) {
       // A session that went on after this page was told it ended (`chock run --continue`): follow it again.
-      if (this.finished && Number(row.last_event_id) > this.lastId) {
-        this.finished = false;
-        this.reopen();
-      }
+      if (Number(row.last_event_id) > this.lastId) this.follow();
       const badge = $("session-status");
       badge.className = statusClass(row);
       badge.textContent = statusText(row);
       if (row.message && !$("session-task").textContent) $("session-task").textContent = row.message;
+      // A row older than the events shown says less than they do.
+      if (Number(row.last_event_id) >= this.lastId) this.setStatus(row.status);
+    }
+
+    setStatus(status) {
+      this.status = status || "";
+      steering.show(this.status);
+    }
+
+    follow() {
+      if (!this.finished) return;
+      this.finished = false;
+      this.reopen();
     }
 
     streamState(text, bad = false) {
@@ -303,8 +326,12 @@
       this.lastId = id;
       debug.seen.push(id);
       const render = RENDER[event.type];
-      if (render) render.call(this, event);
-      else this.info(event, event.type);
+      if (!render) return; // a type this page does not know: nothing to show
+      try {
+        render.call(this, event);
+      } catch (error) {
+        console.warn(`event ${id} (${event.type}) could not be shown:`, error); // the next one may be
+      }
     }
 
     // Building blocks ------------------------------------------------------------------------------
@@ -346,16 +373,253 @@
     try { return JSON.stringify(value, null, 2); } catch { return String(value); }
   }
 
+  // ---------------------------------------------------------------------------------------------------
+  // A tool call's duration, from its tool.call and tool.result events' `at`
+
+  function duration(startAt, endAt) {
+    const ms = Date.parse(endAt) - Date.parse(startAt);
+    return Number.isFinite(ms) && ms >= 0 ? ms : null;
+  }
+
+  function durationText(ms) {
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
+    return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+  }
+
+  // ---------------------------------------------------------------------------------------------------
+  // A change to a file (the `diff` of write_file's and edit_file's tool.result), one node per line
+
+  function diffLineKind(line) {
+    if (line.startsWith("+++ ") || line.startsWith("--- ")) return "file";
+    if (line.startsWith("@@")) return "hunk";
+    if (line.startsWith("+")) return "add";
+    if (line.startsWith("-")) return "del";
+    if (line.startsWith(" ")) return "same";
+    return "note"; // "\ No newline at end of file", a cut, a change too big to compare
+  }
+
+  function showDiff(tool, diff) {
+    const lines = diff.replace(/\n$/, "").split("\n");
+    const kinds = lines.map(diffLineKind);
+    const count = (kind) => kinds.filter((k) => k === kind).length;
+    const block = el("pre", { class: "diff" },
+      ...lines.map((line, n) => el("span", { class: `line ${kinds[n]}`, text: line || " " })));
+    tool.outputBlock.after(el("div", { class: "changes" }, el("div", { class: "label", text: "Changes" }), block));
+    tool.stateNode.before(el("span", { class: "diffstat" },
+      el("span", { class: "add", text: `+${count("add")}` }), el("span", { class: "del", text: ` −${count("del")}` })));
+    tool.details.setAttribute("data-diff", "");
+  }
+
+  // ---------------------------------------------------------------------------------------------------
+  // Assistant text as Markdown, built from DOM nodes with text in them: no HTML a model wrote is ever parsed,
+  // so `<img onerror=…>` is shown as the text it is. A link is made only for http, https and mailto, and
+  // opens apart from this page (noopener noreferrer); an image is shown as a link to it and never fetched,
+  // so a prompt-injected agent cannot make the browser send what it read to an address of its choosing.
+
+  const LINK_SCHEMES = new Set(["http:", "https:", "mailto:"]);
+  const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)/;
+  const HEADING = /^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$/;
+  const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
+  const QUOTE = /^ {0,3}> ?/;
+  const ITEM = /^( *)([-*+]|\d{1,9}[.)])\s+/;
+  const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$/;
+
+  function markdown(text) {
+    const root = document.createDocumentFragment();
+    blocks(String(text).replace(/\r\n?/g, "\n").split("\n"), root);
+    return root;
+  }
+
+  function indentOf(line) {
+    return line.length - line.trimStart().length;
+  }
+
+  function nextFilled(lines, i) {
+    while (i < lines.length && !lines[i].trim()) i += 1;
+    return i;
+  }
+
+  function startsBlock(line) {
+    return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
+  }
+
+  function blocks(lines, parent) {
+    let i = 0;
+    while (i < lines.length) {
+      const line = lines[i];
+      let m;
+      if (!line.trim()) {
+        i += 1;
+      } else if ((m = FENCE.exec(line))) {
+        const fence = m[1];
+        const body = [];
+        for (i += 1; i < lines.length; i += 1) {
+          const closing = lines[i].trim();
+          if (closing.length >= fence.length && closing === fence[0].repeat(closing.length)) break;
+          body.push(lines[i]);
+        }
+        i += 1;
+        const code = el("code", { text: body.join("\n") });
+        if (m[2]) code.setAttribute("data-lang", m[2]);
+        parent.append(el("pre", { class: "code" }, code));
+      } else if ((m = HEADING.exec(line))) {
+        parent.append(inline(m[2], el(`h${Math.min(m[1].length + 2, 6)}`)));
+        i += 1;
+      } else if (RULE.test(line)) {
+        parent.append(el("hr"));
+        i += 1;
+      } else if (QUOTE.test(line)) {
+        const body = [];
+        for (; i < lines.length && QUOTE.test(lines[i]); i += 1) body.push(lines[i].replace(QUOTE, ""));
+        const quote = el("blockquote");
+        blocks(body, quote);
+        parent.append(quote);
+      } else if (ITEM.test(line)) {
+        i = list(lines, i, parent);
+      } else if (line.includes("|") && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])
+          && cells(lines[i + 1]).length === cells(line).length) {
+        i = table(lines, i, parent);
+      } else {
+        const body = [];
+        for (; i < lines.length && lines[i].trim() && (!body.length || !startsBlock(lines[i])); i += 1) {
+          body.push(lines[i].trim());
+        }
+        parent.append(inline(body.join("\n"), el("p")));
+      }
+    }
+  }
+
+  function list(lines, i, parent) {
+    const first = ITEM.exec(lines[i]);
+    const indent = first[1].length;
+    const ordered = /\d/.test(first[2]);
+    const node = el(ordered ? "ol" : "ul");
+    if (ordered && parseInt(first[2], 10) !== 1) node.start = parseInt(first[2], 10);
+    const sibling = (line) => {
+      const m = ITEM.exec(line);
+      return m && m[1].length === indent && /\d/.test(m[2]) === ordered;
+    };
+    while (i < lines.length && sibling(lines[i])) {
+      const width = ITEM.exec(lines[i])[0].length;
+      const body = [lines[i].slice(width)];
+      for (i += 1; i < lines.length; i += 1) {
+        const line = lines[i];
+        if (!line.trim()) {
+          const next = nextFilled(lines, i);
+          if (next < lines.length && indentOf(lines[next]) >= width) body.push(""); // the item goes on below
+          else break;
+        } else if (indentOf(line) >= width) {
+          body.push(line.slice(width));
+        } else if (!startsBlock(line) && body[body.length - 1].trim()) {
+          body.push(line.trim()); // a lazy continuation of its paragraph
+        } else {
+          break;
+        }
+      }
+      const item = el("li");
+      blocks(body, item);
+      node.append(item);
+      const next = nextFilled(lines, i);
+      if (next < lines.length && sibling(lines[next])) i = next; // a loose list goes on after blank lines
+    }
+    parent.append(node);
+    return i;
+  }
+
+  function cells(line) {
+    let text = line.trim();
+    if (text.startsWith("|")) text = text.slice(1);
+    if (text.endsWith("|") && !text.endsWith("\\|")) text = text.slice(0, -1);
+    return text.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
+  }
+
+  function table(lines, i, parent) {
+    const head = cells(lines[i]);
+    const aligns = cells(lines[i + 1]).map((rule) =>
+      rule.startsWith(":") && rule.endsWith(":") ? "center" : rule.endsWith(":") ? "right" : "");
+    const cell = (tag, text, n) => inline(text, el(tag, aligns[n] ? { class: `align-${aligns[n]}` } : {}));
+    const body = el("tbody");
+    for (i += 2; i < lines.length && lines[i].trim() && lines[i].includes("|"); i += 1) {
+      const row = cells(lines[i]);
+      body.append(el("tr", {}, ...head.map((_, n) => cell("td", row[n] || "", n))));
+    }
+    parent.append(el("div", { class: "table" },
+      el("table", {}, el("thead", {}, el("tr", {}, ...head.map((text, n) => cell("th", text, n)))), body)));
+    return i;
+  }
+
+  function safeHref(raw) {
+    let url;
+    try { url = new URL(raw); } catch { return null; } // a relative address leads nowhere outside the text
+    return LINK_SCHEMES.has(url.protocol) ? url.href : null;
+  }
+
+  function link(raw, children, kind = "") {
+    const href = safeHref(raw);
+    if (!href) return el("span", { class: `not-a-link ${kind}`.trim(), title: raw }, ...children);
+    return el("a", { href, rel: "noopener noreferrer", target: "_blank", referrerPolicy: "no-referrer",
+      class: kind }, ...children);
+  }
+
+  const URL_TEXT = String.raw`<?([^\s<>()]*(?:\([^\s<>()]*\)[^\s<>()]*)*)>?(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\s*\)`;
+  const WORD = /[\p{L}\p{N}]/u;
+
+  // [pattern, whether it may start at text[i], what it makes]; tried in order at each position.
+  const INLINE = [
+    [/\\([!-/:-@[-`{-~])/y, (t, i) => t[i] === "\\", (m, out) => out.append(m[1])],
+    [/(`+)([^`][\s\S]*?)\1(?!`)/y, (t, i) => t[i] === "`",
+      (m, out) => out.append(el("code", { text: m[2].replace(/^ ([\s\S]*[^ ][\s\S]*) $/, "$1") }))],
+    [new RegExp(String.raw`!\[([^\]\n]*)\]\(\s*` + URL_TEXT, "y"), (t, i) => t[i] === "!",
+      (m, out) => out.append(link(m[2], [`image: ${m[1] || m[2]}`], "image-link"))],
+    [new RegExp(String.raw`\[((?:[^\[\]\n]|\[[^\]\n]*\])*)\]\(\s*` + URL_TEXT, "y"), (t, i) => t[i] === "[",
+      (m, out) => out.append(link(m[2], [inline(m[1], document.createDocumentFragment())]))],
+    [/<((?:https?:\/\/|mailto:)[^\s<>]+)>/iy, (t, i) => t[i] === "<", (m, out) => out.append(link(m[1], [m[1]]))],
+    [/(?:https?:\/\/|mailto:)[^\s<>]*[^\s<>.,;:!?'")\]*_~]/iy, (t, i) => /[hm]/i.test(t[i]) && !WORD.test(t[i - 1] || ""),
+      (m, out) => out.append(link(m[0], [m[0]]))],
+    [/(\*\*|__)(?=[^\s*_])([^\n]*?[^\s])\1/y,
+      (t, i) => t[i] === t[i + 1] && (t[i] === "*" || (t[i] === "_" && !WORD.test(t[i - 1] || ""))),
+      (m, out) => out.append(inline(m[2], el("strong")))],
+    [/~~(?=\S)([^\n]*?\S)~~/y, (t, i) => t[i] === "~", (m, out) => out.append(inline(m[1], el("del")))],
+    [/\*(?=[^\s*])([^\n]*?[^\s*])\*/y, (t, i) => t[i] === "*", (m, out) => out.append(inline(m[1], el("em")))],
+    [/_(?=[^\s_])([^\n]*?[^\s_])_(?![\p{L}\p{N}])/uy, (t, i) => t[i] === "_" && !WORD.test(t[i - 1] || ""),
+      (m, out) => out.append(inline(m[1], el("em")))],
+  ];
+
+  function inline(text, parent) {
+    let plain = "";
+    let i = 0;
+    outer: while (i < text.length) {
+      for (const [pattern, may, make] of INLINE) {
+        if (!may(text, i)) continue;
+        pattern.lastIndex = i;
+        const m = pattern.exec(text);
+        if (!m) continue;
+        if (plain) parent.append(plain);
+        plain = "";
+        make(m, parent);
+        i = pattern.lastIndex;
+        continue outer;
+      }
+      plain += text[i];
+      i += 1;
+    }
+    if (plain) parent.append(plain);
+    return parent;
+  }
+
   const RENDER = {
     "session.start"(e) {
       if (e.message) $("session-task").textContent = e.message;
       const parts = ["started", e.instance && `instance ${e.instance}`, e.model && `model ${e.model}`,
         e.owner && `by ${e.owner}`, e.approve_all && "approving everything"].filter(Boolean);
       this.ended = false;
+      this.setStatus("running");
       this.info(e, parts.join(" · "));
     },
     "session.adopt"(e) {
       this.ended = false;
+      this.setStatus("running");
       this.info(e, `taken over by the ${e.via || "daemon"}${e.pid ? ` (pid ${e.pid})` : ""}`);
     },
     "workspace.open"(e) {
@@ -366,26 +630,30 @@
     },
     "user.message"(e) {
       this.endStreaming();
-      this.add(el("div", { class: "item user" }, el("div", { class: "who", text: "Task" }),
+      this.messages += 1;
+      const who = this.messages === 1 ? "Task" : e.via === "socket" ? "Follow-up" : "Message";
+      this.add(el("div", { class: "item user" }, el("div", { class: "who", text: who }),
         el("p", { class: "text", text: e.text || "" })), e);
     },
     "assistant.delta"(e) {
       if (!this.streaming) {
         this.streaming = this.add(el("div", { class: "item assistant streaming" },
-          el("div", { class: "who", text: "Chock" }), el("p", { class: "text" })), e);
+          el("div", { class: "who", text: "Chock" }), el("div", { class: "text" })), e);
       }
-      this.streaming.querySelector(".text").textContent += e.text || "";
+      this.streaming.querySelector(".text").textContent += e.text || ""; // as text until the whole answer is in
     },
     "assistant.message"(e) {
-      const text = e.text || "";
+      const text = typeof e.text === "string" ? e.text : "";
       if (this.streaming) {
-        this.streaming.querySelector(".text").textContent = text; // the final text replaces the deltas
+        const node = this.streaming.querySelector(".text");
+        node.classList.add("markdown");
+        node.replaceChildren(markdown(text)); // the final text replaces the deltas
         this.streaming.setAttribute("data-final-event-id", String(e.id));
         if (!text) this.streaming.parentElement.remove();
         this.endStreaming();
       } else if (text) {
         this.add(el("div", { class: "item assistant" }, el("div", { class: "who", text: "Chock" }),
-          el("p", { class: "text", text })), e);
+          el("div", { class: "text markdown" }, markdown(text))), e);
       }
     },
     "tool.call"(e) {
@@ -399,7 +667,7 @@
         el("div", { class: "body" }, el("div", { class: "label", text: "Arguments" }),
           el("pre", { class: "args", text: pretty(e.args || {}) }), outputBlock));
       details.setAttribute("data-call-id", e.call_id || "");
-      this.tools.set(e.call_id, { details, output, outputBlock, stateNode });
+      this.tools.set(e.call_id, { details, output, outputBlock, stateNode, at: e.at });
       this.add(details, e);
     },
     "tool.result"(e) {
@@ -413,7 +681,10 @@
       }
       tool.output.textContent = text || "(no output)";
       tool.outputBlock.hidden = false;
-      tool.stateNode.textContent = e.is_error ? "failed" : "done";
+      const took = duration(tool.at, e.at);
+      tool.stateNode.textContent = `${e.is_error ? "failed" : "done"}${took == null ? "" : ` · ${durationText(took)}`}`;
+      if (took != null) tool.details.setAttribute("data-duration-ms", String(took));
+      if (typeof e.diff === "string" && e.diff) showDiff(tool, e.diff);
       tool.details.classList.toggle("error", Boolean(e.is_error));
       tool.details.setAttribute("data-result-event-id", String(e.id));
     },
@@ -447,6 +718,7 @@
       deny.addEventListener("click", () => send("no"));
       this.approvals.set(e.request_id, card);
       this.add(card, e);
+      if (!e.by_config) refreshList(); // the list says who waits: the tab's title, a notification
     },
     "approval.answer"(e) {
       const card = this.approvals.get(e.request_id);
@@ -462,10 +734,43 @@
       card.setAttribute("data-answer", e.answer || "");
     },
     "usage"(e) {
-      this.usage.input += Number(e.input_tokens) || 0;
-      this.usage.output += Number(e.output_tokens) || 0;
+      const usage = this.usage;
+      usage.input += Number(e.input_tokens) || 0;
+      usage.output += Number(e.output_tokens) || 0;
+      usage.cacheRead += Number(e.cache_read_tokens) || 0;
+      usage.cacheWrite += Number(e.cache_write_tokens) || 0;
+      if (typeof e.cost === "number") usage.cost = (usage.cost || 0) + e.cost;
+      const cached = usage.cacheRead || usage.cacheWrite
+        ? ` (${usage.cacheRead.toLocaleString()} cache read, ${usage.cacheWrite.toLocaleString()} written)` : "";
+      const cost = usage.cost === null ? "" : ` · cost ${usage.cost.toFixed(4)}`;
       $("session-usage").textContent =
-        `${this.usage.input.toLocaleString()} in · ${this.usage.output.toLocaleString()} out tokens`;
+        `${usage.input.toLocaleString()} in${cached} · ${usage.output.toLocaleString()} out tokens${cost}`;
+    },
+    "plan"(e) {
+      const steps = Array.isArray(e.steps) ? e.steps.filter((step) => step && typeof step === "object") : [];
+      const words = { done: "done", in_progress: "in progress", pending: "pending" };
+      $("plan-steps").replaceChildren(...steps.map((step) => {
+        const status = Object.hasOwn(words, step.status) ? step.status : "pending";
+        const item = el("li", { class: status, text: String(step.step || "") });
+        item.setAttribute("title", words[status]);
+        item.setAttribute("data-status", status);
+        return item;
+      }));
+      const panel = $("plan");
+      panel.hidden = steps.length === 0;
+      panel.setAttribute("data-event-id", String(e.id));
+    },
+    "provider.retry"(e) {
+      const words = { 408: "timed out", 409: "conflict", 429: "rate limited", 529: "overloaded" };
+      const status = e.status == null ? null : Number(e.status);
+      const what = status === null ? "no connection"
+        : words[status] || (status >= 500 ? "the provider failed" : `HTTP ${status}`);
+      const wait = typeof e.wait_seconds === "number" ? `${Number(e.wait_seconds.toPrecision(3))} s` : "a moment";
+      this.info(e, `${what}, retrying in ${wait}`);
+    },
+    "compaction"(e) {
+      const size = (value) => (typeof value === "number" ? value.toLocaleString() : "?");
+      this.info(e, `compacted the conversation (about ${size(e.tokens)} tokens of a ${size(e.window)}-token window)`);
     },
     "turn.end"() {
       this.endStreaming();
@@ -493,6 +798,7 @@
         completed: "Completed", error: "Failed", handover: "Handed over", interrupted: "Interrupted",
       }[reason] || reason;
       this.ended = reason !== "handover";
+      this.setStatus(reason === "handover" ? "handed-over" : "ended");
       this.add(el("div", { class: `item end${failed ? " failed" : ""}` },
         el("div", { class: "who", text: "End" }),
         el("p", { class: "text", text: `${words}${e.exit_code != null ? ` · exit ${e.exit_code}` : ""}${e.error ? `\n${e.error}` : ""}` })), e);
@@ -524,6 +830,7 @@
   function closeSession() {
     view.close();
     view = { row() {}, close() {} };
+    steering.reset();
     state.sessionId = null;
     $("session-pane").hidden = true;
     $("main").classList.remove("viewing");
@@ -546,6 +853,164 @@
     return { project: params.get("project"), session: params.get("session") };
   }
 
+
+  // ---------------------------------------------------------------------------------------------------
+  // Steering the open session: Stop while it runs, Remove once it ended, and the message box under it —
+  // a follow-up while it runs (taken in before its next model call), a continuation once it ended.
+
+  const steering = {
+    removeTimer: null,
+
+    wire() {
+      $("stop-button").addEventListener("click", () => this.stop());
+      $("remove-button").addEventListener("click", () => this.remove());
+      $("say-form").addEventListener("submit", (event) => this.say(event));
+      $("say-message").addEventListener("keydown", (event) => {
+        if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) $("say-form").requestSubmit();
+      });
+    },
+
+    reset() {
+      this.show("");
+      this.note("action-status", "");
+      this.note("say-status", "");
+      $("say-message").value = "";
+      this.disarm();
+    },
+
+    show(status) {
+      const running = status === "running" || status === "waiting";
+      $("stop-button").hidden = !running;
+      $("remove-button").hidden = status !== "ended";
+      if (status !== "ended") this.disarm();
+      $("say-form").hidden = !status;
+      $("say-form").setAttribute("data-mode", running ? "follow-up" : "continue");
+      $("say-label").textContent = running ? "Tell it more" : "Continue this session";
+      $("say-button").textContent = running ? "Send" : "Continue";
+      $("say-message").placeholder = running
+        ? "A follow-up: it reads this before its next model call"
+        : "What next? The session goes on in its workspace, onto its branch";
+    },
+
+    note(id, text, bad = false) {
+      $(id).textContent = text;
+      $(id).className = `note${bad ? " bad" : ""}`;
+    },
+
+    async post(verb, body) {
+      return api(`/api/sessions/${q(state.sessionId)}/${verb}`, { body: { project: state.project, ...body } });
+    },
+
+    async stop() {
+      const button = $("stop-button");
+      button.disabled = true;
+      this.note("action-status", "stopping…");
+      try {
+        await this.post("stop");
+        this.note("action-status", "stopped");
+        refreshList();
+      } catch (error) {
+        this.note("action-status", error.message, true);
+      } finally {
+        button.disabled = false;
+      }
+    },
+
+    disarm() {
+      clearTimeout(this.removeTimer);
+      $("remove-button").classList.remove("armed");
+      $("remove-button").textContent = "Remove";
+    },
+
+    async remove() {
+      const button = $("remove-button");
+      if (!button.classList.contains("armed")) { // a second click within a few seconds removes it
+        button.classList.add("armed");
+        button.textContent = "Remove its log for good?";
+        this.removeTimer = setTimeout(() => this.disarm(), 5000);
+        return;
+      }
+      this.disarm();
+      button.disabled = true;
+      const id = state.sessionId;
+      this.note("action-status", "removing…");
+      try {
+        await this.post("remove");
+        closeSession();
+        $("sessions-note").textContent = `removed ${id} (its branch chock/${id} stays)`;
+        refreshList();
+      } catch (error) {
+        this.note("action-status", error.message, true);
+      } finally {
+        button.disabled = false;
+      }
+    },
+
+    async say(event) {
+      event.preventDefault();
+      const message = $("say-message").value.trim();
+      if (!message || !state.sessionId) return;
+      const id = state.sessionId;
+      const button = $("say-button");
+      button.disabled = true;
+      this.note("say-status", "sending…");
+      try {
+        const data = await this.post("messages", { message });
+        $("say-message").value = "";
+        this.note("say-status", data.how === "continued"
+          ? "continued: the session runs again"
+          : "sent: it reads this before its next model call");
+        if (data.how === "continued" && view.id === id) view.follow();
+        refreshList();
+      } catch (error) {
+        this.note("say-status", error.message, true);
+      } finally {
+        button.disabled = false;
+      }
+    },
+  };
+
+  // ---------------------------------------------------------------------------------------------------
+  // Sessions waiting for an approval: their count in the tab's title, and a notification for each one that
+  // starts waiting while the page is not in front. Permission is asked once, after a click, never on load.
+
+  const waiting = { told: new Set() };
+
+  function inFront() {
+    return document.visibilityState === "visible" && document.hasFocus();
+  }
+
+  function noticeWaiting(rows) {
+    const now = rows.filter((row) => row.status === "waiting");
+    const ids = new Set(now.map((row) => row.id));
+    for (const id of waiting.told) if (!ids.has(id)) waiting.told.delete(id); // it may wait again later
+    document.title = now.length ? `(${now.length} waiting) Chock` : "Chock";
+    for (const row of now) tellWaiting(row);
+  }
+
+  function tellWaiting(row) {
+    if (waiting.told.has(row.id) || inFront()) return;
+    waiting.told.add(row.id);
+    if (!("Notification" in window) || Notification.permission !== "granted") return;
+    const note = new Notification("Chock: a session waits for your approval", {
+      body: row.message || row.id,
+      tag: `chock-approval-${row.id}`,
+    });
+    note.onclick = () => {
+      window.focus();
+      openSession(row.id);
+      note.close();
+    };
+    debug.notified.push(row.id);
+  }
+
+  function askToNotifyOnce() {
+    if (!("Notification" in window) || Notification.permission !== "default") return;
+    if (localStorage.getItem("chock.notifications-asked")) return;
+    localStorage.setItem("chock.notifications-asked", "1");
+    Notification.requestPermission().catch(() => {});
+  }
+
   // ---------------------------------------------------------------------------------------------------
 
   function boot() {
@@ -558,6 +1023,8 @@
       if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) $("start-form").requestSubmit();
     });
     $("back").addEventListener("click", closeSession);
+    steering.wire();
+    document.addEventListener("click", askToNotifyOnce, { once: true });
     showRecent();
     const wanted = readHash();
     const project = wanted.project || localStorage.getItem("chock.project") || "";

@@ -1,9 +1,12 @@
 """The tools the model can call, one module each, gathered in the tables that the session loop
 (`SESSION_TOOLS`) and a subagent's process (`SUBAGENT_TOOLS`) dispatch through, with their system prompts.
 
-    tool.py        what a tool is (`Tool`), its errors (`ToolRefused`), what it may ask of the session (`Context`)
+    tool.py        what a tool is (`Tool`), its errors (`ToolRefused`), what it may ask of the session (`Context`),
+                   what a call gives (`Result`)
     confined.py    file access confined to the workspace and bounded, for the file tools
-    shell.py, read_file.py, write_file.py, edit_file.py, list_files.py, search.py, scratchpad.py, subagent.py
+    diff.py        the bounded unified diff write_file and edit_file give beside their output
+    shell.py, read_file.py, write_file.py, edit_file.py, list_files.py, search.py, scratchpad.py, plan.py,
+    subagent.py
 
 Adding a tool: its module, and one entry in `SESSION_TOOLS` (and `SUBAGENT_TOOLS` when it only reads).
 """
@@ -15,17 +18,18 @@ from typing import Any
 
 from chock.session.tools.edit_file import EditFile
 from chock.session.tools.list_files import ListFiles
+from chock.session.tools.plan import Plan
 from chock.session.tools.read_file import ReadFile
 from chock.session.tools.scratchpad import Scratchpad
 from chock.session.tools.search import Search
 from chock.session.tools.shell import Shell
 from chock.session.tools.subagent import Subagent
-from chock.session.tools.tool import Files, Tool, ToolRefused, path_summary
+from chock.session.tools.tool import Files, Result, Tool, ToolRefused, path_summary
 from chock.session.tools.write_file import WriteFile
 
 SESSION_TOOLS: dict[str, Tool] = {
     tool.name: tool
-    for tool in (Shell(), ReadFile(), WriteFile(), EditFile(), ListFiles(), Search(), Scratchpad(), Subagent())
+    for tool in (Shell(), ReadFile(), WriteFile(), EditFile(), ListFiles(), Search(), Scratchpad(), Plan(), Subagent())
 }
 SUBAGENT_TOOLS: dict[str, Tool] = {name: SESSION_TOOLS[name] for name in ("read_file", "list_files", "search")}
 
@@ -55,8 +59,8 @@ async def dispatch(
     name: str,
     args: dict[str, Any],
     approve: Callable[[], Awaitable[None]] | None = None,
-) -> tuple[str, bool]:
-    """Run one call through `table`: its output and whether it is the tool's error.
+) -> Result:
+    """Run one call through `table`: its output, whether it is the tool's error, and any diff.
 
     The tool's own refusals, OS errors and arguments of the wrong shape are the model's to read and fix,
     never a crash of the session. A tool that asks approval runs only after `approve` returns.
@@ -70,10 +74,11 @@ async def dispatch(
             if approve is None:
                 raise ToolRefused(f"{name} needs a person's approval, and nobody here can give it")
             await approve()
-        return await tool.run(context, args), False  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
+        done = await tool.run(context, args)  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
+        return done if isinstance(done, Result) else Result(done)
     except ToolRefused as refusal:
-        return str(refusal), True
+        return Result(str(refusal), is_error=True)
     except OSError as error:
-        return f"{name} failed: {error.strerror or error}", True
+        return Result(f"{name} failed: {error.strerror or error}", is_error=True)
     except (ValueError, TypeError) as error:
-        return f"{name} could not use its arguments: {error}", True
+        return Result(f"{name} could not use its arguments: {error}", is_error=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from chock.session.tools import confined
-from chock.session.tools.tool import PATH_ARG, Files, Tool, ToolRefused
+from chock.session.tools import confined, diff
+from chock.session.tools.tool import PATH_ARG, Files, Result, Tool, ToolRefused
 
 EDIT_LIMIT = 8 * 1024 * 1024  # bytes; far above any source file a person edits by hand
 
@@ -26,7 +26,7 @@ class EditFile(Tool):
     }
     required = ("path", "old", "new")
 
-    async def run(self, context: Files, args: dict[str, Any]) -> str:
+    async def run(self, context: Files, args: dict[str, Any]) -> Result:
         workspace = context.workspace
         path = confined.inside(workspace, args.get("path", ""))
         old, new = args.get("old"), args.get("new")
@@ -57,5 +57,8 @@ class EditFile(Tool):
             raise ToolRefused(
                 f"the text to replace occurs {count} times in {args.get('path')}; give more context or all: true"
             )
-        confined.write(workspace, path, text.replace(old, new))
-        return f"replaced {count if args.get('all') else 1} occurrence(s) in {name}"
+        after = text.replace(old, new)
+        confined.write(workspace, path, after)
+        return Result(
+            f"replaced {count if args.get('all') else 1} occurrence(s) in {name}", diff=diff.unified(name, text, after)
+        )

@@ -7,6 +7,7 @@ on its stdout; the instance's credential travels only over that pipe, never argv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from typing import Any, ClassVar
@@ -43,7 +44,13 @@ async def research(context: Context, handle: str, request: dict[str, Any]) -> No
         sys.executable, "-m", "chock.session.subagent_process",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    out, err = await process.communicate(json.dumps(request).encode())
+    try:
+        out, err = await process.communicate(json.dumps(request).encode())
+    except asyncio.CancelledError:  # the session is stopping: the child goes with it
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        raise
     try:
         answer = json.loads(out)
         result = str(answer["result"])

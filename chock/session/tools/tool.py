@@ -8,6 +8,7 @@ which the session implements, so no tool imports the agent loop.
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -58,6 +59,17 @@ class Context(Files, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Result:
+    """What one call gave: the output the model reads, whether it is the tool's error, and for a change to a
+    file its unified diff (chock.session.tools.diff), which is logged for a person to see and never sent to
+    the model. A tool's `run` returns the output alone when it has nothing more to say."""
+
+    output: str
+    is_error: bool = False
+    diff: str = ""
+
+
 def path_summary(args: dict[str, Any]) -> str:
     return str(args.get("path", ""))
 
@@ -86,8 +98,9 @@ class Tool:
     def check(self, args: dict[str, Any]) -> None:
         """Refuse arguments the tool cannot use before anyone is asked to approve the call."""
 
-    async def run(self, context: Context, args: dict[str, Any]) -> str:
-        """Carry the call out and return its output; raise `ToolRefused` for the tool's own errors."""
+    async def run(self, context: Context, args: dict[str, Any]) -> str | Result:
+        """Carry the call out and return its output (or a `Result` with a diff); raise `ToolRefused` for the
+        tool's own errors."""
         raise NotImplementedError
 
 

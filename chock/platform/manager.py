@@ -1,4 +1,4 @@
-"""What the daemon asks of the service manager it runs under (SPEC §7), in one place.
+"""What the daemon and serve ask of the service manager they run under, in one place.
 
 The platform modules do the work: `chock.platform.systemd` (LISTEN_FDS adoption, sd_notify, transient
 scope units over D-Bus) and, on macOS, `chock.platform.launchd` (`launch_activate_socket`). This module
@@ -9,14 +9,9 @@ group. Imports are lazy: a socket-activated start should pay only for what it us
 
 from __future__ import annotations
 
-import socket
 import sys
 from types import ModuleType
 
-from chock.platform import listening
-
-# The name the .socket unit gives the control socket (`FileDescriptorName=control`, SPEC §7).
-CONTROL = "control"
 SLICE = "app-chock.slice"
 
 
@@ -28,14 +23,6 @@ def _systemd() -> ModuleType | None:
     except ImportError:
         return None
     return systemd
-
-
-def activated_sockets() -> list[socket.socket]:
-    """The listening control sockets socket activation passed us (none when started by hand).
-
-    Strict about names: a descriptor called anything but `control` is a unit that forgot FileDescriptorName=.
-    """
-    return listening.activated(CONTROL)
 
 
 def notify(*states: str) -> None:

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from chock.credentials.errors import LoginBusy
+from chock.credentials.refusals import LoginBusy
 from chock.paths import FILE_MODE, Layout, ensure_dir
 
 # Seed 003: "The wait is five seconds, which is thousands of times what a store write takes."

@@ -30,8 +30,8 @@ from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
-from chock.daemon.listeners import Listener
 from chock.daemon.verbs import INLINE, VERBS, ClientGone, ReplyWriter
+from chock.platform.listening import Listener
 from chock.platform.peer import peer_uid
 
 # A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
@@ -108,9 +108,9 @@ class Connection:
 
     # Events from the loop -------------------------------------------------------------------------------------
 
-    def refuse(self, error: ProtocolError, now: float, counter: str = "errors") -> None:
+    def refuse(self, error: ProtocolError, now: float, counter: str = "errors", **fields: object) -> None:
         """Answer with one error line, then close the way every reply closes."""
-        self.daemon.status.count(counter)
+        self.daemon.status.count(counter, **fields)
         self.out = bytearray(error.encode())
         self.producer = None
         self._write_phase(now)
@@ -170,7 +170,7 @@ class Connection:
                 ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}"), now, "internal"
             )
             return
-        self.daemon.status.count("served")
+        self.daemon.status.count("served", verb=request.verb)
         self._write_phase(now)
 
     def writable(self, now: float) -> None:
@@ -289,7 +289,7 @@ class Connection:
                 self.daemon.status.count("internal")
                 _send(sock, ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}").encode())
             else:
-                self.daemon.status.count("served")
+                self.daemon.status.count("served", verb=request.verb)
             _linger_blocking(sock)
         except Exception as error:  # never let one connection's failure reach anything else
             self._failed(request.verb, error)

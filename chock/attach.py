@@ -1,0 +1,190 @@
+"""`chock attach`: a terminal on a session the daemon serves (docs/architecture.md#steering).
+
+The view is the one `chock run` shows — `chock.session.render`'s renderer over the same events — fed by the
+daemon's `watch`. A dropped connection or a daemon restart resumes from the last event shown, so nothing is
+missed and nothing is shown twice. A line typed while the session works is sent as `say`; `/stop` stops the
+session; while an approval is pending the prompt takes only y or n, and the answer goes through the daemon's
+`answer`. Ctrl-C leaves the session running. When the session ends, attach prints its end and exits with the
+session's exit code; when it is abandoned, it says how to take it back and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from chock import steer
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, expect
+from chock.control.framing import ProtocolError, Unreachable
+from chock.errors import EXIT_FAILED, ChockError
+
+# How long after a dropped watch attach asks again (a restarting daemon is back within a second or two).
+RETRY_SECONDS = 0.5
+# How often the terminal is looked at for typed lines while events are awaited.
+TICK = 0.05
+
+
+class AttachFailed(ChockError):
+    pass
+
+
+class _Watch(threading.Thread):
+    """The daemon's `watch`, resumed after every drop from the last event received; what it hears goes on a
+    queue as (kind, value): ("row", row), ("event", event), ("closed", None), ("lost", why), ("refused", error)."""
+
+    def __init__(self, client: ControlClient, project: Path, session_id: str) -> None:
+        super().__init__(name="attach-watch", daemon=True)
+        self.client = client
+        self.project = str(project)
+        self.session_id = session_id
+        self.heard: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        last = 0
+        while not self.done.is_set():
+            try:
+                stream = self.client.stream(dp.WatchRequest(self.project, self.session_id, last), idle_timeout=None)
+                self.heard.put(("row", expect(stream.header, dp.WatchHeader).row))
+                for line in stream:
+                    event = expect(line, dp.EventLine)
+                    last = max(last, event.id)
+                    self.heard.put(("event", event.event))
+                self.heard.put(("closed", None))
+            except Unreachable as error:
+                self.heard.put(("lost", error.text))
+            except ProtocolError as error:
+                self.heard.put(("refused", error))
+                return
+            self.done.wait(RETRY_SECONDS)
+
+
+class Attached:
+    """The terminal's side: what is shown, what is pending, what was typed."""
+
+    def __init__(
+        self, client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None],
+        say: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        self.client = client
+        self.project = project
+        self.session_id = session_id
+        self.render = render
+        self.say = say  # a line of attach's own (a note, a prompt)
+        self.shown = 0
+        self.status = ""
+        self.exit_code: int | None = None
+        self.pending: list[dict[str, Any]] = []  # approval requests waiting, oldest first
+        self._lost = False
+
+    def heard(self, kind: str, value: Any) -> int | None:
+        """Take in one thing the watch heard; the exit code once the session is over for this view."""
+        if kind == "row":
+            self.status = str(value.get("status", ""))
+            if self._lost:
+                self.say("(connected again)")
+                self._lost = False
+        elif kind == "event":
+            self._event(value)
+        elif kind == "lost":
+            if not self._lost:
+                self.say(f"(the daemon went away: {value}; trying again…)")
+                self._lost = True
+        elif kind == "refused":
+            raise AttachFailed(f"the daemon refused the watch: {value.text}")
+        elif kind == "closed":
+            if self.exit_code is not None:
+                return self.exit_code
+            if self.status == "abandoned":
+                self.say(
+                    f"session {self.session_id} ended abnormally (nobody holds its log); "
+                    f"`chock run --continue {self.session_id}` takes it back"
+                )
+                return EXIT_FAILED
+        return None
+
+    def _event(self, event: dict[str, Any]) -> None:
+        event_id = event.get("id")
+        if not isinstance(event_id, int) or event_id <= self.shown:
+            return  # never twice
+        self.shown = event_id
+        self.render(event)
+        kind = event.get("type")
+        if kind == "approval.request" and not event.get("by_config"):
+            self.pending.append(event)
+            self.say("  y/n? ")
+        elif kind == "approval.answer":
+            self.pending = [p for p in self.pending if p.get("request_id") != event.get("request_id")]
+        elif kind in ("session.start", "session.adopt"):
+            self.pending, self.exit_code = [], None
+        elif kind == "session.end" and event.get("reason") != "handover":
+            code = event.get("exit_code")
+            self.exit_code = code if isinstance(code, int) else EXIT_FAILED
+
+    def typed(self, line: str) -> None:
+        """One line from the terminal: an answer while an approval waits, else `/stop` or a message."""
+        text = line.strip()
+        if self.pending:
+            answer = {"y": True, "yes": True, "n": False, "no": False}.get(text.lower())
+            if answer is None:
+                self.say(f"  {self.pending[0].get('tool')} waits for an answer: y or n? ")
+                return
+            request = self.pending.pop(0)
+            try:
+                self.client.answer(self.project, self.session_id, str(request.get("request_id")), answer)
+            except ProtocolError as error:
+                self.say(f"  (not answered: {error.text})")
+            return
+        if not text:
+            return
+        try:
+            if text == "/stop":
+                steer.stop(self.client, self.project, self.session_id)
+            else:
+                self.say(f"  ({steer.say(self.client, self.project, self.session_id, text)})")
+        except steer.SteerFailed as error:
+            self.say(f"  ({error})")
+
+
+def attach(
+    client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None], out: TextIO,
+    keyboard: int | None,
+) -> int:  # fmt: skip
+    """Show the session until it is over for this view; returns the exit code (0 when left with Ctrl-C)."""
+
+    def say(text: str) -> None:
+        out.write(text if text.endswith(" ") else text + "\n")
+        out.flush()
+
+    view = Attached(client, project, session_id, render, say)
+    watch = _Watch(client, project, session_id)
+    watch.start()
+    typed = b""
+    try:
+        while True:
+            if keyboard is not None and select.select([keyboard], [], [], 0)[0]:
+                data = os.read(keyboard, 4096)
+                if not data:
+                    keyboard = None  # the terminal closed: keep watching
+                typed += data.replace(b"\r", b"\n")
+                while b"\n" in typed:
+                    line, _, typed = typed.partition(b"\n")
+                    view.typed(line.decode("utf-8", "replace"))
+            try:
+                kind, value = watch.heard.get(timeout=TICK)
+            except queue.Empty:
+                continue
+            code = view.heard(kind, value)
+            if code is not None:
+                return code
+    except KeyboardInterrupt:
+        say(f"\nleft session {session_id}; it keeps running (`chock attach {session_id}` comes back)")
+        return 0
+    finally:
+        watch.done.set()

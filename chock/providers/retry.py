@@ -1,0 +1,76 @@
+"""Which failed calls are sent again, and after how long: the policy alone, with no I/O (the transport acts on it).
+
+Only a failure before the answer's first byte is retried: after it, what was shown would be shown twice. The
+rules are the official SDKs' (anthropic-sdk-python and openai-python, `_should_retry` and
+`_calculate_retry_timeout`): connection errors, 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded"
+among them) are retried, twice by default; a server's `x-should-retry: true|false` overrides the status; the
+wait doubles from half a second up to eight, less up to a quarter of jitter so that many clients do not come
+back in step, unless the server says how long to wait with `retry-after-ms` or `retry-after`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
+
+DEFAULT_RETRIES = 2
+# The SDKs' backoff: 0.5 s, 1 s, 2 s, … never more than 8 s between two attempts.
+INITIAL_WAIT = 0.5
+MAX_WAIT = 8.0
+JITTER = 0.25  # up to this fraction of a backoff wait is taken off at random
+# A server's own wait is honoured up to a minute (the SDKs' bound too). A longer one is not waited out: the
+# session ends with the provider's words, which say how long, and `chock run --continue` goes on later.
+RETRY_AFTER_CAP = 60.0
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+def retryable(status: int | None, headers: Mapping[str, str] | None = None) -> bool:
+    """Whether a failure with this HTTP status (None: no answer at all) is worth sending again."""
+    said = (headers or {}).get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    if status is None:
+        return True
+    return status in RETRY_STATUSES or status >= 500
+
+
+def retry_after(headers: Mapping[str, str] | None, now: Callable[[], float] | None = None) -> float | None:
+    """The wait a server asked for, in seconds: `retry-after-ms`, else `retry-after` as seconds or an HTTP
+    date (RFC 9110 §10.2.3); None when it asked for none, or for something that cannot be read."""
+    if not headers:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (now or time.time)())
+
+
+def wait_seconds(
+    attempt: int, headers: Mapping[str, str] | None = None, *, jitter: Callable[[], float] = random.random
+) -> float | None:
+    """How long to wait after failed attempt number `attempt` (from 1): the server's own wait when it gave one,
+    else the backoff with jitter. None when the server's wait is past `RETRY_AFTER_CAP`: not worth waiting."""
+    asked = retry_after(headers)
+    if asked is not None:
+        return asked if asked <= RETRY_AFTER_CAP else None
+    backoff = min(INITIAL_WAIT * 2 ** (attempt - 1), MAX_WAIT)
+    return backoff * (1 - JITTER * jitter())

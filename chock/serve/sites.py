@@ -1,0 +1,136 @@
+"""serve's listening sockets, and the site that serves them with a bound on each request's head.
+
+The sockets: `<state>/serve.sock`, `--socket PATH`, `--host ADDR [--port N]`, or the ones the service manager
+hands over under the name `http` (LISTEN_FDS; launchd's `Sockets`). They follow the daemon's rules, in
+`chock.platform.listening`: 0600, a stale socket replaced and anything else refused, only the socket serve bound
+removed at shutdown, a socket handed over by socket activation never bound, unlinked or chmod-ed here. What is
+serve's own: the `http` name, the port, and non-blocking sockets for the event loop.
+
+The bound: aiohttp bounds the size of a request's head and the time a connection idles between requests, but
+not the time a client takes to send one, so a client that trickles a header a byte at a time would hold its
+connection as long as it liked. `BoundedSite` puts a thin protocol in front of each connection's aiohttp handler
+that arms a timer on the first byte of a request and aborts the connection when the head has not been parsed
+by then — the rule the daemon and a session's sockets follow (docs/protocol.md#bounds). A body is bounded by
+its reader (`chock.serve.api`), and a long answer (an SSE stream) receives no bytes, so it is never cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from aiohttp import web
+
+from chock.control.framing import LINE_SECONDS
+from chock.errors import UsageError
+from chock.platform import listening
+from chock.platform.listening import Listener
+
+# The daemon's TCP default is 7890.
+DEFAULT_PORT = 7891
+
+# Connections waiting to be accepted. A browser opens a handful at a time (six per host in Chromium), and
+# a page of many sessions at most a few dozen; more than this queued means serve is stuck, not busy.
+BACKLOG = 128
+
+# The name of serve's sockets in LISTEN_FDNAMES (`FileDescriptorName=http` in chock-serve.socket).
+FD_NAME = "http"
+
+
+def check_options(socket_path: Path | None, host: str | None, port: int | None) -> None:
+    """`--port` without `--host` is refused by name (it would open a listener nobody asked for); a unix socket
+    and TCP are one choice."""
+    if port is not None and host is None:
+        raise UsageError(
+            "--port needs --host: serve listens on TCP only where --host names an address "
+            "(for example --host 127.0.0.1 --port 7891); without --host it serves <state>/serve.sock"
+        )
+    if host is not None and socket_path is not None:
+        raise UsageError("--socket and --host each name serve's listener; give one of them")
+    if port is not None and not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a TCP port (0 to 65535; 0 picks a free one)")
+    if host is not None and not host.strip():
+        raise UsageError("--host needs an address, such as 127.0.0.1")
+
+
+def bind_unix(path: Path) -> Listener:
+    """A unix listener at `path`, 0600 from the moment it exists; a stale socket is replaced, a live one or
+    a file that is not a socket is refused by name."""
+    sock, owned = listening.bind_unix(path, backlog=BACKLOG, owner="chock serve", others="another chock serve?")
+    sock.setblocking(False)
+    return Listener(sock, owned=owned)
+
+
+def bind_tcp(host: str, port: int | None) -> Listener:
+    bare = host.strip("[]")
+    sock = listening.bind_tcp(bare, DEFAULT_PORT if port is None else port, backlog=BACKLOG)
+    sock.setblocking(False)
+    return Listener(sock)
+
+
+def activated() -> list[Listener] | None:
+    """The listeners the service manager handed over under the name `http` — systemd's LISTEN_FDS, or
+    launchd's `Sockets` entry on macOS — or None when serve was started by hand."""
+    sockets = listening.activated(FD_NAME)
+    if not sockets:
+        return None
+    for sock in sockets:
+        sock.setblocking(False)
+    return [Listener(sock) for sock in sockets]
+
+
+class _HeadBound(asyncio.Protocol):
+    """aiohttp's protocol for one connection, with a deadline on each request's head."""
+
+    def __init__(self, handler: asyncio.Protocol, seconds: float) -> None:
+        self._handler = handler
+        self._seconds = seconds
+        self._transport: asyncio.Transport | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        # aiohttp counts the requests whose head it parsed; where it does not (another version), nothing is cut.
+        parsed = getattr(self._handler, "_request_count", None)
+        if self._deadline is None and parsed is not None:
+            self._deadline = asyncio.get_running_loop().call_later(self._seconds, self._expire)
+        self._handler.data_received(data)
+        if parsed is not None and getattr(self._handler, "_request_count", parsed) > parsed and self._deadline:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self._transport is not None:
+            self._transport.abort()
+
+    def eof_received(self) -> bool | None:
+        return self._handler.eof_received()  # type: ignore[attr-defined]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._handler.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._handler.resume_writing()
+
+
+class BoundedSite(web.SockSite):
+    """A `SockSite` whose connections are `_HeadBound` around aiohttp's own protocol."""
+
+    seconds = LINE_SECONDS
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _HeadBound(server(), self.seconds), sock=self._sock, backlog=self._backlog
+        )
