@@ -13,12 +13,14 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,13 +51,15 @@ def scratch() -> Iterator[Path]:
 
 
 def environment(root: Path) -> dict[str, str]:
-    """The environment of a chock process whose home, state, data, config and runtime dir are all in `root`."""
+    """The environment of a chock process whose home, state, data, config, cache and runtime dir are all in
+    `root`."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
     env.update(
         HOME=str(root),
         CHOCK_STATE_DIR=str(root / "state"),
         CHOCK_DATA_DIR=str(root / "data"),
         CHOCK_CONFIG=str(root / "config.zon"),
+        CHOCK_CACHE_DIR=str(root / "cache"),
         XDG_RUNTIME_DIR=str(root / "runtime"),
         PYTHONPATH=str(REPO),
     )
@@ -121,3 +125,46 @@ def percentile(values: Sequence[float], p: int) -> float:
     if len(values) > 1:
         return statistics.quantiles(values, n=100)[p - 1]
     return values[0] if values else 0.0
+
+
+def timed(function: Callable[[], object], repeats: int) -> list[float]:
+    """Seconds each of `repeats` calls of `function` took."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+class Echo:
+    """The baseline of a daemon's round trip: a unix socket server that echoes one line per connection and
+    closes, so what a daemon adds to a connect, a line each way and a close is what the two differ by."""
+
+    def __init__(self, path: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(64)
+        self.path = path
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(data)
+
+    def round_trip(self) -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(self.path))
+            sock.sendall(b"hello chock-control 1\n")
+            assert sock.recv(4096) == b"hello chock-control 1\n"

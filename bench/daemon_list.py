@@ -1,8 +1,9 @@
 """connect + hello + `list` of a project with 100 sessions, against a bare unix-socket echo round trip.
 
 Both are measured in the same run on the same machine: the echo is one connect, one line each way and a
-close with nothing behind it, so the ratio is what the daemon adds (the greeting, the fold of each log —
-cached while a log does not change — the lock probe of each unfinished session, and the rows).
+close with nothing behind it, so the ratio is what the daemon adds (the greeting, a stat of each log — the
+rows are folded once and kept while a log does not grow — the lock probe of each unfinished session, and the
+rows).
 
     python bench/daemon_list.py           # prints the figures
     python bench/daemon_list.py --quick   # under a minute: asserts every row is delivered, every time
@@ -10,10 +11,7 @@ cached while a log does not change — the lock probe of each unfinished session
 
 from __future__ import annotations
 
-import socket
 import statistics
-import threading
-import time
 from pathlib import Path
 
 import _common
@@ -44,47 +42,6 @@ def write_sessions(state: Path, project: Path, count: int) -> list[str]:
     return ids
 
 
-class Echo:
-    """The baseline: a unix socket server that echoes one line per connection and closes."""
-
-    def __init__(self, path: Path) -> None:
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(64)
-        self.path = path
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-                conn.sendall(data)
-
-    def round_trip(self) -> None:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.connect(str(self.path))
-            sock.sendall(b"hello chock-control 1\n")
-            assert sock.recv(4096) == b"hello chock-control 1\n"
-
-
-def timed(function, repeats: int) -> list[float]:
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
 def main() -> None:
     options = _common.arguments(__doc__, "fewer rounds; assert delivery only").parse_args()
     repeats = 20 if options.quick else 300
@@ -92,7 +49,7 @@ def main() -> None:
         project = root / "project"
         project.mkdir()
         ids = write_sessions(root / "state", project, SESSIONS)
-        echo = Echo(root / "echo.sock")
+        echo = _common.Echo(root / "echo.sock")
         with _common.running_daemon(root) as socket_path:
             client = ControlClient(f"unix:{socket_path}")
 
@@ -103,8 +60,8 @@ def main() -> None:
 
             listing()  # the first list folds every log; later ones find them unchanged
             echo.round_trip()
-            baseline = timed(echo.round_trip, repeats * 5)
-            measured = timed(listing, repeats)
+            baseline = _common.timed(echo.round_trip, repeats * 5)
+            measured = _common.timed(listing, repeats)
     if options.quick:
         print(f"daemon_list: quick mode: {repeats} lists delivered all {SESSIONS} rows in order")
         return

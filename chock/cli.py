@@ -135,9 +135,9 @@ def _looks_like_session_id(text: str) -> bool:
 
 
 def _project_root(project: Path | None) -> Path:
-    from chock.session.workspace import project_root
+    from chock.project import find_root
 
-    return project_root(project or Path.cwd())
+    return find_root(project or Path.cwd())
 
 
 def _daemon_options(function):  # type: ignore[no-untyped-def]
@@ -170,7 +170,8 @@ def _steering(layout: Layout, project: Path | None, daemon_address: str | None, 
     "daemon_address",
     metavar="ADDR",
     envvar="CHOCK_DAEMON",
-    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of reading the state dir.",
+    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it "
+    "answers, else the state dir itself).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @click.pass_context
@@ -178,16 +179,9 @@ def sessions(ctx: click.Context, project: Path | None, daemon_address: str | Non
     """This project's sessions, newest first: status, owner, how each ended, and its task."""
     if ctx.invoked_subcommand is not None:
         return
-    layout = ctx.find_object(Layout)
-    if daemon_address:
-        from chock.control.client import ControlClient
+    from chock.listing import project_rows
 
-        root = (project or Path.cwd()).resolve()
-        rows = [row for _, row in reversed(ControlClient(daemon_address).list(str(root)))]
-    else:
-        from chock.log import catalog
-
-        rows = list(reversed(catalog.rows(layout, _project_root(project))))
+    rows = project_rows(ctx.find_object(Layout), project, daemon_address)[::-1]
     for row in rows:
         if as_json:
             click.echo(json.dumps(row))
@@ -260,21 +254,29 @@ def _preview(text: str, width: int = 60) -> str:
 
 @main.command()
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@click.option(
+    "--daemon",
+    "daemon_address",
+    metavar="ADDR",
+    envvar="CHOCK_DAEMON",
+    help="Ask this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it answers, "
+    "else the state dir itself).",
+)
 @pass_layout
-def usage(layout: Layout, project: Path | None) -> None:
+def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> None:
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
     total; with the cost when the instance has a `.price` in config.zon."""
-    from chock.log import catalog
-    from chock.providers import USAGE_FIELDS
+    from chock.listing import project_rows
+    from chock.log.row import USAGE_COUNTS
 
-    states = [state for state, _ in catalog.states(layout, _project_root(project))]
-    priced = any(state.cost is not None for state in states)
-    total = dict.fromkeys(USAGE_FIELDS, 0)
-    for state in states:
-        counts = {name: getattr(state, name) for name in USAGE_FIELDS}
-        click.echo(f"{state.id}  {_usage_columns(counts, state.cost, priced)}  {_preview(state.message)}")
-        total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
-    cost = sum(state.cost for state in states if state.cost is not None)
+    rows = project_rows(layout, project, daemon_address)
+    priced = any(row["cost"] is not None for row in rows)
+    total = dict.fromkeys(USAGE_COUNTS, 0)
+    for row in rows:
+        counts = {name: row[name] for name in USAGE_COUNTS}
+        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {_preview(row['message'])}")
+        total = {name: total[name] + counts[name] for name in USAGE_COUNTS}
+    cost = sum(row["cost"] for row in rows if row["cost"] is not None)
     click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
 
 
@@ -314,6 +316,7 @@ def plan(layout: Layout, session: str | None, project: Path | None, daemon_addre
         state = fold(client.read(session))
     else:
         from chock.log import catalog
+        from chock.log.reader import read_events
         from chock.paths import check_session_id
 
         if session is None:
@@ -322,7 +325,7 @@ def plan(layout: Layout, session: str | None, project: Path | None, daemon_addre
                 raise Refused('no sessions in this project yet: start one with `chock run "…"`')
         if not layout.log_path(check_session_id(session)).exists():
             raise Refused(f"there is no session {session}")
-        state, _ = catalog.load(layout, session)
+        state = fold(read_events(layout.log_path(session)))  # the plan is the conversation fold's
     if not state.plan:
         click.echo(f"session {session} has no plan (the agent has not called its plan tool)")
         return

@@ -41,9 +41,9 @@ def session_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> 
     """This project's session ids (its --project, else the current directory's), newest first."""
     try:
         from chock.log import catalog
-        from chock.session.workspace import project_root
+        from chock.project import find_root
 
-        project = project_root(Path(ctx.params.get("project") or Path.cwd()))
+        project = find_root(Path(ctx.params.get("project") or Path.cwd()))
         rows = catalog.rows(_layout(ctx), project)
     except Exception:
         return []

@@ -50,9 +50,10 @@ def pick_session(layout: Layout, project: Path | None, session_id: str | None) -
 
 def _check_detachable(layout: Layout, session_id: str) -> str:
     """Refuse what cannot be handed over; return the session's project."""
-    if not layout.log_path(session_id).exists():
+    loaded = catalog.load(layout, session_id)
+    if loaded is None:
         raise DetachFailed(f"there is no session {session_id} on this machine")
-    state, alive = catalog.load(layout, session_id)
+    state, alive = loaded
     status = state.status(alive)
     if status == "abandoned":
         raise DetachFailed(

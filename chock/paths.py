@@ -1,4 +1,4 @@
-"""Where Chock keeps things (SPEC §3): config, state and data directories, and what lives in them.
+"""Where Chock keeps things: config, state, data and cache directories, and what lives in them.
 
 Every path a client hands us that names a session goes through `check_session_id` first, so an id like
 `../../etc/passwd` never reaches the file system.
@@ -6,10 +6,8 @@ Every path a client hands us that names a session goes through `check_session_id
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import secrets
 import stat
 import sys
 import time
@@ -44,6 +42,8 @@ def check_session_id(value: str) -> str:
 
 def new_session_id(now: float | None = None) -> str:
     """UTC start time plus random hex, so ids sort by start time and never collide in practice."""
+    import secrets  # lazily: only a new session needs it, and `chock sessions` must start fast
+
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
     return f"{stamp}-{secrets.token_hex(3)}"
 
@@ -76,7 +76,20 @@ def check_socket_path(path: Path, remedy: str = "choose a shorter one with --soc
 
 def project_key(project: Path) -> str:
     """A stable digest of the resolved project path, naming its knowledgebase and toolchain dirs."""
+    import hashlib  # lazily: loading OpenSSL costs milliseconds that `chock sessions` does not spend
+
     return hashlib.sha256(os.fsencode(Path(project).resolve())).hexdigest()[:16]
+
+
+# A file name longer than this stands for its path by the path's digest instead (names stop at 255 bytes).
+_PATH_NAME_LIMIT = 200
+
+
+def path_name(real: str) -> str:
+    """A file name that stands for the resolved path `real`, one to one: the path itself with `%` and `/`
+    escaped (so a cache dir says what it holds), or `project_key`'s digest when that would be too long."""
+    name = real.replace("%", "%25").replace("/", "%2F")
+    return name if len(os.fsencode(name)) <= _PATH_NAME_LIMIT else "#" + project_key(Path(real))
 
 
 def _home() -> Path:
@@ -107,11 +120,12 @@ def runtime_socket_dir() -> Path:
 
 @dataclass(frozen=True)
 class Layout:
-    """The three roots and every path derived from them, computed the same way by every process."""
+    """The roots and every path derived from them, computed the same way by every process."""
 
     config: Path
     state: Path
     data: Path
+    cache: Path | None = None  # None: the platform's default (what `from_env` finds with no override)
 
     @classmethod
     def from_env(cls, config: str | os.PathLike[str] | None = None) -> Layout:
@@ -126,6 +140,7 @@ class Layout:
             config=Path(config_path) if config_path else _xdg("XDG_CONFIG_HOME", ".config") / "chock/config.zon",
             state=Path(os.environ.get("CHOCK_STATE_DIR") or state_default),
             data=Path(os.environ.get("CHOCK_DATA_DIR") or data_default),
+            cache=Path(os.environ.get("CHOCK_CACHE_DIR") or _default_cache()),
         )
 
     # State dir ------------------------------------------------------------------------------------
@@ -195,3 +210,17 @@ class Layout:
 
     def toolchains_dir(self, project: Path) -> Path:
         return self.project_dir(project) / "toolchains"
+
+    # Cache dir: nothing here is the truth; everything can be deleted at any time ------------------
+
+    @property
+    def rows_dir(self) -> Path:
+        """Session rows and the index by project, folded from this state dir's logs (`chock.log.catalog`).
+        Per state dir, so two state dirs (a test's, a benchmark's) can share one cache dir."""
+        return (self.cache or _default_cache()) / "rows" / path_name(os.path.realpath(self.state))
+
+
+def _default_cache() -> Path:
+    if sys.platform == "darwin":
+        return _home() / "Library" / "Caches" / "chock"
+    return _xdg("XDG_CACHE_HOME", ".cache") / "chock"

@@ -9,7 +9,6 @@ child per session, which leaves it free to serve its connections from one select
 - `verbs`      one small function per verb, in a table.
 - `children`   starting, carrying on and reaping `chock run` children.
 - `watch`      one follower per watched session: the thread pump around the log's fan-out.
-- `rows`       the session rows `list` sends: the fold, cached per log, plus the lock probe.
 - `status`     `daemon-status.json`, `daemon-activity.jsonl` and the journal's records (no text, no paths).
 - `listeners`  binding and taking over the listening sockets (the rules are `chock.platform.listening`'s).
 - `lock`       `daemon.lock`: one daemon per state dir, naming the pid of the one that holds it.

@@ -6,18 +6,18 @@ import threading
 import time
 
 from chock.daemon.children import Children
-from chock.daemon.rows import Rows
 from chock.daemon.status import Status
 from chock.daemon.watch import Hub
+from chock.log.catalog import Catalog
 from chock.paths import Layout
 
 
 class Daemon:
-    def __init__(self, layout: Layout, status: Status, children: Children, rows: Rows, hub: Hub) -> None:
+    def __init__(self, layout: Layout, status: Status, children: Children, catalog: Catalog, hub: Hub) -> None:
         self.layout = layout
         self.status = status
         self.children = children
-        self.rows = rows
+        self.catalog = catalog
         self.hub = hub
         # Open connections (a watch is one), and since when there have been none (for --idle-exit).
         self._lock = threading.Lock()

@@ -28,10 +28,10 @@ from chock.daemon.accepted import READING, Connection, inline, peer_refusal
 from chock.daemon.children import Children
 from chock.daemon.context import Daemon
 from chock.daemon.lock import DaemonLock
-from chock.daemon.rows import Rows
 from chock.daemon.status import Status
 from chock.daemon.watch import Hub
 from chock.errors import UsageError
+from chock.log.catalog import Catalog
 from chock.paths import Layout, ensure_dir
 from chock.platform import manager
 from chock.platform.listening import Listener
@@ -93,7 +93,7 @@ class Server:
         children = Children(
             layout, status, under_manager=manager.under_user_manager, move_to_scope=manager.move_to_scope
         )
-        self.daemon = Daemon(layout, status, children, Rows(layout), Hub(layout))
+        self.daemon = Daemon(layout, status, children, Catalog(layout), Hub(layout))
         self.listeners: list[Listener] = []
         self._connections: set[Connection] = set()  # those the selector loop owns (not handed to a thread)
         self._stopping: str | None = None

@@ -9,6 +9,7 @@ selector loop without a thread, so they must not block: their reply is bytes, or
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import ReplyLine, Request
 from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
-from chock.daemon.rows import Entry, real
+from chock.log.catalog import Entry
 from chock.log.reader import offset_after
 
 # Lines are gathered into sends of about this size: a `read` of a long log is a few large writes, not one
@@ -83,12 +84,16 @@ def _not_found(text: str) -> ProtocolError:
 
 def _session(daemon: Daemon, project: str, session_id: str) -> Entry:
     """The session `session_id` of `project` (compared by resolved real path), or `not-found`."""
-    entry = daemon.rows.entry(session_id)
+    entry = daemon.catalog.entry(session_id)
     if entry is None:
         raise _not_found(f"there is no session {session_id}")
-    if entry.project_real != real(project):
+    if entry.project_real != os.path.realpath(project):
         raise _not_found(f"session {session_id} is not a session of {project}")
     return entry
+
+
+def _list_line(started_at: str, row: dict[str, Any]) -> bytes:
+    return dp.ListRow(started_at, row).encode()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -104,7 +109,7 @@ def start(daemon: Daemon, reply: ReplyWriter, request: dp.StartRequest) -> None:
 def adopt(daemon: Daemon, reply: ReplyWriter, request: dp.AdoptRequest) -> None:
     """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`, once the child holds the log."""
     entry = _session(daemon, request.project, request.session_id)
-    daemon.children.adopt(request.session_id, request.project, entry.last_event_id)
+    daemon.children.adopt(request.session_id, request.project, entry.state.last_event_id)
     reply.send(dp.Started(request.session_id, str(daemon.layout.log_path(request.session_id))).encode())
 
 
@@ -137,8 +142,9 @@ def _complete_lines(handle: BinaryIO, start: int) -> Iterator[bytes]:
 
 def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
-    for entry in daemon.rows.of_project(request.project):
-        reply.buffer(daemon.rows.line(entry))
+    catalog = daemon.catalog
+    for entry in catalog.of_project(request.project):
+        reply.buffer(entry.line(catalog.alive(entry), _list_line))
     reply.flush()
 
 
@@ -171,7 +177,7 @@ def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
 
     The session stops itself, asked over its handover.sock; the daemon never signals a process."""
     entry = _session(daemon, request.project, request.session_id)
-    if entry.ended:
+    if entry.state.ended:
         raise ProtocolError(ErrorCode.REFUSED, f"session {request.session_id} is not running: it ended already")
     _relay(daemon, request.session_id, "handover", SessionStopRequest())
     deadline = time.monotonic() + STOP_WAIT
@@ -189,7 +195,7 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
 
     session_id = request.session_id
     entry = _session(daemon, request.project, session_id)
-    status = daemon.rows.row(entry)["status"]
+    status = entry.state.status(daemon.catalog.alive(entry))
     if status in ("running", "waiting"):
         _relay(daemon, session_id, "handover", SessionSayRequest(request.message))
         reply.send(dp.Said("queued", session_id).encode())
@@ -202,7 +208,7 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
             f"session {session_id} ended abnormally and its workspace may be in use; look at it with "
             f"`chock workspace show {session_id}`",
         )
-    daemon.children.continue_(session_id, request.project, entry.last_event_id, request.message)
+    daemon.children.continue_(session_id, request.project, entry.state.last_event_id, request.message)
     reply.send(dp.Said("continued", session_id).encode())
 
 
@@ -250,8 +256,8 @@ def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> Repl
 
 
 def _ended(daemon: Daemon, session_id: str) -> bool:
-    entry = daemon.rows.entry(session_id)
-    return entry is None or entry.ended
+    entry = daemon.catalog.entry(session_id)
+    return entry is None or entry.state.ended
 
 
 Verb = Callable[[Daemon, ReplyWriter, Any], None]

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from chock.control.daemon_protocol import WatchHeader
 from chock.control.framing import ErrorCode, ProtocolError
-from chock.log.events import MAX_EVENT_BYTES, Event, decode
+from chock.log.events import MAX_EVENT_BYTES, decode
 from chock.log.fanout import Fanout, Fanouts, Subscriber
-from chock.log.fold import SessionState
 from chock.log.reader import offset_after, owner_alive
+from chock.log.row import RowState
 from chock.paths import Layout
 
 # A watch closes this long after a handover end that nobody adopted (the next owner may yet adopt it).
@@ -174,7 +174,7 @@ class Follower:
         self.session_id = session_id
         self.path = path
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        self.state = SessionState()  # the row only: see _fold_row
+        self.state = RowState()  # the row fold: a watch never builds the conversation, however long the log
         self.state.id = session_id
         self.last_id = 0
         self._offset = 0  # end of the last complete line read
@@ -279,7 +279,7 @@ class Follower:
                 event_id = event.get("id")
                 if isinstance(event_id, int) and event_id > self.last_id:
                     self.last_id = event_id
-                _fold_row(self.state, event)
+                self.state.apply(event)
             marks.append((self.last_id, start))
             start = stop
         return data, tuple(marks)
@@ -317,15 +317,6 @@ class Follower:
             sub.kick()
         self._subs.clear()
         self._waker.interrupt()
-
-
-def _fold_row(state: SessionState, event: Event) -> None:
-    """Fold an event for the row alone. The conversation is all of the fold a watch does not need (the
-    header's row and the end-of-watch rules read the rest), and it grows with the log: a follower drops it
-    as it goes, so watching a log of any length costs the same memory."""
-    state.apply(event)
-    if state.conversation:
-        state.conversation.clear()
 
 
 class Hub:

@@ -1,5 +1,7 @@
-"""The session log: the single truth of a session (SPEC §4).
+"""The session log: the single truth of a session.
 
-`events` is the line format, `writer` the owner's side (lock + append), `reader` everyone else's
-(replay after an id, follow, probe), `fold` rebuilds state from events.
+`events` is the line format, `writer` the owner's side (lock + append), `reader` everyone else's (replay
+after an id, follow, probe). `row` folds what a listing shows of a session and `fold` extends it to the
+whole conversation an owner needs. `catalog` is every session of the state dir as rows, folded
+incrementally, with `rowcache` keeping rows across processes and `index` finding a project's sessions.
 """

@@ -1,56 +1,279 @@
-"""Every session in the state dir, folded: what `chock sessions`, `chock usage`, `chock workspace` and the
-daemon's `list` show. Status is the fold plus a lock probe (SPEC §4)."""
+"""Every session in the state dir as a row: what `chock sessions`, `chock usage`, `chock workspace`,
+`chock detach`, `chock run --continue` (to find the newest session) and the daemon's `list` read.
+
+One catalog serves them all. Per session it keeps the log's identity (device, inode), the offset of the end
+of the last complete line it has folded, and the row fold up to there (`chock.log.row.RowState`); a later
+look folds only the bytes appended since. A torn tail is never folded (it is read again once it is whole);
+a log that shrank or was replaced is folded again from its start. Rows are written to the cache dir
+(`chock.log.rowcache`) when a session has ended and at most every CACHE_EVERY seconds while it runs, so a
+new process starts where the last one left off; a project's sessions are found through the index by
+project (`chock.log.index`), so listing one project never reads another's logs.
+
+A row's status needs the log's lock as well as the fold (a session with no end after its latest start or
+adopt is running while its owner holds the lock, abandoned once nobody does): that probe is made on
+every look, and not at all for a session whose log says how it ended (docs/log.md#rows-and-the-catalog).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chock.log.fold import SessionState, fold
-from chock.log.reader import owner_alive, read_events
-from chock.paths import SESSION_ID_RE, Layout
+from chock.log import rowcache
+from chock.log.events import MAX_EVENT_BYTES
+from chock.log.index import ProjectIndex, key_of
+from chock.log.reader import owner_alive
+from chock.log.row import RowState
+from chock.log.rowcache import Cached
+from chock.paths import Layout, check_session_id
+
+# A project's cached rows are rewritten for a running session at most this often (at once for a session
+# that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a
+# running log, and a busy session costs one small file write per interval.
+CACHE_EVERY = 5.0
+
+# A log is read in pieces of this size: every complete event fits in one (events are at most 1 MiB).
+CHUNK = 4 * MAX_EVENT_BYTES
 
 
-def session_ids(layout: Layout) -> list[str]:
-    """Ids of every session directory, oldest first (ids sort by their UTC start time)."""
-    try:
-        names = os.listdir(layout.sessions_dir)
-    except FileNotFoundError:
-        return []
-    return sorted(name for name in names if SESSION_ID_RE.fullmatch(name))
+class Entry(Cached):
+    """One session as the catalog last saw it. Never changed once made (a later look makes a new one), so
+    a thread reading it needs no lock; `lines` memoises what a reader derives from the row."""
+
+    __slots__ = ("lines", "session_id")
+
+    def __init__(
+        self,
+        session_id: str,
+        identity: tuple[int, int],
+        mtime: int,
+        offset: int,
+        state: RowState,
+        project_real: str,
+    ) -> None:
+        super().__init__(identity, mtime, offset, state, project_real)
+        self.session_id = session_id
+        self.lines: dict[bool, bytes] = {}
+
+    def row(self, alive: bool) -> dict[str, Any]:
+        return self.state.row(alive)
+
+    def line(self, alive: bool, encode: Callable[[str, dict[str, Any]], bytes]) -> bytes:
+        """`encode(started_at, row)` for this entry, made once per status (the daemon's `list` line)."""
+        line = self.lines.get(alive)
+        if line is None:
+            line = self.lines[alive] = encode(self.state.started_at, self.state.row(alive))
+        return line
 
 
-def load(layout: Layout, session_id: str) -> tuple[SessionState, bool]:
-    """The fold of one session's log and whether its owner is alive (probed after reading)."""
-    path = layout.log_path(session_id)
-    state = fold(read_events(path))
-    state.id = state.id or session_id
-    return state, owner_alive(path)
+class Catalog:
+    """The sessions of one state dir. Safe to share between threads."""
 
+    def __init__(self, layout: Layout, *, cache: bool = True) -> None:
+        # Paths as strings: a listing builds one per session, and pathlib would be its largest cost.
+        self._sessions = os.fspath(layout.sessions_dir)
+        self._cache = os.fspath(layout.rows_dir) if cache else None
+        self._entries: dict[str, Entry] = {}
+        self.index = ProjectIndex(self._sessions, self._cache)
+        # What the cache dir holds of each project (as read, or as last written here), and since when.
+        self._disk: dict[str, dict[str, Cached]] = {}
+        self._written: dict[str, float] = {}
+        self._refused: set[str] = set()
+        self._saving = threading.Lock()
 
-def states(layout: Layout, project: Path | str | None = None) -> Iterator[tuple[SessionState, bool]]:
-    """Sessions of `project` (compared by resolved real path), oldest first; all of them when None."""
-    wanted = os.path.realpath(project) if project is not None else None
-    for session_id in session_ids(layout):
+    def log_path(self, session_id: str) -> str:
+        return f"{self._sessions}/{check_session_id(session_id)}/log.jsonl"
+
+    def alive(self, entry: Entry) -> bool:
+        """The lock probe, skipped when the log already says how the session ended."""
+        return False if entry.state.ended else owner_alive(self.log_path(entry.session_id))
+
+    def entry(self, session_id: str) -> Entry | None:
+        """The session as its log says now, or None when it has no log (yet, or any more)."""
+        return self._look(session_id, None)
+
+    def of_project(self, project: str | os.PathLike[str]) -> list[Entry]:
+        """The sessions of `project` (compared by resolved real path), oldest first."""
+        real = os.path.realpath(project)
+        key = key_of(real)
+        found = [self._look(session_id, key) for session_id in self.index.sessions_of(real)]
+        entries = [entry for entry in found if entry is not None and entry.project_real == real]
+        self._save(key, entries)
+        return entries
+
+    def every(self) -> list[Entry]:
+        """Every session of the state dir, oldest first."""
+        entries = []
+        for key, ids in self.index.every().items():
+            found = [self._look(session_id, key) for session_id in ids]
+            group = [entry for entry in found if entry is not None]
+            self._save(key, group)
+            entries += group
+        return sorted(entries, key=lambda entry: entry.session_id)
+
+    def newest(self, project: str | os.PathLike[str], *, running: bool = False) -> str | None:
+        """The newest session of `project` (only a running or waiting one, with running=True)."""
+        for entry in reversed(self.of_project(project)):
+            if not running or self.alive(entry):
+                return entry.session_id
+        return None
+
+    # Looking, and folding -------------------------------------------------------------------------------
+
+    def _look(self, session_id: str, key: str | None) -> Entry | None:
+        """The session now: what this catalog holds when the log has not grown, else the fold of what the
+        log holds past what it (or the cache) covers."""
+        path = self.log_path(session_id)
+        old = self._entries.get(session_id)
         try:
-            state, alive = load(layout, session_id)
+            info = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._entries.pop(session_id, None)
+            return None
+        identity = (info.st_dev, info.st_ino)
+        if old is not None and old.identity == identity and old.offset == info.st_size:
+            return old
+        base: Cached | None = (
+            old if old is not None and old.identity == identity and old.offset <= info.st_size else None
+        )
+        cached = None
+        if base is None and self._cache is not None:
+            if key is None:
+                key = self.index.project_of(session_id)
+            cached = self._project_cache(key).get(session_id) if key else None
+            if cached is not None:
+                base = cached
+                if cached.identity == identity and cached.offset == info.st_size and cached.mtime == info.st_mtime_ns:
+                    # The log is as it was when the cache was written: nothing to read.
+                    entry = Entry(session_id, identity, cached.mtime, cached.offset, cached.state, cached.project_real)
+                    self._entries[session_id] = entry
+                    return entry
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            continue  # a directory being created right now has no log yet
-        if wanted is None or os.path.realpath(state.project or "/nonexistent") == wanted:
-            yield state, alive
+            return None
+        try:
+            entry, based = _fold(session_id, fd, base)
+        finally:
+            os.close(fd)
+        if cached is not None and not based:
+            self._refused.add(session_id)  # the cache disagrees with the log: rewrite it at the next save
+        self._entries[session_id] = entry
+        return entry
+
+    # The cache ------------------------------------------------------------------------------------------
+
+    def _project_cache(self, key: str) -> dict[str, Cached]:
+        found = self._disk.get(key)
+        if found is None:
+            assert self._cache is not None
+            found, self._written[key] = rowcache.read(self._cache, key)
+            self._disk[key] = found
+        return found
+
+    def _save(self, key: str, entries: list[Entry]) -> None:
+        """Write the project's cached rows when they cover less than `entries`: at once for a session that
+        ended or is new to the cache, at most every CACHE_EVERY seconds for one that grew while it runs."""
+        if self._cache is None or not key:
+            return
+        with self._saving:
+            disk = self._project_cache(key)
+            due = time.time() - self._written.get(key, 0.0) >= CACHE_EVERY
+            urgent = stale = False
+            for entry in entries:
+                cached = disk.get(entry.session_id)
+                if cached is None or entry.session_id in self._refused:
+                    urgent = urgent or entry.offset > 0
+                elif cached.offset != entry.offset:
+                    urgent = urgent or entry.state.ended
+                    stale = True
+            if not (urgent or (stale and due) or (due and len(disk) > len(entries))):
+                return
+            rows = {entry.session_id: entry for entry in entries if entry.offset > 0}
+            if rowcache.write(self._cache, key, rows):
+                self._disk[key] = dict(rows)
+                self._written[key] = time.time()
+                self._refused.difference_update(rows)
+
+
+def _fold(session_id: str, fd: int, base: Cached | None) -> tuple[Entry, bool]:
+    """Fold what `fd` holds past `base`, or from the start when `base` is not of this log or does not end
+    just after a newline in it; and whether `base` was used."""
+    info = os.fstat(fd)
+    identity, size = (info.st_dev, info.st_ino), info.st_size
+    if base is not None and (base.identity != identity or base.offset > size):
+        base = None
+    if base is not None and base.offset and os.pread(fd, 1, base.offset - 1) != b"\n":
+        base = None
+    state = base.state.copy() if base is not None else RowState()
+    offset = _feed(fd, state, base.offset if base is not None else 0, size)
+    state.id = state.id or session_id
+    real = base.project_real if base is not None and base.state.project == state.project else ""
+    if state.project and not real:
+        real = os.path.realpath(state.project)
+    return Entry(session_id, identity, info.st_mtime_ns, offset, state, real), base is not None
+
+
+def _feed(fd: int, state: RowState, offset: int, size: int) -> int:
+    """Fold the complete lines of `fd` from `offset` to `size` into `state`; the offset after the last one."""
+    while offset < size:
+        data = os.pread(fd, min(CHUNK, size - offset), offset)
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) < CHUNK:
+                break  # a torn tail, or a line still being written: read again once it is whole
+            # A line longer than any event is not an event: step over it.
+            found = _next_line(fd, offset + len(data), size)
+            if found is None:
+                break
+            offset = found
+            continue
+        state.feed(data[:end])
+        offset += end
+    return offset
+
+
+def _next_line(fd: int, offset: int, size: int) -> int | None:
+    """The offset just after the next newline at or after `offset`, or None when there is none before `size`."""
+    while offset < size:
+        data = os.pread(fd, min(CHUNK, size - offset), offset)
+        if not data:
+            return None
+        newline = data.find(b"\n")
+        if newline >= 0:
+            return offset + newline + 1
+        offset += len(data)
+    return None
+
+
+# For the commands: one look at the state dir each -------------------------------------------------------
 
 
 def rows(layout: Layout, project: Path | str) -> list[dict[str, Any]]:
-    return [state.row(alive) for state, alive in states(layout, project)]
+    """The rows of `project`'s sessions, oldest first."""
+    catalog = Catalog(layout)
+    return [entry.row(catalog.alive(entry)) for entry in catalog.of_project(project)]
+
+
+def states(layout: Layout, project: Path | str | None = None) -> list[tuple[RowState, bool]]:
+    """The row fold of each session of `project` (every session's, with None) and whether its owner is alive,
+    oldest first."""
+    catalog = Catalog(layout)
+    entries = catalog.every() if project is None else catalog.of_project(project)
+    return [(entry.state, catalog.alive(entry)) for entry in entries]
+
+
+def load(layout: Layout, session_id: str) -> tuple[RowState, bool] | None:
+    """One session's row fold and whether its owner is alive; None when it has no log."""
+    catalog = Catalog(layout)
+    entry = catalog.entry(session_id)
+    return None if entry is None else (entry.state, catalog.alive(entry))
 
 
 def newest(layout: Layout, project: Path | str, *, running: bool = False) -> str | None:
     """The newest session of `project` (only a running or waiting one, with running=True)."""
-    found = [
-        state.id
-        for state, alive in states(layout, project)
-        if not running or state.status(alive) in ("running", "waiting")
-    ]
-    return found[-1] if found else None
+    return Catalog(layout).newest(project, running=running)

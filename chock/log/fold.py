@@ -1,8 +1,11 @@
-"""One fold of the log, used by everything that needs a session's state (docs/log.md, "The fold").
+"""The conversation fold: a session's whole state, for the process that owns it or takes it over
+(docs/log.md, "The fold").
 
 `chock run` folds at its own start before appending, and keeps folding each event it appends, so the
-conversation it sends a model is by construction the one a later owner rebuilds. `chock sessions`,
-`chock usage`, `chock plan` and the daemon's `list` use the same fold plus a lock probe for the status.
+conversation it sends a model is by construction the one a later owner rebuilds. `SessionState` is the
+row fold (`chock.log.row.RowState`: status, owner, counts, tokens) plus what only an owner, `chock plan`
+or a compaction needs: the conversation, the replay cursors, the plan, the proof that a kept workspace is
+free. Listings use the row fold.
 
 A `compaction` restarts the conversation: its summary, then what came after the last event it covers, with
 the tool outputs and notes of that kept part cut to the size it names. Nothing else ever changes a message
@@ -13,12 +16,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from chock.log.events import Event
+from chock.log.events import Event, decode
+from chock.log.row import RowState, count
 
-MESSAGE_PREVIEW = 200
 # What a compacted conversation starts with: the task, and the model's own summary of the work so far.
 SUMMARY_HEADER = (
     "This conversation was compacted to fit the model's context window: what came before is summarized "
@@ -26,64 +28,48 @@ SUMMARY_HEADER = (
 )
 
 
-@dataclass
-class SessionState:
-    id: str = ""
-    project: str = ""
-    message: str = ""
-    instance: str = ""
-    model: str = ""
-    approve_all: bool = False
-    started_at: str = ""
-    last_event_id: int = 0
+class SessionState(RowState):
+    __slots__ = (
+        "approve_all", "assistant_messages", "branch", "compactions", "context_items", "context_tokens",
+        "conversation", "conversation_ids", "ends", "error", "instance", "instructions", "model", "plan",
+        "span_start_id", "subagent_results", "workspace_open_id",
+    )  # fmt: skip
 
-    # Ownership spans: the latest session.start / session.adopt, and the end after it (if any).
-    owner: str = "none"  # daemon | terminal, as the latest start/adopt says
-    owner_pid: int | None = None
-    span_start_id: int = 0
-    ended: bool = False
-    end_reason: str = ""
-    exit_code: int | None = None
-    ended_at: str = ""
-    error: str = ""
-
-    instructions: str = ""  # the project's AGENTS.md, as session.start logged it
-    conversation: list[dict[str, Any]] = field(default_factory=list)
-    conversation_ids: list[int] = field(default_factory=list)  # the event each message came from, ascending
-    assistant_messages: int = 0  # replay resumes after this many entries
-    compactions: int = 0  # and its compaction entries after this many
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost: float | None = None  # None: no call was priced
-    # The last turn call's size as the provider reported it (input + output tokens), and how many messages the
-    # conversation had then: the next request is that plus what came after (chock.session.compaction).
-    context_tokens: int = 0
-    context_items: int = 0
-    plan: list[dict[str, str]] = field(default_factory=list)  # the latest `plan` event's steps
-
-    workspace: str = ""  # the directory of the latest workspace.open
-    workspace_commit: str = ""
-    workspace_admin: str = ""  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
-    workspace_open_id: int = 0
-    workspace_closed: bool = False
-    branch: str = ""
-    ends: list[int] = field(default_factory=list)  # ids of every session.end, for the takeover proof
-
-    pending_approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
-    background: dict[str, dict[str, Any]] = field(default_factory=dict)
-    subagents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    subagent_results: int = 0  # how many subagents have ended: the replay cursor of their entries
+    def __init__(self) -> None:
+        super().__init__()
+        self.instance = ""
+        self.model = ""
+        self.approve_all = False
+        self.span_start_id = 0  # the id of the latest session.start / session.adopt
+        self.error = ""
+        self.instructions = ""  # the project's AGENTS.md, as session.start logged it
+        self.conversation: list[dict[str, Any]] = []
+        self.conversation_ids: list[int] = []  # the event each message came from, ascending
+        self.assistant_messages = 0  # replay resumes after this many entries
+        self.compactions = 0  # and its compaction entries after this many
+        # The last turn call's size as the provider reported it (input + output tokens), and how many messages
+        # the conversation had then: the next request is that plus what came after (chock.session.compaction).
+        self.context_tokens = 0
+        self.context_items = 0
+        self.plan: list[dict[str, str]] = []  # the latest `plan` event's steps
+        self.workspace_open_id = 0
+        self.branch = ""
+        self.ends: list[int] = []  # ids of every session.end, for the takeover proof
+        self.subagent_results = 0  # how many subagents have ended: the replay cursor of their entries
 
     def apply(self, event: Event) -> None:
-        """Fold one event in; unknown types and fields are ignored."""
-        event_id = event.get("id")
-        if isinstance(event_id, int):
-            self.last_event_id = event_id
+        """Fold one event in: its row fields, then the rest; unknown types and fields are ignored."""
+        super().apply(event)
         handler = _HANDLERS.get(str(event.get("type", "")))
         if handler is not None:
             handler(self, event)
+
+    def feed(self, data: bytes) -> None:
+        """Fold complete log lines: every one of them (the conversation needs them all)."""
+        for line in data.splitlines(keepends=True):
+            event = decode(line)
+            if event is not None:
+                self.apply(event)
 
     # Facts derived from the fold --------------------------------------------------------------------
 
@@ -91,10 +77,6 @@ class SessionState:
     def workspace_free(self) -> bool:
         """The log proves nobody is in the workspace: its workspace.open is older than a later session.end."""
         return bool(self.workspace) and any(end > self.workspace_open_id for end in self.ends)
-
-    @property
-    def workspace_kept(self) -> bool:
-        return bool(self.workspace) and not self.workspace_closed
 
     @property
     def open_tool_calls(self) -> list[dict[str, Any]]:
@@ -107,38 +89,6 @@ class SessionState:
                 answered.add(message["call_id"])
         return []
 
-    def status(self, owner_alive: bool) -> str:
-        """running | waiting | ended | handed-over | abandoned (SPEC §4, "Status comes from the fold")."""
-        if self.ended:
-            return "handed-over" if self.end_reason == "handover" else "ended"
-        if not owner_alive:
-            return "abandoned"
-        return "waiting" if self.pending_approvals else "running"
-
-    def row(self, owner_alive: bool) -> dict[str, Any]:
-        """The session row of SPEC §6, shared by `chock sessions` and the daemon's `list`."""
-        status = self.status(owner_alive)
-        return {
-            "id": self.id,
-            "project": self.project,
-            "started_at": self.started_at,
-            "status": status,
-            "owner": self.owner if status in ("running", "waiting") else "none",
-            "message": self.message[:MESSAGE_PREVIEW],
-            "last_event_id": self.last_event_id,
-            "ended_at": self.ended_at,
-            "end_reason": self.end_reason,
-            "exit_code": self.exit_code,
-            "pending_approvals": len(self.pending_approvals),
-            "background": len(self.background) + len(self.subagents),
-            "workspace_kept": self.workspace_kept and status not in ("running", "waiting"),
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "cost": self.cost,
-        }
-
 
 def fold(events: Iterable[Event]) -> SessionState:
     state = SessionState()
@@ -147,66 +97,51 @@ def fold(events: Iterable[Event]) -> SessionState:
     return state
 
 
-def _begin_span(state: SessionState, event: Event, owner: str) -> None:
-    state.span_start_id = int(event.get("id", 0))
-    state.owner = owner
-    pid = event.get("pid")
-    state.owner_pid = pid if isinstance(pid, int) else None
-    state.ended = False
-    state.end_reason = ""
-    state.exit_code = None
-    state.ended_at = ""
+def _id(event: Event) -> int:
+    event_id = event.get("id")
+    return event_id if isinstance(event_id, int) else 0
+
+
+# What each event adds beyond the row (RowState has already folded the row's part) ------------------------
+
+
+def _begin_span(state: SessionState, event: Event) -> None:
+    state.span_start_id = _id(event)
     state.error = ""
-    # Questions and background work belonged to the process that asked them; a new owner starts clean.
-    state.pending_approvals.clear()
 
 
 def _session_start(state: SessionState, event: Event) -> None:
-    state.id = str(event.get("session", state.id))
-    state.project = str(event.get("project", ""))
-    state.message = str(event.get("message", ""))
+    state.message = str(event.get("message", ""))  # whole: the row keeps a preview
     state.instance = str(event.get("instance", ""))
     state.model = str(event.get("model", "") or "")
     state.approve_all = bool(event.get("approve_all", False))
-    state.started_at = str(event.get("at", ""))
     state.instructions = str(event.get("instructions", "") or "")
-    _begin_span(state, event, str(event.get("owner", "terminal")))
+    _begin_span(state, event)
 
 
 def _session_adopt(state: SessionState, event: Event) -> None:
-    _begin_span(state, event, str(event.get("via", "terminal")))
+    _begin_span(state, event)
     # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
     # the daemon continues for a `say` follows the daemon's policy instead.
     state.approve_all = bool(event.get("approve_all", state.approve_all))
 
 
 def _session_end(state: SessionState, event: Event) -> None:
-    state.ended = True
-    state.end_reason = str(event.get("reason", ""))
-    code = event.get("exit_code")
-    state.exit_code = code if isinstance(code, int) else None
-    state.ended_at = str(event.get("at", ""))
     state.error = str(event.get("error", "") or "")
-    state.ends.append(int(event.get("id", 0)))
-    state.pending_approvals.clear()
+    state.ends.append(_id(event))
 
 
 def _workspace_open(state: SessionState, event: Event) -> None:
-    state.workspace = str(event.get("directory", ""))
-    state.workspace_commit = str(event.get("commit", ""))
-    state.workspace_admin = str(event.get("admin", ""))
-    state.workspace_open_id = int(event.get("id", 0))
-    state.workspace_closed = False
+    state.workspace_open_id = _id(event)
 
 
 def _workspace_close(state: SessionState, event: Event) -> None:
-    state.workspace_closed = True
     state.branch = str(event.get("branch", state.branch))
 
 
 def _say(state: SessionState, event: Event, message: dict[str, Any]) -> None:
     state.conversation.append(message)
-    state.conversation_ids.append(int(event.get("id", 0) or 0))
+    state.conversation_ids.append(_id(event))
 
 
 def _user_message(state: SessionState, event: Event) -> None:
@@ -237,70 +172,30 @@ def _tool_result(state: SessionState, event: Event) -> None:
     )
 
 
-def _approval_request(state: SessionState, event: Event) -> None:
-    request_id = str(event.get("request_id", ""))
-    state.pending_approvals[request_id] = {
-        "request_id": request_id,
-        "tool": str(event.get("tool", "")),
-        "summary": str(event.get("summary", "")),
-        "call_id": str(event.get("call_id", "")),
-    }
-
-
-def _approval_answer(state: SessionState, event: Event) -> None:
-    state.pending_approvals.pop(str(event.get("request_id", "")), None)
-
-
-def _background_start(state: SessionState, event: Event) -> None:
-    state.background[str(event.get("handle", ""))] = {
-        "handle": str(event.get("handle", "")),
-        "command": str(event.get("command", "")),
-    }
-
-
 def _background_end(state: SessionState, event: Event) -> None:
     handle = str(event.get("handle", ""))
-    state.background.pop(handle, None)
     code = event.get("exit_code")
     output = str(event.get("output", ""))
     text = f"[background {handle} finished, exit code {code}]\n{output}".rstrip()
     _say(state, event, {"role": "user", "text": text, "note": True})
 
 
-def _subagent_start(state: SessionState, event: Event) -> None:
-    handle = str(event.get("handle", ""))
-    state.subagents[handle] = {"handle": handle, "task": str(event.get("task", ""))}
-
-
 def _subagent_end(state: SessionState, event: Event) -> None:
     handle = str(event.get("handle", ""))
-    state.subagents.pop(handle, None)
     state.subagent_results += 1
     text = f"[subagent {handle} finished]\n{event.get('result', '')}".rstrip()
     _say(state, event, {"role": "user", "text": text, "note": True})
 
 
-def _count(event: Event, name: str) -> int:
-    value = event.get(name, 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _usage(state: SessionState, event: Event) -> None:
-    state.input_tokens += _count(event, "input_tokens")
-    state.output_tokens += _count(event, "output_tokens")
-    state.cache_read_tokens += _count(event, "cache_read_tokens")
-    state.cache_write_tokens += _count(event, "cache_write_tokens")
-    cost = event.get("cost")
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        state.cost = (state.cost or 0.0) + cost
     if not event.get("for"):  # a turn's call: the size of what the model was last sent
-        state.context_tokens = _count(event, "input_tokens") + _count(event, "output_tokens")
+        state.context_tokens = count(event, "input_tokens") + count(event, "output_tokens")
         state.context_items = len(state.conversation)
 
 
 def _compaction(state: SessionState, event: Event) -> None:
-    through = _count(event, "through")
-    limit = _count(event, "cut")
+    through = count(event, "through")
+    limit = count(event, "cut")
     start = bisect.bisect_right(state.conversation_ids, through)
     kept = [cut_message(message, limit) for message in state.conversation[start:]]
     summary = SUMMARY_HEADER.format(task=state.message, summary=str(event.get("summary", "")))
@@ -341,11 +236,7 @@ _HANDLERS = {
     "user.message": _user_message,
     "assistant.message": _assistant_message,
     "tool.result": _tool_result,
-    "approval.request": _approval_request,
-    "approval.answer": _approval_answer,
-    "background.start": _background_start,
     "background.end": _background_end,
-    "subagent.start": _subagent_start,
     "subagent.end": _subagent_end,
     "usage": _usage,
     "compaction": _compaction,

@@ -86,7 +86,7 @@ def read_events(path: Path, after: int = 0) -> Iterator[Event]:
             yield event
 
 
-def owner_alive(path: Path) -> bool:
+def owner_alive(path: str | os.PathLike[str]) -> bool:
     """Whether some process holds the log's exclusive lock: probe with LOCK_SH|LOCK_NB and let go at once."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from chock.errors import Refused
 from chock.log import catalog
-from chock.log.fold import SessionState
+from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id
 from chock.session import workspace
 
 
-def kept(layout: Layout) -> list[tuple[SessionState, str]]:
+def kept(layout: Layout) -> list[tuple[RowState, str]]:
     return [
         (state, state.status(alive))
         for state, alive in catalog.states(layout)
@@ -25,11 +25,11 @@ def kept(layout: Layout) -> list[tuple[SessionState, str]]:
     ]
 
 
-def _kept_one(layout: Layout, session_id: str) -> SessionState:
-    check_session_id(session_id)
-    if not layout.log_path(session_id).exists():
+def _kept_one(layout: Layout, session_id: str) -> RowState:
+    loaded = catalog.load(layout, check_session_id(session_id))
+    if loaded is None:
         raise Refused(f"there is no session {session_id}")
-    state, alive = catalog.load(layout, session_id)
+    state, alive = loaded
     if not state.workspace_kept:
         raise Refused(f"session {session_id} keeps no workspace")
     if alive:
@@ -54,7 +54,7 @@ def describe(layout: Layout, session_id: str) -> str:
     return "\n".join(lines)
 
 
-def _worktree(state: SessionState) -> workspace.Worktree:
+def _worktree(state: RowState) -> workspace.Worktree:
     return workspace.recorded(Path(state.project), state.id, Path(state.workspace), state.workspace_admin)
 
 

@@ -27,6 +27,7 @@ from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
+from chock.project import find_root
 from chock.providers import Provider
 from chock.session import instructions, sandbox, workspace
 from chock.session.runner import Session, Settings
@@ -176,7 +177,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     adopting = request.adopt_id is not None
     session_id = request.adopt_id or request.continue_id
     if not session_id:
-        root = workspace.project_root(request.project or Path.cwd())
+        root = find_root(request.project or Path.cwd())
         session_id = catalog.newest(layout, root)
         if session_id is None:
             raise Refused(f"there is no session of {root} to continue")
@@ -187,7 +188,8 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     try:
         log = SessionLog.take(path)
     except LogLocked:
-        running = fold(read_events(path))
+        found = catalog.load(layout, session_id)
+        running = found[0] if found is not None else SessionState()
         raise Refused(
             f"session {session_id} is running in another process (owned by the {running.owner}, pid "
             f"{running.owner_pid or '?'}, which holds the session's lock); it can be continued once it ends"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
+from chock.project import find_root
 from chock.session import hostgit, tree
 from chock.session.hostgit import Repo
 
@@ -40,25 +41,24 @@ def _discover(path: Path) -> tuple[Repo | None, str]:
 
 
 def project_root(path: Path) -> Path:
-    """The resolved top level of the git repository containing `path`, refused unless it has a commit."""
-    path = Path(path)
-    not_a_repo = Refused(
-        f"{path} is not a git repository: chock run works in a git project "
-        "(run `git init` there, or pass --project DIR)"
-    )
-    if not path.is_dir():
-        raise not_a_repo
-    repo, detail = _discover(path)
+    """The top of the git work tree holding `path` as every command finds it (`chock.project.find_root`),
+    refused unless git works there and its repository has a commit: a workspace is made from the committed
+    HEAD."""
+    root = find_root(path)
+    repo, detail = _discover(root)
     if repo is None:
-        if "not a git repository" in detail or not detail:
-            raise not_a_repo
-        raise Refused(f"git cannot work in {path}: {detail}")  # e.g. "detected dubious ownership"
+        raise Refused(f"git cannot work in {root}: {detail or 'it finds no repository there'}")
+    if repo.work_tree != root:
+        raise Refused(
+            f"git takes the work tree of {root} to be {repo.work_tree} (core.worktree?): chock works in a "
+            "repository whose work tree holds its .git"
+        )
     if repo.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], check=False).returncode != 0:
         raise Refused(
-            f"{repo.work_tree} has no commit yet: chock run builds its workspace from the committed HEAD, "
+            f"{root} has no commit yet: chock run builds its workspace from the committed HEAD, "
             "so make a first commit (`git add` and `git commit`) and run it again"
         )
-    return repo.work_tree
+    return root
 
 
 def _repo(project: Path) -> Repo:

@@ -1,0 +1,331 @@
+"""How listing scales: `chock sessions` and the daemon's `list` as sessions and their logs grow.
+
+For 10, 100, 1,000 and 5,000 sessions of one project, of 100 and of 10,000 events each (logs written
+directly as files, about 200 bytes an event), it measures:
+
+- `chock sessions --json`, a real process: cold (no row cache: every log is folded) and warm (the row cache
+  written by the cold run), against `python3 -c pass` (the same interpreter, measured in the same run);
+- the daemon's first `list` with no row cache, its warm `list`, and a restarted daemon's first `list` (the
+  cache written by the daemon before it), each against a unix-socket echo round trip.
+
+Then: a project's list beside 5,000 sessions of another project against the same list alone (the index by
+project keeps other projects' logs unread); and what a running session of 100,000 events that keeps
+appending adds to the daemon's `list` of its project.
+
+    python bench/scaling.py             # prints the figures (several minutes; writes up to 10 GB under /tmp)
+    python bench/scaling.py --quick     # small sizes, asserts correctness only
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import _common
+
+from chock.control.client import ControlClient
+from chock.log.events import encode
+
+AT = "2026-12-01T07:34:50.123Z"
+
+FULL_SESSIONS = (10, 100, 1000, 5000)
+FULL_EVENTS = (100, 10_000)
+QUICK_SESSIONS = (10, 100)
+QUICK_EVENTS = (100, 1000)
+
+# What a model call leaves in a log, over and over: its message, the tool call, the tool's output (with a
+# terminal escape, as real output has) and the usage.
+CYCLE = [
+    {
+        "type": "assistant.message",
+        "text": "Looking at the failing test first.",
+        "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "pytest -q tests/test_x.py"}}],
+    },
+    {"type": "tool.call", "call_id": "c1", "name": "shell", "args": {"command": "pytest -q tests/test_x.py"}},
+    {"type": "tool.result", "call_id": "c1", "name": "shell", "output": "\x1b[32m" + "." * 150 + "\x1b[0m ok"},
+    {"type": "usage", "input_tokens": 1200, "output_tokens": 80, "cache_read_tokens": 1000, "cache_write_tokens": 0},
+]
+
+
+def make_project(path: Path) -> Path:
+    """A directory that is the top of a git work tree (what `chock sessions` looks for), made without git."""
+    (path / ".git" / "objects").mkdir(parents=True)
+    (path / ".git" / "refs").mkdir()
+    (path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return path.resolve()
+
+
+def log_body(events: int, *, ended: bool = True) -> bytes:
+    """Every line of a log after its session.start: `events` lines in all with the start."""
+    lines = [encode({"id": n, "at": AT, **CYCLE[n % len(CYCLE)]}) for n in range(2, events + (0 if ended else 1))]
+    if ended:
+        lines.append(encode({"id": events, "at": AT, "type": "session.end", "reason": "completed", "exit_code": 0}))
+    return b"".join(lines)
+
+
+def write_sessions(state: Path, project: Path, count: int, events: int, *, first: int = 0) -> list[str]:
+    """`count` ended sessions of `project` with `events` events each; their ids, oldest first."""
+    body = log_body(events)
+    ids = []
+    for number in range(first, first + count):
+        session_id = f"20260101-{number:06d}-{number:06x}"
+        directory = state / "sessions" / session_id
+        directory.mkdir(parents=True, mode=0o700)
+        start = {"type": "session.start", "session": session_id, "project": str(project), "message": "task"}
+        with open(directory / "log.jsonl", "wb") as handle:
+            handle.write(encode({"id": 1, "at": AT, **start}))
+            handle.write(body)
+        ids.append(session_id)
+    return ids
+
+
+def sessions_command(root: Path, project: Path) -> tuple[float, list[dict]]:
+    """`chock sessions --json` in `project`: its wall time and its rows (oldest first)."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "chock", "sessions", "--json"],
+        cwd=project, env=_common.environment(root), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    took = time.perf_counter() - started
+    return took, [json.loads(line) for line in reversed(done.stdout.splitlines())]
+
+
+# A daemon's first `list` of thousands of long logs with no row cache folds gigabytes: it may take minutes.
+COLD_SECONDS = 3600.0
+
+
+def listed(socket_path: Path, project: Path, timeout: float = COLD_SECONDS) -> tuple[float, list[dict]]:
+    """connect + hello + `list`: its time and its rows."""
+    client = ControlClient(f"unix:{socket_path}", timeout=timeout)
+    started = time.perf_counter()
+    rows = [row for _, row in client.list(project)]
+    return time.perf_counter() - started, rows
+
+
+def check(rows: list[dict], ids: list[str], events: int, what: str) -> None:
+    assert [row["id"] for row in rows] == ids, f"{what}: every session's row, oldest first"
+    assert all(row["status"] == "ended" and row["last_event_id"] == events for row in rows), what
+    expected = 1200 * sum(1 for n in range(2, events) if CYCLE[n % len(CYCLE)]["type"] == "usage")
+    assert all(row["input_tokens"] == expected for row in rows), what
+
+
+def forget_cache(root: Path) -> None:
+    shutil.rmtree(root / "cache", ignore_errors=True)
+
+
+def cell(root: Path, sessions: int, events: int, repeats: int) -> dict[str, float]:
+    """Every figure for one size: a fresh state dir of `sessions` sessions of `events` events."""
+    shutil.rmtree(root / "state", ignore_errors=True)
+    forget_cache(root)
+    project = root / "project"
+    ids = write_sessions(root / "state", project, sessions, events)
+    figures = {}
+    figures["sessions cold"], rows = sessions_command(root, project)
+    check(rows, ids, events, "chock sessions, cold")
+    warm = []
+    for _ in range(repeats):
+        took, rows = sessions_command(root, project)
+        warm.append(took)
+    check(rows, ids, events, "chock sessions, warm")
+    figures["sessions warm"] = statistics.median(warm)
+    forget_cache(root)
+    with _common.running_daemon(root) as socket_path:
+        figures["list first"], rows = listed(socket_path, project)
+        check(rows, ids, events, "the daemon's first list")
+        samples = []
+        for _ in range(repeats * 4):
+            took, rows = listed(socket_path, project)
+            samples.append(took)
+        check(rows, ids, events, "the daemon's warm list")
+        figures["list warm"] = statistics.median(samples)
+    restarts = []
+    for _ in range(3):
+        with _common.running_daemon(root) as socket_path:
+            took, rows = listed(socket_path, project)
+        check(rows, ids, events, "a restarted daemon's first list")
+        restarts.append(took)
+    figures["list restarted"] = statistics.median(restarts)
+    return figures
+
+
+def home(root: Path, name: str) -> Path:
+    """A second root beside the first (its own state, cache and daemon), for runs interleaved with it."""
+    other = root / name
+    (other / "runtime").mkdir(parents=True, mode=0o700)
+    return other
+
+
+def interleaved(first: Callable[[], float], second: Callable[[], float], repeats: int) -> tuple[float, float]:
+    """The medians of two timers run one after the other, `repeats` times each: the same load for both."""
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(first())
+        b.append(second())
+    return statistics.median(a), statistics.median(b)
+
+
+def independence(root: Path, others: int, repeats: int) -> dict[str, float]:
+    """A project of 10 sessions listed from a state dir of its own and from one that also holds `others`
+    sessions of another project, interleaved."""
+    mine = root / "project"
+    alone, beside = home(root, "alone"), home(root, "beside")
+    ids = write_sessions(alone / "state", mine, 10, 100)
+    write_sessions(beside / "state", mine, 10, 100)
+    theirs = make_project(root / "other")
+    write_sessions(beside / "state", theirs, others, 100, first=10)
+    figures = {}
+    figures["sessions beside, first"], rows = sessions_command(beside, mine)  # reads every first line once
+    check(rows, ids, 100, "chock sessions beside, the first time")
+    sessions_command(alone, mine)
+    time.sleep(1.1)  # past the index's racy window, as a person's next command would be
+
+    def sessions_of(where: Path) -> float:
+        took, rows = sessions_command(where, mine)
+        check(rows, ids, 100, f"chock sessions from {where.name}")
+        return took
+
+    figures["sessions alone"], figures["sessions beside"] = interleaved(
+        lambda: sessions_of(alone), lambda: sessions_of(beside), repeats
+    )
+
+    def first_list(where: Path) -> float:
+        with _common.running_daemon(where) as socket_path:
+            took, rows = listed(socket_path, mine)
+        check(rows, ids, 100, f"a restarted daemon's first list from {where.name}")
+        return took
+
+    figures["list first alone"], figures["list first beside"] = interleaved(
+        lambda: first_list(alone), lambda: first_list(beside), 5
+    )
+    with _common.running_daemon(alone) as alone_socket, _common.running_daemon(beside) as beside_socket:
+
+        def warm_list(socket_path: Path) -> float:
+            took, rows = listed(socket_path, mine)
+            check(rows, ids, 100, "a warm list")
+            return took
+
+        figures["list warm alone"], figures["list warm beside"] = interleaved(
+            lambda: warm_list(alone_socket), lambda: warm_list(beside_socket), repeats * 10
+        )
+    return figures
+
+
+def running_session(root: Path, events: int, repeats: int) -> tuple[float, float]:
+    """The daemon's warm `list` of a project of 100 ended sessions and one running session of `events` events
+    that appends 50 more before each list (a busy session between two polls of the page), interleaved with
+    the `list` of a project of the same 101 sessions, all ended."""
+    from chock.log.writer import SessionLog
+
+    busy, quiet = root / "project", make_project(root / "quiet")
+    where = home(root, "running")
+    ids = write_sessions(where / "state", busy, 100, 100)
+    quiet_ids = write_sessions(where / "state", quiet, 101, 100, first=100)
+    running_id = "20260102-000000-000001"
+    directory = where / "state" / "sessions" / running_id
+    directory.mkdir(mode=0o700)
+    start = {"type": "session.start", "session": running_id, "project": str(busy), "message": "busy"}
+    (directory / "log.jsonl").write_bytes(encode({"id": 1, "at": AT, **start}) + log_body(events, ended=False))
+    with _common.running_daemon(where) as socket_path, SessionLog.take(directory / "log.jsonl") as log:
+        listed(socket_path, busy)  # the first fold of every log
+        listed(socket_path, quiet)
+
+        def busy_list() -> float:
+            for n in range(50):
+                log.append(**CYCLE[n % len(CYCLE)])
+            took, rows = listed(socket_path, busy)
+            assert [row["id"] for row in rows] == [*ids, running_id]
+            assert rows[-1]["status"] == "running" and rows[-1]["last_event_id"] == log.last_id
+            return took
+
+        def quiet_list() -> float:
+            took, rows = listed(socket_path, quiet)
+            assert [row["id"] for row in rows] == quiet_ids
+            return took
+
+        return interleaved(quiet_list, busy_list, repeats)
+
+
+def compiled(root: Path) -> None:
+    """Every chock process of this run uses compiled modules, as an installed package does (an environment
+    with PYTHONDONTWRITEBYTECODE would otherwise compile every module at every start): kept under `root`,
+    written by a first run of each command measured."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    (root / "warm").mkdir()
+    warm = make_project(root / "warm" / "project")
+    sessions_command(root, warm)
+    with _common.running_daemon(root) as socket_path:
+        listed(socket_path, warm)
+
+
+def anchors(root: Path, repeats: int) -> tuple[float, float]:
+    """`python3 -c pass` and the echo round trip, measured now."""
+    python = _common.timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), repeats)
+    echo = _common.Echo(root / "echo.sock")
+    echo.round_trip()
+    return statistics.median(python), statistics.median(_common.timed(echo.round_trip, repeats * 20))
+
+
+def main() -> None:
+    parser = _common.arguments(__doc__, "10 and 100 sessions of 100 and 1,000 events; assert every row only")
+    parser.add_argument(
+        "--largest", type=int, default=5000, help="Leave out cells with more sessions than this (default 5000)."
+    )
+    options = parser.parse_args()
+    quick = options.quick
+    with _common.scratch() as root:
+        make_project(root / "project")
+        sizes = [
+            (sessions, events)
+            for events in (QUICK_EVENTS if quick else FULL_EVENTS)
+            for sessions in (QUICK_SESSIONS if quick else FULL_SESSIONS)
+            if sessions <= options.largest
+        ]
+        repeats = 3 if quick else 7
+        compiled(root)
+        python, echo = anchors(root, repeats)
+        cells = {size: cell(root, *size, repeats) for size in sizes}
+        others = 200 if quick else 5000
+        alone_beside = independence(root, others, repeats)
+        busy = 2000 if quick else 100_000
+        quiet, running = running_session(root, busy, repeats * 3)
+    if quick:
+        print(
+            f"scaling: quick mode: {', '.join(f'{s} x {e}' for s, e in sizes)} sessions x events, a project beside "
+            f"{others} others, a running session of {busy} events: every row right in every listing"
+        )
+        return
+    print(f"anchors: python3 -c pass {python * 1e3:.1f} ms; echo round trip {echo * 1e6:.0f} µs")
+    print(
+        f"{'sessions x events':>18}  {'sessions cold':>13}  {'warm':>14}  {'list first':>10}  {'warm':>14}  restarted"
+    )
+    for (sessions, events), f in cells.items():
+        print(
+            f"{sessions:>8} x {events:>7}  {f['sessions cold'] * 1e3:>10.0f} ms  "
+            f"{f['sessions warm'] * 1e3:>6.0f} ms {f['sessions warm'] / python:>4.1f}x  "
+            f"{f['list first'] * 1e3:>7.0f} ms  {f['list warm'] * 1e3:>7.2f} ms {f['list warm'] / echo:>4.0f}x  "
+            f"{f['list restarted'] * 1e3:>6.0f} ms"
+        )
+    a = alone_beside
+    print(f"a project of 10 sessions, in a state dir of its own and beside {others} sessions of another project:")
+    for what in ("sessions", "list first", "list warm"):
+        print(
+            f"  {what:<11} alone {a[what + ' alone'] * 1e3:8.2f} ms, beside {a[what + ' beside'] * 1e3:8.2f} ms: "
+            f"ratio {a[what + ' beside'] / a[what + ' alone']:.2f}"
+        )
+    print(f"  the first `chock sessions` after the others appeared: {a['sessions beside, first'] * 1e3:.0f} ms")
+    print(
+        f"a running session of {busy} events appending 50 between lists adds "
+        f"{(running - quiet) * 1e3:.2f} ms to the list of its project ({quiet * 1e3:.2f} -> {running * 1e3:.2f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""The row fold: what a listing shows of a session, folded without building its conversation.
+
+A session's row (status, owner, counts, last id, pending approvals, background work, how and when it
+ended, tokens, a preview of its task) is all `chock sessions`, `chock usage`, `chock workspace` and the
+daemon's `list` need. `RowState` folds only the events that change a row and keeps no tool output, so its
+size does not grow with the log. The conversation fold (`chock.log.fold.SessionState`) extends this class:
+the status rules and the row exist once, here.
+
+Reading a log for a row does not parse every line. Only a line that holds one of the row's event types as
+a JSON string (`"usage"`, `"session.…`) can be one of them, and JSON can spell those names in no other way
+but with a `\\u00XX` escape of one of their characters; every other line only moves the last id, which is
+taken from the last line that parses. So the row of a log equals the row of its conversation fold, line
+for line, while most of the log is skipped at the speed of a byte search (and a `usage` line, the most
+common of the rest, is read without a JSON parser when it is spelled exactly as the writer spells it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chock.log.events import Event, decode
+
+MESSAGE_PREVIEW = 200
+
+# What a `usage` event counts, summed over the session (the provider's words for them are mapped to these).
+USAGE_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+# The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`).
+FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "project": (str,),
+    "message": (str,),  # the first MESSAGE_PREVIEW characters
+    "started_at": (str,),
+    "last_event_id": (int,),
+    "owner": (str,),  # daemon | terminal | none: as the latest session.start / session.adopt says
+    "owner_pid": (int, type(None)),
+    "ended": (bool,),
+    "end_reason": (str,),
+    "exit_code": (int, type(None)),
+    "ended_at": (str,),
+    "input_tokens": (int,),
+    "output_tokens": (int,),
+    "cache_read_tokens": (int,),
+    "cache_write_tokens": (int,),
+    "cost": (int, float, type(None)),  # None: no call was priced
+    "workspace": (str,),  # the directory of the latest workspace.open
+    "workspace_commit": (str,),
+    "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
+    "workspace_closed": (bool,),
+    "pending_approvals": (dict,),  # request id -> {request_id, tool, summary, call_id}
+    "background": (dict,),  # handle -> {handle, command}
+    "subagents": (dict,),  # handle -> {handle, task}
+}
+_DICTS = ("pending_approvals", "background", "subagents")
+
+
+class RowState:
+    """A session's row, folded from its log's events; unknown event types and unknown fields are ignored."""
+
+    __slots__ = tuple(FIELDS)
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.project = ""
+        self.message = ""
+        self.started_at = ""
+        self.last_event_id = 0
+        self.owner = "none"
+        self.owner_pid: int | None = None
+        self.ended = False
+        self.end_reason = ""
+        self.exit_code: int | None = None
+        self.ended_at = ""
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
+        self.cost: float | None = None
+        self.workspace = ""
+        self.workspace_commit = ""
+        self.workspace_admin = ""
+        self.workspace_closed = False
+        self.pending_approvals: dict[str, dict[str, Any]] = {}
+        self.background: dict[str, dict[str, Any]] = {}
+        self.subagents: dict[str, dict[str, Any]] = {}
+
+    def apply(self, event: Event) -> None:
+        """Fold one event in."""
+        event_id = event.get("id")
+        if isinstance(event_id, int):
+            self.last_event_id = event_id
+        handler = _ROW_HANDLERS.get(str(event.get("type", "")))
+        if handler is not None:
+            handler(self, event)
+
+    def feed(self, data: bytes) -> None:
+        """Fold complete log lines (`data` ends with a newline), skipping every line a row cannot need."""
+        for start in _row_lines(data):
+            end = data.index(b"\n", start) + 1
+            usage = _USAGE.match(data, start, end)
+            event = _usage_event(usage) if usage is not None else decode(data[start:end])
+            if event is not None:
+                self.apply(event)
+        last = _last_id(data)
+        if last is not None:
+            self.last_event_id = last
+
+    # What the fold says -------------------------------------------------------------------------------
+
+    @property
+    def workspace_kept(self) -> bool:
+        return bool(self.workspace) and not self.workspace_closed
+
+    def status(self, owner_alive: bool) -> str:
+        """running | waiting | ended | handed-over | abandoned: the fold, and the lock for an open span."""
+        if self.ended:
+            return "handed-over" if self.end_reason == "handover" else "ended"
+        if not owner_alive:
+            return "abandoned"
+        return "waiting" if self.pending_approvals else "running"
+
+    def row(self, owner_alive: bool) -> dict[str, Any]:
+        """The session row shared by `chock sessions` and the daemon's `list`."""
+        status = self.status(owner_alive)
+        live = status in ("running", "waiting")
+        return {
+            "id": self.id,
+            "project": self.project,
+            "started_at": self.started_at,
+            "status": status,
+            "owner": self.owner if live else "none",
+            "message": self.message[:MESSAGE_PREVIEW],
+            "last_event_id": self.last_event_id,
+            "ended_at": self.ended_at,
+            "end_reason": self.end_reason,
+            "exit_code": self.exit_code,
+            "pending_approvals": len(self.pending_approvals),
+            "background": len(self.background) + len(self.subagents),
+            "workspace_kept": self.workspace_kept and not live,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost": self.cost,
+        }
+
+    # Copies and the cache's form ----------------------------------------------------------------------
+
+    def copy(self) -> RowState:
+        """An independent copy of the row fields (the catalog folds into a copy, so a row being read never
+        changes under its reader)."""
+        other = RowState()
+        for name in FIELDS:
+            setattr(other, name, getattr(self, name))
+        for name in _DICTS:
+            setattr(other, name, dict(getattr(self, name)))
+        other.message = other.message[:MESSAGE_PREVIEW]
+        return other
+
+    def to_json(self) -> dict[str, Any]:
+        state = {name: getattr(self, name) for name in FIELDS}
+        state["message"] = self.message[:MESSAGE_PREVIEW]
+        return state
+
+    @classmethod
+    def from_json(cls, value: object) -> RowState | None:
+        """The state `to_json` wrote, or None when `value` is not one (a cache written by another version)."""
+        if type(value) is not dict or value.keys() != FIELDS.keys():
+            return None
+        state = cls.__new__(cls)
+        for name, types in _CHECKS:
+            item = value[name]
+            if not isinstance(item, types):
+                return None
+            setattr(state, name, item)
+        for name in _DICTS:
+            if not all(type(item) is dict for item in value[name].values()):
+                return None
+        return state
+
+
+_CHECKS = tuple(FIELDS.items())
+
+
+# The handlers: each sets the row's fields from one event type -----------------------------------------
+
+
+def count(event: Event, name: str) -> int:
+    """A count from an event: a whole number as it is, anything else as 0 (a bad field never stops a fold)."""
+    value = event.get(name, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _begin_span(state: RowState, event: Event, owner: str) -> None:
+    """A session.start or session.adopt: a new owner, with no ending and none of the last owner's questions."""
+    state.owner = owner
+    pid = event.get("pid")
+    state.owner_pid = pid if isinstance(pid, int) else None
+    state.ended = False
+    state.end_reason = ""
+    state.exit_code = None
+    state.ended_at = ""
+    state.pending_approvals.clear()  # questions belonged to the process that asked them
+
+
+def _session_start(state: RowState, event: Event) -> None:
+    state.id = str(event.get("session", state.id))
+    state.project = str(event.get("project", ""))
+    state.message = str(event.get("message", ""))[:MESSAGE_PREVIEW]
+    state.started_at = str(event.get("at", ""))
+    _begin_span(state, event, str(event.get("owner", "terminal")))
+
+
+def _session_adopt(state: RowState, event: Event) -> None:
+    _begin_span(state, event, str(event.get("via", "terminal")))
+
+
+def _session_end(state: RowState, event: Event) -> None:
+    state.ended = True
+    state.end_reason = str(event.get("reason", ""))
+    code = event.get("exit_code")
+    state.exit_code = code if isinstance(code, int) else None
+    state.ended_at = str(event.get("at", ""))
+    state.pending_approvals.clear()
+
+
+def _workspace_open(state: RowState, event: Event) -> None:
+    state.workspace = str(event.get("directory", ""))
+    state.workspace_commit = str(event.get("commit", ""))
+    state.workspace_admin = str(event.get("admin", ""))
+    state.workspace_closed = False
+
+
+def _workspace_close(state: RowState, event: Event) -> None:
+    state.workspace_closed = True
+
+
+def _approval_request(state: RowState, event: Event) -> None:
+    request_id = str(event.get("request_id", ""))
+    state.pending_approvals[request_id] = {
+        "request_id": request_id,
+        "tool": str(event.get("tool", "")),
+        "summary": str(event.get("summary", "")),
+        "call_id": str(event.get("call_id", "")),
+    }
+
+
+def _approval_answer(state: RowState, event: Event) -> None:
+    state.pending_approvals.pop(str(event.get("request_id", "")), None)
+
+
+def _background_start(state: RowState, event: Event) -> None:
+    handle = str(event.get("handle", ""))
+    state.background[handle] = {"handle": handle, "command": str(event.get("command", ""))}
+
+
+def _background_end(state: RowState, event: Event) -> None:
+    state.background.pop(str(event.get("handle", "")), None)
+
+
+def _subagent_start(state: RowState, event: Event) -> None:
+    handle = str(event.get("handle", ""))
+    state.subagents[handle] = {"handle": handle, "task": str(event.get("task", ""))}
+
+
+def _subagent_end(state: RowState, event: Event) -> None:
+    state.subagents.pop(str(event.get("handle", "")), None)
+
+
+def _usage(state: RowState, event: Event) -> None:
+    state.input_tokens += count(event, "input_tokens")
+    state.output_tokens += count(event, "output_tokens")
+    state.cache_read_tokens += count(event, "cache_read_tokens")
+    state.cache_write_tokens += count(event, "cache_write_tokens")
+    cost = event.get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        state.cost = (state.cost or 0.0) + cost
+
+
+_ROW_HANDLERS = {
+    "session.start": _session_start,
+    "session.adopt": _session_adopt,
+    "session.end": _session_end,
+    "workspace.open": _workspace_open,
+    "workspace.close": _workspace_close,
+    "approval.request": _approval_request,
+    "approval.answer": _approval_answer,
+    "background.start": _background_start,
+    "background.end": _background_end,
+    "subagent.start": _subagent_start,
+    "subagent.end": _subagent_end,
+    "usage": _usage,
+}
+
+
+# Finding the lines a row needs -------------------------------------------------------------------------
+
+# What a line must hold to be one of the row's events: the start of a row type as a JSON string (the
+# family `"session.` covers session.start, .adopt and .end), computed from the table above.
+_MARKERS = tuple(
+    sorted({(f'"{name.split(".")[0]}.' if "." in name else f'"{name}"').encode() for name in _ROW_HANDLERS})
+)
+# ...or an escape JSON could spell one of their characters with: `\u00` and the code of `.`, `_` or a-z.
+_ESCAPED = re.compile(rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])")
+
+
+# A `usage` line exactly as the writer writes it, whose meaning needs no JSON parser: most lines a row
+# needs are these (one per model call), and a match is the same event `decode` would give (no other key,
+# digits with no leading zero, a time of plain characters). Any other spelling is parsed.
+_USAGE = re.compile(
+    (
+        rb'\{"id": <n>, "at": "[0-9A-Za-z:.+-]*", "type": "usage", "input_tokens": <n>, "output_tokens": <n>'
+        rb'(?:, "cache_read_tokens": <n>, "cache_write_tokens": <n>)?'
+        rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?'
+        rb'(?:, "for": "([a-z_]*)")?\}\n'
+    ).replace(b"<n>", rb"(0|[1-9][0-9]*)")  # a whole number as JSON writes one
+)
+
+
+def _usage_event(match: re.Match[bytes]) -> Event:
+    """The event `decode` would give for a line `_USAGE` matched (a JSON number with a fraction or an exponent
+    is a float, any other an int)."""
+    event: Event = {"id": int(match[1]), "type": "usage", "input_tokens": int(match[2]), "output_tokens": int(match[3])}
+    if match[4] is not None:
+        event["cache_read_tokens"], event["cache_write_tokens"] = int(match[4]), int(match[5])
+    if match[6] is not None:
+        cost = match[6]
+        event["cost"] = float(cost) if any(c in cost for c in b".eE") else int(cost)
+    if match[7] is not None:
+        event["for"] = match[7].decode()
+    return event
+
+
+def _row_lines(data: bytes) -> list[int]:
+    """The start of every line of `data` that may be a row event, in order."""
+    starts = set()
+    for marker in _MARKERS:
+        found = data.find(marker)
+        while found >= 0:
+            start = data.rfind(b"\n", 0, found) + 1
+            starts.add(start)
+            found = data.find(marker, data.index(b"\n", found) + 1)
+    for match in _ESCAPED.finditer(data):
+        starts.add(data.rfind(b"\n", 0, match.start()) + 1)
+    return sorted(starts)
+
+
+def _last_id(data: bytes) -> int | None:
+    """The id of the last line of `data` that parses as an event with a whole-number id (what
+    `RowState.apply` would have left), or None when no line does."""
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        event = decode(data[start:end])
+        if event is not None and isinstance(event.get("id"), int):
+            return event["id"]
+        end = start
+    return None
