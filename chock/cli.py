@@ -267,15 +267,15 @@ def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> N
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
     total; with the cost when the instance has a `.price` in config.zon."""
     from chock.listing import project_rows
-    from chock.log.row import USAGE_COUNTS
+    from chock.log.events import USAGE_FIELDS
 
     rows = project_rows(layout, project, daemon_address)
     priced = any(row["cost"] is not None for row in rows)
-    total = dict.fromkeys(USAGE_COUNTS, 0)
+    total = dict.fromkeys(USAGE_FIELDS, 0)
     for row in rows:
-        counts = {name: row[name] for name in USAGE_COUNTS}
+        counts = {name: row[name] for name in USAGE_FIELDS}
         click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {_preview(row['message'])}")
-        total = {name: total[name] + counts[name] for name in USAGE_COUNTS}
+        total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
     cost = sum(row["cost"] for row in rows if row["cost"] is not None)
     click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
 

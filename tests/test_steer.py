@@ -156,6 +156,33 @@ def test_saying_more_to_a_completed_session_continues_it_under_the_daemon_onto_i
     assert git_value(project, "show", f"chock/{session_id}:more.txt") == "more"
 
 
+def test_two_says_at_once_to_an_ended_session_are_both_taken_one_carries_it_on(home, project, daemon):
+    """A double-submitted message box, or two people: one `say` carries the session on, the other is queued to
+    the session it started; neither is refused and both messages reach the log."""
+    replay_config(home, [
+        {"text": "First part done.", "tool_calls": []},
+        {"text": "", "tool_calls": [{"call_id": "s1", "name": "shell", "args": {"command": "sleep 2"}}]},
+        {"text": "Both heard.", "tool_calls": []},
+        {"text": "Done.", "tool_calls": []},
+    ])  # fmt: skip
+    session_id, _ = daemon.client.start(project, "first part")
+    wait_for_end(home, session_id, "completed")
+    results: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def say(text: str) -> None:
+        results[text] = chock(home, daemon, "say", session_id, text, cwd=project)
+
+    threads = [threading.Thread(target=say, args=(text,)) for text in ("one more thing", "and another")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert all(result.returncode == 0 for result in results.values()), {t: r.stderr for t, r in results.items()}
+    wait_until(lambda: kinds(home.events(session_id)).count("session.end") == 2, 60, "the second end")
+    told = [e["text"] for e in home.events(session_id) if e["type"] == "user.message"]
+    assert told[0] == "first part" and sorted(told[1:]) == ["and another", "one more thing"]
+
+
 def test_a_yes_session_continued_by_say_asks_before_its_next_shell_command(home, project, daemon):
     replay_config(home, [
         {"text": "Done.", "tool_calls": []},

@@ -161,6 +161,7 @@ class Children:
         finally:
             os.close(fd)
         log = self.layout.log_path(session_id)
+        handover = self.layout.session_socket(session_id, "handover")
         wanted = ("session.adopt",) if message is None else ("session.adopt", "workspace.open", "user.message")
 
         def ready(exited: bool) -> bool:
@@ -169,7 +170,10 @@ class Children:
             if adopted is None:
                 return False
             logged = {event.get("type") for event in events[adopted:]}
-            return all(kind in logged for kind in wanted) and (exited or owner_alive(log))
+            if not all(kind in logged for kind in wanted):
+                return False
+            # A session carried on for a `say` is ready once the next `say` can reach it on its socket.
+            return exited or (owner_alive(log) and (message is None or handover.exists()))
 
         self._wait(child, ready, run_log=run_log, offset=offset)
 

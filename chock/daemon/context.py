@@ -21,6 +21,7 @@ class Daemon:
         self.hub = hub
         # Open connections (a watch is one), and since when there have been none (for --idle-exit).
         self._lock = threading.Lock()
+        self._steering: dict[str, threading.Lock] = {}
         self.active = 0
         self.watching = 0
         self.idle_since = time.monotonic()
@@ -34,6 +35,12 @@ class Daemon:
             self.active -= 1
             if self.active == 0:
                 self.idle_since = time.monotonic()
+
+    def steering(self, session_id: str) -> threading.Lock:
+        """The lock that makes one session's `say`s take turns: two at an ended session must not both try to
+        carry it on (the second would find it taken and be refused instead of queued)."""
+        with self._lock:
+            return self._steering.setdefault(session_id, threading.Lock())
 
     def watch_opened(self) -> None:
         with self._lock:

@@ -194,21 +194,23 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
     from chock.control.session_protocol import SessionSayRequest
 
     session_id = request.session_id
-    entry = _session(daemon, request.project, session_id)
-    status = entry.state.status(daemon.catalog.alive(entry))
-    if status in ("running", "waiting"):
-        _relay(daemon, session_id, "handover", SessionSayRequest(request.message))
-        reply.send(dp.Said("queued", session_id).encode())
-        return
-    if status == "handed-over":
-        raise ProtocolError(ErrorCode.REFUSED, f"session {session_id} is being handed over; say it again once it runs")
-    if status == "abandoned":
-        raise ProtocolError(
-            ErrorCode.REFUSED,
-            f"session {session_id} ended abnormally and its workspace may be in use; look at it with "
-            f"`chock workspace show {session_id}`",
-        )
-    daemon.children.continue_(session_id, request.project, entry.state.last_event_id, request.message)
+    with daemon.steering(session_id):
+        entry = _session(daemon, request.project, session_id)
+        status = entry.state.status(daemon.catalog.alive(entry))
+        if status in ("running", "waiting"):
+            _relay(daemon, session_id, "handover", SessionSayRequest(request.message))
+            reply.send(dp.Said("queued", session_id).encode())
+            return
+        if status == "handed-over":
+            refusal = f"session {session_id} is being handed over; say it again once it runs"
+            raise ProtocolError(ErrorCode.REFUSED, refusal)
+        if status == "abandoned":
+            raise ProtocolError(
+                ErrorCode.REFUSED,
+                f"session {session_id} ended abnormally and its workspace may be in use; look at it with "
+                f"`chock workspace show {session_id}`",
+            )
+        daemon.children.continue_(session_id, request.project, entry.state.last_event_id, request.message)
     reply.send(dp.Said("continued", session_id).encode())
 
 

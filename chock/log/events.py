@@ -19,6 +19,11 @@ MAX_EVENT_BYTES = 1024 * 1024
 # enough that a model context is not flooded by one `cat` of a binary.
 TOOL_OUTPUT_LIMIT = 64 * 1024
 
+# The fields of a `usage` event, in the order it carries them: `input_tokens` is the whole prompt, cached parts
+# included; the cache counts say how much of it was read from or written to the provider's prompt cache. A
+# provider's own words for them are mapped to these.
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
 Event = dict[str, Any]
 
 

@@ -23,8 +23,6 @@ from chock.log.events import Event, decode
 
 MESSAGE_PREVIEW = 200
 
-# What a `usage` event counts, summed over the session (the provider's words for them are mapped to these).
-USAGE_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 # The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`).
 FIELDS: dict[str, tuple[type, ...]] = {
@@ -222,7 +220,11 @@ def _session_end(state: RowState, event: Event) -> None:
     code = event.get("exit_code")
     state.exit_code = code if isinstance(code, int) else None
     state.ended_at = str(event.get("at", ""))
+    # Nothing outlives its owner's end: an owner that could not log a `background.end` (a full disk) still
+    # killed the work.
     state.pending_approvals.clear()
+    state.background.clear()
+    state.subagents.clear()
 
 
 def _workspace_open(state: RowState, event: Event) -> None:

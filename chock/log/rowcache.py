@@ -26,7 +26,8 @@ from typing import Any
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, ensure_dir
 
-VERSION = 1
+# Moves whenever the row fold gives another row for the same lines, so no older fold's row is believed.
+VERSION = 2
 
 # Past this a file in the cache dir is not one this module wrote (a project's rows take about 700 bytes a
 # session: this is room for tens of thousands).

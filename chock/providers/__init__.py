@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chock.errors import ChockError
+from chock.log.events import USAGE_FIELDS
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,6 @@ class Retrying:
     status: int | None  # its HTTP status; None when no answer came (a connection error)
     wait_seconds: float
     error: str  # what the failed attempt said, as a person reads it
-
-
-# The fields of a `usage` event, in the order it carries them: `input_tokens` is the whole prompt, cached parts
-# included; the cache counts say how much of it was read from or written to the provider's prompt cache.
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 @dataclass(frozen=True)
