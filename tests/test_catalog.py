@@ -29,8 +29,8 @@ from chock.log.row import RowState
 from chock.paths import Layout
 from chock.project import find_root
 from chock.session import workspace
-from tests.conftest import git, git_value, make_project
 from tests.fakes.daemon import short_dir
+from tests.fakes.projects import git, git_value, make_project
 from tests.fakes.wait import wait_until
 
 AT = "2026-12-01T07:34:50.123Z"
