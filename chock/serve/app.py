@@ -101,7 +101,7 @@ def _runner(app: web.Application) -> web.AppRunner:
     """An AppRunner on aiohttp 3.8 (Debian 12) as on later ones: a handler is cancelled when its client goes
     away (3.8 always did; 3.9 made it an option), and a stop waits SHUTDOWN_TIMEOUT, not 60 s (3.8 takes
     that bound on each site instead, below)."""
-    kwargs: dict[str, object] = {"access_log": None}
+    kwargs: dict[str, object] = {"access_log": None, "keepalive_timeout": sites.KEEPALIVE_SECONDS}
     if _takes(web_server.Server.__init__, "handler_cancellation"):
         kwargs["handler_cancellation"] = True
     if _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):

@@ -6,12 +6,15 @@ hands over under the name `http` (LISTEN_FDS; launchd's `Sockets`). They follow 
 removed at shutdown, a socket handed over by socket activation never bound, unlinked or chmod-ed here. What is
 serve's own: the `http` name, the port, and non-blocking sockets for the event loop.
 
-The bound: aiohttp bounds the size of a request's head and the time a connection idles between requests, but
-not the time a client takes to send one, so a client that trickles a header a byte at a time would hold its
-connection as long as it liked. `BoundedSite` puts a thin protocol in front of each connection's aiohttp handler
-that arms a timer on the first byte of a request and aborts the connection when the head has not been parsed
-by then — the rule the daemon and a session's sockets follow (docs/protocol.md#bounds). A body is bounded by
-its reader (`chock.serve.api`), and a long answer (an SSE stream) receives no bytes, so it is never cut.
+The bounds (docs/architecture.md#serve): aiohttp bounds the size of a request's head and, with
+`keepalive_timeout`, the time a connection idles between requests, but not the time a client takes to send a
+head, nor the time before a connection's first request: a client that trickles a header a byte at a time, or
+opens a connection and says nothing, would hold it as long as it liked. `BoundedSite` puts a thin protocol in
+front of each connection's aiohttp handler that gives a head HEAD_SECONDS: from the connection's opening to the
+end of its first request's head, and from the first byte of each later request to the end of its head; a head
+not parsed by then aborts the connection — the rule the daemon and a session's sockets follow
+(docs/protocol.md#bounds). Nothing is armed while a request is handled: its body is bounded by its reader
+(`chock.serve.api`), and a long answer (an SSE stream) is never cut.
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ BACKLOG = 128
 
 # The name of serve's sockets in LISTEN_FDNAMES (`FileDescriptorName=http` in chock-serve.socket).
 FD_NAME = "http"
+
+# A request's head, from its first byte (a connection's first request: from the opening) to the end of its
+# headers: the daemon's bound on a request line, for the same reason — a browser writes a head in one go.
+HEAD_SECONDS = LINE_SECONDS
+
+# A connection idle between requests (aiohttp's `keepalive_timeout`, set on the runner so that it is the same on
+# every aiohttp: an AppRunner's own default is 75 s on Debian 12's 3.8 and an hour on 3.14). nginx's default, and
+# `web.run_app`'s: long enough that the page's next click reuses its connection, short enough that connections
+# a browser forgot do not pile up. The page's event stream is an answer being sent, never idle.
+KEEPALIVE_SECONDS = 75.0
 
 
 def check_options(socket_path: Path | None, host: str | None, port: int | None) -> None:
@@ -80,25 +93,46 @@ def activated() -> list[Listener] | None:
 
 
 class _HeadBound(asyncio.Protocol):
-    """aiohttp's protocol for one connection, with a deadline on each request's head."""
+    """aiohttp's protocol for one connection, with a deadline on each request's head and on nothing else.
+
+    aiohttp counts the requests whose head it parsed (`_request_count`) and, while it waits for the next one,
+    holds a pending `_waiter`; where a version has neither, nothing is cut. A byte that arrives while a request
+    is handled is its body (or a pipelined request, bounded once the connection idles), never a new head."""
 
     def __init__(self, handler: asyncio.Protocol, seconds: float) -> None:
         self._handler = handler
         self._seconds = seconds
         self._transport: asyncio.Transport | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        self._bounded = hasattr(handler, "_request_count") and hasattr(handler, "_waiter")
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         self._handler.connection_made(transport)
+        if self._bounded:
+            self._arm()  # the first request's head is due from the opening, as the daemon's first line is
 
     def data_received(self, data: bytes) -> None:
-        # aiohttp counts the requests whose head it parsed; where it does not (another version), nothing is cut.
-        parsed = getattr(self._handler, "_request_count", None)
-        if self._deadline is None and parsed is not None:
-            self._deadline = asyncio.get_running_loop().call_later(self._seconds, self._expire)
+        if not self._bounded:
+            self._handler.data_received(data)
+            return
+        parsed = self._handler._request_count  # type: ignore[attr-defined]
+        if self._deadline is None and self._awaiting_head():
+            self._arm()
         self._handler.data_received(data)
-        if parsed is not None and getattr(self._handler, "_request_count", parsed) > parsed and self._deadline:
+        if self._handler._request_count > parsed:  # type: ignore[attr-defined]
+            self._disarm()
+
+    def _awaiting_head(self) -> bool:
+        """Whether aiohttp waits for the next request: it handles none, and has none queued."""
+        waiter = self._handler._waiter  # type: ignore[attr-defined]
+        return waiter is not None and not waiter.done()
+
+    def _arm(self) -> None:
+        self._deadline = asyncio.get_running_loop().call_later(self._seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
@@ -111,8 +145,7 @@ class _HeadBound(asyncio.Protocol):
         return self._handler.eof_received()  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
+        self._disarm()
         self._handler.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -125,7 +158,7 @@ class _HeadBound(asyncio.Protocol):
 class BoundedSite(web.SockSite):
     """A `SockSite` whose connections are `_HeadBound` around aiohttp's own protocol."""
 
-    seconds = LINE_SECONDS
+    seconds = HEAD_SECONDS
 
     async def start(self) -> None:
         await web.BaseSite.start(self)

@@ -1,7 +1,9 @@
 """A real `chock serve` in front of a real daemon, and the HTTP a test speaks to it.
 
 `running_stack` gives the daemon (from the `daemons` fixture) with a replay instance; `Stack.start_serve`
-starts a serve on it and returns once the serve printed where it listens.
+starts a serve on it and returns once the serve printed where it listens. `RawConnection` speaks HTTP/1.1 on a
+raw socket where the timing of the bytes is the point; `slow_session` is a running session whose socket takes
+its time, so a route that relays to it does too.
 """
 
 from __future__ import annotations
@@ -10,14 +12,20 @@ import contextlib
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chock.control.client import ControlClient
+from chock.control.connection import ServerConnection
+from chock.control.session_protocol import HANDOVER, Ended, SessionStopRequest
+from chock.log.writer import SessionLog
 from tests.fakes.daemon import Daemon, Daemons
 from tests.fakes.sessions import replay_config
 from tests.fakes.wait import wait_until
@@ -88,6 +96,109 @@ class Serve:
 
     def post(self, path: str, body: Any, **kwargs: Any) -> Response:
         return self.request("POST", path, body, **kwargs)
+
+
+class RawConnection:
+    """One keep-alive connection to serve's TCP listener on a raw socket, for what http.client does not do on
+    demand: a body in a packet of its own, as Chromium sends a fetch body past about 1.4 KB, and a pause of the
+    test's choosing between the requests of one connection."""
+
+    def __init__(self, port: int, timeout: float = 60) -> None:
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each sendall goes out as it is
+        self._buffer = b""
+
+    def request(self, method: str, path: str, body: Any = None, *, body_after: float | None = None) -> Response:
+        """One request and its response; with `body_after`, the body follows its head that many seconds later."""
+        data = b"" if body is None else json.dumps(body).encode()
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        head_bytes = f"{head}\r\n".encode()
+        if body_after is None:
+            self.sock.sendall(head_bytes + data)
+        else:
+            self.sock.sendall(head_bytes)
+            time.sleep(body_after)
+            self.sock.sendall(data)
+        return self.response()
+
+    def response(self) -> Response:
+        """The next response (serve's carry a Content-Length); serve closing first is an AssertionError."""
+        while b"\r\n\r\n" not in self._buffer:
+            self._receive()
+        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.split(": ", 1) for line in lines)
+        length = int(next(value for name, value in headers.items() if name.lower() == "content-length"))
+        while len(self._buffer) < length:
+            self._receive()
+        body, self._buffer = self._buffer[:length], self._buffer[length:]
+        return Response(int(status_line.split()[1]), headers, body)
+
+    def _receive(self) -> None:
+        try:
+            chunk = self.sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            raise AssertionError(f"serve closed the connection before it answered (received {self._buffer!r})")
+        self._buffer += chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def closed_by_peer(sock: socket.socket, deadline: float) -> bool:
+    """Whether the other end closes `sock` (an end of file or a reset) by `deadline` (time.monotonic()),
+    sending nothing first."""
+    sock.settimeout(max(deadline - time.monotonic(), 0.01))
+    try:
+        return sock.recv(100) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@contextlib.contextmanager
+def slow_session(home: Any, project: Path, session_id: str, *, greet_after: float, end_after: float) -> Iterator[None]:
+    """A running session, owned by this process (it holds the log's lock), whose handover socket greets
+    `greet_after` seconds after a client connects and, asked to stop, ends `end_after` seconds later: it logs
+    `session.end {reason: interrupted, via: socket}` and tells the client `ended interrupted`, as a session
+    deep in a tool call would. A `stop` through the daemon takes about the sum, and succeeds."""
+    log_path = home.layout.log_path(session_id)
+    log_path.parent.mkdir(parents=True)
+    owner = SessionLog.create(log_path)
+    owner.append("session.start", session=session_id, project=str(project), message="a slow one", owner="terminal")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(home.layout.session_socket(session_id, "handover")))
+    listener.listen()
+
+    def serve() -> None:
+        with contextlib.suppress(OSError), listener.accept()[0] as conn, conn.makefile("rb") as lines:
+            codec = ServerConnection(HANDOVER)
+            codec.receive_data(lines.readline())
+            codec.next_event()  # the greeting
+            time.sleep(greet_after)
+            conn.sendall(codec.greeting_reply())
+            codec.receive_data(lines.readline())
+            if isinstance(codec.next_event(), SessionStopRequest):
+                time.sleep(end_after)
+                owner.append("session.end", reason="interrupted", via="socket")
+                conn.sendall(Ended("interrupted").encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes an accept that nobody answered
+        listener.close()
+        thread.join(greet_after + end_after + 5)
+        owner.release()
 
 
 @dataclass

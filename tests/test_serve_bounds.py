@@ -1,0 +1,80 @@
+"""serve's bounds on a connection (docs/architecture.md#serve), end to end: a real `chock serve` in front of a
+real daemon, and raw sockets that send a request's bytes when the test says, as a slow or hostile client, or a
+browser that sends a fetch's body in a packet of its own, would."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chock.serve.sites import HEAD_SECONDS
+from tests.fakes.serve import ASKS, RawConnection, closed_by_peer, running_stack, slow_session
+
+
+@pytest.fixture
+def stack(home, project, daemons):  # type: ignore[no-untyped-def]
+    with running_stack(home, project, daemons, ASKS) as running:
+        yield running
+
+
+@pytest.mark.parametrize("client", ["silent", "trickling", "trickling after a request"])
+def test_a_head_not_whole_within_its_bound_is_cut_and_others_are_served_meanwhile(stack, client):
+    """A connection's first head is due within the bound of its opening, a later one within the bound of its
+    own first byte; a silent connection is cut like one that trickles."""
+    serve = stack.start_serve()
+    connections = [RawConnection(serve.port) for _ in range(20)]
+    if client == "trickling after a request":
+        for connection in connections:
+            assert connection.request("GET", "/api/health").status == 200
+        time.sleep(4)  # idle: the next head's bound runs from its own first byte, not from here
+    sockets = [connection.sock for connection in connections]
+    began = time.monotonic()
+    try:
+        if client != "silent":
+            for sock in sockets:
+                sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        while time.monotonic() - began < HEAD_SECONDS - 2:
+            if client != "silent":
+                for sock in sockets:
+                    sock.sendall(b"a")  # a byte now and then does not move the head's deadline
+            assert serve.get("/api/health").status == 200  # others are served all the while
+            time.sleep(1)
+        assert not any(closed_by_peer(sock, time.monotonic()) for sock in sockets)  # the bound, not less
+        deadline = began + HEAD_SECONDS + 5
+        assert all(closed_by_peer(sock, deadline) for sock in sockets)  # cut: nothing answered, closed
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_a_post_whose_body_follows_its_head_gets_its_answer_however_long_the_route_takes(stack):
+    session_id = "20260101-000000-5e55e5"
+    with slow_session(stack.home, stack.project, session_id, greet_after=7, end_after=7):
+        serve = stack.start_serve()
+        connection = RawConnection(serve.port)
+        try:
+            began = time.monotonic()
+            stopped = connection.request(
+                "POST", f"/api/sessions/{session_id}/stop", {"project": str(stack.project)}, body_after=0.2
+            )
+            took = time.monotonic() - began
+        finally:
+            connection.close()
+    assert stopped.status == 200 and stopped.json == {"stopped": True}, stopped.body
+    assert took > HEAD_SECONDS + 2  # the route outlived a head's bound by far, and its answer came
+    assert stack.read(session_id)[-1]["type"] == "session.end"
+
+
+def test_a_keep_alive_connection_idles_longer_than_a_head_may_take_and_serves_its_next_request(stack):
+    serve = stack.start_serve()
+    connection = RawConnection(serve.port)
+    try:
+        unknown = connection.request(
+            "POST", "/api/sessions/20260101-000000-0dd0dd/stop", {"project": str(stack.project)}, body_after=0.2
+        )
+        assert unknown.status == 404, unknown.body
+        time.sleep(HEAD_SECONDS + 3)  # idle: aiohttp's keep-alive bound (sites.KEEPALIVE_SECONDS) is the one
+        assert connection.request("GET", "/api/health").status == 200
+    finally:
+        connection.close()
