@@ -1,9 +1,16 @@
-"""What the benchmarks share: the `--quick` switch, a scratch root under /tmp with the environment a chock
-process gets there, a daemon or serve started in it (and stopped at the end), and percentiles.
+"""What the benchmarks share: the `--quick` and `--installed` switches, a scratch root under /tmp with the
+environment a chock process gets there, a daemon or serve started in it (and stopped at the end), and
+percentiles.
 
 A benchmark runs as `python bench/NAME.py`, so this directory is on sys.path and `import _common` finds this
 module; importing it puts the checkout first on sys.path too, so `chock` is the checkout's, in this process
-and (through PYTHONPATH) in every chock process started from `environment()`.
+and (through PYTHONPATH) in every chock process started from `environment()` — unless `--installed` is given:
+then every chock process measured is the installed `/usr/bin/chock` (the Debian package, under Debian's
+/usr/bin/python3), and the baseline interpreter is that one too.
+
+Every chock process runs from compiled modules, as an installed package does: an environment with
+PYTHONDONTWRITEBYTECODE would otherwise have each process compile every module it imports at every start.
+The compiled files are kept in the scratch root (PYTHONPYCACHEPREFIX) and written by a benchmark's first run.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -31,12 +39,50 @@ READY_SECONDS = 30.0
 STOP_SECONDS = 15.0
 
 
-def arguments(doc: str, quick: str) -> argparse.ArgumentParser:
-    """The benchmark's command line: its docstring as the help, and `--quick` (a short run under a minute
-    that asserts correctness; `quick` says what it skips). A benchmark adds its own options to it."""
+# The installed command and its interpreter, measured with --installed.
+INSTALLED_CHOCK = "/usr/bin/chock"
+INSTALLED_PYTHON = "/usr/bin/python3"
+_installed = False
+
+
+def arguments(doc: str, quick: str, *, installed: bool = False) -> argparse.ArgumentParser:
+    """The benchmark's command line: its docstring as the help, `--quick` (a short run under a minute that
+    asserts correctness; `quick` says what it skips) and, for a benchmark that measures chock processes,
+    `--installed`. A benchmark adds its own options to it and reads them with `parse`."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=quick)
+    if installed:
+        parser.add_argument(
+            "--installed",
+            action="store_true",
+            help=f"Measure the installed {INSTALLED_CHOCK} under {INSTALLED_PYTHON} instead of this checkout.",
+        )
     return parser
+
+
+def parse(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The benchmark's options; with --installed, every command `chock()` gives is the installed one."""
+    global _installed
+    options = parser.parse_args()
+    _installed = getattr(options, "installed", False)
+    if _installed and not os.access(INSTALLED_CHOCK, os.X_OK):
+        parser.error(f"--installed: there is no {INSTALLED_CHOCK}; install the Debian package first")
+    return options
+
+
+def python() -> str:
+    """The interpreter chock runs under: the baseline `python3 -c pass` is measured with it."""
+    return INSTALLED_PYTHON if _installed else sys.executable
+
+
+def chock(*args: str) -> list[str]:
+    """The command line of `chock ARGS`, as the installed command or as the checkout's module."""
+    return [INSTALLED_CHOCK, *args] if _installed else [sys.executable, "-m", "chock", *args]
+
+
+def bare_interpreter() -> None:
+    """The baseline of a start: the same interpreter, started with nothing to do."""
+    subprocess.run([python(), "-c", "pass"], check=True)
 
 
 @contextlib.contextmanager
@@ -53,7 +99,8 @@ def scratch() -> Iterator[Path]:
 def environment(root: Path) -> dict[str, str]:
     """The environment of a chock process whose home, state, data, config, cache and runtime dir are all in
     `root`."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CHOCK_", "LISTEN_", "NOTIFY_"))}
+    ours = ("CHOCK_", "LISTEN_", "NOTIFY_", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(ours)}
     env.update(
         HOME=str(root),
         CHOCK_STATE_DIR=str(root / "state"),
@@ -61,8 +108,10 @@ def environment(root: Path) -> dict[str, str]:
         CHOCK_CONFIG=str(root / "config.zon"),
         CHOCK_CACHE_DIR=str(root / "cache"),
         XDG_RUNTIME_DIR=str(root / "runtime"),
-        PYTHONPATH=str(REPO),
+        PYTHONPYCACHEPREFIX=str(root / "pycache"),
     )
+    if not _installed:
+        env["PYTHONPATH"] = str(REPO)
     return env
 
 
@@ -77,7 +126,7 @@ def stopped_at_exit(process: subprocess.Popen) -> Iterator[subprocess.Popen]:  #
         raise
     process.send_signal(signal.SIGTERM)
     code = process.wait(STOP_SECONDS)
-    assert code == 0, f"chock {process.args[3]} exited {code} on SIGTERM"
+    assert code == 0, f"{shlex.join(process.args)} exited {code} on SIGTERM"
 
 
 @contextlib.contextmanager
@@ -88,7 +137,7 @@ def running_daemon(root: Path) -> Iterator[Path]:
 
     socket_path = root / "d.sock"
     process = subprocess.Popen(
-        [sys.executable, "-m", "chock", "daemon", "--socket", str(socket_path)],
+        chock("daemon", "--socket", str(socket_path)),
         env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     with stopped_at_exit(process):
@@ -109,8 +158,7 @@ def running_daemon(root: Path) -> Iterator[Path]:
 def running_serve(root: Path, daemon_socket: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """`chock serve` for the daemon at `daemon_socket`, on 127.0.0.1 at a free port: (its process, the port)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{daemon_socket}", "--host", "127.0.0.1",
-         "--port", "0"],
+        chock("serve", "--daemon", f"unix:{daemon_socket}", "--host", "127.0.0.1", "--port", "0"),
         env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     with stopped_at_exit(process):

@@ -19,7 +19,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def cold_start(root: Path, listener: socket.socket, log_target: str) -> float:
     env = {**_common.environment(root), "FD": str(fd)}
     started = time.perf_counter()
     daemon = subprocess.Popen(
-        ["sh", "-c", ACTIVATE, sys.executable, "-m", "chock", "daemon", "--log-target", log_target],
+        ["sh", "-c", ACTIVATE, *_common.chock("daemon", "--log-target", log_target)],
         pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -60,23 +59,17 @@ def cold_start(root: Path, listener: socket.socket, log_target: str) -> float:
     return elapsed
 
 
-def bare_interpreter() -> float:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return time.perf_counter() - started
-
-
 def main() -> None:
-    parser = _common.arguments(__doc__, "a few rounds; assert the reply only")
+    parser = _common.arguments(__doc__, "a few rounds; assert the reply only", installed=True)
     parser.add_argument("--log-target", default="auto", help="the daemon's --log-target (default auto)")
-    options = parser.parse_args()
+    options = _common.parse(parser)
     rounds = 3 if options.quick else 20
     with _common.scratch() as root:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(root / "d.sock"))
         listener.listen(16)
         measured = [cold_start(root, listener, options.log_target) for _ in range(rounds)]
-        baseline = [bare_interpreter() for _ in range(rounds)]
+        baseline = _common.timed(_common.bare_interpreter, rounds)
         assert (root / "d.sock").exists(), "the daemon never unlinks a socket activation handed it"
         listener.close()
     if options.quick:

@@ -43,7 +43,7 @@ def write_sessions(state: Path, project: Path, count: int) -> list[str]:
 
 
 def main() -> None:
-    options = _common.arguments(__doc__, "fewer rounds; assert delivery only").parse_args()
+    options = _common.parse(_common.arguments(__doc__, "fewer rounds; assert delivery only", installed=True))
     repeats = 20 if options.quick else 300
     with _common.scratch() as root:
         project = root / "project"

@@ -179,10 +179,10 @@ def run(root: Path, socket_path: Path, watcher_count: int, seconds: float) -> tu
 
 
 def main() -> None:
-    parser = _common.arguments(__doc__, "2 s, no baseline; assert delivery only")
+    parser = _common.arguments(__doc__, "2 s, no baseline; assert delivery only", installed=True)
     parser.add_argument("--writer", nargs=2, metavar=("LOG", "COUNT"), help=argparse.SUPPRESS)
     parser.add_argument("--watchers", nargs=4, metavar=("SOCKET", "PROJECT", "N", "OUT"), help=argparse.SUPPRESS)
-    options = parser.parse_args()
+    options = _common.parse(parser)
     if options.writer:
         writer(Path(options.writer[0]), int(options.writer[1]), RATE)
         return

@@ -112,8 +112,8 @@ def run(root: Path, socket_path: Path, size: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = _common.arguments(__doc__, "a log of 64 MB; assert delivery only")
-    options = parser.parse_args()
+    parser = _common.arguments(__doc__, "a log of 64 MB; assert delivery only", installed=True)
+    options = _common.parse(parser)
     size = (64 if options.quick else 1024) * 1000 * 1000
     with _common.scratch() as root, _common.running_daemon(root) as socket_path:
         figures = run(root, socket_path, size)

@@ -87,7 +87,7 @@ def conversation_bytes(state: SessionState) -> int:
 def main() -> None:
     parser = _common.arguments(__doc__ or "", "20,000 events; assert correctness only")
     parser.add_argument("--events", type=int, default=None)
-    options = parser.parse_args()
+    options = _common.parse(parser)
     count = options.events or (20_000 if options.quick else 100_000)
     repeats = 1 if options.quick else 5
     with tempfile.TemporaryDirectory() as scratch:

@@ -19,78 +19,30 @@ appending adds to the daemon's `list` of its project.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import _common
+from _state import AT, CYCLE, log_body, make_project, write_sessions
 
 from chock.control.client import ControlClient
 from chock.log.events import encode
-
-AT = "2026-12-01T07:34:50.123Z"
 
 FULL_SESSIONS = (10, 100, 1000, 5000)
 FULL_EVENTS = (100, 10_000)
 QUICK_SESSIONS = (10, 100)
 QUICK_EVENTS = (100, 1000)
 
-# What a model call leaves in a log, over and over: its message, the tool call, the tool's output (with a
-# terminal escape, as real output has) and the usage.
-CYCLE = [
-    {
-        "type": "assistant.message",
-        "text": "Looking at the failing test first.",
-        "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "pytest -q tests/test_x.py"}}],
-    },
-    {"type": "tool.call", "call_id": "c1", "name": "shell", "args": {"command": "pytest -q tests/test_x.py"}},
-    {"type": "tool.result", "call_id": "c1", "name": "shell", "output": "\x1b[32m" + "." * 150 + "\x1b[0m ok"},
-    {"type": "usage", "input_tokens": 1200, "output_tokens": 80, "cache_read_tokens": 1000, "cache_write_tokens": 0},
-]
-
-
-def make_project(path: Path) -> Path:
-    """A directory that is the top of a git work tree (what `chock sessions` looks for), made without git."""
-    (path / ".git" / "objects").mkdir(parents=True)
-    (path / ".git" / "refs").mkdir()
-    (path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return path.resolve()
-
-
-def log_body(events: int, *, ended: bool = True) -> bytes:
-    """Every line of a log after its session.start: `events` lines in all with the start."""
-    lines = [encode({"id": n, "at": AT, **CYCLE[n % len(CYCLE)]}) for n in range(2, events + (0 if ended else 1))]
-    if ended:
-        lines.append(encode({"id": events, "at": AT, "type": "session.end", "reason": "completed", "exit_code": 0}))
-    return b"".join(lines)
-
-
-def write_sessions(state: Path, project: Path, count: int, events: int, *, first: int = 0) -> list[str]:
-    """`count` ended sessions of `project` with `events` events each; their ids, oldest first."""
-    body = log_body(events)
-    ids = []
-    for number in range(first, first + count):
-        session_id = f"20260101-{number:06d}-{number:06x}"
-        directory = state / "sessions" / session_id
-        directory.mkdir(parents=True, mode=0o700)
-        start = {"type": "session.start", "session": session_id, "project": str(project), "message": "task"}
-        with open(directory / "log.jsonl", "wb") as handle:
-            handle.write(encode({"id": 1, "at": AT, **start}))
-            handle.write(body)
-        ids.append(session_id)
-    return ids
-
 
 def sessions_command(root: Path, project: Path) -> tuple[float, list[dict]]:
     """`chock sessions --json` in `project`: its wall time and its rows (oldest first)."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "chock", "sessions", "--json"],
+        _common.chock("sessions", "--json"),
         cwd=project, env=_common.environment(root), capture_output=True, text=True, check=True,
     )  # fmt: skip
     took = time.perf_counter() - started
@@ -253,11 +205,8 @@ def running_session(root: Path, events: int, repeats: int) -> tuple[float, float
 
 
 def compiled(root: Path) -> None:
-    """Every chock process of this run uses compiled modules, as an installed package does (an environment
-    with PYTHONDONTWRITEBYTECODE would otherwise compile every module at every start): kept under `root`,
-    written by a first run of each command measured."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    """A first run of each command measured, so that every later one runs from compiled modules
+    (`_common.environment` keeps them under `root`)."""
     (root / "warm").mkdir()
     warm = make_project(root / "warm" / "project")
     sessions_command(root, warm)
@@ -267,18 +216,20 @@ def compiled(root: Path) -> None:
 
 def anchors(root: Path, repeats: int) -> tuple[float, float]:
     """`python3 -c pass` and the echo round trip, measured now."""
-    python = _common.timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), repeats)
+    python = _common.timed(_common.bare_interpreter, repeats)
     echo = _common.Echo(root / "echo.sock")
     echo.round_trip()
     return statistics.median(python), statistics.median(_common.timed(echo.round_trip, repeats * 20))
 
 
 def main() -> None:
-    parser = _common.arguments(__doc__, "10 and 100 sessions of 100 and 1,000 events; assert every row only")
+    parser = _common.arguments(
+        __doc__, "10 and 100 sessions of 100 and 1,000 events; assert every row only", installed=True
+    )
     parser.add_argument(
         "--largest", type=int, default=5000, help="Leave out cells with more sessions than this (default 5000)."
     )
-    options = parser.parse_args()
+    options = _common.parse(parser)
     quick = options.quick
     with _common.scratch() as root:
         make_project(root / "project")

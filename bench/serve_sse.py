@@ -123,11 +123,11 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 
 def main() -> None:
-    parser = _common.arguments(__doc__, "a short run; assert delivery only")
+    parser = _common.arguments(__doc__, "a short run; assert delivery only", installed=True)
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--rate", type=int, default=RATE, help="events appended per second")
     parser.add_argument("--seconds", type=float, help="how long to append (default 3 quick, 20 full)")
-    options = parser.parse_args()
+    options = _common.parse(parser)
     seconds = options.seconds or (3.0 if options.quick else 20.0)
     count = int(seconds * options.rate)
     shares = [options.clients // WORKERS + (1 if n < options.clients % WORKERS else 0) for n in range(WORKERS)]
