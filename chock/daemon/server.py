@@ -93,7 +93,7 @@ class Server:
         children = Children(
             layout, status, under_manager=manager.under_user_manager, move_to_scope=manager.move_to_scope
         )
-        self.daemon = Daemon(layout, status, children, Catalog(layout), Hub(layout))
+        self.daemon = Daemon(layout, status, children, Catalog(layout, watched=True), Hub(layout))
         self.listeners: list[Listener] = []
         self._connections: set[Connection] = set()  # those the selector loop owns (not handed to a thread)
         self._stopping: str | None = None

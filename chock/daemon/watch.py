@@ -38,6 +38,7 @@ from chock.log.fanout import Fanout, Fanouts, Subscriber
 from chock.log.reader import offset_after, owner_alive
 from chock.log.row import RowState
 from chock.paths import Layout
+from chock.platform import inotify
 
 # A watch closes this long after a handover end that nobody adopted (the next owner may yet adopt it).
 HANDOVER_WAIT = 30.0
@@ -435,62 +436,34 @@ class _Waker:
     """inotify on the log where there is one (IN_MODIFY: lines appended; IN_CLOSE_WRITE: a writer let go,
     maybe by dying), else a sleep of POLL_INTERVAL; `interrupt()` ends a wait at once."""
 
-    IN_MODIFY = 0x002
-    IN_CLOSE_WRITE = 0x008
-
     def __init__(self, path: Path) -> None:
-        self._fd = _inotify_watch(path, self.IN_MODIFY | self.IN_CLOSE_WRITE)
+        self._inotify = inotify.open_inotify()
+        if self._inotify is not None and self._inotify.add(path, inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE) < 0:
+            self._inotify.close()
+            self._inotify = None
         self._interrupt_r, self._interrupt_w = os.pipe()
         os.set_blocking(self._interrupt_w, False)
 
     def wait(self, timeout: float) -> bool:
         """Wait for a change or `timeout`; True when a writer closed the log."""
-        if self._fd < 0:
+        if self._inotify is None:
             _wait(self._interrupt_r, min(timeout, POLL_INTERVAL))
             return False
-        ready = _wait([self._fd, self._interrupt_r], timeout)
-        closed = False
-        if self._fd in ready:
-            try:
-                data = os.read(self._fd, 64 * 1024)
-            except BlockingIOError:
-                data = b""
-            offset = 0
-            while offset + 16 <= len(data):
-                mask = int.from_bytes(data[offset + 4 : offset + 8], "little")
-                length = int.from_bytes(data[offset + 12 : offset + 16], "little")
-                closed = closed or bool(mask & self.IN_CLOSE_WRITE)
-                offset += 16 + length
-        return closed
+        ready = _wait([self._inotify.fileno(), self._interrupt_r], timeout)
+        if self._inotify.fileno() not in ready:
+            return False
+        return any(mask & inotify.IN_CLOSE_WRITE for _, mask, _ in self._inotify.read())
 
     def interrupt(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._interrupt_w, b"x")
 
     def close(self) -> None:
-        for fd in (self._fd, self._interrupt_r, self._interrupt_w):
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+        for fd in (self._interrupt_r, self._interrupt_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._fd = self._interrupt_r = self._interrupt_w = -1
-
-
-def _inotify_watch(path: Path, mask: int) -> int:
-    """An inotify descriptor watching `path`, or -1 where there is none (not Linux, out of instances)."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return -1
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
-            return -1
-        if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
-            os.close(fd)
-            return -1
-        return fd
-    except (OSError, AttributeError):
-        return -1
+        self._interrupt_r = self._interrupt_w = -1

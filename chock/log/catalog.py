@@ -9,6 +9,10 @@ a log that shrank or was replaced is folded again from its start. Rows are writt
 new process starts where the last one left off; a project's sessions are found through the index by
 project (`chock.log.index`), so listing one project never reads another's logs.
 
+The daemon's catalog (`watched=True`) learns which logs changed from inotify (`chock.log.freshness`): an entry
+no event has touched since it was made is returned with no system call, and only the others are looked at
+with a stat. A one-shot reader looks at each log once anyway, and stats it.
+
 A row's status needs the log's lock as well as the fold (a session with no end after its latest start or
 adopt is running while its owner holds the lock, abandoned once nobody does): that probe is made on
 every look, and not at all for a session whose log says how it ended (docs/log.md#rows-and-the-catalog).
@@ -25,6 +29,7 @@ from typing import Any
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
+from chock.log.freshness import Freshness
 from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
 from chock.log.row import RowState
@@ -73,11 +78,15 @@ class Entry(Cached):
 class Catalog:
     """The sessions of one state dir. Safe to share between threads."""
 
-    def __init__(self, layout: Layout, *, cache: bool = True) -> None:
+    def __init__(self, layout: Layout, *, cache: bool = True, watched: bool = False) -> None:
         # Paths as strings: a listing builds one per session, and pathlib would be its largest cost.
         self._sessions = os.fspath(layout.sessions_dir)
         self._cache = os.fspath(layout.rows_dir) if cache else None
         self._entries: dict[str, Entry] = {}
+        # With `watched` (the daemon's: it lists again and again), which entries no event has touched; the
+        # lock keeps its bookkeeping and `_entries` in step.
+        self._freshness = Freshness(self._sessions) if watched else None
+        self._lock = threading.Lock()
         self.index = ProjectIndex(self._sessions, self._cache)
         # What the cache dir holds of each project (as read, or as last written here), and since when.
         self._disk: dict[str, dict[str, Cached]] = {}
@@ -85,22 +94,24 @@ class Catalog:
         self._refused: set[str] = set()
         self._saving = threading.Lock()
 
-    def log_path(self, session_id: str) -> str:
-        return f"{self._sessions}/{check_session_id(session_id)}/log.jsonl"
+    def _log(self, session_id: str) -> str:
+        """The log's path, for an id already checked (the index's, an entry's)."""
+        return f"{self._sessions}/{session_id}/log.jsonl"
 
     def alive(self, entry: Entry) -> bool:
         """The lock probe, skipped when the log already says how the session ended."""
-        return False if entry.state.ended else owner_alive(self.log_path(entry.session_id))
+        return False if entry.state.ended else owner_alive(self._log(entry.session_id))
 
     def entry(self, session_id: str) -> Entry | None:
         """The session as its log says now, or None when it has no log (yet, or any more)."""
-        return self._look(session_id, None)
+        check_session_id(session_id)
+        return self._looks([session_id], None)[0]
 
     def of_project(self, project: str | os.PathLike[str]) -> list[Entry]:
         """The sessions of `project` (compared by resolved real path), oldest first."""
         real = os.path.realpath(project)
         key = key_of(real)
-        found = [self._look(session_id, key) for session_id in self.index.sessions_of(real)]
+        found = self._looks(self.index.sessions_of(real), key)
         entries = [entry for entry in found if entry is not None and entry.project_real == real]
         self._save(key, entries)
         return entries
@@ -109,8 +120,7 @@ class Catalog:
         """Every session of the state dir, oldest first."""
         entries = []
         for key, ids in self.index.every().items():
-            found = [self._look(session_id, key) for session_id in ids]
-            group = [entry for entry in found if entry is not None]
+            group = [entry for entry in self._looks(ids, key) if entry is not None]
             self._save(key, group)
             entries += group
         return sorted(entries, key=lambda entry: entry.session_id)
@@ -124,19 +134,39 @@ class Catalog:
 
     # Looking, and folding -------------------------------------------------------------------------------
 
+    def _looks(self, ids: list[str], key: str | None) -> list[Entry | None]:
+        """The sessions `ids` (checked ids, of project `key` when known) now: the fresh entries as they are
+        (watched), a look at each of the others."""
+        freshness = self._freshness
+        if freshness is None:
+            return [self._look(session_id, key) for session_id in ids]
+        with self._lock:
+            for session_id in freshness.drain():
+                self._entries.pop(session_id, None)
+            fresh, entries = freshness.fresh, self._entries
+            found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
+        return [
+            entry if entry is not None else self._look(session_id, key)
+            for session_id, entry in zip(ids, found, strict=True)
+        ]
+
     def _look(self, session_id: str, key: str | None) -> Entry | None:
         """The session now: what this catalog holds when the log has not grown, else the fold of what the
         log holds past what it (or the cache) covers."""
-        path = self.log_path(session_id)
+        path = self._log(session_id)
+        token = None
+        if self._freshness is not None:
+            with self._lock:  # watched before the stat: a change after it is an event
+                token = self._freshness.watch(session_id, path)
         old = self._entries.get(session_id)
         try:
             info = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
-            self._entries.pop(session_id, None)
+            self._forget(session_id)
             return None
         identity = (info.st_dev, info.st_ino)
         if old is not None and old.identity == identity and old.offset == info.st_size:
-            return old
+            return self._keep(old, token)
         base: Cached | None = (
             old if old is not None and old.identity == identity and old.offset <= info.st_size else None
         )
@@ -150,11 +180,11 @@ class Catalog:
                 if cached.identity == identity and cached.offset == info.st_size and cached.mtime == info.st_mtime_ns:
                     # The log is as it was when the cache was written: nothing to read.
                     entry = Entry(session_id, identity, cached.mtime, cached.offset, cached.state, cached.project_real)
-                    self._entries[session_id] = entry
-                    return entry
+                    return self._keep(entry, token)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
+            self._forget(session_id)
             return None
         try:
             entry, based = _fold(session_id, fd, base)
@@ -162,8 +192,26 @@ class Catalog:
             os.close(fd)
         if cached is not None and not based:
             self._refused.add(session_id)  # the cache disagrees with the log: rewrite it at the next save
-        self._entries[session_id] = entry
+        return self._keep(entry, token)
+
+    def _keep(self, entry: Entry, token: object | None) -> Entry:
+        """Hold `entry` as the session's, fresh when no event came since the watch that gave `token`."""
+        if self._freshness is None:
+            self._entries[entry.session_id] = entry
+            return entry
+        with self._lock:
+            self._entries[entry.session_id] = entry
+            self._freshness.made(entry.session_id, token)
         return entry
+
+    def _forget(self, session_id: str) -> None:
+        """The session has no log (any more): its entry goes, and its watch with it."""
+        if self._freshness is None:
+            self._entries.pop(session_id, None)
+            return
+        with self._lock:
+            self._entries.pop(session_id, None)
+            self._freshness.forget(session_id)
 
     # The cache ------------------------------------------------------------------------------------------
 
