@@ -72,12 +72,6 @@ class InlineWriter(ReplyWriter):
     def send(self, data: bytes) -> None:
         self._connection.out += data
 
-    def buffer(self, data: bytes) -> None:
-        self._connection.out += data
-
-    def flush(self) -> None:
-        pass
-
     def stream(self, chunks: Iterator[bytes]) -> None:
         self._connection.producer = chunks
 

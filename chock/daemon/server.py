@@ -221,7 +221,12 @@ class Server:
                     ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly"), now, "too_many"
                 )
                 self._settle(selector, oldest)
-            self._settle(selector, connection)
+            if connection.phase == READING:
+                # A client sends its greeting and request as soon as it connects, so they are usually here
+                # already: read them now rather than a turn of the loop later (nothing yet is no error).
+                self._serve(selector, connection, selectors.EVENT_READ)
+            else:
+                self._settle(selector, connection)
 
     def _waiting(self) -> list[Connection]:
         return [c for c in self._connections if c.phase == READING]

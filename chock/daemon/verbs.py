@@ -43,39 +43,30 @@ class ClientGone(Exception):
 
 
 class ReplyWriter:
-    """The write side of one connection."""
+    """The write side of one connection: a reply's bytes whole (`send`), or as a producer makes them (`stream`)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._buffer: list[bytes] = []
-        self._size = 0
 
     def send(self, data: bytes) -> None:
-        self.buffer(data)
-        self.flush()
-
-    def buffer(self, data: bytes) -> None:
-        self._buffer.append(data)
-        self._size += len(data)
-        if self._size >= SEND_BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._buffer:
-            return
-        data = b"".join(self._buffer)
-        self._buffer.clear()
-        self._size = 0
         try:
             self.sock.sendall(data)
         except OSError:
             raise ClientGone from None
 
     def stream(self, chunks: Iterator[bytes]) -> None:
-        """Send what `chunks` produces, as the client takes it."""
+        """Send what `chunks` produces, as the client takes it, gathered into sends of about SEND_BATCH bytes."""
+        batch: list[bytes] = []
+        size = 0
         for chunk in chunks:
-            self.buffer(chunk)
-        self.flush()
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= SEND_BATCH:
+                self.send(b"".join(batch))
+                batch.clear()
+                size = 0
+        if batch:
+            self.send(b"".join(batch))
 
 
 def _not_found(text: str) -> ProtocolError:
@@ -142,10 +133,8 @@ def _complete_lines(handle: BinaryIO, start: int) -> Iterator[bytes]:
 
 def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
-    catalog = daemon.catalog
-    for entry in catalog.of_project(request.project):
-        reply.buffer(entry.line(catalog.alive(entry), _list_line))
-    reply.flush()
+    alive = daemon.catalog.alive
+    reply.send(b"".join([entry.line(alive(entry), _list_line) for entry in daemon.catalog.of_project(request.project)]))
 
 
 def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:

@@ -97,7 +97,9 @@ class ProjectIndex:
         except FileNotFoundError:
             self._mtime, self._keys, self._projects, self._pending = None, {}, {}, []
             return False
-        if self._mtime != mtime or not self._trusted:
+        if self._mtime == mtime and not self._trusted and self._keys is not None:
+            self._confirm(mtime)
+        elif self._mtime != mtime or not self._trusted:
             stamp = self._read_stamp()
             if stamp is not None and stamp[0] == mtime and _trusted(stamp[0], stamp[1]):
                 if self._mtime != mtime:
@@ -114,8 +116,8 @@ class ProjectIndex:
         (every file of it with `rewrite`)."""
         with self._locked() as writable:
             mtime = os.stat(self._sessions).st_mtime_ns  # before the listing: a later change moves it on
-            names = [name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)]
             listed_at = time.time_ns()
+            names = [name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)]
             filed = self._read_listing() if self._dir is not None else {}
             known = self._keys if self._keys is not None else filed
             keys = {}
@@ -131,12 +133,34 @@ class ProjectIndex:
                         write_json(f"{self._dir}/projects/{key}.json", {"v": VERSION, "ids": projects.get(key, [])})
                 if rewrite or keys != filed:
                     write_json(f"{self._dir}/listing.json", {"v": VERSION, "keys": keys})
-                write_json(
-                    f"{self._dir}/stamp.json",
-                    {"v": VERSION, "mtime": mtime, "at": listed_at, "filed": sorted(projects), "pending": pending},
-                )
+                self._write_stamp(mtime, listed_at, sorted(projects), pending)
         self._mtime, self._trusted = mtime, _trusted(mtime, listed_at)
         self._keys, self._projects, self._filed, self._pending = keys, projects, set(projects), pending
+
+    def _confirm(self, mtime: int) -> None:
+        """The memory is this object's own listing of the directory at `mtime`, made too soon after it to be
+        trusted: list the names again and compare with it. The same names are the same index, so nothing is
+        written — but the stamp, once, when this listing is the one that can be trusted (then other readers
+        trust it too); other names are listed and written as ever."""
+        assert self._keys is not None
+        listed_at = time.time_ns()
+        names = {name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)}
+        if names != self._keys.keys():
+            self._list()
+            return
+        self._trusted = _trusted(mtime, listed_at)
+        if self._trusted:
+            with self._locked() as writable:
+                if writable:
+                    self._write_stamp(
+                        mtime, listed_at, sorted(k for k, ids in self._projects.items() if ids), self._pending
+                    )
+
+    def _write_stamp(self, mtime: int, listed_at: int, filed: list[str], pending: list[str]) -> None:
+        write_json(
+            f"{self._dir}/stamp.json",
+            {"v": VERSION, "mtime": mtime, "at": listed_at, "filed": filed, "pending": pending},
+        )
 
     def _first_key(self, session_id: str) -> str | None:
         """The key of the project the log's first line names; None while that line is not complete."""
