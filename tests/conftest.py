@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,11 +57,18 @@ class Home:
         )  # fmt: skip
 
     def spawn(
-        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kwargs
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        **kwargs,
     ) -> subprocess.Popen[str]:
+        """`chock ARGS` in the background (run by `prefix`, a command that runs the rest, when given)."""
         return subprocess.Popen(
-            [sys.executable, "-m", "chock", *args], cwd=cwd, env={**self.env, **(env or {})}, text=True, **kwargs
-        )
+            [*prefix, sys.executable, "-m", "chock", *args],
+            cwd=cwd, env={**self.env, **(env or {})}, text=True, **kwargs,
+        )  # fmt: skip
 
     def events(self, session_id: str) -> list[dict]:
         """Every complete line of the log, strictly parsed; what follows the last newline is a write that

@@ -574,3 +574,177 @@ def _served(home) -> int:
     except (FileNotFoundError, ValueError):
         return 0
     return record["connections"]["served"]
+
+
+# The daemon's list: every change at once ------------------------------------------------------------------
+#
+# The daemon's catalog takes an entry as it is until inotify says its log changed (chock/log/freshness.py):
+# each test makes one kind of change and lists at once, with no wait between the change and the list.
+
+
+def _rows(daemon, project: Path) -> dict[str, dict]:
+    return {row["id"]: row for _, row in daemon.client.list(project)}
+
+
+def _usage(event_id: int, tokens: int = 1) -> bytes:
+    return encode({"id": event_id, "at": AT, "type": "usage", "input_tokens": tokens})
+
+
+def test_the_daemons_list_shows_each_line_a_writer_appends_at_once(home, project, daemons):
+    layout = home.layout
+    sid = write_session(layout, 1, project, [])  # no end yet: its writer appends as it goes
+    daemon = daemons.start()
+    assert _rows(daemon, project)[sid]["last_event_id"] == 1
+    # The writer keeps its log open, as a session does, and the daemon lists after every line.
+    with open(layout.log_path(sid), "ab", buffering=0) as log:
+        for event_id in range(2, 12):
+            log.write(_usage(event_id))
+            row = _rows(daemon, project)[sid]
+            assert (row["last_event_id"], row["input_tokens"]) == (event_id, event_id - 1)
+        torn = _usage(12)
+        log.write(torn[:20])  # half a line: not a row yet
+        assert _rows(daemon, project)[sid]["last_event_id"] == 11
+        log.write(torn[20:])
+        assert _rows(daemon, project)[sid]["last_event_id"] == 12
+        log.write(encode({"id": 13, "at": AT, "type": "session.end", "reason": "failed", "exit_code": 1}))
+        row = _rows(daemon, project)[sid]
+        assert (row["status"], row["end_reason"]) == ("ended", "failed")
+
+
+def test_the_daemons_list_shows_an_ended_session_carried_on_at_once(home, project, daemons):
+    asks = {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "ls"}}]}
+    home.replay_instance([{"text": "First.", "tool_calls": []}, asks])  # the second reply is the carried-on turn's
+    assert home.chock("run", "first", cwd=project).returncode == 0
+    (sid,) = os.listdir(home.layout.sessions_dir)
+    daemon = daemons.start()
+    assert _rows(daemon, project)[sid]["status"] == "ended"
+    # `chock run --continue`, in a process of its own, appends to the ended log and waits for an approval.
+    process = home.spawn("run", "--continue", sid, "again", cwd=project, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: b'"approval.request"' in home.layout.log_path(sid).read_bytes(), what="the approval request")
+        row = _rows(daemon, project)[sid]
+        assert (row["status"], row["pending_approvals"]) == ("waiting", 1)
+        assert row["last_event_id"] == home.events(sid)[-1]["id"]
+    finally:
+        process.kill()
+        process.wait(10)
+    assert _rows(daemon, project)[sid]["status"] == "abandoned"
+
+
+@pytest.mark.parametrize("how", ["renamed over it, the old one still open", "moved away, then another moved in"])
+def test_the_daemons_list_shows_a_log_replaced_by_another_file_at_once(home, project, daemons, how):
+    layout = home.layout
+    sid = write_session(layout, 1, project, [{"type": "usage", "input_tokens": 5}])
+    daemon = daemons.start()
+    assert _rows(daemon, project)[sid]["input_tokens"] == 5
+    path = layout.log_path(sid)
+    other = path.with_name("other")
+    other.write_bytes(path.read_bytes().replace(b'"input_tokens": 5', b'"input_tokens": 7'))
+    assert b'"input_tokens": 7' in other.read_bytes()
+    if how == "renamed over it, the old one still open":
+        with open(path, "rb"):  # a reader of the old log (a watch, `chock attach`) keeps it in being
+            os.replace(other, path)
+            assert _rows(daemon, project)[sid]["input_tokens"] == 7
+    else:
+        os.rename(path, path.with_name("old"))
+        assert sid not in _rows(daemon, project)  # no log: no session
+        os.rename(other, path)
+        assert _rows(daemon, project)[sid]["input_tokens"] == 7
+
+
+@pytest.mark.parametrize("how", ["chock sessions remove", "its directory moved elsewhere"])
+def test_a_session_removed_leaves_the_daemons_list_and_verbs_at_once(home, project, daemons, tmp_path, how):
+    from chock.control.daemon_protocol import RemoveRequest
+    from chock.control.framing import ProtocolError
+
+    layout = home.layout
+    kept, gone = write_session(layout, 1, project), write_session(layout, 2, project)
+    daemon = daemons.start()
+    assert list(_rows(daemon, project)) == [kept, gone]
+    if how == "chock sessions remove":
+        assert home.chock("sessions", "remove", gone, cwd=project).returncode == 0
+    else:
+        os.rename(layout.session_dir(gone), tmp_path / "archived")
+    assert list(_rows(daemon, project)) == [kept]
+    with pytest.raises(ProtocolError) as refused:  # one session's verbs look it up on its own
+        daemon.client.call(RemoveRequest(str(project), gone))
+    assert refused.value.code == "not-found"
+
+
+def test_the_daemons_list_shows_a_new_session_at_once_and_relisting_writes_nothing(home, project, daemons):
+    layout = home.layout
+    sessions, stamp = layout.sessions_dir, layout.rows_dir / "stamp.json"
+    daemon = daemons.start()
+    ids = [write_session(layout, 0, project)]
+    assert list(_rows(daemon, project)) == ids
+    for number in range(1, 6):
+        # Each made in the same tick of the file system's clock as the listing before it: the directory's
+        # mtime stays where that listing saw it.
+        seen = sessions.stat().st_mtime_ns
+        ids.append(write_session(layout, number, project))
+        os.utime(sessions, ns=(seen, seen))
+        assert list(_rows(daemon, project)) == ids
+
+    # Listing again while nothing changes writes nothing: not within the second after the change, and once
+    # a listing past it has written the stamp other readers trust, not again.
+    def stamped() -> int:
+        return json.loads(stamp.read_text())["at"]  # when the listing the stamp records was made
+
+    written = stamped()
+    for _ in range(3):
+        assert list(_rows(daemon, project)) == ids
+    assert stamped() == written
+    time.sleep(1.2)
+    assert list(_rows(daemon, project)) == ids
+    trusted = stamped()
+    assert trusted - sessions.stat().st_mtime_ns > 1e9
+    for _ in range(3):
+        assert list(_rows(daemon, project)) == ids
+    assert stamped() == trusted
+
+
+def test_events_the_kernel_could_not_queue_leave_no_row_stale(home, project, daemons):
+    layout = home.layout
+    busy = [write_session(layout, n, project, []) for n in (1, 2)]
+    quiet = write_session(layout, 3, project, [])
+    daemon = daemons.start()
+    assert {sid: row["last_event_id"] for sid, row in _rows(daemon, project).items()} == dict.fromkeys(
+        [*busy, quiet], 1
+    )
+    # More events than the kernel queues for the daemon, between two lists (two logs in turn: the kernel
+    # merges only an event equal to the one before it), then one more for a third log: that one is lost.
+    queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    with (
+        open(layout.log_path(busy[0]), "ab", buffering=0) as first,
+        open(layout.log_path(busy[1]), "ab", buffering=0) as second,
+    ):
+        for event_id in range(2, queued // 2 + 10):
+            first.write(_usage(event_id))
+            second.write(_usage(event_id))
+    append(layout, quiet, _usage(2))
+    rows = _rows(daemon, project)
+    assert rows[quiet]["last_event_id"] == 2
+    assert rows[busy[0]]["last_event_id"] == rows[busy[1]]["last_event_id"] == queued // 2 + 9
+
+
+@pytest.mark.parametrize("limit", [{"watches": 3}, {"instances": 0}], ids=["watch limit", "no inotify instance"])
+def test_without_inotify_the_daemons_list_is_right_all_the_same(home, project, daemons, tmp_path, limit):
+    from tests.fakes.limits import inotify_limited
+
+    layout = home.layout
+    ids = [write_session(layout, n, project, []) for n in range(4)]
+    # The kernel's own refusal: with 3 watches, the sessions dir and two logs have one, the other logs none.
+    daemon = daemons.start(prefix=inotify_limited(**limit))
+    assert list(_rows(daemon, project)) == ids
+    for event_id in range(2, 5):
+        for sid in ids:
+            append(layout, sid, _usage(event_id))
+            assert _rows(daemon, project)[sid]["last_event_id"] == event_id
+    path = layout.log_path(ids[0])
+    replacement = path.with_name("other")
+    replacement.write_bytes(path.read_bytes() + _usage(5, 10))
+    with open(path, "rb"):
+        os.replace(replacement, path)
+        assert _rows(daemon, project)[ids[0]]["input_tokens"] == 13
+    os.rename(layout.session_dir(ids[1]), tmp_path / "archived")
+    assert list(_rows(daemon, project)) == [ids[0], *ids[2:]]

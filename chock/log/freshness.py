@@ -1,14 +1,24 @@
 """Which of the daemon's catalog entries still say what their logs hold, learnt from inotify rather than from a
 stat of every log at every `list` (docs/log.md#rows-and-the-catalog).
 
-Each log the catalog holds an entry for has a watch (written to or cut, its metadata or link count changed —
-an unlink, a rename over it —, a writer let go, deleted, moved), and so has the sessions dir (a session's
-directory made, removed or moved in or out). A watch is added before the stat that makes the entry, so a
-change after that stat is an event; an entry is fresh from when it is made until any event for its session
-arrives, and a fresh entry is returned with no system call. Everything that cannot be told this way is looked
-at with a stat, as without inotify: a lost queue (IN_Q_OVERFLOW) or a lost sessions-dir watch makes every entry
-stale, and a session whose watch the kernel refuses (the per-user watch limit), or past MAX_WATCHES, is never
-fresh.
+Each log the catalog holds an entry for has a watch, and so has the sessions dir. A watch is added before the
+stat that makes the entry, so a change after that stat is an event; an entry is fresh from when it is made
+until an event for its session arrives, and a fresh entry is returned with no system call. What a look
+could find different, and the event that says so:
+
+    lines appended, or the log cut                    IN_MODIFY on the log
+    the log unlinked, or another file renamed over it IN_ATTRIB on the log (its link count)
+    the log renamed away (another may follow it)      IN_MOVE_SELF on the log
+    a session's directory moved away (removal's first step, or by hand)
+                                                      IN_MOVED_FROM on the sessions dir, named
+    the sessions dir itself moved                     IN_MOVE_SELF on it: every entry is stale
+    a log deleted, or a watch dropped                 IN_IGNORED (always sent): its entries go
+
+Nothing else needs one: a directory is removed or a file moved into a name only after what was there went,
+and a writer's close changes no byte. A new session is found by the index (`chock.log.index`), and a row's
+status by the lock probe on every look. Everything inotify cannot tell is looked at with a stat, as without
+it: a lost queue (IN_Q_OVERFLOW) makes every entry stale, and a session whose watch the kernel refuses (the
+per-user watch limit), or past MAX_WATCHES, is never fresh.
 
 Not thread-safe: the catalog calls it under its own lock.
 """
@@ -17,21 +27,9 @@ from __future__ import annotations
 
 from chock.platform import inotify
 
-# What changes a log's row, or says the file at its path may not be this one any more.
-LOG_EVENTS = (
-    inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_CLOSE_WRITE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
-)
-
-# What changes which directory a session's name holds.
-DIR_EVENTS = (
-    inotify.IN_CREATE
-    | inotify.IN_DELETE
-    | inotify.IN_MOVED_FROM
-    | inotify.IN_MOVED_TO
-    | inotify.IN_DELETE_SELF
-    | inotify.IN_MOVE_SELF
-    | inotify.IN_ONLYDIR
-)
+# The events that say a log may not hold what its entry says (see above).
+LOG_EVENTS = inotify.IN_MODIFY | inotify.IN_ATTRIB | inotify.IN_MOVE_SELF
+DIR_EVENTS = inotify.IN_MOVED_FROM | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR
 
 # The logs watched at most; the sessions past it are looked at with a stat. Watches are counted per user and
 # shared with every program the user runs (editors, file managers); the kernel allows at least 8,192, so

@@ -16,12 +16,8 @@ from typing import Any
 IN_MODIFY = 0x00000002  # written to, or truncated
 IN_ATTRIB = 0x00000004  # metadata, including the link count: an unlink, or a rename over the file
 IN_CLOSE_WRITE = 0x00000008  # a writer let go (closed it, or died)
-IN_MOVED_FROM = 0x00000040  # a directory's entry moved away
-IN_MOVED_TO = 0x00000080  # an entry moved into a directory
-IN_CREATE = 0x00000100
-IN_DELETE = 0x00000200
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
+IN_MOVED_FROM = 0x00000040  # an entry of the directory moved away (the event names it)
+IN_MOVE_SELF = 0x00000800  # the watched file itself moved (the watch follows it)
 IN_Q_OVERFLOW = 0x00004000  # the kernel's queue overflowed: events were lost (wd is -1)
 IN_IGNORED = 0x00008000  # the watch is gone (removed, or its file deleted): no event for it follows
 IN_ONLYDIR = 0x01000000

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,12 +85,13 @@ class Daemons:
     tmp: Path
     started: list[Daemon] = field(default_factory=list)
 
-    def spawn(self, *args: str, socket_path: Path | None = None) -> Daemon:
-        """`chock daemon --socket PATH ARGS`, not waited for; killed at the end like every other."""
+    def spawn(self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = ()) -> Daemon:
+        """`chock daemon --socket PATH ARGS` (run by `prefix`, when given), not waited for; killed at the end like
+        every other."""
         path = socket_path or short_dir() / "d.sock"
         stderr_path = self.tmp / f"daemon-{len(self.started)}-{time.monotonic_ns()}.err"
         process = self.home.spawn(
-            "daemon", "--socket", str(path), *args,
+            "daemon", "--socket", str(path), *args, prefix=prefix,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(stderr_path, "w"),  # noqa: SIM115
         )  # fmt: skip
         return self.add(Daemon(process, path, stderr_path))
@@ -100,9 +101,9 @@ class Daemons:
         self.started.append(daemon)
         return daemon
 
-    def start(self, *args: str, socket_path: Path | None = None) -> Daemon:
+    def start(self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = ()) -> Daemon:
         """A daemon that answers: waited for until it does; with --host, its TCP address read from stdout."""
-        daemon = self.spawn(*args, socket_path=socket_path)
+        daemon = self.spawn(*args, socket_path=socket_path, prefix=prefix)
         wait_until(daemon.answers, READY_SECONDS, f"the daemon at {daemon.address} to answer")
         if "--host" in args:
             line = daemon.process.stdout.readline()
