@@ -2,8 +2,8 @@
 
 Both are measured in the same run on the same machine, with the same raw socket client: the echo is one
 connect, one line each way and a close with nothing behind it, so the ratio is what the daemon adds (the
-greeting, a look at each log — the rows are folded once and kept while a log does not grow — the lock probe of
-each unfinished session, and the rows' bytes). What a client then makes of the rows is its own cost: the
+greeting, the rows — folded once, and looked at again only for a log inotify says changed —, the lock probe
+of each unfinished session, and the rows' bytes). What a client then makes of the rows is its own cost: the
 blocking client's parse of the same reply is timed on its own.
 
     python bench/daemon_list.py           # prints the figures

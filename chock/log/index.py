@@ -13,7 +13,9 @@ Listing one project reads `stamp.json` and that project's file, plus the first l
 pending: its cost does not grow with other projects' sessions. Sessions come and go only as entries of the
 sessions dir, which move its mtime, so a stamp whose mtime is the directory's is current — unless the
 listing was made within RACY_NS of that mtime (a session made in the same clock tick, after the listing,
-leaves the mtime where it was): then the next reader lists again. Writers list and write under
+leaves the mtime where it was): then the next reader lists again — a reader holding its own listing in memory
+(the daemon) compares the names with it, and writes nothing unless they differ (but the stamp, once, when its
+listing is past RACY_NS and other readers may trust it). Writers list and write under
 `index.lock`, one at a time, and write what differs from `listing.json`, so a slower writer never puts
 back an older listing; a reader that finds the lock taken lists for itself and writes nothing. A project
 file the stamp names that is missing or unreadable makes the next reader list again and rewrite every file:

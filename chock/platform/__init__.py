@@ -1,1 +1,1 @@
-"""Platform glue: peer credentials, systemd (LISTEN_FDS, sd_notify, transient scopes) and launchd."""
+"""Platform glue: peer credentials, systemd (LISTEN_FDS, sd_notify, transient scopes), launchd and inotify."""
