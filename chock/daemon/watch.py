@@ -38,7 +38,6 @@ from chock.log.fanout import Fanout, Fanouts, Subscriber
 from chock.log.reader import offset_after, owner_alive
 from chock.log.row import RowState
 from chock.paths import Layout
-from chock.platform import inotify
 
 # A watch closes this long after a handover end that nobody adopted (the next owner may yet adopt it).
 HANDOVER_WAIT = 30.0
@@ -437,7 +436,10 @@ class _Waker:
     maybe by dying), else a sleep of POLL_INTERVAL; `interrupt()` ends a wait at once."""
 
     def __init__(self, path: Path) -> None:
+        from chock.platform import inotify  # lazily: a daemon that has not been asked to watch never loads it
+
         self._inotify = inotify.open_inotify()
+        self._writer_closed = inotify.IN_CLOSE_WRITE
         if self._inotify is not None and self._inotify.add(path, inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE) < 0:
             self._inotify.close()
             self._inotify = None
@@ -452,7 +454,7 @@ class _Waker:
         ready = _wait([self._inotify.fileno(), self._interrupt_r], timeout)
         if self._inotify.fileno() not in ready:
             return False
-        return any(mask & inotify.IN_CLOSE_WRITE for _, mask, _ in self._inotify.read())
+        return any(mask & self._writer_closed for _, mask, _ in self._inotify.read())
 
     def interrupt(self) -> None:
         with contextlib.suppress(OSError):

@@ -25,16 +25,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
-from chock.log.freshness import Freshness
 from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
 from chock.log.row import RowState
 from chock.log.rowcache import Cached
 from chock.paths import Layout, check_session_id
+
+if TYPE_CHECKING:
+    from chock.log.freshness import Freshness
 
 # A project's cached rows are rewritten for a running session at most this often (at once for a session
 # that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a
@@ -83,9 +85,10 @@ class Catalog:
         self._sessions = os.fspath(layout.sessions_dir)
         self._cache = os.fspath(layout.rows_dir) if cache else None
         self._entries: dict[str, Entry] = {}
-        # With `watched` (the daemon's: it lists again and again), which entries no event has touched; the
-        # lock keeps its bookkeeping and `_entries` in step.
-        self._freshness = Freshness(self._sessions) if watched else None
+        # With `watched` (the daemon's: it lists again and again), which entries no event has touched, made at
+        # the first look; the lock keeps its bookkeeping and `_entries` in step.
+        self._watched = watched
+        self._freshness: Freshness | None = None
         self._lock = threading.Lock()
         self.index = ProjectIndex(self._sessions, self._cache)
         # What the cache dir holds of each project (as read, or as last written here), and since when.
@@ -137,10 +140,15 @@ class Catalog:
     def _looks(self, ids: list[str], key: str | None) -> list[Entry | None]:
         """The sessions `ids` (checked ids, of project `key` when known) now: the fresh entries as they are
         (watched), a look at each of the others."""
-        freshness = self._freshness
-        if freshness is None:
+        if not self._watched:
             return [self._look(session_id, key) for session_id in ids]
         with self._lock:
+            freshness = self._freshness
+            if freshness is None:
+                # Lazily: neither a one-shot reader nor the daemon's start-up pays for what it has no use for yet.
+                from chock.log.freshness import Freshness
+
+                freshness = self._freshness = Freshness(self._sessions)
             for session_id in freshness.drain():
                 self._entries.pop(session_id, None)
             fresh, entries = freshness.fresh, self._entries
