@@ -14,8 +14,8 @@ pending: its cost does not grow with other projects' sessions. Sessions come and
 sessions dir, which move its mtime, so a stamp whose mtime is the directory's is current — unless the
 listing was made within RACY_NS of that mtime (a session made in the same clock tick, after the listing,
 leaves the mtime where it was): then the next reader lists again — a reader holding its own listing in memory
-(the daemon) compares the names with it, and writes nothing unless they differ (but the stamp, once, when its
-listing is past RACY_NS and other readers may trust it). Writers list and write under
+(the daemon) compares the names with it, and writes nothing unless they differ or its listing is the first past
+RACY_NS (which writes the stamp other readers then trust). Writers list and write under
 `index.lock`, one at a time, and write what differs from `listing.json`, so a slower writer never puts
 back an older listing; a reader that finds the lock taken lists for itself and writes nothing. A project
 file the stamp names that is missing or unreadable makes the next reader list again and rewrite every file:
@@ -118,7 +118,7 @@ class ProjectIndex:
         (every file of it with `rewrite`)."""
         with self._locked() as writable:
             mtime = os.stat(self._sessions).st_mtime_ns  # before the listing: a later change moves it on
-            listed_at = time.time_ns()
+            listed_at = time.time_ns()  # before it too: begun past RACY_NS, it misses nothing of that tick
             names = [name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)]
             filed = self._read_listing() if self._dir is not None else {}
             known = self._keys if self._keys is not None else filed
@@ -135,34 +135,23 @@ class ProjectIndex:
                         write_json(f"{self._dir}/projects/{key}.json", {"v": VERSION, "ids": projects.get(key, [])})
                 if rewrite or keys != filed:
                     write_json(f"{self._dir}/listing.json", {"v": VERSION, "keys": keys})
-                self._write_stamp(mtime, listed_at, sorted(projects), pending)
+                write_json(
+                    f"{self._dir}/stamp.json",
+                    {"v": VERSION, "mtime": mtime, "at": listed_at, "filed": sorted(projects), "pending": pending},
+                )
         self._mtime, self._trusted = mtime, _trusted(mtime, listed_at)
         self._keys, self._projects, self._filed, self._pending = keys, projects, set(projects), pending
 
     def _confirm(self, mtime: int) -> None:
         """The memory is this object's own listing of the directory at `mtime`, made too soon after it to be
-        trusted: list the names again and compare with it. The same names are the same index, so nothing is
-        written — but the stamp, once, when this listing is the one that can be trusted (then other readers
-        trust it too); other names are listed and written as ever."""
+        trusted: list the names again. The same names, while it is still too soon, are the same index, and
+        nothing is written; other names, or the first listing past RACY_NS, are listed and written as ever
+        (what differs, and the stamp, which other readers then trust too)."""
         assert self._keys is not None
         listed_at = time.time_ns()
         names = {name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)}
-        if names != self._keys.keys():
+        if names != self._keys.keys() or _trusted(mtime, listed_at):
             self._list()
-            return
-        self._trusted = _trusted(mtime, listed_at)
-        if self._trusted:
-            with self._locked() as writable:
-                if writable:
-                    self._write_stamp(
-                        mtime, listed_at, sorted(k for k, ids in self._projects.items() if ids), self._pending
-                    )
-
-    def _write_stamp(self, mtime: int, listed_at: int, filed: list[str], pending: list[str]) -> None:
-        write_json(
-            f"{self._dir}/stamp.json",
-            {"v": VERSION, "mtime": mtime, "at": listed_at, "filed": filed, "pending": pending},
-        )
 
     def _first_key(self, session_id: str) -> str | None:
         """The key of the project the log's first line names; None while that line is not complete."""
