@@ -14,7 +14,8 @@ import click
 
 from chock import __version__
 from chock.completion import SHELLS, instance_names, session_ids
-from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError
+from chock.daemon import options as daemon_options
+from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError, complain
 from chock.paths import Layout
 
 
@@ -25,8 +26,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except ChockError as error:
-            click.echo(f"chock: {error}", err=True)
-            sys.exit(error.exit_code)
+            sys.exit(complain(error))
 
 
 def exit_status(command: str) -> str:
@@ -35,21 +35,25 @@ def exit_status(command: str) -> str:
     return f"Exit status of chock {command}: {codes}."
 
 
-# The records of `chock daemon` and `chock serve` (chock.platform.journal checks the values).
-log_target = click.option(
-    "--log-target",
-    default="auto",
-    show_default=True,
-    metavar="auto|journal|stderr",
-    help="Where its records go: the journal, stderr, or auto (the journal when systemd started it, else stderr).",
-)
-log_level = click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    metavar="err|warning|info|debug",
-    help="The least urgent record kept.",
-)
+def _options(table):  # type: ignore[no-untyped-def]
+    """Click options made from a table of chock.daemon.options.Option: one definition for click and for the
+    daemon's start without it."""
+
+    def apply(function):  # type: ignore[no-untyped-def]
+        for option in reversed(table):
+            kind = click.Path(path_type=Path) if option.convert is Path else option.convert
+            function = click.option(
+                option.flag,
+                option.name,
+                type=kind,
+                metavar=option.metavar,
+                help=option.help,
+                default=option.default,
+                show_default=option.default is not None,
+            )(function)
+        return function
+
+    return apply
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_status("run"))
@@ -441,36 +445,12 @@ def credentials(layout: Layout) -> None:
 
 
 @main.group(invoke_without_command=True)
-@click.option(
-    "--socket",
-    "socket_path",
-    type=click.Path(path_type=Path),
-    help="Listen on this unix socket (default: <state>/daemon.sock).",
-)
-@click.option("--host", help="Also listen on TCP at this address (no identity check: put a proxy in front).")
-@click.option("--port", type=int, help="TCP port for --host (default 7890; 0 picks a free one).")
-@click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
-@log_target
-@log_level
+@_options(daemon_options.OPTIONS)
 @click.pass_context
-def daemon(
-    ctx: click.Context,
-    socket_path: Path | None,
-    host: str | None,
-    port: int | None,
-    idle_exit: float | None,
-    log_target: str,
-    log_level: str,
-) -> None:
+def daemon(ctx: click.Context, **values: object) -> None:
     """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from chock.daemon.server import run as run_daemon
-    from chock.platform import journal
-
-    journal.configure(journal.DAEMON, log_target, log_level)
-
-    sys.exit(run_daemon(ctx.obj, socket_path=socket_path, host=host, port=port, idle_exit=idle_exit))
+    if ctx.invoked_subcommand is None:
+        sys.exit(daemon_options.run(ctx.obj, values))
 
 
 @daemon.command("install")
@@ -545,8 +525,7 @@ def daemon_status(layout: Layout) -> None:
     help="Another Host header to accept on TCP (repeatable).",
 )
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
-@log_target
-@log_level
+@_options(daemon_options.LOG_OPTIONS)
 @pass_layout
 def serve(
     layout: Layout,

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
@@ -39,8 +37,10 @@ from chock.paths import Layout, ensure_dir, new_session_id, project_key
 from chock.platform import journal
 from chock.platform.journal import CHILD_VARIABLE
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
     from chock.daemon.status import Status
 
@@ -271,6 +271,8 @@ class Children:
             output.unlink()
         directory = self.layout.session_dir(session_id)
         if directory.is_dir() and not self.layout.log_path(session_id).exists():
+            import shutil  # only after a failed start (docs/architecture.md#start-up)
+
             shutil.rmtree(directory, ignore_errors=True)
 
     # Supervising ------------------------------------------------------------------------------------

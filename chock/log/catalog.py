@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
@@ -30,6 +29,10 @@ from chock.log.reader import owner_alive
 from chock.log.row import RowState
 from chock.log.rowcache import Cached
 from chock.paths import Layout, check_session_id
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 # A project's cached rows are rewritten for a running session at most this often (at once for a session
 # that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a

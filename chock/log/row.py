@@ -17,9 +17,12 @@ common of the rest, is read without a JSON parser when it is spelled exactly as 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from chock.log.events import Event, decode
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 MESSAGE_PREVIEW = 200
 

@@ -21,7 +21,6 @@ import os
 import socket
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from chock.errors import ChockError
@@ -37,13 +36,15 @@ class ListenError(ChockError):
     pass
 
 
-@dataclass(frozen=True)
 class Owned:
     """The unix socket file this process bound: its path, device and inode, the only file it may remove."""
 
-    path: Path
-    device: int
-    inode: int
+    __slots__ = ("device", "inode", "path")
+
+    def __init__(self, path: Path, device: int, inode: int) -> None:
+        self.path = path
+        self.device = device
+        self.inode = inode
 
     def remove(self) -> None:
         """Unlink the socket file, when the path still holds that very socket (never another's)."""
