@@ -6,13 +6,12 @@ modules stay inside the commands so that `chock sessions` and a socket-activated
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from chock import __version__
+from chock import __version__, listing
 from chock.completion import SHELLS, instance_names, session_ids
 from chock.daemon import options as daemon_options
 from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError, complain
@@ -36,21 +35,26 @@ def exit_status(command: str) -> str:
 
 
 def _options(table):  # type: ignore[no-untyped-def]
-    """Click options made from a table of chock.daemon.options.Option: one definition for click and for the
-    daemon's start without it."""
+    """Click options made from a table of chock.argv.Option: one definition for click and for the start
+    without it."""
 
     def apply(function):  # type: ignore[no-untyped-def]
         for option in reversed(table):
-            kind = click.Path(path_type=Path) if option.convert is Path else option.convert
-            function = click.option(
-                option.flag,
-                option.name,
-                type=kind,
-                metavar=option.metavar,
-                help=option.help,
-                default=option.default,
-                show_default=option.default is not None,
-            )(function)
+            if option.is_flag:
+                made = click.option(option.flag, option.name, is_flag=True, help=option.help)
+            else:
+                kind = click.Path(path_type=option.convert) if issubclass(option.convert, Path) else option.convert
+                made = click.option(
+                    option.flag,
+                    option.name,
+                    type=kind,
+                    metavar=option.metavar,
+                    help=option.help,
+                    default=option.default,
+                    show_default=option.default is not None,
+                    envvar=option.envvar,
+                )
+            function = made(function)
         return function
 
     return apply
@@ -168,32 +172,12 @@ def _steering(layout: Layout, project: Path | None, daemon_address: str | None, 
 
 
 @main.group(invoke_without_command=True)
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option(
-    "--daemon",
-    "daemon_address",
-    metavar="ADDR",
-    envvar="CHOCK_DAEMON",
-    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it "
-    "answers, else the state dir itself).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@_options(listing.OPTIONS)
 @click.pass_context
-def sessions(ctx: click.Context, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
+def sessions(ctx: click.Context, **values: object) -> None:
     """This project's sessions, newest first: status, owner, how each ended, and its task."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from chock.listing import project_rows
-
-    rows = project_rows(ctx.find_object(Layout), project, daemon_address)[::-1]
-    for row in rows:
-        if as_json:
-            click.echo(json.dumps(row))
-        else:
-            ended = row.get("end_reason") or "-"
-            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {_preview(row['message'])}")
-    if not rows and not as_json:
-        click.echo('no sessions in this project yet: start one with `chock run "…"`')
+    if ctx.invoked_subcommand is None:
+        sys.exit(listing.run(ctx.find_object(Layout), values))
 
 
 @sessions.command("remove")
@@ -251,11 +235,6 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
         click.echo(f"no session of this project ended before {before}")
 
 
-def _preview(text: str, width: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 @main.command()
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
@@ -278,7 +257,7 @@ def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> N
     total = dict.fromkeys(USAGE_FIELDS, 0)
     for row in rows:
         counts = {name: row[name] for name in USAGE_FIELDS}
-        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {_preview(row['message'])}")
+        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {listing.preview(row['message'])}")
         total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
     cost = sum(row["cost"] for row in rows if row["cost"] is not None)
     click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")

@@ -1,28 +1,35 @@
-"""The `chock` executable: a socket-activated `chock daemon` goes straight to the daemon, every other command
+"""The `chock` executable: the commands that must start fast are read without click; every other command goes
 through the command line in chock/cli.py.
 
-The daemon's start is the one a client waits on (systemd holds the first connection after every idle exit
-until the daemon answers it), so its options are read by chock.daemon.options without importing click, and
-nothing on its way imports what it does not use (docs/architecture.md#start-up).
+A socket-activated `chock daemon` is a start a client waits on (systemd holds the first connection after every
+idle exit until the daemon answers it), and `chock sessions` is what a person types all day: their options are
+tables (chock/argv.py) that this reads without importing click, and nothing on their way imports what they do
+not use (docs/architecture.md#start-up). Anything those tables do not take plainly goes to click.
 """
 
 from __future__ import annotations
 
 import sys
 
+# The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`.
+FAST = {"daemon": "chock.daemon.options", "sessions": "chock.listing"}
+
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[:1] == ["daemon"]:
-        from chock.daemon import options
+    if args and args[0] in FAST:
+        from importlib import import_module
 
-        values = options.parse(args[1:])
+        from chock.argv import parse
+
+        command = import_module(FAST[args[0]])
+        values = parse(args[1:], command.OPTIONS)
         if values is not None:
             from chock.errors import ChockError, complain
             from chock.paths import Layout
 
             try:
-                code = options.run(Layout.from_env(), values)
+                code = command.run(Layout.from_env(), values)
             except ChockError as error:
                 code = complain(error)
             sys.exit(code)

@@ -511,7 +511,7 @@ def test_sessions_and_usage_start_no_git_and_work_in_a_repository_with_no_commit
 
 def test_sessions_imports_only_what_it_uses(home, project):
     code = (
-        "import sys\nsys.argv = ['chock', 'sessions']\nfrom chock.cli import main\n"
+        "import sys\nsys.argv = ['chock', 'sessions']\nfrom chock.entry import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
     done = subprocess.run(
@@ -519,7 +519,8 @@ def test_sessions_imports_only_what_it_uses(home, project):
     )
     loaded = set(done.stderr.split())
     assert "chock.log.catalog" in loaded  # it read the state dir
-    unwanted = {"subprocess", "asyncio", "chock.session.workspace", "chock.control.client", "httpx", "hashlib"}
+    unwanted = {"click", "typing", "dataclasses", "subprocess", "asyncio", "chock.cli", "chock.control.client"}
+    unwanted |= {"chock.session.workspace", "httpx", "hashlib"}
     assert not loaded & unwanted, loaded & unwanted
     assert not {name for name in loaded if name.startswith(("chock.providers", "chock.session", "chock.credentials"))}
 

@@ -845,3 +845,30 @@ def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, da
     assert daemon.process.wait(15) == 0
     lines = received.decode().splitlines()
     assert [json.loads(line)["id"] for line in lines[1:]] == list(range(1, last + 1))
+
+
+def test_a_socket_activated_start_imports_no_command_line_machinery(home):
+    """The start a client waits on after every idle exit (docs/architecture.md#start-up): through
+    systemd-socket-activate, as the .socket unit does it, the daemon answers the greeting having imported
+    neither click nor what only other commands or later verbs use."""
+    path = short_dir() / "activated.sock"
+    process = subprocess.Popen(
+        ["systemd-socket-activate", f"-l{path}", "--fdname=control",
+         sys.executable, "-X", "importtime", "-m", "chock", "daemon", "--idle-exit", "1"],
+        env=home.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(path.exists, 10, "systemd-socket-activate to listen")
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(path))
+            client.sendall(b"hello chock-control 1\n")
+            client.settimeout(30)
+            assert client.recv(100) == b"ok chock-control 1\n"
+        _, stderr = process.communicate(timeout=30)  # it exits at its idle bound
+    finally:
+        process.kill()
+    imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    assert "chock.daemon.server" in imported
+    unwanted = {"click", "chock.cli", "typing", "dataclasses", "inspect", "subprocess", "hashlib", "secrets"}
+    unwanted |= {"shutil", "datetime", "asyncio", "chock.session.runner", "chock.providers"}
+    assert not imported & unwanted, sorted(imported & unwanted)

@@ -1,34 +1,11 @@
-"""The options of `chock daemon`, defined once, and read without click on the way the service starts.
-
-The click command (chock/cli.py) is built from `OPTIONS`. A socket-activated start — systemd holds the first
-connection after every idle exit while the daemon starts — reads them with `parse` instead, so the client
-waits for no command-line machinery (docs/architecture.md#start-up). `parse` takes only plain uses of these
-options; anything else (`--help`, a subcommand, an unknown option, a value that is not a number) is left to
-click, which explains it the way it explains every command's.
-"""
+"""`chock daemon`'s options, defined once (chock/argv.py), and what the command does with them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from chock.argv import Option
 from chock.paths import Layout
-
-
-class Option:
-    """One `--flag VALUE` option: its parameter name, how its text becomes a value, and its help."""
-
-    __slots__ = ("convert", "default", "flag", "help", "metavar", "name")
-
-    def __init__(
-        self, flag: str, name: str, convert: type, metavar: str, help: str, default: str | None = None
-    ) -> None:
-        self.flag = flag
-        self.name = name
-        self.convert = convert  # str, int, float or Path
-        self.metavar = metavar
-        self.help = help
-        self.default = default
-
 
 # Where `chock daemon`'s and `chock serve`'s records go (chock.platform.journal checks the values).
 LOG_OPTIONS = (
@@ -52,28 +29,6 @@ OPTIONS = (
     Option("--idle-exit", "idle_exit", float, "SECONDS", "Exit 0 after this long with no client."),
     *LOG_OPTIONS,
 )
-
-
-def parse(args: list[str]) -> dict[str, object] | None:
-    """The option values `args` give (`--flag VALUE` or `--flag=VALUE`, each one of OPTIONS), or None when
-    `args` holds anything else."""
-    flags = {option.flag: option for option in OPTIONS}
-    values: dict[str, object] = {option.name: option.default for option in OPTIONS}
-    rest = iter(args)
-    for arg in rest:
-        flag, equals, text = arg.partition("=")
-        option = flags.get(flag)
-        if option is None:
-            return None
-        if not equals:
-            text = next(rest, "")
-            if not text or text.startswith("-"):
-                return None  # no value, or what may be another option: click says which
-        try:
-            values[option.name] = option.convert(text)
-        except ValueError:
-            return None
-    return values
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
