@@ -29,7 +29,7 @@ from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.project import find_root
 from chock.providers import Provider
-from chock.session import instructions, sandbox, workspace
+from chock.session import instructions, reaper, sandbox, workspace
 from chock.session.runner import Session, Settings
 
 
@@ -404,7 +404,9 @@ def _replay(prepared: _Prepared, state: SessionState, purpose: str | None) -> Pr
 
 
 def _drive(session: Session, call_model: bool, provider: Provider) -> int:
-    """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`)."""
+    """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`). The process adopts
+    whatever its sandboxes leave behind, so the session can kill it (chock.session.reaper)."""
+    reaper.adopt_orphans()
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
