@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from chock import __version__, listing
+from chock import __version__, listing, overview
 from chock.completion import SHELLS, instance_names, session_ids
 from chock.daemon import options as daemon_options
 from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError, complain
@@ -19,7 +19,11 @@ from chock.paths import Layout
 
 
 class _Group(click.Group):
-    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback."""
+    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback. Its
+    help is chock.overview's, the text `chock --help` prints without click."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write(overview.render(formatter.width))
 
     def invoke(self, ctx: click.Context):
         try:
@@ -60,18 +64,11 @@ def _options(table):  # type: ignore[no-untyped-def]
     return apply
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_status("run"))
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=overview.DESCRIPTION)
 @click.version_option(__version__, prog_name="chock")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False),
-    envvar="CHOCK_CONFIG",
-    help="config.zon to read (default: $XDG_CONFIG_HOME/chock/config.zon).",
-)
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CHOCK_CONFIG", help=overview.CONFIG_HELP)
 @click.pass_context
 def main(ctx: click.Context, config: str | None) -> None:
-    """Chock: a coding agent that works in a sandboxed git worktree and logs every step."""
     ctx.obj = Layout.from_env(config)
 
 
@@ -686,3 +683,13 @@ def completion(shell: str) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _summaries() -> None:
+    """Each command's line in `chock --help` is chock.overview's: one definition, for click and without it."""
+    assert set(main.commands) == set(overview.COMMANDS), "every command has its line in chock.overview"
+    for name, command in main.commands.items():
+        command.short_help = overview.COMMANDS[name]
+
+
+_summaries()
