@@ -179,7 +179,7 @@ class Layout:
     def session_socket(self, session_id: str, kind: str) -> Path:
         """`approval` or `handover` socket: beside the log when it fits, else in the runtime dir.
 
-        Both ends call this, so both compute the same path by the same rule (SPEC §3).
+        Both ends call this, so both compute the same path by the same rule (docs/protocol.md#session-sockets).
         """
         beside = self.session_dir(session_id) / f"{kind}.sock"
         if len(os.fsencode(beside)) < SOCKET_PATH_LIMIT:

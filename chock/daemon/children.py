@@ -1,4 +1,4 @@
-"""Session children: `chock run` processes the daemon spawns, waits for, and reaps (SPEC §6, §7).
+"""Session children: `chock run` processes the daemon spawns, waits for, and reaps (docs/protocol.md#start).
 
 A child is the same `chock run` a person types, with the daemon's own environment and config (so the
 instance is the config's default), the message on its standard input (never argv: argv is visible to
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from chock.daemon.status import Status
 
 # How long a child may take from spawn to its first event. Before it logs, a child checks its project,
-# its instance, its credential (a keystore call has its own 30 s bound, SPEC §10) and bwrap; the control
+# its instance, its credential (a keystore call has its own 30 s bound) and bwrap; the control
 # client waits 120 s for this reply, so the daemon gives up first and says so.
 READY_TIMEOUT = 100.0
 

@@ -1,4 +1,4 @@
-"""The daemon's verbs (docs/protocol.md#verbs), one small function each, looked up by name in `VERBS`.
+"""The daemon's verbs (docs/protocol.md#the-control-protocol), one small function each, looked up by name in `VERBS`.
 
 Each takes the shared `Daemon`, the connection's `ReplyWriter` and its typed request (the codec has already checked
 every field: a session id matches its pattern before it touches a path, a project is absolute, a number is a

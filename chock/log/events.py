@@ -1,4 +1,4 @@
-"""The event model of the session log (SPEC §4): one JSON object per line, ids from 1, at most 1 MiB.
+"""The event model of the session log (docs/log.md#lines): one JSON object per line, ids from 1, at most 1 MiB.
 
 Events stay plain dicts: every field has a default where it is read and unknown fields are ignored,
 so an older reader and a newer writer (or the reverse) never disagree about a line.
@@ -32,7 +32,7 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 
 
 def timestamp(now: float | None = None) -> str:
-    """UTC with milliseconds, as SPEC §4 writes it: 2026-12-01T07:34:50.123Z."""
+    """UTC with milliseconds, as every event's `at` is written: 2026-12-01T07:34:50.123Z."""
     now = time.time() if now is None else now
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 

@@ -1,4 +1,4 @@
-"""The agent loop of one session, on one thread (SPEC §5).
+"""The agent loop of one session, on one thread (docs/architecture.md#chock-run).
 
 Everything the session waits for — a model response chunk, a tool process, an approval, a background
 command, a subagent — is awaited on one asyncio loop, and the session's sockets are served by that same
