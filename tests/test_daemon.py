@@ -1,4 +1,4 @@
-"""`chock daemon` end to end (SPEC §6, §7): real daemon processes, real `chock run` children, real sockets.
+"""`chock daemon` end to end: real daemon processes, real `chock run` children, real sockets.
 
 Every test starts its own daemons through the `daemons` fixture (tests/fakes/daemon.py: a short socket path
 each, and whatever sessions the test left running killed at the end).

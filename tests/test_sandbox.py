@@ -116,7 +116,7 @@ def test_check_bwrap_refuses_a_bwrap_that_cannot_sandbox(tmp_path: Path) -> None
         sandbox_module.check_bwrap(str(broken))
 
 
-def test_argv_has_the_flags_of_spec_5_and_never_binds_root(box: Sandbox) -> None:
+def test_argv_isolates_everything_and_never_binds_root(box: Sandbox) -> None:
     argv = box.argv(["true"], bwrap="/usr/bin/bwrap")
     assert argv[:7] == [
         "/usr/bin/bwrap",
