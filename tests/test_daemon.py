@@ -741,6 +741,20 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     notifications.close()
 
 
+def _ended_log(home, project, session_id: str, *, results: int) -> int:
+    """An ended session's log holding `results` tool results of 20 kB; its last id."""
+    from chock.log.writer import SessionLog
+
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        for _ in range(results):
+            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
+        owner.append("session.end", reason="completed", exit_code=0)
+        return owner.last_id
+
+
 def _cpu_seconds(pid: int) -> float:
     """User and system time the process has used (from /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as handle:
@@ -753,18 +767,10 @@ def test_a_client_that_shuts_its_side_still_reads_its_reply_and_costs_the_daemon
 ):
     """`read` of a big log, then shutdown(SHUT_WR), then nothing read for a while: the daemon must not spin on
     the end of file while the reply waits for room in the socket, and the reply still arrives whole."""
-    from chock.log.writer import SessionLog
 
     daemon = daemons.start()
     session_id = "20260101-000000-5a5a5a"
-    log = home.layout.log_path(session_id)
-    log.parent.mkdir(parents=True)
-    with SessionLog.create(log) as owner:
-        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
-        for _ in range(200):
-            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
-        owner.append("session.end", reason="completed", exit_code=0)
-        last = owner.last_id
+    last = _ended_log(home, project, session_id, results=200)
     with socket.socket(socket.AF_UNIX) as client:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         client.connect(str(daemon.socket))
@@ -821,18 +827,10 @@ def test_a_watcher_that_shuts_its_sending_side_keeps_its_watch_and_one_that_clos
 
 def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, daemons):
     """A restart (SIGTERM) while a client reads a long log: the client still gets every line, then the close."""
-    from chock.log.writer import SessionLog
 
     daemon = daemons.start()
     session_id = "20260101-000000-7c7c7c"
-    log = home.layout.log_path(session_id)
-    log.parent.mkdir(parents=True)
-    with SessionLog.create(log) as owner:
-        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
-        for _ in range(400):
-            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
-        owner.append("session.end", reason="completed", exit_code=0)
-        last = owner.last_id
+    last = _ended_log(home, project, session_id, results=400)
     with socket.socket(socket.AF_UNIX) as client:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         client.connect(str(daemon.socket))
