@@ -1,4 +1,4 @@
-"""100 concurrent watchers of one session appending 1,000 events/s, through one daemon (SPEC §6 `watch`).
+"""100 concurrent watchers of one session appending 1,000 events/s, through one daemon (docs/protocol.md#watch).
 
 A writer process owns a session log the way `chock run` does (the exclusive flock, one write() per event)
 and appends `assistant.delta` events at a fixed rate, each stamped with the time it was written; watcher

@@ -1,4 +1,4 @@
-"""Replay after an id must seek, not read from the start (SPEC §4).
+"""Replay after an id must seek, not read from the start (docs/log.md#lines).
 
 Prints the time to read the last 10 events of a log of N events, as a ratio against the same read on a
 log of 1,000 events measured in the same run; with seeking the ratio stays near 1 however long the log.

@@ -1,3 +1,3 @@
-from chock.cli import main
+from chock.entry import main
 
 main()

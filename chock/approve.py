@@ -1,8 +1,8 @@
-"""`chock approve`: answer a session's questions from another terminal on the same machine (SPEC §9).
+"""`chock approve`: answer a session's questions from another terminal on the same machine.
 
 The answer travels over the session's approval.sock; the session itself logs `approval.answer {via:
-socket}`. That socket is a unix socket, so this works only where the session runs; a client elsewhere
-uses the daemon's `answer` verb.
+socket}`, and the first answer wins (docs/architecture.md#approvals). That socket is a unix socket, so this
+works only where the session runs; a client elsewhere uses the daemon's `answer` verb.
 """
 
 from __future__ import annotations

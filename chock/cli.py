@@ -6,27 +6,30 @@ modules stay inside the commands so that `chock sessions` and a socket-activated
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from chock import __version__
+from chock import __version__, listing, overview
 from chock.completion import SHELLS, instance_names, session_ids
-from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError
+from chock.daemon import options as daemon_options
+from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError, complain
 from chock.paths import Layout
 
 
 class _Group(click.Group):
-    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback."""
+    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback. Its
+    help is chock.overview's, the text `chock --help` prints without click."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write(overview.render(formatter.width))
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except ChockError as error:
-            click.echo(f"chock: {error}", err=True)
-            sys.exit(error.exit_code)
+            sys.exit(complain(error))
 
 
 def exit_status(command: str) -> str:
@@ -35,35 +38,37 @@ def exit_status(command: str) -> str:
     return f"Exit status of chock {command}: {codes}."
 
 
-# The records of `chock daemon` and `chock serve` (chock.platform.journal checks the values).
-log_target = click.option(
-    "--log-target",
-    default="auto",
-    show_default=True,
-    metavar="auto|journal|stderr",
-    help="Where its records go: the journal, stderr, or auto (the journal when systemd started it, else stderr).",
-)
-log_level = click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    metavar="err|warning|info|debug",
-    help="The least urgent record kept.",
-)
+def _options(table):  # type: ignore[no-untyped-def]
+    """Click options made from a table of chock.argv.Option: one definition for click and for the start
+    without it."""
+
+    def apply(function):  # type: ignore[no-untyped-def]
+        for option in reversed(table):
+            if option.is_flag:
+                made = click.option(option.flag, option.name, is_flag=True, help=option.help)
+            else:
+                kind = click.Path(path_type=option.convert) if issubclass(option.convert, Path) else option.convert
+                made = click.option(
+                    option.flag,
+                    option.name,
+                    type=kind,
+                    metavar=option.metavar,
+                    help=option.help,
+                    default=option.default,
+                    show_default=option.default is not None,
+                    envvar=option.envvar,
+                )
+            function = made(function)
+        return function
+
+    return apply
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_status("run"))
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=overview.DESCRIPTION)
 @click.version_option(__version__, prog_name="chock")
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False),
-    envvar="CHOCK_CONFIG",
-    help="config.zon to read (default: $XDG_CONFIG_HOME/chock/config.zon).",
-)
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CHOCK_CONFIG", help=overview.CONFIG_HELP)
 @click.pass_context
 def main(ctx: click.Context, config: str | None) -> None:
-    """Chock: a coding agent that works in a sandboxed git worktree and logs every step."""
     ctx.obj = Layout.from_env(config)
 
 
@@ -164,32 +169,12 @@ def _steering(layout: Layout, project: Path | None, daemon_address: str | None, 
 
 
 @main.group(invoke_without_command=True)
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option(
-    "--daemon",
-    "daemon_address",
-    metavar="ADDR",
-    envvar="CHOCK_DAEMON",
-    help="List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it "
-    "answers, else the state dir itself).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@_options(listing.OPTIONS)
 @click.pass_context
-def sessions(ctx: click.Context, project: Path | None, daemon_address: str | None, as_json: bool) -> None:
+def sessions(ctx: click.Context, **values: object) -> None:
     """This project's sessions, newest first: status, owner, how each ended, and its task."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from chock.listing import project_rows
-
-    rows = project_rows(ctx.find_object(Layout), project, daemon_address)[::-1]
-    for row in rows:
-        if as_json:
-            click.echo(json.dumps(row))
-        else:
-            ended = row.get("end_reason") or "-"
-            click.echo(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {_preview(row['message'])}")
-    if not rows and not as_json:
-        click.echo('no sessions in this project yet: start one with `chock run "…"`')
+    if ctx.invoked_subcommand is None:
+        sys.exit(listing.run(ctx.find_object(Layout), values))
 
 
 @sessions.command("remove")
@@ -247,11 +232,6 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
         click.echo(f"no session of this project ended before {before}")
 
 
-def _preview(text: str, width: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 @main.command()
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
 @click.option(
@@ -274,7 +254,7 @@ def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> N
     total = dict.fromkeys(USAGE_FIELDS, 0)
     for row in rows:
         counts = {name: row[name] for name in USAGE_FIELDS}
-        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {_preview(row['message'])}")
+        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {listing.preview(row['message'])}")
         total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
     cost = sum(row["cost"] for row in rows if row["cost"] is not None)
     click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
@@ -441,36 +421,12 @@ def credentials(layout: Layout) -> None:
 
 
 @main.group(invoke_without_command=True)
-@click.option(
-    "--socket",
-    "socket_path",
-    type=click.Path(path_type=Path),
-    help="Listen on this unix socket (default: <state>/daemon.sock).",
-)
-@click.option("--host", help="Also listen on TCP at this address (no identity check: put a proxy in front).")
-@click.option("--port", type=int, help="TCP port for --host (default 7890; 0 picks a free one).")
-@click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
-@log_target
-@log_level
+@_options(daemon_options.OPTIONS)
 @click.pass_context
-def daemon(
-    ctx: click.Context,
-    socket_path: Path | None,
-    host: str | None,
-    port: int | None,
-    idle_exit: float | None,
-    log_target: str,
-    log_level: str,
-) -> None:
+def daemon(ctx: click.Context, **values: object) -> None:
     """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from chock.daemon.server import run as run_daemon
-    from chock.platform import journal
-
-    journal.configure(journal.DAEMON, log_target, log_level)
-
-    sys.exit(run_daemon(ctx.obj, socket_path=socket_path, host=host, port=port, idle_exit=idle_exit))
+    if ctx.invoked_subcommand is None:
+        sys.exit(daemon_options.run(ctx.obj, values))
 
 
 @daemon.command("install")
@@ -545,8 +501,7 @@ def daemon_status(layout: Layout) -> None:
     help="Another Host header to accept on TCP (repeatable).",
 )
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
-@log_target
-@log_level
+@_options(daemon_options.LOG_OPTIONS)
 @pass_layout
 def serve(
     layout: Layout,
@@ -728,3 +683,13 @@ def completion(shell: str) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _summaries() -> None:
+    """Each command's line in `chock --help` is chock.overview's: one definition, for click and without it."""
+    assert set(main.commands) == set(overview.COMMANDS), "every command has its line in chock.overview"
+    for name, command in main.commands.items():
+        command.short_help = overview.COMMANDS[name]
+
+
+_summaries()

@@ -1,7 +1,7 @@
-"""`chock detach`: hand a running terminal session to the daemon at its next turn boundary (SPEC §9).
+"""`chock detach`: hand a running terminal session to the daemon at its next turn boundary.
 
-Ownership is the log's lock, so a handover is the lock changing hands: the session lets go, the daemon's
-child (`chock run --adopt`) takes it. The order is what makes every failure safe:
+Ownership is the log's lock, so a handover is the lock changing hands (docs/architecture.md#detach): the
+session lets go, the daemon's child (`chock run --adopt`) takes it. The order is what makes every failure safe:
 
 1. prove the daemon is there (a greeting on a connection that then closes) — the ask cannot be taken back;
 2. ask over handover.sock; the session answers at its next turn boundary: `ready`, or `busy N M` first;

@@ -7,6 +7,8 @@ at a person.
 
 from __future__ import annotations
 
+import sys
+
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -70,6 +72,12 @@ class ChockError(Exception):
     @property
     def message(self) -> str:
         return str(self)
+
+
+def complain(error: ChockError) -> int:
+    """Say a refusal the way every command says one, `chock: <message>` on stderr; its exit code."""
+    print(f"chock: {error}", file=sys.stderr, flush=True)
+    return error.exit_code
 
 
 class Refused(ChockError):

@@ -1,24 +1,68 @@
-"""The rows `chock sessions` and `chock usage` print: the daemon's when one answers, else the state dir's.
+"""`chock sessions`, and the rows it and `chock usage` print: the daemon's when one answers, else the state dir's.
 
-Both are the same rows: the daemon's `list` reads the same catalog of the same state dir
-(`chock.log.catalog`), and a daemon that has it warm answers without opening a log. With no daemon socket
-in the state dir nothing is tried: the rows are read here at once. A daemon named by `--daemon` or
-`$CHOCK_DAEMON` must answer (a person asked for that one); the state dir's own socket is asked only when it
-exists, and a daemon that does not answer there is read around.
+`chock sessions` is one of the commands read without click (chock/argv.py): its options are `OPTIONS` and `run` does
+what it does, whichever way it was started. Both ways print the same rows: the daemon's `list` reads the same
+catalog of the same state dir (`chock.log.catalog`), and a daemon that has it warm answers without opening a log.
+With no daemon socket in the state dir nothing is tried: the rows are read here at once. A daemon named by
+`--daemon` or `$CHOCK_DAEMON` must answer (a person asked for that one); the state dir's own socket is asked only
+when it exists, and a daemon that does not answer there is read around.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
+from chock.argv import Option
 from chock.paths import Layout
-from chock.project import find_root
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).")
+
+OPTIONS = (
+    PROJECT,
+    Option(
+        "--daemon",
+        "daemon_address",
+        str,
+        "ADDR",
+        "List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it "
+        "answers, else the state dir itself).",
+        envvar="CHOCK_DAEMON",
+    ),
+    Option("--json", "as_json", bool, "", "Print the rows as JSON lines."),
+)
+
+
+def run(layout: Layout, values: dict[str, object]) -> int:
+    """`chock sessions`: this project's sessions, newest first; the exit code."""
+    rows = project_rows(layout, values["project"], values["daemon_address"])[::-1]  # type: ignore[arg-type]
+    import json
+
+    for row in rows:
+        if values["as_json"]:
+            print(json.dumps(row))
+        else:
+            ended = row.get("end_reason") or "-"
+            print(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {preview(row['message'])}")
+    if not rows and not values["as_json"]:
+        print('no sessions in this project yet: start one with `chock run "…"`')
+    return 0
+
+
+def preview(text: str, width: int = 60) -> str:
+    """A task's text on one line, cut to `width`."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def project_rows(layout: Layout, project: Path | None, daemon: str | None) -> list[dict[str, Any]]:
     """The rows of the project holding `project` (default: the working directory), oldest first."""
+    from chock.project import find_root
+
     root = str(find_root(project or os.getcwd()))
     if daemon is not None or os.path.exists(layout.daemon_socket):
         rows = _from_daemon(daemon or f"unix:{layout.daemon_socket}", root, named=daemon is not None)

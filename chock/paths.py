@@ -11,7 +11,6 @@ import re
 import stat
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from chock.errors import ChockError
@@ -118,14 +117,33 @@ def runtime_socket_dir() -> Path:
     return directory
 
 
-@dataclass(frozen=True)
 class Layout:
-    """The roots and every path derived from them, computed the same way by every process."""
+    """The roots and every path derived from them, computed the same way by every process.
 
-    config: Path
-    state: Path
-    data: Path
-    cache: Path | None = None  # None: the platform's default (what `from_env` finds with no override)
+    A plain class, not a dataclass: a socket-activated daemon imports this first thing, and building a
+    dataclass imports `inspect` (docs/architecture.md#start-up)."""
+
+    __slots__ = ("cache", "config", "data", "state")
+
+    def __init__(self, config: Path, state: Path, data: Path, cache: Path | None = None) -> None:
+        self.config = config
+        self.state = state
+        self.data = data
+        self.cache = cache  # None: the platform's default (what `from_env` finds with no override)
+
+    def replace(self, **changes: Path | None) -> Layout:
+        """This layout with some roots changed."""
+        roots = {name: getattr(self, name) for name in ("config", "state", "data", "cache")}
+        return Layout(**{**roots, **changes})  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash((self.config, self.state, self.data, self.cache))
+
+    def __repr__(self) -> str:
+        return f"Layout(config={self.config!r}, state={self.state!r}, data={self.data!r}, cache={self.cache!r})"
 
     @classmethod
     def from_env(cls, config: str | os.PathLike[str] | None = None) -> Layout:
@@ -161,7 +179,7 @@ class Layout:
     def session_socket(self, session_id: str, kind: str) -> Path:
         """`approval` or `handover` socket: beside the log when it fits, else in the runtime dir.
 
-        Both ends call this, so both compute the same path by the same rule (SPEC §3).
+        Both ends call this, so both compute the same path by the same rule (docs/protocol.md#session-sockets).
         """
         beside = self.session_dir(session_id) / f"{kind}.sock"
         if len(os.fsencode(beside)) < SOCKET_PATH_LIMIT:

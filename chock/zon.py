@@ -1,6 +1,6 @@
 """A reader and writer for the subset of ZON (Zig Object Notation) that Chock's files use.
 
-ZON is what `config.zon`, `instances.zon` and `tokens.zon` are written in (SPEC §3, §10): people edit them by
+ZON is what `config.zon`, `instances.zon` and `tokens.zon` are written in: people edit them by
 hand, so a mistake is reported with its line and column and what was expected there. The subset:
 
     .{ .name = value, .@"any name" = value }   a struct   -> dict (in file order)

@@ -90,7 +90,8 @@ def home(tmp_path, monkeypatch) -> Home:
         key: value for key, value in os.environ.items()
         if not key.startswith(("CHOCK_", "XDG_", "GIT_", "LISTEN_", "NOTIFY_SOCKET"))
     }  # fmt: skip
-    # A short runtime dir: session sockets fall back to it when the state dir's path is long (SPEC §3).
+    # A short runtime dir: session sockets fall back to it when the state dir's path is long
+    # (docs/protocol.md#session-sockets).
     runtime = Path(tempfile.mkdtemp(prefix="chock-test-", dir="/tmp"))
     env.update(
         HOME=str(root),

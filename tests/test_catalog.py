@@ -3,7 +3,6 @@ the project resolution every command shares."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -350,7 +349,7 @@ def test_a_running_sessions_cached_row_is_rewritten_at_most_every_interval(home,
 def test_an_unwritable_cache_dir_changes_nothing_but_speed(home, tmp_path):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache dir would be")
-    layout = dataclasses.replace(home.layout, cache=blocked)
+    layout = home.layout.replace(cache=blocked)
     sid = write_session(layout, 1, tmp_path / "p")
     assert [entry.session_id for entry in Catalog(layout).of_project(tmp_path / "p")] == [sid]
     assert Catalog(layout).entry(sid).state.ended
@@ -512,7 +511,7 @@ def test_sessions_and_usage_start_no_git_and_work_in_a_repository_with_no_commit
 
 def test_sessions_imports_only_what_it_uses(home, project):
     code = (
-        "import sys\nsys.argv = ['chock', 'sessions']\nfrom chock.cli import main\n"
+        "import sys\nsys.argv = ['chock', 'sessions']\nfrom chock.entry import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
     done = subprocess.run(
@@ -520,7 +519,8 @@ def test_sessions_imports_only_what_it_uses(home, project):
     )
     loaded = set(done.stderr.split())
     assert "chock.log.catalog" in loaded  # it read the state dir
-    unwanted = {"subprocess", "asyncio", "chock.session.workspace", "chock.control.client", "httpx", "hashlib"}
+    unwanted = {"click", "typing", "dataclasses", "subprocess", "asyncio", "chock.cli", "chock.control.client"}
+    unwanted |= {"chock.session.workspace", "httpx", "hashlib"}
     assert not loaded & unwanted, loaded & unwanted
     assert not {name for name in loaded if name.startswith(("chock.providers", "chock.session", "chock.credentials"))}
 
@@ -531,7 +531,7 @@ def test_sessions_imports_only_what_it_uses(home, project):
 def test_sessions_prints_the_same_rows_from_the_daemon_and_from_the_state_dir(home, project, daemons):
     state = short_dir()  # the state dir's own socket must fit a unix socket path
     home.env["CHOCK_STATE_DIR"] = str(state)
-    home.layout = dataclasses.replace(home.layout, state=state)
+    home.layout = home.layout.replace(state=state)
     ended = write_session(
         home.layout,
         1,

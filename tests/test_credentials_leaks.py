@@ -1,4 +1,4 @@
-"""No credential in argv, the environment, a file under the state dir, an error message or a repr (SPEC §10).
+"""No credential in argv, the environment, a file under the state dir, an error message or a repr.
 
 A login and a lookup against a real gnome-keyring, with every child process watched as it starts: its argv,
 its environment as given and as the kernel shows it (/proc/<pid>/cmdline, /proc/<pid>/environ), and what it

@@ -1,4 +1,4 @@
-"""`chock login` / `chock logout` with the file store: the checks, the lock, both files or neither (SPEC §10).
+"""`chock login` / `chock logout` with the file store: the checks, the lock, both files or neither.
 
 Logins run for real against the loopback fake provider; concurrent and locked logins run as separate
 processes, and the replace question is answered through a real pty.
@@ -274,7 +274,7 @@ def test_replacing_into_another_store_removes_the_old_one(home):
 
 
 def test_the_name_check_repeats_under_the_lock(home, monkeypatch):
-    """A login that started while another sat at its prompt is told the name is taken (seed 003)."""
+    """A login that started while another sat at its prompt is told the name is taken."""
     home.write_config(FILE_STORE)
     real_lock = lock_module.login_lock
 

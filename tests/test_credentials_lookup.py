@@ -1,4 +1,7 @@
-"""Where a lookup goes (SPEC §10): the index's store, then config.zon's .token, then tokens.zon; first wins."""
+"""Where a lookup goes: the index's store, then config.zon's .token, then tokens.zon; first wins.
+
+docs/credentials.md#lookup has the rules these tests hold the code to.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The secret_service store against a real gnome-keyring on a private D-Bus session bus (SPEC §10).
+"""The secret_service store against a real gnome-keyring on a private D-Bus session bus.
 
 Unlocked: login stores the item where `secret-tool` sees it, lookup finds it, logout removes it. Locked with
 nobody to ask: a clear error at once, and nothing written. Locked at a terminal with no display: the prompt

@@ -1,6 +1,7 @@
 """A real `chock login` stopped (SIGSTOP) while it holds the login lock: the next login waits 5 s and says
 exactly "another chock login is running"; after `kill -9` of the first, the next login succeeds at once
-(SPEC §10: "The lock is the kernel's own, so a login you kill releases it at once")."""
+(the lock is the kernel's own, so a login that is killed releases it at once:
+docs/credentials.md#the-login-lock)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`chock daemon` end to end (SPEC §6, §7): real daemon processes, real `chock run` children, real sockets.
+"""`chock daemon` end to end: real daemon processes, real `chock run` children, real sockets.
 
 Every test starts its own daemons through the `daemons` fixture (tests/fakes/daemon.py: a short socket path
 each, and whatever sessions the test left running killed at the end).
@@ -741,6 +741,20 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     notifications.close()
 
 
+def _ended_log(home, project, session_id: str, *, results: int) -> int:
+    """An ended session's log holding `results` tool results of 20 kB; its last id."""
+    from chock.log.writer import SessionLog
+
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        for _ in range(results):
+            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
+        owner.append("session.end", reason="completed", exit_code=0)
+        return owner.last_id
+
+
 def _cpu_seconds(pid: int) -> float:
     """User and system time the process has used (from /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as handle:
@@ -753,18 +767,10 @@ def test_a_client_that_shuts_its_side_still_reads_its_reply_and_costs_the_daemon
 ):
     """`read` of a big log, then shutdown(SHUT_WR), then nothing read for a while: the daemon must not spin on
     the end of file while the reply waits for room in the socket, and the reply still arrives whole."""
-    from chock.log.writer import SessionLog
 
     daemon = daemons.start()
     session_id = "20260101-000000-5a5a5a"
-    log = home.layout.log_path(session_id)
-    log.parent.mkdir(parents=True)
-    with SessionLog.create(log) as owner:
-        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
-        for _ in range(200):
-            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
-        owner.append("session.end", reason="completed", exit_code=0)
-        last = owner.last_id
+    last = _ended_log(home, project, session_id, results=200)
     with socket.socket(socket.AF_UNIX) as client:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         client.connect(str(daemon.socket))
@@ -821,18 +827,10 @@ def test_a_watcher_that_shuts_its_sending_side_keeps_its_watch_and_one_that_clos
 
 def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, daemons):
     """A restart (SIGTERM) while a client reads a long log: the client still gets every line, then the close."""
-    from chock.log.writer import SessionLog
 
     daemon = daemons.start()
     session_id = "20260101-000000-7c7c7c"
-    log = home.layout.log_path(session_id)
-    log.parent.mkdir(parents=True)
-    with SessionLog.create(log) as owner:
-        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
-        for _ in range(400):
-            owner.append("tool.result", call_id="c", name="read_file", output="o" * 20_000, is_error=False)
-        owner.append("session.end", reason="completed", exit_code=0)
-        last = owner.last_id
+    last = _ended_log(home, project, session_id, results=400)
     with socket.socket(socket.AF_UNIX) as client:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         client.connect(str(daemon.socket))
@@ -845,3 +843,30 @@ def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, da
     assert daemon.process.wait(15) == 0
     lines = received.decode().splitlines()
     assert [json.loads(line)["id"] for line in lines[1:]] == list(range(1, last + 1))
+
+
+def test_a_socket_activated_start_imports_no_command_line_machinery(home):
+    """The start a client waits on after every idle exit (docs/architecture.md#start-up): through
+    systemd-socket-activate, as the .socket unit does it, the daemon answers the greeting having imported
+    neither click nor what only other commands or later verbs use."""
+    path = short_dir() / "activated.sock"
+    process = subprocess.Popen(
+        ["systemd-socket-activate", f"-l{path}", "--fdname=control",
+         sys.executable, "-X", "importtime", "-m", "chock", "daemon", "--idle-exit", "1"],
+        env=home.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(path.exists, 10, "systemd-socket-activate to listen")
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(path))
+            client.sendall(b"hello chock-control 1\n")
+            client.settimeout(30)
+            assert client.recv(100) == b"ok chock-control 1\n"
+        _, stderr = process.communicate(timeout=30)  # it exits at its idle bound
+    finally:
+        process.kill()
+    imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    assert "chock.daemon.server" in imported
+    unwanted = {"click", "chock.cli", "typing", "dataclasses", "inspect", "subprocess", "hashlib", "secrets"}
+    unwanted |= {"shutil", "datetime", "asyncio", "chock.session.runner", "chock.providers"}
+    assert not imported & unwanted, sorted(imported & unwanted)

@@ -3,9 +3,10 @@
 scripts/build-deb builds `chock_<version>_all.deb` with dpkg-buildpackage from a copy of this tree (in
 tmp_path), with PATH=/usr/sbin:/usr/bin:/sbin:/bin so pybuild uses Debian's /usr/bin/python3. lintian must
 report no errors; the package must carry the four systemd user units, a manual page per command, and
-Depends on the Debian packages of SPEC §2 plus bubblewrap and git. Then `apt-get install ./chock_*.deb`
-(dependencies from Debian's archive) and `/usr/bin/chock` runs with Debian's Python and leaves the units
-enabled for nobody. Missing build tools fail the test with the apt-get line to run: CI must run this.
+Depends on the Debian packages of the Python libraries Chock imports, plus bubblewrap and git. Then
+`apt-get install ./chock_*.deb` (dependencies from Debian's archive) and `/usr/bin/chock` runs with Debian's
+Python and leaves the units enabled for nobody. Missing build tools fail the test with the apt-get line to
+run: CI must run this.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 CLEAN_ENV = {"PATH": CLEAN_PATH, "HOME": os.environ.get("HOME", "/root"), "LC_ALL": "C.UTF-8"}
 
 UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service")
-# SPEC §2's Debian packages, plus the sandbox and git.
+# The Debian packages of the Python libraries Chock imports, plus the sandbox and git.
 RUNTIME = {
     "python3-click", "python3-keyring", "python3-secretstorage", "python3-jeepney", "python3-systemd",
     "python3-sdnotify", "python3-httpx", "python3-aiohttp", "bubblewrap", "git",

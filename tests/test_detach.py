@@ -1,4 +1,4 @@
-"""`chock detach` and `chock approve` against a real daemon and real terminal sessions (SPEC §9)."""
+"""`chock detach` and `chock approve` against a real daemon and real terminal sessions."""
 
 from __future__ import annotations
 

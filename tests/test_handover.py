@@ -1,4 +1,4 @@
-"""The session's side of a handover (SPEC §5 "Session sockets", §9) and `chock run --adopt`."""
+"""The session's side of a handover (docs/protocol.md#session-sockets) and `chock run --adopt`."""
 
 from __future__ import annotations
 

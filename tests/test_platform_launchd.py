@@ -1,9 +1,9 @@
-"""chock.platform.launchd and packaging/launchd, as far as Linux can check them (SPEC §7).
+"""chock.platform.launchd and packaging/launchd, as far as Linux can check them.
 
 launch_activate_socket exists only in macOS's libSystem, so the ctypes call is driven through a stand-in
 library whose functions are real C callables (ctypes callbacks) with the same signature: the pointer
 plumbing, the free of launchd's array and the errno mapping run as they would on a Mac. The plists are
-loaded with plistlib and checked for the keys SPEC §7 names.
+loaded with plistlib and checked for the keys docs/architecture.md#running-as-a-service names.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def substituted(name: str, home: str = "/Users/ada", chock: str = "/usr/local/bi
         ("dev.chock.serve.plist", "serve", "http", "serve.sock"),
     ],
 )
-def test_plists_have_what_spec_7_names(name: str, verb: str, key: str, sock: str) -> None:
+def test_plists_start_on_demand_from_a_private_socket(name: str, verb: str, key: str, sock: str) -> None:
     plist = load(name)
     assert plist["Label"] == name.removesuffix(".plist")
     assert plist["ProgramArguments"] == ["@CHOCK@", verb, "--idle-exit", "600"]
@@ -169,5 +169,5 @@ def test_plists_have_what_spec_7_names(name: str, verb: str, key: str, sock: str
     paths = [installed["Sockets"][key]["SockPathName"], installed["StandardOutPath"], installed["StandardErrorPath"]]
     paths += [*installed["EnvironmentVariables"].values(), installed["ProgramArguments"][0]]
     assert all(path.startswith("/") and "@" not in path and "~" not in path for path in paths)
-    # macOS's sun_path limit is 104 bytes (SPEC §3): a typical home leaves plenty of room.
+    # macOS's sun_path limit is 104 bytes: a typical home leaves plenty of room.
     assert len(installed["Sockets"][key]["SockPathName"].encode()) < 104

@@ -1,4 +1,4 @@
-"""chock.platform.systemd and packaging/systemd, for real (SPEC §7).
+"""chock.platform.systemd and packaging/systemd, for real (docs/architecture.md#running-as-a-service).
 
 - listen_fds under `systemd-socket-activate` (python-systemd's parser and our own), and refusals of fds that
   are not listening stream sockets;
@@ -702,7 +702,10 @@ def test_every_packaged_unit_verifies(tmp_path: Path) -> None:
         assert (done.returncode, done.stdout + done.stderr) == (0, ""), name
 
 
-def test_units_say_what_spec_7_asks() -> None:
+def test_units_have_the_settings_the_service_design_needs() -> None:
+    """Private sockets under %h, every path explicit, notify and idle exit, no mount-namespace hardening and no
+    PartOf= (docs/architecture.md#running-as-a-service)."""
+
     def keys(name: str) -> list[str]:
         return [line for line in (UNITS / name).read_text().splitlines() if line and not line.startswith("#")]
 

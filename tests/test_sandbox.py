@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from chock.session import workspace
 from chock.session.sandbox import Sandbox, find_bwrap, for_workspace, host_environment
 from tests.fakes.projects import git_value as git
 from tests.fakes.projects import make_project
+from tests.fakes.sessions import no_process_left
 
 SESSION = "20261201-073450-a1b2c3"
 SECRET = "sk-secret-test"
@@ -113,7 +116,7 @@ def test_check_bwrap_refuses_a_bwrap_that_cannot_sandbox(tmp_path: Path) -> None
         sandbox_module.check_bwrap(str(broken))
 
 
-def test_argv_has_the_flags_of_spec_5_and_never_binds_root(box: Sandbox) -> None:
+def test_argv_isolates_everything_and_never_binds_root(box: Sandbox) -> None:
     argv = box.argv(["true"], bwrap="/usr/bin/bwrap")
     assert argv[:7] == [
         "/usr/bin/bwrap",
@@ -322,3 +325,42 @@ def test_network_on_reaches_the_host(box: Sandbox, loopback_server: int) -> None
     done = run(networked, CONNECT.format(port=loopback_server), shell="/bin/bash")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "hello from the host\n"
+
+
+# A sandbox left behind ------------------------------------------------------------------------------------
+
+# A session's process (as `chock run` is) starts a sandbox whose outer bwrap then dies without taking the inner
+# one along (it lacks --die-with-parent here, as a sandbox still being set up does), and sweeps what it adopted.
+LEFT_BEHIND = """
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+from chock.session import reaper
+
+def child(pid):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if found:
+            return int(found[0])
+        time.sleep(0.01)
+    sys.exit(f"{pid} started nothing")
+
+reaper.adopt_orphans()
+outer = subprocess.Popen(json.loads(sys.argv[1]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+inner = child(outer.pid)
+child(inner)  # the sandbox is set up: its command runs
+os.kill(outer.pid, signal.SIGKILL)
+outer.wait()
+print("adopted" if Path(f"/proc/{inner}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid()) else "lost")
+reaper.kill_orphaned_sandboxes()
+"""
+
+
+def test_a_sandbox_whose_outer_bwrap_died_is_adopted_by_the_session_and_killed_with_everything_in_it(box):
+    with no_process_left() as marker:
+        argv = box.argv(["/bin/sh", "-c", f"sleep {marker} & sleep {marker}"], bwrap=find_bwrap())
+        argv.remove("--die-with-parent")
+        done = subprocess.run(
+            [sys.executable, "-c", LEFT_BEHIND, json.dumps(argv)], capture_output=True, text=True, timeout=30
+        )
+        assert (done.returncode, done.stdout) == (0, "adopted\n"), done.stderr

@@ -1,4 +1,4 @@
-"""`chock serve` end to end (SPEC §8): a real `chock daemon`, a real `chock serve`, real `chock run` children.
+"""`chock serve` end to end: a real `chock daemon`, a real `chock serve`, real `chock run` children.
 
 Each test starts its own daemon (tests/fakes/daemon.py) and serve on short socket paths (a unix socket
 path must stay under 108 bytes, and a pytest tmp dir is long), talks HTTP to serve as a browser or curl

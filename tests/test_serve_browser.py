@@ -1,5 +1,5 @@
 """The page at `/` in a real Chromium (Debian's /usr/bin/chromium, driven by playwright), against a real serve
-over TCP in front of a real daemon running a `replay` session (SPEC §8).
+over TCP in front of a real daemon running a `replay` session.
 
 The browser is never downloaded: playwright launches the system's chromium by path. Assertions are on the
 page's content (and on the ids of the events it applied), never on pixels; a screenshot is saved under the

@@ -1,6 +1,6 @@
 """The daemon as a real user service: `chock daemon install` for a pip install, socket activation, readiness,
-sessions in their own scopes that outlive a daemon restart, and idle exit (SPEC §7). A real systemd user
-manager runs for each test (tests/fakes/systemd_user.py)."""
+sessions in their own scopes that outlive a daemon restart, and idle exit (docs/architecture.md#running-as-a-service).
+A real systemd user manager runs for each test (tests/fakes/systemd_user.py)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.log.fold import fold
 from chock.session.render import terminal_renderer
 from tests.fakes.projects import git_value
@@ -26,6 +27,7 @@ from tests.fakes.sessions import (
     descendants,
     event_of,
     new_session,
+    no_process_left,
     replay_config,
     terminal_session,
     wait_for_end,
@@ -103,6 +105,33 @@ def test_stop_ends_a_terminal_session_leaving_nothing_under_its_pid(home, projec
     finally:
         process.kill()
     assert home.events(session_id)[-1]["via"] == "socket"
+
+
+# After how many of the reply's background commands have started each stop is asked: early, while the first
+# sandboxes are still being set up, and on through the reply (each start is a few milliseconds).
+STOP_AFTER = (1, 2, 3, 4, 6, 8, 11, 14, 18, 22, 27, 33)
+
+
+def test_stops_landing_among_dozens_of_background_starts_end_each_session_leaving_no_process(home, project, daemon):
+    def handles(session_id: str, kind: str) -> set[str]:
+        return {e["handle"] for e in home.events(session_id) if e["type"] == kind}
+
+    def stopped_after(after: int) -> None:
+        session_id, _ = daemon.client.start(project, "start them all")
+        wait_until(lambda: len(handles(session_id, "background.start")) >= after, 30, f"{after} commands to start")
+        assert isinstance(daemon.client.call(dp.StopRequest(str(project), session_id)), dp.Stopped)
+        end = wait_for_end(home, session_id, timeout=5)
+        assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "socket", 130)
+        assert handles(session_id, "background.end") == handles(session_id, "background.start")
+
+    with no_process_left() as marker:
+        starts = [
+            {"call_id": f"b{n}", "name": "shell", "args": {"command": f"sleep {marker}{n:02d}", "background": True}}
+            for n in range(40)
+        ]
+        replay_config(home, [{"text": "", "tool_calls": starts}, {"text": "Started them.", "tool_calls": []}])
+        for after in STOP_AFTER:
+            stopped_after(after)
 
 
 def test_a_session_whose_socket_does_not_answer_is_unreachable_never_ok(home, project, daemon):

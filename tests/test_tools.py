@@ -1,6 +1,7 @@
 """The tools on real files: each file tool reads no more than it returns, a special or huge file is refused or
-cut with a note, a symlink swapped in is never followed, and `shell`'s timeout is validated; and `chock run`
-under a memory limit reads and searches a 4 GiB sparse file and goes on."""
+cut with a note, a symlink swapped in is never followed, `shell`'s timeout is validated, and a stop or a timeout
+at any moment of a command's start kills all of its sandbox; and `chock run` under a memory limit reads and
+searches a 4 GiB sparse file and goes on."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ import pytest
 
 from chock.log.events import TOOL_OUTPUT_LIMIT
 from chock.session import tools
+from chock.session.sandbox import Sandbox, find_bwrap
 from chock.session.tools import confined, edit_file, search, shell
 from chock.session.tools.tool import ToolRefused
+from tests.fakes.sessions import no_process_left
 
 
 class Workspace:
@@ -342,6 +345,73 @@ def test_a_command_killed_at_its_timeout_is_an_error_and_a_bad_timeout_is_refuse
     assert results["c4"] == {**results["c4"], "is_error": False, "output": "fine\n"}
     asked = [e["call_id"] for e in events if e["type"] == "approval.request"]
     assert asked == ["c1", "c4"]
+
+
+# shell's kill ------------------------------------------------------------------------------------------
+
+
+class SandboxContext:
+    """What `shell` asks of a session (chock.session.tools.tool.Context): a real sandbox, and the background
+    work it hands over, which the test cancels as a stop does (chock.session.runner.Session._kill_work)."""
+
+    def __init__(self, root: Path) -> None:
+        dirs = [root / name for name in ("workspace", "git", "admin", "home", "knowledgebase")]
+        for path in dirs:
+            path.mkdir()
+        self.sandbox = Sandbox(*dirs)
+        self.workspace = dirs[0]
+        self.bwrap = find_bwrap()
+        self.work: list[asyncio.Task[None]] = []
+
+    def emit(self, type: str, **fields: object) -> None:
+        pass
+
+    def handle(self, prefix: str) -> str:
+        return f"{prefix}-{len(self.work)}"
+
+    def track(self, handle: str, work) -> None:
+        self.work.append(asyncio.ensure_future(work))
+
+
+async def settled(*tasks: asyncio.Future) -> None:
+    """Every task ends within 5 s of being killed, whatever its sandbox was doing."""
+    _, pending = await asyncio.wait(tasks, timeout=5)
+    assert not pending, "a killed command's call never ended"
+
+
+# Every millisecond of a command's first 20: creating the bwrap process, bwrap cloning the sandbox's pid 1,
+# which starts a session of its own and only then binds its life to the outer bwrap's.
+DELAYS = [n / 1000 for n in range(20)]
+
+
+def test_a_stop_or_a_timeout_in_any_moment_of_a_commands_start_leaves_no_process_of_it(tmp_path):
+    context = SandboxContext(tmp_path)
+
+    async def stopped_after(delay: float, command: str) -> None:
+        call = asyncio.ensure_future(shell.Shell().run(context, {"command": command, "background": True}))
+        await asyncio.sleep(delay)
+        call.cancel()  # the stop, wherever the session's loop is
+        await settled(call)
+        for work in context.work:  # then the background work the session holds
+            work.cancel()
+        if context.work:
+            await settled(*context.work)
+        context.work.clear()
+
+    async def timed_out_after(delay: float, command: str) -> None:
+        call = asyncio.ensure_future(shell.Shell().run(context, {"command": command, "timeout": delay}))
+        await settled(call)
+        with pytest.raises(ToolRefused, match=r"\[killed after"):
+            call.result()
+
+    async def rounds(marker: str) -> None:
+        for repeat in range(8):
+            for n, delay in enumerate(DELAYS):
+                await stopped_after(delay, f"sleep {marker}{repeat}{n:02d}")
+                await timed_out_after(delay + 0.0005, f"sleep {marker}{repeat}{n:02d}")
+
+    with no_process_left() as marker:
+        asyncio.run(rounds(marker))
 
 
 # A whole session under a memory limit -----------------------------------------------------------------

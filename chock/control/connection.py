@@ -1,4 +1,4 @@
-"""Both ends of one connection, with no I/O (docs/protocol.md#the-exchange), in the shape of h11.
+"""Both ends of one connection, with no I/O (docs/protocol.md), in the shape of h11.
 
 Bytes in (`receive_data`; `b""` is end of file), events out (`next_event`), requests in (`send`), bytes out. A
 socket, a thread or an event loop is the caller's: the daemon, the session's sockets, the blocking client every

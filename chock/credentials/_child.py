@@ -1,9 +1,9 @@
-"""The child process every keystore and SecretSpec call runs in, and the parent's side of it (SPEC §10).
+"""The child process every keystore and SecretSpec call runs in, and the parent's side of it.
 
 Why a child: Debian 12's secretstorage 3.3 has no unlock timeout, keyring's own backend unlocks with none,
 the SecretSpec SDK's native code cannot be interrupted, and the session process must stay single-threaded.
 So each call is `python -m chock.credentials._child` in a session of its own, killed (with anything it
-started) when the bound runs out.
+started) when the bound runs out (docs/credentials.md#the-keystore-child).
 
 The request goes in on stdin and the answer comes back on stdout, as JSON lines: zero or more
 `{"progress": "unlock"}` lines saying what the child is waiting on, then one `{"ok": true, "value": …}` or
@@ -34,7 +34,7 @@ from chock.credentials.refusals import (
     by_kind,
 )
 
-# gh bounds every keyring call at 30 s (SPEC §10); tests shorten it through the environment.
+# 30 s, the bound gh puts on its keyring calls; tests shorten it through the environment.
 DEFAULT_TIMEOUT = 30.0
 TIMEOUT_ENV = "CHOCK_KEYSTORE_TIMEOUT"
 # The share of the bound an unlock prompt may wait, so that "nobody answered" arrives from the child itself

@@ -20,7 +20,7 @@ from chock import zon
 from chock.credentials.refusals import CredentialError, InsecureFile
 from chock.paths import ensure_dir
 
-# Group or others may read: the bits SPEC §10 refuses a token file for ("readable by group or others").
+# Group or others may read: a file that holds tokens with either bit set is refused (docs/credentials.md#lookup).
 READABLE_BY_OTHERS = stat.S_IRGRP | stat.S_IROTH
 
 

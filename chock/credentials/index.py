@@ -1,10 +1,10 @@
-"""`instances.zon`, the instance index (SPEC §3): what `chock login` stored, and in which store.
+"""`instances.zon`, the instance index (docs/credentials.md#the-index): what `chock login` stored, and in which store.
 
     .{ .work = .{ .kind = "anthropic", .address = "https://…", .model = "…", .stored = "secret_service" } }
 
 Only login and logout rewrite it, under the login lock, and always whole (`files.write_private`). It holds no
 credential: `.stored` names the store the credential went to, so a lookup asks that store and not whatever
-store config.zon names today (SPEC §10).
+store config.zon names today.
 """
 
 from __future__ import annotations

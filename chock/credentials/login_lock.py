@@ -1,7 +1,8 @@
-"""The login lock (SPEC §10): `<data>/login.lock`, the kernel's flock, held over the credential and the index.
+"""The login lock: `<data>/login.lock`, the kernel's flock, held over the credential and the index together.
 
 A second login that starts while the first is writing waits for it; the wait is bounded, and the lock is the
-kernel's, so a login that is killed releases it at once and there is nothing to clean up by hand.
+kernel's, so a login that is killed releases it at once and there is nothing to clean up by hand
+(docs/credentials.md#the-login-lock).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from collections.abc import Iterator
 from chock.credentials.refusals import LoginBusy
 from chock.paths import FILE_MODE, Layout, ensure_dir
 
-# Seed 003: "The wait is five seconds, which is thousands of times what a store write takes."
+# Thousands of times what a store write takes.
 LOCK_WAIT_SECONDS = 5.0
 # Often enough that a released lock is taken about at once, rarely enough to cost nothing.
 LOCK_POLL_SECONDS = 0.05
 
-# Seed 003: it "says another chock login is running and stores nothing", and it "never names the credential or
-# the instance, because you read it off a terminal other people can see".
+# It stores nothing, and names neither the credential nor the instance: the message is read off a terminal other
+# people may see.
 BUSY_MESSAGE = "another chock login is running. Nothing was stored: wait for it to finish, then run this login again."
 
 

@@ -1,4 +1,4 @@
-"""Where a lookup goes (SPEC §10, seed 003): the one function a session asks for an instance's credential.
+"""Where a lookup goes (docs/credentials.md#lookup): the one function a session asks for an instance's credential.
 
 First match wins:
   1. the store the instance's index entry names (`.stored`, written by the login that stored it, not whatever

@@ -21,7 +21,6 @@ import socket
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 
 from chock.control.connection import NEED_DATA, ServerConnection
@@ -248,6 +247,8 @@ class Connection:
             self.sock.shutdown(socket.SHUT_WR)
 
     def _failed(self, verb: str, error: Exception) -> None:
+        import traceback  # only when a verb fails (docs/architecture.md#start-up)
+
         self.daemon.status.error(verb, error)
         traceback.print_exc(file=sys.stderr)
 

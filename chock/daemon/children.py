@@ -1,4 +1,4 @@
-"""Session children: `chock run` processes the daemon spawns, waits for, and reaps (SPEC §6, §7).
+"""Session children: `chock run` processes the daemon spawns, waits for, and reaps (docs/protocol.md#start).
 
 A child is the same `chock run` a person types, with the daemon's own environment and config (so the
 instance is the config's default), the message on its standard input (never argv: argv is visible to
@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
@@ -39,13 +37,15 @@ from chock.paths import Layout, ensure_dir, new_session_id, project_key
 from chock.platform import journal
 from chock.platform.journal import CHILD_VARIABLE
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
     from chock.daemon.status import Status
 
 # How long a child may take from spawn to its first event. Before it logs, a child checks its project,
-# its instance, its credential (a keystore call has its own 30 s bound, SPEC §10) and bwrap; the control
+# its instance, its credential (a keystore call has its own 30 s bound) and bwrap; the control
 # client waits 120 s for this reply, so the daemon gives up first and says so.
 READY_TIMEOUT = 100.0
 
@@ -271,6 +271,8 @@ class Children:
             output.unlink()
         directory = self.layout.session_dir(session_id)
         if directory.is_dir() and not self.layout.log_path(session_id).exists():
+            import shutil  # only after a failed start (docs/architecture.md#start-up)
+
             shutil.rmtree(directory, ignore_errors=True)
 
     # Supervising ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The daemon's listening sockets (SPEC §6 "Listeners", "Daemon hygiene"; SPEC §7 socket activation).
+"""The daemon's listening sockets (docs/architecture.md#listening-sockets).
 
 - The unix socket: `<state>/daemon.sock` by default, `--socket PATH` for another. Bound under
   `daemon.lock`, so a socket file with no listener at the path is a stale one of ours.
@@ -45,5 +45,5 @@ def bind_unix(path: Path, *, create_parent: bool) -> Listener:
 
 
 def bind_tcp(host: str, port: int) -> Listener:
-    """A TCP listener at host:port (port 0: the system picks). Nobody is checked on it (SPEC §6)."""
+    """A TCP listener at host:port (port 0: the system picks). Nobody is checked on it: TCP carries no peer identity."""
     return Listener(listening.bind_tcp(host, port, backlog=BACKLOG))

@@ -1,4 +1,4 @@
-"""`daemon.lock`: the flock a daemon holds for its whole life, so one state dir has one daemon (SPEC §6).
+"""`daemon.lock`: the flock a daemon holds for its whole life, so one state dir has one daemon.
 
 The lock file holds the holder's pid, so a second daemon can name the first. The pid is only ever read to
 be shown; ownership is the lock, never the number (a stale pid in the file means nothing once the lock is

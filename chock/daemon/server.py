@@ -65,8 +65,7 @@ def run(
 ) -> int:
     """Serve until told to stop; returns the exit code (0)."""
     if port is not None and host is None:
-        # Seed: "--port with no --host is refused by name, rather than obeyed, because obeying it would
-        # open a listener nobody asked for."
+        # Refused by name rather than obeyed: obeying it would open a listener nobody asked for.
         raise UsageError(
             "--port needs --host: the daemon listens on TCP only at an address you name "
             "(e.g. --host 127.0.0.1 --port 7890)"

@@ -20,13 +20,16 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from chock.control.daemon_protocol import PROTOCOL
 from chock.errors import exit_reason
 from chock.log.events import timestamp
 from chock.paths import FILE_MODE
 from chock.platform import journal
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 COUNTERS = (
     "accepted",  # connections taken from a listener

@@ -1,4 +1,4 @@
-"""The daemon's verbs (docs/protocol.md#verbs), one small function each, looked up by name in `VERBS`.
+"""The daemon's verbs (docs/protocol.md#the-control-protocol), one small function each, looked up by name in `VERBS`.
 
 Each takes the shared `Daemon`, the connection's `ReplyWriter` and its typed request (the codec has already checked
 every field: a session id matches its pattern before it touches a path, a project is absolute, a number is a
@@ -13,7 +13,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
 
 from chock.control import daemon_protocol as dp
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
@@ -22,6 +21,10 @@ from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
 from chock.log.catalog import Entry
 from chock.log.reader import offset_after
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 # Lines are gathered into sends of about this size: a `read` of a long log is a few large writes, not one
 # per event.
@@ -251,9 +254,7 @@ def _ended(daemon: Daemon, session_id: str) -> bool:
     return entry is None or entry.state.ended
 
 
-Verb = Callable[[Daemon, ReplyWriter, Any], None]
-
-VERBS: dict[str, Verb] = {
+VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {
     "start": start,
     "adopt": adopt,
     "read": read,

@@ -28,7 +28,6 @@ import select
 import socket
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 from chock.control.daemon_protocol import WatchHeader
@@ -421,6 +420,8 @@ def _peer_gone(sock: socket.socket) -> bool:
 
 def _age(at: str) -> float:
     """Seconds since an event's `at` (0 when it cannot be read)."""
+    from datetime import datetime  # not on the daemon's start-up path (docs/architecture.md#start-up)
+
     try:
         return max(0.0, time.time() - datetime.fromisoformat(at).timestamp())
     except (TypeError, ValueError):

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
@@ -35,7 +34,10 @@ from chock.log.row import RowState
 from chock.log.rowcache import Cached
 from chock.paths import Layout, check_session_id
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from chock.log.freshness import Freshness
 
 # A project's cached rows are rewritten for a running session at most this often (at once for a session

@@ -1,4 +1,4 @@
-"""The event model of the session log (SPEC §4): one JSON object per line, ids from 1, at most 1 MiB.
+"""The event model of the session log (docs/log.md#lines): one JSON object per line, ids from 1, at most 1 MiB.
 
 Events stay plain dicts: every field has a default where it is read and unknown fields are ignored,
 so an older reader and a newer writer (or the reverse) never disagree about a line.
@@ -6,10 +6,16 @@ so an older reader and a newer writer (or the reverse) never disagree about a li
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    Event = dict[str, Any]
+else:
+    Event = dict  # what every reader of a log holds: a plain dict (at run time the name is all that is needed)
 
 # A line is written with one write(); bounding it keeps that write small enough to be atomic in practice
 # and keeps a reader's memory bounded. Replies carry events unchanged, so this is also the reply bound.
@@ -24,11 +30,9 @@ TOOL_OUTPUT_LIMIT = 64 * 1024
 # provider's own words for them are mapped to these.
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
-Event = dict[str, Any]
-
 
 def timestamp(now: float | None = None) -> str:
-    """UTC with milliseconds, as SPEC §4 writes it: 2026-12-01T07:34:50.123Z."""
+    """UTC with milliseconds, as every event's `at` is written: 2026-12-01T07:34:50.123Z."""
     now = time.time() if now is None else now
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 
@@ -48,6 +52,8 @@ def encode(event: Event) -> bytes:
     line = _dumps(event)
     if len(line) <= MAX_EVENT_BYTES:
         return line
+    import copy  # only for the rare line past the bound (docs/architecture.md#start-up)
+
     event = copy.deepcopy(event)
     original = len(line)
     while len(line) > MAX_EVENT_BYTES:

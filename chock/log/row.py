@@ -16,10 +16,14 @@ common of the rest, is read without a JSON parser when it is spelled exactly as 
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
 
 from chock.log.events import Event, decode
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 MESSAGE_PREVIEW = 200
 
@@ -94,9 +98,10 @@ class RowState:
 
     def feed(self, data: bytes) -> None:
         """Fold complete log lines (`data` ends with a newline), skipping every line a row cannot need."""
+        usage_line = _compiled(_USAGE)
         for start in _row_lines(data):
             end = data.index(b"\n", start) + 1
-            usage = _USAGE.match(data, start, end)
+            usage = usage_line.match(data, start, end)
             event = _usage_event(usage) if usage is not None else decode(data[start:end])
             if event is not None:
                 self.apply(event)
@@ -304,20 +309,25 @@ _MARKERS = tuple(
     sorted({(f'"{name.split(".")[0]}.' if "." in name else f'"{name}"').encode() for name in _ROW_HANDLERS})
 )
 # ...or an escape JSON could spell one of their characters with: `\u00` and the code of `.`, `_` or a-z.
-_ESCAPED = re.compile(rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])")
+_ESCAPED = rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])"
 
 
 # A `usage` line exactly as the writer writes it, whose meaning needs no JSON parser: most lines a row
 # needs are these (one per model call), and a match is the same event `decode` would give (no other key,
 # digits with no leading zero, a time of plain characters). Any other spelling is parsed.
-_USAGE = re.compile(
-    (
-        rb'\{"id": <n>, "at": "[0-9A-Za-z:.+-]*", "type": "usage", "input_tokens": <n>, "output_tokens": <n>'
-        rb'(?:, "cache_read_tokens": <n>, "cache_write_tokens": <n>)?'
-        rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?'
-        rb'(?:, "for": "([a-z_]*)")?\}\n'
-    ).replace(b"<n>", rb"(0|[1-9][0-9]*)")  # a whole number as JSON writes one
-)
+_USAGE = (
+    rb'\{"id": <n>, "at": "[0-9A-Za-z:.+-]*", "type": "usage", "input_tokens": <n>, "output_tokens": <n>'
+    rb'(?:, "cache_read_tokens": <n>, "cache_write_tokens": <n>)?'
+    rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?'
+    rb'(?:, "for": "([a-z_]*)")?\}\n'
+).replace(b"<n>", rb"(0|[1-9][0-9]*)")  # a whole number as JSON writes one
+
+
+@functools.cache
+def _compiled(pattern: bytes) -> re.Pattern[bytes]:
+    """A pattern above, compiled on the first fold rather than at import: the daemon imports this module on
+    a start a client waits on (docs/architecture.md#start-up)."""
+    return re.compile(pattern)
 
 
 def _usage_event(match: re.Match[bytes]) -> Event:
@@ -343,7 +353,7 @@ def _row_lines(data: bytes) -> list[int]:
             start = data.rfind(b"\n", 0, found) + 1
             starts.add(start)
             found = data.find(marker, data.index(b"\n", found) + 1)
-    for match in _ESCAPED.finditer(data):
+    for match in _compiled(_ESCAPED).finditer(data):
         starts.add(data.rfind(b"\n", 0, match.start()) + 1)
     return sorted(starts)
 

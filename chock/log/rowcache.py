@@ -21,10 +21,13 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, ensure_dir
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Moves whenever the row fold gives another row for the same lines, so no older fold's row is believed.
 VERSION = 2

@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The events (linux/inotify.h).
 IN_MODIFY = 0x00000002  # written to, or truncated

@@ -1,5 +1,5 @@
 """`chock daemon install|uninstall|start|stop|status`: the user service for installs that are not the
-distro package (pip, pipx, a venv). SPEC §7.
+distro package (pip, pipx, a venv): docs/architecture.md#running-as-a-service.
 
 The units are the packaged ones (`packaging/systemd/`, `packaging/launchd/`, carried in the wheel as
 `chock/platform/units/`), with the path of the Debian package's `/usr/bin/chock` replaced by this

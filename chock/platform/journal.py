@@ -31,10 +31,13 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from chock.errors import EXIT_FAILED, EXIT_INTERRUPTED, ChockError, UsageError, exit_reason
 from chock.paths import project_key
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 TARGETS = ("auto", "journal", "stderr")
 # syslog(3) priorities, as the journal keeps them in PRIORITY=; `--log-level` names the least urgent kept.

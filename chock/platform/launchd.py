@@ -1,4 +1,4 @@
-"""launchd socket activation on macOS (SPEC §7): the sockets a LaunchAgent's `Sockets` entry opened for us.
+"""launchd socket activation on macOS: the sockets a LaunchAgent's `Sockets` entry opened for us.
 
 launchd hands sockets over only on request, by the key they have in the plist's `Sockets` dictionary
 (`control` for the daemon, `http` for serve), through launch_activate_socket(3) in libSystem:

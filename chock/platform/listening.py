@@ -1,4 +1,4 @@
-"""Listening sockets under one set of rules, for the daemon and serve alike (SPEC §6 "Daemon hygiene", §7).
+"""Listening sockets under one set of rules, for the daemon and serve alike.
 
 - A unix socket is born 0600 (bound under umask 0177, then chmod-ed) in a 0700 directory: no moment exists
   when another user could connect.
@@ -9,8 +9,9 @@
 - Sockets handed over by socket activation (`activated`) are used as they are: never bound, chmod-ed or
   unlinked here.
 
-What differs between the daemon and serve (their names in LISTEN_FDNAMES, what they print, the sentence
-that says who else may hold a path) stays in `chock.daemon.listeners` and `chock.serve.sites`.
+docs/architecture.md#listening-sockets says why. What differs between the daemon and serve (their names in
+LISTEN_FDNAMES, what they print, the sentence that says who else may hold a path) stays in
+`chock.daemon.listeners` and `chock.serve.sites`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import os
 import socket
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from chock.errors import ChockError
@@ -37,13 +37,15 @@ class ListenError(ChockError):
     pass
 
 
-@dataclass(frozen=True)
 class Owned:
     """The unix socket file this process bound: its path, device and inode, the only file it may remove."""
 
-    path: Path
-    device: int
-    inode: int
+    __slots__ = ("device", "inode", "path")
+
+    def __init__(self, path: Path, device: int, inode: int) -> None:
+        self.path = path
+        self.device = device
+        self.inode = inode
 
     def remove(self) -> None:
         """Unlink the socket file, when the path still holds that very socket (never another's)."""
@@ -183,7 +185,7 @@ def address_of(sock: socket.socket) -> str:
 
 def activated(name: str) -> list[socket.socket]:
     """The listening sockets the service manager handed over under `name`: systemd's LISTEN_FDS (any other
-    name there is refused), or launchd's `Sockets` entry on macOS; none when started by hand (SPEC §7).
+    name there is refused), or launchd's `Sockets` entry on macOS; none when started by hand.
 
     Imports are lazy: a socket-activated start pays only for the platform it runs on.
     """

@@ -48,7 +48,7 @@ def scope_unit(session_id: str) -> str:
 
 
 def move_to_scope(pid: int, session_id: str) -> None:
-    """Put a session child in its own transient scope, so the daemon's restart leaves it running (SPEC §7).
+    """Put a session child in its own transient scope, so the daemon's restart leaves it running.
 
     Raises ChockError when the manager refuses.
     """

@@ -1,6 +1,7 @@
 """Who is on the other end of a unix socket: the kernel's answer, or None when it will not say.
 
-An absent answer is never a permissive one (seed 000: "A peer the kernel will not name is refused too").
+An absent answer is never a permissive one: a peer the kernel will not name is refused
+(docs/protocol.md#who-may-connect).
 """
 
 from __future__ import annotations

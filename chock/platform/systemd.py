@@ -18,10 +18,10 @@ import socket
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chock.errors import ChockError
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
     from jeepney import MatchRule, Message
 

@@ -193,7 +193,8 @@ def _stop_on(stop: asyncio.Event, reason: str) -> None:
 
 
 async def _idle_watch(app: web.Application, idle_exit: float, stop: asyncio.Event) -> None:
-    """SPEC §7/§8 `--idle-exit`: no request and no SSE stream for that long, and serve exits 0."""
+    """`--idle-exit`: no request and no SSE stream for that long, and serve exits 0; its socket unit starts it
+    again on the next request (docs/architecture.md#running-as-a-service)."""
     activity = app[api.STATE].activity
     step = min(1.0, idle_exit / 4)
     while True:

@@ -1,11 +1,10 @@
-"""Who may use serve, decided per request before any route runs (SPEC §8, seed "A browser in front of it").
+"""Who may use serve, decided per request before any route runs (docs/architecture.md#who-may-use-serve).
 
 Three checks, each where the transport makes it meaningful:
 
-- A unix socket: the peer's uid, from the kernel, must be ours (seed: "serve checks the peer's user id on
-  that socket and refuses anybody else with 403 Forbidden"); a peer the kernel will not name is refused
-  too, because an absent answer is never a permissive one. Any Host is accepted there, since a proxy in
-  front of the socket sets its own.
+- A unix socket: the peer's uid, from the kernel, must be ours, and anybody else is refused with 403
+  Forbidden; a peer the kernel will not name is refused too, because an absent answer is never a permissive
+  one. Any Host is accepted there, since a proxy in front of the socket sets its own.
 - A TCP listener: no identity (TCP carries none; authentication is a proxy's job), but the `Host` header
   must name this listener — its address, a localhost form, or a name given with `--allow-host` — so a page
   on another site cannot reach a `--host 127.0.0.1` serve through DNS rebinding (its requests carry the
@@ -31,7 +30,7 @@ from chock.platform.peer import is_own_user, peer_uid
 # RFC 9110 §9.2.1: GET, HEAD, OPTIONS and TRACE are safe; everything else changes something.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
-# The names a browser on this machine uses for a loopback listener (SPEC §8: "a `localhost` form").
+# The names a browser on this machine uses for a loopback listener: a TCP listener accepts them in Host.
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 

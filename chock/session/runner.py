@@ -1,4 +1,4 @@
-"""The agent loop of one session, on one thread (SPEC §5).
+"""The agent loop of one session, on one thread (docs/architecture.md#chock-run).
 
 Everything the session waits for — a model response chunk, a tool process, an approval, a background
 command, a subagent — is awaited on one asyncio loop, and the session's sockets are served by that same
@@ -26,7 +26,7 @@ from chock.log.events import Event, cut
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.session import calls, compaction, instructions, tools, workspace
+from chock.session import calls, compaction, instructions, reaper, tools, workspace
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.sandbox import Sandbox
@@ -121,6 +121,7 @@ class Session:
         finally:
             for task in self._work.values():
                 task.cancel()
+            reaper.kill_orphaned_sandboxes()
             await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
 
@@ -141,12 +142,13 @@ class Session:
         self.emit("session.end", reason=reason, exit_code=code, **fields)
 
     async def _kill_work(self) -> None:
-        """Cancel the background commands and subagents and wait for them to go (each kills its process: the
-        sandbox's PID namespace goes with its bwrap)."""
+        """Cancel the background commands and subagents and wait for them to go (each kills its process, and a
+        command its whole sandbox), then kill any sandbox the session adopted."""
         tasks = list(self._work.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        reaper.kill_orphaned_sandboxes()
 
     def _log_killed_work(self) -> None:
         """An end for each background command and subagent that had none."""

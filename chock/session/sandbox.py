@@ -35,8 +35,10 @@ BWRAP_MISSING = (
     "Chock never runs tools without a sandbox"
 )
 
-# SPEC §5: bound read-only, when they exist. On a merged-/usr system /bin, /sbin and /lib* are symlinks into
-# /usr; they are recreated as the same symlinks so that /bin/sh resolves to the bound /usr/bin/sh.
+# Bound read-only, when they exist; never / itself, which would show the person's home (and /root when Chock runs
+# as root) and Chock's data dir (docs/architecture.md#what-the-sandbox-may-write). On a merged-/usr system /bin,
+# /sbin and /lib* are symlinks into /usr; they are recreated as the same symlinks so that /bin/sh resolves to the
+# bound /usr/bin/sh.
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 # /etc is readable by every user of the machine, except the few files it keeps from them (shadow, private
@@ -88,7 +90,7 @@ class Sandbox:
     network: bool = False
 
     def environment(self) -> dict[str, str]:
-        """The tool's whole environment, built from scratch (SPEC §5): no key of the person's reaches it."""
+        """The tool's whole environment, built from scratch: no key of the person's reaches it."""
         return {
             "PATH": TOOL_PATH,
             "HOME": str(self.home.resolve()),

@@ -1,4 +1,4 @@
-"""`chock run`: check everything, then begin a new session or carry one on (SPEC §5).
+"""`chock run`: check everything, then begin a new session or carry one on (docs/architecture.md#chock-run).
 
 Before a log exists every check is made — the project is a git repository, the instance resolves (a replay
 file opens), the credential is there when it must be, bwrap exists — so a failure exits 3 and leaves no
@@ -29,7 +29,7 @@ from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.project import find_root
 from chock.providers import Provider
-from chock.session import instructions, sandbox, workspace
+from chock.session import instructions, reaper, sandbox, workspace
 from chock.session.runner import Session, Settings
 
 
@@ -59,7 +59,7 @@ class _Prepared:
 
 
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
-    """Run (or continue) a session to its end and return the exit code of SPEC §5."""
+    """Run (or continue) a session to its end and return its exit code (docs/architecture.md#chock-run)."""
     opening = (
         _continue(layout, request)
         if request.adopt_id is not None or request.continue_id is not None
@@ -231,7 +231,8 @@ def _socket_paths(layout: Layout, session_id: str) -> dict[str, Path]:
 
 
 def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) -> bool:
-    """Apply SPEC §5's continuing rules; True when the kept workspace moves to this process."""
+    """Apply the continuing rules (docs/architecture.md#chock-run); True when the kept workspace moves to this
+    process."""
     if not state.ended and state.workspace_kept:
         raise Refused(
             f"session {state.id} ended abnormally and its workspace {state.workspace} is kept with no proof "
@@ -404,7 +405,9 @@ def _replay(prepared: _Prepared, state: SessionState, purpose: str | None) -> Pr
 
 
 def _drive(session: Session, call_model: bool, provider: Provider) -> int:
-    """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`)."""
+    """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`). The process adopts
+    whatever its sandboxes leave behind, so the session can kill it (chock.session.reaper)."""
+    reaper.adopt_orphans()
 
     async def main() -> int:
         loop = asyncio.get_running_loop()

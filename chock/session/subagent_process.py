@@ -15,7 +15,7 @@ from typing import Any
 
 from chock.errors import ChockError
 from chock.providers import Reply
-from chock.session import tools
+from chock.session import reaper, tools
 
 MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
 
@@ -85,21 +85,8 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
         await provider.aclose()
 
 
-def _die_with_parent() -> None:
-    """A subagent lives only as long as the session that started it, however that session ends (Linux)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import os
-        import signal
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent was already gone before the line above
-            sys.exit(1)
-
-
 def main() -> None:
-    _die_with_parent()
+    reaper.die_with_parent()  # a subagent lives only as long as the session that started it
     try:
         answer = asyncio.run(research(json.loads(sys.stdin.read())))
     except ChockError as error:

@@ -275,18 +275,12 @@ def _ignored(repo: Repo, root: int, survey: _Survey, untracked: list[str]) -> se
 
 def _open_beneath(root: int, path: str) -> int | None:
     """A descriptor on the regular file `path` below `root`, reached without following any symlink."""
-    *parts, name = path.split("/")
-    fd = root
+    name, parent = _parent_beneath(root, path)
     try:
-        for part in parts:
-            opened = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            if fd != root:
-                os.close(fd)
-            fd = opened
-        target = os.open(name, _READ_FLAGS, dir_fd=fd)
+        target = os.open(name, _READ_FLAGS, dir_fd=parent)
     finally:
-        if fd != root:
-            os.close(fd)
+        if parent != root:
+            os.close(parent)
     if not stat.S_ISREG(os.fstat(target).st_mode):
         os.close(target)
         return None
@@ -294,6 +288,18 @@ def _open_beneath(root: int, path: str) -> int | None:
 
 
 def _link_target(root: int, path: str) -> bytes:
+    """What the symlink `path` below `root` points at, reached without following any symlink."""
+    name, parent = _parent_beneath(root, path)
+    try:
+        return os.fsencode(os.readlink(name, dir_fd=parent))
+    finally:
+        if parent != root:
+            os.close(parent)
+
+
+def _parent_beneath(root: int, path: str) -> tuple[str, int]:
+    """`path`'s last name and a descriptor on the directory holding it (`root` itself for a top-level name),
+    each directory on the way opened below the one before without following a symlink."""
     *parts, name = path.split("/")
     parent = root
     try:
@@ -302,10 +308,11 @@ def _link_target(root: int, path: str) -> bytes:
             if parent != root:
                 os.close(parent)
             parent = opened
-        return os.fsencode(os.readlink(name, dir_fd=parent))
-    finally:
+    except BaseException:
         if parent != root:
             os.close(parent)
+        raise
+    return name, parent
 
 
 def _hash(repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool) -> list[bytes]:

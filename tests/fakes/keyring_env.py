@@ -1,4 +1,4 @@
-"""A real gnome-keyring Secret Service on a private D-Bus session bus, for tests (SPEC §10 "Test recipe").
+"""A real gnome-keyring Secret Service on a private D-Bus session bus, for tests.
 
     with keyring_session(tmp_path / "keyring") as keyring:
         monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", keyring.address)

@@ -6,9 +6,12 @@ tests/fakes/terminal.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.fakes.wait import wait_until
@@ -101,6 +104,38 @@ def alive(pids: set[int]) -> set[int]:
         if state != "Z":
             left.add(pid)
     return left
+
+
+def processes_with(marker: str) -> set[int]:
+    """Every live process on the machine whose command line holds `marker`, whoever its parent is now."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.add(int(entry))
+        except OSError:
+            continue
+    return alive(found)
+
+
+@contextlib.contextmanager
+def no_process_left() -> Iterator[str]:
+    """A marker for the commands a test starts (put it in each command line); at the end, no process holding it
+    may be left anywhere on the machine. What is left is killed either way, so a failure leaves nothing behind."""
+    marker = str(secrets.randbelow(9 * 10**8) + 10**8)  # nine digits: a number `sleep` takes, as the command's own
+    try:
+        yield marker
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not processes_with(marker), 5, "the marked processes to go")
+        left = processes_with(marker)
+        assert not left, f"{len(left)} processes of the commands marked {marker} outlived them: {sorted(left)}"
+    finally:
+        for pid in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def replay_config(home, entries, *, shell: str = "allow") -> None:

@@ -1,4 +1,4 @@
-"""A real systemd user manager for tests, on a machine whose PID 1 is not systemd (SPEC §7).
+"""A real systemd user manager for tests, on a machine whose PID 1 is not systemd.
 
     with user_manager() as manager:
         manager.install_unit("demo.service", "[Service]\\nExecStart=/bin/sleep 60\\n")

@@ -1,9 +1,9 @@
-"""The file store: `<data>/tokens.zon`, `.{ .work = "token" }`, 0600 in a 0700 directory (SPEC §3, §10).
+"""The file store: `<data>/tokens.zon`, `.{ .work = "token" }`, 0600 in a 0700 directory.
 
 Readable by this account and no other, which is the guarantee the Secret Service gives against other
-accounts; what a keystore adds is encryption at rest and being locked with the session (seed 003). Chock
-rewrites this file whole and atomically, only under the login lock; a copy another user can read is refused
-by name rather than used.
+accounts; what a keystore adds is encryption at rest and being locked with the session
+(docs/credentials.md#the-stores). Chock rewrites this file whole and atomically, only under the login lock; a
+copy another user can read is refused by name rather than used.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The macOS Keychain store: keyring's macOS backend, never allowed to ask anything (SPEC §10, seed 003).
+"""The macOS Keychain store: keyring's macOS backend, never allowed to ask anything.
 
 Before every use, `security show-keychain-info <login keychain>` runs with stdin closed and a timeout: exit 0
 is unlocked, exit 36 is locked in a session that cannot ask (ssh, screen). A locked Keychain is refused at
@@ -8,7 +8,7 @@ once, naming `security unlock-keychain`, which the person runs themselves: Chock
 keyring maps only -128 to KeyringLocked; -25308 (errSecInteractionNotAllowed) arrives as "Unknown Error" and
 is recognised here by its code, and an account that has never had a desktop login has no login keychain at
 all (-25307, "A default keychain could not be found") — a different problem that unlocking cannot fix, so it
-has a message of its own.
+has a message of its own (docs/credentials.md#facts-the-stores-are-built-on).
 """
 
 from __future__ import annotations

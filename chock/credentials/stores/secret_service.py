@@ -1,11 +1,11 @@
 """The Secret Service store: gnome-keyring or kwallet over D-Bus, items service `chock`, user = instance name.
 
-A keystore can look reachable and still be unusable (seed 003): on a machine with no desktop session the bus
-is there, the service starts when asked, a session opens, and then the collection is locked and the prompt
-that would unlock it cannot be drawn. So the lock is checked first, with secretstorage, exactly as measured
-(SPEC §10 "Facts measured here"), and only then is keyring's SecretService backend used, constructed directly:
-never `keyring.get_keyring()`, which honours env and config and, with keyrings.alt installed, chains to a
-plaintext file without saying so.
+A keystore can look reachable and still be unusable: on a machine with no desktop session the bus is there,
+the service starts when asked, a session opens, and then the collection is locked and the prompt that would
+unlock it cannot be drawn. So the lock is checked first, with secretstorage, in the calls that neither create
+a collection nor prompt without a bound (docs/credentials.md#facts-the-stores-are-built-on), and only then is
+keyring's SecretService backend used, constructed directly: never `keyring.get_keyring()`, which honours env
+and config and, with keyrings.alt installed, chains to a plaintext file without saying so.
 
 `SecretServiceStore` is the parent's side; `serve` runs in the child process (`chock.credentials._child`).
 """

@@ -1,4 +1,4 @@
-"""The SecretSpec store: the credential lives wherever SecretSpec is configured to keep secrets (seed 003).
+"""The SecretSpec store: the credential lives wherever SecretSpec is configured to keep secrets.
 
 Chock implements none of SecretSpec's backends. Secrets are `CHOCK_<NAME>`, declared in the project's
 `secretspec.toml` (found the way SecretSpec finds it: the current directory or a parent).
@@ -11,7 +11,7 @@ Chock implements none of SecretSpec's backends. Secrets are `CHOCK_<NAME>`, decl
 
 A declared secret with no value is "not stored yet", like every store. An undeclared secret or a read-only
 provider is refused, repeating what SecretSpec said. SecretSpec keeps an audit log of key names in its own
-state dir; that is its business (SPEC §10).
+state dir; that is its business (docs/credentials.md#facts-the-stores-are-built-on).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 // Chock's page: a project's sessions, and one session's events as they stream.
 //
-// Everything shown comes from serve's API, which is a mapping of the daemon's verbs (SPEC §8). A session
+// Everything shown comes from serve's API, which is a mapping of the daemon's verbs. A session
 // is watched with EventSource on /api/sessions/<id>/watch: the browser reconnects by itself (after the
 // network or serve goes away) and sends Last-Event-ID, and serve resumes right after it. This page also
 // drops any event whose id it has already applied, so an event is shown exactly once whatever happens to

@@ -1,19 +1,18 @@
 """shell: a command run by /bin/sh in the session's sandbox, waited for or in the background.
 
-Each call asks for approval. A command waited for is killed (its whole process group) at its timeout, and a
-killed command is the tool's error, never its success; a background one reports its end as a note.
+Each call asks for approval. A command waited for is killed (its whole sandbox) at its timeout, and a killed
+command is the tool's error, never its success; a background one reports its end as a note. A cancel (the
+session stopping) kills the command's sandbox too, at any moment of it (chock.session.reaper).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import os
-import signal
 from typing import Any, ClassVar
 
 from chock.log.events import TOOL_OUTPUT_LIMIT, cut
+from chock.session import reaper
 from chock.session.tools.tool import Context, Tool, ToolRefused
 
 SHELL_TIMEOUT_SECONDS = 600.0
@@ -21,8 +20,6 @@ SHELL_TIMEOUT_SECONDS = 600.0
 SHELL_TIMEOUT_LIMIT = 3600.0
 # What of a command's output is kept in memory while it runs; the event keeps TOOL_OUTPUT_LIMIT of it.
 OUTPUT_CAPTURE_LIMIT = 4 * TOOL_OUTPUT_LIMIT
-# A killed command is waited for this long at most (its pipes close when its sandbox is gone).
-REAP_SECONDS = 5.0
 
 
 def command_of(args: dict[str, Any]) -> str:
@@ -89,15 +86,40 @@ class Shell(Tool):
 
 
 async def spawn(context: Context, command: str) -> asyncio.subprocess.Process:
-    """`command` under the session's sandbox, in a process group of its own (killed whole at a timeout)."""
-    return await asyncio.create_subprocess_exec(
-        *context.sandbox.argv(["/bin/sh", "-c", command], bwrap=context.bwrap),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=context.sandbox.host_environment(),
-        start_new_session=True,
+    """`command` under the session's sandbox, in a process group of its own.
+
+    A cancel never interrupts the creation half-way: asyncio's own clean-up would kill the outer bwrap alone,
+    then wait for pipes the sandbox still holds. The creation finishes, what it made is killed, and then the
+    cancel goes on.
+    """
+    creating = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *context.sandbox.argv(["/bin/sh", "-c", command], bwrap=context.bwrap),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=context.sandbox.host_environment(),
+            start_new_session=True,
+        )
     )
+    cancelled: asyncio.CancelledError | None = None
+    while not creating.done():
+        try:
+            await asyncio.wait([creating])
+        except asyncio.CancelledError as error:
+            cancelled = error
+    if cancelled is None:
+        return creating.result()
+    if not creating.cancelled() and creating.exception() is None:
+        await kill(creating.result())
+    raise cancelled
+
+
+async def kill(process: asyncio.subprocess.Process) -> None:
+    """Kill the command's whole sandbox, and wait (boundedly) until it is gone."""
+    if process.returncode is None:
+        reaper.kill_sandbox(process.pid)
+    await reaper.wait_killed(process)
 
 
 async def finish_background(context: Context, handle: str, command: str, process: asyncio.subprocess.Process) -> None:
@@ -128,23 +150,14 @@ async def collect(process: asyncio.subprocess.Process, timeout: float | None) ->
                 kept.extend(chunk[: OUTPUT_CAPTURE_LIMIT - len(kept)])
         await process.wait()
 
-    def kill() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-
     code: int | None = None
     try:
         await asyncio.wait_for(read(), timeout)
         code = process.returncode
     except TimeoutError:
-        kill()
-        await process.wait()
+        await kill(process)
     except asyncio.CancelledError:
-        kill()
-        # Reap it before the cancel goes on, so nothing of it outlives the loop; bounded, as a process that
-        # escaped the kill could hold its pipe open for ever.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.wait(), REAP_SECONDS)
+        await kill(process)
         raise
     text = kept.decode("utf-8", "replace")
     if total > len(kept):

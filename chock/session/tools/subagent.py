@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any, ClassVar
 
+from chock.session import reaper
 from chock.session.tools.tool import Context, Tool, ToolRefused
 
 
@@ -49,7 +50,7 @@ async def research(context: Context, handle: str, request: dict[str, Any]) -> No
     except asyncio.CancelledError:  # the session is stopping: the child goes with it
         with contextlib.suppress(ProcessLookupError):
             process.kill()
-        await process.wait()
+        await reaper.wait_killed(process)
         raise
     try:
         answer = json.loads(out)

@@ -1,0 +1,71 @@
+"""Options as data, read with click or without it.
+
+A command that must start fast — a socket-activated `chock daemon`, which a client waits on after every idle
+exit, and `chock sessions`, which a person types all day — defines its options as a table of `Option`s. The
+click command (chock/cli.py) is built from the table, and chock/entry.py reads the same table with `parse`,
+without importing click (docs/architecture.md#start-up). `parse` takes only plain uses of the options;
+anything else (`--help`, a subcommand, an unknown option, a value that is not a number) is left to click,
+which explains it the way it explains every command's.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class Option:
+    """One option: its flag, its parameter's name, how its text becomes a value (str, int, float, a path
+    class; bool for a flag that takes no value), its help, its default and the variable that gives one."""
+
+    __slots__ = ("convert", "default", "envvar", "flag", "help", "metavar", "name")
+
+    def __init__(
+        self,
+        flag: str,
+        name: str,
+        convert: type,
+        metavar: str,
+        help: str,
+        *,
+        default: str | None = None,
+        envvar: str | None = None,
+    ) -> None:
+        self.flag = flag
+        self.name = name
+        self.convert = convert
+        self.metavar = metavar
+        self.help = help
+        self.default = default
+        self.envvar = envvar
+
+    @property
+    def is_flag(self) -> bool:
+        return self.convert is bool
+
+
+def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | None:
+    """The values `args` give (`--flag VALUE`, `--flag=VALUE`, a bare `--flag` for a flag; each one of
+    `options`), or None when `args` holds anything else."""
+    flags = {option.flag: option for option in options}
+    values: dict[str, object] = {}
+    for option in options:
+        given = os.environ.get(option.envvar) if option.envvar else None
+        values[option.name] = False if option.is_flag else (given or option.default)
+    rest = iter(args)
+    for arg in rest:
+        flag, equals, text = arg.partition("=")
+        option = flags.get(flag)
+        if option is None or (option.is_flag and equals):
+            return None
+        if option.is_flag:
+            values[option.name] = True
+            continue
+        if not equals:
+            text = next(rest, "")
+            if not text or text.startswith("-"):
+                return None  # no value, or what may be another option: click says which
+        try:
+            values[option.name] = option.convert(text)
+        except ValueError:
+            return None
+    return values
