@@ -29,7 +29,7 @@ from chock.control.framing import LINE_SECONDS, LINGER_BYTES, LINGER_SECONDS, Er
 from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
-from chock.daemon.verbs import INLINE, VERBS, ClientGone, ReplyWriter
+from chock.daemon.reply import ClientGone, ReplyWriter
 from chock.platform.listening import Listener
 from chock.platform.peer import peer_uid
 
@@ -157,6 +157,8 @@ class Connection:
     def answer_inline(self) -> None:
         """Run the verb here: its reply is queued (and produced) for the loop to write. Its deadlines count from
         when the verb is done, however long it took."""
+        from chock.daemon.verbs import VERBS
+
         request = self.request
         assert request is not None
         try:
@@ -287,6 +289,8 @@ class Connection:
             try:
                 if self.out:  # what the loop could not write at once (the greeting's answer)
                     sock.sendall(self.out)
+                from chock.daemon.verbs import VERBS
+
                 VERBS[request.verb](self.daemon, ReplyWriter(sock), request)
             except ProtocolError as error:
                 self.daemon.status.count("errors")
@@ -308,6 +312,8 @@ class Connection:
 
 def inline(request: Request) -> bool:
     """Whether the selector loop answers this verb itself (a short verb whose reply it can produce)."""
+    from chock.daemon.verbs import INLINE
+
     return request.verb in INLINE
 
 

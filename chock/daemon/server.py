@@ -29,9 +29,7 @@ from chock.daemon.children import Children
 from chock.daemon.context import Daemon
 from chock.daemon.lock import DaemonLock
 from chock.daemon.status import Status
-from chock.daemon.watch import Hub
 from chock.errors import UsageError
-from chock.log.catalog import Catalog
 from chock.paths import Layout, ensure_dir
 from chock.platform import manager
 from chock.platform.listening import Listener
@@ -92,7 +90,7 @@ class Server:
         children = Children(
             layout, status, under_manager=manager.under_user_manager, move_to_scope=manager.move_to_scope
         )
-        self.daemon = Daemon(layout, status, children, Catalog(layout, watched=True), Hub(layout))
+        self.daemon = Daemon(layout, status, children)
         self.listeners: list[Listener] = []
         self._connections: set[Connection] = set()  # those the selector loop owns (not handed to a thread)
         self._stopping: str | None = None

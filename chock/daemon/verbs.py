@@ -10,7 +10,6 @@ selector loop without a thread, so they must not block: their reply is bytes, or
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -19,16 +18,13 @@ from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import ReplyLine, Request
 from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
+from chock.daemon.reply import ReplyWriter
 from chock.log.catalog import Entry
 from chock.log.reader import offset_after
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
-
-# Lines are gathered into sends of about this size: a `read` of a long log is a few large writes, not one
-# per event.
-SEND_BATCH = 64 * 1024
 
 # A `read` takes the log in pieces of this size, so a long log never sits whole in the daemon.
 READ_CHUNK = 256 * 1024
@@ -39,37 +35,6 @@ RELAY_TIMEOUT = 10.0
 
 # How long `stop` waits for the session's log to hold its end after the session took the stop.
 STOP_WAIT = 10.0
-
-
-class ClientGone(Exception):
-    """The client closed its end while we were replying: nothing to do but stop."""
-
-
-class ReplyWriter:
-    """The write side of one connection: a reply's bytes whole (`send`), or as a producer makes them (`stream`)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def send(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(data)
-        except OSError:
-            raise ClientGone from None
-
-    def stream(self, chunks: Iterator[bytes]) -> None:
-        """Send what `chunks` produces, as the client takes it, gathered into sends of about SEND_BATCH bytes."""
-        batch: list[bytes] = []
-        size = 0
-        for chunk in chunks:
-            batch.append(chunk)
-            size += len(chunk)
-            if size >= SEND_BATCH:
-                self.send(b"".join(batch))
-                batch.clear()
-                size = 0
-        if batch:
-            self.send(b"".join(batch))
 
 
 def _not_found(text: str) -> ProtocolError:

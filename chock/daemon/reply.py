@@ -1,0 +1,46 @@
+"""How a verb writes its reply: whole (`send`) or as a producer makes it (`stream`), onto a connection's socket.
+
+Apart from the verbs (chock/daemon/verbs.py) so that the connection code can hold a writer without importing
+them: the daemon imports its verbs at its first request, not on the start a client waits on
+(docs/architecture.md#start-up).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+# Lines are gathered into sends of about this size: a `read` of a long log is a few large writes, not one
+# per event.
+SEND_BATCH = 64 * 1024
+
+
+class ClientGone(Exception):
+    """The client closed its end while we were replying: nothing to do but stop."""
+
+
+class ReplyWriter:
+    """The write side of one connection: a reply's bytes whole (`send`), or as a producer makes them (`stream`)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            raise ClientGone from None
+
+    def stream(self, chunks: Iterator[bytes]) -> None:
+        """Send what `chunks` produces, as the client takes it, gathered into sends of about SEND_BATCH bytes."""
+        batch: list[bytes] = []
+        size = 0
+        for chunk in chunks:
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= SEND_BATCH:
+                self.send(b"".join(batch))
+                batch.clear()
+                size = 0
+        if batch:
+            self.send(b"".join(batch))
