@@ -15,9 +15,10 @@ import os
 
 class Option:
     """One option: its flag, its parameter's name, how its text becomes a value (str, int, float, a path
-    class; bool for a flag that takes no value), its help, its default and the variable that gives one."""
+    class; bool for a flag that takes no value), its help, its default, the variable that gives one, and for a
+    path whether it must be a directory when it exists."""
 
-    __slots__ = ("convert", "default", "envvar", "flag", "help", "metavar", "name")
+    __slots__ = ("convert", "default", "directory", "envvar", "flag", "help", "metavar", "name")
 
     def __init__(
         self,
@@ -29,6 +30,7 @@ class Option:
         *,
         default: str | None = None,
         envvar: str | None = None,
+        directory: bool = False,
     ) -> None:
         self.flag = flag
         self.name = name
@@ -37,6 +39,7 @@ class Option:
         self.help = help
         self.default = default
         self.envvar = envvar
+        self.directory = directory
 
     @property
     def is_flag(self) -> bool:
@@ -64,6 +67,8 @@ def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | N
             text = next(rest, "")
             if not text or text.startswith("-"):
                 return None  # no value, or what may be another option: click says which
+        if option.directory and os.path.exists(text) and not os.path.isdir(text):
+            return None  # click says it is a file
         try:
             values[option.name] = option.convert(text)
         except ValueError:

@@ -47,7 +47,9 @@ def _options(table):  # type: ignore[no-untyped-def]
             if option.is_flag:
                 made = click.option(option.flag, option.name, is_flag=True, help=option.help)
             else:
-                kind = click.Path(path_type=option.convert) if issubclass(option.convert, Path) else option.convert
+                kind = option.convert
+                if issubclass(kind, Path):
+                    kind = click.Path(path_type=kind, file_okay=not option.directory)
                 made = click.option(
                     option.flag,
                     option.name,

@@ -4,12 +4,15 @@ through the command line in chock/cli.py.
 A socket-activated `chock daemon` is a start a client waits on (systemd holds the first connection after every
 idle exit until the daemon answers it), and `chock sessions` is what a person types all day: their options are
 tables (chock/argv.py) that this reads without importing click, and nothing on their way imports what they do
-not use (docs/architecture.md#start-up). Anything those tables do not take plainly goes to click. `chock
---help` is chock.overview's text, the same click prints.
+not use (docs/architecture.md#start-up). Anything those tables do not take plainly goes to click, and so does
+a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.overview's text, the same click prints. Whichever
+way a command ran, it ends as click ends one: a refusal is `chock: <message>` and its code, Ctrl-C is
+`Aborted!` and 1, and a reader that stops reading (`| head`) ends it quietly with 1.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 # The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`.
@@ -17,13 +20,14 @@ FAST = {"daemon": "chock.daemon.options", "sessions": "chock.listing"}
 
 
 def main() -> None:
+    # Text that the terminal's encoding cannot hold is replaced, not a crash (click's echo did the same).
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
     args = sys.argv[1:]
     if args in (["--help"], ["-h"]):
-        from chock.overview import render
-
-        sys.stdout.write(render())
-        sys.exit(0)
-    if args and args[0] in FAST:
+        sys.exit(_ended(_help))
+    config = os.environ.get("CHOCK_CONFIG")
+    if args and args[0] in FAST and not (config and os.path.isdir(config)):
         from importlib import import_module
 
         from chock.argv import parse
@@ -31,14 +35,35 @@ def main() -> None:
         command = import_module(FAST[args[0]])
         values = parse(args[1:], command.OPTIONS)
         if values is not None:
-            from chock.errors import ChockError, complain
             from chock.paths import Layout
 
-            try:
-                code = command.run(Layout.from_env(), values)
-            except ChockError as error:
-                code = complain(error)
-            sys.exit(code)
+            sys.exit(_ended(lambda: command.run(Layout.from_env(), values)))
     from chock.cli import main as cli
 
     cli(prog_name="chock")
+
+
+def _help() -> int:
+    from chock.overview import render
+
+    sys.stdout.write(render())
+    return 0
+
+
+def _ended(run) -> int:  # type: ignore[no-untyped-def]
+    """The exit code of `run()`, ended the way click ends a command."""
+    from chock.errors import ChockError, complain
+
+    try:
+        code = run()
+        sys.stdout.flush()
+        return code
+    except ChockError as error:
+        return complain(error)
+    except KeyboardInterrupt:
+        print("\nAborted!", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # Whoever read our output stopped: say nothing more, and let no flush at exit complain about it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.m
 if TYPE_CHECKING:
     from typing import Any
 
-PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).")
+PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
 
 OPTIONS = (
     PROJECT,

@@ -54,12 +54,15 @@ def epilog() -> str:
 
 
 def width() -> int:
-    """The width click would format for: the terminal's (or $COLUMNS), at most MAX_WIDTH, less 2."""
-    try:
-        columns = os.get_terminal_size(1).columns
-    except OSError:
-        columns = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else MAX_WIDTH
-    return max(min(columns, MAX_WIDTH) - 2, 50)
+    """The width click formats for: $COLUMNS when it is a number above 0, else the terminal's, else 80 — at
+    most MAX_WIDTH, less 2 (`shutil.get_terminal_size`'s order, without importing shutil)."""
+    columns = os.environ.get("COLUMNS", "")
+    if not (columns.isdigit() and int(columns) > 0):
+        try:
+            columns = str(os.get_terminal_size(1).columns)
+        except OSError:
+            columns = str(MAX_WIDTH)
+    return max(min(int(columns), MAX_WIDTH) - 2, 50)
 
 
 def render(columns: int | None = None) -> str:

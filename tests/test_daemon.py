@@ -755,6 +755,29 @@ def _ended_log(home, project, session_id: str, *, results: int) -> int:
         return owner.last_id
 
 
+def test_a_tcp_watcher_that_closes_is_let_go_while_its_session_is_quiet(home, project, daemons):
+    """Over TCP a close is only a FIN, as a half-close is: a watcher that goes away from a session that writes
+    nothing must not hold a thread (and one of the daemon's connection slots) until the session next writes."""
+    from chock.log.writer import SessionLog
+
+    daemon = daemons.start("--host", "127.0.0.1", "--port", "0")
+    host, port = daemon.tcp.rsplit(":", 1)
+    session_id = "20260101-000000-8d8d8d"
+    log = home.layout.log_path(session_id)
+    log.parent.mkdir(parents=True)
+    status = home.layout.state / "daemon-status.json"
+    with SessionLog.create(log) as owner:
+        owner.append("session.start", session=session_id, project=str(project), message="m", owner="terminal")
+        watchers = [socket.create_connection((host, int(port))) for _ in range(5)]
+        for sock in watchers:
+            sock.sendall(f"hello chock-control 1\nwatch {project}\t{session_id}\t0\n".encode())
+        watching = lambda: json.loads(status.read_text())["connections"]["watching"]  # noqa: E731
+        wait_until(lambda: watching() == 5, 30, "five watches")
+        for sock in watchers:
+            sock.close()
+        wait_until(lambda: watching() == 0, 30, "the closed TCP watchers to be let go")
+
+
 def _cpu_seconds(pid: int) -> float:
     """User and system time the process has used (from /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as handle:

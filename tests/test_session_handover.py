@@ -7,7 +7,10 @@ asyncio loop over real unix sockets, with the machine and the registry handed in
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -296,6 +299,28 @@ def test_a_client_that_waits_hears_how_the_session_ended():
             return client.next_reply(5)
 
     assert run_with_sockets(scenario) == Ended("interrupted")
+
+
+def test_a_client_that_reads_nothing_cannot_keep_the_session_from_closing():
+    """A greeted client asks `pending` over and over and reads none of it: its socket fills, and closing must
+    still end within its bound (the session then ends and lets go of its log)."""
+
+    def scenario(sockets, machine, approvals, paths, loop):
+        for number in range(8):
+            on_loop(loop, lambda number=number: approvals.open(f"r{number}", "shell", "x" * 3000))
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(paths["approval"]))
+            client.sendall(b"hello chock-session 1\n")
+            client.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                for _ in range(2000):
+                    client.send(b"pending\n")
+            time.sleep(1)  # the session has written what the socket takes, and waits to write more
+            started = time.monotonic()
+            on_loop(loop, lambda: sockets.close(ended="completed"))
+            return time.monotonic() - started
+
+    assert run_with_sockets(scenario) < 5
 
 
 def test_a_line_trickled_past_the_bound_is_cut(monkeypatch):

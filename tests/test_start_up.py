@@ -69,3 +69,53 @@ def test_sessions_through_its_table_and_through_click_print_the_same(home, proje
         env=home.env, cwd=project, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert slow.returncode == 0 and slow.stdout == fast.stdout
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(home, project):
+    """`chock sessions | head -1` over many rows, and `chock --help | head -1`: no traceback, as through click."""
+    from chock.log.events import encode
+
+    for number in range(3000):
+        session_id = f"20260101-{number:06d}-{number:06x}"
+        log = home.layout.log_path(session_id)
+        log.parent.mkdir(parents=True)
+        start = {"id": 1, "at": "2026-01-01T00:00:00.000Z", "type": "session.start", "session": session_id}
+        log.write_bytes(encode({**start, "project": str(project), "message": "a task " * 10}))
+    for command in ("sessions", "--help"):
+        done = subprocess.run(
+            ["sh", "-c", f'"$0" -m chock {command} | head -1', sys.executable],
+            env=home.env, cwd=project, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.stdout.count("\n") == 1 and done.stderr == "", (command, done.stderr[-500:])
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_it_replaced_not_a_crash(home, project):
+    done = subprocess.run(
+        [sys.executable, "-m", "chock", "sessions"],
+        env={**home.env, "PYTHONIOENCODING": "ascii"}, cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and "no sessions in this project yet" in done.stdout, done.stderr
+
+
+def test_what_click_refuses_the_fast_path_leaves_to_click(home, project, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    done, loaded = chock_loading(home, "sessions", "--project", str(a_file), cwd=project)
+    assert done.returncode == 2 and "is a file" in done.stderr and "click" in loaded, done.stderr
+    home.env["CHOCK_CONFIG"] = str(tmp_path)  # a directory: click refuses it for every command
+    for args in (("sessions",), ("daemon", "--idle-exit", "1")):
+        done, loaded = chock_loading(home, *args, cwd=project)
+        assert done.returncode == 2 and "is a directory" in done.stderr and "click" in loaded, (args, done.stderr)
+
+
+def test_help_is_as_wide_as_clicks_for_any_columns(home):
+    for columns in ("60", "0", "200"):
+        fast = subprocess.run(
+            [sys.executable, "-m", "chock", "--help"],
+            env={**home.env, "COLUMNS": columns}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        slow = subprocess.run(
+            [sys.executable, "-m", "chock", "--config", str(home.layout.config), "--help"],
+            env={**home.env, "COLUMNS": columns}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert fast.stdout == slow.stdout, columns

@@ -154,6 +154,8 @@ class Children:
         self, session_id: str, verb: str, project: str, argv: list[str], last_id: int, message: str | None
     ) -> None:
         run_log = self.layout.run_log_path(session_id)
+        handover = self.layout.session_socket(session_id, "handover")
+        stale = _identity(handover)  # a socket file an earlier owner left: not the child's
         fd = os.open(run_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         offset = os.fstat(fd).st_size
         try:
@@ -161,7 +163,6 @@ class Children:
         finally:
             os.close(fd)
         log = self.layout.log_path(session_id)
-        handover = self.layout.session_socket(session_id, "handover")
         wanted = ("session.adopt",) if message is None else ("session.adopt", "workspace.open", "user.message")
 
         def ready(exited: bool) -> bool:
@@ -173,7 +174,8 @@ class Children:
             if not all(kind in logged for kind in wanted):
                 return False
             # A session carried on for a `say` is ready once the next `say` can reach it on its socket.
-            return exited or (owner_alive(log) and (message is None or handover.exists()))
+            bound = message is None or _identity(handover) not in (None, stale)
+            return exited or (owner_alive(log) and bound)
 
         self._wait(child, ready, run_log=run_log, offset=offset)
 
@@ -357,3 +359,12 @@ def last_line(path: Path, offset: int = 0) -> str:
         return ""
     line = lines[-1]
     return line[len("chock: ") :] if line.startswith("chock: ") else line
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of what is at `path`, or None when nothing is."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino

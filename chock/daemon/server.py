@@ -146,7 +146,6 @@ class Server:
                 manager.notify("STOPPING=1")
             self._finish_replies(selector)
             selector.close()
-            self._close_listeners()
             self._wait_for_verbs()
             status.activity("stop", reason=reason)
             status.set_state("stopped")
@@ -272,9 +271,11 @@ class Server:
 
     def _finish_replies(self, selector: selectors.BaseSelector) -> None:
         """Stopping: the replies the loop is writing (a `read`, a `list`) get SHUTDOWN_GRACE to finish, so a
-        restart does not cut a client's read short; every other connection of the loop is closed now."""
+        restart does not cut a client's read short; every other connection of the loop is closed now, and so are
+        the listeners, so a client that connects meanwhile is refused at once (and finds the next daemon)."""
         for key in list(selector.get_map().values()):
             selector.unregister(key.fileobj)
+        self._close_listeners()
         writing = set()
         for connection in self._connections:
             if connection.wants_write:

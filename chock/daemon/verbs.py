@@ -36,6 +36,11 @@ RELAY_TIMEOUT = 10.0
 # How long `stop` waits for the session's log to hold its end after the session took the stop.
 STOP_WAIT = 10.0
 
+# How long a `say` waits for another `say` to the same session to be done: one that carries an ended session
+# on is done within a few seconds; one still waiting past this (a child slow to start) is said to be busy
+# rather than queued behind it, where the client's own bound (dp.SPAWN_SECONDS) would run out first.
+SAY_WAIT = 15.0
+
 
 def _not_found(text: str) -> ProtocolError:
     return ProtocolError(ErrorCode.NOT_FOUND, text)
@@ -151,7 +156,11 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
     from chock.control.session_protocol import SessionSayRequest
 
     session_id = request.session_id
-    with daemon.steering(session_id):
+    turn = daemon.steering(session_id)
+    if not turn.acquire(timeout=SAY_WAIT):
+        busy = f"another say is carrying session {session_id} on; say it again once it runs"
+        raise ProtocolError(ErrorCode.BUSY, busy)
+    try:
         entry = _session(daemon, request.project, session_id)
         status = entry.state.status(daemon.catalog.alive(entry))
         if status in ("running", "waiting"):
@@ -168,6 +177,8 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
                 f"`chock workspace show {session_id}`",
             )
         daemon.children.continue_(session_id, request.project, entry.state.last_event_id, request.message)
+    finally:
+        turn.release()
     reply.send(dp.Said("continued", session_id).encode())
 
 

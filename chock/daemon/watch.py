@@ -402,19 +402,22 @@ def _wait(fds: int | list[int], timeout: float, *, write: bool = False) -> set[i
 def _peer_gone(sock: socket.socket) -> bool:
     """Whether the watcher closed its connection; whatever it sent after its one verb is read and dropped.
 
-    End of file alone is not gone: a client may shut only its sending side (`nc -N`, socat) and go on reading.
-    A unix socket whose peer closed polls as hung up; a TCP peer's close shows when a write to it fails."""
+    On a unix socket, end of file alone is not gone: a client may shut only its sending side (`nc -N`, socat)
+    and go on reading, and a peer that closed polls as hung up. TCP cannot tell the two apart (a close and a
+    half-close are both a FIN), and a quiet session writes nothing that would fail, so there end of file is
+    gone (docs/protocol.md#bounds)."""
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     for _, events in poller.poll(0):
         if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
             return True
         try:
-            sock.recv(64 * 1024, socket.MSG_DONTWAIT)
+            data = sock.recv(64 * 1024, socket.MSG_DONTWAIT)
         except BlockingIOError:
-            pass
+            return False
         except OSError:
             return True
+        return not data and sock.family != socket.AF_UNIX
     return False
 
 

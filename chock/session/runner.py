@@ -81,6 +81,7 @@ class Session:
         self.steering = Steering(on_say=self._wake.set, on_stop=self._stop)
         self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self.steering, self._wake.set)
         self._task: asyncio.Task[int] | None = None  # the loop's own task, which a stop cancels
+        self._ending = False  # the end is under way: a stop no longer cancels (it would lose the end)
 
     # The log ------------------------------------------------------------------------------------------
 
@@ -100,6 +101,7 @@ class Session:
             await self._turns(call_model_first)
             finished = workspace.finish(self.settings.worktree, _commit_message(self.state))
             self.emit("workspace.close", branch=self.settings.branch, commit=finished.commit, skipped=finished.skipped)
+            self._ending = True
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
             return EXIT_COMPLETED
         except HandedOver:
@@ -119,6 +121,7 @@ class Session:
             await self._end_abnormally("error", error.exit_code or EXIT_FAILED, error=str(error))
             return error.exit_code or EXIT_FAILED
         finally:
+            self._ending = True
             for task in self._work.values():
                 task.cancel()
             reaper.kill_orphaned_sandboxes()
@@ -127,14 +130,16 @@ class Session:
 
     def _stop(self) -> None:
         """A stop was asked (over handover.sock, or by a signal): the loop's task is cancelled wherever it waits —
-        a model stream, a tool, an approval — and `run` ends the session."""
-        if self._task is not None:
+        a model stream, a tool, an approval — and `run` ends the session. A session already ending (its work
+        being killed, its end being logged) is not cancelled again: that would lose the end it is logging."""
+        if self._task is not None and not self._ending:
             self._task.cancel()
 
     async def _end_abnormally(self, reason: str, code: int, **fields: str) -> None:
         """End the session another way than completed: the work it holds is killed and logged as such, what was
         said to it is logged so the next owner sends it, then `session.end`. After a failed log write only the
         end fits in the log's reserve, so nothing else is tried (what was said since the last turn is lost)."""
+        self._ending = True
         await self._kill_work()
         if self.log.failed is None:
             self._log_killed_work()

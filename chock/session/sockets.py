@@ -60,6 +60,11 @@ class _Client:
         with contextlib.suppress(Exception):
             self.writer.close()
 
+    def abort(self) -> None:
+        """Close at once, dropping what is still unsent."""
+        with contextlib.suppress(Exception):
+            self.writer.transport.abort()
+
     async def refuse(self, error: ProtocolError, reader: asyncio.StreamReader) -> None:
         """Send the refusal, stop writing, and drop what the client still sends for a moment before closing,
         so that the close never resets a connection whose refusal the client has not read."""
@@ -124,9 +129,16 @@ class SessionSockets:
             server.close()
         for clients in self._clients.values():
             for client in list(clients):
+                told = False
                 if client.connection.greeted:  # before its greeting is answered, a client reads no reply
-                    await client.send(sp.Ended(ended).encode())
-                client.close()
+                    # Bounded: a client that reads nothing (its socket full) must not keep the session from ending.
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(LINGER_SECONDS):
+                            told = await client.send(sp.Ended(ended).encode())
+                if told:
+                    client.close()
+                else:
+                    client.abort()
         for owned in self._owned:
             owned.remove()
 
