@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 # The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`.
 FAST = {"daemon": "chock.daemon.options", "sessions": "chock.listing"}
@@ -50,7 +51,7 @@ def _help() -> int:
     return 0
 
 
-def _ended(run) -> int:  # type: ignore[no-untyped-def]
+def _ended(run: Callable[[], int]) -> int:
     """The exit code of `run()`, ended the way click ends a command."""
     from chock.errors import ChockError, complain
 
