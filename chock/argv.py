@@ -53,7 +53,15 @@ def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | N
     values: dict[str, object] = {}
     for option in options:
         given = os.environ.get(option.envvar) if option.envvar else None
-        values[option.name] = False if option.is_flag else (given or option.default)
+        if option.is_flag:
+            values[option.name] = False
+        elif given:
+            try:
+                values[option.name] = option.convert(given)  # as click converts a value from the environment
+            except ValueError:
+                return None
+        else:
+            values[option.name] = option.default
     rest = iter(args)
     for arg in rest:
         flag, equals, text = arg.partition("=")
