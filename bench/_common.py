@@ -185,6 +185,27 @@ def timed(function: Callable[[], object], repeats: int) -> list[float]:
     return samples
 
 
+def stopwatch(function: Callable[[], object]) -> Callable[[], float]:
+    """A call that runs `function` and returns the seconds it took."""
+
+    def run() -> float:
+        started = time.perf_counter()
+        function()
+        return time.perf_counter() - started
+
+    return run
+
+
+def interleaved(timers: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """The median of each timer's seconds (each call returns what it measured), the timers taking turns round
+    after round, so that the machine's noise falls on all of them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            samples[name].append(timer())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 class Echo:
     """The baseline of a daemon's round trip: a unix socket server that echoes one line per connection and
     closes, so what a daemon adds to a connect, a line each way and a close is what the two differ by."""

@@ -13,9 +13,7 @@ run, interleaved with the commands so that the machine's noise falls on both ali
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
-import time
 from collections.abc import Callable
 
 import _common
@@ -36,17 +34,6 @@ def timed_run(argv: list[str], env: dict[str, str], cwd: str) -> Callable[[], st
     return run
 
 
-def interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Each call's wall times, the calls taking turns round after round."""
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            started = time.perf_counter()
-            call()
-            samples[name].append(time.perf_counter() - started)
-    return samples
-
-
 def main() -> None:
     parser = _common.arguments(__doc__, "a few rounds; assert what the commands print only", installed=True)
     options = _common.parse(parser)
@@ -60,13 +47,11 @@ def main() -> None:
         listed = [json.loads(line)["id"] for line in sessions().splitlines()]  # writes the row cache
         assert sorted(listed) == ids, "chock sessions lists every session of the project"
         assert "Usage: " in help_() and "sessions" in help_(), "chock --help prints the usage and its commands"
-        samples = interleaved(
-            {"python3 -c pass": _common.bare_interpreter, "chock --help": help_, "chock sessions": sessions}, rounds
-        )
+        timers = {"python3 -c pass": _common.bare_interpreter, "chock --help": help_, "chock sessions": sessions}
+        medians = _common.interleaved({name: _common.stopwatch(call) for name, call in timers.items()}, rounds)
     if options.quick:
         print(f"cli_start: quick mode: {rounds} rounds; --help printed its usage and sessions listed {SESSIONS}")
         return
-    medians = {name: statistics.median(values) for name, values in samples.items()}
     bare = medians.pop("python3 -c pass")
     which = _common.INSTALLED_CHOCK if options.installed else "the checkout"
     print(f"{which}, interpreter {_common.python()}: python3 -c pass median {bare * 1e3:.1f} ms")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -91,30 +90,28 @@ def main() -> None:
     parser.add_argument("--log-target", default="auto", help="the daemon's --log-target (default auto)")
     options = _common.parse(parser)
     rounds = 3 if options.quick else 30
-    measured: list[float] = []
-    baseline: list[float] = []
-    floor: list[float] = []
-    first_list: list[float] = []
     with _common.scratch() as root:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(root / "d.sock"))
         listener.listen(16)
         cold_start(root, listener, options.log_target)  # compiles what the later starts run
-        imports_alone = standard_library_floor(root)
-        for _ in range(rounds):  # interleaved: the machine's noise falls on all three alike
-            measured.append(cold_start(root, listener, options.log_target))
-            first_list.append(cold_start(root, listener, options.log_target, listing=True))
-            baseline += _common.timed(_common.bare_interpreter, 1)
-            floor += _common.timed(imports_alone, 1)
+        medians = _common.interleaved(
+            {
+                "greeting": lambda: cold_start(root, listener, options.log_target),
+                "first list": lambda: cold_start(root, listener, options.log_target, listing=True),
+                "pass": _common.stopwatch(_common.bare_interpreter),
+                "floor": _common.stopwatch(standard_library_floor(root)),
+            },
+            rounds,
+        )
         assert (root / "d.sock").exists(), "the daemon never unlinks a socket activation handed it"
         listener.close()
     if options.quick:
         print(f"daemon_cold_start: quick mode: {rounds} activated starts answered the greeting")
         return
-    cold, bare, least = statistics.median(measured), statistics.median(baseline), statistics.median(floor)
+    cold, listed, bare, least = (medians[name] for name in ("greeting", "first list", "pass", "floor"))
     print(f"{'installed ' + _common.INSTALLED_CHOCK if options.installed else 'the checkout'}, {_common.python()}")
     print(f"socket activation to `ok chock-control 1`: median {cold * 1e3:.1f} ms, ratio {cold / bare:.1f}")
-    listed = statistics.median(first_list)
     print(f"socket activation to a first `list` reply: median {listed * 1e3:.1f} ms, ratio {listed / bare:.1f}")
     print(f"python3 -c pass: median {bare * 1e3:.1f} ms")
     print(f"the standard library the daemon imports, alone: median {least * 1e3:.1f} ms, ratio {least / bare:.1f}")

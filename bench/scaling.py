@@ -23,7 +23,6 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import _common
@@ -114,15 +113,6 @@ def home(root: Path, name: str) -> Path:
     return other
 
 
-def interleaved(first: Callable[[], float], second: Callable[[], float], repeats: int) -> tuple[float, float]:
-    """The medians of two timers run one after the other, `repeats` times each: the same load for both."""
-    a, b = [], []
-    for _ in range(repeats):
-        a.append(first())
-        b.append(second())
-    return statistics.median(a), statistics.median(b)
-
-
 def independence(root: Path, others: int, repeats: int) -> dict[str, float]:
     """A project of 10 sessions listed from a state dir of its own and from one that also holds `others`
     sessions of another project, interleaved."""
@@ -143,9 +133,9 @@ def independence(root: Path, others: int, repeats: int) -> dict[str, float]:
         check(rows, ids, 100, f"chock sessions from {where.name}")
         return took
 
-    figures["sessions alone"], figures["sessions beside"] = interleaved(
-        lambda: sessions_of(alone), lambda: sessions_of(beside), repeats
-    )
+    figures["sessions alone"], figures["sessions beside"] = _common.interleaved(
+        {"alone": lambda: sessions_of(alone), "beside": lambda: sessions_of(beside)}, repeats
+    ).values()
 
     def first_list(where: Path) -> float:
         with _common.running_daemon(where) as socket_path:
@@ -153,9 +143,9 @@ def independence(root: Path, others: int, repeats: int) -> dict[str, float]:
         check(rows, ids, 100, f"a restarted daemon's first list from {where.name}")
         return took
 
-    figures["list first alone"], figures["list first beside"] = interleaved(
-        lambda: first_list(alone), lambda: first_list(beside), 5
-    )
+    figures["list first alone"], figures["list first beside"] = _common.interleaved(
+        {"alone": lambda: first_list(alone), "beside": lambda: first_list(beside)}, 5
+    ).values()
     with _common.running_daemon(alone) as alone_socket, _common.running_daemon(beside) as beside_socket:
 
         def warm_list(socket_path: Path) -> float:
@@ -163,9 +153,9 @@ def independence(root: Path, others: int, repeats: int) -> dict[str, float]:
             check(rows, ids, 100, "a warm list")
             return took
 
-        figures["list warm alone"], figures["list warm beside"] = interleaved(
-            lambda: warm_list(alone_socket), lambda: warm_list(beside_socket), repeats * 10
-        )
+        figures["list warm alone"], figures["list warm beside"] = _common.interleaved(
+            {"alone": lambda: warm_list(alone_socket), "beside": lambda: warm_list(beside_socket)}, repeats * 10
+        ).values()
     return figures
 
 
@@ -201,7 +191,8 @@ def running_session(root: Path, events: int, repeats: int) -> tuple[float, float
             assert [row["id"] for row in rows] == quiet_ids
             return took
 
-        return interleaved(quiet_list, busy_list, repeats)
+        quiet, busy = _common.interleaved({"quiet": quiet_list, "busy": busy_list}, repeats).values()
+        return quiet, busy
 
 
 def compiled(root: Path) -> None:

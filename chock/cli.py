@@ -14,7 +14,7 @@ import click
 from chock import __version__, listing, overview
 from chock.completion import SHELLS, instance_names, session_ids
 from chock.daemon import options as daemon_options
-from chock.errors import EXIT_STATUS, ChockError, Refused, UsageError, complain
+from chock.errors import ChockError, Refused, UsageError, complain, exit_status
 from chock.paths import Layout
 
 
@@ -30,12 +30,6 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ChockError as error:
             sys.exit(complain(error))
-
-
-def exit_status(command: str) -> str:
-    """The epilog naming a command's exit codes, from the one table of them."""
-    codes = ", ".join(f"{code} {meaning}" for code, meaning in EXIT_STATUS[command])
-    return f"Exit status of chock {command}: {codes}."
 
 
 def _options(table):  # type: ignore[no-untyped-def]

@@ -74,6 +74,12 @@ class ChockError(Exception):
         return str(self)
 
 
+def exit_status(command: str) -> str:
+    """The sentence naming a command's exit codes (its `--help` epilog), from the one table of them."""
+    codes = ", ".join(f"{code} {meaning}" for code, meaning in EXIT_STATUS[command])
+    return f"Exit status of chock {command}: {codes}."
+
+
 def complain(error: ChockError) -> int:
     """Say a refusal the way every command says one, `chock: <message>` on stderr; its exit code."""
     print(f"chock: {error}", file=sys.stderr, flush=True)

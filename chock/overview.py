@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from chock.errors import EXIT_STATUS
+from chock.errors import exit_status
 
 DESCRIPTION = "Chock: a coding agent that works in a sandboxed git worktree and logs every step."
 
@@ -46,11 +46,6 @@ COMMANDS = {
 # click's layout: at most this wide, less its margin, and definitions' first column at most COLUMN wide.
 MAX_WIDTH = 80
 COLUMN = 30
-
-
-def epilog() -> str:
-    codes = ", ".join(f"{code} {meaning}" for code, meaning in EXIT_STATUS["run"])
-    return f"Exit status of chock run: {codes}."
 
 
 def width() -> int:
@@ -98,6 +93,6 @@ def render(columns: int | None = None) -> str:
         "Commands:",
         definitions(sorted(COMMANDS.items())),
         "",
-        paragraph(epilog()),
+        paragraph(exit_status("run")),
         "",
     ])  # fmt: skip

@@ -778,6 +778,15 @@ def test_a_tcp_watcher_that_closes_is_let_go_while_its_session_is_quiet(home, pr
         wait_until(lambda: watching() == 0, 30, "the closed TCP watchers to be let go")
 
 
+def _slow_reader(daemon, session_id: str) -> socket.socket:
+    """A client that asked to `read` the whole log through a 4 KiB receive buffer (so the reply waits on it)."""
+    client = socket.socket(socket.AF_UNIX)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(str(daemon.socket))
+    client.sendall(f"hello chock-control 1\nread {session_id} 0\n".encode())
+    return client
+
+
 def _cpu_seconds(pid: int) -> float:
     """User and system time the process has used (from /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as handle:
@@ -790,14 +799,10 @@ def test_a_client_that_shuts_its_side_still_reads_its_reply_and_costs_the_daemon
 ):
     """`read` of a big log, then shutdown(SHUT_WR), then nothing read for a while: the daemon must not spin on
     the end of file while the reply waits for room in the socket, and the reply still arrives whole."""
-
     daemon = daemons.start()
     session_id = "20260101-000000-5a5a5a"
     last = _ended_log(home, project, session_id, results=200)
-    with socket.socket(socket.AF_UNIX) as client:
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        client.connect(str(daemon.socket))
-        client.sendall(f"hello chock-control 1\nread {session_id} 0\n".encode())
+    with _slow_reader(daemon, session_id) as client:
         client.shutdown(socket.SHUT_WR)
         before = _cpu_seconds(daemon.process.pid)
         time.sleep(3)
@@ -850,14 +855,10 @@ def test_a_watcher_that_shuts_its_sending_side_keeps_its_watch_and_one_that_clos
 
 def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, daemons):
     """A restart (SIGTERM) while a client reads a long log: the client still gets every line, then the close."""
-
     daemon = daemons.start()
     session_id = "20260101-000000-7c7c7c"
     last = _ended_log(home, project, session_id, results=400)
-    with socket.socket(socket.AF_UNIX) as client:
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        client.connect(str(daemon.socket))
-        client.sendall(f"hello chock-control 1\nread {session_id} 0\n".encode())
+    with _slow_reader(daemon, session_id) as client:
         client.settimeout(30)
         received = bytearray(client.recv(4096))  # the reply has begun
         daemon.process.send_signal(signal.SIGTERM)

@@ -28,6 +28,12 @@ def chock_loading(home, *args: str, cwd=None) -> tuple[subprocess.CompletedProce
     return said_only, set(loaded.split()[1:])
 
 
+def by_click(home, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    """`chock ARGS` through click: a global option first (`--config`, the one the test home uses anyway) is
+    what the fast path leaves to click."""
+    return home.chock("--config", str(home.layout.config), *args, **kwargs)
+
+
 def test_help_lists_every_command_without_importing_click_and_says_what_click_says(home):
     done, loaded = chock_loading(home, "--help")
     assert done.returncode == 0
@@ -35,10 +41,7 @@ def test_help_lists_every_command_without_importing_click_and_says_what_click_sa
     for name, summary in COMMANDS.items():
         assert f"  {name:<12}" in done.stdout and summary.split()[0] in done.stdout
     # The same text through click, at the same width: the group prints chock.overview's help.
-    through_click = subprocess.run(
-        [sys.executable, "-m", "chock", "--config", str(home.layout.config), "--help"],
-        env={**home.env, "COLUMNS": "80"}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    through_click = by_click(home, "--help", env={"COLUMNS": "80"})
     assert through_click.stdout == done.stdout
 
 
@@ -64,10 +67,7 @@ def test_what_a_table_does_not_take_plainly_is_clicks_to_explain(home, project):
 def test_sessions_through_its_table_and_through_click_print_the_same(home, project):
     fast, loaded = chock_loading(home, "sessions", "--json", cwd=project)
     assert fast.returncode == 0 and "click" not in loaded
-    slow = subprocess.run(
-        [sys.executable, "-m", "chock", "--config", str(home.layout.config), "sessions", "--json"],
-        env=home.env, cwd=project, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    slow = by_click(home, "sessions", "--json", cwd=project)
     assert slow.returncode == 0 and slow.stdout == fast.stdout
 
 
@@ -90,10 +90,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(home, project):
 
 
 def test_a_terminal_that_cannot_show_a_character_gets_it_replaced_not_a_crash(home, project):
-    done = subprocess.run(
-        [sys.executable, "-m", "chock", "sessions"],
-        env={**home.env, "PYTHONIOENCODING": "ascii"}, cwd=project, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    done = home.chock("sessions", cwd=project, env={"PYTHONIOENCODING": "ascii"})
     assert done.returncode == 0 and "no sessions in this project yet" in done.stdout, done.stderr
 
 
@@ -110,12 +107,6 @@ def test_what_click_refuses_the_fast_path_leaves_to_click(home, project, tmp_pat
 
 def test_help_is_as_wide_as_clicks_for_any_columns(home):
     for columns in ("60", "0", "200"):
-        fast = subprocess.run(
-            [sys.executable, "-m", "chock", "--help"],
-            env={**home.env, "COLUMNS": columns}, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        slow = subprocess.run(
-            [sys.executable, "-m", "chock", "--config", str(home.layout.config), "--help"],
-            env={**home.env, "COLUMNS": columns}, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        fast = home.chock("--help", env={"COLUMNS": columns})
+        slow = by_click(home, "--help", env={"COLUMNS": columns})
         assert fast.stdout == slow.stdout, columns

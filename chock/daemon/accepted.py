@@ -33,6 +33,10 @@ from chock.daemon.reply import ClientGone, ReplyWriter
 from chock.platform.listening import Listener
 from chock.platform.peer import peer_uid
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from types import ModuleType
+
 # A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
 IDLE_SECONDS = 30.0
 
@@ -157,12 +161,10 @@ class Connection:
     def answer_inline(self) -> None:
         """Run the verb here: its reply is queued (and produced) for the loop to write. Its deadlines count from
         when the verb is done, however long it took."""
-        from chock.daemon.verbs import VERBS
-
         request = self.request
         assert request is not None
         try:
-            VERBS[request.verb](self.daemon, InlineWriter(self), request)
+            _verbs().VERBS[request.verb](self.daemon, InlineWriter(self), request)
         except ProtocolError as error:
             self.refuse(error, time.monotonic())
             return
@@ -289,9 +291,7 @@ class Connection:
             try:
                 if self.out:  # what the loop could not write at once (the greeting's answer)
                     sock.sendall(self.out)
-                from chock.daemon.verbs import VERBS
-
-                VERBS[request.verb](self.daemon, ReplyWriter(sock), request)
+                _verbs().VERBS[request.verb](self.daemon, ReplyWriter(sock), request)
             except ProtocolError as error:
                 self.daemon.status.count("errors")
                 _send(sock, error.encode())
@@ -312,9 +312,15 @@ class Connection:
 
 def inline(request: Request) -> bool:
     """Whether the selector loop answers this verb itself (a short verb whose reply it can produce)."""
-    from chock.daemon.verbs import INLINE
+    return request.verb in _verbs().INLINE
 
-    return request.verb in INLINE
+
+def _verbs() -> ModuleType:
+    """The verbs' module, imported at the first request rather than on the start a client waits on
+    (docs/architecture.md#start-up)."""
+    from chock.daemon import verbs
+
+    return verbs
 
 
 def _send(sock: socket.socket, data: bytes) -> None:
