@@ -307,6 +307,70 @@ def test_an_ended_sessions_row_is_cached_privately_and_a_new_reader_starts_from_
     assert Catalog(layout).entry(sid).row(False)["message"] == "task 1"
 
 
+def _remembered_as_folded(layout: Layout, project: Path, sid: str) -> None:
+    """The cache holds the session's row as its owner left it: the whole log, and the row its fold gives."""
+    path = layout.log_path(sid)
+    info = path.stat()
+    dev, ino, mtime, offset, real, state = _cached(layout, project, sid)
+    assert (dev, ino, mtime, offset) == (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+    assert real == os.path.realpath(project)
+    assert _as_json(RowState.from_json(state)) == rows_of(path.read_bytes())
+
+
+def test_a_session_leaves_its_row_in_the_cache_as_it_ends_so_no_reader_reads_its_log(home, project):
+    layout = home.layout
+    home.replay_instance([{"text": "First.", "tool_calls": []}, {"text": "Second.", "tool_calls": []}])
+    assert home.chock("run", "the first task", cwd=project).returncode == 0
+    (sid,) = os.listdir(layout.sessions_dir)
+    _remembered_as_folded(layout, project, sid)  # no reader has looked at it yet
+    # An owner that took the log over (--continue) folds what it added onto the row its predecessor left.
+    assert home.chock("run", "--continue", sid, "and more", cwd=project).returncode == 0
+    _remembered_as_folded(layout, project, sid)
+    # The first `chock sessions` takes that row and reads none of the log: a log changed behind the cache's
+    # back (the same size and mtime) still lists as the cache says.
+    path = layout.log_path(sid)
+    info = path.stat()
+    with open(path, "r+b") as handle:
+        changed = handle.read().replace(b"the first task", b"THE FIRST TASK")
+        handle.seek(0)
+        handle.write(changed)
+    assert path.stat().st_size == info.st_size
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    listed = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    assert listed["id"] == sid and listed["message"] == "the first task" and listed["status"] == "ended"
+
+
+def test_concurrent_writers_of_a_projects_cached_rows_never_undo_each_other(home, tmp_path):
+    """Owners recording their ends, and readers recording listings, each merge under the project's lock: 4
+    processes writing 25 rows each, one at a time, leave all 100; a stale reader's row never replaces one
+    that covers more of the same log, and a row the reader did not look at stays."""
+    directory = os.fspath(home.layout.rows_dir)
+    script = (
+        "import sys\n"
+        "from chock.log import rowcache\n"
+        "from chock.log.row import RowState\n"
+        "directory, first = sys.argv[1], int(sys.argv[2])\n"
+        "for n in range(first, first + 25):\n"
+        "    row = RowState(); row.id = f'20260101-{n:06d}-000000'\n"
+        "    assert rowcache.merge(directory, 'k', {row.id: rowcache.Cached((1, n), 0, 10, row, '/p')}, wait=5)\n"
+    )
+    writers = [subprocess.Popen([sys.executable, "-c", script, directory, str(first)]) for first in (0, 25, 50, 75)]
+    assert [writer.wait(60) for writer in writers] == [0, 0, 0, 0]
+    ids = [f"20260101-{n:06d}-000000" for n in range(100)]
+    assert set(rowcache.read(directory, "k").rows) == set(ids)
+
+    stale = rowcache.read(directory, "k")  # a reader's snapshot, then an owner's end
+    ended, new = RowState(), session_id(100)
+    ended.ended = True
+    owner = {ids[0]: rowcache.Cached((1, 0), 5, 99, ended, "/p"), new: stale.rows[ids[1]]}
+    assert rowcache.merge(directory, "k", owner, wait=rowcache.OWNER_WAIT)
+    behind = rowcache.Cached((1, 0), 0, 10, RowState(), "/p")  # what the reader folded before that end
+    written = rowcache.merge(directory, "k", {ids[0]: behind}, known=stale, gone=lambda sid: sid == ids[2])
+    assert written is not None and written.rows[ids[0]].offset == 99 and written.rows[ids[0]].state.ended
+    assert new in written.rows and ids[2] not in written.rows
+    assert rowcache.read(directory, "k").rows.keys() == written.rows.keys()
+
+
 @pytest.mark.parametrize("disagreement", ["identity", "past the end", "not after a newline", "corrupt", "version"])
 def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagreement):
     layout, project = home.layout, tmp_path / "p"

@@ -5,9 +5,10 @@ One catalog serves them all. Per session it keeps the log's identity (device, in
 of the last complete line it has folded, and the row fold up to there (`chock.log.row.RowState`); a later
 look folds only the bytes appended since. A torn tail is never folded (it is read again once it is whole);
 a log that shrank or was replaced is folded again from its start. Rows are written to the cache dir
-(`chock.log.rowcache`) when a session has ended and at most every CACHE_EVERY seconds while it runs, so a
-new process starts where the last one left off; a project's sessions are found through the index by
-project (`chock.log.index`), so listing one project never reads another's logs.
+(`chock.log.rowcache`) by a session's owner as it lets go of the log (`remember`), and by a reader when a
+session has ended and at most every CACHE_EVERY seconds while it runs, so a new process starts where the
+last one left off; a project's sessions are found through the index by project (`chock.log.index`), so
+listing one project never reads another's logs.
 
 The daemon's catalog (`watched=True`) learns which logs changed from inotify (`chock.log.freshness`): an entry
 no event has touched since it was made is returned with no system call, and only the others are looked at
@@ -31,7 +32,7 @@ from chock.log.events import MAX_EVENT_BYTES
 from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
 from chock.log.row import RowState
-from chock.log.rowcache import Cached
+from chock.log.rowcache import OWNER_WAIT, Cached, Snapshot
 from chock.paths import Layout, check_session_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
@@ -93,9 +94,8 @@ class Catalog:
         self._freshness: Freshness | None = None
         self._lock = threading.Lock()
         self.index = ProjectIndex(self._sessions, self._cache)
-        # What the cache dir holds of each project (as read, or as last written here), and since when.
-        self._disk: dict[str, dict[str, Cached]] = {}
-        self._written: dict[str, float] = {}
+        # What the cache dir holds of each project (as read, or as last written here).
+        self._disk: dict[str, Snapshot] = {}
         self._refused: set[str] = set()
         self._saving = threading.Lock()
 
@@ -116,9 +116,9 @@ class Catalog:
         """The sessions of `project` (compared by resolved real path), oldest first."""
         real = os.path.realpath(project)
         key = key_of(real)
-        found = self._looks(self.index.sessions_of(real), key)
-        entries = [entry for entry in found if entry is not None and entry.project_real == real]
-        self._save(key, entries)
+        ids = self.index.sessions_of(real)
+        entries = [entry for entry in self._looks(ids, key) if entry is not None and entry.project_real == real]
+        self._save(key, ids, entries)
         return entries
 
     def every(self) -> list[Entry]:
@@ -126,7 +126,7 @@ class Catalog:
         entries = []
         for key, ids in self.index.every().items():
             group = [entry for entry in self._looks(ids, key) if entry is not None]
-            self._save(key, group)
+            self._save(key, ids, group)
             entries += group
         return sorted(entries, key=lambda entry: entry.session_id)
 
@@ -184,7 +184,7 @@ class Catalog:
         if base is None and self._cache is not None:
             if key is None:
                 key = self.index.project_of(session_id)
-            cached = self._project_cache(key).get(session_id) if key else None
+            cached = self._project_cache(key).rows.get(session_id) if key else None
             if cached is not None:
                 base = cached
                 if cached.identity == identity and cached.offset == info.st_size and cached.mtime == info.st_mtime_ns:
@@ -225,37 +225,72 @@ class Catalog:
 
     # The cache ------------------------------------------------------------------------------------------
 
-    def _project_cache(self, key: str) -> dict[str, Cached]:
+    def _project_cache(self, key: str) -> Snapshot:
         found = self._disk.get(key)
         if found is None:
             assert self._cache is not None
-            found, self._written[key] = rowcache.read(self._cache, key)
-            self._disk[key] = found
+            found = self._disk[key] = rowcache.read(self._cache, key)
         return found
 
-    def _save(self, key: str, entries: list[Entry]) -> None:
-        """Write the project's cached rows when they cover less than `entries`: at once for a session that
-        ended or is new to the cache, at most every CACHE_EVERY seconds for one that grew while it runs."""
+    def _save(self, key: str, ids: list[str], entries: list[Entry]) -> None:
+        """Write the project's cached rows when they cover less than `entries` (what a look at the sessions
+        `ids` found): at once for a session that ended or is new to the cache, at most every CACHE_EVERY
+        seconds for one that grew while it runs."""
         if self._cache is None or not key:
             return
         with self._saving:
             disk = self._project_cache(key)
-            due = time.time() - self._written.get(key, 0.0) >= CACHE_EVERY
+            due = time.time() - disk.written >= CACHE_EVERY
             urgent = stale = False
             for entry in entries:
-                cached = disk.get(entry.session_id)
+                cached = disk.rows.get(entry.session_id)
                 if cached is None or entry.session_id in self._refused:
                     urgent = urgent or entry.offset > 0
                 elif cached.offset != entry.offset:
                     urgent = urgent or entry.state.ended
                     stale = True
-            if not (urgent or (stale and due) or (due and len(disk) > len(entries))):
+            if not (urgent or (stale and due) or (due and len(disk.rows) > len(entries))):
                 return
             rows = {entry.session_id: entry for entry in entries if entry.offset > 0}
-            if rowcache.write(self._cache, key, rows):
-                self._disk[key] = dict(rows)
-                self._written[key] = time.time()
+            looked = set(ids)
+            # A cached row this look did not find goes; one of a session it did not look at (begun since the
+            # index was read, its row written by its owner) stays while its log is there.
+            written = rowcache.merge(
+                self._cache,
+                key,
+                rows,
+                known=disk,
+                gone=lambda session_id: session_id in looked or not os.path.exists(self._log(session_id)),
+                force=frozenset(self._refused.intersection(rows)),
+            )
+            if written is not None:
+                self._disk[key] = written
                 self._refused.difference_update(rows)
+
+    def record(self, session_id: str, fd: int, row: RowState | None) -> None:
+        """Write one session's row to the cache, as its owner lets go of the log (`fd`, still locked): `row`
+        is the row fold of every line of the log when the owner wrote them all (nothing is read then); without
+        it the lines past what the cache covers are folded now."""
+        if self._cache is None:
+            return
+        info = os.fstat(fd)
+        if row is not None:
+            state = row.copy()
+            state.id = state.id or session_id
+            real = os.path.realpath(state.project) if state.project else ""
+            identity = (info.st_dev, info.st_ino)
+            self._entries[session_id] = Entry(session_id, identity, info.st_mtime_ns, info.st_size, state, real)
+        entry = self.entry(session_id)
+        if entry is None or not entry.project_real or not entry.offset:
+            return
+        key = key_of(entry.project_real)
+        with self._saving:
+            known = self._disk.get(key)
+            written = rowcache.merge(
+                self._cache, key, {session_id: entry}, known=known, force=frozenset({session_id}), wait=OWNER_WAIT
+            )
+            if written is not None:
+                self._disk[key] = written
 
 
 def _fold(session_id: str, fd: int, base: Cached | None) -> tuple[Entry, bool]:
@@ -330,6 +365,12 @@ def load(layout: Layout, session_id: str) -> tuple[RowState, bool] | None:
     catalog = Catalog(layout)
     entry = catalog.entry(session_id)
     return None if entry is None else (entry.state, catalog.alive(entry))
+
+
+def remember(layout: Layout, session_id: str, fd: int, row: RowState | None) -> None:
+    """What the owner of a session's log does as it lets go of it: write the session's row to the cache, so
+    no reader folds this log again (`Catalog.record`)."""
+    Catalog(layout).record(session_id, fd, row)
 
 
 def newest(layout: Layout, project: Path | str, *, running: bool = False) -> str | None:

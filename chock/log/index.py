@@ -25,16 +25,14 @@ a damaged cache loses to the sessions dir.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from chock.log.events import MAX_EVENT_BYTES, decode
-from chock.log.rowcache import read_json, write_json
-from chock.paths import FILE_MODE, SESSION_ID_RE, ensure_dir, path_name
+from chock.log.rowcache import locked, read_json, write_json
+from chock.paths import SESSION_ID_RE, path_name
 
 VERSION = 1
 
@@ -213,23 +211,11 @@ class ProjectIndex:
     def _locked(self) -> Iterator[bool]:
         """Hold `index.lock` while listing and writing; yields whether this listing may write the index. Never
         waits: while another process lists, this one lists for itself and leaves the files to that one."""
-        fd = -1
-        if self._dir is not None:
-            try:
-                ensure_dir(Path(self._dir))
-                fd = os.open(
-                    f"{self._dir}/index.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE
-                )
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                if fd >= 0:
-                    os.close(fd)
-                fd = -1
-        try:
-            yield fd >= 0
-        finally:
-            if fd >= 0:
-                os.close(fd)
+        if self._dir is None:
+            yield False
+            return
+        with locked(f"{self._dir}/index.lock") as held:
+            yield held
 
 
 def _trusted(mtime: int, listed_at: int) -> bool:

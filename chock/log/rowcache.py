@@ -3,27 +3,34 @@ covers.
 
 `$XDG_CACHE_HOME/chock/rows/<state dir>/cached/<project>.json` holds, for each session of one project, its
 `RowState`, the identity of the log it was folded from (device, inode), the log's mtime then, and the
-offset of the end of the last line it covers. Any reader may write one (the daemon, `chock sessions`), so a
-restarted daemon and every new `chock sessions` start warm and fold only the bytes the cache does not
-cover. One file per project, not per session: listing a project reads one file, and the first listing of
-thousands of sessions writes one. The cache is only ever a shortcut: an entry whose identity is not the
-log's, whose offset is past the log's end or not just after a newline, or that does not parse as this
-version's, is ignored and the log is folded from its start.
+offset of the end of the last line it covers. The owner of a session writes its row as it lets go of the
+log (at its end, or a handover: it has folded every line it wrote, so this costs no reading), and any reader
+may write one (the daemon, `chock sessions`): a restarted daemon and every new `chock sessions` start warm
+and fold only the bytes the cache does not cover. One file per project, not per session: listing a project
+reads one file. The cache is only ever a shortcut: an entry whose identity is not the log's, whose offset
+is past the log's end or not just after a newline, or that does not parse as this version's, is ignored and
+the log is folded from its start.
 
-Files are written whole (a temporary file renamed over the old one) and are 0600 in 0700 directories;
-nothing here ever fails a command: a cache that cannot be read or written is a cache that is not there.
+Every write is a merge made under the project's kernel lock (`<project>.lock`): the file is read again if
+another process wrote it since, so an owner recording its end and a daemon recording a listing never undo
+each other. Files are written whole (a temporary file renamed over the old one) and are 0600 in 0700
+directories; nothing here ever fails a command: a cache that cannot be read, locked or written is a cache
+that is not there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from chock.log.row import RowState
-from chock.paths import FILE_MODE, ensure_dir
+from chock.paths import FILE_MODE, SESSION_ID_RE, ensure_dir
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -31,6 +38,10 @@ if TYPE_CHECKING:
 
 # Moves whenever the row fold gives another row for the same lines, so no older fold's row is believed.
 VERSION = 2
+
+# An owner recording its end waits this long for another's merge (which takes milliseconds) before it leaves
+# the cache behind; a reader never waits (its next listing records what this one could not).
+OWNER_WAIT = 2.0
 
 # Past this a file in the cache dir is not one this module wrote (a project's rows take about 700 bytes a
 # session: this is room for tens of thousands).
@@ -108,28 +119,73 @@ def project_path(directory: str, key: str) -> str:
     return f"{directory}/cached/{key}.json"
 
 
-def read(directory: str, key: str) -> tuple[dict[str, Cached], float]:
-    """The cached rows of one project's sessions, by id (not yet checked against their logs), and when they
-    were written (0 when there are none)."""
-    value, written = read_json(project_path(directory, key))
+class Snapshot:
+    """What the cache file of one project held when it was read (or written) here: its rows by session id,
+    when it was written, and the file's identity then, which says whether it has changed since."""
+
+    __slots__ = ("rows", "token", "written")
+
+    def __init__(self, rows: dict[str, Cached], written: float, token: tuple[int, int, int] | None) -> None:
+        self.rows = rows
+        self.written = written
+        self.token = token
+
+
+def read(directory: str, key: str) -> Snapshot:
+    """The cached rows of one project's sessions (not yet checked against their logs); none when there are
+    none."""
+    path = project_path(directory, key)
+    token = _token(path)
+    value, written = read_json(path)
     if type(value) is not dict or value.get("v") != VERSION or type(value.get("rows")) is not dict:
-        return {}, 0.0
+        return Snapshot({}, 0.0, token)
     found = {}
     for session_id, item in value["rows"].items():
-        if type(item) is not list or len(item) != 6:
+        if type(item) is not list or len(item) != 6 or not SESSION_ID_RE.fullmatch(session_id):
             continue
         dev, ino, mtime, offset, project_real, state = item
         if _whole(dev) and _whole(ino) and _whole(mtime) and _whole(offset) and type(project_real) is str:
             row = RowState.from_json(state)
             if row is not None:
                 found[session_id] = Cached((dev, ino), mtime, offset, row, project_real)
-    return found, written
+    return Snapshot(found, written, token)
 
 
-def write(directory: str, key: str, rows: dict[str, Cached]) -> bool:
-    """Replace the cached rows of one project's sessions."""
+def merge(
+    directory: str,
+    key: str,
+    rows: dict[str, Cached],
+    *,
+    known: Snapshot | None = None,
+    gone: Callable[[str], bool] = lambda session_id: False,
+    force: frozenset[str] = frozenset(),
+    wait: float = 0.0,
+) -> Snapshot | None:
+    """Put `rows` into the cached rows of one project, under its lock, and return what the file holds then
+    (None when it could not be written). A row replaces its session's cached row unless that one covers more
+    of the same log (a session in `force` is replaced whatever its cached row says: the log refused it); a
+    cached row `rows` has no word on stays unless `gone(session_id)`. `known` is what the caller last read or
+    wrote: it is used as it is when the file has not changed since. Waits at most `wait` seconds for the lock."""
+    with locked(f"{directory}/cached/{key}.lock", wait=wait) as held:
+        if not held:
+            return None
+        path = project_path(directory, key)
+        current = known if known is not None and known.token is not None and known.token == _token(path) else None
+        merged = dict((current or read(directory, key)).rows)
+        for session_id in [session_id for session_id in merged if session_id not in rows and gone(session_id)]:
+            del merged[session_id]
+        for session_id, new in rows.items():
+            old = merged.get(session_id)
+            if old is None or session_id in force or old.identity != new.identity or old.offset <= new.offset:
+                merged[session_id] = new
+        if not _write(path, merged):
+            return None
+        return Snapshot(merged, time.time(), _token(path))
+
+
+def _write(path: str, rows: dict[str, Cached]) -> bool:
     return write_json(
-        project_path(directory, key),
+        path,
         {
             "v": VERSION,
             "rows": {
@@ -138,6 +194,49 @@ def write(directory: str, key: str, rows: dict[str, Cached]) -> bool:
             },
         },
     )
+
+
+@contextlib.contextmanager
+def locked(path: str, *, wait: float = 0.0) -> Iterator[bool]:
+    """Hold the kernel lock on `path` (made 0600, its directories 0700, when missing), waiting at most `wait`
+    seconds for it; yields whether it is held. A holder that dies lets go at once."""
+    fd = _lock(path, wait)
+    try:
+        yield fd >= 0
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _lock(path: str, wait: float) -> int:
+    """A descriptor of `path` holding its lock, or -1."""
+    try:
+        ensure_dir(Path(os.path.dirname(path)))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+    except OSError:
+        return -1
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.005)
+                continue
+        except OSError:
+            pass
+        os.close(fd)
+        return -1
+
+
+def _token(path: str) -> tuple[int, int, int] | None:
+    """The file's identity and size and mtime: another when anyone has written it since."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _whole(value: object) -> bool:

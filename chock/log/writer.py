@@ -8,6 +8,10 @@ A write that fails (a full disk, a file size limit) must not leave the session w
 RESERVE bytes allocated past the end of the file (fallocate with FALLOC_FL_KEEP_SIZE, where the file system has
 it), so when a write fails for lack of space, what it wrote of its line is cut and the `session.end` that says
 so still fits. After a failed write nothing else is appended but that end, so the log stays whole lines.
+
+An owner that is given `remember` calls it as it lets go (`chock.log.catalog.remember`: the session's row to
+the cache, so no reader folds the log again). An owner that made the log folds every line it writes into the
+session's row as it goes (`row`), so remembering it reads nothing.
 """
 
 from __future__ import annotations
@@ -18,17 +22,23 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from chock.errors import ChockError, Refused
 from chock.log.events import Event, decode, encode, timestamp
+from chock.log.row import RowState
 from chock.paths import FILE_MODE
 
 # A reader's probe (LOCK_SH|LOCK_NB, released at once) holds the lock for microseconds; retrying for this
 # long means a probe can never make an owner fail to take its lock.
 LOCK_RETRY_SECONDS = 2.0
 
+
+# What an owner calls as it lets go: with the log's descriptor (still locked) and the row of its every line, when
+# it wrote them all.
+Remember = Callable[[int, "RowState | None"], None]
 
 # Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
 RESERVE = 256 * 1024
@@ -45,10 +55,13 @@ class LogWriteFailed(ChockError):
 class SessionLog:
     """An owned, open log. Create with `create` (new session) or `take` (continue / adopt)."""
 
-    def __init__(self, path: Path, fd: int, last_id: int) -> None:
+    def __init__(self, path: Path, fd: int, last_id: int, remember: Remember | None = None) -> None:
         self.path = path
         self._fd = fd
         self.last_id = last_id
+        self._remember = remember
+        # The row fold of every line of the log, when this owner wrote them all and someone wants it.
+        self.row = RowState() if remember is not None and last_id == 0 else None
         self._size = os.fstat(fd).st_size
         self._reserved = self._size  # allocated up to here
         self._reserve_errno: int | None = None  # why there is no reserve, when there is none
@@ -56,13 +69,13 @@ class SessionLog:
         self._reserve()
 
     @classmethod
-    def create(cls, path: Path) -> SessionLog:
+    def create(cls, path: Path, *, remember: Remember | None = None) -> SessionLog:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
         _lock(fd, path)
-        return cls(path, fd, 0)
+        return cls(path, fd, 0, remember)
 
     @classmethod
-    def take(cls, path: Path) -> SessionLog:
+    def take(cls, path: Path, *, remember: Remember | None = None) -> SessionLog:
         """Take an existing log: lock it, cut a torn tail, and learn the last id."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
@@ -71,7 +84,7 @@ class SessionLog:
         try:
             _lock(fd, path)
             _still_there(fd, path)
-            return cls(path, fd, _cut_torn_tail(fd))
+            return cls(path, fd, _cut_torn_tail(fd), remember)
         except BaseException:
             os.close(fd)
             raise
@@ -99,6 +112,8 @@ class SessionLog:
             raise self.failed from None
         self._size += written
         self.last_id += 1
+        if self.row is not None:
+            self.row.feed(line)
         return decode(line) or event
 
     def _room_for(self, size: int) -> bool:
@@ -128,6 +143,9 @@ class SessionLog:
             if self._reserved > self._size:  # give the reserve back
                 unused = self._reserved - self._size
                 _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, self._size, unused)
+            if self._remember is not None and self._size:
+                with contextlib.suppress(OSError):  # the cache is a shortcut: without it a reader folds the log
+                    self._remember(self._fd, self.row)
             os.close(self._fd)  # closing the last descriptor drops the flock
             self._fd = -1
 

@@ -25,6 +25,7 @@ from chock.log import catalog
 from chock.log.events import Event
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
+from chock.log.row import RowState
 from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.project import find_root
@@ -146,7 +147,8 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
         layout.session_dir(session_id).mkdir(mode=0o700)
     except FileExistsError:
         raise Refused(f"session {session_id} exists already") from None
-    opening = _Opening(SessionLog.create(layout.log_path(session_id)), SessionState(), prepared, sockets)
+    log = SessionLog.create(layout.log_path(session_id), remember=_remembered(layout, session_id))
+    opening = _Opening(log, SessionState(), prepared, sockets)
     try:
         opening.emit(
             "session.start",
@@ -186,7 +188,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         raise Refused(f"there is no session {session_id}")
     sockets = _socket_paths(layout, session_id)
     try:
-        log = SessionLog.take(path)
+        log = SessionLog.take(path, remember=_remembered(layout, session_id))
     except LogLocked:
         found = catalog.load(layout, session_id)
         running = found[0] if found is not None else SessionState()
@@ -224,6 +226,12 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     last = state.conversation[-1] if state.conversation else None
     opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
     return opening
+
+
+def _remembered(layout: Layout, session_id: str) -> Callable[[int, RowState | None], None]:
+    """What the session's log does as this process lets go of it: the session's row goes to the cache, so no
+    listing folds the log again (docs/log.md#rows-and-the-catalog)."""
+    return lambda fd, row: catalog.remember(layout, session_id, fd, row)
 
 
 def _socket_paths(layout: Layout, session_id: str) -> dict[str, Path]:
