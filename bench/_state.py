@@ -80,5 +80,7 @@ def write_sessions(
             remembered[session_id] = rowcache.Cached(identity, info.st_mtime_ns, info.st_size, row, real)
     if cache is not None:
         rows_dir = Layout(state / "config", state, state / "data", cache).rows_dir
-        assert rowcache.merge(os.fspath(rows_dir), key_of(os.path.realpath(project)), remembered) is not None
+        written = rowcache.merge(os.fspath(rows_dir), key_of(os.path.realpath(project)), remembered)
+        if written is None:
+            raise SystemExit(f"could not write the row cache under {rows_dir}")
     return ids

@@ -22,6 +22,7 @@ appending adds to the daemon's `list` of its project.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,8 +33,9 @@ import _common
 from _state import AT, CYCLE, log_body, make_project, write_sessions
 
 from chock.control.client import ControlClient
-from chock.log.catalog import Catalog
+from chock.log import rowcache
 from chock.log.events import encode
+from chock.log.index import key_of
 from chock.paths import Layout
 
 FULL_SESSIONS = (10, 100, 1000, 5000)
@@ -82,9 +84,11 @@ def cell(root: Path, sessions: int, events: int, repeats: int) -> dict[str, floa
     forget_cache(root)
     project = root / "project"
     ids = write_sessions(root / "state", project, sessions, events, cache=root / "cache")
+    left = cache_generation(root, project)
     figures = {}
     figures["sessions first"], rows = sessions_command(root, project)
     check(rows, ids, events, "chock sessions, the first")
+    assert cache_generation(root, project) == left, "the first `chock sessions` took every row from the cache"
     warm = []
     for _ in range(repeats):
         took, rows = sessions_command(root, project)
@@ -94,6 +98,7 @@ def cell(root: Path, sessions: int, events: int, repeats: int) -> dict[str, floa
     with _common.running_daemon(root) as socket_path:
         figures["list first"], rows = listed(socket_path, project)
         check(rows, ids, events, "the daemon's first list")
+        assert cache_generation(root, project) == left, "the daemon's first list took every row from the cache"
         samples = []
         for _ in range(repeats * 4):
             took, rows = listed(socket_path, project)
@@ -114,8 +119,19 @@ def cell(root: Path, sessions: int, events: int, repeats: int) -> dict[str, floa
         check(rows, ids, events, "a restarted daemon's first list")
         restarts.append(took)
     figures["list restarted"] = statistics.median(restarts)
-    figures["an end"] = owners_end(root, project, sessions)
+    figures["an end"] = statistics.median(owners_end(root, project, sessions + n) for n in range(repeats))
     return figures
+
+
+def layout_of(root: Path) -> Layout:
+    """The layout `_common.environment(root)` gives a chock process."""
+    return Layout(root / "config.zon", root / "state", root / "data", root / "cache")
+
+
+def cache_generation(root: Path, project: Path) -> str | None:
+    """The generation of the project's cached rows: another once anyone has written them again."""
+    directory = os.fspath(layout_of(root).rows_dir)
+    return rowcache.generation(rowcache.project_path(directory, key_of(os.path.realpath(project))))
 
 
 def owners_end(root: Path, project: Path, number: int) -> float:
@@ -124,7 +140,7 @@ def owners_end(root: Path, project: Path, number: int) -> float:
     from chock.log import catalog
     from chock.log.writer import SessionLog
 
-    layout = Layout(root / "config.zon", root / "state", root / "data", root / "cache")
+    layout = layout_of(root)
     session_id = f"20260101-{number:06d}-{number:06x}"
     layout.session_dir(session_id).mkdir(mode=0o700)
     remember = lambda fd, row: catalog.remember(layout, session_id, fd, row)  # noqa: E731 - what `chock run` passes
@@ -136,7 +152,8 @@ def owners_end(root: Path, project: Path, number: int) -> float:
     started = time.perf_counter()
     log.release()
     took = time.perf_counter() - started
-    assert Catalog(layout).entry(session_id).offset == layout.log_path(session_id).stat().st_size
+    cached = rowcache.read(os.fspath(layout.rows_dir), key_of(os.path.realpath(project))).rows[session_id]
+    assert cached.offset == layout.log_path(session_id).stat().st_size, "the owner left its row in the cache"
     return took
 
 

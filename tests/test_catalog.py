@@ -25,6 +25,7 @@ from chock.log.fold import SessionState, fold
 from chock.log.index import key_of
 from chock.log.reader import read_events
 from chock.log.row import RowState
+from chock.log.writer import SessionLog
 from chock.paths import Layout
 from chock.project import find_root
 from chock.session import workspace
@@ -338,6 +339,58 @@ def test_a_session_leaves_its_row_in_the_cache_as_it_ends_so_no_reader_reads_its
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
     listed = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
     assert listed["id"] == sid and listed["message"] == "the first task" and listed["status"] == "ended"
+
+
+def _owned_session(layout: Layout, number: int, project: Path, events: list[dict]) -> str:
+    """A session written and let go of by its owner, as `chock run` does (its row left in the cache)."""
+    sid = session_id(number)
+    layout.session_dir(sid).mkdir(parents=True)
+    remember = lambda fd, row: catalog_module.remember(layout, sid, fd, row)  # noqa: E731
+    with SessionLog.create(layout.log_path(sid), remember=remember) as log:
+        log.append("session.start", session=sid, project=str(project), message=f"task {number}")
+        for event in events:
+            log.append(**event)
+    return sid
+
+
+def _changed_behind_the_cache(path: Path, old: bytes, new: bytes) -> None:
+    """Rewrite bytes of a log in place, keeping its size and mtime: only a reader that reads it can tell."""
+    info = path.stat()
+    data = path.read_bytes()
+    assert len(old) == len(new) and old in data
+    with open(path, "r+b") as handle:
+        handle.write(data.replace(old, new))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def test_a_long_lived_reader_takes_the_rows_owners_leave_after_it_read_the_cache(home, tmp_path):
+    layout, project = home.layout, tmp_path / "p"
+    first = _owned_session(layout, 1, project, [{"type": "session.end", "reason": "completed", "exit_code": 0}])
+    daemon_like = Catalog(layout)
+    assert [entry.session_id for entry in daemon_like.of_project(project)] == [first]
+    written = _cache_file(layout, project).read_bytes()
+    second = _owned_session(layout, 2, project, [{"type": "usage", "input_tokens": 7}, {"type": "session.end"}])
+    _changed_behind_the_cache(layout.log_path(second), b"task 2", b"TASK 2")
+    listed = {entry.session_id: entry.row(False) for entry in daemon_like.of_project(project)}
+    assert listed[second]["message"] == "task 2" and listed[second]["input_tokens"] == 7  # the owner's row, unread
+    assert _cache_file(layout, project).read_bytes() != written  # the owner's write, and no other since:
+    assert Catalog(layout).of_project(project)[-1].row(False)["message"] == "task 2"
+    assert set(json.loads(_cache_file(layout, project).read_text())["rows"]) == {first, second}
+
+
+@pytest.mark.parametrize("cache", ["unreadable", "unwritable"])
+def test_a_cache_that_cannot_be_read_or_written_never_fails_an_owner_letting_go(home, tmp_path, cache):
+    layout, project = home.layout, tmp_path / "p"
+    path = _cache_file(layout, project)
+    path.parent.mkdir(parents=True)
+    if cache == "unreadable":
+        path.write_text("[" * 100_000 + "]" * 100_000)  # deeper than the JSON parser goes
+    else:
+        path.mkdir()  # a directory where the file would be
+    sid = _owned_session(layout, 1, project, [{"type": "session.end", "reason": "completed", "exit_code": 0}])
+    with SessionLog.take(layout.log_path(sid)) as log:  # the lock was let go
+        assert log.last_id == 2
+    assert [entry.row(False)["status"] for entry in Catalog(layout).of_project(project)] == ["ended"]
 
 
 def test_concurrent_writers_of_a_projects_cached_rows_never_undo_each_other(home, tmp_path):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from chock.log.events import MAX_EVENT_BYTES, encode
 from chock.log.fold import fold
 from chock.log.reader import iter_lines, offset_after, owner_alive, read_events
-from chock.log.writer import LogLocked, SessionLog
+from chock.log.writer import RESERVE, LogLocked, SessionLog
 
 
 def write_log(path, count):
@@ -121,6 +121,20 @@ def _hold_lock(path, ready, release):
     with SessionLog.take(path):
         ready.set()
         release.wait(30)
+
+
+def test_an_owner_keeps_room_for_the_end_while_it_writes_and_gives_it_back_when_it_lets_go(tmp_path):
+    """The reserve is disk space: a thousand ended sessions must not each keep a quarter of a MiB."""
+    path = tmp_path / "log.jsonl"
+    with SessionLog.create(path) as log:
+        log.append("user.message", text="hello")
+        assert path.stat().st_blocks * 512 >= RESERVE  # allocated past the end, for the end a failure owes
+    assert path.stat().st_blocks * 512 < 64 * 1024
+    with SessionLog.take(path) as log:
+        assert path.stat().st_blocks * 512 >= RESERVE
+        log.append("user.message", text="again")
+    assert path.stat().st_blocks * 512 < 64 * 1024
+    assert [event["id"] for event in read_events(path)] == [1, 2]
 
 
 def test_a_second_owner_is_refused_while_the_first_lives(tmp_path):

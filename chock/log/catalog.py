@@ -96,7 +96,7 @@ class Catalog:
         self.index = ProjectIndex(self._sessions, self._cache)
         # What the cache dir holds of each project (as read, or as last written here).
         self._disk: dict[str, Snapshot] = {}
-        self._refused: set[str] = set()
+        self._refused: dict[str, tuple[tuple[int, int], int]] = {}  # id -> the cached row the log refused
         self._saving = threading.Lock()
 
     def _log(self, session_id: str) -> str:
@@ -116,9 +116,9 @@ class Catalog:
         """The sessions of `project` (compared by resolved real path), oldest first."""
         real = os.path.realpath(project)
         key = key_of(real)
-        ids = self.index.sessions_of(real)
-        entries = [entry for entry in self._looks(ids, key) if entry is not None and entry.project_real == real]
-        self._save(key, ids, entries)
+        found = [entry for entry in self._looks(self.index.sessions_of(real), key) if entry is not None]
+        entries = [entry for entry in found if entry.project_real == real]
+        self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
         return entries
 
     def every(self) -> list[Entry]:
@@ -126,7 +126,7 @@ class Catalog:
         entries = []
         for key, ids in self.index.every().items():
             group = [entry for entry in self._looks(ids, key) if entry is not None]
-            self._save(key, ids, group)
+            self._save(key, group)
             entries += group
         return sorted(entries, key=lambda entry: entry.session_id)
 
@@ -184,11 +184,10 @@ class Catalog:
         if base is None and self._cache is not None:
             if key is None:
                 key = self.index.project_of(session_id)
-            cached = self._project_cache(key).rows.get(session_id) if key else None
+            cached = self._cached(key, session_id, info) if key else None
             if cached is not None:
                 base = cached
-                if cached.identity == identity and cached.offset == info.st_size and cached.mtime == info.st_mtime_ns:
-                    # The log is as it was when the cache was written: nothing to read.
+                if _covers(cached, info):  # the log is as it was when the cache was written: nothing to read
                     entry = Entry(session_id, identity, cached.mtime, cached.offset, cached.state, cached.project_real)
                     return self._keep(entry, token)
         try:
@@ -201,7 +200,8 @@ class Catalog:
         finally:
             os.close(fd)
         if cached is not None and not based:
-            self._refused.add(session_id)  # the cache disagrees with the log: rewrite it at the next save
+            # The cache disagrees with the log: the next save rewrites that row (while it is still this one).
+            self._refused[session_id] = (cached.identity, cached.offset)
         return self._keep(entry, token)
 
     def _keep(self, entry: Entry, token: object | None) -> Entry:
@@ -232,10 +232,21 @@ class Catalog:
             found = self._disk[key] = rowcache.read(self._cache, key)
         return found
 
-    def _save(self, key: str, ids: list[str], entries: list[Entry]) -> None:
-        """Write the project's cached rows when they cover less than `entries` (what a look at the sessions
-        `ids` found): at once for a session that ended or is new to the cache, at most every CACHE_EVERY
-        seconds for one that grew while it runs."""
+    def _cached(self, key: str, session_id: str, info: os.stat_result) -> Cached | None:
+        """The cached row of a session this catalog holds none of; the file is read again when it does not
+        cover the log and someone wrote the file since it was read here (an owner that let go of its log)."""
+        assert self._cache is not None
+        snapshot = self._project_cache(key)
+        cached = snapshot.rows.get(session_id)
+        if (cached is None or not _covers(cached, info)) and rowcache.changed(self._cache, key, snapshot):
+            snapshot = self._disk[key] = rowcache.read(self._cache, key)
+            cached = snapshot.rows.get(session_id)
+        return cached
+
+    def _save(self, key: str, entries: list[Entry], foreign: frozenset[str] = frozenset()) -> None:
+        """Write the project's cached rows when they cover less than `entries` (what a look found of it): at
+        once for a session that ended or is new to the cache, at most every CACHE_EVERY seconds for one that
+        grew while it runs. A cached row goes when its log is gone or, `foreign`, names another project."""
         if self._cache is None or not key:
             return
         with self._saving:
@@ -252,20 +263,18 @@ class Catalog:
             if not (urgent or (stale and due) or (due and len(disk.rows) > len(entries))):
                 return
             rows = {entry.session_id: entry for entry in entries if entry.offset > 0}
-            looked = set(ids)
-            # A cached row this look did not find goes; one of a session it did not look at (begun since the
-            # index was read, its row written by its owner) stays while its log is there.
             written = rowcache.merge(
                 self._cache,
                 key,
                 rows,
                 known=disk,
-                gone=lambda session_id: session_id in looked or not os.path.exists(self._log(session_id)),
-                force=frozenset(self._refused.intersection(rows)),
+                gone=lambda session_id: session_id in foreign or not os.path.exists(self._log(session_id)),
+                force={session_id: self._refused[session_id] for session_id in rows if session_id in self._refused},
             )
             if written is not None:
                 self._disk[key] = written
-                self._refused.difference_update(rows)
+                for session_id in rows:
+                    self._refused.pop(session_id, None)
 
     def record(self, session_id: str, fd: int, row: RowState | None) -> None:
         """Write one session's row to the cache, as its owner lets go of the log (`fd`, still locked): `row`
@@ -273,13 +282,9 @@ class Catalog:
         it the lines past what the cache covers are folded now."""
         if self._cache is None:
             return
-        info = os.fstat(fd)
         if row is not None:
-            state = row.copy()
-            state.id = state.id or session_id
-            real = os.path.realpath(state.project) if state.project else ""
-            identity = (info.st_dev, info.st_ino)
-            self._entries[session_id] = Entry(session_id, identity, info.st_mtime_ns, info.st_size, state, real)
+            info = os.fstat(fd)
+            self._entries[session_id] = _made(session_id, info, info.st_size, row.copy())
         entry = self.entry(session_id)
         if entry is None or not entry.project_real or not entry.offset:
             return
@@ -287,7 +292,7 @@ class Catalog:
         with self._saving:
             known = self._disk.get(key)
             written = rowcache.merge(
-                self._cache, key, {session_id: entry}, known=known, force=frozenset({session_id}), wait=OWNER_WAIT
+                self._cache, key, {session_id: entry}, known=known, force={session_id: None}, wait=OWNER_WAIT
             )
             if written is not None:
                 self._disk[key] = written
@@ -304,11 +309,26 @@ def _fold(session_id: str, fd: int, base: Cached | None) -> tuple[Entry, bool]:
         base = None
     state = base.state.copy() if base is not None else RowState()
     offset = _feed(fd, state, base.offset if base is not None else 0, size)
-    state.id = state.id or session_id
     real = base.project_real if base is not None and base.state.project == state.project else ""
+    return _made(session_id, info, offset, state, real), base is not None
+
+
+def _made(session_id: str, info: os.stat_result, offset: int, state: RowState, real: str = "") -> Entry:
+    """The entry for `state`, the row fold of the log `info` describes up to `offset`; `real` is its project's
+    resolved path when already known."""
+    state.id = state.id or session_id
     if state.project and not real:
         real = os.path.realpath(state.project)
-    return Entry(session_id, identity, info.st_mtime_ns, offset, state, real), base is not None
+    return Entry(session_id, (info.st_dev, info.st_ino), info.st_mtime_ns, offset, state, real)
+
+
+def _covers(cached: Cached, info: os.stat_result) -> bool:
+    """Whether `cached` is the row of the whole log `info` describes (the same file, size and mtime)."""
+    return (
+        cached.identity == (info.st_dev, info.st_ino)
+        and cached.offset == info.st_size
+        and cached.mtime == info.st_mtime_ns
+    )
 
 
 def _feed(fd: int, state: RowState, offset: int, size: int) -> int:

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 # Moves whenever the row fold gives another row for the same lines, so no older fold's row is believed.
 VERSION = 2
 
-# An owner recording its end waits this long for another's merge (which takes milliseconds) before it leaves
-# the cache behind; a reader never waits (its next listing records what this one could not).
+# An owner recording its end waits this long for another's merge (a tenth of a second for a project of
+# thousands of sessions) before it leaves the cache behind; a reader never waits (its next listing records
+# what this one could not).
 OWNER_WAIT = 2.0
 
 # Past this a file in the cache dir is not one this module wrote (a project's rows take about 700 bytes a
@@ -79,7 +80,7 @@ def read_json(path: str) -> tuple[Any, float]:
         os.close(fd)
     try:
         return json.loads(data), info.st_mtime
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
         return None, 0.0
 
 
@@ -121,24 +122,23 @@ def project_path(directory: str, key: str) -> str:
 
 class Snapshot:
     """What the cache file of one project held when it was read (or written) here: its rows by session id,
-    when it was written, and the file's identity then, which says whether it has changed since."""
+    when it was written (its mtime, or when this process wrote it), and its generation, a random name each
+    write gives the file, which says whether anyone has written it since."""
 
-    __slots__ = ("rows", "token", "written")
+    __slots__ = ("generation", "rows", "written")
 
-    def __init__(self, rows: dict[str, Cached], written: float, token: tuple[int, int, int] | None) -> None:
+    def __init__(self, rows: dict[str, Cached], written: float, generation: str | None) -> None:
         self.rows = rows
         self.written = written
-        self.token = token
+        self.generation = generation
 
 
 def read(directory: str, key: str) -> Snapshot:
     """The cached rows of one project's sessions (not yet checked against their logs); none when there are
     none."""
-    path = project_path(directory, key)
-    token = _token(path)
-    value, written = read_json(path)
+    value, written = read_json(project_path(directory, key))
     if type(value) is not dict or value.get("v") != VERSION or type(value.get("rows")) is not dict:
-        return Snapshot({}, 0.0, token)
+        return Snapshot({}, 0.0, None)
     found = {}
     for session_id, item in value["rows"].items():
         if type(item) is not list or len(item) != 6 or not SESSION_ID_RE.fullmatch(session_id):
@@ -148,7 +148,34 @@ def read(directory: str, key: str) -> Snapshot:
             row = RowState.from_json(state)
             if row is not None:
                 found[session_id] = Cached((dev, ino), mtime, offset, row, project_real)
-    return Snapshot(found, written, token)
+    generation = value.get("g")
+    return Snapshot(found, written, generation if type(generation) is str else None)
+
+
+def changed(directory: str, key: str, known: Snapshot) -> bool:
+    """Whether the project's cache file is no longer what `known` was read from (a few bytes are read)."""
+    return generation(project_path(directory, key)) != known.generation
+
+
+# The start of every file `merge` writes, up to its generation (json.dumps keeps this order).
+_HEAD = b'{"v":%d,"g":"' % VERSION
+_GENERATION_BYTES = 8
+
+
+def generation(path: str) -> str | None:
+    """The generation named at the start of a cache file, or None."""
+    size = len(_HEAD) + 2 * _GENERATION_BYTES
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return head[len(_HEAD) :].decode("ascii", "replace") if len(head) == size and head.startswith(_HEAD) else None
 
 
 def merge(
@@ -158,36 +185,48 @@ def merge(
     *,
     known: Snapshot | None = None,
     gone: Callable[[str], bool] = lambda session_id: False,
-    force: frozenset[str] = frozenset(),
+    force: dict[str, tuple[tuple[int, int], int] | None] | None = None,
     wait: float = 0.0,
 ) -> Snapshot | None:
     """Put `rows` into the cached rows of one project, under its lock, and return what the file holds then
     (None when it could not be written). A row replaces its session's cached row unless that one covers more
-    of the same log (a session in `force` is replaced whatever its cached row says: the log refused it); a
-    cached row `rows` has no word on stays unless `gone(session_id)`. `known` is what the caller last read or
-    wrote: it is used as it is when the file has not changed since. Waits at most `wait` seconds for the lock."""
+    of the same log, or is the same; a session in `force` is replaced whatever its cached row covers — an
+    owner's (None: its row is its log's truth), or one whose cached (identity, offset) the log refused, while
+    the cached row is still that one. A cached row `rows` has no word on stays unless `gone(session_id)`.
+    `known` is what the caller last read or wrote, used as it is when nobody has written the file since.
+    Nothing is written when nothing changes. Waits at most `wait` seconds for the lock."""
+    force = force or {}
     with locked(f"{directory}/cached/{key}.lock", wait=wait) as held:
         if not held:
             return None
-        path = project_path(directory, key)
-        current = known if known is not None and known.token is not None and known.token == _token(path) else None
-        merged = dict((current or read(directory, key)).rows)
-        for session_id in [session_id for session_id in merged if session_id not in rows and gone(session_id)]:
+        current = known if known is not None and not changed(directory, key, known) else read(directory, key)
+        merged = dict(current.rows)
+        dropped = [session_id for session_id in merged if session_id not in rows and gone(session_id)]
+        for session_id in dropped:
             del merged[session_id]
+        replaced = False
         for session_id, new in rows.items():
             old = merged.get(session_id)
-            if old is None or session_id in force or old.identity != new.identity or old.offset <= new.offset:
+            if old is not None and (old.identity, old.offset, old.mtime) == (new.identity, new.offset, new.mtime):
+                continue  # the same lines folded: the same row
+            overruled = session_id in force and force[session_id] in (None, (old.identity, old.offset) if old else None)
+            if old is None or overruled or old.identity != new.identity or old.offset <= new.offset:
                 merged[session_id] = new
-        if not _write(path, merged):
+                replaced = True
+        if not (dropped or replaced) and current.generation is not None:
+            return current
+        name = os.urandom(_GENERATION_BYTES).hex()
+        if not _write(project_path(directory, key), merged, name):
             return None
-        return Snapshot(merged, time.time(), _token(path))
+        return Snapshot(merged, time.time(), name)
 
 
-def _write(path: str, rows: dict[str, Cached]) -> bool:
+def _write(path: str, rows: dict[str, Cached], name: str) -> bool:
     return write_json(
         path,
         {
             "v": VERSION,
+            "g": name,
             "rows": {
                 session_id: [*c.identity, c.mtime, c.offset, c.project_real, c.state.to_json()]
                 for session_id, c in rows.items()
@@ -228,15 +267,6 @@ def _lock(path: str, wait: float) -> int:
             pass
         os.close(fd)
         return -1
-
-
-def _token(path: str) -> tuple[int, int, int] | None:
-    """The file's identity and size and mtime: another when anyone has written it since."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _whole(value: object) -> bool:

@@ -36,12 +36,13 @@ from chock.paths import FILE_MODE
 LOCK_RETRY_SECONDS = 2.0
 
 
+# Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
+RESERVE = 256 * 1024
+
+
 # What an owner calls as it lets go: with the log's descriptor (still locked) and the row of its every line, when
 # it wrote them all.
 Remember = Callable[[int, "RowState | None"], None]
-
-# Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
-RESERVE = 256 * 1024
 
 
 class LogLocked(ChockError):
@@ -60,9 +61,9 @@ class SessionLog:
         self._fd = fd
         self.last_id = last_id
         self._remember = remember
-        # The row fold of every line of the log, when this owner wrote them all and someone wants it.
-        self.row = RowState() if remember is not None and last_id == 0 else None
         self._size = os.fstat(fd).st_size
+        # The row fold of every line of the log, when this owner writes them all and someone wants it.
+        self.row = RowState() if remember is not None and self._size == 0 else None
         self._reserved = self._size  # allocated up to here
         self._reserve_errno: int | None = None  # why there is no reserve, when there is none
         self.failed: LogWriteFailed | None = None
@@ -112,9 +113,10 @@ class SessionLog:
             raise self.failed from None
         self._size += written
         self.last_id += 1
+        event = decode(line) or event
         if self.row is not None:
-            self.row.feed(line)
-        return decode(line) or event
+            self.row.apply(event)  # what the row fold of this line gives (docs/log.md#rows-and-the-catalog)
+        return event
 
     def _room_for(self, size: int) -> bool:
         """Whether `size` more bytes leave half the reserve for the end, renewing it when they would not; False
@@ -143,11 +145,14 @@ class SessionLog:
             if self._reserved > self._size:  # give the reserve back
                 unused = self._reserved - self._size
                 _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, self._size, unused)
-            if self._remember is not None and self._size:
-                with contextlib.suppress(OSError):  # the cache is a shortcut: without it a reader folds the log
-                    self._remember(self._fd, self.row)
-            os.close(self._fd)  # closing the last descriptor drops the flock
-            self._fd = -1
+                self._cut_to(self._size)  # ext4 frees blocks kept past the end only when the file is truncated
+            try:
+                if self._remember is not None and self._size:
+                    with contextlib.suppress(Exception):  # the cache is a shortcut: without it a reader folds the log
+                        self._remember(self._fd, self.row)
+            finally:
+                os.close(self._fd)  # closing the last descriptor drops the flock
+                self._fd = -1
 
     def __enter__(self) -> SessionLog:
         return self

@@ -25,8 +25,7 @@ from chock.log import catalog
 from chock.log.events import Event
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
-from chock.log.row import RowState
-from chock.log.writer import LogLocked, LogWriteFailed, SessionLog
+from chock.log.writer import LogLocked, LogWriteFailed, Remember, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.project import find_root
 from chock.providers import Provider
@@ -228,7 +227,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     return opening
 
 
-def _remembered(layout: Layout, session_id: str) -> Callable[[int, RowState | None], None]:
+def _remembered(layout: Layout, session_id: str) -> Remember:
     """What the session's log does as this process lets go of it: the session's row goes to the cache, so no
     listing folds the log again (docs/log.md#rows-and-the-catalog)."""
     return lambda fd, row: catalog.remember(layout, session_id, fd, row)
