@@ -15,44 +15,23 @@ from __future__ import annotations
 import socket
 import statistics
 import time
-from pathlib import Path
 
 import _common
+from _state import make_project, write_sessions
 
 from chock.control.client import ControlClient
-from chock.log.events import encode, timestamp
 from chock.log.index import RACY_NS
 
 SESSIONS = 100
 EVENTS_PER_SESSION = 40
 
 
-def write_sessions(state: Path, project: Path, count: int) -> list[str]:
-    """`count` ended sessions of `project`, each a log of EVENTS_PER_SESSION events."""
-    ids = []
-    at = timestamp()
-    for number in range(count):
-        session_id = f"20260101-{number:06d}-{number:06x}"
-        directory = state / "sessions" / session_id
-        directory.mkdir(parents=True, mode=0o700)
-        events = [{"type": "session.start", "session": session_id, "project": str(project), "message": "task"}]
-        events += [
-            {"type": "tool.result", "call_id": f"c{n}", "output": "x" * 200} for n in range(EVENTS_PER_SESSION - 2)
-        ]
-        events.append({"type": "session.end", "reason": "completed", "exit_code": 0})
-        data = b"".join(encode({"id": n, "at": at, **event}) for n, event in enumerate(events, 1))
-        (directory / "log.jsonl").write_bytes(data)
-        ids.append(session_id)
-    return ids
-
-
 def main() -> None:
     options = _common.parse(_common.arguments(__doc__, "fewer rounds; assert delivery only", installed=True))
     repeats = 20 if options.quick else 300
     with _common.scratch() as root:
-        project = root / "project"
-        project.mkdir()
-        ids = write_sessions(root / "state", project, SESSIONS)
+        project = make_project(root / "project")
+        ids = write_sessions(root / "state", project, SESSIONS, EVENTS_PER_SESSION)
         echo = _common.Echo(root / "echo.sock")
         with _common.running_daemon(root) as socket_path:
             client = ControlClient(f"unix:{socket_path}")
