@@ -370,10 +370,12 @@ def test_a_long_lived_reader_takes_the_rows_owners_leave_after_it_read_the_cache
     assert [entry.session_id for entry in daemon_like.of_project(project)] == [first]
     written = _cache_file(layout, project).read_bytes()
     second = _owned_session(layout, 2, project, [{"type": "usage", "input_tokens": 7}, {"type": "session.end"}])
+    owners = _cache_file(layout, project).read_bytes()
+    assert owners != written
     _changed_behind_the_cache(layout.log_path(second), b"task 2", b"TASK 2")
     listed = {entry.session_id: entry.row(False) for entry in daemon_like.of_project(project)}
     assert listed[second]["message"] == "task 2" and listed[second]["input_tokens"] == 7  # the owner's row, unread
-    assert _cache_file(layout, project).read_bytes() != written  # the owner's write, and no other since:
+    assert _cache_file(layout, project).read_bytes() == owners  # and nothing to write: the rows are the file's
     assert Catalog(layout).of_project(project)[-1].row(False)["message"] == "task 2"
     assert set(json.loads(_cache_file(layout, project).read_text())["rows"]) == {first, second}
 
@@ -422,6 +424,16 @@ def test_concurrent_writers_of_a_projects_cached_rows_never_undo_each_other(home
     assert written is not None and written.rows[ids[0]].offset == 99 and written.rows[ids[0]].state.ended
     assert new in written.rows and ids[2] not in written.rows
     assert rowcache.read(directory, "k").rows.keys() == written.rows.keys()
+    # A reader's refusal of a cached row overrules only that row: not the owner's that has replaced it since.
+    refused = {ids[0]: (behind.identity, behind.offset)}
+    assert rowcache.merge(directory, "k", {ids[0]: behind}, force=refused).rows[ids[0]].offset == 99
+    refused = {ids[0]: ((1, 0), 99)}
+    assert rowcache.merge(directory, "k", {ids[0]: behind}, force=refused).rows[ids[0]].offset == 10
+    # A merge that changes nothing writes nothing (a daemon's listing of an unchanged project costs no write).
+    path, current = Path(rowcache.project_path(directory, "k")), rowcache.read(directory, "k")
+    unchanged = path.read_bytes()
+    assert rowcache.merge(directory, "k", {ids[0]: current.rows[ids[0]]}, known=current) is not None
+    assert path.read_bytes() == unchanged
 
 
 @pytest.mark.parametrize("disagreement", ["identity", "past the end", "not after a newline", "corrupt", "version"])

@@ -123,6 +123,7 @@ def _hold_lock(path, ready, release):
         release.wait(30)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the reserve is made with fallocate(2)")
 def test_an_owner_keeps_room_for_the_end_while_it_writes_and_gives_it_back_when_it_lets_go(tmp_path):
     """The reserve is disk space: a thousand ended sessions must not each keep a quarter of a MiB."""
     path = tmp_path / "log.jsonl"
@@ -135,6 +136,19 @@ def test_an_owner_keeps_room_for_the_end_while_it_writes_and_gives_it_back_when_
         log.append("user.message", text="again")
     assert path.stat().st_blocks * 512 < 64 * 1024
     assert [event["id"] for event in read_events(path)] == [1, 2]
+
+
+def test_an_owner_lets_go_of_its_log_whatever_remembering_its_row_raises(tmp_path):
+    path = tmp_path / "log.jsonl"
+
+    def remember(fd: int, row: object) -> None:
+        raise RuntimeError("a cache that fails in a way nobody foresaw")
+
+    with SessionLog.create(path, remember=remember) as log:
+        log.append("user.message", text="hello")
+    assert not owner_alive(path)
+    with SessionLog.take(path) as log:
+        assert log.last_id == 1
 
 
 def test_a_second_owner_is_refused_while_the_first_lives(tmp_path):

@@ -251,7 +251,7 @@ class Catalog:
             return
         with self._saving:
             disk = self._project_cache(key)
-            due = time.time() - disk.written >= CACHE_EVERY
+            due = time.time() - disk.since >= CACHE_EVERY
             urgent = stale = False
             for entry in entries:
                 cached = disk.rows.get(entry.session_id)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Moves whenever the row fold gives another row for the same lines, so no older fold's row is believed.
-VERSION = 2
+VERSION = 3
 
 # An owner recording its end waits this long for another's merge (a tenth of a second for a project of
 # thousands of sessions) before it leaves the cache behind; a reader never waits (its next listing records
@@ -122,14 +122,15 @@ def project_path(directory: str, key: str) -> str:
 
 class Snapshot:
     """What the cache file of one project held when it was read (or written) here: its rows by session id,
-    when it was written (its mtime, or when this process wrote it), and its generation, a random name each
-    write gives the file, which says whether anyone has written it since."""
+    since when it has held them as far as this process knows (its mtime when read; the time of the last merge
+    made here), and its generation, a random name each write gives the file, which says whether anyone has
+    written it since."""
 
-    __slots__ = ("generation", "rows", "written")
+    __slots__ = ("generation", "rows", "since")
 
-    def __init__(self, rows: dict[str, Cached], written: float, generation: str | None) -> None:
+    def __init__(self, rows: dict[str, Cached], since: float, generation: str | None) -> None:
         self.rows = rows
-        self.written = written
+        self.since = since
         self.generation = generation
 
 
@@ -149,7 +150,7 @@ def read(directory: str, key: str) -> Snapshot:
             if row is not None:
                 found[session_id] = Cached((dev, ino), mtime, offset, row, project_real)
     generation = value.get("g")
-    return Snapshot(found, written, generation if type(generation) is str else None)
+    return Snapshot(found, written, generation if _generation(generation) else None)
 
 
 def changed(directory: str, key: str, known: Snapshot) -> bool:
@@ -175,7 +176,13 @@ def generation(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
-    return head[len(_HEAD) :].decode("ascii", "replace") if len(head) == size and head.startswith(_HEAD) else None
+    found = head[len(_HEAD) :].decode("ascii", "replace")
+    return found if head.startswith(_HEAD) and _generation(found) else None
+
+
+def _generation(value: object) -> bool:
+    """Whether `value` is a generation as `merge` names one."""
+    return type(value) is str and len(value) == 2 * _GENERATION_BYTES and value.isalnum()
 
 
 def merge(
@@ -214,7 +221,7 @@ def merge(
                 merged[session_id] = new
                 replaced = True
         if not (dropped or replaced) and current.generation is not None:
-            return current
+            return Snapshot(current.rows, time.time(), current.generation)
         name = os.urandom(_GENERATION_BYTES).hex()
         if not _write(project_path(directory, key), merged, name):
             return None

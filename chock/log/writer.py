@@ -145,7 +145,8 @@ class SessionLog:
             if self._reserved > self._size:  # give the reserve back
                 unused = self._reserved - self._size
                 _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, self._size, unused)
-                self._cut_to(self._size)  # ext4 frees blocks kept past the end only when the file is truncated
+                with contextlib.suppress(OSError):  # ext4 frees blocks kept past the end only on a truncate
+                    os.ftruncate(self._fd, os.fstat(self._fd).st_size)
             try:
                 if self._remember is not None and self._size:
                     with contextlib.suppress(Exception):  # the cache is a shortcut: without it a reader folds the log
