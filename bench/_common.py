@@ -34,6 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from chock.paths import Layout  # noqa: E402 - the checkout's, once it is on sys.path
+
 # A daemon answers its first ping within a second or two; this much means it is not coming.
 READY_SECONDS = 30.0
 STOP_SECONDS = 15.0
@@ -96,17 +98,23 @@ def scratch() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def layout(root: Path) -> Layout:
+    """Where a chock process run with `environment(root)` keeps its config, state, data and cache."""
+    return Layout(root / "config.zon", root / "state", root / "data", root / "cache")
+
+
 def environment(root: Path) -> dict[str, str]:
     """The environment of a chock process whose home, state, data, config, cache and runtime dir are all in
     `root`."""
     ours = ("CHOCK_", "LISTEN_", "NOTIFY_", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
     env = {key: value for key, value in os.environ.items() if not key.startswith(ours)}
+    roots = layout(root)
     env.update(
         HOME=str(root),
-        CHOCK_STATE_DIR=str(root / "state"),
-        CHOCK_DATA_DIR=str(root / "data"),
-        CHOCK_CONFIG=str(root / "config.zon"),
-        CHOCK_CACHE_DIR=str(root / "cache"),
+        CHOCK_STATE_DIR=str(roots.state),
+        CHOCK_DATA_DIR=str(roots.data),
+        CHOCK_CONFIG=str(roots.config),
+        CHOCK_CACHE_DIR=str(roots.cache),
         XDG_RUNTIME_DIR=str(root / "runtime"),
         PYTHONPYCACHEPREFIX=str(root / "pycache"),
     )

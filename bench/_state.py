@@ -1,21 +1,20 @@
 """State dirs full of sessions, written directly as files (about 200 bytes an event), for the benchmarks
 that list them: what a model call leaves in a log, over and over, and a project that is the top of a git
-work tree without running git. With a cache dir, each session's row is left in it as the session's owner
-leaves it when it lets go of its log (`chock.log.catalog.remember`), written in one merge rather than one a
-session."""
+work tree without running git. With `remembered`, each session's row is left in the cache dir as the
+session's owner leaves it when it lets go of its log (`chock.log.catalog.remember`), written in one merge
+rather than one a session."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-import _common  # noqa: F401 - puts the checkout first on sys.path
+import _common  # also puts the checkout first on sys.path
 
 from chock.log import rowcache
 from chock.log.events import encode
 from chock.log.index import key_of
 from chock.log.row import RowState
-from chock.paths import Layout
 
 AT = "2026-12-01T07:34:50.123Z"
 
@@ -50,37 +49,36 @@ def log_body(events: int, *, ended: bool = True) -> bytes:
 
 
 def write_sessions(
-    state: Path, project: Path, count: int, events: int, *, first: int = 0, cache: Path | None = None
+    root: Path, project: Path, count: int, events: int, *, first: int = 0, remembered: bool = False
 ) -> list[str]:
-    """`count` ended sessions of `project` with `events` events each, their rows left in `cache` when it is
-    given; their ids, oldest first."""
+    """`count` ended sessions of `project` with `events` events each, in the state dir of
+    `_common.layout(root)` (with `remembered`, their rows left in its cache dir); their ids, oldest first."""
+    layout = _common.layout(root)
     body = log_body(events)
     ids = []
     folded: RowState | None = None
-    remembered: dict[str, rowcache.Cached] = {}
+    owners: dict[str, rowcache.Cached] = {}
     for number in range(first, first + count):
         session_id = f"20260101-{number:06d}-{number:06x}"
-        directory = state / "sessions" / session_id
-        directory.mkdir(parents=True, mode=0o700)
+        layout.session_dir(session_id).mkdir(parents=True, mode=0o700)
         start = {"type": "session.start", "session": session_id, "project": str(project), "message": "task"}
         head = encode({"id": 1, "at": AT, **start})
-        with open(directory / "log.jsonl", "wb") as handle:
+        with open(layout.log_path(session_id), "wb") as handle:
             handle.write(head)
             handle.write(body)
         ids.append(session_id)
-        if cache is not None:
+        if remembered:
             if folded is None:  # the owner's row: the fold of every line it wrote
                 folded = RowState()
                 folded.feed(head + body)
             row = folded.copy()  # these logs differ only in the id their first line names
             row.id = session_id
-            info = os.stat(directory / "log.jsonl")
+            info = os.stat(layout.log_path(session_id))
             identity = (info.st_dev, info.st_ino)
             real = os.path.realpath(project)
-            remembered[session_id] = rowcache.Cached(identity, info.st_mtime_ns, info.st_size, row, real)
-    if cache is not None:
-        rows_dir = Layout(state / "config", state, state / "data", cache).rows_dir
-        written = rowcache.merge(os.fspath(rows_dir), key_of(os.path.realpath(project)), remembered)
-        if written is None:
+            owners[session_id] = rowcache.Cached(identity, info.st_mtime_ns, info.st_size, row, real)
+    if remembered:
+        rows_dir = os.fspath(layout.rows_dir)
+        if rowcache.merge(rows_dir, key_of(os.path.realpath(project)), owners) is None:
             raise SystemExit(f"could not write the row cache under {rows_dir}")
     return ids

@@ -40,7 +40,7 @@ def main() -> None:
     rounds = 3 if options.quick else 30
     with _common.scratch() as root:
         project = make_project(root / "project")
-        ids = write_sessions(root / "state", project, SESSIONS, EVENTS)
+        ids = write_sessions(root, project, SESSIONS, EVENTS)
         env = _common.environment(root)
         help_ = timed_run(_common.chock("--help"), env, str(project))
         sessions = timed_run(_common.chock("sessions", "--json"), env, str(project))

@@ -31,7 +31,7 @@ def main() -> None:
     repeats = 20 if options.quick else 300
     with _common.scratch() as root:
         project = make_project(root / "project")
-        ids = write_sessions(root / "state", project, SESSIONS, EVENTS_PER_SESSION)
+        ids = write_sessions(root, project, SESSIONS, EVENTS_PER_SESSION)
         echo = _common.Echo(root / "echo.sock")
         with _common.running_daemon(root) as socket_path:
             client = ControlClient(f"unix:{socket_path}")

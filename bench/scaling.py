@@ -36,7 +36,6 @@ from chock.control.client import ControlClient
 from chock.log import rowcache
 from chock.log.events import encode
 from chock.log.index import key_of
-from chock.paths import Layout
 
 FULL_SESSIONS = (10, 100, 1000, 5000)
 FULL_EVENTS = (100, 10_000)
@@ -83,7 +82,7 @@ def cell(root: Path, sessions: int, events: int, repeats: int) -> dict[str, floa
     shutil.rmtree(root / "state", ignore_errors=True)
     forget_cache(root)
     project = root / "project"
-    ids = write_sessions(root / "state", project, sessions, events, cache=root / "cache")
+    ids = write_sessions(root, project, sessions, events, remembered=True)
     left = cache_generation(root, project)
     figures = {}
     figures["sessions first"], rows = sessions_command(root, project)
@@ -123,14 +122,9 @@ def cell(root: Path, sessions: int, events: int, repeats: int) -> dict[str, floa
     return figures
 
 
-def layout_of(root: Path) -> Layout:
-    """The layout `_common.environment(root)` gives a chock process."""
-    return Layout(root / "config.zon", root / "state", root / "data", root / "cache")
-
-
 def cache_generation(root: Path, project: Path) -> str | None:
     """The generation of the project's cached rows: another once anyone has written them again."""
-    directory = os.fspath(layout_of(root).rows_dir)
+    directory = os.fspath(_common.layout(root).rows_dir)
     return rowcache.generation(rowcache.project_path(directory, key_of(os.path.realpath(project))))
 
 
@@ -140,7 +134,7 @@ def owners_end(root: Path, project: Path, number: int) -> float:
     from chock.log import catalog
     from chock.log.writer import SessionLog
 
-    layout = layout_of(root)
+    layout = _common.layout(root)
     session_id = f"20260101-{number:06d}-{number:06x}"
     layout.session_dir(session_id).mkdir(mode=0o700)
     remember = lambda fd, row: catalog.remember(layout, session_id, fd, row)  # noqa: E731 - what `chock run` passes
@@ -169,10 +163,10 @@ def independence(root: Path, others: int, repeats: int) -> dict[str, float]:
     sessions of another project, interleaved."""
     mine = root / "project"
     alone, beside = home(root, "alone"), home(root, "beside")
-    ids = write_sessions(alone / "state", mine, 10, 100, cache=alone / "cache")
-    write_sessions(beside / "state", mine, 10, 100, cache=beside / "cache")
+    ids = write_sessions(alone, mine, 10, 100, remembered=True)
+    write_sessions(beside, mine, 10, 100, remembered=True)
     theirs = make_project(root / "other")
-    write_sessions(beside / "state", theirs, others, 100, first=10, cache=beside / "cache")
+    write_sessions(beside, theirs, others, 100, first=10, remembered=True)
     figures = {}
     figures["sessions beside, first"], rows = sessions_command(beside, mine)  # reads every first line once
     check(rows, ids, 100, "chock sessions beside, the first time")
@@ -218,8 +212,8 @@ def running_session(root: Path, events: int, repeats: int) -> tuple[float, float
 
     busy, quiet = root / "project", make_project(root / "quiet")
     where = home(root, "running")
-    ids = write_sessions(where / "state", busy, 100, 100, cache=where / "cache")
-    quiet_ids = write_sessions(where / "state", quiet, 101, 100, first=100, cache=where / "cache")
+    ids = write_sessions(where, busy, 100, 100, remembered=True)
+    quiet_ids = write_sessions(where, quiet, 101, 100, first=100, remembered=True)
     running_id = "20260102-000000-000001"
     directory = where / "state" / "sessions" / running_id
     directory.mkdir(mode=0o700)

@@ -318,6 +318,16 @@ def _remembered_as_folded(layout: Layout, project: Path, sid: str) -> None:
     assert _as_json(RowState.from_json(state)) == rows_of(path.read_bytes())
 
 
+def _changed_behind_the_cache(path: Path, old: bytes, new: bytes) -> None:
+    """Rewrite bytes of a log in place, keeping its size and mtime: only a reader that reads it can tell."""
+    info = path.stat()
+    data = path.read_bytes()
+    assert len(old) == len(new) and old in data
+    with open(path, "r+b") as handle:
+        handle.write(data.replace(old, new))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
 def test_a_session_leaves_its_row_in_the_cache_as_it_ends_so_no_reader_reads_its_log(home, project):
     layout = home.layout
     home.replay_instance([{"text": "First.", "tool_calls": []}, {"text": "Second.", "tool_calls": []}])
@@ -329,14 +339,7 @@ def test_a_session_leaves_its_row_in_the_cache_as_it_ends_so_no_reader_reads_its
     _remembered_as_folded(layout, project, sid)
     # The first `chock sessions` takes that row and reads none of the log: a log changed behind the cache's
     # back (the same size and mtime) still lists as the cache says.
-    path = layout.log_path(sid)
-    info = path.stat()
-    with open(path, "r+b") as handle:
-        changed = handle.read().replace(b"the first task", b"THE FIRST TASK")
-        handle.seek(0)
-        handle.write(changed)
-    assert path.stat().st_size == info.st_size
-    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    _changed_behind_the_cache(layout.log_path(sid), b"the first task", b"THE FIRST TASK")
     listed = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
     assert listed["id"] == sid and listed["message"] == "the first task" and listed["status"] == "ended"
 
@@ -351,16 +354,6 @@ def _owned_session(layout: Layout, number: int, project: Path, events: list[dict
         for event in events:
             log.append(**event)
     return sid
-
-
-def _changed_behind_the_cache(path: Path, old: bytes, new: bytes) -> None:
-    """Rewrite bytes of a log in place, keeping its size and mtime: only a reader that reads it can tell."""
-    info = path.stat()
-    data = path.read_bytes()
-    assert len(old) == len(new) and old in data
-    with open(path, "r+b") as handle:
-        handle.write(data.replace(old, new))
-    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 def test_a_long_lived_reader_takes_the_rows_owners_leave_after_it_read_the_cache(home, tmp_path):

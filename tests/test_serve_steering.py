@@ -65,12 +65,18 @@ def slow_stack(home, project, daemons):  # type: ignore[no-untyped-def]
         yield running
 
 
-def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
-    stack = slow_stack
+def _session_in_a_tool_call(stack):  # type: ignore[no-untyped-def]
+    """serve started, and a session made through it that is now in its slow tool call."""
     serve = stack.start_serve()
     project = str(stack.project)
     session_id = serve.post("/api/sessions", {"project": project, "message": "wait a minute"}).json["id"]
     wait_for_event(stack.home, session_id, "tool.call")
+    return serve, project, session_id
+
+
+def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
+    stack = slow_stack
+    serve, project, session_id = _session_in_a_tool_call(stack)
 
     said = serve.post(f"/api/sessions/{session_id}/messages", {"project": project, "message": "and then stop"})
     assert said.status == 201 and said.json == {"id": session_id, "how": "queued"}, said.body
@@ -113,10 +119,7 @@ def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
 
 def test_the_steering_routes_have_the_guards_of_every_change(slow_stack):
     stack = slow_stack
-    serve = stack.start_serve()
-    project = str(stack.project)
-    session_id = serve.post("/api/sessions", {"project": project, "message": "wait a minute"}).json["id"]
-    wait_for_event(stack.home, session_id, "tool.call")
+    serve, project, session_id = _session_in_a_tool_call(stack)
     for verb, body in [("stop", {"project": project}), ("messages", {"project": project, "message": "hi"}),
                        ("remove", {"project": project})]:  # fmt: skip
         path = f"/api/sessions/{session_id}/{verb}"

@@ -42,7 +42,7 @@ RESERVE = 256 * 1024
 
 # What an owner calls as it lets go: with the log's descriptor (still locked) and the row of its every line, when
 # it wrote them all.
-Remember = Callable[[int, "RowState | None"], None]
+Remember = Callable[[int, RowState | None], None]
 
 
 class LogLocked(ChockError):
