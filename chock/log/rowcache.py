@@ -216,8 +216,8 @@ def merge(
             old = merged.get(session_id)
             if old is not None and (old.identity, old.offset, old.mtime) == (new.identity, new.offset, new.mtime):
                 continue  # the same lines folded: the same row
-            overruled = session_id in force and force[session_id] in (None, (old.identity, old.offset) if old else None)
-            if old is None or overruled or old.identity != new.identity or old.offset <= new.offset:
+            covers_less = old is None or old.identity != new.identity or old.offset <= new.offset
+            if covers_less or _gives_way(old, force, session_id):
                 merged[session_id] = new
                 replaced = True
         if not (dropped or replaced) and current.generation is not None:
@@ -226,6 +226,14 @@ def merge(
         if not _write(project_path(directory, key), merged, name):
             return None
         return Snapshot(merged, time.time(), name)
+
+
+def _gives_way(old: Cached, force: dict[str, tuple[tuple[int, int], int] | None], session_id: str) -> bool:
+    """Whether `force` says the cached row `old` is replaced whatever it covers."""
+    if session_id not in force:
+        return False
+    refused = force[session_id]
+    return refused is None or refused == (old.identity, old.offset)
 
 
 def _write(path: str, rows: dict[str, Cached], name: str) -> bool:
