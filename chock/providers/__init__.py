@@ -77,10 +77,15 @@ class ProviderError(ChockError):
     """The provider refused or failed; the message names the instance's address and status, never a key.
 
     `usage` is what the provider had reported of the call when it failed (the `usage` event's fields), so a
-    failed call's tokens are still counted; `too_long` says the provider refused the request for its size."""
+    failed call's tokens are still counted; `too_long` says the provider refused the request for its size, and
+    `window` and `prompt_tokens` what it stated (its input window, the request's size; None where it did not).
+    `status` is the HTTP status an error inside a stream stands for (its type's), None for any other."""
 
     usage: dict[str, int] | None = None
     too_long = False
+    window: int | None = None
+    prompt_tokens: int | None = None
+    status: int | None = None
 
 
 class Provider(Protocol):

@@ -14,7 +14,6 @@ import json
 from typing import Any
 
 from chock.providers import ToolCall
-from chock.providers.failures import provider_words
 from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
 
 API_VERSION = "2023-06-01"
@@ -174,10 +173,14 @@ class MessageStream(StreamReader):
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            raise self.failed(provider_words(json.dumps(event), None) or "an error with no message")
+            raise self.failed(json.dumps(event))
         # ping, content_block_stop and event types newer than this module carry nothing we keep (the API's
         # versioning policy says new event types may appear; they are to be ignored).
         return None
+
+    @property
+    def began(self) -> bool:
+        return bool(self._blocks)
 
     def tool_calls(self) -> list[ToolCall]:
         return [

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -21,8 +23,106 @@ from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS
 
 # The provider's own message is quoted; a proxy's HTML error page is not a message, and a long one is cut.
 QUOTE_LIMIT = 300
-TOO_LONG = re.compile(r"prompt is too long|maximum context length|context_length_exceeded|context size", re.I)
 REDACTED = "[redacted]"
+# Statuses a refusal for the prompt's size comes with: 400 everywhere, 413 from a proxy that says it in words.
+TOO_LONG_STATUSES = frozenset({400, 413})
+
+
+@dataclass(frozen=True)
+class TooLongShape:
+    """One documented way a server refuses a prompt for its size in tokens: an error object field that says so
+    (`field`, `value`), or the message's words (`words`, whose named groups read what the server states:
+    `limit` its context window, `output` the part of it reserved for the answer, `prompt` the request's size)."""
+
+    source: str
+    words: re.Pattern[str] | None = None
+    field: str = ""
+    value: str = ""
+
+
+def _words(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.I | re.S)
+
+
+# Every refusal Chock hears as "too long", each with where its shape is documented. A server's window is read
+# from the first shape that states it; a shape that states none still leads to compaction.
+TOO_LONG_SHAPES = (
+    # Anthropic, docs.anthropic.com/en/api/errors (invalid_request_error, 400): "prompt is too long: 208310
+    # tokens > 200000 maximum".
+    TooLongShape(
+        "anthropic: prompt is too long", _words(r"prompt is too long(?::\s*(?P<prompt>\d+) tokens > (?P<limit>\d+))?")
+    ),
+    # Anthropic, docs.anthropic.com/en/docs/build-with-claude/context-windows: newer models refuse input plus
+    # `max_tokens` over the window: "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000,
+    # decrease input length or `max_tokens` and try again".
+    TooLongShape(
+        "anthropic: input length and max_tokens exceed context limit",
+        _words(
+            r"input length and `?max_tokens`? exceed context limit"
+            r"(?::\s*(?P<prompt>\d+) \+ (?P<output>\d+) > (?P<limit>\d+))?"
+        ),
+    ),
+    # OpenAI, platform.openai.com/docs/guides/error-codes: the error object's `code: "context_length_exceeded"`,
+    # whatever its message says.
+    TooLongShape("openai: code context_length_exceeded", field="code", value="context_length_exceeded"),
+    # OpenAI's newer input limit (gpt-5: 272,000 input tokens): "Input tokens exceed the configured limit of
+    # 272000 tokens. Your messages resulted in 509178 tokens. Please reduce the length of the messages."
+    TooLongShape(
+        "openai: input tokens exceed the configured limit",
+        _words(r"input tokens exceed the configured limit of (?P<limit>\d+) tokens(?:.*?resulted in (?P<prompt>\d+))?"),
+    ),
+    # OpenAI's classic words, which vLLM repeats (vllm/entrypoints/renderer.py, serving_engine.py): "This
+    # model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens" /
+    # "However, your request has 40000 input tokens" / "However, you requested 0 output tokens and your prompt
+    # contains at least 40961 input tokens, for a total of at least 40961 tokens".
+    TooLongShape(
+        "openai, vllm: maximum context length is N tokens",
+        _words(
+            r"maximum context length is (?P<limit>\d+) tokens"
+            r"(?:.*?(?:requested (?P<output>\d+) output tokens.*?)?"
+            r"(?:resulted in|request has|contains(?: at least)?) (?P<prompt>\d+))?"
+        ),
+    ),
+    # vLLM's engine (vllm/v1/engine/processor.py, _validate_model_input): "The decoder prompt (length 8825) is
+    # longer than the maximum model length of 8192."
+    TooLongShape(
+        "vllm: prompt is longer than the maximum model length",
+        _words(r"prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length of (?P<limit>\d+)"),
+    ),
+    # SGLang (python/sglang/srt/managers/tokenizer_manager.py, _validate_one_request), in its top-level
+    # ErrorResponse: "The input (N tokens) is longer than the model's context length (M tokens)." and
+    # "Requested token count exceeds the model's maximum context length of M tokens. You requested a total of
+    # T tokens: N tokens from the input messages and X tokens for the completion."
+    TooLongShape(
+        "sglang: the input is longer than the model's context length",
+        _words(r"input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<limit>\d+) tokens\)"),
+    ),
+    TooLongShape(
+        "sglang: requested token count exceeds the model's maximum context length",
+        _words(
+            r"exceeds the model's maximum context length of (?P<limit>\d+) tokens"
+            r"(?:.*?(?P<prompt>\d+) tokens from the input messages and (?P<output>\d+) tokens for the completion)?"
+        ),
+    ),
+    # llama.cpp's server (tools/server/server-context.cpp, ERROR_TYPE_EXCEED_CONTEXT_SIZE; server-task.cpp adds
+    # `n_prompt_tokens` and `n_ctx` to the error object): type "exceed_context_size_error", "request (4476
+    # tokens) exceeds the available context size (4096 tokens), try increasing it"; older builds say "the
+    # request exceeds the available context size, try increasing it".
+    TooLongShape("llama.cpp: type exceed_context_size_error", field="type", value="exceed_context_size_error"),
+    TooLongShape(
+        "llama.cpp: exceeds the available context size",
+        _words(r"(?:\((?P<prompt>\d+) tokens\) )?exceeds the available context size(?: \((?P<limit>\d+) tokens\))?"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class TooLong:
+    """A refusal for the prompt's size: the input window the server stated (its context less what it reserved
+    for the answer), and the prompt's size as it counted it; None where it did not say."""
+
+    window: int | None
+    prompt: int | None
 
 
 def redact(text: str, credential: str | None) -> str:
@@ -59,6 +159,22 @@ def describe(instance: str | None, address: str) -> str:
     """Who failed: `instance 'work' at https://…/v1`, or the bare address for login's check."""
     shown = shown_address(address)
     return f"instance '{instance}' at {shown}" if instance else shown
+
+
+def error_object(body: bytes | str, credential: str | None = None) -> dict[str, Any] | None:
+    """The error object of an error answer or event: `error` on both wires (and llama.cpp, vLLM), or the body
+    itself when it is one (SGLang's and older vLLM's top-level `{"object": "error", "message": …}`)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        data = json.loads(redact(text, credential))
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if isinstance(error, dict):
+        return error
+    return data if isinstance(data.get("message"), str) else None
 
 
 def provider_words(body: bytes | str, credential: str | None) -> str | None:
@@ -132,24 +248,67 @@ def status_failure(
             "and the model name"
         )
     elif status == 429:
-        wait = f"wait {retry_after} s" if retry_after and retry_after.isdigit() else "wait a little"
+        wait = (
+            f"wait {retry_after} s" if retry_after and retry_after.isdigit() and int(retry_after) else "wait a little"
+        )
         text = f"{who}: rate limited ({detail}); {wait} and try again"
     elif status >= 500:
         text = f"{who}: the provider failed ({detail}); try again later"
-    elif too_long(status, words):
-        text = f"{who}: the request is larger than the model's context window ({detail})"
+    elif refusal := too_long(status, body, credential):
+        stated = f", which holds {refusal.window:,} tokens by the server's own account" if refusal.window else ""
+        text = f"{who}: the request is larger than the model's context window{stated} ({detail})"
     else:
         text = f"{who}: the provider rejected the request ({detail})"
     error = ProviderError(redact(text, credential))
-    error.too_long = too_long(status, words)
+    return _with_refusal(error, too_long(status, body, credential))
+
+
+def _with_refusal(error: ProviderError, refusal: TooLong | None) -> ProviderError:
+    """`error`, marked as a refusal for the prompt's size with what the server stated, when it is one."""
+    if refusal is not None:
+        error.too_long = True
+        error.window = refusal.window
+        error.prompt_tokens = refusal.prompt
     return error
 
 
-def too_long(status: int, words: str | None) -> bool:
-    """The provider refused a request for its size in tokens, in the words each documents for it: the Messages
-    API's "prompt is too long", OpenAI's `context_length_exceeded` ("maximum context length"), llama.cpp's
-    "context size"."""
-    return status in (400, 413) and bool(words) and TOO_LONG.search(words or "") is not None
+def too_long(status: int, body: bytes | str, credential: str | None = None) -> TooLong | None:
+    """The refusal of a request for its size in tokens, in any shape of `TOO_LONG_SHAPES`; None for any other
+    answer. What the server stated is read from the error object's own numbers first (llama.cpp's `n_ctx`),
+    else from the shape's words."""
+    if status not in TOO_LONG_STATUSES:
+        return None
+    error = error_object(body, credential) or {}
+    message = error.get("message")
+    words = message if isinstance(message, str) else provider_words(body, credential) or ""
+    matched = False
+    found: dict[str, int] = {}
+    for shape in TOO_LONG_SHAPES:
+        if shape.field:
+            hit = str(error.get(shape.field, "")) == shape.value
+            groups: dict[str, str | None] = {}
+        else:
+            match = shape.words.search(words) if shape.words is not None else None
+            hit = match is not None
+            groups = match.groupdict() if match is not None else {}
+        if not hit:
+            continue
+        matched = True
+        for name, value in groups.items():
+            if value is not None and name not in found:
+                found[name] = int(value)
+    if not matched:
+        return None
+    limit = _stated(error, "n_ctx") or found.get("limit")
+    prompt = _stated(error, "n_prompt_tokens") or found.get("prompt")
+    output = found.get("output", 0)
+    window = limit - output if limit and 0 < output < limit else limit
+    return TooLong(window or None, prompt or None)
+
+
+def _stated(error: dict[str, Any], name: str) -> int | None:
+    value = error.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def incomplete_failure(address: str, instance: str | None, reason: str | None = None) -> ProviderError:
@@ -160,11 +319,50 @@ def incomplete_failure(address: str, instance: str | None, reason: str | None = 
     )
 
 
-def stream_failure(address: str, instance: str | None, words: str) -> ProviderError:
-    """An error the provider reported inside a stream that had already begun."""
-    return ProviderError(
+# What an error event inside a stream stands for, as the HTTP status its type is answered with before a stream
+# begins: the Messages API's error types (docs.anthropic.com/en/api/errors), OpenAI's rate-limit code and
+# server error type, llama.cpp's unavailable type (tools/server/server-common.cpp, format_error_response).
+# llama.cpp and vLLM put the status itself in the error object's `code`, which is read first.
+STREAM_ERROR_STATUSES = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "unavailable_error": 503,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def stream_status(error: dict[str, Any] | None) -> int | None:
+    """The HTTP status an in-stream error object stands for; None when it names none Chock knows."""
+    if not error:
+        return None
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        return code
+    for name in ("type", "code"):
+        status = STREAM_ERROR_STATUSES.get(str(error.get(name, "")))
+        if status is not None:
+            return status
+    return None
+
+
+def stream_failure(address: str, instance: str | None, payload: str) -> ProviderError:
+    """An error the provider reported inside a stream that had already begun (`payload`: the event's JSON, or
+    a line of words). It carries the HTTP status it stands for (`status`), so one that arrives before any
+    content can be sent again as that status would be, and a refusal for size is marked as one."""
+    words = provider_words(payload, None) or payload or "an error with no message"
+    error = ProviderError(
         f"{describe(instance, address)}: the provider failed during the response ({words}); try again later"
     )
+    error.status = stream_status(error_object(payload))
+    return _with_refusal(error, too_long(error.status or 0, payload))
 
 
 def not_an_api_stream(who: str, stream: str, payload: str) -> ProviderError:

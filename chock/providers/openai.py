@@ -15,7 +15,6 @@ import uuid
 from typing import Any
 
 from chock.providers import ToolCall
-from chock.providers.failures import provider_words
 from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
 
 DONE = "[DONE]"
@@ -131,7 +130,7 @@ class ChatStream(StreamReader):
         field, payload = sse_field(line.strip())  # forgiving: white space before the field is ignored too
         if field == "error":
             # llama.cpp's server reports a failure inside a stream as an `error:` line of its own.
-            raise self.failed(provider_words(payload, None) or payload)
+            raise self.failed(payload)
         if field != "data" or not payload:
             return None
         if payload == DONE:
@@ -142,7 +141,7 @@ class ChatStream(StreamReader):
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if chunk.get("error"):
-            raise self.failed(provider_words(json.dumps(chunk), None) or "an error")
+            raise self.failed(json.dumps(chunk))
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.input_tokens = usage.get("prompt_tokens") or self.input_tokens
@@ -163,6 +162,10 @@ class ChatStream(StreamReader):
             for piece in delta.get("tool_calls") or []:
                 self._add_call_piece(piece)
         return self.add_text("".join(added))
+
+    @property
+    def began(self) -> bool:
+        return bool(self.text or self._calls)
 
     def tool_calls(self) -> list[ToolCall]:
         # Some local servers leave the id out; the log and the next request need one all the same.

@@ -5,7 +5,10 @@ rules are the official SDKs' (anthropic-sdk-python and openai-python, `_should_r
 `_calculate_retry_timeout`): connection errors, 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded"
 among them) are retried, twice by default; a server's `x-should-retry: true|false` overrides the status; the
 wait doubles from half a second up to eight, less up to a quarter of jitter so that many clients do not come
-back in step, unless the server says how long to wait with `retry-after-ms` or `retry-after`.
+back in step, unless the server says how long to wait with `retry-after-ms` or `retry-after`. A wait of zero,
+or a date already past, says nothing: the backoff is waited, as the SDKs do (their `0 < retry_after` test).
+An error event that opens a 2xx stream before any content is retried as the status its type stands for
+(transport, `failures.stream_status`).
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ def wait_seconds(
     attempt: int, headers: Mapping[str, str] | None = None, *, jitter: Callable[[], float] = random.random
 ) -> float | None:
     """How long to wait after failed attempt number `attempt` (from 1): the server's own wait when it gave one,
-    else the backoff with jitter. None when the server's wait is past `RETRY_AFTER_CAP`: not worth waiting."""
+    else the backoff with jitter. None when the server's wait is past `RETRY_AFTER_CAP`: not worth waiting. A
+    wait of zero (or a date past) is no wait asked for: coming straight back would meet the same overload."""
     asked = retry_after(headers)
-    if asked is not None:
+    if asked:
         return asked if asked <= RETRY_AFTER_CAP else None
     backoff = min(INITIAL_WAIT * 2 ** (attempt - 1), MAX_WAIT)
     return backoff * (1 - JITTER * jitter())

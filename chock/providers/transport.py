@@ -26,7 +26,7 @@ from chock.providers.failures import (
     transport_failure,
     unusable_credential,
 )
-from chock.providers.wire import Wire
+from chock.providers.wire import StreamReader, Wire
 
 # Opening a connection is quick or it is not going to happen.
 CONNECT_TIMEOUT = 10.0
@@ -100,6 +100,9 @@ class HTTPProvider:
         while True:
             try:
                 response = await self._send(body)
+                reader = self.wire.reader(self.address, self.instance)
+                lines = response.aiter_lines()
+                first = await self._opening(response, lines, reader)
                 break
             except _Retryable as failed:
                 wait = retry.wait_seconds(attempt, failed.headers)
@@ -109,17 +112,19 @@ class HTTPProvider:
                 yield Retrying(attempt, failed.status, wait, str(failed.error))
                 await asyncio.sleep(wait)
                 attempt += 1
-        reader = self.wire.reader(self.address, self.instance)
         try:
             # Closed explicitly, whatever ends the loop: an async generator left to the garbage collector is
             # finished by a task the loop may never run ("Task was destroyed but it is pending!").
-            async with contextlib.aclosing(response.aiter_lines()) as lines:
-                async for line in lines:
-                    text = reader.feed_line(line)
-                    if text:
-                        yield TextDelta(text)
-                    if reader.done:
-                        break
+            async with contextlib.aclosing(lines):
+                if first:
+                    yield TextDelta(first)
+                if not reader.done:
+                    async for line in lines:
+                        text = reader.feed_line(line)
+                        if text:
+                            yield TextDelta(text)
+                        if reader.done:
+                            break
             if not reader.done:
                 raise incomplete_failure(self.address, self.instance, f"no {self.wire.last_line}")
             reply = reader.reply()
@@ -133,6 +138,28 @@ class HTTPProvider:
         finally:
             await response.aclose()
         yield reply
+
+    async def _opening(self, response: httpx.Response, lines: AsyncIterator[str], reader: StreamReader) -> str | None:
+        """Read the stream until its answer begins (or ends), returning the text that began it. An error event
+        before then showed nothing: it is raised as `_Retryable` with the status it stands for (Anthropic's
+        `overloaded_error` as 529), so it is sent again as that status would be."""
+        try:
+            async for line in lines:
+                text = reader.feed_line(line)
+                if text or reader.began or reader.done:
+                    return text
+            return None
+        except ProviderError as error:
+            error.usage = reader.usage()
+            await _close(response, lines)
+            if error.status is None:
+                raise
+            raise _Retryable(error, error.status, None) from None
+        except httpx.HTTPError as exc:
+            error = self._transport_failure(exc)
+            error.usage = reader.usage()
+            await _close(response, lines)
+            raise error from exc
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response:
         """The streamed POST, open at a 2xx event stream; every failure before the answer's first byte is
@@ -202,11 +229,20 @@ async def _error_body(response: httpx.Response) -> bytes:
     return kept[:ERROR_BODY_LIMIT]
 
 
+async def _close(response: httpx.Response, lines: AsyncIterator[str]) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        await lines.aclose()  # type: ignore[attr-defined]
+    await response.aclose()
+
+
 def _given_up(error: ProviderError, attempts: int) -> ProviderError:
-    """The last attempt's error, saying how many were made when there was more than one."""
+    """The last attempt's error, saying how many were made when there was more than one; what it says of the
+    refusal (a prompt too long, the window stated) and of the usage goes with it."""
     if attempts == 1:
         return error
-    return ProviderError(f"{error} (gave up after {attempts} attempts)")
+    given_up = ProviderError(f"{error} (gave up after {attempts} attempts)")
+    given_up.__dict__.update(error.__dict__)
+    return given_up
 
 
 def list_models(wire: Wire, kind: str, address: str, credential: str, *, timeout: float = CHECK_TIMEOUT) -> None:

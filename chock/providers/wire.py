@@ -46,9 +46,15 @@ class StreamReader:
         self.text.append(text)
         return text
 
-    def failed(self, words: str) -> ProviderError:
-        """The provider reported an error inside the stream, in `words`."""
-        return stream_failure(self.address, self.instance, words)
+    def failed(self, payload: str) -> ProviderError:
+        """The provider reported an error inside the stream: `payload` is its event's JSON (or its words)."""
+        return stream_failure(self.address, self.instance, payload)
+
+    @property
+    def began(self) -> bool:
+        """Whether the answer has begun: text or a tool call has come. Before it, nothing was shown, so an
+        error the stream reports may be sent again as its status would be."""
+        raise NotImplementedError
 
     def usage(self) -> dict[str, int]:
         """What the stream has reported of the call's usage so far, as a `usage` event's fields."""
