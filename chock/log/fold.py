@@ -8,8 +8,10 @@ or a compaction needs: the conversation, the replay cursors, the plan, the proof
 free. Listings use the row fold.
 
 A `compaction` restarts the conversation: its summary, then what came after the last event it covers, with
-the tool outputs and notes of that kept part cut to the size it names. Nothing else ever changes a message
-once it is in the conversation, so between two compactions each request's prefix is the one before it.
+the tool outputs and notes of that kept part cut to the size it names. One whose window a provider's refusal
+taught (`window_from: "refusal"`) also sets the window the rest of the session fits (`learned_window`).
+Nothing else ever changes a message once it is in the conversation, so between two compactions each request's
+prefix is the one before it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ SUMMARY_HEADER = (
 class SessionState(RowState):
     __slots__ = (
         "approve_all", "assistant_messages", "branch", "compactions", "context_items", "context_tokens",
-        "conversation", "conversation_ids", "ends", "error", "instance", "instructions", "model", "plan",
-        "span_start_id", "subagent_results", "workspace_open_id",
+        "conversation", "conversation_ids", "ends", "error", "instance", "instructions", "learned_window", "model",
+        "plan", "span_start_id", "subagent_results", "workspace_open_id",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -47,6 +49,9 @@ class SessionState(RowState):
         self.conversation_ids: list[int] = []  # the event each message came from, ascending
         self.assistant_messages = 0  # replay resumes after this many entries
         self.compactions = 0  # and its compaction entries after this many
+        # The smallest window a provider's refusal taught (`compaction` with `window_from: "refusal"`), in tokens;
+        # 0: none. It holds for the rest of the session, whoever owns it.
+        self.learned_window = 0
         # The last turn call's size as the provider reported it (input + output tokens), and how many messages
         # the conversation had then: the next request is that plus what came after (chock.session.compaction).
         self.context_tokens = 0
@@ -203,6 +208,9 @@ def _compaction(state: SessionState, event: Event) -> None:
     state.conversation_ids = [through, *state.conversation_ids[start:]]
     state.compactions += 1
     state.context_tokens = state.context_items = 0
+    window = count(event, "window")
+    if event.get("window_from") == "refusal" and window:
+        state.learned_window = min(state.learned_window or window, window)
 
 
 def cut_message(message: dict[str, Any], limit: int) -> dict[str, Any]:

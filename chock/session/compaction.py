@@ -9,9 +9,13 @@ the provider's prompt cache serves it), and the session logs `compaction {summar
 then starts the conversation from that summary, followed by the latest assistant message and what came after
 it, their tool outputs and notes cut to `cut` bytes; when even that would be too large, the summary covers
 everything. Nothing else ever changes what was sent, so the prefix of consecutive requests stays the same
-between two compactions and the cache keeps hitting. A call the provider refuses as larger than its window (its
-documented 400) is compacted and sent once more: a model whose window Chock does not know, or a tokenizer
-that counts more tokens than bytes / 4, still goes on.
+between two compactions and the cache keeps hitting. A call the provider refuses as larger than its window (any
+shape of `chock.providers.failures.TOO_LONG_SHAPES`) is compacted and sent once more: a model whose window
+Chock does not know, or a tokenizer that counts more tokens than bytes / 4, still goes on. The window such a
+refusal teaches (the server's own when it states one, else less than the refused request) is logged as
+`compaction {window, window_from: "refusal"}`, and the fold keeps it for the rest of the session, through
+`--continue` and handovers, so the server is not asked to refuse again. A refused request that cannot be made
+to fit ends the session with an error naming the server's window; nothing is sent a third time.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from chock.config import Price
 from chock.errors import ChockError
 from chock.log.fold import SessionState, cut_message
-from chock.providers import Provider
+from chock.providers import Provider, ProviderError
 from chock.session.calls import Emit, call, record_usage
 
 # Compact when a request would fill this much of the window: the rest is room for the answer and for the
@@ -66,6 +70,13 @@ def estimate(conversation: list[dict[str, Any]], tools: list[dict[str, Any]], sy
     return len(data.encode("utf-8")) // BYTES_PER_TOKEN
 
 
+def session_window(configured: int | None, state: SessionState) -> int | None:
+    """The window the session's calls must fit: the instance's (config.zon's, else its model family's), or the
+    smaller one a refusal taught, which the fold keeps (`SessionState.learned_window`)."""
+    windows = [w for w in (configured, state.learned_window) if w]
+    return min(windows) if windows else None
+
+
 def request_size(state: SessionState, request: CallSetup) -> int:
     """The next call's size: the provider's own count of the last call plus what came after it, or the
     estimate of the whole request, whichever is larger."""
@@ -75,22 +86,34 @@ def request_size(state: SessionState, request: CallSetup) -> int:
     return max(whole, state.context_tokens + estimate(state.conversation[state.context_items :], [], ""))
 
 
-async def compact_if_needed(state: SessionState, request: CallSetup, emit: Emit, *, refused: bool = False) -> None:
-    """Log a compaction when the next call would pass `COMPACT_AT` of the window, or when the provider
-    `refused` the call as larger than its window (whose size, if Chock did not know it, was then at most
-    the request's)."""
+async def compact_if_needed(
+    state: SessionState, request: CallSetup, emit: Emit, *, refused: ProviderError | None = None
+) -> None:
+    """Log a compaction when the next call would pass `COMPACT_AT` of the window, or when the provider `refused`
+    the call as larger than its window: that window is then the one the server stated, else at most the
+    refused request's size, and the compaction aims below it."""
     size = request_size(state, request)
     window = request.window
-    if refused:  # the window is less than this request: aim well below it
-        window = int(COMPACT_AT * min(window or size, size))
-        request = replace(request, window=window)
+    fields: dict[str, Any] = {}
+    if refused is not None:
+        counted = refused.prompt_tokens or 0
+        window = min(w for w in (request.window, refused.window or size) if w)
+        fields["window_from"] = "refusal"
+        # The server counted more than the estimate: aim lower by as much, or the resent request meets the same
+        # refusal.
+        aim = int(COMPACT_AT * window * min(1.0, size / counted)) if counted > size else int(COMPACT_AT * window)
+        size = max(size, counted)
+        request = replace(request, window=aim)
+        if len(state.conversation) < 2:
+            raise _overflow(size, window, refused=True)
     elif window is None or size < COMPACT_AT * window:
         return
-    if len(state.conversation) < 2:
+    elif len(state.conversation) < 2:
         raise _overflow(size, window)
+    limit = request.window or window
     through, cut = _plan_kept(state, request)
     covered = state.conversation[: _index_after(state, through)]
-    asked = _fit([*covered, {"role": "user", "text": SUMMARY_PROMPT}], request, window)
+    asked = _fit([*covered, {"role": "user", "text": SUMMARY_PROMPT}], request, limit)
     reply = await call(request.provider, asked, request.tools, request.system, emit, price=request.price,
                        purpose="compaction")  # fmt: skip
     record_usage(emit, reply.usage, request.price, "compaction")
@@ -100,13 +123,13 @@ async def compact_if_needed(state: SessionState, request: CallSetup, emit: Emit,
             "the model answered the request for a summary with no text, so the conversation could not be "
             "compacted; `chock run --continue` tries again"
         )
-    fields: dict[str, Any] = {"summary": summary, "through": through, "tokens": size, "window": window}
+    fields = {"summary": summary, "through": through, "tokens": size, "window": window, **fields}
     if cut:
         fields["cut"] = cut
     emit("compaction", **fields)
     after = estimate(state.conversation, request.tools, request.system)
-    if after >= window:
-        raise _overflow(after, window)
+    if after >= limit:
+        raise _overflow(after, window, refused=refused is not None)
 
 
 def _plan_kept(state: SessionState, request: CallSetup) -> tuple[int, int]:
@@ -149,7 +172,15 @@ def _fit(conversation: list[dict[str, Any]], request: CallSetup, window: int) ->
     return [first, *rest, last]
 
 
-def _overflow(size: int, window: int) -> ChockError:
+def _overflow(size: int, window: int, *, refused: bool = False) -> ChockError:
+    """The conversation cannot be made to fit `window`: the server's own when it `refused` a request (a larger
+    `.context_window` in config.zon would not help then), else the configured one."""
+    if refused:
+        return ChockError(
+            f"the next request takes about {size:,} tokens and the server refused it: its context window holds "
+            f"{window:,} tokens, and compacting the conversation cannot make the request fit; give the model a "
+            "larger context on the server (llama.cpp's --ctx-size, vLLM's --max-model-len) or start a new session"
+        )
     return ChockError(
         f"the next request takes about {size:,} tokens and the model's context window holds {window:,}, and "
         "compacting the conversation cannot make it smaller; set a larger .context_window for the instance in "

@@ -230,7 +230,8 @@ class Session:
         tool_specs, system = self._tool_specs(), self._system_prompt()
         settings = self.settings
         summarizer = settings.summarizer or self.provider
-        request = compaction.CallSetup(summarizer, tool_specs, system, settings.context_window, settings.price)
+        window = compaction.session_window(settings.context_window, self.state)
+        request = compaction.CallSetup(summarizer, tool_specs, system, window, settings.price)
         await compaction.compact_if_needed(self.state, request, self.emit)
         try:
             reply = await calls.call(
@@ -239,8 +240,9 @@ class Session:
         except ProviderError as error:
             if not error.too_long:
                 raise
-            # The estimate fell short (or the window is not known): the provider's refusal says so instead.
-            await compaction.compact_if_needed(self.state, request, self.emit, refused=True)
+            # The estimate fell short (or the window is not known): the provider's refusal says so instead, and
+            # the window it teaches is logged with the compaction. A second refusal ends the session.
+            await compaction.compact_if_needed(self.state, request, self.emit, refused=error)
             reply = await calls.call(
                 self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
             )
