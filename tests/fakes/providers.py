@@ -20,8 +20,8 @@ a call with nothing left in the queue gets a 500 whose message says so. It works
 
 A fake may also answer from the request itself (`answer_with`, asked before the queue), and play a model
 with a small context window (`context_window=N`): it counts a request's tokens as its body's bytes / 4,
-reports that count as the call's input tokens, and refuses a request above the window with the provider's
-own documented 400 ("prompt is too long: … tokens > … maximum"; OpenAI's `context_length_exceeded`).
+reports that count as the call's input tokens, and refuses a request that does not fit with a server's own
+documented 400, in the shape `refuse_as` names (`REFUSALS`; by default the wire's provider's own).
 """
 
 from __future__ import annotations
@@ -54,6 +54,95 @@ ANTHROPIC_ERROR_TYPES = {
 }
 
 
+# How each server refuses a prompt too long for its window, as its source or documentation shapes the answer
+# (chock/providers/failures.py cites each). (tokens, window, body) -> the error body, or None when it fits.
+def _anthropic_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    if tokens <= window:
+        return None
+    message = f"prompt is too long: {tokens} tokens > {window} maximum"
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def _anthropic_max_tokens_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    reserved = int(body.get("max_tokens") or 0)
+    if tokens + reserved <= window:
+        return None
+    message = (
+        f"input length and `max_tokens` exceed context limit: {tokens} + {reserved} > {window}, "
+        "decrease input length or `max_tokens` and try again"
+    )
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def _openai_error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                      "code": "context_length_exceeded"}}  # fmt: skip
+
+
+def _openai_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    if tokens <= window:
+        return None
+    return _openai_error(
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} "
+        "tokens. Please reduce the length of the messages."
+    )
+
+
+def _openai_input_limit_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    if tokens <= window:
+        return None
+    return _openai_error(
+        f"Input tokens exceed the configured limit of {window} tokens. Your messages resulted in {tokens} tokens. "
+        "Please reduce the length of the messages."
+    )
+
+
+def _openai_code_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    """Only the code says it: words no pattern knows, no figure."""
+    if tokens <= window:
+        return None
+    return _openai_error("Your input exceeds the context window of this model. Please adjust your input and try again.")
+
+
+def _vllm_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    if tokens < window:
+        return None
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested 0 output tokens and "
+        f"your prompt contains at least {tokens} input tokens, for a total of at least {tokens} tokens. Please "
+        "reduce the length of the input prompt or the number of requested output tokens. "
+        f"(parameter=input_tokens, value={tokens})"
+    )
+    return {"error": {"message": message, "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+
+
+def _sglang_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    if tokens < window:
+        return None
+    message = f"The input ({tokens} tokens) is longer than the model's context length ({window} tokens)."
+    return {"object": "error", "message": message, "type": "BadRequest", "param": None, "code": 400}
+
+
+def _llama_cpp_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    if tokens < window:
+        return None
+    message = f"request ({tokens} tokens) exceeds the available context size ({window} tokens), try increasing it"
+    return {"error": {"code": 400, "message": message, "type": "exceed_context_size_error",
+                      "n_prompt_tokens": tokens, "n_ctx": window}}  # fmt: skip
+
+
+REFUSALS: dict[str, Callable[[int, int, dict[str, Any]], dict[str, Any] | None]] = {
+    "anthropic": _anthropic_refusal,
+    "anthropic-max-tokens": _anthropic_max_tokens_refusal,
+    "openai": _openai_refusal,
+    "openai-input-limit": _openai_input_limit_refusal,
+    "openai-code": _openai_code_refusal,
+    "vllm": _vllm_refusal,
+    "sglang": _sglang_refusal,
+    "llama.cpp": _llama_cpp_refusal,
+}
+
+
 @dataclass(frozen=True)
 class Request:
     """One request as the fake received it. Header names are lower case; `body` is the parsed JSON or None."""
@@ -77,6 +166,7 @@ class Turn:
     cut_after: int | None = None  # send this many SSE events, then stop (see `clean_cut`)
     clean_cut: bool = False  # True: end the HTTP body properly, False: drop the connection mid-body
     stream_error: str | None = None  # send an in-stream error event (after `cut_after` events, default 2)
+    stream_error_type: str = "overloaded_error"  # its type (the Messages API's; the other wire says server_error)
     pause: float = 0.0  # seconds between events, to keep a call in flight for a while
     cache_read_tokens: int = 0  # reported as read from the prompt cache (both wires)
     cache_write_tokens: int = 0  # reported as written to it (the Messages API only)
@@ -102,12 +192,15 @@ class FakeProvider:
         strict: bool = True,
         chunk_size: int = 4,
         context_window: int | None = None,
+        refuse_as: str | None = None,
     ) -> None:
         """`key=None` accepts any request, with or without a credential (like a local llama.cpp server).
-        `strict=False` skips the checks of the conversation's shape. `context_window`: see the module's doc."""
+        `strict=False` skips the checks of the conversation's shape. `context_window` and `refuse_as` (a key of
+        `REFUSALS`): see the module's doc."""
         if kind not in KIND_ALIASES:
             raise ValueError(f"kind must be one of {sorted(KIND_ALIASES)}, not {kind!r}")
         self.kind = KIND_ALIASES[kind]
+        self.refuse = REFUSALS[refuse_as or self.kind]
         self.key = key
         self.models = models
         self.strict = strict
@@ -116,6 +209,7 @@ class FakeProvider:
         self.requests: list[Request] = []
         self.raw_bodies: list[bytes] = []  # the model calls' bodies as they came on the wire
         self.too_long: list[int] = []  # the token counts of the requests refused as above the window
+        self.refused: list[bool] = []  # per model call that reached the window's check: whether it was refused
         self._answer: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
         self.rejections: list[str] = []  # why strict checks answered 400, for assertions and debugging
         self._queue: deque[Turn | Failure] = deque()
@@ -316,17 +410,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         tokens = len(raw) // 4
         window = self.fake.context_window
-        if window is not None and tokens > window:
+        refusal = self.fake.refuse(tokens, window, body) if window is not None else None
+        if window is not None:
+            with self.fake._lock:
+                self.fake.refused.append(refusal is not None)
+        if refusal is not None:
             with self.fake._lock:
                 self.fake.too_long.append(tokens)
-            if self.fake.kind == ANTHROPIC:
-                self._error(400, f"prompt is too long: {tokens} tokens > {window} maximum")
-            else:
-                message = (
-                    f"This model's maximum context length is {window} tokens. However, your messages "
-                    f"resulted in {tokens} tokens. Please reduce the length of the messages."
-                )
-                self._error(400, message, "invalid_request_error")
+            self._json(400, refusal)
             return
         entry = self.fake._next(body)
         if entry is None:
@@ -397,7 +488,7 @@ class _Handler(BaseHTTPRequestHandler):
         clean_end = True
         if turn.stream_error is not None:
             events = events[: turn.cut_after if turn.cut_after is not None else 2]
-            events.append(_error_event(self.fake.kind, turn.stream_error))
+            events.append(_error_event(self.fake.kind, turn.stream_error, turn.stream_error_type))
         elif turn.cut_after is not None:
             events = events[: turn.cut_after]
             clean_end = turn.clean_cut
@@ -588,9 +679,9 @@ def _openai_events(turn: Turn, pieces: list[str], model: str, include_usage: boo
     return events
 
 
-def _error_event(kind: str, message: str) -> str:
+def _error_event(kind: str, message: str, error_type: str) -> str:
     if kind == ANTHROPIC:
-        return _sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": message}})
+        return _sse("error", {"type": "error", "error": {"type": error_type, "message": message}})
     return _sse(None, {"error": {"message": message, "type": "server_error", "param": None, "code": None}})
 
 
