@@ -18,7 +18,7 @@ from chock.providers.failures import redact
 from chock.providers.kinds import KindError
 from chock.providers.openai import ChatStream
 from chock.providers.registry import check_credential, make_provider
-from tests.fakes.providers import REFUSALS, FakeProvider
+from tests.fakes.providers import FakeProvider
 
 KEY = "sk-test-0123456789abcdef"
 WRONG_KEY = "sk-wrong-fedcba9876543210"
@@ -667,100 +667,3 @@ def test_a_refusal_for_the_prompts_size_is_recognised_in_each_providers_words(st
     error = status_failure(status, body, kind="anthropic", address="http://x/v1", credential=None, instance="w")
     assert error.too_long is expected
     assert ("larger than the model's context window" in str(error)) is expected
-
-
-# The shapes of `REFUSALS` (each server's own), refusing 5000 tokens of a 4096-token window, with the input
-# window each states: Anthropic's second shape reserves the request's max_tokens; OpenAI's code alone states none.
-STATED_WINDOWS = {
-    "anthropic": 4096,
-    "anthropic-max-tokens": 4096 - 1000,
-    "openai": 4096,
-    "openai-input-limit": 4096,
-    "openai-code": None,
-    "vllm": 4096,
-    "sglang": 4096,
-    "llama.cpp": 4096,
-}
-
-
-@pytest.mark.parametrize("shape", sorted(REFUSALS))
-def test_every_servers_refusal_for_size_is_heard_with_the_window_it_states(shape: str) -> None:
-    from chock.providers.failures import status_failure, too_long
-
-    body = json.dumps(REFUSALS[shape](5000, 4096, {"max_tokens": 1000}))
-    refusal = too_long(400, body)
-    assert refusal is not None and refusal.window == STATED_WINDOWS[shape]
-    error = status_failure(400, body, kind="openai-compat", address="http://x/v1", credential=None, instance="w")
-    assert error.too_long and error.window == STATED_WINDOWS[shape]
-    if STATED_WINDOWS[shape]:
-        assert f"which holds {STATED_WINDOWS[shape]:,} tokens by the server's own account" in str(error)
-    assert too_long(429, body) is None and too_long(500, body) is None
-
-
-@pytest.mark.parametrize(
-    ("error", "window", "prompt"),
-    [
-        # llama.cpp before its message carried figures: the error object's own fields still do.
-        ({"code": 400, "message": "the request exceeds the available context size, try increasing it",
-          "type": "exceed_context_size_error", "n_prompt_tokens": 4476, "n_ctx": 4096}, 4096, 4476),
-        ({"code": 400, "message": "the request exceeds the available context size, try increasing it",
-          "type": "invalid_request_error"}, None, None),
-        # SGLang's refusal of input plus the completion; vLLM's engine; vLLM's older words.
-        ({"object": "error", "message": "Requested token count exceeds the model's maximum context length of 8192 "
-          "tokens. You requested a total of 9000 tokens: 7000 tokens from the input messages and 2000 tokens for "
-          "the completion. Please reduce the number of tokens in the input messages or the completion to fit "
-          "within the limit.", "type": "BadRequest", "param": None, "code": 400}, 6192, 7000),
-        ({"message": "The decoder prompt (length 8825) is longer than the maximum model length of 8192.",
-          "type": "BadRequestError", "code": 400}, 8192, 8825),
-        ({"message": "This model's maximum context length is 32768 tokens. However, your request has 40000 input "
-          "tokens. Please reduce the length of the input messages.", "type": "BadRequestError", "code": 400},
-         32768, 40000),
-    ],
-)  # fmt: skip
-def test_refusals_state_their_window_in_fields_or_words(error: dict, window: int | None, prompt: int | None) -> None:
-    from chock.providers.failures import TooLong, too_long
-
-    body = json.dumps({"error": error} if "object" not in error else error)
-    assert too_long(400, body) == TooLong(window, prompt)
-
-
-def test_an_error_event_says_the_status_it_stands_for_and_whether_it_refuses_the_size() -> None:
-    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    with pytest.raises(ProviderError) as caught:
-        MessageStream("https://api.anthropic.com/v1", "work").feed_line("data: " + json.dumps(overloaded))
-    assert caught.value.status == 529 and not caught.value.too_long
-    with pytest.raises(ProviderError) as caught:
-        ChatStream("http://127.0.0.1:5000/v1", "local").feed_line(
-            'error: {"code": 503, "message": "Loading model", "type": "unavailable_error"}'
-        )
-    assert caught.value.status == 503
-    refusal = REFUSALS["llama.cpp"](5000, 4096, {})
-    with pytest.raises(ProviderError) as caught:
-        ChatStream("http://127.0.0.1:5000/v1", "local").feed_line("data: " + json.dumps(refusal))
-    assert caught.value.status == 400 and caught.value.too_long and caught.value.window == 4096
-
-
-@pytest.mark.parametrize(("error_type", "status"), [("overloaded_error", 529), ("rate_limit_error", 429)])
-def test_an_error_event_before_any_content_is_retried_as_its_status(error_type: str, status: int) -> None:
-    with FakeProvider(kind="anthropic", key=KEY) as fake:
-        fake.script(stream_error="Overloaded", stream_error_type=error_type, cut_after=1)  # after message_start
-        fake.script(text="made it")
-        items, error = stream_all(provider_for(fake, retries=2))
-        assert len(fake.calls) == 2
-    assert error is None
-    retrying = items[0]
-    assert isinstance(retrying, Retrying) and (retrying.attempt, retrying.status) == (1, status)
-    assert retry.INITIAL_WAIT * (1 - retry.JITTER) <= retrying.wait_seconds <= retry.INITIAL_WAIT
-    assert isinstance(items[-1], Reply) and items[-1].text == "made it"
-
-
-@pytest.mark.parametrize("asked", ["0", "Wed, 21 Oct 2015 07:28:00 GMT"])
-def test_a_retry_after_of_zero_or_past_waits_the_backoff(fake: FakeProvider, asked: str) -> None:
-    fake.fail(status=529 if fake.kind == "anthropic" else 503, message="busy", headers={"retry-after": asked})
-    fake.script(text="made it")
-    items, error = stream_all(provider_for(fake, retries=1))
-    assert error is None and len(fake.calls) == 2
-    retrying = items[0]
-    assert isinstance(retrying, Retrying)
-    assert retry.INITIAL_WAIT * (1 - retry.JITTER) <= retrying.wait_seconds <= retry.INITIAL_WAIT
-    assert fake.requests[1].at - fake.requests[0].at >= retrying.wait_seconds

@@ -1,7 +1,8 @@
-"""Every refusal a provider documents is heard (issue: refusals): `chock run` as a real process against loopback
-servers that answer in each server's own shape (tests/fakes/providers.py, `REFUSALS`) — a prompt refused as too
-long is compacted and sent again, the window the refusal teaches is kept for the rest of the session and across
-`--continue`, and an overloaded stream that opens with an error event is sent again."""
+"""Every refusal a provider documents is heard: the refusal table and the in-stream errors read from each
+server's own shapes (tests/fakes/refusals.py), then `chock run` as a real process against loopback servers that
+answer in them — a prompt refused as too long is compacted and sent again, the window the refusal teaches is
+kept for the rest of the session and across `--continue`, and an overloaded stream that opens with an error
+event is sent again."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ import json
 
 import pytest
 
+from chock.providers import ProviderError, Reply, Retrying, retry
+from chock.providers.anthropic import MessageStream
+from chock.providers.failures import TooLong, status_failure, too_long
+from chock.providers.openai import ChatStream
 from chock.session.compaction import SUMMARY_PROMPT
 from tests.fakes.projects import git
 from tests.fakes.providers import ANTHROPIC, FakeProvider
+from tests.fakes.refusals import REFUSALS
 from tests.test_agent import of_type, remote, run
+from tests.test_providers import KEY, provider_for, stream_all
 
 NOTES = "".join(f"line {n:04d} of the notes\n" for n in range(80))  # ~2 KiB, ~500 tokens a read
 
@@ -28,6 +35,108 @@ SHAPES = {
     "sglang": ("openai", 3000, 3000),
     "llama.cpp": ("openai", 3000, 3000),
 }
+
+
+# --- the table and the stream's errors, read without a session ---------------------------------------------
+
+
+# The shapes of `REFUSALS` (each server's own), refusing 5000 tokens of a 4096-token window, with the input
+# window each states: Anthropic's second shape reserves the request's max_tokens; OpenAI's code alone states none.
+STATED_WINDOWS = {
+    "anthropic": 4096,
+    "anthropic-max-tokens": 4096 - 1000,
+    "openai": 4096,
+    "openai-input-limit": 4096,
+    "openai-code": None,
+    "vllm": 4096,
+    "sglang": 4096,
+    "llama.cpp": 4096,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(REFUSALS))
+def test_every_servers_refusal_for_size_is_heard_with_the_window_it_states(shape: str) -> None:
+    body = json.dumps(REFUSALS[shape](5000, 4096, {"max_tokens": 1000}))
+    refusal = too_long(400, body)
+    assert refusal is not None and refusal.window == STATED_WINDOWS[shape]
+    error = status_failure(400, body, kind="openai-compat", address="http://x/v1", credential=None, instance="w")
+    assert error.too_long and error.window == STATED_WINDOWS[shape]
+    if STATED_WINDOWS[shape]:
+        assert f"which holds {STATED_WINDOWS[shape]:,} tokens by the server's own account" in str(error)
+    assert too_long(429, body) is None and too_long(500, body) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "window", "prompt"),
+    [
+        # llama.cpp before its message carried figures: the error object's own fields still do.
+        ({"code": 400, "message": "the request exceeds the available context size, try increasing it",
+          "type": "exceed_context_size_error", "n_prompt_tokens": 4476, "n_ctx": 4096}, 4096, 4476),
+        ({"code": 400, "message": "the request exceeds the available context size, try increasing it",
+          "type": "invalid_request_error"}, None, None),
+        # SGLang's refusal of input plus the completion; vLLM's engine; vLLM's older words.
+        ({"object": "error", "message": "Requested token count exceeds the model's maximum context length of 8192 "
+          "tokens. You requested a total of 9000 tokens: 7000 tokens from the input messages and 2000 tokens for "
+          "the completion. Please reduce the number of tokens in the input messages or the completion to fit "
+          "within the limit.", "type": "BadRequest", "param": None, "code": 400}, 6192, 7000),
+        ({"message": "The decoder prompt (length 8825) is longer than the maximum model length of 8192.",
+          "type": "BadRequestError", "code": 400}, 8192, 8825),
+        ({"message": "This model's maximum context length is 32768 tokens. However, your request has 40000 input "
+          "tokens. Please reduce the length of the input messages.", "type": "BadRequestError", "code": 400},
+         32768, 40000),
+    ],
+)  # fmt: skip
+def test_refusals_state_their_window_in_fields_or_words(error: dict, window: int | None, prompt: int | None) -> None:
+    body = json.dumps({"error": error} if "object" not in error else error)
+    assert too_long(400, body) == TooLong(window, prompt)
+
+
+def test_an_error_event_says_the_status_it_stands_for_and_whether_it_refuses_the_size() -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    with pytest.raises(ProviderError) as caught:
+        MessageStream("https://api.anthropic.com/v1", "work").feed_line("data: " + json.dumps(overloaded))
+    assert caught.value.status == 529 and not caught.value.too_long
+    with pytest.raises(ProviderError) as caught:
+        ChatStream("http://127.0.0.1:5000/v1", "local").feed_line(
+            'error: {"code": 503, "message": "Loading model", "type": "unavailable_error"}'
+        )
+    assert caught.value.status == 503
+    refusal = REFUSALS["llama.cpp"](5000, 4096, {})
+    with pytest.raises(ProviderError) as caught:
+        ChatStream("http://127.0.0.1:5000/v1", "local").feed_line("data: " + json.dumps(refusal))
+    assert caught.value.status == 400 and caught.value.too_long and caught.value.window == 4096
+
+
+@pytest.mark.parametrize(("error_type", "status"), [("overloaded_error", 529), ("rate_limit_error", 429)])
+def test_an_error_event_before_any_content_is_retried_as_its_status(error_type: str, status: int) -> None:
+    with FakeProvider(kind="anthropic", key=KEY) as fake:
+        fake.script(stream_error="Overloaded", stream_error_type=error_type, cut_after=1)  # after message_start
+        fake.script(text="made it")
+        items, error = stream_all(provider_for(fake, retries=2))
+        assert len(fake.calls) == 2
+    assert error is None
+    retrying = items[0]
+    assert isinstance(retrying, Retrying) and (retrying.attempt, retrying.status) == (1, status)
+    assert retry.INITIAL_WAIT * (1 - retry.JITTER) <= retrying.wait_seconds <= retry.INITIAL_WAIT
+    assert isinstance(items[-1], Reply) and items[-1].text == "made it"
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+@pytest.mark.parametrize("asked", ["0", "Wed, 21 Oct 2015 07:28:00 GMT"])
+def test_a_retry_after_of_zero_or_past_waits_the_backoff(kind: str, asked: str) -> None:
+    with FakeProvider(kind=kind, key=KEY) as fake:
+        fake.fail(status=529 if kind == "anthropic" else 503, message="busy", headers={"retry-after": asked})
+        fake.script(text="made it")
+        items, error = stream_all(provider_for(fake, retries=1))
+        assert error is None and len(fake.calls) == 2
+        arrived = [request.at for request in fake.requests]
+    retrying = items[0]
+    assert isinstance(retrying, Retrying)
+    assert retry.INITIAL_WAIT * (1 - retry.JITTER) <= retrying.wait_seconds <= retry.INITIAL_WAIT
+    assert arrived[1] - arrived[0] >= retrying.wait_seconds
+
+
+# --- sessions against servers that refuse ---------------------------------------------------------------
 
 
 def commit_notes(project) -> None:
