@@ -223,6 +223,7 @@ def status_failure(
     retry_after: str | None = None,
 ) -> ProviderError:
     """A non-2xx answer, as a person reads it: who, the status and the provider's words, then what to do."""
+    refusal = too_long(status, body, credential)
     words = provider_words(body, credential)
     detail = f"HTTP {status}: {words}" if words else f"HTTP {status}"
     who = describe(instance, address)
@@ -254,13 +255,13 @@ def status_failure(
         text = f"{who}: rate limited ({detail}); {wait} and try again"
     elif status >= 500:
         text = f"{who}: the provider failed ({detail}); try again later"
-    elif refusal := too_long(status, body, credential):
+    elif refusal is not None:
         stated = f", which holds {refusal.window:,} tokens by the server's own account" if refusal.window else ""
         text = f"{who}: the request is larger than the model's context window{stated} ({detail})"
     else:
         text = f"{who}: the provider rejected the request ({detail})"
     error = ProviderError(redact(text, credential))
-    return _with_refusal(error, too_long(status, body, credential))
+    return _with_refusal(error, refusal)
 
 
 def _with_refusal(error: ProviderError, refusal: TooLong | None) -> ProviderError:

@@ -97,7 +97,7 @@ async def compact_if_needed(
     fields: dict[str, Any] = {}
     if refused is not None:
         counted = refused.prompt_tokens or 0
-        window = min(w for w in (request.window, refused.window or size) if w)
+        window = min(w for w in (request.window, refused.window or max(1, size)) if w)
         fields["window_from"] = "refusal"
         # The server counted more than the estimate: aim lower by as much, or the resent request meets the same
         # refusal.
