@@ -104,12 +104,12 @@ async def compact_if_needed(
         aim = int(COMPACT_AT * window * min(1.0, size / counted)) if counted > size else int(COMPACT_AT * window)
         size = max(size, counted)
         request = replace(request, window=aim)
-        if len(state.conversation) < 2:
-            raise _overflow(size, window, refused=True)
     elif window is None or size < COMPACT_AT * window:
         return
-    elif len(state.conversation) < 2:
-        raise _overflow(size, window)
+    # The window is the server's own when a refusal stated it, now or earlier in the session.
+    servers = refused is not None or window == state.learned_window
+    if len(state.conversation) < 2:
+        raise _overflow(size, window, refused=servers)
     limit = request.window or window
     through, cut = _plan_kept(state, request)
     covered = state.conversation[: _index_after(state, through)]
@@ -129,7 +129,7 @@ async def compact_if_needed(
     emit("compaction", **fields)
     after = estimate(state.conversation, request.tools, request.system)
     if after >= limit:
-        raise _overflow(after, window, refused=refused is not None)
+        raise _overflow(after, window, refused=servers)
 
 
 def _plan_kept(state: SessionState, request: CallSetup) -> tuple[int, int]:
