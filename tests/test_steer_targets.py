@@ -42,10 +42,10 @@ def test_a_piped_message_goes_to_the_session_named_and_a_mistyped_id_reaches_nob
     older, newest = ended_sessions(home, project, "first", "second")
     piped = home.chock("say", older, "--daemon", daemon.address, input="also this\n", cwd=project)
     assert piped.returncode == 0, piped.stderr
-    assert older in piped.stdout and daemon.address in piped.stdout  # names the session and the daemon
     continued(home, older)
     assert said(home, older) == ["first", "also this"]
     assert said(home, newest) == ["second"]
+    assert older in piped.stdout and daemon.address in piped.stdout  # names the session and the daemon
 
     logs = {i: home.layout.log_path(i).read_bytes() for i in (older, newest)}
     flipped = older[:-1] + ("0" if older[-1] != "0" else "1")
@@ -83,9 +83,9 @@ def test_remove_with_chock_daemon_set_removes_through_that_daemon_and_leaves_the
     other = daemons.start(env={"CHOCK_STATE_DIR": str(other_state)})
     removed = home.chock("sessions", "remove", session_id, env={"CHOCK_DAEMON": other.address}, cwd=project)
     assert removed.returncode == 0, removed.stderr
-    assert session_id in removed.stdout and other.address in removed.stdout
-    assert not (other_state / "sessions" / session_id).exists()
     assert home.layout.log_path(session_id).exists() and said(home, session_id) == ["first"]
+    assert not (other_state / "sessions" / session_id).exists()
+    assert session_id in removed.stdout and other.address in removed.stdout
 
     workspace = home.chock(
         "sessions", "remove", "--with-workspace", session_id, env={"CHOCK_DAEMON": other.address}, cwd=project
