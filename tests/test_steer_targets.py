@@ -93,6 +93,12 @@ def test_remove_with_chock_daemon_set_removes_through_that_daemon_and_leaves_the
     assert workspace.returncode == 2 and "$CHOCK_DAEMON" in workspace.stderr, workspace.stderr
     assert home.layout.log_path(session_id).exists()
 
+    mistyped = session_id[:-1] + ("0" if session_id[-1] != "0" else "1")
+    for daemon_env in ({"CHOCK_DAEMON": other.address}, {}):  # through the daemon, and on this machine
+        some = home.chock("sessions", "remove", session_id, mistyped, env=daemon_env, cwd=project)
+        assert some.returncode == 2 and "no session '" in some.stderr, some.stderr
+        assert home.layout.log_path(session_id).exists()  # every id is checked before any is removed
+
 
 # Every command that can act through a daemon, and what it is asked in the walk; a command that gains --daemon
 # must be added here.
