@@ -12,7 +12,9 @@ from pathlib import Path
 import click
 
 from chock import __version__, listing, overview
+from chock.command import WORDS_BEFORE_DASHES, Command, Subgroup
 from chock.completion import SHELLS, instance_names, session_ids
+from chock.control.address import DAEMON_OPTIONS, ENVIRONMENT, Address, named_address
 from chock.daemon import options as daemon_options
 from chock.errors import ChockError, Refused, UsageError, complain, exit_status
 from chock.paths import Layout
@@ -21,6 +23,9 @@ from chock.paths import Layout
 class _Group(click.Group):
     """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback. Its
     help is chock.overview's, the text `chock --help` prints without click."""
+
+    command_class = Command
+    group_class = Subgroup
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write(overview.render(formatter.width))
@@ -142,26 +147,23 @@ def _project_root(project: Path | None) -> Path:
 
 
 def _daemon_options(function):  # type: ignore[no-untyped-def]
-    """--project, --daemon and --port, as every command that steers a session through the daemon takes them."""
-    function = click.option("--port", type=int, help="Shorthand for --daemon 127.0.0.1:PORT.")(function)
-    function = click.option(
-        "--daemon",
-        "daemon_address",
-        metavar="ADDR",
-        help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
-    )(function)
+    """--project, --daemon and --port, as every command that can act through a daemon takes them; which daemon
+    they name is `chock.control.address.named_address`'s to say, and nothing else's."""
     return click.option(
         "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
-    )(function)
+    )(_options(DAEMON_OPTIONS)(function))
+
+
+def _address(layout: Layout, daemon_address: str | None, port: int | None) -> Address:
+    """The daemon named (`named_address`), else the state directory's own."""
+    return named_address(daemon_address, port=port) or Address(path=str(layout.daemon_socket))
 
 
 def _steering(layout: Layout, project: Path | None, daemon_address: str | None, port: int | None):  # type: ignore[no-untyped-def]
     """The daemon to steer through, and the project the session belongs to."""
-    from chock.control.address import resolve_address
     from chock.control.client import ControlClient
 
-    address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
-    return ControlClient(address), _project_root(project)
+    return ControlClient(_address(layout, daemon_address, port)), _project_root(project)
 
 
 @main.group(invoke_without_command=True)
@@ -188,23 +190,34 @@ def sessions_remove(
     daemon_address: str | None,
     port: int | None,
 ) -> None:
-    """Delete ended sessions: their logs and scratchpads (their branches stay)."""
-    if daemon_address or port:
+    """Delete ended sessions: their logs and scratchpads (their branches stay). Through the daemon named by
+    --daemon, --port or $CHOCK_DAEMON; with none named, in this machine's state dir. Every id must name a
+    session, or nothing is removed."""
+    address = named_address(daemon_address, port=port)
+    if address is not None:
         from chock import steer
+        from chock.control.client import ControlClient
 
         if with_workspace:
-            raise UsageError("--with-workspace works on this machine only: leave out --daemon and --port")
-        client, root = _steering(layout, project, daemon_address, port)
-        for session_id in session_ids:
+            raise UsageError(
+                f"--with-workspace works on this machine only, and the daemon at {address} was named: leave out "
+                f"--daemon and --port and unset ${ENVIRONMENT}"
+            )
+        client, root = ControlClient(address), _project_root(project)
+        for session_id in [steer.pick(client, root, session_id, running=False) for session_id in session_ids]:
             steer.remove(client, root, session_id)
-            click.echo(f"removed session {session_id}")
+            click.echo(f"removed session {session_id} through the daemon at {address}")
         return
     from chock.log import removal
+    from chock.paths import SESSION_ID_RE
     from chock.session import keep
 
+    unknown = [i for i in session_ids if not (SESSION_ID_RE.fullmatch(i) and layout.log_path(i).exists())]
+    if unknown:
+        raise UsageError(f"no session {unknown[0]!r} in this machine's state dir; nothing was removed")
     for session_id in session_ids:
         removal.remove_session(layout, session_id, keep.remove if with_workspace else None)
-        click.echo(f"removed session {session_id}")
+        click.echo(f"removed session {session_id} from this machine's state dir")
 
 
 @sessions.command("prune")
@@ -229,23 +242,16 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
 
 
 @main.command()
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option(
-    "--daemon",
-    "daemon_address",
-    metavar="ADDR",
-    envvar="CHOCK_DAEMON",
-    help="Ask this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it answers, "
-    "else the state dir itself).",
-)
+@_daemon_options
 @pass_layout
-def usage(layout: Layout, project: Path | None, daemon_address: str | None) -> None:
+def usage(layout: Layout, project: Path | None, daemon_address: str | None, port: int | None) -> None:
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
-    total; with the cost when the instance has a `.price` in config.zon."""
+    total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named, else
+    the state dir's when it answers, else the state dir itself."""
     from chock.listing import project_rows
     from chock.log.events import USAGE_FIELDS
 
-    rows = project_rows(layout, project, daemon_address)
+    rows = project_rows(layout, project, named_address(daemon_address, port=port))
     priced = any(row["cost"] is not None for row in rows)
     total = dict.fromkeys(USAGE_FIELDS, 0)
     for row in rows:
@@ -268,26 +274,22 @@ def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> 
 
 @main.command()
 @click.argument("session", required=False, shell_complete=session_ids)
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option(
-    "--daemon",
-    "daemon_address",
-    metavar="ADDR",
-    envvar="CHOCK_DAEMON",
-    help="Read the session through this daemon (unix:/path or host:port; default $CHOCK_DAEMON) instead of the "
-    "state dir.",
-)
+@_daemon_options
 @pass_layout
-def plan(layout: Layout, session: str | None, project: Path | None, daemon_address: str | None) -> None:
-    """The plan a session keeps (its latest `plan` tool call); default: this project's newest session."""
+def plan(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+) -> None:
+    """The plan a session keeps (its latest `plan` tool call); default: this project's newest session. Read
+    through the daemon named, else from the state dir."""
     from chock.log.fold import fold
     from chock.session.render import plan_lines
 
-    if daemon_address:
+    address = named_address(daemon_address, port=port)
+    if address is not None:
         from chock import steer
         from chock.control.client import ControlClient
 
-        client = ControlClient(daemon_address)
+        client = ControlClient(address)
         session = steer.pick(client, _project_root(project), session, running=False)
         state = fold(client.read(session))
     else:
@@ -477,7 +479,6 @@ def daemon_status(layout: Layout) -> None:
 @click.option(
     "--daemon",
     "daemon_address",
-    envvar="CHOCK_DAEMON",
     metavar="ADDR",
     help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
 )
@@ -510,7 +511,8 @@ def serve(
     log_target: str,
     log_level: str,
 ) -> None:
-    """A browser front end: purely a client of the daemon."""
+    """A browser front end: purely a client of the daemon (--daemon, else $CHOCK_DAEMON, else the state dir's;
+    its --port is the port it listens on)."""
     from chock.platform import journal
     from chock.serve.app import run as run_serve
 
@@ -531,14 +533,7 @@ def serve(
 
 @main.command(epilog=exit_status("detach"))
 @click.argument("session", required=False, shell_complete=session_ids)
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
-@click.option(
-    "--daemon",
-    "daemon_address",
-    metavar="ADDR",
-    help="unix:/path or host:port (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
-)
-@click.option("--port", type=int, help="Shorthand for --daemon 127.0.0.1:PORT.")
+@_daemon_options
 @click.option(
     "--wait",
     type=float,
@@ -553,9 +548,8 @@ def detach(
 ) -> None:
     """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
     from chock import detach as handing
-    from chock.control.address import resolve_address
 
-    address = resolve_address(daemon_address, port=port, state_socket=layout.daemon_socket)
+    address = _address(layout, daemon_address, port)
     session_id = handing.pick_session(layout, None if session else _project_root(project), session)
     done = handing.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
     click.echo(f"session {done.session_id} now runs under the daemon at {address}")
@@ -577,33 +571,33 @@ def stop(
     client, root = _steering(layout, project, daemon_address, port)
     session_id = steer.pick(client, root, session, running=True)
     steer.stop(client, root, session_id)
-    click.echo(f"session {session_id} stopped; `chock run --continue {session_id}` takes it back")
+    click.echo(
+        f"session {session_id} stopped through the daemon at {client.address}; "
+        f"`chock run --continue {session_id}` takes it back"
+    )
 
 
 @main.command()
-@click.argument("words", nargs=-1, metavar="[SESSION] MESSAGE")
+@click.argument("words", nargs=-1, metavar="[SESSION] [--] MESSAGE")
 @_daemon_options
 @pass_layout
 def say(
     layout: Layout, words: tuple[str, ...], project: Path | None, daemon_address: str | None, port: int | None
 ) -> None:
-    """Tell a session more (default: this project's newest; MESSAGE may come on standard input).
+    """Tell a session more (default: this project's newest; MESSAGE may come on standard input instead).
 
-    A running session takes the message at its next turn; one that ended (completed, failed or stopped) is
-    continued by the daemon with it."""
+    A first word shaped like a session id (20261201-073450-…) is the session, and must name one of this
+    project's exactly; a message that begins with such a word goes after `--`. A running session takes the
+    message at its next turn; one that ended (completed, failed or stopped) is continued by the daemon with it."""
     from chock import steer
 
-    session = words[0] if len(words) > 1 and _looks_like_session_id(words[0]) else None
-    message = " ".join(words[1:] if session else words)
-    if not message.strip() and not sys.stdin.isatty():
-        message = sys.stdin.read()
-    if not message.strip():
-        raise UsageError("chock say needs a message: give it as an argument or on standard input")
+    before_dashes = click.get_current_context().meta.get(WORDS_BEFORE_DASHES, len(words))
+    session, message = steer.target_and_message(words, before_dashes, steer.piped_stdin())
     client, root = _steering(layout, project, daemon_address, port)
     session_id = steer.pick(client, root, session, running=False)
-    how = steer.say(client, root, session_id, message.strip())
+    how = steer.say(client, root, session_id, message)
     told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
-    click.echo(f"session {session_id}: {told}")
+    click.echo(f"said to session {session_id} through the daemon at {client.address}: {told}")
 
 
 @main.command(epilog=exit_status("attach"))
@@ -623,6 +617,7 @@ def attach(
 
     client, root = _steering(layout, project, daemon_address, port)
     session_id = steer.pick(client, root, session, running=True)
+    click.echo(f"(attached to session {session_id} through the daemon at {client.address})")
     sys.exit(attach_to(client, root, session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno()))
 
 
@@ -641,13 +636,14 @@ def approve(layout: Layout, session: str) -> None:
 
 
 @main.command()
+@_options(DAEMON_OPTIONS)
 @pass_layout
-def doctor(layout: Layout) -> None:
+def doctor(layout: Layout, daemon_address: str | None, port: int | None) -> None:
     """Whether each piece works here (bwrap, git, systemd, the journal, the credential store, daemon, serve),
-    with fixes, and how to read Chock's records."""
+    with fixes, and how to read Chock's records. The daemon checked is the one named, else the state dir's."""
     from chock.doctor import examine
 
-    findings = examine(layout)
+    findings = examine(layout, named_address(daemon_address, port=port))
     for finding in findings:
         mark = (
             click.style("ok ", fg="green")

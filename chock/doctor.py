@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from chock.control.address import Address
 from chock.errors import ChockError
 from chock.paths import Layout
 
@@ -148,12 +149,11 @@ def _store(layout: Layout) -> Finding:
     return Finding("credential store", True, f"{name} is reachable and unlocked")
 
 
-def _daemon(layout: Layout) -> Finding:
-    from chock.control.address import resolve_address
+def _daemon(layout: Layout, named: Address | None = None) -> Finding:
     from chock.control.client import ControlClient
 
+    address = named or Address(path=str(layout.daemon_socket))
     try:
-        address = resolve_address(state_socket=layout.daemon_socket)
         number = ControlClient(address, timeout=5).ping()
     except ChockError as error:
         return Finding("daemon", False, str(error))  # the client's message says how to start one
@@ -194,11 +194,13 @@ CHECKS: list[Callable[[Layout], Finding]] = [
 ]
 
 
-def examine(layout: Layout) -> list[Finding]:
+def examine(layout: Layout, daemon: Address | None = None) -> list[Finding]:
+    """Every check's finding; the daemon checked is the one named (chock.control.address.named_address), else
+    the state dir's."""
     findings = []
     for check in CHECKS:
         try:
-            findings.append(check(layout))
+            findings.append(_daemon(layout, daemon) if check is _daemon else check(layout))
         except Exception as error:  # a broken check is itself a finding, never a crash
             findings.append(Finding(check.__name__.strip("_"), False, f"the check failed: {error}"))
     return findings

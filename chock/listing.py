@@ -4,8 +4,9 @@
 what it does, whichever way it was started. Both ways print the same rows: the daemon's `list` reads the same
 catalog of the same state dir (`chock.log.catalog`), and a daemon that has it warm answers without opening a log.
 With no daemon socket in the state dir nothing is tried: the rows are read here at once. A daemon named by
-`--daemon` or `$CHOCK_DAEMON` must answer (a person asked for that one); the state dir's own socket is asked only
-when it exists, and a daemon that does not answer there is read around.
+`--daemon`, `--port` or `$CHOCK_DAEMON` (`chock.control.address.named_address`) must answer (a person asked for
+that one); the state dir's own socket is asked only when it exists, and a daemon that does not answer there is
+read around.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from pathlib import Path
 
 from chock.argv import Option
+from chock.control.address import DAEMON_OPTIONS, Address, named_address
 from chock.paths import Layout
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
@@ -22,24 +24,13 @@ if TYPE_CHECKING:
 
 PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
 
-OPTIONS = (
-    PROJECT,
-    Option(
-        "--daemon",
-        "daemon_address",
-        str,
-        "ADDR",
-        "List through this daemon (unix:/path or host:port; default $CHOCK_DAEMON, else the state dir's when it "
-        "answers, else the state dir itself).",
-        envvar="CHOCK_DAEMON",
-    ),
-    Option("--json", "as_json", bool, "", "Print the rows as JSON lines."),
-)
+OPTIONS = (PROJECT, *DAEMON_OPTIONS, Option("--json", "as_json", bool, "", "Print the rows as JSON lines."))
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
     """`chock sessions`: this project's sessions, newest first; the exit code."""
-    rows = project_rows(layout, values["project"], values["daemon_address"])[::-1]  # type: ignore[arg-type]
+    daemon = named_address(values["daemon_address"], port=values["port"])  # type: ignore[arg-type]
+    rows = project_rows(layout, values["project"], daemon)[::-1]  # type: ignore[arg-type]
     import json
 
     for row in rows:
@@ -59,13 +50,14 @@ def preview(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def project_rows(layout: Layout, project: Path | None, daemon: str | None) -> list[dict[str, Any]]:
-    """The rows of the project holding `project` (default: the working directory), oldest first."""
+def project_rows(layout: Layout, project: Path | None, daemon: Address | None) -> list[dict[str, Any]]:
+    """The rows of the project holding `project` (default: the working directory), oldest first: through the
+    daemon named (`chock.control.address.named_address`), which must answer, else as the module says."""
     from chock.project import find_root
 
     root = str(find_root(project or os.getcwd()))
     if daemon is not None or os.path.exists(layout.daemon_socket):
-        rows = _from_daemon(daemon or f"unix:{layout.daemon_socket}", root, named=daemon is not None)
+        rows = _from_daemon(daemon or Address(path=str(layout.daemon_socket)), root, named=daemon is not None)
         if rows is not None:
             return rows
     from chock.log.catalog import rows as local_rows
@@ -73,7 +65,7 @@ def project_rows(layout: Layout, project: Path | None, daemon: str | None) -> li
     return local_rows(layout, root)
 
 
-def _from_daemon(address: str, root: str, *, named: bool) -> list[dict[str, Any]] | None:
+def _from_daemon(address: Address, root: str, *, named: bool) -> list[dict[str, Any]] | None:
     """The daemon's rows; None when the state dir's own daemon does not answer."""
     from chock.control.client import ControlClient
     from chock.control.framing import ProtocolError

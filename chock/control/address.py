@@ -1,7 +1,10 @@
 """Where a daemon listens, as a person writes it: `unix:/path`, `/path`, `host:port` or `[ipv6]:port`.
 
-`--daemon ADDR`, `--port N` (meaning 127.0.0.1:N), `$CHOCK_DAEMON`, else the state directory's `daemon.sock`:
-every command that talks to a daemon, and serve, resolve the address with `resolve_address`.
+Which daemon a command acts through is decided once, here (docs/architecture.md#steering): `--daemon ADDR`, else
+`--port N` (meaning 127.0.0.1:N; both together are refused), else `$CHOCK_DAEMON` — `named_address`, which every
+command that can act through a daemon calls with its `DAEMON_OPTIONS` — and when none is given, the state
+directory's own daemon (`resolve_address`) or the state directory itself, as the command says. A command that
+cannot act through a daemon takes neither option and ignores `$CHOCK_DAEMON`.
 """
 
 from __future__ import annotations
@@ -10,7 +13,24 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from chock.argv import Option
 from chock.errors import UsageError
+
+ENVIRONMENT = "CHOCK_DAEMON"
+
+# The options naming a daemon, as every command that can act through one takes them (click's and the
+# click-free start's, chock/argv.py). Neither reads the environment itself: `named_address` does, so a
+# `--port` given beats `$CHOCK_DAEMON` exactly as `--daemon` does.
+DAEMON_OPTIONS = (
+    Option(
+        "--daemon",
+        "daemon_address",
+        str,
+        "ADDR",
+        "Act through this daemon: unix:/path or host:port (default: $CHOCK_DAEMON).",
+    ),
+    Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:PORT."),
+)
 
 
 class BadAddress(UsageError):
@@ -88,15 +108,11 @@ def parse_address(text: str) -> Address:
     )
 
 
-def resolve_address(
-    daemon: str | None = None,
-    *,
-    port: int | None = None,
-    environ: Mapping[str, str] | None = None,
-    state_socket: Path | None = None,
-) -> Address:
-    """The daemon a command talks to: `--daemon ADDR`, or `--port N` meaning 127.0.0.1:N (both together are
-    refused), else `$CHOCK_DAEMON`, else the state directory's `daemon.sock`."""
+def named_address(
+    daemon: str | None = None, *, port: int | None = None, environ: Mapping[str, str] | None = None
+) -> Address | None:
+    """The daemon a person named: `--daemon ADDR`, or `--port N` meaning 127.0.0.1:N (both together are
+    refused), else `$CHOCK_DAEMON`; None when none is named."""
     if daemon is not None and port is not None:
         raise BadAddress("--daemon and --port both name the daemon; give one of them")
     if daemon is not None:
@@ -104,8 +120,22 @@ def resolve_address(
     if port is not None:
         return parse_address(f"127.0.0.1:{port}")
     environ = os.environ if environ is None else environ
-    if environ.get("CHOCK_DAEMON"):
-        return parse_address(environ["CHOCK_DAEMON"])
+    if environ.get(ENVIRONMENT):
+        return parse_address(environ[ENVIRONMENT])
+    return None
+
+
+def resolve_address(
+    daemon: str | None = None,
+    *,
+    port: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    state_socket: Path | None = None,
+) -> Address:
+    """The daemon a command talks to: the one named (`named_address`), else the state directory's `daemon.sock`."""
+    named = named_address(daemon, port=port, environ=environ)
+    if named is not None:
+        return named
     if state_socket is None:
         from chock.paths import Layout
 

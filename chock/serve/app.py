@@ -137,7 +137,7 @@ def run(
     sites.check_options(socket_path, host, port)
     if idle_exit is not None and idle_exit <= 0:
         raise UsageError(f"--idle-exit {idle_exit:g}: give a number of seconds above 0")
-    # `daemon` already holds $CHOCK_DAEMON when it is set (click's envvar); else the state-dir socket.
+    # The daemon named (--daemon, else $CHOCK_DAEMON: `named_address`), else the state-dir socket.
     address = resolve_address(daemon, state_socket=layout.daemon_socket)
     try:
         rule = HostRule.of([host] if host else [], allow_hosts)

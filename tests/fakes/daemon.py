@@ -85,13 +85,15 @@ class Daemons:
     tmp: Path
     started: list[Daemon] = field(default_factory=list)
 
-    def spawn(self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = ()) -> Daemon:
-        """`chock daemon --socket PATH ARGS` (run by `prefix`, when given), not waited for; killed at the end like
-        every other."""
+    def spawn(
+        self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = (), env: dict[str, str] | None = None
+    ) -> Daemon:
+        """`chock daemon --socket PATH ARGS` (run by `prefix`, when given; `env` over the home's), not waited for;
+        killed at the end like every other."""
         path = socket_path or short_dir() / "d.sock"
         stderr_path = self.tmp / f"daemon-{len(self.started)}-{time.monotonic_ns()}.err"
         process = self.home.spawn(
-            "daemon", "--socket", str(path), *args, prefix=prefix,
+            "daemon", "--socket", str(path), *args, prefix=prefix, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(stderr_path, "w"),  # noqa: SIM115
         )  # fmt: skip
         return self.add(Daemon(process, path, stderr_path))
@@ -101,9 +103,11 @@ class Daemons:
         self.started.append(daemon)
         return daemon
 
-    def start(self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = ()) -> Daemon:
+    def start(
+        self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = (), env: dict[str, str] | None = None
+    ) -> Daemon:
         """A daemon that answers: waited for until it does; with --host, its TCP address read from stdout."""
-        daemon = self.spawn(*args, socket_path=socket_path, prefix=prefix)
+        daemon = self.spawn(*args, socket_path=socket_path, prefix=prefix, env=env)
         wait_until(daemon.answers, READY_SECONDS, f"the daemon at {daemon.address} to answer")
         if "--host" in args:
             line = daemon.process.stdout.readline()

@@ -1,0 +1,88 @@
+"""The rules every command below `chock` follows (chock/cli.py builds them all from these classes).
+
+Which daemon a command acts through is `chock.control.address.named_address`'s to say; a command that cannot
+act through one takes no `--daemon` and no `--port` (`--port` stays where it is a listener's own port), refuses
+them by name rather than leaving click to, and its help says it ignores `$CHOCK_DAEMON`
+(docs/architecture.md#steering).
+"""
+
+from __future__ import annotations
+
+import click
+
+from chock.control.address import ENVIRONMENT
+from chock.errors import UsageError
+
+# How many words (positional arguments) came before the end of a command's options, `--`: `chock say` reads it.
+WORDS_BEFORE_DASHES = "chock.words_before_dashes"
+
+
+def through_daemon(command: click.Command) -> bool:
+    """Whether `command` can act through a daemon: it takes `--daemon` (chock.control.address.DAEMON_OPTIONS)."""
+    return any(param.name == "daemon_address" for param in command.params)
+
+
+def _scan(command: click.Command, args: list[str]) -> tuple[set[str], int]:
+    """The option flags `args` give `command` before the end of its options (`--`, or a group's subcommand), and
+    how many words came before that end. An option's value is never read as a flag or a word."""
+    takes_value = {
+        flag
+        for param in command.params
+        if isinstance(param, click.Option) and not param.is_flag and not param.count
+        for flag in param.opts
+    }
+    optional = {flag for param in command.params if getattr(param, "_flag_needs_value", False) for flag in param.opts}
+    given: set[str] = set()
+    words = 0
+    rest = iter(enumerate(args))
+    for index, arg in rest:
+        if arg == "--":
+            break
+        if arg.startswith("-") and len(arg) > 1:
+            flag, equals, _ = arg.partition("=")
+            given.add(flag)
+            following = args[index + 1] if index + 1 < len(args) else ""
+            if flag in takes_value and not equals and not (flag in optional and following.startswith("-")):
+                next(rest, None)
+            continue
+        if isinstance(command, click.Group):
+            break
+        words += 1
+    return given, words
+
+
+class Command(click.Command):
+    """Every command below `chock`: one that cannot act through a daemon refuses --daemon and --port by name
+    (--port only where it is not the command's own listening port) and its help says it ignores $CHOCK_DAEMON
+    (docs/architecture.md#steering)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given, words = _scan(self, args)
+        ctx.meta[WORDS_BEFORE_DASHES] = words
+        if not through_daemon(self):
+            own = {param.name for param in self.params}
+            refused = [flag for flag in ("--daemon", "--port") if flag in given and flag[2:] not in own]
+            if refused:
+                raise UsageError(
+                    f"`chock {ctx.command_path.partition(' ')[2]}` takes no {' or '.join(refused)}: it acts on "
+                    f"this machine only, and ignores ${ENVIRONMENT} (`ssh HOST chock …` runs it on another)"
+                )
+        return super().parse_args(ctx, args)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        if not through_daemon(self):
+            own = " (its --port is the port it listens on)" if any(p.name == "port" for p in self.params) else ""
+            refused = "--daemon" if own else "--daemon or --port"
+            formatter.write_paragraph()
+            with formatter.indentation():
+                formatter.write_text(f"Acts on this machine only: takes no {refused}{own}, and ignores ${ENVIRONMENT}.")
+
+
+class Subgroup(Command, click.Group):
+    """A group below `chock` (`sessions`, `workspace`, `daemon`), under the same rules as every command."""
+
+    command_class = Command
+
+
+Subgroup.group_class = Subgroup
