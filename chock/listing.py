@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.m
 if TYPE_CHECKING:
     from typing import Any
 
-_SPACES = re.compile(r"[ \t\n\r\x0b\x0c]+")
+_SPACES = re.compile(r"[ \t\n]+")
 
 PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
 
@@ -59,7 +59,7 @@ def run(layout: Layout, values: dict[str, object]) -> int:
 
 
 def preview(text: str, width: int = 60) -> str:
-    """A task's text on one line, cut to `width`: runs of ASCII white space are one space, and every other
+    """A task's text on one line, cut to `width`: runs of spaces, tabs and newlines are one space; every other
     character stays, for `chock.terminal.safe` to show (a U+2028 or an escape is shown escaped, not hidden)."""
     line = " ".join(part for part in _SPACES.split(text) if part)
     return line if len(line) <= width else line[: width - 1] + "…"
