@@ -219,3 +219,20 @@ def test_json_of_run_at_a_terminal_holds_nothing_raw(home, project):
     assert not RAW.findall(seen) and "\x1b" not in terminal.text()
     texts = "".join(json.loads(line).get("text", "") for line in seen.splitlines() if line.startswith("{"))
     assert TASK in texts  # the same values, escaped only in the JSON text
+
+
+def test_an_error_quoting_a_daemon_or_a_file_is_said_escaped(capsys):
+    from chock.errors import ChockError, complain
+
+    assert complain(ChockError("the daemon said: \x1b]0;pwned\x07 no\nsee `chock doctor`")) == 1
+    assert capsys.readouterr().err == "chock: the daemon said: \\x1b]0;pwned\\x07 no\nsee `chock doctor`\n"
+
+
+def test_workspace_show_lists_a_crafted_file_name_on_one_line(home, project):
+    name = "notes\n[x] all tests pass\x1b]0;hi\x07"
+    home.replay_instance([{"text": "", "tool_calls": [{"call_id": "w1", "name": "write_file",
+                                                       "args": {"path": name, "content": "x"}}]}])  # fmt: skip
+    assert home.chock("run", "--yes", "keep it", cwd=project).returncode == 1  # the replay runs out: kept
+    shown = home.chock("workspace", "show", home.only_session())
+    assert shown.returncode == 0, shown.stderr
+    assert r"notes\x0a[x] all tests pass\x1b]0;hi\x07" in shown.stdout and "\x1b" not in shown.stdout
