@@ -31,8 +31,10 @@ FORMAT = (
 )
 # What is escaped: C0 but tab and newline, DEL and C1, Cf, the separators, lone surrogates.
 UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f" + FORMAT + "\u2028\u2029\ud800-\udfff"
-_UNSAFE = re.compile(f"[{UNSAFE}]")
-_UNSAFE_LINE = re.compile(f"[\n{UNSAFE}]")  # one line of a table or a name: a newline would forge a line
+# Runs of them are escaped together, at most 4096 at a time so that megabytes of escapes are joined in pieces
+# of a bounded size (bench/terminal_safe.py: linear in the text whatever it holds).
+_UNSAFE = re.compile(f"[{UNSAFE}]{{1,4096}}")
+_UNSAFE_LINE = re.compile(f"[\n{UNSAFE}]{{1,4096}}")  # a name or a table's cell: a newline would forge a line
 # Reverse video on and off alone: an escape inside text another style holds leaves that style as it was.
 REVERSE, REVERSE_OFF = "\x1b[7m", "\x1b[27m"
 
@@ -45,31 +47,30 @@ def escape(char: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-_PLAIN: dict[str, str] = {}
-_STYLED: dict[str, str] = {}
+class _Escapes(dict):  # type: ignore[type-arg]
+    """Each character's escape, made at its first sight: a run of them is joined in one pass, in C."""
+
+    def __init__(self, styled: bool) -> None:
+        super().__init__()
+        self.styled = styled
+
+    def __missing__(self, char: str) -> str:
+        shown = self[char] = REVERSE + escape(char) + REVERSE_OFF if self.styled else escape(char)
+        return shown
+
+    def run(self, match: re.Match[str]) -> str:
+        found = match.group()
+        return self[found] if len(found) == 1 else "".join(map(self.__getitem__, found))
 
 
-def _plain(match: re.Match[str]) -> str:
-    char = match.group()
-    shown = _PLAIN.get(char)
-    if shown is None:
-        shown = _PLAIN[char] = escape(char)
-    return shown
-
-
-def _styled(match: re.Match[str]) -> str:
-    char = match.group()
-    shown = _STYLED.get(char)
-    if shown is None:
-        shown = _STYLED[char] = REVERSE + escape(char) + REVERSE_OFF
-    return shown
+_PLAIN, _STYLED = _Escapes(styled=False), _Escapes(styled=True)
 
 
 def safe(text: str, *, styled: bool, one_line: bool = False) -> str:
     """`text` as it may reach a terminal: each character of the rule above shown as its escape (in reverse video
     when `styled`), every other one as it is. `one_line` escapes a newline too, for a name or a table's cell."""
     pattern = _UNSAFE_LINE if one_line else _UNSAFE
-    return pattern.sub(_styled if styled else _plain, text)
+    return pattern.sub((_STYLED if styled else _PLAIN).run, text)
 
 
 def colour(stream: TextIO | None = None) -> bool:
@@ -96,12 +97,16 @@ def as_lines(text: str, *, styled: bool, indent: str = "    ") -> str:
     return "\n" + "".join(f"{indent}{safe(line, styled=styled)}\n" for line in text.split("\n"))
 
 
-def _json_escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+def _json_char(char: str) -> str:
+    code = ord(char)
     if code < 0x10000:
         return f"\\u{code:04x}"
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return "".join(map(_json_char, match.group()))
 
 
 def safe_json(line: str) -> str:
