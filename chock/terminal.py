@@ -32,9 +32,18 @@ FORMAT = (
 # What is escaped: C0 but tab and newline, DEL and C1, Cf, the separators, lone surrogates.
 UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f" + FORMAT + "\u2028\u2029\ud800-\udfff"
 # Runs of them are escaped together, at most 4096 at a time so that megabytes of escapes are joined in pieces
-# of a bounded size (bench/terminal_safe.py: linear in the text whatever it holds).
-_UNSAFE = re.compile(f"[{UNSAFE}]{{1,4096}}")
-_UNSAFE_LINE = re.compile(f"[\n{UNSAFE}]{{1,4096}}")  # a name or a table's cell: a newline would forge a line
+# of a bounded size (bench/terminal_safe.py: linear in the text whatever it holds). Compiled at the first text
+# that needs them: a text `str.isprintable` passes holds none (every character of the rule is one it refuses).
+_PATTERNS: dict[bool, re.Pattern[str]] = {}
+
+
+def _pattern(one_line: bool) -> re.Pattern[str]:
+    pattern = _PATTERNS.get(one_line)
+    if pattern is None:  # a name or a table's cell: a newline would forge a line
+        pattern = _PATTERNS[one_line] = re.compile(f"[{chr(10) * one_line}{UNSAFE}]{{1,4096}}")
+    return pattern
+
+
 # Reverse video on and off alone: an escape inside text another style holds leaves that style as it was.
 REVERSE, REVERSE_OFF = "\x1b[7m", "\x1b[27m"
 
@@ -69,8 +78,9 @@ _PLAIN, _STYLED = _Escapes(styled=False), _Escapes(styled=True)
 def safe(text: str, *, styled: bool, one_line: bool = False) -> str:
     """`text` as it may reach a terminal: each character of the rule above shown as its escape (in reverse video
     when `styled`), every other one as it is. `one_line` escapes a newline too, for a name or a table's cell."""
-    pattern = _UNSAFE_LINE if one_line else _UNSAFE
-    return pattern.sub((_STYLED if styled else _PLAIN).run, text)
+    if text.isprintable():
+        return text
+    return _pattern(one_line).sub((_STYLED if styled else _PLAIN).run, text)
 
 
 def colour(stream: TextIO | None = None) -> bool:
@@ -113,4 +123,4 @@ def safe_json(line: str) -> str:
     """A line of JSON (`json.dumps(…, ensure_ascii=False)`) with every character of the rule written as its
     `\\uXXXX` escape: the same value, and nothing in it a terminal acts on. (json escapes C0 itself, but neither
     DEL, C1, Cf nor U+2028; every such character stands inside a string, where the escape means it.)"""
-    return _UNSAFE.sub(_json_escape, line)
+    return line if line.isprintable() else _pattern(False).sub(_json_escape, line)
