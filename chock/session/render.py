@@ -124,14 +124,14 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             )
             tone = "red" if event.get("is_error") else None
             for line in shown:
-                write(
-                    style("  │ ", fg=tone, dim=not tone) + style(safe(line, styled=color), fg=tone, dim=not tone) + "\n"
-                )
+                write(style(f"  │ {safe(line, styled=color)}", fg=tone, dim=not tone) + "\n")
         elif kind == "approval.request" and not event.get("by_config"):
             asked = f"? {s(event.get('tool'))} needs approval ({s(event.get('request_id'))}):"
             write(style(asked, fg="yellow") + command(event.get("summary")).rstrip("\n") + "\n")
             if session_id:
-                write(style(f"  answer it here, or from another terminal: chock approve {session_id}", dim=True) + "\n")
+                write(
+                    style(f"  answer it here, or from another terminal: chock approve {s(session_id)}", dim=True) + "\n"
+                )
         elif kind == "approval.answer" and event.get("via") != "config":
             write(style(f"  {s(event.get('answer'))} (via {s(event.get('via'))})", fg="yellow") + "\n")
         elif kind in ("background.start", "subagent.start"):
