@@ -23,6 +23,7 @@ from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
 from chock.control.framing import ProtocolError, Unreachable
 from chock.errors import EXIT_FAILED, ChockError
+from chock.terminal import shown
 
 # How long after a dropped watch attach asks again (a restarting daemon is back within a second or two).
 RETRY_SECONDS = 0.5
@@ -159,6 +160,8 @@ def attach(
     """Show the session until it is over for this view; returns the exit code (0 when left with Ctrl-C)."""
 
     def say(text: str) -> None:
+        """A line of attach's own; what it quotes (a daemon's reply, a tool's name) is made safe with it."""
+        text = shown(text, out)
         out.write(text if text.endswith(" ") else text + "\n")
         out.flush()
 

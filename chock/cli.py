@@ -18,6 +18,7 @@ from chock.control.address import DAEMON_OPTIONS, ENVIRONMENT, Address, named_ad
 from chock.daemon import options as daemon_options
 from chock.errors import ChockError, Refused, UsageError, complain, exit_status
 from chock.paths import Layout
+from chock.terminal import as_lines, colour, shown
 
 
 class _Group(click.Group):
@@ -236,7 +237,7 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
     for session_id in removed:
         click.echo(f"removed session {session_id}")
     for session_id, why in kept:
-        click.echo(f"kept session {session_id}: {why}")
+        click.echo(shown(f"kept session {session_id}: {why}"))
     if not removed and not kept:
         click.echo(f"no session of this project ended before {before}")
 
@@ -256,7 +257,8 @@ def usage(layout: Layout, project: Path | None, daemon_address: str | None, port
     total = dict.fromkeys(USAGE_FIELDS, 0)
     for row in rows:
         counts = {name: row[name] for name in USAGE_FIELDS}
-        click.echo(f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {listing.preview(row['message'])}")
+        line = f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {listing.preview(row['message'])}"
+        click.echo(shown(line, one_line=True))
         total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
     cost = sum(row["cost"] for row in rows if row["cost"] is not None)
     click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
@@ -305,10 +307,10 @@ def plan(
             raise Refused(f"there is no session {session}")
         state = fold(read_events(layout.log_path(session)))  # the plan is the conversation fold's
     if not state.plan:
-        click.echo(f"session {session} has no plan (the agent has not called its plan tool)")
+        click.echo(shown(f"session {session} has no plan (the agent has not called its plan tool)", one_line=True))
         return
     for line in plan_lines(state.plan):
-        click.echo(line)
+        click.echo(shown(line, one_line=True))
 
 
 @main.group()
@@ -324,7 +326,7 @@ def workspace_list(layout: Layout) -> None:
 
     kept = keep.kept(layout)
     for state, status in kept:
-        click.echo(f"{state.id}  {status:<11}  {state.workspace}")
+        click.echo(shown(f"{state.id}  {status:<11}  {state.workspace}", one_line=True))
     if not kept:
         click.echo("no kept workspaces")
 
@@ -336,7 +338,7 @@ def workspace_show(layout: Layout, session: str) -> None:
     """What a kept workspace holds: its directory, its start commit and its uncommitted changes."""
     from chock.session import keep
 
-    click.echo(keep.describe(layout, session))
+    click.echo(shown(keep.describe(layout, session)))
 
 
 @workspace.command("remove")
@@ -346,7 +348,7 @@ def workspace_remove(layout: Layout, session: str) -> None:
     """Commit a kept workspace's work to its branch chock/<id>, then remove the checkout."""
     from chock.session import keep
 
-    click.echo(keep.remove(layout, session))
+    click.echo(shown(keep.remove(layout, session)))
 
 
 @main.command()
@@ -410,10 +412,11 @@ def credentials(layout: Layout) -> None:
 
     found = sources(layout, load_config(layout.config))
     for source in found:
-        click.echo(
+        line = (
             f"{source.name:<16} {source.kind or '?':<14} {source.address or '-':<40} "
             f"{source.source or 'none (no credential is sent)'}"
         )
+        click.echo(shown(line, one_line=True))
     if not found:
         click.echo("no instances: `chock login --provider KIND` stores one")
 
@@ -551,7 +554,9 @@ def detach(
 
     address = _address(layout, daemon_address, port)
     session_id = handing.pick_session(layout, None if session else _project_root(project), session)
-    done = handing.detach(layout, session_id, address, wait=wait, say=lambda text: click.echo(text, err=True))
+    done = handing.detach(
+        layout, session_id, address, wait=wait, say=lambda text: click.echo(shown(text, sys.stderr), err=True)
+    )
     click.echo(f"session {done.session_id} now runs under the daemon at {address}")
 
 
@@ -572,8 +577,10 @@ def stop(
     session_id = steer.pick(client, root, session, running=True)
     steer.stop(client, root, session_id)
     click.echo(
-        f"session {session_id} stopped through the daemon at {client.address}; "
-        f"`chock run --continue {session_id}` takes it back"
+        shown(
+            f"session {session_id} stopped through the daemon at {client.address}; "
+            f"`chock run --continue {session_id}` takes it back"
+        )
     )
 
 
@@ -597,7 +604,7 @@ def say(
     session_id = steer.pick(client, root, session, running=False)
     how = steer.say(client, root, session_id, message)
     told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
-    click.echo(f"said to session {session_id} through the daemon at {client.address}: {told}")
+    click.echo(shown(f"said to session {session_id} through the daemon at {client.address}: {told}"))
 
 
 @main.command(epilog=exit_status("attach"))
@@ -629,10 +636,11 @@ def approve(layout: Layout, session: str) -> None:
     from chock.approve import approve as approve_session
 
     def ask(request_id: str, tool: str, summary: str) -> bool:
-        click.echo(f"{request_id}  {tool}: {summary}")
+        # The command exactly as it will run, one line per line (docs/architecture.md#what-reaches-a-terminal).
+        click.echo(shown(f"{request_id}  {tool}:", one_line=True) + as_lines(summary, styled=colour()).rstrip("\n"))
         return click.confirm("Approve?", default=False)
 
-    approve_session(layout, session, ask, click.echo)
+    approve_session(layout, session, ask, lambda text: click.echo(shown(text)))
 
 
 @main.command()

@@ -1,9 +1,13 @@
 """Shell completion: the script `chock completion bash|zsh|fish` prints, and what completes beyond the
 command tree (this project's session ids, instance names).
 
-The scripts are click's own (`click.shell_completion`, the same on click 8.1 as Debian 12 ships and on
-later ones): at each Tab the shell runs `chock` with `_CHOCK_COMPLETE` set, and click answers from the
-command tree. A completer here never fails in a person's shell: anything that goes wrong completes nothing.
+At each Tab the shell runs `chock` with `_CHOCK_COMPLETE` set, and click answers from the command tree
+(`click.shell_completion`, the same on click 8.1 as Debian 12 ships and on later ones). The zsh and fish scripts
+are click's, which quote what they insert; the bash script is click's with its loop made safe (`BASH_SOURCE`):
+click's expands each answer unquoted, so a name like `$(touch x)` would be inserted as it is, and run when the
+line is. A completer here offers only names a terminal shows as themselves (`chock.terminal.safe`), so none holds
+a newline, reads only files (it never opens a connection), and never fails in a person's shell: anything that
+goes wrong completes nothing.
 """
 
 from __future__ import annotations
@@ -21,15 +25,56 @@ PROGRAM = "chock"
 # The variable click's scripts set to ask for completions: `_<PROGRAM>_COMPLETE`, upper case.
 COMPLETE_VARIABLE = "_CHOCK_COMPLETE"
 
+# click's bash script, but each answer line is read whole (`read -r`, no glob, no word splitting) and each name is
+# inserted quoted (`printf %q`): `$(touch x)` becomes `\$\(touch\ x\)`, which the shell reads back as that name.
+BASH_SOURCE = """\
+%(complete_func)s() {
+    local IFS=$'\\n'
+    local response type value
+
+    response=$(env COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD=$COMP_CWORD %(complete_var)s=bash_complete $1)
+
+    while IFS=',' read -r type value; do
+        if [[ $type == 'dir' ]]; then
+            COMPREPLY=()
+            compopt -o dirnames
+        elif [[ $type == 'file' ]]; then
+            COMPREPLY=()
+            compopt -o default
+        elif [[ $type == 'plain' ]]; then
+            COMPREPLY+=("$(printf '%%q' "$value")")
+        fi
+    done <<< "$response"
+
+    return 0
+}
+
+%(complete_func)s_setup() {
+    complete -o nosort -F %(complete_func)s %(prog_name)s
+}
+
+%(complete_func)s_setup;
+"""
+
 
 def script(cli: click.Command, shell: str) -> str:
     """The completion script for `shell`, to be sourced (bash, zsh) or installed (fish)."""
-    from click.shell_completion import get_completion_class
+    from click.shell_completion import BashComplete, get_completion_class
 
     completion = get_completion_class(shell)
     if completion is None:
         raise ValueError(f"no completion for {shell!r}")
+    if completion is BashComplete:
+        completion = type("SafeBashComplete", (BashComplete,), {"source_template": BASH_SOURCE})
     return completion(cli, {}, PROGRAM, COMPLETE_VARIABLE).source()
+
+
+def offered(names: list[str], incomplete: str) -> list[str]:
+    """The names starting with `incomplete` that a terminal shows as themselves: one holding a newline, an escape
+    or a bidi override is left out rather than inserted into a person's command line."""
+    from chock.terminal import safe
+
+    return [name for name in names if name.startswith(incomplete) and safe(name, styled=False, one_line=True) == name]
 
 
 def _layout(ctx: click.Context) -> Layout:
@@ -47,7 +92,7 @@ def session_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> 
         rows = catalog.rows(_layout(ctx), project)
     except Exception:
         return []
-    return [row["id"] for row in reversed(rows) if row["id"].startswith(incomplete)]
+    return offered([str(row["id"]) for row in reversed(rows)], incomplete)
 
 
 def instance_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -60,4 +105,4 @@ def instance_names(ctx: click.Context, param: click.Parameter, incomplete: str) 
         names = available(layout, load_config(layout.config))
     except Exception:
         return []
-    return sorted(name for name in names if name.startswith(incomplete))
+    return offered(sorted(names), incomplete)

@@ -81,8 +81,11 @@ def exit_status(command: str) -> str:
 
 
 def complain(error: ChockError) -> int:
-    """Say a refusal the way every command says one, `chock: <message>` on stderr; its exit code."""
-    print(f"chock: {error}", file=sys.stderr, flush=True)
+    """Say a refusal the way every command says one, `chock: <message>` on stderr; its exit code. The message may
+    quote a daemon's reply, a file's name or a provider's words: it is made safe for the terminal first."""
+    from chock.terminal import shown
+
+    print(f"chock: {shown(error, sys.stderr)}", file=sys.stderr, flush=True)
     return error.exit_code
 
 

@@ -12,15 +12,19 @@ read around.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from chock.argv import Option
 from chock.control.address import DAEMON_OPTIONS, Address, named_address
 from chock.paths import Layout
+from chock.terminal import shown
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
     from typing import Any
+
+_SPACES = re.compile(r"[ \t\n]+")
 
 PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
 
@@ -35,18 +39,20 @@ def run(layout: Layout, values: dict[str, object]) -> int:
 
     for row in rows:
         if values["as_json"]:
-            print(json.dumps(row))
+            print(json.dumps(row))  # ASCII: every other character is a `\uXXXX` escape
         else:
             ended = row.get("end_reason") or "-"
-            print(f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {preview(row['message'])}")
+            line = f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {preview(row['message'])}"
+            print(shown(line, one_line=True))
     if not rows and not values["as_json"]:
         print('no sessions in this project yet: start one with `chock run "…"`')
     return 0
 
 
 def preview(text: str, width: int = 60) -> str:
-    """A task's text on one line, cut to `width`."""
-    line = " ".join(text.split())
+    """A task's text on one line, cut to `width`: runs of spaces, tabs and newlines are one space; every other
+    character stays, for `chock.terminal.safe` to show (a U+2028 or an escape is shown escaped, not hidden)."""
+    line = " ".join(part for part in _SPACES.split(text) if part)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

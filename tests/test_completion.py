@@ -72,3 +72,41 @@ def test_zsh_and_fish_scripts(home, shell: str, marker: str) -> None:
 def test_an_unknown_shell_is_a_usage_error(home) -> None:
     done = home.chock("completion", "tcsh")
     assert done.returncode == 2 and "bash" in done.stderr
+
+
+CRAFTED = (
+    ".{ .instances = .{\n"
+    '    .@"$(touch pwned)" = .{ .kind = "replay=demo.jsonl" },\n'
+    '    .@"two\\nlines" = .{ .kind = "replay=demo.jsonl" },\n'
+    '    .@"title\\x1b]0;hi\\x07" = .{ .kind = "replay=demo.jsonl" },\n'
+    '    .demo = .{ .kind = "replay=demo.jsonl" },\n'
+    "} }\n"
+)
+
+
+def test_a_crafted_instance_name_is_inserted_quoted_and_one_with_a_newline_is_skipped(home, project) -> None:
+    home.write_config(CRAFTED)
+    offered = complete(home, ["chock", "run", "--instance", ""], project)
+    assert offered == [r"\$\(touch\ pwned\)", "demo"]  # quoted as bash reads it back; no newline, no escape
+    assert complete(home, ["chock", "logout", "$"], project) == [r"\$\(touch\ pwned\)"]
+    assert not (project / "pwned").exists()
+    # The completed line, as the person's Enter runs it: the name is an argument, never a command.
+    line = f"printf '%s\\n' {offered[0]}"
+    done = subprocess.run(["bash", "--norc", "-c", line], capture_output=True, text=True, cwd=project, timeout=30)
+    assert done.stdout == "$(touch pwned)\n" and not (project / "pwned").exists()
+
+
+def test_completing_session_ids_opens_no_connection_even_to_a_listening_daemon(home, project) -> None:
+    import socket
+
+    home.replay_instance([{"text": "Done.", "tool_calls": []}])
+    assert home.chock("run", "one", cwd=project).returncode == 0
+    home.layout.daemon_socket.parent.mkdir(parents=True, exist_ok=True)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(home.layout.daemon_socket))
+        listening.listen(8)
+        listening.setblocking(False)
+        home.env["CHOCK_DAEMON"] = f"unix:{home.layout.daemon_socket}"
+        assert complete(home, ["chock", "attach", ""], project) == [home.only_session()]
+        with pytest.raises(BlockingIOError):
+            listening.accept()  # nobody connected

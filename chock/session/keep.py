@@ -15,6 +15,7 @@ from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id
 from chock.session import workspace
+from chock.terminal import safe
 
 
 def kept(layout: Layout) -> list[tuple[RowState, str]]:
@@ -49,8 +50,10 @@ def describe(layout: Layout, session_id: str) -> str:
         return "\n".join([*lines, "changes    (the directory is gone)"])
     # What finishing would commit, computed as finishing does: git never runs in the workspace.
     found = workspace.changes(_worktree(state))
-    lines.append("changes    " + ("\n           ".join(found.lines) or "(none)"))
-    lines += [f"left out   {left_out}" for left_out in found.skipped]
+    # A file's name is the agent's: one line each, whatever it holds (the caller styles the rest for its terminal).
+    names = [safe(line, styled=False, one_line=True) for line in found.lines]
+    lines.append("changes    " + ("\n           ".join(names) or "(none)"))
+    lines += [f"left out   {safe(left_out, styled=False, one_line=True)}" for left_out in found.skipped]
     return "\n".join(lines)
 
 

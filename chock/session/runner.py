@@ -33,6 +33,7 @@ from chock.session.sandbox import Sandbox
 from chock.session.sockets import SessionSockets
 from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
+from chock.terminal import as_lines, colour, safe
 
 
 class HandedOver(Exception):
@@ -337,7 +338,7 @@ class Session:
         self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id)
         prompt = None
         if self.settings.interactive:
-            prompt = asyncio.ensure_future(_terminal_answer(f"Allow {call.name}: {summary} ? [y/N] "))
+            prompt = asyncio.ensure_future(_terminal_answer(_question(call.name, summary)))
 
             def answered_at_terminal(task: asyncio.Task[str | None]) -> None:
                 if not task.cancelled() and task.result() is not None:
@@ -356,6 +357,15 @@ class Session:
         self.emit("approval.answer", request_id=request_id, answer=answer, via=via)
         if answer != "yes":
             raise ToolRefused("the person declined this command")
+
+
+def _question(tool: str, summary: str) -> str:
+    """The terminal's approval prompt: the command exactly as it will run, one line per line, every character
+    a terminal would act on shown escaped (docs/architecture.md#what-reaches-a-terminal)."""
+    styled = colour(sys.stderr)
+    command = as_lines(summary, styled=styled)
+    ask = "? [y/N] " if command.endswith("\n") else " ? [y/N] "
+    return f"Allow {safe(tool, styled=styled, one_line=True)}:{command}{ask}"
 
 
 async def _terminal_answer(question: str) -> str | None:
