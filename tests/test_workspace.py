@@ -42,6 +42,13 @@ def no_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+def finish(worktree: workspace.Worktree, message: str) -> workspace.Committed:
+    """What a completing session does: commit the worktree to its branch, then remove it."""
+    committed = workspace.commit(worktree, message)
+    workspace.remove(worktree)
+    return committed
+
+
 def worktrees(project: Path) -> str:
     return git(project, "worktree", "list", "--porcelain")
 
@@ -140,14 +147,14 @@ def test_create_writes_the_committed_bytes_with_no_filter_or_conversion(
     assert os.readlink(directory / "link") == "keep.txt"
     assert os.access(directory / "tool.sh", os.X_OK) and not os.access(directory / "keep.txt", os.X_OK)
     assert workspace.changes(worktree).lines == []
-    assert workspace.finish(worktree, "nothing changed").commit == head
+    assert finish(worktree, "nothing changed").commit == head
     assert not marker.exists()
 
 
 def test_create_from_an_existing_branch_checks_it_out(project: Path, directory: Path, tmp_path: Path) -> None:
     worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "new.txt").write_text("made by the agent\n")
-    tip = workspace.finish(worktree, "first session").commit
+    tip = finish(worktree, "first session").commit
     again = tmp_path / "data" / "workspaces" / "20261201-080000-d4e5f6"
     assert workspace.create(project, again, BRANCH, start="HEAD")[1] == tip
     assert (again / "new.txt").read_text() == "made by the agent\n"
@@ -259,7 +266,7 @@ def test_finish_commits_to_the_branch_and_removes_the_worktree(
     (directory / "gone.txt").unlink()
     (directory / "debug.log").write_text("ignored\n")
 
-    finished = workspace.finish(worktree, "fix the flaky test")
+    finished = finish(worktree, "fix the flaky test")
 
     assert finished.skipped == []
     assert not directory.exists()
@@ -282,13 +289,13 @@ def test_finish_uses_the_persons_identity_when_configured(project: Path, directo
     git(project, "config", "user.email", "ada@example.org")
     worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "added.txt").write_text("added\n")
-    commit = workspace.finish(worktree, "done").commit
+    commit = finish(worktree, "done").commit
     assert git(project, "log", "-1", "--format=%an <%ae>", commit) == "Ada Person <ada@example.org>"
 
 
 def test_finish_without_changes_makes_no_commit(project: Path, directory: Path) -> None:
     worktree, start = workspace.create(project, directory, BRANCH)
-    assert workspace.finish(worktree, "nothing to do").commit == start
+    assert finish(worktree, "nothing to do").commit == start
     assert git(project, "rev-parse", BRANCH) == start
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
@@ -306,7 +313,7 @@ def test_finish_trusts_nothing_the_sandbox_could_write(project: Path, directory:
         hook.chmod(0o755)
     (directory / "added.txt").write_text("added\n")
 
-    commit = workspace.finish(worktree, "done").commit
+    commit = finish(worktree, "done").commit
 
     assert git(project, "rev-parse", "main") == start
     assert git(project, "rev-parse", BRANCH) == commit != start
@@ -346,7 +353,7 @@ def test_what_is_committed_symlinks_ignores_nested_repositories_and_invalid_name
     os.mkfifo(directory / "pipe")
 
     shown = workspace.changes(worktree)
-    finished = workspace.finish(worktree, "done")
+    finished = finish(worktree, "done")
 
     assert shown.lines == ["A dangling", "A escape", "M keep.txt", "A src/.gitignore", "A src/a.py"]
     assert shown.skipped == ["vendored (a nested repository)", "sub/.GIT/config (a path git cannot hold)"]
@@ -385,7 +392,7 @@ def test_a_tree_deeper_than_the_walk_goes_is_left_out_and_removed(project: Path,
         fd = inner
     os.close(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
     os.close(fd)
-    finished = workspace.finish(worktree, "deep")
+    finished = finish(worktree, "deep")
     assert finished.skipped == ["/".join(["d"] * 200) + " (directories nested too deep)"]
     assert not directory.exists()
 

@@ -10,6 +10,7 @@ write: the session writes its own log.
                     confirm                       -> released; the session closes and exits 8
                     stop                          -> ended interrupted; the session stops now and exits 130
                     say <message>                 -> ok queued; taken in at the next turn boundary
+                                                     | error unreachable <text> once the session's end has begun
     either          (a session that ends while a client waits) ended <reason>, then close
 """
 

@@ -25,6 +25,11 @@ MAX_EVENT_BYTES = 1024 * 1024
 # enough that a model context is not flooded by one `cat` of a binary.
 TOOL_OUTPUT_LIMIT = 64 * 1024
 
+# A list an event records from the workspace (what a finish left out, and why) is as long as the agent makes it;
+# the event keeps its first entries, at most this many and this many bytes, and counts the rest.
+LIST_ENTRIES = 1000
+LIST_BYTES = 64 * 1024
+
 # The fields of a `usage` event, in the order it carries them: `input_tokens` is the whole prompt, cached parts
 # included; the cache counts say how much of it was read from or written to the provider's prompt cache. A
 # provider's own words for them are mapped to these.
@@ -46,45 +51,36 @@ def cut(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> tuple[str, dict[str, Any]]
     return kept, {"truncated": True, "bytes": len(data)}
 
 
+def listed(name: str, items: list[str]) -> dict[str, Any]:
+    """`{name: the first items}` — at most LIST_ENTRIES of them and LIST_BYTES in all — with `left_out: N`
+    when N more were not listed."""
+    kept, size = [], 0
+    for item in items[:LIST_ENTRIES]:
+        size += len(item.encode("utf-8", "replace")) + 4
+        if size > LIST_BYTES:
+            break
+        kept.append(item)
+    left_out = len(items) - len(kept)
+    return {name: kept, "left_out": left_out} if left_out else {name: kept}
+
+
 def encode(event: Event) -> bytes:
-    """The event as one line, cut to fit MAX_EVENT_BYTES by shortening its longest strings (nested ones
-    too: a `write_file` call's content sits inside `tool_calls`)."""
-    line = _dumps(event)
-    if len(line) <= MAX_EVENT_BYTES:
-        return line
-    import copy  # only for the rare line past the bound (docs/architecture.md#start-up)
-
-    event = copy.deepcopy(event)
-    original = len(line)
-    while len(line) > MAX_EVENT_BYTES:
-        holder, key, value = max(_strings(event), key=lambda found: len(found[2]), default=(None, None, ""))
-        if holder is None or not value:
-            raise ValueError(f"a {event.get('type')} event cannot be made smaller than {MAX_EVENT_BYTES} bytes")
-        # Every character dropped removes at least one byte of the line, so each pass makes progress.
-        holder[key] = value[: max(0, len(value) - (len(line) - MAX_EVENT_BYTES) - 64)]
-        event["truncated"] = True
-        event.setdefault("bytes", original)
+    """The event as one line of at most MAX_EVENT_BYTES: an event too large is cut once, in time linear in
+    its size, its longest values giving way first (`chock.log.shrink`)."""
+    try:
         line = _dumps(event)
-    return line
+        if len(line) <= MAX_EVENT_BYTES:
+            return line
+    except RecursionError:  # nested deeper than json encodes from here: the cut replaces what is too deep
+        pass
+    from chock.log.shrink import shrink  # only for the rare line past the bound (docs/architecture.md#start-up)
 
-
-_FIXED_FIELDS = ("id", "at", "type")
-
-
-def _strings(value: Any, top: bool = True):
-    """(container, key, string) for every string in the event, its fixed fields excepted."""
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        if top and key in _FIXED_FIELDS:
-            continue
-        if isinstance(item, str):
-            yield value, key, item
-        elif isinstance(item, dict | list):
-            yield from _strings(item, top=False)
+    return _dumps(shrink(event, MAX_EVENT_BYTES))
 
 
 def _dumps(event: Event) -> bytes:
-    return (json.dumps(event, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode("utf-8")
+    # A lone surrogate (a model's JSON may hold one) becomes "?": a line is always valid UTF-8.
+    return (json.dumps(event, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode("utf-8", "replace")
 
 
 def decode(line: bytes) -> Event | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from chock.errors import Refused
 from chock.log import catalog
+from chock.log.events import listed
 from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id
@@ -72,11 +73,10 @@ def remove(layout: Layout, session_id: str) -> str:
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
         worktree = _worktree(state)
+        commit, skipped = None, []
         if worktree.directory.is_dir():
-            finished = workspace.finish(worktree, f"chock: work kept from session {session_id}")
+            finished = workspace.commit(worktree, f"chock: work kept from session {session_id}")
             commit, skipped = finished.commit, finished.skipped
-        else:
-            workspace.remove(worktree)
-            commit, skipped = None, []
-        log.append("workspace.close", branch=branch, commit=commit, removed=True, skipped=skipped)
+        log.append("workspace.close", branch=branch, commit=commit, removed=True, **listed("skipped", skipped))
+        workspace.remove(worktree)
     return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

@@ -144,6 +144,8 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             write(style(f"changes committed to branch {s(event.get('branch'))}", fg="green") + "\n")
             for left_out in event.get("skipped") or []:
                 write(style(f"  left out: {s(left_out)}", fg="yellow") + "\n")
+            if isinstance(event.get("left_out"), int):
+                write(style(f"  left out: {event['left_out']:,} more, not listed", fg="yellow") + "\n")
         elif kind == "provider.retry":
             wait = event.get("wait_seconds")
             wait_text = f"{wait:.3g} s" if isinstance(wait, int | float) else "a moment"

@@ -22,11 +22,11 @@ from typing import Any
 from chock.config import Price
 from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
-from chock.log.events import Event, cut
+from chock.log.events import Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.session import calls, compaction, instructions, reaper, tools, workspace
+from chock.session import calls, compaction, instructions, offload, reaper, tools, workspace
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.sandbox import Sandbox
@@ -100,9 +100,15 @@ class Session:
         await self.sockets.start()
         try:
             await self._turns(call_model_first)
-            finished = workspace.finish(self.settings.worktree, _commit_message(self.state))
-            self.emit("workspace.close", branch=self.settings.branch, commit=finished.commit, skipped=finished.skipped)
-            self._ending = True
+            self.steering.close()  # the session completes: nothing said from here on could be taken in
+            # Finishing walks and hashes what the agent left, however much: off the loop, so a stop still stops it.
+            worktree = self.settings.worktree
+            done = await offload.in_child(workspace.commit, worktree, _commit_message(self.state))
+            self.emit(
+                "workspace.close", branch=self.settings.branch, commit=done.commit, **listed("skipped", done.skipped)
+            )
+            self._ending = True  # the log says the work is on the branch: the worktree goes, whatever is asked now
+            await offload.in_child(workspace.remove, worktree)
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
             return EXIT_COMPLETED
         except HandedOver:
@@ -145,6 +151,7 @@ class Session:
         if self.log.failed is None:
             self._log_killed_work()
             self._take_in_messages()
+        self.steering.close()
         self.emit("session.end", reason=reason, exit_code=code, **fields)
 
     async def _kill_work(self) -> None:
@@ -219,6 +226,7 @@ class Session:
             self.sockets.dismiss_asker(asker)
             return
         self._take_in_messages()  # the next owner sends them
+        self.steering.close()
         self.emit("session.end", reason="handover", exit_code=EXIT_HANDED_OVER)
         self.log.release()
         handover.released()

@@ -30,7 +30,7 @@ from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
 from chock.session.approvals import Approvals
 from chock.session.handover import Handover, HandoverRefused
-from chock.session.steering import Steering
+from chock.session.steering import SessionEnding, Steering
 
 # A person answering at `chock approve` may take a while; a connection idle longer than this is closed.
 IDLE_SECONDS = 15 * 60.0
@@ -212,7 +212,10 @@ class SessionSockets:
                 return sp.Answered().encode()
             return ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer").encode()
         if isinstance(event, sp.SessionSayRequest):
-            self._steering.say(event.message)
+            try:
+                self._steering.say(event.message)
+            except SessionEnding as ending:
+                return ProtocolError(ErrorCode.UNREACHABLE, str(ending)).encode()
             return sp.Queued().encode()
         if isinstance(event, sp.SessionStopRequest):
             client.owed = True  # its answer is the `ended interrupted` every client hears

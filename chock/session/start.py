@@ -20,7 +20,7 @@ from typing import Any
 
 from chock import instances
 from chock.config import Config, load_config
-from chock.errors import EXIT_FAILED, EXIT_REFUSED, ChockError, Refused, UsageError
+from chock.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, ChockError, Refused, UsageError
 from chock.log import catalog
 from chock.log.events import Event
 from chock.log.fold import SessionState, fold
@@ -60,6 +60,7 @@ class _Prepared:
 
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
     """Run (or continue) a session to its end and return its exit code (docs/architecture.md#chock-run)."""
+    signal.signal(signal.SIGTERM, _interrupt)  # until the loop answers it: a SIGTERM interrupts as Ctrl-C does
     opening = (
         _continue(layout, request)
         if request.adopt_id is not None or request.continue_id is not None
@@ -96,7 +97,7 @@ class _Opening:
     def ended_on_failure(self) -> Iterator[None]:
         """What fails inside ends what this opening began (`session.end {reason: error}`, the lock let go), so
         no session is left begun with nobody in it: a refusal exits 3; a failed log write keeps its own
-        sentence and exits 1 (the end still fits in the log's reserve)."""
+        sentence and exits 1 (the end still fits in the log's reserve); an interrupt is `interrupted`, 130."""
         try:
             yield
         except LogWriteFailed as failed:
@@ -108,6 +109,18 @@ class _Opening:
             self.emit("session.end", reason="error", exit_code=EXIT_REFUSED, error=str(error))
             self.log.release()
             raise Refused(str(error)) from None
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the session was being set up
+            self.emit("session.end", reason="interrupted", exit_code=EXIT_INTERRUPTED, via="signal")
+            self.log.release()
+            session = self.state.id
+            raise ChockError(
+                f"interrupted before session {session} began its work; `chock run --continue {session}` takes it up",
+                exit_code=EXIT_INTERRUPTED,
+            ) from None
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:

@@ -230,8 +230,9 @@ class Committed:
     skipped: list[str]  # what was left out of it, and why
 
 
-def finish(worktree: Worktree, message: str) -> Committed:
-    """Commit everything in the worktree to its branch, remove the worktree, and say what the branch holds.
+def commit(worktree: Worktree, message: str) -> Committed:
+    """Commit everything in the worktree to its branch and say what the branch holds; the worktree stays (it is
+    removed with `remove` once the log says where its work went).
 
     The commit is built from the recorded branch with a private index (the worktree's HEAD, index and `.git`
     file were writable from the sandbox and are not consulted). No change means no commit.
@@ -243,14 +244,13 @@ def finish(worktree: Worktree, message: str) -> Committed:
         index = Path(scratch) / "index"
         taken = tree.snapshot(repo, worktree.directory, parent, index, write=True)
         new_tree = repo.value(["write-tree"], index=index)
-    commit = parent
+    made = parent
     if new_tree != repo.value(["rev-parse", f"{parent}^{{tree}}"]):
-        commit = repo.value(
+        made = repo.value(
             ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
         )
-        repo.run(["update-ref", "-m", f"chock: commit to {worktree.branch}", ref, commit, parent])
-    remove(worktree)
-    return Committed(commit, [f"{path} ({why})" for path, why in taken.skipped])
+        repo.run(["update-ref", "-m", f"chock: commit to {worktree.branch}", ref, made, parent])
+    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped])
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from chock.session.tools.scratchpad import Scratchpad
 from chock.session.tools.search import Search
 from chock.session.tools.shell import Shell
 from chock.session.tools.subagent import Subagent
-from chock.session.tools.tool import Files, Result, Tool, ToolRefused, path_summary
+from chock.session.tools.tool import SUMMARY_LIMIT, Files, Result, Tool, ToolRefused, path_summary
 from chock.session.tools.write_file import WriteFile
 
 SESSION_TOOLS: dict[str, Tool] = {
@@ -71,6 +71,12 @@ async def dispatch(
             raise ToolRefused(f"there is no tool named {name!r}; the tools here are {', '.join(table)}")
         tool.check(args)
         if tool.asks_approval:
+            shown = len(tool.summary(args).encode("utf-8", "replace"))
+            if shown > SUMMARY_LIMIT:  # nothing is ever approved from a summary cut short
+                raise ToolRefused(
+                    f"this {name} call is {shown:,} bytes, and a person approves at most {SUMMARY_LIMIT // 1024} KiB "
+                    "shown whole; write a long script to a file with write_file, then run that file"
+                )
             if approve is None:
                 raise ToolRefused(f"{name} needs a person's approval, and nobody here can give it")
             await approve()

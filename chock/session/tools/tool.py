@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from chock.session.sandbox import Sandbox
 
 
+# The most of a call's summary a person is asked to approve: shown whole, one line per line, so what is approved is
+# exactly what runs. A call past it (a 2 MB shell command) is the tool's error before anyone is asked.
+SUMMARY_LIMIT = 64 * 1024
+
+
 class ToolRefused(ChockError):
     """A tool call the session will not carry out; the model sees the message as the tool's error."""
 

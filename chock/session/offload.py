@@ -1,0 +1,125 @@
+"""Long work off the session's loop: a function run in a forked child, awaited on the loop, killed on a cancel.
+
+A session is one thread on one loop (docs/architecture.md#chock-run), and what it must answer at once — a stop,
+SIGTERM, a question on its sockets — is answered only while that loop runs. Work whose length the agent
+decides (finishing a workspace of 60,000 directories) therefore runs in a child the loop waits on; never in a
+thread, because the tool path forks and a fork of a threaded process is unsafe. The child is a fork of the
+session: no interpreter to start and nothing to import. It leads a process group of its own, so a cancel kills
+it with whatever it started (git), and it dies with the session however the session dies.
+
+The child hands back what the function returned, or the message and exit code of the ChockError it raised, by
+pickle over a pipe; that pipe is the child's only descriptor from the session (its log, its sockets and the
+loop's own are closed in the child).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import signal
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from chock.errors import ChockError
+from chock.session import reaper
+
+T = TypeVar("T")
+
+# A killed child is gone within milliseconds; this bounds the wait for one the kernel cannot finish.
+REAP_SECONDS = reaper.KILLED_SECONDS
+
+
+async def in_child(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` run in a forked child; its result, or its ChockError raised here. A cancel kills the
+    child and its process group at once."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; it never returns
+        _child(write_end, function, args)
+    os.close(write_end)
+    try:
+        data = await _read_to_end(read_end)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(read_end)
+        _reap(pid)
+    try:
+        outcome = pickle.loads(data)
+    except Exception:
+        outcome = ("died", "it ended before it answered")
+    if outcome[0] == "ok":
+        return outcome[1]  # type: ignore[no-any-return]
+    if outcome[0] == "error":
+        raise ChockError(outcome[1], exit_code=outcome[2])
+    raise ChockError(f"{getattr(function, '__name__', 'the work')} failed in its process: {outcome[1]}")
+
+
+def _child(write_end: int, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Run `function` and write its outcome; whatever happens, exit without running the session's cleanup."""
+    try:
+        os.setpgid(0, 0)
+        signal.set_wakeup_fd(-1)  # the parent's loop must not hear this process's signals
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        reaper.die_with_parent()
+        os.closerange(3, write_end)  # the log, its lock, the sockets, the loop's own descriptors
+        os.closerange(write_end + 1, os.sysconf("SC_OPEN_MAX"))
+        try:
+            outcome: tuple[Any, ...] = ("ok", function(*args))
+        except ChockError as error:
+            outcome = ("error", str(error), error.exit_code)
+        except BaseException as error:
+            outcome = ("crash", f"{type(error).__name__}: {error}")
+        data = pickle.dumps(outcome)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_end, view) :]
+    finally:
+        os._exit(0)
+
+
+async def _read_to_end(fd: int) -> bytes:
+    """Everything written to the pipe `fd` until its writer closes it, read as the loop finds it readable."""
+    loop = asyncio.get_running_loop()
+    chunks: list[bytes] = []
+    done: asyncio.Future[None] = loop.create_future()
+    os.set_blocking(fd, False)
+
+    def readable() -> None:
+        try:
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            if not done.done():
+                done.set_result(None)  # end of file: the child has closed it (it exited)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            if not done.done():
+                done.set_exception(error)
+
+    loop.add_reader(fd, readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+    return b"".join(chunks)
+
+
+def _reap(pid: int) -> None:
+    """Collect the child, so it is no zombie: it has exited or been killed, so this takes moments."""
+    deadline = time.monotonic() + REAP_SECONDS
+    while True:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                return
+        except ChildProcessError:
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.001)
