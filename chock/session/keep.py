@@ -69,11 +69,15 @@ def remove(layout: Layout, session_id: str) -> str:
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
         worktree = _worktree(state)
+
+        def closed(finished: workspace.Committed | None) -> None:  # before the worktree goes (docs/log.md#durability)
+            commit, skipped = (finished.commit, finished.skipped) if finished else (None, [])
+            log.append("workspace.close", branch=branch, commit=commit, removed=True, skipped=skipped)
+            log.sync()
+
         if worktree.directory.is_dir():
-            finished = workspace.finish(worktree, f"chock: work kept from session {session_id}")
-            commit, skipped = finished.commit, finished.skipped
+            workspace.finish(worktree, f"chock: work kept from session {session_id}", closed)
         else:
+            closed(None)
             workspace.remove(worktree)
-            commit, skipped = None, []
-        log.append("workspace.close", branch=branch, commit=commit, removed=True, skipped=skipped)
     return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

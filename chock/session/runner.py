@@ -6,6 +6,9 @@ loop, so they answer while work goes on and the process never grows a second thr
 
 Every fact goes to the log first: `emit` appends an event, folds it into the live state and renders it.
 The conversation a model sees is therefore always the fold of the log, exactly what a later owner rebuilds.
+The log is written ahead: it is synced before each effect outside the process that its lines authorise — a
+tool starting, a commit to the branch, a reply or an exit that reports a logged fact — and at every turn
+boundary (docs/log.md#durability).
 """
 
 from __future__ import annotations
@@ -99,8 +102,8 @@ class Session:
         await self.sockets.start()
         try:
             await self._turns(call_model_first)
-            finished = workspace.finish(self.settings.worktree, _commit_message(self.state))
-            self.emit("workspace.close", branch=self.settings.branch, commit=finished.commit, skipped=finished.skipped)
+            self.log.sync()  # the turns' lines, before the commit they lead to
+            workspace.finish(self.settings.worktree, _commit_message(self.state), self._closed)
             self._ending = True
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
             return EXIT_COMPLETED
@@ -125,8 +128,15 @@ class Session:
             for task in self._work.values():
                 task.cancel()
             reaper.kill_orphaned_sandboxes()
+            with contextlib.suppress(LogWriteFailed):  # `ended <reason>` reports the end: it is synced first
+                self.log.sync()
             await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
+
+    def _closed(self, finished: workspace.Committed) -> None:
+        """The branch holds the work: logged and synced before the worktree is removed."""
+        self.emit("workspace.close", branch=self.settings.branch, commit=finished.commit, skipped=finished.skipped)
+        self.log.sync()
 
     def _stop(self) -> None:
         """A stop was asked (over handover.sock, or by a signal): the loop's task is cancelled wherever it waits —
@@ -200,6 +210,7 @@ class Session:
 
     async def turn_boundary(self) -> None:
         """Between turns: the only place a handover ask is answered (docs/architecture.md#detach)."""
+        self.log.sync()
         handover = self.handover
         if not handover.open:
             return
@@ -258,6 +269,7 @@ class Session:
 
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
+        self.log.sync()  # before the tool does anything
         result = await tools.dispatch(
             tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call)
         )
@@ -328,6 +340,7 @@ class Session:
             self.emit(
                 "approval.answer", request_id=request_id, answer="yes" if policy == "allow" else "no", via="config"
             )
+            self.log.sync()  # before the command it authorises runs
             if policy == "deny":
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
@@ -352,6 +365,8 @@ class Session:
             if prompt is not None:
                 prompt.cancel()
         self.emit("approval.answer", request_id=request_id, answer=answer, via=via)
+        self.log.sync()  # before the command it authorises runs, and before `ok answered`
+        self.sockets.answer_logged(request_id)
         if answer != "yes":
             raise ToolRefused("the person declined this command")
 

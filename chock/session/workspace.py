@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,8 +231,10 @@ class Committed:
     skipped: list[str]  # what was left out of it, and why
 
 
-def finish(worktree: Worktree, message: str) -> Committed:
-    """Commit everything in the worktree to its branch, remove the worktree, and say what the branch holds.
+def finish(worktree: Worktree, message: str, closed: Callable[[Committed], None] = lambda committed: None) -> Committed:
+    """Commit everything in the worktree to its branch, let `closed` log that (durably), and only then remove the
+    worktree: a crash in between leaves a worktree the log still holds, never a log holding a worktree that is
+    gone (docs/log.md#durability). Host git syncs the commit's objects and ref before it returns.
 
     The commit is built from the recorded branch with a private index (the worktree's HEAD, index and `.git`
     file were writable from the sandbox and are not consulted). No change means no commit.
@@ -249,8 +252,10 @@ def finish(worktree: Worktree, message: str) -> Committed:
             ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
         )
         repo.run(["update-ref", "-m", f"chock: commit to {worktree.branch}", ref, commit, parent])
+    committed = Committed(commit, [f"{path} ({why})" for path, why in taken.skipped])
+    closed(committed)
     remove(worktree)
-    return Committed(commit, [f"{path} ({why})" for path, why in taken.skipped])
+    return committed
 
 
 @dataclass(frozen=True)
