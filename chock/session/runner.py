@@ -269,9 +269,8 @@ class Session:
 
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
-        self.log.sync()  # before the tool does anything
         result = await tools.dispatch(
-            tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call)
+            tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call), ready=self.log.sync
         )
         output, cut_fields = cut(result.output)
         diff = {"diff": result.diff} if result.diff else {}  # bounded by the tool (chock.session.tools.diff)
@@ -340,7 +339,6 @@ class Session:
             self.emit(
                 "approval.answer", request_id=request_id, answer="yes" if policy == "allow" else "no", via="config"
             )
-            self.log.sync()  # before the command it authorises runs
             if policy == "deny":
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
@@ -365,7 +363,7 @@ class Session:
             if prompt is not None:
                 prompt.cancel()
         self.emit("approval.answer", request_id=request_id, answer=answer, via=via)
-        self.log.sync()  # before the command it authorises runs, and before `ok answered`
+        self.log.sync()  # before `ok answered` (and the command it authorises)
         self.sockets.answer_logged(request_id)
         if answer != "yes":
             raise ToolRefused("the person declined this command")

@@ -100,17 +100,21 @@ def open_file(workspace: Path, path: Path) -> BufferedReader:
 def write(workspace: Path, path: Path, text: str) -> None:
     """Create or replace a regular file (never a FIFO or device swapped in) with `text`, synced with the name that
     holds it before the call returns: the `tool.result` that reports it is logged after (docs/log.md#durability)."""
-    fd = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True)
+    try:  # a new file's name is synced too; replacing a file changes no name
+        fd, created = open_at(workspace, path, os.O_WRONLY | os.O_NONBLOCK), False
+    except FileNotFoundError:
+        fd, created = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True), True
     with open(_regular(workspace, path, fd), "w", encoding="utf-8", closefd=True) as handle:
         handle.truncate(0)  # only now that it is known to be a regular file
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
-    directory = open_at(workspace, path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    if created:
+        directory = open_at(workspace, path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
 
 class Scan:
