@@ -63,6 +63,15 @@ def ensure_dir(path: Path) -> Path:
     return path
 
 
+def sync_directory(path: Path) -> None:
+    """fsync a directory, so the names made in it survive a power cut."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def check_socket_path(path: Path, remedy: str = "choose a shorter one with --socket") -> Path:
     """Refuse a socket path the kernel cannot hold, naming the path, the limit and the remedy."""
     if len(os.fsencode(path)) >= SOCKET_PATH_LIMIT:

@@ -84,6 +84,11 @@ class Home:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Home:
+    return isolated_home(tmp_path, monkeypatch)
+
+
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
+    """A Chock home under `tmp_path`, and the test's environment (through `monkeypatch`) pointing at it."""
     root = tmp_path / "home"
     root.mkdir()
     env = {

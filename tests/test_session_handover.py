@@ -20,6 +20,7 @@ from chock.control.framing import ProtocolError
 from chock.control.session_protocol import (
     APPROVAL,
     HANDOVER,
+    Answered,
     Busy,
     ConfirmRequest,
     Ended,
@@ -27,6 +28,7 @@ from chock.control.session_protocol import (
     Queued,
     Ready,
     Released,
+    SessionAnswerRequest,
     SessionSayRequest,
     SessionStopRequest,
 )
@@ -236,13 +238,36 @@ def test_pending_and_answer_over_the_approval_socket():
         with SessionClient(paths["approval"], APPROVAL, timeout=5) as client:
             [item] = client.pending()
             assert (item.request_id, item.summary) == ("r1", "make\ttest")
-            client.answer("r1", True)
+            client.ask(SessionAnswerRequest("r1", True))
+            with pytest.raises(NoAnswer):
+                client.next_reply(0.2)  # taken, not yet logged: `ok answered` reports a logged fact
+            taken = on_loop(loop, lambda: approvals.take("r1"))
+            on_loop(loop, lambda: sockets.answer_logged("r1"))  # the session logged it and synced the log
+            assert client.next_reply(5) == Answered()
             with pytest.raises(ProtocolError) as again:
                 client.answer("r1", False)
             assert again.value.code == "not-pending"
-        return on_loop(loop, lambda: approvals.take("r1"))
+        return taken
 
     assert run_with_sockets(scenario) == ("yes", "socket")
+
+
+def test_an_answer_the_session_never_logged_hears_how_it_ended():
+    def scenario(sockets, machine, approvals, paths, loop):
+        on_loop(loop, lambda: approvals.open("r1", "shell", "make"))
+        client = SessionClient(paths["approval"], APPROVAL, timeout=5).__enter__()
+        client.ask(SessionAnswerRequest("r1", True))
+        for _ in range(100):  # the answer is taken; the session stops before it logs it
+            if approvals.answered("r1"):
+                break
+            time.sleep(0.01)
+        return client
+
+    client = run_with_sockets(scenario)
+    try:
+        assert client.next_reply(5) == Ended("completed")  # never `ok answered`: nothing was logged
+    finally:
+        client.close()
 
 
 def test_an_ask_is_answered_only_at_a_boundary_and_a_second_ask_is_refused():

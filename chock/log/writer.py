@@ -9,6 +9,11 @@ RESERVE bytes allocated past the end of the file (fallocate with FALLOC_FL_KEEP_
 it), so when a write fails for lack of space, what it wrote of its line is cut and the `session.end` that says
 so still fits. After a failed write nothing else is appended but that end, so the log stays whole lines.
 
+Written ahead (docs/log.md#durability): `sync` makes every line written so far durable (fdatasync) before
+anything those lines record or authorise happens outside the process. It costs nothing when nothing was written
+since the last sync, so consecutive sync points cost one system call. A new log's first sync also syncs the
+directories that name it. A sync that fails is a failed write: only the end may follow.
+
 An owner that is given `remember` calls it as it lets go (`chock.log.catalog.remember`: the session's row to
 the cache, so no reader folds the log again). An owner that made the log folds every line it writes into the
 session's row as it goes (`row`), so remembering it reads nothing.
@@ -29,7 +34,7 @@ from typing import Any
 from chock.errors import ChockError, Refused
 from chock.log.events import Event, decode, encode, timestamp
 from chock.log.row import RowState
-from chock.paths import FILE_MODE
+from chock.paths import FILE_MODE, sync_directory
 
 # A reader's probe (LOCK_SH|LOCK_NB, released at once) holds the lock for microseconds; retrying for this
 # long means a probe can never make an owner fail to take its lock.
@@ -67,13 +72,19 @@ class SessionLog:
         self._reserved = self._size  # allocated up to here
         self._reserve_errno: int | None = None  # why there is no reserve, when there is none
         self.failed: LogWriteFailed | None = None
+        self._dirty = True  # written (or a torn tail cut) since the last sync
+        self._new_directories: tuple[Path, ...] = ()  # to sync with the first line of a new log
         self._reserve()
 
     @classmethod
     def create(cls, path: Path, *, remember: Remember | None = None) -> SessionLog:
+        """A new log, in a directory made for it just now: its first sync syncs that directory and the one
+        holding it too, so the log's name survives a power cut along with its first line."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
         _lock(fd, path)
-        return cls(path, fd, 0, remember)
+        log = cls(path, fd, 0, remember)
+        log._new_directories = (path.parent, path.parent.parent)
+        return log
 
     @classmethod
     def take(cls, path: Path, *, remember: Remember | None = None) -> SessionLog:
@@ -112,11 +123,32 @@ class SessionLog:
             )
             raise self.failed from None
         self._size += written
+        self._dirty = True
         self.last_id += 1
         event = decode(line) or event
         if self.row is not None:
             self.row.apply(event)  # what the row fold of this line gives (docs/log.md#rows-and-the-catalog)
         return event
+
+    def sync(self) -> None:
+        """Make every line written so far durable before what they record or authorise happens outside this
+        process (docs/log.md#durability); nothing to do when nothing was written since the last sync. Raises
+        LogWriteFailed when the disk says the lines may be lost: after that only a `session.end` is appended."""
+        if not self._dirty or self._fd < 0:
+            return
+        try:
+            _fdatasync(self._fd)
+            for directory in self._new_directories:
+                sync_directory(directory)
+        except OSError as error:
+            self.failed = LogWriteFailed(
+                f"could not make the session log {self.path} durable: {error.strerror or error}; the session "
+                f"stopped there. Check the disk (dmesg), then `chock run --continue {self.path.parent.name}` "
+                "takes it back"
+            )
+            raise self.failed from None
+        self._new_directories = ()
+        self._dirty = False
 
     def _room_for(self, size: int) -> bool:
         """Whether `size` more bytes leave half the reserve for the end, renewing it when they would not; False
@@ -140,8 +172,11 @@ class SessionLog:
             os.ftruncate(self._fd, size)  # never needs space
 
     def release(self) -> None:
-        """Let go of the lock (and the file); after this the session is nobody's until the next owner."""
+        """Let go of the lock (and the file), its lines synced first; after this the session is nobody's until
+        the next owner."""
         if self._fd >= 0:
+            with contextlib.suppress(LogWriteFailed):  # a failed sync was said where it failed, or is the end's
+                self.sync()
             if self._reserved > self._size:  # give the reserve back
                 unused = self._reserved - self._size
                 _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, self._size, unused)
@@ -178,6 +213,10 @@ def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
         _libc = ctypes.CDLL(None, use_errno=True)
         _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     return 0 if _libc.fallocate(fd, mode, offset, length) == 0 else ctypes.get_errno()
+
+
+# macOS has no fdatasync; there fsync is the one that flushes the data to the disk's cache.
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _lock(fd: int, path: Path) -> None:

@@ -35,6 +35,10 @@ HARDENING = (
     "submodule.recurse=false",  # no command reaches into a submodule's repository and its config
 )
 
+# Every object and ref host git writes is on disk before the command returns (git 2.36 and later): a branch's
+# commit is durable before the session's log says so (docs/log.md#durability).
+DURABLE = ("core.fsync=committed",)
+
 # The person's own choice of config files, honoured only when Chock reads one of their settings.
 PERSON_CONFIG_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
 
@@ -59,7 +63,7 @@ def _environment(*, person: bool = False) -> dict[str, str]:
 
 
 def _argv(args: Sequence[str], config: Sequence[str]) -> list[str]:
-    settings = [part for setting in (*HARDENING, *config) for part in ("-c", setting)]
+    settings = [part for setting in (*HARDENING, *DURABLE, *config) for part in ("-c", setting)]
     return ["git", "--no-pager", *settings, *args]
 
 

@@ -78,5 +78,6 @@ def remove(layout: Layout, session_id: str) -> str:
             finished = workspace.commit(worktree, f"chock: work kept from session {session_id}")
             commit, skipped = finished.commit, finished.skipped
         log.append("workspace.close", branch=branch, commit=commit, removed=True, **listed("skipped", skipped))
+        log.sync()  # the log says where the work went before the worktree goes (docs/log.md#durability)
         workspace.remove(worktree)
     return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

@@ -6,6 +6,9 @@ loop, so they answer while work goes on and the process never grows a second thr
 
 Every fact goes to the log first: `emit` appends an event, folds it into the live state and renders it.
 The conversation a model sees is therefore always the fold of the log, exactly what a later owner rebuilds.
+The log is written ahead: it is synced before each effect outside the process that its lines authorise — a
+tool starting, a commit to the branch, a reply or an exit that reports a logged fact — and at every turn
+boundary (docs/log.md#durability).
 """
 
 from __future__ import annotations
@@ -101,12 +104,14 @@ class Session:
         try:
             await self._turns(call_model_first)
             self.steering.close()  # the session completes: nothing said from here on could be taken in
+            self.log.sync()  # the turns' lines, before the commit they lead to
             # Finishing walks and hashes what the agent left, however much: off the loop, so a stop still stops it.
             worktree = self.settings.worktree
             done = await offload.in_child(workspace.commit, worktree, _commit_message(self.state))
             self.emit(
                 "workspace.close", branch=self.settings.branch, commit=done.commit, **listed("skipped", done.skipped)
             )
+            self.log.sync()  # before the worktree goes (docs/log.md#durability)
             self._ending = True  # the log says the work is on the branch: the worktree goes, whatever is asked now
             await offload.in_child(workspace.remove, worktree)
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
@@ -132,6 +137,8 @@ class Session:
             for task in self._work.values():
                 task.cancel()
             reaper.kill_orphaned_sandboxes()
+            with contextlib.suppress(LogWriteFailed):  # `ended <reason>` reports the end: it is synced first
+                self.log.sync()
             await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
 
@@ -208,6 +215,7 @@ class Session:
 
     async def turn_boundary(self) -> None:
         """Between turns: the only place a handover ask is answered (docs/architecture.md#detach)."""
+        self.log.sync()
         handover = self.handover
         if not handover.open:
             return
@@ -270,7 +278,7 @@ class Session:
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
         result = await tools.dispatch(
-            tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call)
+            tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call), ready=self.log.sync
         )
         output, cut_fields = cut(result.output)
         diff = {"diff": result.diff} if result.diff else {}  # bounded by the tool (chock.session.tools.diff)
@@ -363,6 +371,8 @@ class Session:
             if prompt is not None:
                 prompt.cancel()
         self.emit("approval.answer", request_id=request_id, answer=answer, via=via)
+        self.log.sync()  # before `ok answered` (and the command it authorises)
+        self.sockets.answer_logged(request_id)
         if answer != "yes":
             raise ToolRefused("the person declined this command")
 

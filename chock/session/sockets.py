@@ -1,6 +1,8 @@
 """A session's own sockets, approval.sock and handover.sock, served by its one loop (docs/protocol.md#session-sockets).
 
-They carry questions and answers and never a log write: the session writes its log. Every rule of a line and
+They carry questions and answers and never a log write: the session writes its log. A reply that reports a logged
+fact comes once the log holds it, synced: `ok answered` once the answer is logged (docs/log.md#durability); `ok
+queued` says only that the message is held in memory. Every rule of a line and
 of the greeting is `chock.control.connection.ServerConnection`'s; what a request does is the approvals
 registry's, the handover machine's and the steering's (`chock.session.approvals`, `.handover`, `.steering`),
 all handed in, so this module knows nothing of the session loop that owns it. A session that ends while a
@@ -56,6 +58,11 @@ class _Client:
         except (ConnectionError, RuntimeError):
             return False
 
+    def put(self, data: bytes) -> None:
+        """Queue `data` at once, in order with every other write (drained by the next `send`)."""
+        with contextlib.suppress(Exception):
+            self.writer.write(data)
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
@@ -95,6 +102,8 @@ class SessionSockets:
         self._servers: list[asyncio.AbstractServer] = []
         self._owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
         self._clients: dict[str, set[_Client]] = {"approval": set(), "handover": set()}
+        # `ok answered` owed once the answer is logged: to whom, and what their connection waits on meanwhile.
+        self._unlogged: dict[str, tuple[_Client, asyncio.Future[None]]] = {}
 
     async def start(self) -> None:
         """Listen on both sockets; a stale socket file at either path is ours to replace (we hold the lock)."""
@@ -118,6 +127,16 @@ class SessionSockets:
         asker = self._handover.asker
         return isinstance(asker, _Client) and await asker.send(reply.encode())
 
+    def answer_logged(self, request_id: str) -> None:
+        """The answer to `request_id` is in the log, synced: the client that gave it hears `ok answered` now,
+        ahead of anything the session says next (its end, when it ends at once)."""
+        owed = self._unlogged.pop(request_id, None)
+        if owed is not None:
+            client, waiting = owed
+            client.put(sp.Answered().encode())
+            if not waiting.done():
+                waiting.set_result(None)
+
     def dismiss_asker(self, asker: object) -> None:
         """Close the connection of an ask that was dropped: the client reads that nothing was handed over."""
         if isinstance(asker, _Client):
@@ -127,6 +146,10 @@ class SessionSockets:
         """Tell every waiting client how the session ended, close, and remove our socket files."""
         for server in self._servers:
             server.close()
+        for _, waiting in self._unlogged.values():  # never logged (the session stopped first): `ended` says so
+            if not waiting.done():
+                waiting.set_result(None)
+        self._unlogged.clear()
         for clients in self._clients.values():
             for client in list(clients):
                 told = False
@@ -195,13 +218,17 @@ class SessionSockets:
                 if event is NEED_DATA:
                     break
                 reply = self._handle(client, event)  # type: ignore[arg-type]
+                if isinstance(reply, asyncio.Future):  # the reply is put once the session has logged what it says
+                    await reply
+                    continue
                 if reply and not await client.send(reply):
                     return
             if connection.mid_line and not was_mid_line:
                 line_deadline = loop.time() + LINE_SECONDS
 
-    def _handle(self, client: _Client, event: Greeted | Request) -> bytes:
-        """The reply to send now for one event (empty when the answer comes later, at a turn boundary)."""
+    def _handle(self, client: _Client, event: Greeted | Request) -> bytes | asyncio.Future[None]:
+        """The reply to send now for one event (empty when the answer comes later, at a turn boundary), or what to
+        wait on before the next request: the reply the session puts once it has logged what this one told it."""
         if isinstance(event, Greeted):
             return client.connection.greeting_reply()
         if isinstance(event, sp.PendingRequest):
@@ -209,7 +236,9 @@ class SessionSockets:
             return b"".join(item.encode() for item in items) + sp.PendingEnd().encode()
         if isinstance(event, sp.SessionAnswerRequest):
             if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
-                return sp.Answered().encode()
+                waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._unlogged[event.request_id] = (client, waiting)
+                return waiting
             return ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer").encode()
         if isinstance(event, sp.SessionSayRequest):
             try:

@@ -174,6 +174,7 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
             pid=os.getpid(),
             **said,
         )
+        opening.log.sync()  # the first line, and the new log's name, before the worktree is made
     except LogWriteFailed as failed:  # not even the first line: nothing was begun, and nothing is left
         opening.log.release()
         layout.log_path(session_id).unlink(missing_ok=True)

@@ -59,11 +59,13 @@ async def dispatch(
     name: str,
     args: dict[str, Any],
     approve: Callable[[], Awaitable[None]] | None = None,
+    ready: Callable[[], None] = lambda: None,
 ) -> Result:
     """Run one call through `table`: its output, whether it is the tool's error, and any diff.
 
     The tool's own refusals, OS errors and arguments of the wrong shape are the model's to read and fix,
-    never a crash of the session. A tool that asks approval runs only after `approve` returns.
+    never a crash of the session. A tool that asks approval runs only after `approve` returns, and any tool only
+    after `ready` (the session syncs its log there: docs/log.md#durability).
     """
     try:
         tool = table.get(name)
@@ -80,6 +82,7 @@ async def dispatch(
             if approve is None:
                 raise ToolRefused(f"{name} needs a person's approval, and nobody here can give it")
             await approve()
+        ready()
         done = await tool.run(context, args)  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
         return done if isinstance(done, Result) else Result(done)
     except ToolRefused as refusal:

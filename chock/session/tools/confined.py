@@ -66,6 +66,7 @@ def open_at(workspace: Path, path: Path, flags: int, *, make_parents: bool = Fal
             if make_parents:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=directory)
+                    os.fsync(directory)  # the new directory's name is durable, as the file written in it will be
             below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
             os.close(directory)
             directory = below
@@ -97,11 +98,23 @@ def open_file(workspace: Path, path: Path) -> BufferedReader:
 
 
 def write(workspace: Path, path: Path, text: str) -> None:
-    """Create or replace a regular file (never a FIFO or device swapped in) with `text`."""
-    fd = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True)
+    """Create or replace a regular file (never a FIFO or device swapped in) with `text`, synced with the name that
+    holds it before the call returns: the `tool.result` that reports it is logged after (docs/log.md#durability)."""
+    try:  # a new file's name is synced too; replacing a file changes no name
+        fd, created = open_at(workspace, path, os.O_WRONLY | os.O_NONBLOCK), False
+    except FileNotFoundError:
+        fd, created = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True), True
     with open(_regular(workspace, path, fd), "w", encoding="utf-8", closefd=True) as handle:
         handle.truncate(0)  # only now that it is known to be a regular file
         handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if created:
+        directory = open_at(workspace, path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
 
 class Scan:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
+from chock.paths import sync_directory
 from chock.session.tools.tool import Context, Tool, ToolRefused
 
 
@@ -32,6 +33,9 @@ class Scratchpad(Tool):
             raise ToolRefused("scratchpad takes action read, or write/append with a `text`")
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(path, "a" if action == "append" else "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
             handle.write(text)
-        os.chmod(path, 0o600)
+            handle.flush()
+            os.fsync(handle.fileno())  # before the tool.result that reports it (docs/log.md#durability)
+        sync_directory(path.parent)
         return f"scratchpad {action} done ({path.stat().st_size} bytes)"
