@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.fakes.sessions import write
 from tests.fakes.wait import wait_until
 
 
@@ -179,3 +180,24 @@ def test_chock_approve_idle_for_60_s_then_answering_lands(home, project):
     answer = event_of(home, session_id, "approval.answer")
     assert (answer["answer"], answer["via"]) == ("yes", "socket")
     assert "approved-late" in event_of(home, session_id, "tool.result")["output"]
+
+
+def test_a_worktree_left_after_its_close_was_logged_is_removed_by_the_next_continue(home, project):
+    """A crash between `workspace.close` (synced) and the worktree's removal leaves the worktree on disk while the
+    log says its work is on the branch (docs/log.md#durability): the next owner clears it and carries on."""
+    home.replay_instance([
+        {"text": "", "tool_calls": [write("a.txt", "A")]},
+        {"text": "Done.", "tool_calls": []},
+        {"text": "Again.", "tool_calls": []},
+    ])  # fmt: skip
+    assert home.chock("run", "--yes", "write a", cwd=project).returncode == 0
+    session_id = home.only_session()
+    opened = next(e for e in home.events(session_id) if e["type"] == "workspace.open")
+    subprocess.run(  # what the crash left: the worktree as git made it, at the recorded place
+        ["git", "-C", str(project), "worktree", "add", "-q", "--detach", opened["directory"], f"chock/{session_id}"],
+        check=True,
+    )
+    continued = home.chock("run", "--continue", session_id, "--yes", "again", cwd=project)
+    assert continued.returncode == 0, continued.stderr
+    assert home.events(session_id)[-1]["reason"] == "completed"
+    assert not os.path.exists(opened["directory"])

@@ -327,6 +327,12 @@ def _place(
     if fresh:
         directory = layout.workspace_dir(session_id)
         ensure_dir(layout.workspaces_dir)
+        if state.workspace_closed and os.path.lexists(state.workspace):
+            # Its owner logged where the work went and died before removing it (docs/log.md#durability): the
+            # branch holds that work, so the leftover goes before a new worktree takes its place.
+            workspace.remove(
+                workspace.recorded(prepared.project, session_id, Path(state.workspace), state.workspace_admin)
+            )
         worktree, commit = workspace.create(prepared.project, directory, f"chock/{session_id}", start=start)
         if request.allow_dirty:
             workspace.copy_dirty(prepared.project, directory)
