@@ -465,6 +465,16 @@ def daemon_stop() -> None:
     click.echo("stopped; running sessions keep running in their own scopes")
 
 
+@daemon.command("wake")
+@pass_layout
+def daemon_wake(layout: Layout) -> None:
+    """Connect to the daemon once, so it starts (chock-resume.service runs this at boot)."""
+    from chock.control.client import ControlClient
+
+    ControlClient(f"unix:{layout.daemon_socket}").ping()
+    click.echo("the daemon answered")
+
+
 @daemon.command("status")
 @pass_layout
 def daemon_status(layout: Layout) -> None:
