@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from chock.paths import new_session_id
 from tests.fakes.daemon import kill_sessions
 from tests.fakes.projects import git
-from tests.fakes.sessions import wait_for_end, wait_for_event
+from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
+from tests.fakes.wait import wait_until
 
 MOUNT = 'mount --bind "$1" /proc/sys/kernel/random/boot_id && mount --bind "$2" /etc/machine-id && shift 2 && exec "$@"'
 
@@ -58,6 +60,11 @@ def _config(home, entries: list[dict], after_reboot: str | None) -> None:
         f'.{{ .instances = .{{ .demo = .{{ .kind = "replay=demo.jsonl" }} }}, .approvals = .{{ .shell = "allow" }}'
         f"{setting} }}\n"
     )
+
+
+def _next_second(session_id: str) -> None:
+    """Wait until a new session's id sorts after `session_id`'s."""
+    wait_until(lambda: new_session_id()[:15] > session_id[:15], 5, "the clock's next second")
 
 
 def _interrupted_daemon_session(home, daemons, project: Path, after_reboot: str | None) -> str:
@@ -117,3 +124,31 @@ def test_a_session_of_another_machine_is_never_free_here(home, project, daemons,
     assert refused.returncode == 3
     assert f"machine id {recorded}" in refused.stderr and "another machine" in refused.stderr
     assert home.layout.log_path(session_id).read_bytes() == before  # nothing was written
+
+
+def test_resume_carries_on_only_the_daemons_sessions_and_each_interrupted_span_once(home, project, daemons, tmp_path):
+    """A terminal's session is left to its person; a span the daemon already tried (`sessions/<id>/after-reboot`
+    names it) is not tried again; the other is carried on. The older ones come first, so a wrong carry-on of
+    either would be logged before the right one ends."""
+    _config(home, _entries(f"sleep 60 # {uuid.uuid4().hex}"), "resume")
+    terminal = home.spawn("run", "--yes", "mine", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        by_terminal = new_session(home)
+        wait_for_event(home, by_terminal, "tool.call", lambda e: e["name"] == "shell")
+    finally:
+        terminal.kill()
+        terminal.wait(10)
+    _next_second(by_terminal)  # ids sort by their start's second, then by chance
+    tried = _interrupted_daemon_session(home, daemons, project, "resume")
+    start = home.events(tried)[0]
+    (home.layout.session_dir(tried) / "after-reboot").write_text(
+        f"{start['boot_id']} {start['pid']} {start['pid_start']}\n"
+    )
+    _next_second(tried)
+    carried = _interrupted_daemon_session(home, daemons, project, "resume")
+    assert by_terminal < tried < carried
+
+    daemons.start(prefix=_elsewhere(tmp_path))
+    assert wait_for_end(home, carried)["reason"] == "completed"
+    for session_id in (by_terminal, tried):
+        assert not [e for e in home.events(session_id) if e["type"] == "session.adopt"], session_id
