@@ -37,6 +37,11 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "last_event_id": (int,),
     "owner": (str,),  # daemon | terminal | none: as the latest session.start / session.adopt says
     "owner_pid": (int, type(None)),
+    # Where the owner ran, as it recorded itself (chock.platform.host): what proves it gone once its lock is free.
+    "owner_pid_start": (int, type(None)),  # the pid's start time, in clock ticks since boot
+    "owner_machine": (str,),
+    "owner_boot": (str,),
+    "owner_host": (str,),
     "ended": (bool,),
     "end_reason": (str,),
     "exit_code": (int, type(None)),
@@ -70,6 +75,10 @@ class RowState:
         self.last_event_id = 0
         self.owner = "none"
         self.owner_pid: int | None = None
+        self.owner_pid_start: int | None = None
+        self.owner_machine = ""
+        self.owner_boot = ""
+        self.owner_host = ""
         self.ended = False
         self.end_reason = ""
         self.exit_code: int | None = None
@@ -123,10 +132,33 @@ class RowState:
             return "abandoned"
         return "waiting" if self.pending_approvals else "running"
 
-    def row(self, owner_alive: bool) -> dict[str, Any]:
-        """The session row shared by `chock sessions` and the daemon's `list`."""
+    def interrupted(self) -> str:
+        """How an abandoned session's owner went, when that is provable now: `reboot` (its machine is this one
+        and the boot is another), `crash` (this machine and this boot, and neither the owner — its pid with
+        its start time — nor any process in its scope lives), else "" (another machine, a log older than
+        these facts, or an owner that may still be there). A session that proves it is free."""
+        if self.ended or self.owner_pid is None or not self.owner_machine:
+            return ""
+        from chock.platform import host
+
+        if self.owner_machine != host.machine_id():
+            return ""
+        now = host.boot_id()
+        if self.owner_boot and now and self.owner_boot != now:
+            return "reboot"
+        if self.owner_boot != now:
+            return ""
+        return "crash" if host.owner_gone(self.id, self.owner_pid, self.owner_pid_start) else ""
+
+    def row(self, owner_alive: bool, interrupted: str | None = None) -> dict[str, Any]:
+        """The session row shared by `chock sessions` and the daemon's `list`; `interrupted` is what
+        `interrupted()` said, when the caller already asked (computed here otherwise)."""
         status = self.status(owner_alive)
         live = status in ("running", "waiting")
+        if status != "abandoned":
+            interrupted = ""
+        elif interrupted is None:
+            interrupted = self.interrupted()
         return {
             "id": self.id,
             "project": self.project,
@@ -141,6 +173,8 @@ class RowState:
             "pending_approvals": len(self.pending_approvals),
             "background": len(self.background) + len(self.subagents),
             "workspace_kept": self.workspace_kept and not live,
+            "free": bool(interrupted),  # abandoned, and provably nobody's: `chock run --continue` takes it
+            "interrupted_by": interrupted,  # reboot | crash | ""
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
@@ -195,11 +229,21 @@ def count(event: Event, name: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _text(event: Event, name: str) -> str:
+    value = event.get(name, "")
+    return value if isinstance(value, str) else ""
+
+
 def _begin_span(state: RowState, event: Event, owner: str) -> None:
     """A session.start or session.adopt: a new owner, with no ending and none of the last owner's questions."""
     state.owner = owner
     pid = event.get("pid")
-    state.owner_pid = pid if isinstance(pid, int) else None
+    state.owner_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+    start = event.get("pid_start")
+    state.owner_pid_start = start if isinstance(start, int) and not isinstance(start, bool) else None
+    state.owner_machine = _text(event, "machine_id")
+    state.owner_boot = _text(event, "boot_id")
+    state.owner_host = _text(event, "host")
     state.ended = False
     state.end_reason = ""
     state.exit_code = None
