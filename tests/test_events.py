@@ -4,6 +4,7 @@ name the same types as the declarations."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from chock.log import fold, row
 from chock.log.events import COMMON, EVENTS, UndeclaredEvent, problems, value
 from chock.log.reader import read_events
 from chock.log.writer import SessionLog
+from chock.session.render import terminal_renderer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,3 +148,26 @@ def test_the_pages_renderer_table_names_the_declared_types():
 def test_every_handler_of_the_folds_is_for_a_declared_type():
     handled = set(row._ROW_HANDLERS) | set(fold._HANDLERS)
     assert handled - set(EVENTS) == set()
+
+
+def test_the_terminal_view_reads_a_wrong_typed_field_as_its_default():
+    shown = io.StringIO()
+    render = terminal_renderer(shown)
+    for event in [
+        {"id": 1, "type": "usage", "input_tokens": 5, "output_tokens": "7", "cost": True},
+        {"id": 2, "type": "usage", "input_tokens": True, "output_tokens": 3, "cache_read_tokens": 2.5},
+        {"id": 3, "type": "workspace.close", "branch": "chock/s", "skipped": "big.bin", "left_out": "many"},
+        {"id": 4, "type": "workspace.close", "branch": "chock/s", "skipped": ["big.bin", 4], "left_out": 2},
+        {"id": 5, "type": "plan", "steps": "all of them"},  # no steps: nothing to show
+        {"id": 6, "type": "session.end", "reason": "completed"},
+    ]:
+        render(event)
+    assert shown.getvalue().splitlines() == [
+        "changes committed to branch chock/s",
+        "changes committed to branch chock/s",
+        "  left out: big.bin",
+        "  left out: 4",
+        "  left out: 2 more, not listed",
+        "used 5 in · 3 out tokens",
+        "session ended: completed",
+    ]
