@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 
-from chock.log.events import Event, decode
+from chock.log.events import EVENTS, USAGE_FIELDS, Event, decode
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 MESSAGE_PREVIEW = 200
 
 
-# The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`).
+# The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`); a field that
+# keeps an event's field as it is has that field's declared types (chock.log.events.EVENTS).
 FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "project": (str,),
@@ -36,21 +37,18 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "started_at": (str,),
     "last_event_id": (int,),
     "owner": (str,),  # daemon | terminal | none: as the latest session.start / session.adopt says
-    "owner_pid": (int, type(None)),
+    "owner_pid": EVENTS["session.start"]["pid"][0],
     # Where the owner ran, as it recorded itself (chock.platform.host): what proves it gone once its lock is free.
-    "owner_pid_start": (int, type(None)),  # the pid's start time, in clock ticks since boot
-    "owner_machine": (str,),
-    "owner_boot": (str,),
-    "owner_host": (str,),
+    "owner_pid_start": EVENTS["session.start"]["pid_start"][0],  # the pid's start time, in clock ticks since boot
+    "owner_machine": EVENTS["session.start"]["machine_id"][0],
+    "owner_boot": EVENTS["session.start"]["boot_id"][0],
+    "owner_host": EVENTS["session.start"]["host"][0],
     "ended": (bool,),
     "end_reason": (str,),
-    "exit_code": (int, type(None)),
+    "exit_code": EVENTS["session.end"]["exit_code"][0],
     "ended_at": (str,),
-    "input_tokens": (int,),
-    "output_tokens": (int,),
-    "cache_read_tokens": (int,),
-    "cache_write_tokens": (int,),
-    "cost": (int, float, type(None)),  # None: no call was priced
+    **{name: EVENTS["usage"][name][0] for name in USAGE_FIELDS},  # summed over the `usage` events
+    "cost": EVENTS["usage"]["cost"][0],  # summed too; None: no call was priced
     "workspace": (str,),  # the directory of the latest workspace.open
     "workspace_commit": (str,),
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
