@@ -225,10 +225,13 @@ class ServerConnection:
 
     def deadline_passed(self, now: float) -> bytes | None:
         """The time is `now`. None while no deadline has passed; else the connection is over (`closed`), and
-        this is its last line to write before the close (empty after a linger): the bound that cut it, said."""
+        this is its last line to write before the close: the bound that cut it, said (empty after a linger, or
+        once over)."""
         self._tick(now)
+        if self._closed:
+            return b""
         deadline, why = self._deadline()
-        if self._closed or deadline is None or now < deadline:
+        if deadline is None or now < deadline:
             return None
         self._closed = True
         return ProtocolError(ErrorCode.BAD_REQUEST, why).encode() if why else b""

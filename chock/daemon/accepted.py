@@ -1,17 +1,16 @@
 """One connection to the daemon, from accept to close (docs/protocol.md#bounds).
 
 "One connection = the greeting + one verb." Until its request is whole, a connection lives in the main
-thread's selector loop and holds no thread: its bytes go through the codec's `ServerConnection`, which holds
-the deadlines — the greeting within LINE_SECONDS of the opening, a line whole within LINE_SECONDS of its first
-byte, the verb within IDLE_SECONDS of the greeting — so a client that trickles a byte at a time holds a slot for
-seconds, not a day; the loop only asks it when to wake and tells it the time. The short
-verbs (`list`, `read`) are answered from the same loop, their reply produced chunk by chunk as the socket takes
-it; the others (`start`, `adopt`, `answer`, `watch`) get a thread of their own with a blocking socket, since
-they wait on a child, a session socket or a growing log.
+thread's selector loop and holds no thread: its bytes go through the codec's `ServerConnection`, which owns
+the deadlines (a line whole within LINE_SECONDS of its first byte, the verb within IDLE_SECONDS of the
+greeting; the loop only keeps time), so a client that trickles a byte at a time holds a slot for seconds, not a
+day. The short verbs (`list`, `read`) are answered from the same loop, their reply produced chunk by chunk as
+the socket takes it; the others (`start`, `adopt`, `answer`, `watch`) get a thread of their own with a blocking
+socket, since they wait on a child, a session socket or a growing log.
 
 Every close says what there is to say first: a refusal or a reply is written, the daemon stops writing, and
-reads (and drops) what the client still sends while the codec lingers (LINGER_SECONDS, LINGER_BYTES), so closing
-never resets a connection whose last line the client has not read yet.
+reads (and drops) what the client still sends while the codec lingers, so closing never resets a connection
+whose last line the client has not read yet.
 """
 
 from __future__ import annotations
@@ -38,10 +37,10 @@ TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.m
 if TYPE_CHECKING:
     from types import ModuleType
 
-# A connection that has not sent its verb this long after its greeting is closed (its codec's idle bound).
+# A connection that has not sent its verb this long after its greeting is closed.
 IDLE_SECONDS = 30.0
 
-# A client that takes nothing of its reply for this long is gone (the write side is this loop's to time).
+# A client that takes nothing of its reply for this long is gone.
 SEND_SECONDS = 30.0
 
 READ_SIZE = 64 * 1024
@@ -81,8 +80,7 @@ class InlineWriter(ReplyWriter):
 
 
 class Connection:
-    """One accepted socket in the selector loop: what it has read, what it owes, and its next deadline (the
-    codec's while it reads or lingers, the socket's progress while it writes)."""
+    """One accepted socket in the selector loop: what it has read, what it owes, and its next deadline."""
 
     def __init__(self, daemon: Daemon, sock: socket.socket, listener: Listener, now: float) -> None:
         self.daemon = daemon
@@ -99,11 +97,9 @@ class Connection:
 
     @property
     def deadline(self) -> float:
-        """When the loop must look at this connection again."""
-        if self.phase == WRITING:
-            return self._send_deadline
-        deadline = self.codec.next_deadline() if self.phase != THREADED else None
-        return float("inf") if deadline is None else deadline
+        """When the loop looks at this connection again: the codec's deadline, but the write side's, timed here."""
+        deadline = self._send_deadline if self.phase == WRITING else self.codec.next_deadline()
+        return float("inf") if deadline is None or self.phase == THREADED else deadline
 
     @property
     def wants_write(self) -> bool:
@@ -218,14 +214,11 @@ class Connection:
         """The connection's deadline passed: it is cut, told why (or, lingering, simply closed). True when closed."""
         if self.phase == THREADED or now < self.deadline:
             return False
-        if self.phase != WRITING:
-            last = self.codec.deadline_passed(now)
-            if last is None:
-                return False
-            if self.phase == READING:
-                self.daemon.status.count("dropped")
-                self.out = bytearray(last)
-                self.flush()
+        last = self.codec.deadline_passed(now) if self.phase != WRITING else None
+        if self.phase == READING:
+            self.daemon.status.count("dropped")
+            self.out = bytearray(last or b"")
+            self.flush()
         self.close()
         return True
 
@@ -322,9 +315,9 @@ class Connection:
             sock.shutdown(socket.SHUT_WR)
         codec.linger(time.monotonic())
         with contextlib.suppress(OSError):
-            while not codec.closed:
-                now, deadline = time.monotonic(), codec.next_deadline()
-                if deadline is None or codec.deadline_passed(now) is not None:
+            while (deadline := codec.next_deadline()) is not None:  # None: over
+                now = time.monotonic()
+                if codec.deadline_passed(now) is not None:
                     break
                 sock.settimeout(deadline - now)
                 codec.receive_data(sock.recv(READ_SIZE), time.monotonic())

@@ -9,11 +9,10 @@ all handed in, so this module knows nothing of the session loop that owns it. A 
 client waits sends `ended <reason>` and closes.
 
 Bounds: only our own uid is served; each socket takes at most MAX_CONNECTIONS at once (the one past it is told
-so, then closed). The deadlines are the connection's (`ServerConnection`, given LINE_SECONDS and IDLE_SECONDS
-here): a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not greeted within
-LINE_SECONDS, or that sits idle between requests for IDLE_SECONDS (`chock approve` waits while a person
-decides), is closed; a client owed an answer (a handover ask) is never idle. This pump only keeps time: it
-reads until the connection's next deadline, and tells it the time.
+so, then closed). `ServerConnection` owns the deadlines, given LINE_SECONDS and IDLE_SECONDS here (this pump
+only keeps time): a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not
+greeted within LINE_SECONDS, or that sits idle between requests for IDLE_SECONDS (`chock approve` waits while a
+person decides), is closed. A client waiting for an answer the session owes it (a handover ask) is never idle.
 """
 
 from __future__ import annotations
@@ -51,20 +50,14 @@ class _Client:
         self.connection = ServerConnection(protocol, now=_now(), line_seconds=LINE_SECONDS, idle_seconds=IDLE_SECONDS)
 
     async def read(self, reader: asyncio.StreamReader) -> bytes | None:
-        """The next bytes (`b""` at end of file), or None once a deadline of the connection has passed."""
-        connection = self.connection
-        while True:
-            try:
-                async with asyncio.timeout_at(connection.next_deadline()):
+        """The next bytes (`b""` at end of file); None once the connection is over (cut for time, silently)."""
+        while self.connection.deadline_passed(_now()) is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(self.connection.next_deadline()):
                     data = await reader.read(READ_SIZE)
-            except TimeoutError:
-                # Cut for time, the session says nothing more (the daemon says why; a session's clients are
-                # its own commands, which never trickle or fall silent mid-request).
-                if connection.deadline_passed(_now()) is not None:
-                    return None
-                continue
-            connection.receive_data(data, _now())
-            return data
+                    self.connection.receive_data(data, _now())
+                    return data
+        return None
 
     async def reply(self, reply: ReplyLine | ProtocolError) -> bool:
         """Send one reply line the exchange allows (the connection checks it); False when the client has gone."""
@@ -94,19 +87,15 @@ class _Client:
             self.writer.transport.abort()
 
     async def refuse(self, error: ProtocolError, reader: asyncio.StreamReader) -> None:
-        """Send the refusal, then end the way every last line ends (`end`), and close."""
+        """Send the refusal, stop writing, and drop what the client still sends while the connection lingers
+        before closing, so that the close never resets a connection whose refusal the client has not read."""
         if await self.reply(error):
-            await self.end(reader)
+            with contextlib.suppress(Exception):
+                self.writer.write_eof()
+                self.connection.linger(_now())
+                while await self.read(reader) is not None:
+                    pass
         self.close()
-
-    async def end(self, reader: asyncio.StreamReader) -> None:
-        """Stop writing, and drop what the client still sends while the connection lingers, so that the close
-        never resets a connection whose last line the client has not read."""
-        with contextlib.suppress(Exception):
-            self.writer.write_eof()
-            self.connection.linger(_now())
-            while not self.connection.closed and await self.read(reader) is not None:
-                pass
 
 
 class SessionSockets:
@@ -224,11 +213,10 @@ class SessionSockets:
                     event = connection.next_event()
                 except ProtocolError as error:
                     # One bad line gets its error and the connection serves the next request; a line past the
-                    # bound or a bad greeting ends it, after the linger every last line gets.
-                    if not await client.reply(error):
-                        return
+                    # bound or a bad greeting ends it.
                     if connection.fatal(error):
-                        await client.end(reader)
+                        return await client.refuse(error, reader)
+                    if not await client.reply(error):
                         return
                     continue
                 if event is NEED_DATA:
@@ -245,34 +233,34 @@ class SessionSockets:
                     if not await client.reply(reply):
                         return
 
-    def _handle(self, client: _Client, request: Request) -> list[ReplyLine | ProtocolError] | asyncio.Future[None]:
+    def _handle(self, client: _Client, event: Request) -> list[ReplyLine | ProtocolError] | asyncio.Future[None]:
         """The replies to send now for one request (none when the answer comes later, at a turn boundary), or what
         to wait on before the next request: the reply the session puts once it has logged what this one told it."""
-        if isinstance(request, sp.PendingRequest):
+        if isinstance(event, sp.PendingRequest):
             items = [sp.PendingItem(item.request_id, item.tool, item.summary) for item in self._approvals.pending()]
             return [*items, sp.PendingEnd()]
-        if isinstance(request, sp.SessionAnswerRequest):
-            if self._approvals.answer(request.request_id, "yes" if request.yes else "no", "socket"):
+        if isinstance(event, sp.SessionAnswerRequest):
+            if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
                 waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self._unlogged[request.request_id] = (client, waiting)
+                self._unlogged[event.request_id] = (client, waiting)
                 return waiting
-            return [ProtocolError(ErrorCode.NOT_PENDING, f"{request.request_id} is not waiting for an answer")]
-        if isinstance(request, sp.SessionSayRequest):
+            return [ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer")]
+        if isinstance(event, sp.SessionSayRequest):
             try:
-                self._steering.say(request.message)
+                self._steering.say(event.message)
             except SessionEnding as ending:
                 return [ProtocolError(ErrorCode.UNREACHABLE, str(ending))]
             return [sp.Queued()]
-        if isinstance(request, sp.SessionStopRequest):
+        if isinstance(event, sp.SessionStopRequest):
             self._steering.stop("socket")  # its answer is the `ended interrupted` every client hears
             return []
         try:
-            if isinstance(request, sp.HandoverRequest):
+            if isinstance(event, sp.HandoverRequest):
                 self._handover.ask(client)
-            elif isinstance(request, sp.ConfirmRequest):
+            elif isinstance(event, sp.ConfirmRequest):
                 self._handover.confirm(client)
         except HandoverRefused as refusal:
-            code = ErrorCode.REFUSED if isinstance(request, sp.HandoverRequest) else ErrorCode.BAD_REQUEST
+            code = ErrorCode.REFUSED if isinstance(event, sp.HandoverRequest) else ErrorCode.BAD_REQUEST
             return [ProtocolError(code, str(refusal))]
         self._changed()
         return []
