@@ -229,9 +229,8 @@ class SessionSockets:
                 if isinstance(replies, asyncio.Future):  # the reply is put once the session has logged what it says
                     await replies
                     continue
-                for reply in replies:
-                    if not await client.reply(reply):
-                        return
+                if replies and not await client.send(b"".join(connection.send(reply, _now()) for reply in replies)):
+                    return  # one write, however many lines (`pending`)
 
     def _handle(self, client: _Client, event: Request) -> list[ReplyLine | ProtocolError] | asyncio.Future[None]:
         """The replies to send now for one request (none when the answer comes later, at a turn boundary), or what
