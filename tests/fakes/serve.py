@@ -166,7 +166,8 @@ def closed_by_peer(sock: socket.socket, deadline: float) -> bool:
 def slow_session(home: Any, project: Path, session_id: str, *, greet_after: float, end_after: float) -> Iterator[None]:
     """A running session, owned by this process (it holds the log's lock), whose handover socket greets
     `greet_after` seconds after a client connects and, asked to stop, ends `end_after` seconds later: it logs
-    `session.end {reason: interrupted, via: socket}` and tells the client `ended interrupted`, as a session
+    `session.end {reason: interrupted, via: socket}`, tells the client `ended interrupted` and lets go of the
+    log, as a session
     deep in a tool call would. A `stop` through the daemon takes about the sum, and succeeds."""
     log_path = home.layout.log_path(session_id)
     log_path.parent.mkdir(parents=True)
@@ -188,6 +189,7 @@ def slow_session(home: Any, project: Path, session_id: str, *, greet_after: floa
                 time.sleep(end_after)
                 owner.append("session.end", reason="interrupted", via="socket")
                 conn.sendall(Ended("interrupted").encode())
+                owner.release()  # as a session lets go of its log once it has said how it ended
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
