@@ -35,14 +35,18 @@ SESSION_ID = "20260101-000000-5e55e5"
 # The clients
 
 
+# Each delta's text begins with the time it was written (an event carries only its declared fields).
+SENT = b"sent at "
+
+
 def _sent(message: bytes) -> float | None:
-    at = message.find(b'"sent": ')
+    at = message.find(SENT)
     if at < 0:
         return None
-    end = at + 8
+    start = end = at + len(SENT)
     while end < len(message) and message[end : end + 1] in b"0123456789.":
         end += 1
-    return float(message[at + 8 : end])
+    return float(message[start:end])
 
 
 async def _client(url: str, ready: asyncio.Event, result: dict) -> None:  # type: ignore[type-arg]
@@ -98,8 +102,9 @@ class DirectWatch(threading.Thread):
     def run(self) -> None:
         for event in self.events:
             self.ids.append(event["id"])
-            if "sent" in event:
-                self.latencies.append(time.time() - event["sent"])
+            sent = _sent(str(event.get("text", "")).encode())
+            if sent is not None:
+                self.latencies.append(time.time() - sent)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -159,7 +164,8 @@ def main() -> None:
                     delay = started + number / options.rate - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)
-                    log.append("assistant.delta", text="streamed text of a typical size " * 2, sent=time.time())
+                    text = f"sent at {time.time():.6f} " + "streamed text of a typical size " * 2
+                    log.append("assistant.delta", text=text)
                 log.append("session.end", reason="completed", exit_code=0)
                 outcomes = [outcome for _ in workers for outcome in results.get(timeout=120)]
                 elapsed = time.monotonic() - started
