@@ -1,5 +1,10 @@
-"""serve's HTTP API: each route one thin mapping onto one daemon verb.
+"""serve's HTTP API: each route a row of `ROUTES` (method, path, the daemon verb's request type, the shape that
+serves it, what its JSON says, its guards), served by one function per shape.
 
+Every row is served below `/api/hosts/<name>` for each daemon serve is a client of, and for the `local` one (the
+daemon serve was started for, today the only one) below `/api` too:
+
+    GET  /api/hosts                                   -> [{"name": "local", "daemon": ADDR}]
     GET  /api/sessions?project=P                      list    -> {"project": P, "sessions": [row, …]}
     POST /api/sessions {project, message}             start   -> 201 {"id": …}
     GET  /api/sessions/<id>/events?after=N            read    -> {"events": [event, …]} (streamed)
@@ -11,6 +16,8 @@
                                                       say     -> 201 {"id": …, "how": "queued" | "continued"}
     POST /api/sessions/<id>/remove {project}          remove  -> {"removed": true}
     GET  /api/health                                  the greeting -> {"ok": true, "daemon": …, "protocol": 1}
+
+A verb with no route is in `NOT_ROUTED`, with the reason (docs/protocol.md#adding-a-verb).
 
 The watch stream, in order: `retry: 1500`; `event: row` with the session's row as of the moment serve's
 upstream watch began; then one message per event, `id: N` and `data: <the event>` (the browser sends the
