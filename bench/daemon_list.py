@@ -19,6 +19,7 @@ import time
 import _common
 from _state import make_project, write_sessions
 
+from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient
 from chock.log.index import RACY_NS
 
@@ -47,7 +48,7 @@ def main() -> None:
                 return bytes(reply)
 
             def parsed() -> None:
-                rows = client.list(project)
+                rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(project))]
                 assert [row["id"] for _, row in rows] == ids, "every session's row, oldest first"
                 assert all(row["status"] == "ended" for _, row in rows)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import _common
 from _state import AT, CYCLE, log_body, make_project, write_sessions
 
+from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient
 from chock.log import rowcache
 from chock.log.events import encode
@@ -62,7 +63,7 @@ def listed(socket_path: Path, project: Path, timeout: float = COLD_SECONDS) -> t
     """connect + hello + `list`: its time and its rows."""
     client = ControlClient(f"unix:{socket_path}", timeout=timeout)
     started = time.perf_counter()
-    rows = [row for _, row in client.list(project)]
+    rows = [line.row for line in client.collect(dp.ListRequest(project))]
     return time.perf_counter() - started, rows
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import _common
 
-from chock.control.client import ControlClient
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, events_of, expect
 from chock.log.writer import SessionLog
 
 CLIENTS = 200
@@ -95,7 +96,8 @@ class DirectWatch(threading.Thread):
 
     def __init__(self, address: str, project: Path) -> None:
         super().__init__(daemon=True)
-        self.row, self.events = ControlClient(address).watch(project, SESSION_ID, 0)
+        stream = ControlClient(address).stream(dp.WatchRequest(project, SESSION_ID), idle_timeout=None)
+        self.row, self.events = expect(stream.header, dp.WatchHeader).row, events_of(stream)
         self.latencies: list[float] = []
         self.ids: list[int] = []
 

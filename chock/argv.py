@@ -15,10 +15,11 @@ import os
 
 class Option:
     """One option: its flag, its parameter's name, how its text becomes a value (str, int, float, a path
-    class; bool for a flag that takes no value), its help, its default, the variable that gives one, and for a
-    path whether it must be a directory when it exists."""
+    class; bool for a flag that takes no value), its help, its default, the variable that gives one, for a
+    path whether it must be a directory when it exists, and whether it may be given again (`multiple`: its
+    value is then the tuple of those given, in order)."""
 
-    __slots__ = ("convert", "default", "directory", "envvar", "flag", "help", "metavar", "name")
+    __slots__ = ("convert", "default", "directory", "envvar", "flag", "help", "metavar", "multiple", "name")
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class Option:
         default: str | None = None,
         envvar: str | None = None,
         directory: bool = False,
+        multiple: bool = False,
     ) -> None:
         self.flag = flag
         self.name = name
@@ -40,6 +42,7 @@ class Option:
         self.default = default
         self.envvar = envvar
         self.directory = directory
+        self.multiple = multiple
 
     @property
     def is_flag(self) -> bool:
@@ -55,6 +58,8 @@ def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | N
         given = os.environ.get(option.envvar) if option.envvar else None
         if option.is_flag:
             values[option.name] = False
+        elif option.multiple:
+            values[option.name] = ()  # as click gives a repeatable option nobody gave
         elif given:
             try:
                 values[option.name] = option.convert(given)  # as click converts a value from the environment
@@ -78,7 +83,12 @@ def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | N
         if option.directory and os.path.exists(text) and not os.path.isdir(text):
             return None  # click says it is a file
         try:
-            values[option.name] = option.convert(text)
+            value = option.convert(text)
         except ValueError:
             return None
+        if option.multiple:
+            given_before = values[option.name]
+            assert isinstance(given_before, tuple)
+            value = (*given_before, value)
+        values[option.name] = value
     return values

@@ -138,17 +138,19 @@ class Attached:
                 return
             request = self.pending.pop(0)
             try:
-                self.client.answer(self.project, self.session_id, str(request.get("request_id")), answer)
+                request_id = str(request.get("request_id"))
+                self.client.call(dp.AnswerRequest(str(self.project), self.session_id, request_id, answer))
             except ProtocolError as error:
                 self.say(f"  (not answered: {error.text})")
             return
         if not text:
             return
         try:
+            project = str(self.project)
             if text == "/stop":
-                steer.stop(self.client, self.project, self.session_id)
+                steer.ask(self.client, dp.StopRequest(project, self.session_id), dp.Stopped)
             else:
-                self.say(f"  ({steer.say(self.client, self.project, self.session_id, text)})")
+                self.say(f"  ({steer.ask(self.client, dp.SayRequest(project, self.session_id, text), dp.Said).how})")
         except steer.SteerFailed as error:
             self.say(f"  ({error})")
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import click
 
 from chock import __version__, listing, overview
-from chock.command import WORDS_BEFORE_DASHES, Command, Subgroup
+from chock.command import WORDS_BEFORE_DASHES, Command, Subgroup, options
 from chock.completion import SHELLS, instance_names, session_ids
-from chock.control.address import DAEMON_OPTIONS, ENVIRONMENT, Address, named_address
+from chock.control.address import ENVIRONMENT, Address, named_address
 from chock.daemon import options as daemon_options
 from chock.errors import ChockError, Refused, UsageError, complain, exit_status
+from chock.options import DAEMON, DAEMON_OPTIONS, JSON, PROJECT, PROJECT_OPTIONS
 from chock.paths import Layout
 from chock.terminal import as_lines, colour, shown
 
@@ -38,34 +39,6 @@ class _Group(click.Group):
             sys.exit(complain(error))
 
 
-def _options(table):  # type: ignore[no-untyped-def]
-    """Click options made from a table of chock.argv.Option: one definition for click and for the start
-    without it."""
-
-    def apply(function):  # type: ignore[no-untyped-def]
-        for option in reversed(table):
-            if option.is_flag:
-                made = click.option(option.flag, option.name, is_flag=True, help=option.help)
-            else:
-                kind = option.convert
-                if issubclass(kind, Path):
-                    kind = click.Path(path_type=kind, file_okay=not option.directory)
-                made = click.option(
-                    option.flag,
-                    option.name,
-                    type=kind,
-                    metavar=option.metavar,
-                    help=option.help,
-                    default=option.default,
-                    show_default=option.default is not None,
-                    envvar=option.envvar,
-                )
-            function = made(function)
-        return function
-
-    return apply
-
-
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=overview.DESCRIPTION)
 @click.version_option(__version__, prog_name="chock")
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CHOCK_CONFIG", help=overview.CONFIG_HELP)
@@ -79,7 +52,7 @@ pass_layout = click.make_pass_decorator(Layout)
 
 @main.command(epilog=exit_status("run"))
 @click.argument("message", required=False)
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@options((PROJECT,))
 @click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
 @click.option("--model", help="The model to ask (default: the instance's).")
 @click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
@@ -96,7 +69,7 @@ pass_layout = click.make_pass_decorator(Layout)
 @click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
 @click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
 @click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
-@click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+@options((JSON,))
 @click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
 @click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
 @pass_layout
@@ -149,20 +122,12 @@ def _project_root(project: Path | None) -> Path:
     return find_root(project or Path.cwd())
 
 
-def _daemon_options(function):  # type: ignore[no-untyped-def]
-    """--project, --daemon and --port, as every command that can act through a daemon takes them; which daemon
-    they name is `chock.control.address.named_address`'s to say, and nothing else's."""
-    return click.option(
-        "--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here)."
-    )(_options(DAEMON_OPTIONS)(function))
-
-
-def _address(layout: Layout, daemon_address: str | None, port: int | None) -> Address:
+def _address(layout: Layout, daemon_address: tuple[str, ...], port: int | None) -> Address:
     """The daemon named (`named_address`), else the state directory's own."""
     return named_address(daemon_address, port=port) or Address(path=str(layout.daemon_socket))
 
 
-def _steering(layout: Layout, project: Path | None, daemon_address: str | None, port: int | None):  # type: ignore[no-untyped-def]
+def _steering(layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None):  # type: ignore[no-untyped-def]
     """The daemon to steer through, and the project the session belongs to."""
     from chock.control.client import ControlClient
 
@@ -170,7 +135,7 @@ def _steering(layout: Layout, project: Path | None, daemon_address: str | None, 
 
 
 @main.group(invoke_without_command=True)
-@_options(listing.OPTIONS)
+@options(listing.OPTIONS)
 @click.pass_context
 def sessions(ctx: click.Context, **values: object) -> None:
     """This project's sessions, newest first: status, owner, how each ended, and its task."""
@@ -183,14 +148,14 @@ def sessions(ctx: click.Context, **values: object) -> None:
 @click.option(
     "--with-workspace", is_flag=True, help="Also remove a kept workspace (its work goes to its branch first)."
 )
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @pass_layout
 def sessions_remove(
     layout: Layout,
     session_ids: tuple[str, ...],
     with_workspace: bool,
     project: Path | None,
-    daemon_address: str | None,
+    daemon_address: tuple[str, ...],
     port: int | None,
 ) -> None:
     """Delete ended sessions: their logs and scratchpads (their branches stay). Through the daemon named by
@@ -199,6 +164,7 @@ def sessions_remove(
     address = named_address(daemon_address, port=port)
     if address is not None:
         from chock import steer
+        from chock.control import daemon_protocol as dp
         from chock.control.client import ControlClient
 
         if with_workspace:
@@ -208,7 +174,7 @@ def sessions_remove(
             )
         client, root = ControlClient(address), _project_root(project)
         for session_id in [steer.pick(client, root, session_id, running=False) for session_id in session_ids]:
-            steer.remove(client, root, session_id)
+            steer.ask(client, dp.RemoveRequest(str(root), session_id), dp.Removed)
             click.echo(f"removed session {session_id} through the daemon at {address}")
         return
     from chock.log import removal
@@ -226,7 +192,7 @@ def sessions_remove(
 @sessions.command("prune")
 @click.option("--ended-before", "before", required=True, metavar="DATE", help="UTC date or time, e.g. 2026-11-30.")
 @click.option("--with-workspace", is_flag=True, help="Also remove kept workspaces (their work goes to their branches).")
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help="The git project (default: here).")
+@options((PROJECT,))
 @pass_layout
 def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: Path | None) -> None:
     """Delete this project's sessions that ended before DATE (on this machine)."""
@@ -245,9 +211,9 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
 
 
 @main.command()
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @pass_layout
-def usage(layout: Layout, project: Path | None, daemon_address: str | None, port: int | None) -> None:
+def usage(layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None) -> None:
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
     total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named, else
     the state dir's when it answers, else the state dir itself."""
@@ -278,10 +244,10 @@ def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> 
 
 @main.command()
 @click.argument("session", required=False, shell_complete=session_ids)
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @pass_layout
 def plan(
-    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None
 ) -> None:
     """The plan a session keeps (its latest `plan` tool call); default: this project's newest session. Read
     through the daemon named, else from the state dir."""
@@ -291,11 +257,12 @@ def plan(
     address = named_address(daemon_address, port=port)
     if address is not None:
         from chock import steer
-        from chock.control.client import ControlClient
+        from chock.control import daemon_protocol as dp
+        from chock.control.client import ControlClient, events_of
 
         client = ControlClient(address)
         session = steer.pick(client, _project_root(project), session, running=False)
-        state = fold(client.read(session))
+        state = fold(events_of(client.stream(dp.ReadRequest(session))))
     else:
         from chock.log import catalog
         from chock.log.reader import read_events
@@ -424,7 +391,7 @@ def credentials(layout: Layout) -> None:
 
 
 @main.group(invoke_without_command=True)
-@_options(daemon_options.OPTIONS)
+@options(daemon_options.OPTIONS)
 @click.pass_context
 def daemon(ctx: click.Context, **values: object) -> None:
     """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
@@ -491,12 +458,7 @@ def daemon_status(layout: Layout) -> None:
 
 
 @main.command()
-@click.option(
-    "--daemon",
-    "daemon_address",
-    metavar="ADDR",
-    help="unix:/path or host:port of the daemon (default: $CHOCK_DAEMON, else <state>/daemon.sock).",
-)
+@options((DAEMON,))
 @click.option(
     "--socket",
     "socket_path",
@@ -513,11 +475,11 @@ def daemon_status(layout: Layout) -> None:
     help="Another Host header to accept on TCP (repeatable).",
 )
 @click.option("--idle-exit", type=float, metavar="SECONDS", help="Exit 0 after this long with no client.")
-@_options(daemon_options.LOG_OPTIONS)
+@options(daemon_options.LOG_OPTIONS)
 @pass_layout
 def serve(
     layout: Layout,
-    daemon_address: str | None,
+    daemon_address: tuple[str, ...],
     socket_path: Path | None,
     host: str | None,
     port: int | None,
@@ -548,7 +510,7 @@ def serve(
 
 @main.command(epilog=exit_status("detach"))
 @click.argument("session", required=False, shell_complete=session_ids)
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @click.option(
     "--wait",
     type=float,
@@ -559,7 +521,12 @@ def serve(
 )
 @pass_layout
 def detach(
-    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None, wait: float
+    layout: Layout,
+    session: str | None,
+    project: Path | None,
+    daemon_address: tuple[str, ...],
+    port: int | None,
+    wait: float,
 ) -> None:
     """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
     from chock import detach as handing
@@ -574,20 +541,21 @@ def detach(
 
 @main.command()
 @click.argument("session", required=False, shell_complete=session_ids)
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @pass_layout
 def stop(
-    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None
 ) -> None:
     """Stop a running session now, wherever it is (default: this project's newest running one).
 
     Its model call is cancelled, every process of its sandbox killed, a pending approval withdrawn; the log
     ends `interrupted`, and `chock run --continue SESSION` can take it back later."""
     from chock import steer
+    from chock.control import daemon_protocol as dp
 
     client, root = _steering(layout, project, daemon_address, port)
     session_id = steer.pick(client, root, session, running=True)
-    steer.stop(client, root, session_id)
+    steer.ask(client, dp.StopRequest(str(root), session_id), dp.Stopped)
     click.echo(
         shown(
             f"session {session_id} stopped through the daemon at {client.address}; "
@@ -598,10 +566,10 @@ def stop(
 
 @main.command()
 @click.argument("words", nargs=-1, metavar="[SESSION] [--] MESSAGE")
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @pass_layout
 def say(
-    layout: Layout, words: tuple[str, ...], project: Path | None, daemon_address: str | None, port: int | None
+    layout: Layout, words: tuple[str, ...], project: Path | None, daemon_address: tuple[str, ...], port: int | None
 ) -> None:
     """Tell a session more (default: this project's newest; MESSAGE may come on standard input instead).
 
@@ -609,22 +577,23 @@ def say(
     project's exactly; a message that begins with such a word goes after `--`. A running session takes the
     message at its next turn; one that ended (completed, failed or stopped) is continued by the daemon with it."""
     from chock import steer
+    from chock.control import daemon_protocol as dp
 
     before_dashes = click.get_current_context().meta.get(WORDS_BEFORE_DASHES, len(words))
     session, message = steer.target_and_message(words, before_dashes, steer.piped_stdin())
     client, root = _steering(layout, project, daemon_address, port)
     session_id = steer.pick(client, root, session, running=False)
-    how = steer.say(client, root, session_id, message)
+    how = steer.ask(client, dp.SayRequest(str(root), session_id, message), dp.Said).how
     told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
     click.echo(shown(f"said to session {session_id} through the daemon at {client.address}: {told}"))
 
 
 @main.command(epilog=exit_status("attach"))
 @click.argument("session", required=False, shell_complete=session_ids)
-@_daemon_options
+@options(PROJECT_OPTIONS)
 @pass_layout
 def attach(
-    layout: Layout, session: str | None, project: Path | None, daemon_address: str | None, port: int | None
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None
 ) -> None:
     """Watch a session through the daemon, as `chock run` shows it (default: this project's newest running one).
 
@@ -656,9 +625,9 @@ def approve(layout: Layout, session: str) -> None:
 
 
 @main.command()
-@_options(DAEMON_OPTIONS)
+@options(DAEMON_OPTIONS)
 @pass_layout
-def doctor(layout: Layout, daemon_address: str | None, port: int | None) -> None:
+def doctor(layout: Layout, daemon_address: tuple[str, ...], port: int | None) -> None:
     """Whether each piece works here (bwrap, git, systemd, the journal, the credential store, daemon, serve),
     with fixes, and how to read Chock's records. The daemon checked is the one named, else the state dir's."""
     from chock.doctor import examine
@@ -691,6 +660,23 @@ def completion(shell: str) -> None:
     from chock.completion import script
 
     click.echo(script(main, shell), nl=False)
+
+
+# The daemon's verbs (chock.control.daemon_protocol.VERBS) as this front end offers them: the command that sends
+# each, or why none does. tests/test_front_tables.py fails when a verb is in neither, or a command is unknown.
+VERB_COMMANDS = {
+    "adopt": "detach",
+    "read": "plan",
+    "list": "sessions",
+    "watch": "attach",
+    "answer": "attach",
+    "stop": "stop",
+    "say": "say",
+    "remove": "sessions remove",
+}
+NOT_A_COMMAND = {
+    "start": "a session started here runs in its terminal (`chock run`); `chock detach` hands it to the daemon",
+}
 
 
 if __name__ == "__main__":

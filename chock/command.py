@@ -8,17 +8,53 @@ them by name rather than leaving click to, and its help says it ignores `$CHOCK_
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
 import click
 
+from chock.argv import Option
 from chock.control.address import ENVIRONMENT
 from chock.errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # How many words (positional arguments) came before the end of a command's options, `--`: `chock say` reads it.
 WORDS_BEFORE_DASHES = "chock.words_before_dashes"
 
 
+def options(table: tuple[Option, ...]) -> Callable[[F], F]:
+    """Click options made from a table of chock.argv.Option (chock.options holds the shared ones): one
+    definition for click and for the start without it."""
+
+    def apply(function: F) -> F:
+        for option in reversed(table):
+            if option.is_flag:
+                made = click.option(option.flag, option.name, is_flag=True, help=option.help)
+            else:
+                kind: Any = option.convert
+                if issubclass(kind, Path):
+                    kind = click.Path(path_type=kind, file_okay=not option.directory)
+                made = click.option(
+                    option.flag,
+                    option.name,
+                    type=kind,
+                    metavar=option.metavar,
+                    help=option.help,
+                    default=option.default,
+                    show_default=option.default is not None,
+                    envvar=option.envvar,
+                    multiple=option.multiple,
+                )
+            function = made(function)
+        return function
+
+    return apply
+
+
 def through_daemon(command: click.Command) -> bool:
-    """Whether `command` can act through a daemon: it takes `--daemon` (chock.control.address.DAEMON_OPTIONS)."""
+    """Whether `command` can act through a daemon: it takes `--daemon` (chock.options.DAEMON_OPTIONS)."""
     return any(param.name == "daemon_address" for param in command.params)
 
 

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from chock.control import daemon_protocol as dp
 from chock.control.address import Address
-from chock.control.client import ControlClient, NoAnswer, SessionClient
+from chock.control.client import ControlClient, NoAnswer, SessionClient, expect
 from chock.control.framing import ProtocolError, Unreachable
 from chock.control.session_protocol import HANDOVER, Busy, ConfirmRequest, Ended, HandoverRequest, Ready
 from chock.errors import ChockError
@@ -109,13 +110,14 @@ def detach(
 
     say(f"session {session_id} let go; the daemon is taking it…")
     try:
-        adopted, log_path = ControlClient(address, timeout=wait).adopt(project, session_id)
+        adopt = dp.AdoptRequest(str(project), session_id)
+        started = expect(ControlClient(address, timeout=wait).call(adopt), dp.Started)
     except ProtocolError as error:
         raise DetachFailed(
             f"session {session_id} handed over, but the daemon at {address} did not take it ({error}); "
             f"take it back with `chock run --continue {session_id}`"
         ) from None
-    return Detached(adopted, log_path)
+    return Detached(started.session_id, started.log_path)
 
 
 def _next(client: SessionClient, session_id: str, wait: float, held: tuple[int, int]) -> object:

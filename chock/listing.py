@@ -15,8 +15,8 @@ import os
 import re
 from pathlib import Path
 
-from chock.argv import Option
-from chock.control.address import DAEMON_OPTIONS, Address, named_address
+from chock.control.address import Address, named_address
+from chock.options import JSON, PROJECT_OPTIONS
 from chock.paths import Layout
 from chock.terminal import shown
 
@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 
 _SPACES = re.compile(r"[ \t\n]+")
 
-PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
-
-OPTIONS = (PROJECT, *DAEMON_OPTIONS, Option("--json", "as_json", bool, "", "Print the rows as JSON lines."))
+OPTIONS = (*PROJECT_OPTIONS, JSON)
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
@@ -80,11 +78,12 @@ def project_rows(layout: Layout, project: Path | None, daemon: Address | None) -
 
 def _from_daemon(address: Address, root: str, *, named: bool) -> list[dict[str, Any]] | None:
     """The daemon's rows; None when the state dir's own daemon does not answer."""
-    from chock.control.client import ControlClient
+    from chock.control import daemon_protocol as dp
+    from chock.control.client import ControlClient, expect
     from chock.control.framing import ProtocolError
 
     try:
-        return [row for _, row in ControlClient(address).list(root)]
+        return [expect(line, dp.ListRow).row for line in ControlClient(address).collect(dp.ListRequest(root))]
     except ProtocolError:
         if named:
             raise

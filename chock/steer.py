@@ -1,9 +1,10 @@
 """Steering a session through the daemon: `chock stop`, `chock say`, `chock attach`, `chock sessions remove`.
 
-Each is a daemon verb, so a session is steered the same way from this machine or from another (a daemon on
-TCP). The daemon relays to the session's own socket or carries an ended session on; it never signals a process
-and never writes a log (docs/architecture.md#steering). A steering command names its target or refuses: a
-session id given is one the daemon lists for the project, exactly, or nothing is sent (`pick`).
+Each is a daemon verb, sent with `ask` (one function for every verb), so a session is steered the same way from
+this machine or from another (a daemon on TCP). The daemon relays to the session's own socket or carries an
+ended session on; it never signals a process and never writes a log (docs/architecture.md#steering). A steering
+command names its target or refuses: a session id given is one the daemon lists for the project, exactly, or
+nothing is sent (`pick`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 from chock.control import daemon_protocol as dp
-from chock.control.client import ControlClient, expect
+from chock.control.client import ControlClient, R, expect
 from chock.control.framing import ProtocolError
 from chock.control.message import Request
 from chock.errors import ChockError, UsageError
@@ -74,9 +75,11 @@ class SteerFailed(ChockError):
     pass
 
 
-def _call(client: ControlClient, request: Request) -> object:
+def ask(client: ControlClient, request: Request, reply: type[R]) -> R:
+    """One verb through the daemon: its reply, of the type the request declares; a refusal is SteerFailed,
+    naming the verb and the daemon's own words."""
     try:
-        return client.call(request)
+        return expect(client.call(request), reply)
     except ProtocolError as error:  # an older daemon's `unknown-verb` says so itself (chock.control.connection)
         raise SteerFailed(f"the daemon did not {request.verb} it ({error.code}): {error.text}") from None
 
@@ -84,7 +87,7 @@ def _call(client: ControlClient, request: Request) -> object:
 def pick(client: ControlClient, project: Path, session_id: str | None, *, running: bool) -> str:
     """The session named, exactly as the daemon lists it for `project` (else NoSession, exit 2), or, when none
     is named, the project's newest (the newest running or waiting one, with `running`)."""
-    rows = [row for _, row in client.list(project)]
+    rows = [expect(line, dp.ListRow).row for line in client.collect(dp.ListRequest(str(project)))]
     if session_id is not None:
         if SESSION_ID_RE.fullmatch(session_id) and any(row.get("id") == session_id for row in rows):
             return session_id
@@ -97,19 +100,3 @@ def pick(client: ControlClient, project: Path, session_id: str | None, *, runnin
         which = "running session" if running else "session"
         raise SteerFailed(f"no {which} of {project} is known to the daemon at {client.address}; name one")
     return str(rows[-1]["id"])
-
-
-def stop(client: ControlClient, project: Path, session_id: str) -> None:
-    """Stop a running session now; returns once its log holds its end."""
-    expect(_call(client, dp.StopRequest(str(project), session_id)), dp.Stopped)
-
-
-def say(client: ControlClient, project: Path, session_id: str, message: str) -> str:
-    """Tell a session more: queued for a running one, or carried on under the daemon for an ended one.
-    Returns how (`queued` or `continued`)."""
-    return expect(_call(client, dp.SayRequest(str(project), session_id, message)), dp.Said).how
-
-
-def remove(client: ControlClient, project: Path, session_id: str) -> None:
-    """Remove an ended session's log and scratchpad through the daemon (its branch stays)."""
-    expect(_call(client, dp.RemoveRequest(str(project), session_id)), dp.Removed)

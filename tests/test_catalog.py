@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chock.control import daemon_protocol as dp
 from chock.errors import Refused
 from chock.log import catalog as catalog_module
 from chock.log import rowcache
@@ -705,7 +706,7 @@ def _served(home) -> int:
 
 
 def _rows(daemon, project: Path) -> dict[str, dict]:
-    return {row["id"]: row for _, row in daemon.client.list(project)}
+    return {line.row["id"]: line.row for line in daemon.client.collect(dp.ListRequest(project))}
 
 
 def _usage(event_id: int, tokens: int = 1) -> bytes:

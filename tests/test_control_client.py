@@ -15,7 +15,7 @@ import pytest
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.address import Address, BadAddress, parse_address, resolve_address
-from chock.control.client import ControlClient, NoAnswer, SessionClient, SessionEnded
+from chock.control.client import ControlClient, NoAnswer, SessionClient, SessionEnded, events_of
 from chock.control.framing import MAX_MESSAGE_LINE, LineBuffer, ProtocolError, Unreachable
 from chock.control.session_protocol import APPROVAL, HANDOVER, ConfirmRequest, HandoverRequest
 from chock.errors import ChockError
@@ -248,20 +248,20 @@ def test_a_tcp_port_nobody_listens_on_is_unreachable():
 def test_an_error_reply_becomes_a_control_error_with_the_daemons_code(serve):
     server = serve([HELLO_OK, error_line("not-found", f"no session {SID}")])
     with pytest.raises(ProtocolError) as caught:
-        ControlClient(address_of(server), timeout=5).read(SID, 0)
+        events_of(ControlClient(address_of(server), timeout=5).stream(dp.ReadRequest(SID, 0)))
     assert (caught.value.code, caught.value.text) == ("not-found", f"no session {SID}")
 
 
 def test_read_iterates_events_until_the_daemon_closes(serve):
     server = serve([HELLO_OK, event(6) + event(7, "turn.end")])
-    events = list(ControlClient(address_of(server), timeout=5).read(SID, 5))
+    events = list(events_of(ControlClient(address_of(server), timeout=5).stream(dp.ReadRequest(SID, 5))))
     assert [e["id"] for e in events] == [6, 7] and events[1]["type"] == "turn.end"
     assert server.received == [["hello chock-control 1", f"read {SID} 5"]]
 
 
 def test_read_of_nothing_new_is_empty(serve):
     server = serve([HELLO_OK, b""])
-    assert list(ControlClient(address_of(server), timeout=5).read(SID, 99)) == []
+    assert list(events_of(ControlClient(address_of(server), timeout=5).stream(dp.ReadRequest(SID, 99)))) == []
 
 
 def test_list_gives_rows_oldest_first(serve):
@@ -270,35 +270,37 @@ def test_list_gives_rows_oldest_first(serve):
         ("2026-12-02T08:00:00.000Z", {"id": "b"}),
     ]
     server = serve([HELLO_OK, b"".join(dp.ListRow(at, row).encode() for at, row in rows)])
-    assert ControlClient(address_of(server), timeout=5).list("/home/me/proj") == rows
+    lines = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/home/me/proj"))
+    assert [(line.started_at, line.row) for line in lines] == rows
     assert server.received[0][1] == "list /home/me/proj"
 
 
 def test_list_of_an_unknown_project_is_empty(serve):
     server = serve([HELLO_OK, b""])
-    assert ControlClient(address_of(server), timeout=5).list("/nowhere") == []
+    assert ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/nowhere")) == []
 
 
-def test_list_sends_an_absolute_project(serve, monkeypatch, sockdir):
-    monkeypatch.chdir(sockdir)
-    server = serve([HELLO_OK, b""])
-    ControlClient(address_of(server), timeout=5).list("proj")
-    assert server.received[0][1] == f"list {sockdir}/proj"
+def test_a_request_takes_an_absolute_project_only():
+    # The daemon compares real paths; a request refuses, before anything is sent, what the daemon would.
+    with pytest.raises(ProtocolError) as caught:
+        dp.ListRequest("proj")
+    assert caught.value.code == "bad-request" and "absolute" in caught.value.text
+    assert dp.ListRequest(Path("/home/me/proj")).project == "/home/me/proj"
 
 
 def test_watch_gives_the_row_then_events_until_close(serve):
     row = {"id": SID, "status": "running", "last_event_id": 3}
     server = serve([HELLO_OK, dp.WatchHeader(row).encode() + event(4) + event(5, "session.end", reason="completed")])
-    header, events = ControlClient(address_of(server), timeout=5).watch("/home/me/proj", SID, 3)
-    assert header == row
-    assert [e["id"] for e in events] == [4, 5]
+    stream = ControlClient(address_of(server), timeout=5).stream(dp.WatchRequest("/home/me/proj", SID, 3))
+    assert stream.header == dp.WatchHeader(row)
+    assert [e["id"] for e in events_of(stream)] == [4, 5]
     assert server.received[0][1] == f"watch /home/me/proj\t{SID}\t3"
 
 
 def test_leaving_a_watch_closes_its_connection(serve):
     server = serve([HELLO_OK, dp.WatchHeader({"id": SID}).encode() + event(1)], hold=True)
-    _, events = ControlClient(address_of(server), timeout=5).watch("/p", SID)
-    assert next(events)["id"] == 1
+    events = iter(ControlClient(address_of(server), timeout=5).stream(dp.WatchRequest("/p", SID), idle_timeout=None))
+    assert next(events) == dp.EventLine.decode(event(1).decode().rstrip("\n"))
     events.close()
     assert server.client_closed.wait(5)
 
@@ -306,36 +308,36 @@ def test_leaving_a_watch_closes_its_connection(serve):
 def test_watch_refused_is_raised_at_the_call(serve):
     server = serve([HELLO_OK, error_line("forbidden", "uid 1001 is not this daemon's")])
     with pytest.raises(ProtocolError) as caught:
-        ControlClient(address_of(server), timeout=5).watch("/p", SID)
+        ControlClient(address_of(server), timeout=5).stream(dp.WatchRequest("/p", SID))
     assert caught.value.code == "forbidden"
 
 
 def test_start_returns_the_id_and_log_path(serve):
     server = serve([HELLO_OK, dp.Started(SID, f"/state/sessions/{SID}/log.jsonl").encode()])
-    started = ControlClient(address_of(server), timeout=5).start("/home/me/proj", "fix it\nplease")
-    assert started == (SID, f"/state/sessions/{SID}/log.jsonl")
+    started = ControlClient(address_of(server), timeout=5).call(dp.StartRequest("/home/me/proj", "fix it\nplease"))
+    assert started == dp.Started(SID, f"/state/sessions/{SID}/log.jsonl")
     assert server.received[0][1] == "start /home/me/proj\tfix it\\nplease"
 
 
 def test_start_refused_carries_the_childs_words(serve):
     server = serve([HELLO_OK, error_line("refused", "no credential for instance work")])
     with pytest.raises(ProtocolError) as caught:
-        ControlClient(address_of(server), timeout=5).start("/p", "go")
+        ControlClient(address_of(server), timeout=5).call(dp.StartRequest("/p", "go"))
     assert (caught.value.code, caught.value.text) == ("refused", "no credential for instance work")
 
 
 def test_adopt(serve):
     server = serve([HELLO_OK, dp.Started(SID, "/log").encode()])
-    assert ControlClient(address_of(server), timeout=5).adopt("/p", SID) == (SID, "/log")
+    assert ControlClient(address_of(server), timeout=5).call(dp.AdoptRequest("/p", SID)) == dp.Started(SID, "/log")
     assert server.received[0][1] == f"adopt /p\t{SID}"
 
 
 def test_answer_ok_and_unreachable(serve):
     server = serve([HELLO_OK, dp.Answered().encode()], [HELLO_OK, error_line("unreachable", "no approval.sock")])
     client = ControlClient(address_of(server), timeout=5)
-    assert client.answer("/p", SID, "r1", True) is None
+    assert client.call(dp.AnswerRequest("/p", SID, "r1", True)) == dp.Answered()
     with pytest.raises(ProtocolError) as caught:
-        client.answer("/p", SID, "r2", False)
+        client.call(dp.AnswerRequest("/p", SID, "r2", False))
     assert caught.value.code == "unreachable"
     assert [lines[1] for lines in server.received] == [
         f"answer /p\t{SID}\tr1\tyes",
@@ -346,7 +348,7 @@ def test_answer_ok_and_unreachable(serve):
 def test_a_bad_id_is_refused_before_anything_is_sent(serve):
     server = serve()  # accepts nobody: a connection would be an error in its thread
     with pytest.raises(ProtocolError) as caught:
-        ControlClient(address_of(server), timeout=5).read("../../etc/passwd", 0)
+        events_of(ControlClient(address_of(server), timeout=5).stream(dp.ReadRequest("../../etc/passwd", 0)))
     assert caught.value.code == "bad-request"
     assert server.received == []  # refused before it connected: the daemon never heard of it
 
@@ -354,29 +356,30 @@ def test_a_bad_id_is_refused_before_anything_is_sent(serve):
 def test_each_verb_opens_its_own_connection(serve):
     server = serve([HELLO_OK, b""], [HELLO_OK, b""])
     client = ControlClient(address_of(server), timeout=5)
-    client.list("/p")
-    client.list("/q")
+    client.collect(dp.ListRequest("/p"))
+    client.collect(dp.ListRequest("/q"))
     assert server.received == [["hello chock-control 1", "list /p"], ["hello chock-control 1", "list /q"]]
 
 
 def test_a_daemon_that_closes_before_replying_is_unreachable(serve):
     server = serve([HELLO_OK])
     with pytest.raises(ProtocolError) as caught:
-        ControlClient(address_of(server), timeout=5).start("/p", "go")
+        ControlClient(address_of(server), timeout=5).call(dp.StartRequest("/p", "go"))
     assert caught.value.code == "unreachable" and "closed the connection" in caught.value.text
 
 
 def test_an_unreadable_reply_is_protocol(serve):
     server = serve([HELLO_OK, b"this is not json\n"])
     with pytest.raises(ProtocolError) as caught:
-        list(ControlClient(address_of(server), timeout=5).read(SID, 0))
+        list(events_of(ControlClient(address_of(server), timeout=5).stream(dp.ReadRequest(SID, 0))))
     assert caught.value.code == "protocol"
 
 
 def test_the_client_works_over_tcp():
     server = Scripted(("127.0.0.1", 0), [[HELLO_OK, event(1)]])
     try:
-        assert [e["id"] for e in ControlClient(f"127.0.0.1:{server.port}", timeout=5).read(SID, 0)] == [1]
+        client = ControlClient(f"127.0.0.1:{server.port}", timeout=5)
+        assert [e["id"] for e in events_of(client.stream(dp.ReadRequest(SID, 0)))] == [1]
     finally:
         server.close()
 

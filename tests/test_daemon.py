@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from chock.control.client import ControlClient, SessionClient
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, SessionClient, events_of
 from chock.control.framing import ProtocolError
 from chock.control.session_protocol import HANDOVER, ConfirmRequest, HandoverRequest
 from chock.log.reader import owner_alive
@@ -95,7 +96,8 @@ class Watch:
     """A `watch` read on a thread, so a test can act while events arrive."""
 
     def __init__(self, client: ControlClient, project: Path, session_id: str, after: int = 0) -> None:
-        self.row, self._events = client.watch(project, session_id, after)
+        stream = client.stream(dp.WatchRequest(project, session_id, after), idle_timeout=None)
+        self.row, self._events = stream.header.row, events_of(stream)
         self.events: list[dict] = []
         self.closed = threading.Event()
         self.error: BaseException | None = None
@@ -288,7 +290,8 @@ def test_start_watch_read_and_list_a_replay_session(home, project, daemons):
     replay_config(home, QUICK)
     daemon = daemons.start()
     client = daemon.client
-    session_id, log_path = client.start(project, "tidy up\nthe notes")
+    started = client.call(dp.StartRequest(project, "tidy up\nthe notes"))
+    session_id, log_path = started.session_id, started.log_path
     assert log_path == str(home.layout.log_path(session_id))
     assert event_of(home, session_id, "session.start")["owner"] == "daemon"  # logged before the reply
     watch = Watch(client, project, session_id, 0)
@@ -306,13 +309,13 @@ def test_start_watch_read_and_list_a_replay_session(home, project, daemons):
     raw = exchange(daemon.socket, hello(f"read {session_id} 0"))
     assert raw[0] == b"ok chock-control 1\n"
     assert b"".join(raw[1:]) == home.layout.log_path(session_id).read_bytes()
-    assert list(client.read(session_id, 3)) == home.events(session_id)[3:]
-    assert list(client.read(session_id, len(events))) == []
+    assert list(events_of(client.stream(dp.ReadRequest(session_id, 3)))) == home.events(session_id)[3:]
+    assert list(events_of(client.stream(dp.ReadRequest(session_id, len(events))))) == []
     # list: the session's row, keyed by its start time; the project compared by its real path.
     link = project.parent / "link-to-project"
     link.symlink_to(project)
     for name in (project, link):
-        rows = client.list(name)
+        rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(name))]
         assert [(started, row["id"]) for started, row in rows] == [(events[0]["at"], session_id)]
         assert rows[0][1]["status"] == "ended" and rows[0][1]["message"] == "tidy up\nthe notes"
     run_log = home.layout.run_log_path(session_id)
@@ -325,23 +328,25 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
     replay_config(home, ASKS)
     daemon = daemons.start()
     client = daemon.client
-    session_id, _ = client.start(project, "run a command")
+    session_id = client.call(dp.StartRequest(project, "run a command")).session_id
     watch = Watch(client, project, session_id, 0)
     request_id = watch.wait_for("approval.request")["request_id"]
     assert not watch.closed.is_set()  # waiting, so still open
-    rows = client.list(project)
+    rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(project))]
     assert rows[0][1]["status"] == "waiting" and rows[0][1]["pending_approvals"] == 1
     with pytest.raises(ProtocolError) as refused:
-        client.answer(project, session_id, "no-such-request", True)
+        client.call(dp.AnswerRequest(project, session_id, "no-such-request", True))
     assert refused.value.code == "not-pending"  # relayed from the session
     with pytest.raises(ProtocolError) as owned:
-        client.adopt(project, session_id)  # the child refuses a log someone holds; its words are relayed
+        client.call(
+            dp.AdoptRequest(project, session_id)
+        )  # the child refuses a log someone holds; its words are relayed
     assert owned.value.code == "refused" and "running in another process" in owned.value.text
     other = make_project(project.parent / "other")
     with pytest.raises(ProtocolError) as elsewhere:
-        client.answer(other, session_id, request_id, True)
+        client.call(dp.AnswerRequest(other, session_id, request_id, True))
     assert elsewhere.value.code == "not-found"
-    client.answer(project, session_id, request_id, True)
+    client.call(dp.AnswerRequest(project, session_id, request_id, True))
     events = watch.wait_closed()
     assert events == home.events(session_id)
     assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "completed"
@@ -350,7 +355,7 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
     assert "approved-run" in next(e for e in events if e["type"] == "tool.result")["output"]
     # The session has gone: nobody can take an answer, and the daemon never says it was given.
     with pytest.raises(ProtocolError) as unreachable:
-        client.answer(project, session_id, request_id, False)
+        client.call(dp.AnswerRequest(project, session_id, request_id, False))
     assert unreachable.value.code == "unreachable"
 
 
@@ -358,14 +363,14 @@ def test_a_start_the_instance_refuses_is_error_refused_and_leaves_nothing(home, 
     home.write_config('.{ .instances = .{ .demo = .{ .kind = "replay=nowhere.jsonl" } } }\n')
     daemon = daemons.start()
     with pytest.raises(ProtocolError) as refused:
-        daemon.client.start(project, "task")
+        daemon.client.call(dp.StartRequest(project, "task"))
     assert refused.value.code == "refused"
     assert "cannot be read" in refused.value.text and "chock:" not in refused.value.text
     replay_config(home, QUICK)
     plain = tmp_path / "plain"
     plain.mkdir()
     with pytest.raises(ProtocolError) as not_git:
-        daemon.client.start(plain, "task")
+        daemon.client.call(dp.StartRequest(plain, "task"))
     assert not_git.value.code == "refused" and "is not a git repository" in not_git.value.text
     sessions = home.layout.sessions_dir
     assert not sessions.exists() or os.listdir(sessions) == []  # no session dir, no stray run.log
@@ -376,8 +381,8 @@ def test_kill_9_of_a_session_child_takes_down_only_that_session(home, project, d
     replay_config(home, ASKS)
     daemon = daemons.start()
     client = daemon.client
-    doomed, _ = client.start(project, "first")
-    survivor, _ = client.start(project, "second")
+    doomed = client.call(dp.StartRequest(project, "first")).session_id
+    survivor = client.call(dp.StartRequest(project, "second")).session_id
     doomed_watch = Watch(client, project, doomed, 0)
     survivor_watch = Watch(client, project, survivor, 0)
     doomed_watch.wait_for("approval.request")
@@ -386,11 +391,11 @@ def test_kill_9_of_a_session_child_takes_down_only_that_session(home, project, d
     os.kill(pid, signal.SIGKILL)
     doomed_watch.wait_closed(10)
     assert doomed_watch.error is None
-    rows = {row["id"]: row for _, row in client.list(project)}
+    rows = {line.row["id"]: line.row for line in client.collect(dp.ListRequest(project))}
     assert rows[doomed]["status"] == "abandoned" and rows[survivor]["status"] == "waiting"
     # A watch of the abandoned session sends what the log holds and closes.
     assert Watch(client, project, doomed, 0).wait_closed(10) == home.events(doomed)
-    client.answer(project, survivor, pending_request(home, survivor), True)
+    client.call(dp.AnswerRequest(project, survivor, pending_request(home, survivor), True))
     assert survivor_watch.wait_closed()[-1]["reason"] == "completed"
     assert daemon.process.poll() is None
     # Our children are reaped: none is left a zombie.
@@ -414,7 +419,7 @@ def _zombies(parent: int) -> list[int]:
 def test_a_daemon_restart_loses_no_running_session(home, project, daemons):
     replay_config(home, ASKS)
     first = daemons.start()
-    session_id, _ = first.client.start(project, "survive a restart")
+    session_id = first.client.call(dp.StartRequest(project, "survive a restart")).session_id
     watch = Watch(first.client, project, session_id, 0)
     watch.wait_for("approval.request")
     assert first.stop() == 0  # SIGTERM: listeners closed, exit 0
@@ -423,11 +428,11 @@ def test_a_daemon_restart_loses_no_running_session(home, project, daemons):
     log = home.layout.log_path(session_id)
     assert owner_alive(log)
     second = daemons.start(socket_path=first.socket)
-    rows = second.client.list(project)
+    rows = [(line.started_at, line.row) for line in second.client.collect(dp.ListRequest(project))]
     assert [row["id"] for _, row in rows] == [session_id] and rows[0][1]["status"] == "waiting"
     seen = len(watch.events)
     resumed = Watch(second.client, project, session_id, seen)
-    second.client.answer(project, session_id, pending_request(home, session_id), True)
+    second.client.call(dp.AnswerRequest(project, session_id, pending_request(home, session_id), True))
     events = resumed.wait_closed()
     assert watch.events + events == home.events(session_id)  # no gap, no repeat across the restart
     assert events[-1]["reason"] == "completed"
@@ -468,7 +473,8 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         assert terminal.wait(30) == 8
         wait_until(lambda: any(e["type"] == "session.end" for e in watch.events), what="the handover end")
         assert not watch.closed.is_set()  # a handover is not an end: the log goes on under the new owner
-        adopted, log_path = client.adopt(project, session_id)
+        started = client.call(dp.AdoptRequest(project, session_id))
+        adopted, log_path = started.session_id, started.log_path
         assert adopted == session_id and log_path == str(home.layout.log_path(session_id))
         adopt_event = next(e for e in home.events(session_id) if e["type"] == "session.adopt")
         assert adopt_event["via"] == "daemon"
@@ -477,7 +483,7 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         assert [e["reason"] for e in events if e["type"] == "session.end"] == ["handover", "completed"]
         # A session is adopted only by naming its own project.
         with pytest.raises(ProtocolError) as elsewhere:
-            client.adopt(make_project(project.parent / "elsewhere"), session_id)
+            client.call(dp.AdoptRequest(make_project(project.parent / "elsewhere"), session_id))
         assert elsewhere.value.code == "not-found"
     finally:
         terminal.kill()
@@ -581,7 +587,7 @@ def test_status_and_activity_hold_no_message_text_and_no_user_paths(home, projec
     replay_config(home, QUICK)
     daemon = daemons.start()
     secret = "the-task-text-that-must-stay-in-the-log-only"
-    session_id, _ = daemon.client.start(project, secret)
+    session_id = daemon.client.call(dp.StartRequest(project, secret)).session_id
     Watch(daemon.client, project, session_id, 0).wait_closed()
     wait_until(
         lambda: '"session.ended"' in (home.layout.state / "daemon-activity.jsonl").read_text(),
@@ -726,7 +732,7 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     assert daemon.client.ping() == 1  # served on the socket it was handed
     assert not home.layout.daemon_socket.exists()  # and nothing else was bound
     assert "WATCHDOG=1" in notifications.next()  # at half of WATCHDOG_USEC
-    session_id, _ = daemon.client.start(project, "activated")
+    session_id = daemon.client.call(dp.StartRequest(project, "activated")).session_id
     pid = event_of(home, session_id, "session.start")["pid"]
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     names = {entry.split(b"=", 1)[0].decode() for entry in environ if entry}

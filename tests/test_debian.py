@@ -25,6 +25,8 @@ import pytest
 
 import chock
 from chock.cli import main as chock_main
+from chock.control import daemon_protocol as dp
+from chock.control.client import events_of
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_DEB = REPO / "scripts" / "build-deb"
@@ -278,7 +280,9 @@ def test_the_installed_package_is_a_socket_activated_user_service(installed: Pat
         manager.systemctl("stop", "chock.service")
         assert manager.unit_state(scope) == "active"  # the session is not the service's to kill
         address = f"unix:{home}/.local/state/chock/daemon.sock"
-        _, events = ControlClient(address).watch(str(project), session_id, 0)  # the connect starts it again
+        events = events_of(
+            ControlClient(address).stream(dp.WatchRequest(project, session_id), idle_timeout=None)
+        )  # the connect starts it again
         seen = [event for event in events]
         assert seen[-1]["type"] == "session.end" and seen[-1]["reason"] == "completed"
         assert [e["id"] for e in seen] == list(range(1, len(seen) + 1))

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient
 from chock.control.framing import ProtocolError
 from tests.fakes.projects import git
@@ -170,8 +171,8 @@ APPROVAL = [
 
 def test_chock_approve_and_the_daemons_answer_verb_reach_the_same_socket(home, project, daemon):
     home.replay_instance(APPROVAL)
-    started = ControlClient(daemon.address).start(str(project), "two commands")
-    session_id = started[0]
+    started = ControlClient(daemon.address).call(dp.StartRequest(str(project), "two commands"))
+    session_id = started.session_id
     wait_for_event(home, session_id, "approval.request")
     terminal = Terminal.chock(home, "approve", session_id, cwd=project)
     try:
@@ -184,9 +185,9 @@ def test_chock_approve_and_the_daemons_answer_verb_reach_the_same_socket(home, p
         terminal.close()
     second = wait_for_event(home, session_id, "approval.request", lambda e: "second" in e["summary"])
     with pytest.raises(ProtocolError) as stale:
-        ControlClient(daemon.address).answer(str(project), session_id, "r1", True)
+        ControlClient(daemon.address).call(dp.AnswerRequest(str(project), session_id, "r1", True))
     assert stale.value.code == "not-pending"
-    ControlClient(daemon.address).answer(str(project), session_id, second["request_id"], False)
+    ControlClient(daemon.address).call(dp.AnswerRequest(str(project), session_id, second["request_id"], False))
     wait_for_end(home, session_id, "completed")
     answers = [(e["answer"], e["via"]) for e in home.events(session_id) if e["type"] == "approval.answer"]
     assert answers == [("yes", "socket"), ("no", "socket")]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from chock.control.client import ControlClient
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, events_of
 from chock.paths import project_key
 from chock.platform import journal
 from tests.fakes.daemon import short_dir
@@ -115,8 +116,8 @@ def test_the_service_and_its_sessions_record_to_the_journal(tmp_path: Path) -> N
 
         state = home / ".local" / "state" / "chock"
         address = f"unix:{state / 'daemon.sock'}"
-        session_id, _ = ControlClient(address).start(str(project), MESSAGE)  # socket activation
-        _, events = ControlClient(address).watch(str(project), session_id, 0)
+        session_id = ControlClient(address).call(dp.StartRequest(str(project), MESSAGE)).session_id  # socket activation
+        events = events_of(ControlClient(address).stream(dp.WatchRequest(project, session_id), idle_timeout=None))
         seen = list(events)
         assert seen[-1]["type"] == "session.end" and seen[-1]["reason"] == "completed", seen[-1]
         assert fake.rejections == [] and len(fake.calls) == 2  # the planted credential was used
@@ -183,7 +184,7 @@ def test_log_target_journal_outside_systemd_and_a_terminal_run_records_nothing(t
         )  # fmt: skip
         try:
             wait_until(lambda: socket_path.exists(), 30, "the daemon's socket")
-            assert ControlClient(f"unix:{socket_path}").list(str(home / "no-project")) == []
+            assert ControlClient(f"unix:{socket_path}").collect(dp.ListRequest(str(home / "no-project"))) == []
         finally:
             daemon.send_signal(signal.SIGTERM)
             _, stderr = daemon.communicate(timeout=30)
@@ -217,8 +218,8 @@ def test_without_a_journal_the_same_records_reach_stderr(home, project, daemons)
     home.write_config('.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n')
     directory = short_dir(0o755)
     daemon = daemons.start(socket_path=directory / "d.sock")
-    session_id, _ = daemon.client.start(project, MESSAGE)
-    list(daemon.client.watch(project, session_id, 0)[1])
+    session_id = daemon.client.call(dp.StartRequest(project, MESSAGE)).session_id
+    daemon.client.collect(dp.WatchRequest(project, session_id))
     os.chmod(daemon.socket, 0o777)
     assert "error forbidden" in as_nobody(None, daemon.socket, "hello chock-control 1\n")
     wait_until(lambda: "ended: completed" in daemon.stderr, 20, "the session's end on stderr")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.paths import new_session_id
 from tests.fakes.daemon import kill_sessions
 from tests.fakes.projects import git
@@ -71,7 +72,7 @@ def _interrupted_daemon_session(home, daemons, project: Path, after_reboot: str 
     """A session the daemon owns, killed with its daemon and its sandbox mid-command (as a power cut would)."""
     _config(home, _entries(f"sleep 60 # {uuid.uuid4().hex}"), after_reboot)
     daemon = daemons.start()
-    session_id, _ = daemon.client.start(str(project), "work until the power goes")
+    session_id = daemon.client.call(dp.StartRequest(str(project), "work until the power goes")).session_id
     wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
     daemon.kill()
     kill_sessions(home)  # SIGKILL to the session's process group: the owner and its sandbox

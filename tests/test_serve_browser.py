@@ -12,6 +12,8 @@ import signal
 
 import pytest
 
+from chock.control import daemon_protocol as dp
+from chock.control.client import events_of
 from tests.fakes.daemon import kill_sessions
 from tests.fakes.serve import running_stack
 from tests.fakes.wait import wait_until
@@ -75,7 +77,7 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
 
     # serve goes away; the session goes on without it (answered through the daemon) ...
     assert serve.stop() == 0
-    stack.client.answer(stack.project, session_id, second_id, True)
+    stack.client.call(dp.AnswerRequest(stack.project, session_id, second_id, True))
     wait_until(
         lambda: any(e["type"] == "approval.request" and e["request_id"] != second_id
                     and e["id"] > int(second.get_attribute("data-event-id")) for e in stack.read(session_id)),
@@ -97,7 +99,7 @@ def test_a_session_started_from_the_page_streams_is_approved_and_survives_a_serv
     assert "Completed" in timeline
 
     # Every event exactly once, in order, equal to the daemon's own read.
-    events = list(stack.client.read(session_id, 0))
+    events = list(events_of(stack.client.stream(dp.ReadRequest(session_id, 0))))
     assert page.evaluate("window.chock.seen") == [e["id"] for e in events]
     assert page.evaluate("window.chock.reconnects") >= 1
     assert page.locator("details.tool").count() == sum(e["type"] == "tool.call" for e in events)
@@ -139,7 +141,7 @@ def test_the_page_shows_the_plan_beside_the_timeline_and_the_cost(home, project,
             '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl", .price = .{ .input = 3, .output = 15 } } } }\n'
         )
         serve = stack.start_serve()
-        session_id, _ = stack.client.start(stack.project, "plan it")
+        session_id = stack.client.call(dp.StartRequest(stack.project, "plan it")).session_id
         page = chromium.new_page(viewport={"width": 1100, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
@@ -160,7 +162,7 @@ def test_the_page_names_what_interrupted_a_session_and_the_command_that_takes_it
     """A session whose owner was killed is free (docs/log.md#ownership-the-lock): the list's badge says it was
     interrupted by a crash, and the session's own view names `chock run --continue ID`."""
     serve = stack.start_serve()
-    session_id, _ = stack.client.start(stack.project, "wait, then be cut off")
+    session_id = stack.client.call(dp.StartRequest(stack.project, "wait, then be cut off")).session_id
     wait_until(lambda: any(e["type"] == "approval.request" for e in stack.read(session_id)), 30, "the question")
     kill_sessions(stack.home)
     page = chromium.new_page(viewport={"width": 1100, "height": 900})

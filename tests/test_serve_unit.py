@@ -322,6 +322,31 @@ def test_each_route_is_one_daemon_verb():
     run(test)
 
 
+def test_every_route_is_served_below_its_host_and_the_local_hosts_alias():
+    async def test(daemon, base, client):
+        async with client.get(base + "api/hosts") as r:
+            assert await r.json() == [{"name": "local", "daemon": str(daemon.address)}]
+        body = {"project": PROJECT, "message": "on the local host"}
+        async with client.post(base + "api/hosts/local/sessions", json=body) as r:
+            assert (r.status, await r.json()) == (201, {"id": SID})
+        for prefix in ("api/hosts/local", "api"):
+            async with client.get(base + f"{prefix}/sessions?project={PROJECT}") as r:
+                assert [row["id"] for row in (await r.json())["sessions"]] == [SID]
+            async with client.get(base + f"{prefix}/sessions/{SID}/events") as r:
+                assert [e["message"] for e in (await r.json())["events"]] == ["on the local host"]
+            async with client.get(base + f"{prefix}/health") as r:
+                assert (await r.json())["ok"] is True
+        assert daemon.verbs == ["start", "list", "read", "list", "read"]
+        async with client.get(base + f"api/hosts/elsewhere/sessions?project={PROJECT}") as r:
+            assert r.status == 404
+            assert "no host 'elsewhere'" in (await r.json())["message"]
+        async with client.post(base + f"api/hosts/elsewhere/sessions/{SID}/stop", json={"project": PROJECT}) as r:
+            assert r.status == 404
+        assert daemon.verbs == ["start", "list", "read", "list", "read"]  # nothing reached a daemon
+
+    run(test)
+
+
 def test_an_unsafe_method_needs_a_json_body_and_no_foreign_origin():
     async def test(daemon, base, client):
         async with client.post(

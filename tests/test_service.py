@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chock.control.client import ControlClient
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, events_of
 from chock.control.framing import ProtocolError
 from tests.fakes.projects import make_project
 from tests.fakes.systemd_user import user_manager
@@ -63,7 +64,7 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
     manager.wait_for_state("chock.service", "active")  # Type=notify: active only after READY=1
     assert manager.show("chock.service", "Type")["Type"] == "notify"
 
-    session_id, _ = ControlClient(address).start(str(project), "outlive the daemon")
+    session_id = ControlClient(address).call(dp.StartRequest(str(project), "outlive the daemon")).session_id
     scope = f"chock-session-{session_id}.scope"
     assert scope in manager.list_units("chock-session-*")
     assert manager.show(scope, "Slice")["Slice"] == "app-chock.slice"
@@ -74,9 +75,9 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
 
     manager.systemctl("restart", "chock.service")
     manager.wait_for_state("chock.service", "active")
-    rows = {row["id"]: row for _, row in ControlClient(address).list(str(project))}
+    rows = {line.row["id"]: line.row for line in ControlClient(address).collect(dp.ListRequest(str(project)))}
     assert rows[session_id]["status"] == "running"  # the restarted daemon found it in the state dir
-    _, events = ControlClient(address).watch(str(project), session_id, 0)
+    events = events_of(ControlClient(address).stream(dp.WatchRequest(project, session_id), idle_timeout=None))
     seen = [event["id"] for event in events]  # the watch runs to the session's end, then closes
     assert seen == list(range(1, len(seen) + 1))
     final = _events(home, session_id)

@@ -63,7 +63,7 @@ def _busy_session_processes(home, session_id) -> set[int]:
 
 def test_stop_ends_a_daemon_session_mid_tool_with_every_process_of_it_and_continue_carries_on(home, project, daemon):
     replay_config(home, BUSY)
-    session_id, _ = daemon.client.start(project, "keep busy")
+    session_id = daemon.client.call(dp.StartRequest(project, "keep busy")).session_id
     processes = _busy_session_processes(home, session_id)
     owner = event_of(home, session_id, "session.start")["pid"]
 
@@ -117,7 +117,7 @@ def test_stops_landing_among_dozens_of_background_starts_end_each_session_leavin
         return {e["handle"] for e in home.events(session_id) if e["type"] == kind}
 
     def stopped_after(after: int) -> None:
-        session_id, _ = daemon.client.start(project, "start them all")
+        session_id = daemon.client.call(dp.StartRequest(project, "start them all")).session_id
         wait_until(lambda: len(handles(session_id, "background.start")) >= after, 30, f"{after} commands to start")
         assert isinstance(daemon.client.call(dp.StopRequest(str(project), session_id)), dp.Stopped)
         end = wait_for_end(home, session_id, timeout=5)
@@ -157,7 +157,7 @@ def test_a_follow_up_reaches_the_model_in_its_next_request_and_is_logged_once(ho
         fake.script(text="Both done.")
         instances = f'.instances = .{{ .local = .{{ .kind = "openai-compat={fake.address}" }} }}'
         home.write_config(f'.{{ {instances}, .approvals = .{{ .shell = "allow" }} }}\n')
-        session_id, _ = daemon.client.start(project, "first thing")
+        session_id = daemon.client.call(dp.StartRequest(project, "first thing")).session_id
         wait_for_event(home, session_id, "tool.call")
         said = chock(home, daemon, "say", session_id, "also mention the weather", cwd=project)
         assert said.returncode == 0 and "next turn" in said.stdout, said.stderr
@@ -174,7 +174,7 @@ def test_saying_more_to_a_completed_session_continues_it_under_the_daemon_onto_i
         {"text": "", "tool_calls": [write("more.txt", "more\n")]},
         {"text": "Second part done.", "tool_calls": []},
     ])  # fmt: skip
-    session_id, _ = daemon.client.start(project, "first part")
+    session_id = daemon.client.call(dp.StartRequest(project, "first part")).session_id
     wait_for_end(home, session_id, "completed")
     said = chock(home, daemon, "say", session_id, "now the second part", cwd=project)
     assert said.returncode == 0 and "continues it" in said.stdout, said.stderr
@@ -194,7 +194,7 @@ def test_two_says_at_once_to_an_ended_session_are_both_taken_one_carries_it_on(h
         {"text": "Both heard.", "tool_calls": []},
         {"text": "Done.", "tool_calls": []},
     ])  # fmt: skip
-    session_id, _ = daemon.client.start(project, "first part")
+    session_id = daemon.client.call(dp.StartRequest(project, "first part")).session_id
     wait_for_end(home, session_id, "completed")
     results: dict[str, subprocess.CompletedProcess[str]] = {}
 
@@ -224,7 +224,7 @@ def test_a_yes_session_continued_by_say_asks_before_its_next_shell_command(home,
     assert chock(home, daemon, "say", session_id, "run a command", cwd=project).returncode == 0
     request = wait_for_event(home, session_id, "approval.request")
     assert not request.get("by_config")  # asked, not approved by --yes
-    daemon.client.answer(project, session_id, request["request_id"], True)
+    daemon.client.call(dp.AnswerRequest(project, session_id, request["request_id"], True))
     wait_until(lambda: kinds(home.events(session_id)).count("session.end") == 2, 60, "the second end")
     assert "asked-first" in [e for e in home.events(session_id) if e["type"] == "tool.result"][-1]["output"]
 
@@ -249,7 +249,7 @@ def _rendered(events) -> list[str]:
 def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_restart(home, project, daemons):
     replay_config(home, ATTACHED, shell="ask")
     daemon = daemons.start()
-    session_id, _ = daemon.client.start(project, "attach to me")
+    session_id = daemon.client.call(dp.StartRequest(project, "attach to me")).session_id
     terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
     try:
         terminal.wait_for("y/n?")
@@ -274,7 +274,7 @@ def test_attach_leaves_the_session_running_on_ctrl_c_and_a_typed_line_is_said(ho
         {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "sleep 4"}}]},
         {"text": "Heard you.", "tool_calls": []},
     ])  # fmt: skip
-    session_id, _ = daemon.client.start(project, "wait a little")
+    session_id = daemon.client.call(dp.StartRequest(project, "wait a little")).session_id
     wait_for_event(home, session_id, "tool.call")
     terminal = Terminal.chock(home, "attach", "--daemon", daemon.address, cwd=project)
     try:
@@ -345,7 +345,7 @@ def test_remove_deletes_an_ended_session_but_never_its_branch_and_refuses_a_runn
     assert [name for name in os.listdir(home.layout.sessions_dir)] == []  # nothing left half-removed
 
     replay_config(home, BUSY)
-    running, _ = daemon.client.start(project, "keep busy")
+    running = daemon.client.call(dp.StartRequest(project, "keep busy")).session_id
     wait_for_event(home, running, "tool.call")
     busy = chock(home, daemon, "sessions", "remove", running, cwd=project)
     assert busy.returncode != 0 and "running" in busy.stderr
@@ -393,7 +393,7 @@ def test_stop_and_say_work_against_a_daemon_on_tcp(home, project, daemons):
         {"text": "Done.", "tool_calls": []},
     ])  # fmt: skip
     daemon = daemons.start("--host", "127.0.0.1", "--port", "0")
-    session_id, _ = daemon.client.start(project, "wait")
+    session_id = daemon.client.call(dp.StartRequest(project, "wait")).session_id
     wait_for_event(home, session_id, "tool.call")
     said = home.chock("say", session_id, "over tcp", "--daemon", daemon.tcp, cwd=project)
     assert said.returncode == 0, said.stderr

@@ -14,6 +14,7 @@ import unicodedata
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.terminal import as_lines, safe, safe_json
 from tests.fakes.sessions import replay_config, wait_for_end, wait_for_event
 from tests.fakes.terminal import Terminal
@@ -188,7 +189,7 @@ def test_run_plan_sessions_and_usage_show_every_attack_escaped(home, project):
 
 def test_approve_and_attach_show_every_attack_escaped(home, project, daemon):
     replay_config(home, REPLAY, shell="ask")
-    session_id, _ = daemon.client.start(project, TASK)
+    session_id = daemon.client.call(dp.StartRequest(project, TASK)).session_id
     wait_for_event(home, session_id, "approval.request")
     approving = Terminal.chock(home, "approve", session_id, cwd=project)
     try:

@@ -2,35 +2,21 @@
 
 Which daemon a command acts through is decided once, here (docs/architecture.md#steering): `--daemon ADDR`, else
 `--port N` (meaning 127.0.0.1:N; both together are refused), else `$CHOCK_DAEMON` — `named_address`, which every
-command that can act through a daemon calls with its `DAEMON_OPTIONS` — and when none is given, the state
-directory's own daemon (`resolve_address`) or the state directory itself, as the command says. A command that
-cannot act through a daemon takes neither option and ignores `$CHOCK_DAEMON`.
+command that can act through a daemon calls with its `chock.options.DAEMON_OPTIONS` — and when none is given,
+the state directory's own daemon (`resolve_address`) or the state directory itself, as the command says.
+`--daemon` is repeatable in that table; a command acts through one daemon today, so a second is refused here.
+A command that cannot act through a daemon takes neither option and ignores `$CHOCK_DAEMON`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from chock.argv import Option
 from chock.errors import UsageError
 
 ENVIRONMENT = "CHOCK_DAEMON"
-
-# The options naming a daemon, as every command that can act through one takes them (click's and the
-# click-free start's, chock/argv.py). Neither reads the environment itself: `named_address` does, so a
-# `--port` given beats `$CHOCK_DAEMON` exactly as `--daemon` does.
-DAEMON_OPTIONS = (
-    Option(
-        "--daemon",
-        "daemon_address",
-        str,
-        "ADDR",
-        "Act through this daemon: unix:/path or host:port (default: $CHOCK_DAEMON).",
-    ),
-    Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:PORT."),
-)
 
 
 class BadAddress(UsageError):
@@ -109,10 +95,17 @@ def parse_address(text: str) -> Address:
 
 
 def named_address(
-    daemon: str | None = None, *, port: int | None = None, environ: Mapping[str, str] | None = None
+    daemon: str | Sequence[str] | None = None, *, port: int | None = None, environ: Mapping[str, str] | None = None
 ) -> Address | None:
-    """The daemon a person named: `--daemon ADDR`, or `--port N` meaning 127.0.0.1:N (both together are
-    refused), else `$CHOCK_DAEMON`; None when none is named."""
+    """The daemon a person named: `--daemon ADDR` (given once: the commands act through one daemon), or
+    `--port N` meaning 127.0.0.1:N (both together are refused), else `$CHOCK_DAEMON`; None when none is named."""
+    if daemon is not None and not isinstance(daemon, str):
+        if len(daemon) > 1:
+            raise BadAddress(
+                f"--daemon was given {len(daemon)} times ({', '.join(daemon)}); this command acts through one "
+                f"daemon: give --daemon once"
+            )
+        daemon = daemon[0] if daemon else None
     if daemon is not None and port is not None:
         raise BadAddress("--daemon and --port both name the daemon; give one of them")
     if daemon is not None:
@@ -126,7 +119,7 @@ def named_address(
 
 
 def resolve_address(
-    daemon: str | None = None,
+    daemon: str | Sequence[str] | None = None,
     *,
     port: int | None = None,
     environ: Mapping[str, str] | None = None,

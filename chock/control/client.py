@@ -4,7 +4,9 @@
 Each is a thin pump around `chock.control.connection.ClientConnection`: it connects, moves bytes between the
 socket and the connection, and bounds each wait as a whole (not each `recv`). Every rule of the exchange and
 every line are the connection's and the message types'; a verb is `call(request)` (a one-line reply) or
-`stream(request)` (a header and lines until the reply ends), and the per-verb methods below are one line each.
+`stream(request)` (a header and lines until the reply ends), and nothing here knows a verb: a caller builds the
+verb's request (`StartRequest(…)`) and reads the typed reply (`expect(reply, Started)`). Which daemon — the host
+— is the client's address, given when it is made.
 
 Every failure is a `ProtocolError` carrying a protocol error code: the peer's own `error <code> <text>`, or
 `unreachable` (`Unreachable`) when nothing answers at the address or the peer goes away, or `protocol` when the
@@ -16,7 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from chock.control import daemon_protocol as dp
@@ -228,43 +230,15 @@ class ControlClient:
             raise
         return ReplyStream(pump, header, first, idle_timeout, request.verb)
 
-    # The verbs, one line each ---------------------------------------------------------------------------------
-
-    def start(self, project: str | os.PathLike[str], message: str) -> tuple[str, str]:
-        """`start`: a new session; (session id, log path) once its child holds the log's lock."""
-        started = expect(self.call(dp.StartRequest(_absolute(project), message)), dp.Started)
-        return started.session_id, started.log_path
-
-    def adopt(self, project: str | os.PathLike[str], session_id: str) -> tuple[str, str]:
-        """`adopt`: the daemon carries a handed-over session on; (session id, log path)."""
-        started = expect(self.call(dp.AdoptRequest(_absolute(project), session_id)), dp.Started)
-        return started.session_id, started.log_path
-
-    def read(self, session_id: str, after: int = 0) -> Iterator[dict[str, object]]:
-        """`read`: the session's events after `after` (the last one the caller has)."""
-        return (expect(line, dp.EventLine).event for line in self.stream(dp.ReadRequest(session_id, after)))
-
-    def list(self, project: str | os.PathLike[str]) -> list[tuple[str, dict[str, object]]]:
-        """`list`: (started at, row) per session of the project, oldest first."""
-        rows = [expect(line, dp.ListRow) for line in self.stream(dp.ListRequest(_absolute(project)))]
-        return [(row.started_at, row.row) for row in rows]
-
-    def watch(
-        self, project: str | os.PathLike[str], session_id: str, after: int = 0, *, idle_timeout: float | None = None
-    ) -> tuple[dict[str, object], Iterator[dict[str, object]]]:
-        """`watch`: (the session's row, its events after `after` as the log grows, until the daemon closes)."""
-        stream = self.stream(dp.WatchRequest(_absolute(project), session_id, after), idle_timeout=idle_timeout)
-        header = expect(stream.header, dp.WatchHeader)
-        return header.row, (expect(line, dp.EventLine).event for line in stream)
-
-    def answer(self, project: str | os.PathLike[str], session_id: str, request_id: str, yes: bool) -> None:
-        """`answer`: relay yes or no to the session's approval socket; `ok answered` or a ProtocolError."""
-        self.call(dp.AnswerRequest(_absolute(project), session_id, request_id, yes))
+    def collect(self, request: Request) -> list[ReplyLine]:
+        """A streamed verb's lines read to the end of its reply (its header, if any, left out): for a reply
+        that ends by itself (`list`, `read`), never for a `watch`."""
+        return list(self.stream(request))
 
 
-def _absolute(project: str | os.PathLike[str]) -> str:
-    # A relative project means the caller's directory; the daemon resolves it further.
-    return os.path.abspath(os.fspath(project))
+def events_of(lines: Iterable[ReplyLine]) -> Iterator[dict[str, object]]:
+    """The events of a `read` or `watch` reply, each as its parsed object."""
+    return (expect(line, dp.EventLine).event for line in lines)
 
 
 class SessionClient:

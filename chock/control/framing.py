@@ -19,6 +19,10 @@ from collections.abc import Callable
 from chock.errors import ChockError
 from chock.log.events import MAX_EVENT_BYTES
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from os import PathLike
+
 # --------------------------------------------------------------------------------------------------------
 # Bounds (docs/protocol.md#bounds). Each bound counts the bytes of one line without its `\n`.
 
@@ -194,9 +198,11 @@ _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdef")
 
 
-def absolute_project(value: str) -> str:
+def absolute_project(value: str | PathLike[str]) -> str:
     # The project is the one path a client names: the daemon resolves it and compares real paths, so the wire
-    # only insists that it is absolute.
+    # only insists that it is absolute. A client may build a request from a Path.
+    if not isinstance(value, str) and callable(getattr(value, "__fspath__", None)):
+        value = value.__fspath__()
     if not isinstance(value, str) or not value.startswith("/"):
         raise bad_request(f"the project must be an absolute path (got {show(str(value))})")
     return value

@@ -1,5 +1,10 @@
-"""serve's HTTP API: each route one thin mapping onto one daemon verb.
+"""serve's HTTP API: each route a row of `ROUTES` (method, path, the daemon verb's request type, the shape that
+serves it, what its JSON says, its guards), served by one function per shape.
 
+Every row is served below `/api/hosts/<name>` for each daemon serve is a client of, and for the `local` one (the
+daemon serve was started for, today the only one) below `/api` too:
+
+    GET  /api/hosts                                   -> [{"name": "local", "daemon": ADDR}]
     GET  /api/sessions?project=P                      list    -> {"project": P, "sessions": [row, …]}
     POST /api/sessions {project, message}             start   -> 201 {"id": …}
     GET  /api/sessions/<id>/events?after=N            read    -> {"events": [event, …]} (streamed)
@@ -11,6 +16,8 @@
                                                       say     -> 201 {"id": …, "how": "queued" | "continued"}
     POST /api/sessions/<id>/remove {project}          remove  -> {"removed": true}
     GET  /api/health                                  the greeting -> {"ok": true, "daemon": …, "protocol": 1}
+
+A verb with no route is in `NOT_ROUTED`, with the reason (docs/protocol.md#adding-a-verb).
 
 The watch stream, in order: `retry: 1500`; `event: row` with the session's row as of the moment serve's
 upstream watch began; then one message per event, `id: N` and `data: <the event>` (the browser sends the
@@ -35,10 +42,12 @@ own JSON, byte for byte, in both the JSON and the SSE routes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +57,7 @@ from chock.control import daemon_protocol as dp
 from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
+from chock.control.message import Request
 from chock.paths import SESSION_ID_RE
 from chock.platform import journal
 from chock.serve import feeds
@@ -109,11 +119,29 @@ class Activity:
 
 
 @dataclass
-class State:
+class Host:
+    """A daemon serve is a client of, by the name its routes give it (`/api/hosts/<name>/…`), with the feeds
+    of its sessions."""
+
+    name: str
     daemon: AsyncControlClient
     feeds: Feeds
+
+    @classmethod
+    def of(cls, name: str, daemon: AsyncControlClient) -> Host:
+        return cls(name, daemon, Feeds(daemon))
+
+
+@dataclass
+class State:
+    hosts: dict[str, Host]  # today the one daemon serve was started for, as LOCAL
     activity: Activity
     reads: int = 0  # `events` replies being written
+
+    async def close(self) -> None:
+        """End every SSE stream (without `end`): its browser reconnects to whatever serves next."""
+        for host in self.hosts.values():
+            await host.feeds.close()
 
 
 STATE: web.AppKey[State] = web.AppKey("chock", State) if hasattr(web, "AppKey") else "chock"  # type: ignore[assignment]
@@ -214,52 +242,88 @@ async def _body(request: web.Request, *names: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Routes
+# Shapes: one function per kind of route, the verb and its fields being the route's row (ROUTES, below)
+
+_BODY_TEXT = ("project", "message", "request_id")  # request fields a POST body gives, each a non-empty string
 
 
-async def list_sessions(request: web.Request) -> web.Response:
-    project = _project_query(request)
-    stream = await request.app[STATE].daemon.stream(dp.ListRequest(project))
-    rows = [expect(line, dp.ListRow).row async for line in stream]
-    return web.json_response({"project": project, "sessions": rows})
+async def _verb_request(request: web.Request, route: Route) -> Request:
+    """The route's daemon request, its fields in the verb's own order (`ATTRS`): the session id from the path,
+    the last event id from the query (or, on a stream a browser resumes, `Last-Event-ID`), the answer and the
+    texts from a POST's JSON body, the project from the body or, on a GET, the query. The request's constructor
+    checks each field as the daemon would, so nothing the daemon would refuse is sent."""
+    names = route.request.ATTRS
+    values: dict[str, object] = {}
+    if "session_id" in names:
+        values["session_id"] = _session_id(request)
+    if "after" in names:
+        values["after"] = _after(request, resume=route.shape is _events_stream)
+    if request.method == "POST":
+        body = await _body(request, *[name for name in names if name in _BODY_TEXT])
+        values.update({name: body[name] for name in names if name in _BODY_TEXT})
+        if "yes" in names:
+            values["yes"] = _yes(body.get("answer"))
+    elif "project" in names:
+        values["project"] = _project_query(request)
+    return route.request(*[values[name] for name in names])
 
 
-async def start_session(request: web.Request) -> web.Response:
-    body = await _body(request, "project", "message")
-    started = await request.app[STATE].daemon.call(dp.StartRequest(body["project"], body["message"]))
-    # The browser gets the id alone: nothing serve says names a path.
-    return web.json_response({"id": expect(started, dp.Started).session_id}, status=201)
+def _yes(answer: object) -> bool:
+    if answer in ("yes", True):
+        return True
+    if answer in ("no", False):
+        return False
+    raise _refuse(400, 'the answer must be "yes" or "no"')
 
 
-async def session_events(request: web.Request) -> web.StreamResponse:
+async def _one(request: web.Request, route: Route, host: Host) -> web.StreamResponse:
+    """A verb answered by one line, as the JSON the route's row makes of the request and its reply."""
+    verb = await _verb_request(request, route)
+    reply = await host.daemon.call(verb)
+    assert route.answer is not None, "a one-line route's row says what it answers"
+    return web.json_response(route.answer(verb, reply), status=route.status)
+
+
+async def _collected(request: web.Request, route: Route, host: Host) -> web.StreamResponse:
+    """A streamed verb that ends by itself (`list`), read whole: its lines as the JSON the route's row makes."""
+    verb = await _verb_request(request, route)
+    lines = [line async for line in await host.daemon.stream(verb)]
+    assert route.answer is not None, "a collected route's row says what it answers"
+    return web.json_response(route.answer(verb, lines), status=route.status)
+
+
+async def _events(request: web.Request, route: Route, host: Host) -> web.StreamResponse:
     """The events after `after`, as the daemon's `read` delivers them: never held whole (see above)."""
-    state = request.app[STATE]
-    session_id = _session_id(request)
-    after = _after(request)
+    # A refusal is raised here, before any byte of the reply.
+    events = await host.daemon.stream(await _verb_request(request, route))
+    response = web.StreamResponse(headers={"Content-Type": "application/json; charset=utf-8"})
+    await response.prepare(request)
+
+    async def envelope() -> AsyncIterator[bytes]:
+        yield b'{"events": ['
+        separator = b""
+        async for line in events:
+            yield separator
+            yield expect(line, dp.EventLine).line.encode("utf-8")  # the log's own JSON, inside the envelope
+            separator = b", "
+        yield b"]}"
+
+    try:
+        await _write_all(envelope(), lambda data: _write(response, data))
+        await response.write_eof()
+    except (ProtocolError, ConnectionError, TimeoutError):
+        _cut(request)
+    return response
+
+
+@contextlib.contextmanager
+def _read_slot(state: State) -> Iterator[None]:
+    """One of the READS `events` replies written at once, or 503."""
     if state.reads >= READS:
         raise _busy(f"serve is writing {READS} event replies, the most it writes at once; try again shortly")
     state.reads += 1
     try:
-        # A refusal is raised here, before any byte of the reply.
-        events = await state.daemon.stream(dp.ReadRequest(session_id, after))
-        response = web.StreamResponse(headers={"Content-Type": "application/json; charset=utf-8"})
-        await response.prepare(request)
-
-        async def envelope() -> AsyncIterator[bytes]:
-            yield b'{"events": ['
-            separator = b""
-            async for line in events:
-                yield separator
-                yield expect(line, dp.EventLine).line.encode("utf-8")  # the log's own JSON, inside the envelope
-                separator = b", "
-            yield b"]}"
-
-        try:
-            await _write_all(envelope(), lambda data: _write(response, data))
-            await response.write_eof()
-        except (ProtocolError, ConnectionError, TimeoutError):
-            _cut(request)
-        return response
+        yield
     finally:
         state.reads -= 1
 
@@ -291,45 +355,9 @@ def _cut(request: web.Request) -> None:
         request.transport.abort()
 
 
-async def answer(request: web.Request) -> web.Response:
-    session_id = _session_id(request)
-    body = await _body(request, "project", "request_id")
-    reply = body.get("answer")
-    if reply in ("yes", True):
-        yes = True
-    elif reply in ("no", False):
-        yes = False
-    else:
-        raise _refuse(400, 'the answer must be "yes" or "no"')
-    await request.app[STATE].daemon.call(dp.AnswerRequest(body["project"], session_id, body["request_id"], yes))
-    return web.json_response({"answered": True, "answer": "yes" if yes else "no"})
-
-
-async def stop(request: web.Request) -> web.Response:
-    session_id = _session_id(request)
-    body = await _body(request, "project")
-    expect(await request.app[STATE].daemon.call(dp.StopRequest(body["project"], session_id)), dp.Stopped)
-    return web.json_response({"stopped": True})
-
-
-async def say(request: web.Request) -> web.Response:
-    """A message for the session: queued for a running one, or the daemon carries an ended one on with it."""
-    session_id = _session_id(request)
-    body = await _body(request, "project", "message")
-    said = await request.app[STATE].daemon.call(dp.SayRequest(body["project"], session_id, body["message"]))
-    said = expect(said, dp.Said)
-    return web.json_response({"id": said.session_id, "how": said.how}, status=201)
-
-
-async def remove(request: web.Request) -> web.Response:
-    session_id = _session_id(request)
-    body = await _body(request, "project")
-    expect(await request.app[STATE].daemon.call(dp.RemoveRequest(body["project"], session_id)), dp.Removed)
-    return web.json_response({"removed": True})
-
-
 async def health(request: web.Request) -> web.Response:
-    daemon = request.app[STATE].daemon
+    """The greeting of the host's daemon: whether it answers, and its protocol number."""
+    daemon = _host(request).daemon
     try:
         number = await daemon.ping()
     except ProtocolError as error:
@@ -339,18 +367,23 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "daemon": str(daemon.address), "protocol": number})
 
 
-async def watch(request: web.Request) -> web.StreamResponse:
+async def hosts(request: web.Request) -> web.Response:
+    """The daemons serve is a client of, by name: the `<name>` of `/api/hosts/<name>/…`."""
+    known = request.app[STATE].hosts.values()
+    return web.json_response([{"name": host.name, "daemon": str(host.daemon.address)} for host in known])
+
+
+async def _events_stream(request: web.Request, route: Route, host: Host) -> web.StreamResponse:
     """Server-Sent Events: `id:` is the event id, `data:` the event; `event: row` first, `event: end` last.
 
     The upstream is the session's shared feed; this response writes what its subscriber is owed, which is
     never an event it wrote already (the module docstring of `chock.log.fanout` says why that is enough).
     """
-    state = request.app[STATE]
-    session_id = _session_id(request)
-    project = _project_query(request)
-    after = _after(request, resume=True)
+    verb = await _verb_request(request, route)
+    assert isinstance(verb, dp.WatchRequest), "the stream's row is a watch"
+    session_id, after = verb.session_id, verb.after
     try:
-        stream = await state.feeds.join(project, session_id, after, lambda: _cut(request))
+        stream = await host.feeds.join(verb.project, session_id, after, lambda: _cut(request))
     except TooManyStreams as error:
         raise _busy(error.text) from None
     response = web.StreamResponse(
@@ -366,7 +399,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
             await response.prepare(request)
             await _send(response, stream, b"retry: %d\n\n" % RETRY_MS + sse_message("row", stream.feed.row))
             if stream.backfill:
-                stream.subscriber.backfilled(await _catch_up(response, stream, state.daemon, session_id, after))
+                stream.subscriber.backfilled(await _catch_up(response, stream, host.daemon, session_id, after))
             await _follow(response, stream)
         except ProtocolError:
             # A catch-up read failed halfway: end the stream here, without `end`, so the browser comes back
@@ -425,13 +458,77 @@ async def _send(response: web.StreamResponse, stream: Stream, data: bytes) -> No
     stream.wrote()
 
 
+# --------------------------------------------------------------------------------------------------------
+# The routes
+
+Shape = Callable[[web.Request, "Route", Host], Awaitable[web.StreamResponse]]
+Guard = Callable[[State], AbstractContextManager[None]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route: its method, its path below a host, the daemon verb it sends (its request type), the shape
+    that serves it, what a JSON reply says (from the request and the reply), the status of a success, and the
+    guards it passes before the verb is sent (a cap: 503 past it)."""
+
+    method: str
+    path: str
+    request: type[Request]
+    shape: Shape
+    answer: Callable[[Any, Any], dict[str, Any]] | None = None
+    status: int = 200
+    guards: tuple[Guard, ...] = ()
+
+
+LOCAL = "local"  # the host serve was started for; `/api/sessions/…` is `/api/hosts/local/sessions/…`
+
+# Every route below `/api/hosts/<name>`, and for the local host below `/api` too.
+ROUTES = (
+    Route("GET", "/sessions", dp.ListRequest, _collected,
+          lambda verb, lines: {"project": verb.project, "sessions": [expect(line, dp.ListRow).row for line in lines]}),
+    Route("POST", "/sessions", dp.StartRequest, _one,
+          lambda verb, started: {"id": started.session_id}, status=201),  # the id alone: serve names no path
+    Route("GET", "/sessions/{id}/events", dp.ReadRequest, _events, guards=(_read_slot,)),
+    Route("GET", "/sessions/{id}/watch", dp.WatchRequest, _events_stream),
+    Route("POST", "/sessions/{id}/answer", dp.AnswerRequest, _one,
+          lambda verb, _: {"answered": True, "answer": "yes" if verb.yes else "no"}),
+    Route("POST", "/sessions/{id}/stop", dp.StopRequest, _one, lambda verb, _: {"stopped": True}),
+    Route("POST", "/sessions/{id}/messages", dp.SayRequest, _one,
+          lambda verb, said: {"id": said.session_id, "how": said.how}, status=201),
+    Route("POST", "/sessions/{id}/remove", dp.RemoveRequest, _one, lambda verb, _: {"removed": True}),
+)  # fmt: skip
+
+# The daemon's verbs serve offers no route for, and why (tests/test_front_tables.py: every verb is in one table).
+NOT_ROUTED = {
+    "adopt": "a handover is asked by the terminal that holds the session (`chock detach`); a browser holds none",
+}
+
+
+def _host(request: web.Request) -> Host:
+    name = request.match_info.get("host", LOCAL)
+    host = request.app[STATE].hosts.get(name)
+    if host is None:
+        raise _refuse(404, f"serve knows no host {name[:80]!r}; GET /api/hosts lists those it knows", "not-found")
+    return host
+
+
+def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The route's handler: its host, its guards, then its shape."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        host = _host(request)
+        with contextlib.ExitStack() as guards:
+            for guard in route.guards:
+                guards.enter_context(guard(request.app[STATE]))
+            return await route.shape(request, route, host)
+
+    return handle
+
+
 def add_routes(app: web.Application) -> None:
-    app.router.add_get("/api/health", health)
-    app.router.add_get("/api/sessions", list_sessions)
-    app.router.add_post("/api/sessions", start_session)
-    app.router.add_get("/api/sessions/{id}/events", session_events)
-    app.router.add_get("/api/sessions/{id}/watch", watch)
-    app.router.add_post("/api/sessions/{id}/answer", answer)
-    app.router.add_post("/api/sessions/{id}/stop", stop)
-    app.router.add_post("/api/sessions/{id}/messages", say)
-    app.router.add_post("/api/sessions/{id}/remove", remove)
+    """ROUTES below every host's prefix and the local host's alias, and the two routes that send no verb."""
+    app.router.add_get("/api/hosts", hosts)
+    for prefix in ("/api/hosts/{host}", "/api"):
+        app.router.add_get(prefix + "/health", health)
+        for route in ROUTES:
+            app.router.add_route(route.method, prefix + route.path, _handler(route))

@@ -21,7 +21,6 @@ from chock.paths import Layout
 from chock.platform import journal, manager
 from chock.platform.listening import Listener
 from chock.serve import api, sites
-from chock.serve.feeds import Feeds
 from chock.serve.guard import HostRule, make_guard
 from chock.serve.sites import BoundedSite
 
@@ -78,8 +77,7 @@ async def _secure(request: web.Request, response: web.StreamResponse) -> None:
 def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     app = web.Application(middlewares=[make_guard(rule), api.control_errors], client_max_size=MAX_BODY)
     app.on_response_prepare.append(_secure)
-    feeds = Feeds(daemon)
-    app[api.STATE] = api.State(daemon, feeds, api.Activity())
+    state = app[api.STATE] = api.State({api.LOCAL: api.Host.of(api.LOCAL, daemon)}, api.Activity())
     api.add_routes(app)
     app.router.add_get("/", _index)
     app.router.add_get("/static/{name}", _static)
@@ -87,7 +85,7 @@ def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
     async def close_feeds(app: web.Application) -> None:
         # Every SSE stream ends (without `end`) when its feed does, so the browsers reconnect to whatever
         # serves next, and no stream holds the stop up.
-        await feeds.close()
+        await state.close()
 
     app.on_shutdown.append(close_feeds)
     return app
@@ -126,7 +124,7 @@ async def _watchdog(interval: float) -> None:
 def run(
     layout: Layout,
     *,
-    daemon: str | None,
+    daemon: tuple[str, ...],
     socket_path: Path | None,
     host: str | None,
     port: int | None,
@@ -182,7 +180,7 @@ async def _serve(app: web.Application, bound: list[Listener], idle_exit: float |
             task.cancel()
     finally:
         manager.notify("STOPPING=1")
-        await app[api.STATE].feeds.close()  # SSE streams end first, so nothing waits on them
+        await app[api.STATE].close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0
 

@@ -6,7 +6,7 @@ its exit code and stderr); `Daemons.spawn()` starts one without waiting, for a d
 
     def test_something(home, project, daemons):     # the fixture is in tests/conftest.py
         daemon = daemons.start()
-        daemon.client.start(project, "a task")
+        daemon.client.call(dp.StartRequest(project, "a task"))
 
 At the end every daemon is killed, then every session still holding its log's lock, with its process group.
 """

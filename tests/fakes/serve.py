@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chock.control.client import ControlClient
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, events_of
 from chock.control.connection import ServerConnection
 from chock.control.session_protocol import HANDOVER, Ended, SessionStopRequest
 from chock.log.writer import SessionLog
@@ -245,7 +246,7 @@ class Stack:
 
     def read(self, session_id: str) -> list[dict[str, Any]]:
         """The daemon's own `read` of the whole session: what every view must equal."""
-        return list(self.client.read(session_id, 0))
+        return list(events_of(self.client.stream(dp.ReadRequest(session_id, 0))))
 
     def cleanup(self) -> None:
         for serve in self.serves:

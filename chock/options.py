@@ -1,0 +1,36 @@
+"""The options several commands share, declared once (chock/argv.py's `Option`): click builds each command's
+from these rows (chock/cli.py), and the commands started without click (chock/entry.py) parse the same rows.
+
+A row says what the option means everywhere it appears; a command that means something else by the same flag
+(`chock serve --port`, the port it listens on) declares its own. Which daemon `--daemon` and `--port` name is
+`chock.control.address.named_address`'s to say. `--daemon` is repeatable in the table, so a command that will
+act through several daemons takes them with no new option; every command today acts through one, and
+`named_address` refuses a second by name (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chock.argv import Option
+
+PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
+
+DAEMON = Option(
+    "--daemon",
+    "daemon_address",
+    str,
+    "ADDR",
+    "Act through this daemon: unix:/path or host:port (default: $CHOCK_DAEMON).",
+    multiple=True,
+)
+
+PORT = Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:PORT.")
+
+JSON = Option("--json", "as_json", bool, "", "Print JSON lines, one object each.")
+
+# The options naming a daemon, as every command that can act through one takes them.
+DAEMON_OPTIONS = (DAEMON, PORT)
+
+# A command that acts on one project's sessions, through a daemon or in the state dir.
+PROJECT_OPTIONS = (PROJECT, *DAEMON_OPTIONS)
