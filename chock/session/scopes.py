@@ -8,7 +8,8 @@
 A stop comes from outside the loop's task (a socket's handler, a signal handler), so it is a cancel of that task.
 Only the scope's own cancel is taken back at its edge (`Task.uncancel`); in Python 3.11 `uncancel` does not clear
 a cancel not yet delivered, so a stop that lands as the body finishes is delivered at one checkpoint there and
-taken back too. Anything else that cancels the task is not the scope's to take.
+taken back there and changes nothing: the body had finished. Anything else that cancels the task is not the
+scope's to take.
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ class StopScope:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(0)
         task.uncancel()
-        if kind is None or kind is asyncio.CancelledError:
+        if kind is asyncio.CancelledError:
             raise Stopped from None
-        return False  # the body's own error goes on (a stop that raced it changes nothing)
+        return False  # the body had finished (or failed on its own) before the stop reached it
 
 
 class Nursery:
