@@ -3,6 +3,8 @@
 Everything the session waits for — a model response chunk, a tool process, an approval, a background
 command, a subagent — is awaited on one asyncio loop, and the session's sockets are served by that same
 loop, so they answer while work goes on and the process never grows a second thread (the tool path forks).
+The loop builds none of its collaborators: its provider, tool runner, clock, socket server and host git are
+given (chock.session.ports), so tests/test_loop.py builds it in-process.
 
 Every fact goes to the log first: `emit` appends an event, folds it into the live state and renders it.
 The conversation a model sees is therefore always the fold of the log, exactly what a later owner rebuilds.
