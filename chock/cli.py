@@ -98,6 +98,7 @@ pass_layout = click.make_pass_decorator(Layout)
 @click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
 @click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
+@click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
 @pass_layout
 def run(
     layout: Layout,
@@ -112,6 +113,7 @@ def run(
     yes: bool,
     as_json: bool,
     for_daemon: bool,
+    after_reboot: bool,
 ) -> None:
     """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
     from chock.session import render
@@ -121,12 +123,12 @@ def run(
     if continue_id and message is None and not _looks_like_session_id(continue_id):
         continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
     interactive = sys.stdin.isatty()
-    if message is None and adopt_id is None and not interactive:
+    if message is None and adopt_id is None and not interactive and not after_reboot:
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
     request = RunRequest(
         message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
         continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
-        for_daemon=for_daemon,
+        for_daemon=for_daemon or after_reboot, after_reboot=after_reboot,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
     from chock.platform.journal import session_records
@@ -466,6 +468,16 @@ def daemon_stop() -> None:
 
     install.stop()
     click.echo("stopped; running sessions keep running in their own scopes")
+
+
+@daemon.command("wake")
+@pass_layout
+def daemon_wake(layout: Layout) -> None:
+    """Connect to the daemon once, so it starts (chock-resume.service runs this at boot)."""
+    from chock.control.client import ControlClient
+
+    ControlClient(f"unix:{layout.daemon_socket}").ping()
+    click.echo("the daemon answered")
 
 
 @daemon.command("status")

@@ -20,9 +20,12 @@ from chock.errors import Refused
 from chock.providers.kinds import KINDS, KindError, kind_address, split_kind
 
 APPROVALS = ("ask", "allow", "deny")
+# What the daemon does at its start with the sessions it owned that a reboot interrupted
+# (docs/architecture.md#after-a-reboot): list them (free, one `chock run --continue` away), or carry them on.
+AFTER_REBOOT = ("list", "resume")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
-TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials")
+TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials", "after_reboot")
 # How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` of the
 # same name (whose own entry has no room for them).
 TUNING_KEYS = ("retries", "price", "context_window")
@@ -96,6 +99,7 @@ class Config:
     approvals_shell: str = "ask"
     sandbox_network: bool = False
     credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
+    after_reboot: str = "list"
     exists: bool = False
 
 
@@ -188,6 +192,8 @@ class _Reader:
             fields.update(self.sandbox(top["sandbox"]))
         if "credentials" in top:
             fields.update(self.credentials(top["credentials"]))
+        if "after_reboot" in top:
+            fields["after_reboot"] = self.choice(top["after_reboot"], ".after_reboot", AFTER_REBOOT)
         return Config(path=self.path, exists=True, **fields)
 
     def instances(self, value: Any) -> dict[str, Any]:

@@ -44,9 +44,16 @@ def run(layout: Layout, values: dict[str, object]) -> int:
             ended = row.get("end_reason") or "-"
             line = f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {preview(row['message'])}"
             print(shown(line, one_line=True))
+            if row.get("free"):
+                print(shown(f"    {interrupted(row)}", one_line=True))
     if not rows and not values["as_json"]:
         print('no sessions in this project yet: start one with `chock run "…"`')
     return 0
+
+
+def interrupted(row: dict[str, Any]) -> str:
+    """What a free session's row says of it: what interrupted it, and the command that takes it."""
+    return f"interrupted by {row.get('interrupted_by') or 'a crash'} — `chock run --continue {row['id']}`"
 
 
 def preview(text: str, width: int = 60) -> str:

@@ -229,7 +229,8 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
     [
         (
             ".{ .colour = 1 }",
-            "unknown key .colour (known keys in the config: instance, instances, approvals, sandbox, credentials)",
+            "unknown key .colour (known keys in the config: instance, instances, approvals, sandbox, credentials, "
+            "after_reboot)",
         ),
         (
             ".{ .approvals = .{ .files = .ask } }",
@@ -469,3 +470,15 @@ def test_a_parse_error_on_a_token_line_never_repeats_the_token(tmp_path):
         load_config(path)
     assert "SECRETVALUE123abc" not in str(refused.value)
     assert "line 1, column" in str(refused.value) and "expected a value" in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ['"resume"', '"list"', ".resume"])
+def test_after_reboot_takes_list_or_resume(tmp_path, value):
+    config = load_config(write(tmp_path, f".{{ .after_reboot = {value} }}"))
+    assert config.after_reboot == value.strip('".')
+    assert load_config(write(tmp_path, ".{}", "empty.zon")).after_reboot == "list"
+
+
+def test_after_reboot_refuses_anything_else_when_the_file_is_read(tmp_path):
+    message = refusal(tmp_path, '.{ .after_reboot = "restart" }')
+    assert message == '.after_reboot must be one of list, resume (got "restart")'

@@ -31,7 +31,7 @@ BUILD_DEB = REPO / "scripts" / "build-deb"
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 CLEAN_ENV = {"PATH": CLEAN_PATH, "HOME": os.environ.get("HOME", "/root"), "LC_ALL": "C.UTF-8"}
 
-UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service")
+UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service", "chock-resume.service")
 # The Debian packages of the Python libraries Chock imports, plus the sandbox and git.
 RUNTIME = {
     "python3-click", "python3-keyring", "python3-secretstorage", "python3-jeepney", "python3-systemd",

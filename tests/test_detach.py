@@ -124,7 +124,7 @@ def test_a_daemon_gone_between_ask_and_adopt_is_named_and_continue_takes_the_ses
     assert git(project, "show", f"chock/{session_id}:a.txt") == "A"
 
 
-def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon):
+def test_continue_takes_a_session_the_daemon_adopted_only_once_its_owner_is_gone(home, project, daemon):
     entries = [
         {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}},
                                     {"call_id": "c2", "name": "shell", "args": {"command": "sleep 1"}}]},
@@ -143,10 +143,12 @@ def test_continue_cannot_take_a_session_the_daemon_adopted(home, project, daemon
     adopt = next(e for e in reversed(home.events(session_id)) if e["type"] == "session.adopt")
     os.kill(adopt["pid"], signal.SIGKILL)
     wait_until(lambda: not alive({adopt["pid"]}), 30, "the adopting process to die")
-    refused = home.chock("run", "--continue", session_id, "mine now", cwd=project)
-    assert refused.returncode == 3
-    assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
-    assert (workspace / "a.txt").read_text() == "A"  # untouched
+    # Its owner is provably gone now (docs/log.md#ownership-the-lock): the terminal takes the workspace back.
+    taken = home.chock("run", "--continue", session_id, "mine now", cwd=project)
+    assert taken.returncode == 0, taken.stderr
+    adopt = next(e for e in reversed(home.events(session_id)) if e["type"] == "session.adopt")
+    assert (adopt["via"], adopt["after"]) == ("terminal", "crash")
+    assert git(project, "show", f"chock/{session_id}:a.txt") == "A"
 
 
 def test_an_abandoned_session_is_refused_by_detach_naming_its_workspace(home, project, daemon):

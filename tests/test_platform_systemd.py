@@ -682,7 +682,13 @@ def test_every_packaged_unit_verifies(tmp_path: Path) -> None:
     units = tmp_path / "units"
     units.mkdir()
     names = sorted(path.name for path in UNITS.iterdir() if path.is_file())
-    assert names == ["chock-serve.service", "chock-serve.socket", "chock.service", "chock.socket"]
+    assert names == [
+        "chock-resume.service",
+        "chock-serve.service",
+        "chock-serve.socket",
+        "chock.service",
+        "chock.socket",
+    ]
     # ExecStart must name an executable that exists; the .deb's real /usr/bin/chock is checked elsewhere.
     for name in names:
         (units / name).write_text((UNITS / name).read_text().replace("/usr/bin/chock", "/bin/true"))
@@ -729,6 +735,10 @@ def test_units_have_the_settings_the_service_design_needs() -> None:
     assert {
         "Type=notify", "ExecStart=/usr/bin/chock serve --idle-exit 600", "Requires=chock.socket", "After=chock.socket",
     } <= set(keys("chock-serve.service"))  # fmt: skip
+    assert {
+        "Type=oneshot", "ExecStart=/usr/bin/chock daemon wake", "WantedBy=default.target", "After=chock.socket",
+        "Environment=CHOCK_CONFIG=%h/.config/chock/config.zon", "Environment=CHOCK_STATE_DIR=%h/.local/state/chock",
+    } <= set(keys("chock-resume.service"))  # fmt: skip
     for name in ("chock.socket", "chock-serve.socket"):
         assert not any("%S" in line for line in keys(name)), name
     for name, page in (("chock.socket", "chock-daemon"), ("chock.service", "chock-daemon"),

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.projects import git
 from tests.fakes.providers import FakeProvider
-from tests.fakes.sessions import new_session, wait_for_event
+from tests.fakes.sessions import alive, new_session, processes_with, wait_for_event
 from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
@@ -197,31 +197,74 @@ BLOCKING = [
 ]  # fmt: skip
 
 
-def test_continue_is_refused_while_the_owner_lives_and_abandoned_after_kill_9(home, project):
+def test_continue_is_refused_while_the_owner_lives_and_takes_the_workspace_after_kill_9(home, project):
+    """The owner is killed with SIGKILL (its sandbox dies with it): the session is abandoned and provably free
+    (docs/log.md#ownership-the-lock), and `chock run --continue` takes its workspace and completes."""
+    marker = f"sleep 60 # {os.getpid()}-{id(home)}"  # this test's sandbox, among every process on the machine
+    home.replay_instance([BLOCKING[0] | {"tool_calls": [BLOCKING[0]["tool_calls"][0], {
+        "call_id": "c2", "name": "shell", "args": {"command": marker}}]}, BLOCKING[1]])  # fmt: skip
+    process = home.spawn("run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        session_id = new_session(home)
+        wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        sandboxed = wait_until(lambda: processes_with(marker), 10, "the sandboxed command")
+        assert sandboxed
+        refused = home.chock("run", "--continue", session_id, "more", cwd=project)
+        assert refused.returncode == 3
+        assert "running in another process" in refused.stderr
+        listed = home.chock("sessions", "--json", cwd=project).stdout
+        assert json.loads(listed)["status"] == "running" and json.loads(listed)["free"] is False
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    finally:
+        process.kill()
+    wait_until(lambda: not alive(sandboxed), 10, "the sandbox to die with its owner")
+    row = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    assert row["status"] == "abandoned" and row["workspace_kept"] is True
+    assert (row["free"], row["interrupted_by"]) == (True, "crash")
+    text = home.chock("sessions", cwd=project).stdout
+    assert f"interrupted by crash — `chock run --continue {session_id}`" in text
+    workspace = home.layout.workspace_dir(session_id)
+    assert (workspace / "w.txt").read_text() == "x"
+    result = home.chock("run", "--continue", session_id, "go on", cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = home.events(session_id)
+    adopt = next(e for e in events if e["type"] == "session.adopt")
+    assert (adopt["via"], adopt["after"]) == ("terminal", "crash")
+    cut = next(e for e in events if e["type"] == "tool.result" and e["call_id"] == "c2")
+    assert cut["is_error"] and "cut off" in cut["output"]  # the dead owner's call got its ending
+    opened = [e["directory"] for e in events if e["type"] == "workspace.open"]
+    assert opened == [str(workspace), str(workspace)]  # the same worktree, taken over
+    assert events[-1]["reason"] == "completed"
+    assert git(project, "show", f"chock/{session_id}:w.txt") == "x"
+
+
+def test_an_abandoned_session_with_no_proof_keeps_its_workspace_refused(home, project):
+    """A log whose owner recorded no machine (an older chock) proves nothing: its kept workspace is refused."""
     home.replay_instance(BLOCKING)
     process = home.spawn("run", "--yes", "block", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         session_id = new_session(home)
         wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
-        refused = home.chock("run", "--continue", session_id, "more", cwd=project)
-        assert refused.returncode == 3
-        assert "running in another process" in refused.stderr
-        listed = home.chock("sessions", "--json", cwd=project).stdout
-        assert json.loads(listed)["status"] == "running"
         process.send_signal(signal.SIGKILL)
         process.wait(10)
     finally:
         process.kill()
+    log = home.layout.log_path(session_id)
+    lines = log.read_bytes().split(b"\n")
+    first = json.loads(lines[0])
+    del first["machine_id"]
+    lines[0] = json.dumps(first).encode()
+    log.write_bytes(b"\n".join(lines))
     row = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
-    assert row["status"] == "abandoned" and row["workspace_kept"] is True
+    assert (row["status"], row["free"], row["interrupted_by"]) == ("abandoned", False, "")
     workspace = home.layout.workspace_dir(session_id)
-    assert (workspace / "w.txt").read_text() == "x"
-    before = home.layout.log_path(session_id).read_bytes()
+    before = log.read_bytes()
     refused = home.chock("run", "--continue", session_id, "go on", cwd=project)
     assert refused.returncode == 3
     assert str(workspace) in refused.stderr and "chock workspace" in refused.stderr
     assert (workspace / "w.txt").exists()
-    assert home.layout.log_path(session_id).read_bytes() == before  # the refusal wrote nothing
+    assert log.read_bytes() == before  # the refusal wrote nothing
 
 
 def test_a_torn_tail_is_ignored_then_cut_and_the_conversation_resumes(home, project):

@@ -12,6 +12,7 @@ import signal
 
 import pytest
 
+from tests.fakes.daemon import kill_sessions
 from tests.fakes.serve import running_stack
 from tests.fakes.wait import wait_until
 
@@ -153,3 +154,21 @@ def test_the_page_shows_the_plan_beside_the_timeline_and_the_cost(home, project,
         assert plan["x"] >= timeline["x"] + timeline["width"]  # beside it, not under it
         assert "cost 0.0000" in page.text_content("#session-usage")  # a replay's calls cost nothing
         assert errors == []
+
+
+def test_the_page_names_what_interrupted_a_session_and_the_command_that_takes_it(stack, chromium):
+    """A session whose owner was killed is free (docs/log.md#ownership-the-lock): the list's badge says it was
+    interrupted by a crash, and the session's own view names `chock run --continue ID`."""
+    serve = stack.start_serve()
+    session_id, _ = stack.client.start(stack.project, "wait, then be cut off")
+    wait_until(lambda: any(e["type"] == "approval.request" for e in stack.read(session_id)), 30, "the question")
+    kill_sessions(stack.home)
+    page = chromium.new_page(viewport={"width": 1100, "height": 900})
+    page.goto(f"http://127.0.0.1:{serve.port}/#project={stack.project}&session={session_id}")
+    badge = f"#sessions button[data-session='{session_id}'] .badge.abandoned"
+    page.wait_for_selector(badge, timeout=15000)
+    assert page.text_content(badge) == "interrupted by crash"
+    page.wait_for_function(
+        "id => document.getElementById('session-status').textContent.includes(id)", arg=session_id, timeout=15000
+    )
+    assert page.text_content("#session-status") == f"interrupted by crash — chock run --continue {session_id}"

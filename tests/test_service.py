@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.fakes.systemd_user import user_manager
 from tests.fakes.wait import wait_until
 
 CHOCK = str(Path(sys.executable).parent / "chock")
+PACKAGED = Path(__file__).resolve().parent.parent / "packaging" / "systemd"
 LONG_SESSION = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
     {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "sleep 6"}}]},
@@ -111,3 +113,61 @@ def test_uninstall_removes_what_install_wrote(manager):
     assert not (manager.unit_dir / "chock.socket").exists()
     with pytest.raises(ProtocolError):
         ControlClient(f"unix:{manager.home}/.local/state/chock/daemon.sock", timeout=2).ping()
+
+
+def _interrupted_by_a_reboot(home: Path, project: Path) -> str:
+    """A daemon-owned session whose owner ran in a boot before this one, as a power cut leaves it (no end)."""
+    session_id = "20261201-070000-abcdef"
+    directory = home / ".local/state/chock/sessions" / session_id
+    directory.mkdir(parents=True, mode=0o700)
+    machine = Path("/etc/machine-id").read_text().strip()
+    owner = {"pid": 4242, "pid_start": 17, "machine_id": machine, "boot_id": str(uuid.uuid4()), "host": "here"}
+    lines = [
+        {"id": 1, "at": "2026-12-01T07:00:00.000Z", "type": "session.start", "session": session_id,
+         "project": str(project), "message": "finish after the reboot", "instance": "demo", "model": "",
+         "owner": "daemon", "approve_all": True, **owner},
+        {"id": 2, "at": "2026-12-01T07:00:00.100Z", "type": "user.message", "text": "finish after the reboot"},
+    ]  # fmt: skip
+    (directory / "log.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return session_id
+
+
+def test_chock_resume_service_starts_the_daemon_with_the_manager_and_it_carries_on_what_a_reboot_cut(tmp_path):
+    """chock-resume.service, enabled, connects once when the user manager starts; the daemon it starts carries
+    the session a reboot interrupted on (`.after_reboot = "resume"`, docs/architecture.md#after-a-reboot)."""
+    made: dict[str, object] = {}
+
+    def prepare(home: Path) -> None:
+        project = _prepare_home(home, [{"text": "Carried on after the reboot.", "tool_calls": []}])
+        config = home / ".config/chock/config.zon"
+        config.write_text(config.read_text().replace(".{ ", '.{ .after_reboot = "resume", ', 1))
+        made["session"] = _interrupted_by_a_reboot(home, project)
+        units = home / ".config/systemd/user"
+        for target in ("default.target.wants", "sockets.target.wants"):
+            (units / target).mkdir(parents=True)
+        for name in ("chock.socket", "chock.service", "chock-resume.service"):
+            text = (PACKAGED / name).read_text().replace("/usr/bin/chock", CHOCK)
+            (units / name).write_text(text)
+        (units / "default.target.wants/chock-resume.service").symlink_to(units / "chock-resume.service")
+        (units / "sockets.target.wants/chock.socket").symlink_to(units / "chock.socket")
+
+    with user_manager(prepare=prepare) as manager:
+        session_id = str(made["session"])
+
+        def ran() -> bool:
+            return manager.show("chock-resume.service", "ExecMainExitTimestampMonotonic")[
+                "ExecMainExitTimestampMonotonic"
+            ] not in ("", "0")
+
+        wait_until(ran, what="chock-resume.service to run")
+        assert manager.show("chock-resume.service", "Result")["Result"] == "success"
+        assert manager.show("chock-resume.service", "ExecMainStatus")["ExecMainStatus"] == "0"
+        manager.wait_for_state("chock.service", "active")  # started by the resume unit's one connect
+        wait_until(
+            lambda: any(e["type"] == "session.end" for e in _events(manager.home, session_id)[2:]),
+            timeout=60, what="the interrupted session to be carried on to its end",
+        )  # fmt: skip
+        events = _events(manager.home, session_id)
+        adopt = next(e for e in events if e["type"] == "session.adopt")
+        assert (adopt["via"], adopt["after"], adopt["approve_all"]) == ("daemon", "reboot", False)
+        assert events[-1]["reason"] == "completed"

@@ -5,11 +5,19 @@ socket, a thread or an event loop is the caller's: the daemon, the session's soc
 command uses and serve's asyncio client are thin pumps around these two classes, so every rule of the exchange
 — the greeting first, the bounds, one verb per control connection, which lines a reply may hold and how it
 ends — lives here once, and a test drives both ends with plain bytes.
+
+Time is the caller's too, the way aioquic's `get_timer()`/`handle_timer(now)` have it: the server's end owns its
+deadlines (the greeting's, a line's, the idle bound's, and the linger after its last line) and never reads a
+clock. A pump tells it the time with what it feeds it, asks `next_deadline()` when to wake, and at that time
+calls `deadline_passed(now)`.
 """
 
 from __future__ import annotations
 
 from chock.control.framing import (
+    LINE_SECONDS,
+    LINGER_BYTES,
+    LINGER_SECONDS,
     MAX_REPLY_LINE,
     ErrorCode,
     LineBuffer,
@@ -38,46 +46,226 @@ NEED_DATA = _Sentinel("NEED_DATA")
 CLOSED = _Sentinel("CLOSED")
 
 
-class ServerConnection:
-    """The server's end: the greeting (`Greeted`, to be answered with `greeting_reply()`), then requests.
+class _Owed:
+    """A request taken and not yet answered whole, and how far its reply has come."""
 
-    Any ProtocolError `next_event` raises is the one reply line to send (`error.encode()`). A refusal of the
+    __slots__ = ("began", "request")
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.began = False  # its REPLY line (the one-line answer, or a stream's header) was sent
+
+
+class ServerConnection:
+    """The server's end: the greeting (`Greeted`, to be answered with `greeting_reply()`), then requests, then
+    the replies they allow (`send`), and the deadlines of all of it.
+
+    Any ProtocolError `next_event` raises is the one reply line to send (`send(error)`). A refusal of the
     greeting, or a line past its bound, ends the connection; after any other refusal a protocol of several
     verbs per connection serves the next request. A control connection takes one verb: once it has been
     returned, nothing more is read.
+
+    Deadlines (docs/protocol.md#bounds), every one counted on the caller's clock (`now`, as given to the
+    constructor, `receive_data`, `send` and `deadline_passed`; a call without it means "no time has passed"):
+
+    - the greeting arrives within `line_seconds` of the opening: every client greets at once;
+    - a request line arrives whole within `line_seconds` of its first byte, however it trickles;
+    - `idle_seconds` (None: no bound) — for a one-verb protocol, the verb arrives within it of the greeting,
+      mid-line too; for a protocol of several verbs, the connection may sit that long between requests, since
+      its last byte in or its last reply out, and never while a request it took waits for its answer;
+    - after `linger(now)` (the pump has written its last line and shut its sending side), what the client still
+      sends is dropped for LINGER_SECONDS or LINGER_BYTES, whichever comes first, or until its end of file.
     """
 
-    def __init__(self, protocol: LineProtocol, *, number: int | None = None) -> None:
+    def __init__(
+        self,
+        protocol: LineProtocol,
+        *,
+        number: int | None = None,
+        now: float = 0.0,
+        line_seconds: float = LINE_SECONDS,
+        idle_seconds: float | None = None,
+    ) -> None:
         self.protocol = protocol
         self.number = protocol.number if number is None else number
         self.greeted = False
         self.requests = 0  # how many requests have been taken
+        self.line_seconds = line_seconds
+        self.idle_seconds = idle_seconds
         self._buffer = LineBuffer(protocol.line_limit, note=protocol.limit_note)
+        self._now = now
+        self._opened = now
+        self._greeted_at = now
+        self._line_began = now  # the first byte of the line under way
+        self._active = now  # the last byte in or reply out (the idle bound of several verbs counts from it)
+        self._owed: list[_Owed] = []
+        self._refusing = False  # `next_event` refused a line: its refusal is the next error sent
+        self._lingered: int | None = None  # bytes dropped since the linger began; None: not lingering
+        self._linger_until = 0.0
+        self._closed = False
 
-    def receive_data(self, data: bytes) -> None:
+    # Bytes and events in ------------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float | None = None) -> None:
+        """The bytes that arrived at `now` (`b""`: end of file)."""
+        self._tick(now)
+        if self._closed:
+            return
+        if self._lingered is not None:
+            self._lingered += len(data)
+            if not data or self._lingered >= LINGER_BYTES:
+                self._closed = True
+            return
+        if not data:
+            return
+        continues = self._buffer.partial and b"\n" not in data
         self._buffer.feed(data)
+        if self._buffer.partial and not continues:
+            self._line_began = self._now  # a line began in these bytes
+        self._active = self._now
 
     def next_event(self) -> Greeted | Request | _Sentinel:
         """The next event, or NEED_DATA; raises ProtocolError for a line to refuse."""
+        if self._closed or self._lingered is not None:
+            return CLOSED
         if self.protocol.one_verb and self.requests:
             return NEED_DATA  # one verb per connection: what else the client sends is not read
-        line = self._buffer.next_line()
-        if line is None:
-            return NEED_DATA
-        if not self.greeted:
-            greeted = parse_greeting(line, self.protocol, number=self.number)
-            self.greeted = True
-            return greeted
-        request = self.protocol.parse_request(line)
+        try:
+            line = self._buffer.next_line()
+            if line is None:
+                return NEED_DATA
+            if not self.greeted:
+                greeted = parse_greeting(line, self.protocol, number=self.number)
+                self.greeted = True
+                self._greeted_at = self._now
+                return greeted
+            request = self.protocol.parse_request(line)
+        except ProtocolError:
+            self._refusing = True
+            raise
         self.requests += 1
+        self._owed.append(_Owed(request))
         return request
+
+    # Replies out --------------------------------------------------------------------------------------------
 
     def greeting_reply(self) -> bytes:
         return encode_greeting_reply(self.protocol, self.number)
 
+    def send(self, reply: ReplyLine | ProtocolError, now: float | None = None) -> bytes:
+        """The bytes of one reply line the exchange allows now.
+
+        An error may always be sent: it refuses the line `next_event` just refused, else it is the answer of
+        the latest request waiting for one (a stream that cannot finish ends with one). Any other line must be
+        one the protocol sends at any time (a session's `ended`, which answers everything), or the next line of
+        the reply of a request waiting for its answer, as its grammar allows (`REPLY`, then `ITEM`s, then
+        `END`). Anything else is a RuntimeError: the server's mistake, caught before a client misreads it.
+        """
+        self._tick(now)
+        self._active = self._now
+        if isinstance(reply, ProtocolError):
+            if self._refusing:
+                self._refusing = False
+            elif self._owed:
+                self._owed.pop()
+            return reply.encode()
+        if not self.greeted:
+            raise RuntimeError(f"{reply!r} cannot be sent before the greeting is answered")
+        if isinstance(reply, self.protocol.anytime):
+            self._owed.clear()
+            return reply.encode()
+        for owed in self._owed:
+            if self._takes(owed, reply):
+                return reply.encode()
+        waiting = ", ".join(owed.request.verb for owed in self._owed) or "no request"
+        raise RuntimeError(f"{reply!r} answers nothing on this connection (waiting for an answer: {waiting})")
+
+    def _takes(self, owed: _Owed, reply: ReplyLine) -> bool:
+        """Whether `reply` is the next line `owed`'s grammar allows; if so, the reply moves on (or ends)."""
+        request = owed.request
+        if request.REPLY is not None and not owed.began:
+            if not isinstance(reply, request.REPLY):
+                return False
+            owed.began = True
+            if request.ITEM is None:
+                self._owed.remove(owed)
+            return True
+        if request.END is not None and isinstance(reply, request.END):
+            self._owed.remove(owed)
+            return True
+        return request.ITEM is not None and isinstance(reply, request.ITEM)
+
+    @property
+    def owed(self) -> bool:
+        """A request taken waits for (the rest of) its answer."""
+        return bool(self._owed)
+
+    # Deadlines ----------------------------------------------------------------------------------------------
+
+    def linger(self, now: float | None = None) -> None:
+        """The last line is written and the sending side shut: drop what the client still sends for a moment,
+        so the close never resets a connection whose last line the client has not read."""
+        self._tick(now)
+        if self._lingered is None:
+            self._lingered = 0
+            self._linger_until = self._now + LINGER_SECONDS
+
+    @property
+    def lingering(self) -> bool:
+        return self._lingered is not None and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        """Nothing more to do but close: a deadline passed, or the linger is over."""
+        return self._closed
+
+    def next_deadline(self) -> float | None:
+        """When `deadline_passed` has something to do, on the caller's clock; None: no deadline runs."""
+        return None if self._closed else self._deadline()[0]
+
+    def deadline_passed(self, now: float) -> bytes | None:
+        """The time is `now`. None while no deadline has passed; else the connection is over (`closed`), and
+        this is its last line to write before the close: the bound that cut it, said (empty after a linger, or
+        once over)."""
+        self._tick(now)
+        if self._closed:
+            return b""
+        deadline, why = self._deadline()
+        if deadline is None or now < deadline:
+            return None
+        self._closed = True
+        return ProtocolError(ErrorCode.BAD_REQUEST, why).encode() if why else b""
+
+    def _deadline(self) -> tuple[float | None, str]:
+        """The next deadline and, for a bound the client broke, what it is told."""
+        line, idle = self.line_seconds, self.idle_seconds
+        if self._lingered is not None:
+            return self._linger_until, ""
+        if not self.greeted:
+            return self._opened + line, f"the greeting must come within {line:g} s of the connection's opening"
+        if self.protocol.one_verb and self.requests:
+            return None, ""  # the verb is the caller's to answer
+        # A one-verb protocol bounds the whole request from the greeting, mid-line too.
+        verb_by = self._greeted_at + idle if self.protocol.one_verb and idle is not None else None
+        no_verb = f"no verb came within {verb_by - self._greeted_at:g} s" if verb_by is not None else ""
+        if self._buffer.partial:
+            line_by = self._line_began + line
+            if verb_by is not None and verb_by < line_by:
+                return verb_by, no_verb
+            return line_by, f"a request line must arrive whole within {line:g} s of its first byte"
+        if verb_by is not None:
+            return verb_by, no_verb
+        if idle is None or self._owed:
+            return None, ""  # a client owed an answer is never idle
+        return self._active + idle, f"this connection sat idle for {idle:g} s between requests"
+
+    def _tick(self, now: float | None) -> None:
+        if now is not None:
+            self._now = now
+
     @property
     def mid_line(self) -> bool:
-        """Bytes of an unfinished request line are held: the line's deadline runs (framing.LINE_SECONDS)."""
+        """Bytes of an unfinished request line are held: the line's deadline runs."""
         return self._buffer.partial
 
     @staticmethod

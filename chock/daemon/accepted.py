@@ -1,16 +1,16 @@
 """One connection to the daemon, from accept to close (docs/protocol.md#bounds).
 
 "One connection = the greeting + one verb." Until its request is whole, a connection lives in the main
-thread's selector loop and holds no thread: its bytes go through the codec's `ServerConnection`, a line must
-arrive whole within LINE_SECONDS of its first byte, and a connection that says nothing for IDLE_SECONDS before
-its verb is closed — so a client that trickles a byte at a time holds a slot for seconds, not a day. The short
-verbs (`list`, `read`) are answered from the same loop, their reply produced chunk by chunk as the socket takes
-it; the others (`start`, `adopt`, `answer`, `watch`) get a thread of their own with a blocking socket, since
-they wait on a child, a session socket or a growing log.
+thread's selector loop and holds no thread: its bytes go through the codec's `ServerConnection`, which owns
+the deadlines (a line whole within LINE_SECONDS of its first byte, the verb within IDLE_SECONDS of the
+greeting; the loop only keeps time), so a client that trickles a byte at a time holds a slot for seconds, not a
+day. The short verbs (`list`, `read`) are answered from the same loop, their reply produced chunk by chunk as
+the socket takes it; the others (`start`, `adopt`, `answer`, `watch`) get a thread of their own with a blocking
+socket, since they wait on a child, a session socket or a growing log.
 
 Every close says what there is to say first: a refusal or a reply is written, the daemon stops writing, and
-reads (and drops) what the client still sends for LINGER_SECONDS, so closing never resets a connection whose
-last line the client has not read yet.
+reads (and drops) what the client still sends while the codec lingers, so closing never resets a connection
+whose last line the client has not read yet.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.daemon_protocol import CONTROL
-from chock.control.framing import LINE_SECONDS, LINGER_BYTES, LINGER_SECONDS, ErrorCode, ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
@@ -37,7 +37,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.m
 if TYPE_CHECKING:
     from types import ModuleType
 
-# A connection that has not sent its verb this long after it opened (or after its greeting) is closed.
+# A connection that has not sent its verb this long after its greeting is closed.
 IDLE_SECONDS = 30.0
 
 # A client that takes nothing of its reply for this long is gone.
@@ -88,13 +88,18 @@ class Connection:
         self.listener = listener
         self.opened = now
         self.phase = READING
-        self.codec = ServerConnection(CONTROL)
+        self.codec = ServerConnection(CONTROL, now=now, idle_seconds=IDLE_SECONDS)
         self.out = bytearray()
         self.producer: Iterator[bytes] | None = None
         self.request: Request | None = None
-        self.deadline = now + min(IDLE_SECONDS, LINE_SECONDS)  # the greeting is sent at once
-        self._lingered = 0
+        self._send_deadline = 0.0  # while writing: the client takes some of its reply by then
         self._read_eof = False  # the client stopped writing while its reply is still being written
+
+    @property
+    def deadline(self) -> float:
+        """When the loop looks at this connection again: the codec's deadline, but the write side's, timed here."""
+        deadline = self._send_deadline if self.phase == WRITING else self.codec.next_deadline()
+        return float("inf") if deadline is None or self.phase == THREADED else deadline
 
     @property
     def wants_write(self) -> bool:
@@ -111,7 +116,7 @@ class Connection:
     def refuse(self, error: ProtocolError, now: float, counter: str = "errors", **fields: object) -> None:
         """Answer with one error line, then close the way every reply closes."""
         self.daemon.status.count(counter, **fields)
-        self.out = bytearray(error.encode())
+        self.out = bytearray(self.codec.send(error, now))
         self.producer = None
         self._write_phase(now)
 
@@ -124,8 +129,8 @@ class Connection:
         except OSError:
             data = b""
         if self.phase == LINGERING:
-            self._lingered += len(data)
-            if not data or self._lingered >= LINGER_BYTES:
+            self.codec.receive_data(data, now)
+            if self.codec.closed:
                 self.close()
             return None
         if self.phase != READING:
@@ -137,8 +142,7 @@ class Connection:
             self.daemon.status.count("dropped")  # end of file, perhaps mid-line: a request cut short is none
             self.close()
             return None
-        was_mid_line = self.codec.mid_line and b"\n" not in data
-        self.codec.receive_data(data)
+        self.codec.receive_data(data, now)
         while True:
             try:
                 event = self.codec.next_event()
@@ -150,12 +154,9 @@ class Connection:
             if isinstance(event, Greeted):
                 self.out += self.codec.greeting_reply()
                 self.flush()
-                self.deadline = now + IDLE_SECONDS
                 continue
             self.request = event  # type: ignore[assignment]
             return self.request
-        if self.codec.mid_line and not was_mid_line and self.codec.greeted:
-            self.deadline = min(self.deadline, now + LINE_SECONDS)  # the request line began: whole within the bound
         return None
 
     def answer_inline(self) -> None:
@@ -205,21 +206,18 @@ class Connection:
             if sent == 0:
                 return
             del self.out[:sent]
-            self.deadline = now + SEND_SECONDS
+            self._send_deadline = now + SEND_SECONDS
         if self.producer is None:
             self._linger(now)
 
     def expired(self, now: float) -> bool:
-        """The connection's deadline passed: it is cut (or, lingering, simply closed). True when closed."""
-        if now < self.deadline or self.phase == THREADED:
+        """The connection's deadline passed: it is cut, told why (or, lingering, simply closed). True when closed."""
+        if self.phase == THREADED or now < self.deadline:
             return False
+        last = self.codec.deadline_passed(now) if self.phase != WRITING else None
         if self.phase == READING:
             self.daemon.status.count("dropped")
-            if self.codec.mid_line:
-                text = f"a request line must arrive whole within {LINE_SECONDS:g} s of its first byte"
-            else:
-                text = f"no verb came within {IDLE_SECONDS:g} s"
-            self.out = bytearray(ProtocolError(ErrorCode.BAD_REQUEST, text).encode())
+            self.out = bytearray(last or b"")
             self.flush()
         self.close()
         return True
@@ -236,7 +234,7 @@ class Connection:
 
     def _write_phase(self, now: float) -> None:
         self.phase = WRITING
-        self.deadline = now + SEND_SECONDS
+        self._send_deadline = now + SEND_SECONDS
         self.writable(now)
 
     def _linger(self, now: float) -> None:
@@ -246,9 +244,9 @@ class Connection:
             self.close()  # the client shut its side already: there is nothing left to drain
             return
         self.phase = LINGERING
-        self.deadline = now + LINGER_SECONDS
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_WR)
+        self.codec.linger(now)
 
     def _failed(self, verb: str, error: Exception) -> None:
         import traceback  # only when a verb fails (docs/architecture.md#start-up)
@@ -294,20 +292,35 @@ class Connection:
                 _verbs().VERBS[request.verb](self.daemon, ReplyWriter(sock), request)
             except ProtocolError as error:
                 self.daemon.status.count("errors")
-                _send(sock, error.encode())
+                _send(sock, self.codec.send(error))
             except ClientGone:
                 self.daemon.status.count("dropped")
             except Exception as error:
                 self._failed(request.verb, error)
                 self.daemon.status.count("internal")
-                _send(sock, ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}").encode())
+                failed = ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}")
+                _send(sock, self.codec.send(failed))
             else:
                 self.daemon.status.count("served", verb=request.verb)
-            _linger_blocking(sock)
+            self._linger_blocking()
         except Exception as error:  # never let one connection's failure reach anything else
             self._failed(request.verb, error)
         finally:
             self.close()
+
+    def _linger_blocking(self) -> None:
+        """Stop writing, read (and drop) what the client still sends while the codec lingers; the caller closes."""
+        sock, codec = self.sock, self.codec
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+        codec.linger(time.monotonic())
+        with contextlib.suppress(OSError):
+            while (deadline := codec.next_deadline()) is not None:  # None: over
+                now = time.monotonic()
+                if codec.deadline_passed(now) is not None:
+                    break
+                sock.settimeout(deadline - now)
+                codec.receive_data(sock.recv(READ_SIZE), time.monotonic())
 
 
 def inline(request: Request) -> bool:
@@ -326,21 +339,3 @@ def _verbs() -> ModuleType:
 def _send(sock: socket.socket, data: bytes) -> None:
     with contextlib.suppress(OSError):
         sock.sendall(data)
-
-
-def _linger_blocking(sock: socket.socket) -> None:
-    """Stop writing, read (and drop) what the client still sends for a moment; the caller closes."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
-    deadline = time.monotonic() + LINGER_SECONDS
-    drained = 0
-    with contextlib.suppress(OSError):
-        while drained < LINGER_BYTES:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            sock.settimeout(remaining)
-            data = sock.recv(READ_SIZE)
-            if not data:
-                break
-            drained += len(data)

@@ -150,6 +150,11 @@ class Children:
         policy: a session once started with --yes at a terminal does not become a way to run commands unasked."""
         self._carry_on(session_id, "say", project, ["--continue", session_id, "--for-daemon"], last_id, message)
 
+    def resume(self, session_id: str, project: str, last_id: int) -> None:
+        """Carry on a session a reboot interrupted (chock.daemon.resume); returns once the child has logged its
+        `session.adopt`. The child follows the daemon's own approval policy, as for a `say`."""
+        self._carry_on(session_id, "resume", project, ["--continue", session_id, "--after-reboot"], last_id, None)
+
     def _carry_on(
         self, session_id: str, verb: str, project: str, argv: list[str], last_id: int, message: str | None
     ) -> None:

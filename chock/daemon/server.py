@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chock.control.daemon_protocol import PROTOCOL
 from chock.control.framing import ErrorCode, ProtocolError
-from chock.daemon import listeners
+from chock.daemon import listeners, resume
 from chock.daemon.accepted import READING, Connection, inline, peer_refusal
 from chock.daemon.children import Children
 from chock.daemon.context import Daemon
@@ -139,6 +139,7 @@ class Server:
             status.write()
             status.activity("start", protocol=PROTOCOL, listeners=len(addresses))
             manager.notify("READY=1", f"STATUS=serving {', '.join(addresses)} (chock-control {PROTOCOL})")
+            resume.after_start(self.daemon)  # what a reboot interrupted, carried on when config.zon says so
             self._loop(selector, wake_r)
         finally:
             reason = self._stopping or "error"

@@ -135,7 +135,8 @@ def answer(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerRequest) -> Non
 
 
 def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
-    """`stop <project>\t<session id>` -> `ok stopped` once the session's log holds its end (STOP_WAIT at most).
+    """`stop <project>\t<session id>` -> `ok stopped` once the session's log holds its end and its owner has let go
+    of it (STOP_WAIT at most), so a `remove` or `--continue` right after finds the session free.
 
     The session stops itself, asked over its handover.sock; the daemon never signals a process."""
     entry = _session(daemon, request.project, request.session_id)
@@ -143,7 +144,7 @@ def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
         raise ProtocolError(ErrorCode.REFUSED, f"session {request.session_id} is not running: it ended already")
     _relay(daemon, request.session_id, "handover", SessionStopRequest())
     deadline = time.monotonic() + STOP_WAIT
-    while not _ended(daemon, request.session_id):
+    while not _let_go(daemon, request.session_id):
         if time.monotonic() >= deadline:
             raise ProtocolError(ErrorCode.UNREACHABLE, f"the session did not end within {STOP_WAIT:g} s")
         time.sleep(0.05)
@@ -225,9 +226,12 @@ def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> Repl
         raise ProtocolError(ErrorCode.UNREACHABLE, f"session {session_id}'s {kind} socket failed: {error}") from None
 
 
-def _ended(daemon: Daemon, session_id: str) -> bool:
+def _let_go(daemon: Daemon, session_id: str) -> bool:
+    """Whether the session's log holds its end and nobody holds the log's lock any more."""
+    from chock.log.reader import owner_alive
+
     entry = daemon.catalog.entry(session_id)
-    return entry is None or entry.state.ended
+    return entry is None or (entry.state.ended and not owner_alive(daemon.layout.log_path(session_id)))
 
 
 VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {

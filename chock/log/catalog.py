@@ -67,16 +67,19 @@ class Entry(Cached):
     ) -> None:
         super().__init__(identity, mtime, offset, state, project_real)
         self.session_id = session_id
-        self.lines: dict[bool, bytes] = {}
+        self.lines: dict[tuple[bool, str], bytes] = {}
 
     def row(self, alive: bool) -> dict[str, Any]:
         return self.state.row(alive)
 
     def line(self, alive: bool, encode: Callable[[str, dict[str, Any]], bytes]) -> bytes:
-        """`encode(started_at, row)` for this entry, made once per status (the daemon's `list` line)."""
-        line = self.lines.get(alive)
+        """`encode(started_at, row)` for this entry, made once per status (the daemon's `list` line). Whether
+        an abandoned session is free is asked on every look: it changes with the process table, not the log."""
+        state = self.state
+        interrupted = "" if alive or state.ended else state.interrupted()
+        line = self.lines.get((alive, interrupted))
         if line is None:
-            line = self.lines[alive] = encode(self.state.started_at, self.state.row(alive))
+            line = self.lines[(alive, interrupted)] = encode(state.started_at, state.row(alive, interrupted))
         return line
 
 

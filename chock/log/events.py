@@ -1,16 +1,22 @@
 """The event model of the session log (docs/log.md#lines): one JSON object per line, ids from 1, at most 1 MiB.
 
-Events stay plain dicts: every field has a default where it is read and unknown fields are ignored,
-so an older reader and a newer writer (or the reverse) never disagree about a line.
+Every event type is declared here, once, with its fields, their JSON types and their defaults (`EVENTS`; the
+table of docs/log.md#event-types says the same in words, and a test holds the two together). The writer
+refuses a type or a field that is not declared (`check`): an undeclared one is a bug in Chock, never the agent's
+input. Events stay plain dicts: a reader skips a type it does not know, ignores a field it does not know and
+reads a missing field, or one of another type, as its declared default (`value`), so an older reader and a
+newer writer (or the reverse) never disagree about a line.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from types import MappingProxyType
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     Event = dict[str, Any]
@@ -34,6 +40,215 @@ LIST_BYTES = 64 * 1024
 # included; the cache counts say how much of it was read from or written to the provider's prompt cache. A
 # provider's own words for them are mapped to these.
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+# The declarations -----------------------------------------------------------------------------------------
+#
+# A field is `name: (types, default)`: the JSON types a writer gives it (as Python types, `NULL` for null; the
+# form of `chock.log.row.FIELDS`) and what a reader takes when it is missing or of another type. Adding a field
+# is one line in its event's table (and its words in docs/log.md's table).
+
+NULL = type(None)
+TEXT: tuple[type, ...] = (str,)
+WHOLE: tuple[type, ...] = (int,)
+FLAG: tuple[type, ...] = (bool,)
+NUMBER: tuple[type, ...] = (int, float)
+LIST: tuple[type, ...] = (list,)
+OBJECT: tuple[type, ...] = (dict,)
+NONE: tuple[()] = ()  # the default of a list: an empty one no reader can change
+EMPTY: MappingProxyType[str, Any] = MappingProxyType({})  # the default of an object, likewise
+
+if TYPE_CHECKING:
+    Field = tuple[tuple[type, ...], object]
+
+# What every event has (the writer adds `id`, `at` and `type`), and what any may carry: `truncated` and `bytes`
+# say an event was cut, by its writer (a tool's output) or by `encode` (an event past MAX_EVENT_BYTES).
+COMMON: dict[str, Field] = {
+    "id": (WHOLE, 0),
+    "at": (TEXT, ""),
+    "type": (TEXT, ""),
+    "truncated": (FLAG, False),
+    "bytes": (WHOLE, 0),
+}
+_CARRIED = ("truncated", "bytes")  # what a writer may give any event; `id`, `at` and `type` are the log's own
+
+# Where an owner runs, as it records itself in `session.start` and `session.adopt` (chock/platform/host.py).
+OWNER_PLACE: dict[str, Field] = {
+    "pid": ((int, NULL), None),
+    "pid_start": ((int, NULL), None),
+    "machine_id": (TEXT, ""),
+    "boot_id": (TEXT, ""),
+    "host": (TEXT, ""),
+}
+
+EVENTS: dict[str, dict[str, Field]] = {
+    "session.start": {
+        "session": (TEXT, ""),
+        "project": (TEXT, ""),
+        "message": (TEXT, ""),
+        "instance": (TEXT, ""),
+        "model": (TEXT, ""),
+        "owner": (TEXT, "terminal"),
+        "approve_all": (FLAG, False),
+        **OWNER_PLACE,
+        "instructions": (TEXT, ""),
+        "instructions_note": (TEXT, ""),
+    },
+    "session.adopt": {
+        "session": (TEXT, ""),
+        "via": (TEXT, "terminal"),
+        "approve_all": (FLAG, False),
+        **OWNER_PLACE,
+        "after": (TEXT, ""),
+    },
+    "workspace.open": {
+        "directory": (TEXT, ""),
+        "commit": (TEXT, ""),
+        "admin": (TEXT, ""),
+    },
+    "workspace.close": {
+        "branch": (TEXT, ""),
+        "commit": (TEXT, ""),
+        "removed": (FLAG, False),
+        "skipped": (LIST, NONE),
+        "left_out": (WHOLE, 0),
+    },
+    "user.message": {
+        "text": (TEXT, ""),
+        "via": (TEXT, ""),
+    },
+    "assistant.delta": {
+        "text": (TEXT, ""),
+    },
+    "assistant.message": {
+        "text": (TEXT, ""),
+        "tool_calls": (LIST, NONE),
+    },
+    "tool.call": {
+        "call_id": (TEXT, ""),
+        "name": (TEXT, ""),
+        "args": (OBJECT, EMPTY),
+    },
+    "tool.result": {
+        "call_id": (TEXT, ""),
+        "name": (TEXT, ""),
+        "output": (TEXT, ""),
+        "is_error": (FLAG, False),
+        "diff": (TEXT, ""),
+    },
+    "approval.request": {
+        "request_id": (TEXT, ""),
+        "tool": (TEXT, ""),
+        "summary": (TEXT, ""),
+        "call_id": (TEXT, ""),
+        "by_config": (FLAG, False),
+    },
+    "approval.answer": {
+        "request_id": (TEXT, ""),
+        "answer": (TEXT, ""),
+        "via": (TEXT, ""),
+    },
+    "background.start": {
+        "handle": (TEXT, ""),
+        "kind": (TEXT, ""),
+        "command": (TEXT, ""),
+    },
+    "background.end": {
+        "handle": (TEXT, ""),
+        "kind": (TEXT, ""),
+        "command": (TEXT, ""),
+        "exit_code": ((int, NULL), None),
+        "output": (TEXT, ""),
+    },
+    "subagent.start": {
+        "handle": (TEXT, ""),
+        "task": (TEXT, ""),
+    },
+    "subagent.end": {
+        "handle": (TEXT, ""),
+        "result": (TEXT, ""),
+    },
+    "usage": {
+        **{name: (WHOLE, 0) for name in USAGE_FIELDS},
+        "cost": ((int, float, NULL), None),
+        "for": (TEXT, ""),
+    },
+    "provider.retry": {
+        "attempt": (WHOLE, 0),
+        "status": ((int, NULL), None),
+        "wait_seconds": (NUMBER, 0),
+        "error": (TEXT, ""),
+        "for": (TEXT, ""),
+    },
+    "compaction": {
+        "summary": (TEXT, ""),
+        "through": (WHOLE, 0),
+        "cut": (WHOLE, 0),
+        "tokens": (WHOLE, 0),
+        "window": (WHOLE, 0),
+        "window_from": (TEXT, ""),
+    },
+    "plan": {
+        "steps": (LIST, NONE),
+    },
+    "turn.end": {},
+    "session.end": {
+        "reason": (TEXT, ""),
+        "exit_code": ((int, NULL), None),
+        "error": (TEXT, ""),
+        "via": (TEXT, ""),
+    },
+}
+
+
+class UndeclaredEvent(ValueError):
+    """Chock itself was about to write an event type or a field that EVENTS does not declare: a bug."""
+
+
+def check(type: str, fields: Iterable[str]) -> None:
+    """Refuse an event type, or a field of it, that is not declared (the writer calls this for every line)."""
+    declared = EVENTS.get(type)
+    if declared is None:
+        raise UndeclaredEvent(
+            f"chock tried to log an event of type {type!r}, which chock/log/events.py does not declare; declare it "
+            "in EVENTS (and in docs/log.md's table), or fix the type's spelling"
+        )
+    for name in fields:
+        if name not in declared and name not in _CARRIED:
+            raise UndeclaredEvent(
+                f"chock tried to log {type!r} with a field {name!r} that chock/log/events.py does not declare"
+                + (" (the writer sets it)" if name in COMMON else "")
+                + f"; declare it in EVENTS[{type!r}] (and in docs/log.md's table), or fix its spelling"
+            )
+
+
+def value(event: Event, name: str) -> Any:
+    """Field `name` of `event` as its type declares it: the declared default when it is missing, of another type
+    (a bool is no number), or not a field of that type at all (an unknown type declares none)."""
+    declared = EVENTS.get(event.get("type"), EMPTY).get(name) or COMMON.get(name)  # type: ignore[arg-type]
+    if declared is None:
+        return None
+    types, default = declared
+    found = event.get(name, default)
+    if isinstance(found, types) and not (isinstance(found, bool) and bool not in types):
+        return found
+    return default
+
+
+def problems(event: Event) -> list[str]:
+    """What in `event` its declaration does not allow: an unknown type, an unknown field, a value of another
+    type. Empty for an event as Chock writes it (a test reads whole logs with it)."""
+    declared = EVENTS.get(event.get("type"))  # type: ignore[arg-type]
+    if declared is None:
+        return [f"undeclared type {event.get('type')!r}"]
+    said = []
+    for name, found in event.items():
+        field = declared.get(name) or COMMON.get(name)
+        if field is None:
+            said.append(f"{event['type']}: undeclared field {name!r}")
+        elif not isinstance(found, field[0]) or (isinstance(found, bool) and bool not in field[0]):
+            said.append(f"{event['type']}: {name} is {found!r}, not of {[t.__name__ for t in field[0]]}")
+    return said
 
 
 def timestamp(now: float | None = None) -> str:

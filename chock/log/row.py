@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 
-from chock.log.events import Event, decode
+from chock.log.events import EVENTS, USAGE_FIELDS, Event, decode
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 MESSAGE_PREVIEW = 200
 
 
-# The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`).
+# The fields a row fold keeps, and their JSON types as a cache stores them (`chock.log.rowcache`); a field that
+# keeps an event's field as it is has that field's declared types (chock.log.events.EVENTS).
 FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "project": (str,),
@@ -36,16 +37,18 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "started_at": (str,),
     "last_event_id": (int,),
     "owner": (str,),  # daemon | terminal | none: as the latest session.start / session.adopt says
-    "owner_pid": (int, type(None)),
+    "owner_pid": EVENTS["session.start"]["pid"][0],
+    # Where the owner ran, as it recorded itself (chock.platform.host): what proves it gone once its lock is free.
+    "owner_pid_start": EVENTS["session.start"]["pid_start"][0],  # the pid's start time, in clock ticks since boot
+    "owner_machine": EVENTS["session.start"]["machine_id"][0],
+    "owner_boot": EVENTS["session.start"]["boot_id"][0],
+    "owner_host": EVENTS["session.start"]["host"][0],
     "ended": (bool,),
     "end_reason": (str,),
-    "exit_code": (int, type(None)),
+    "exit_code": EVENTS["session.end"]["exit_code"][0],
     "ended_at": (str,),
-    "input_tokens": (int,),
-    "output_tokens": (int,),
-    "cache_read_tokens": (int,),
-    "cache_write_tokens": (int,),
-    "cost": (int, float, type(None)),  # None: no call was priced
+    **{name: EVENTS["usage"][name][0] for name in USAGE_FIELDS},  # summed over the `usage` events
+    "cost": EVENTS["usage"]["cost"][0],  # summed too; None: no call was priced
     "workspace": (str,),  # the directory of the latest workspace.open
     "workspace_commit": (str,),
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
@@ -70,6 +73,10 @@ class RowState:
         self.last_event_id = 0
         self.owner = "none"
         self.owner_pid: int | None = None
+        self.owner_pid_start: int | None = None
+        self.owner_machine = ""
+        self.owner_boot = ""
+        self.owner_host = ""
         self.ended = False
         self.end_reason = ""
         self.exit_code: int | None = None
@@ -123,10 +130,33 @@ class RowState:
             return "abandoned"
         return "waiting" if self.pending_approvals else "running"
 
-    def row(self, owner_alive: bool) -> dict[str, Any]:
-        """The session row shared by `chock sessions` and the daemon's `list`."""
+    def interrupted(self) -> str:
+        """How an abandoned session's owner went, when that is provable now: `reboot` (its machine is this one
+        and the boot is another), `crash` (this machine and this boot, and neither the owner — its pid with
+        its start time — nor any process in its scope lives), else "" (another machine, a log older than
+        these facts, or an owner that may still be there). A session that proves it is free."""
+        if self.ended or self.owner_pid is None or not self.owner_machine:
+            return ""
+        from chock.platform import host
+
+        if self.owner_machine != host.machine_id():
+            return ""
+        now = host.boot_id()
+        if self.owner_boot and now and self.owner_boot != now:
+            return "reboot"
+        if self.owner_boot != now:
+            return ""
+        return "crash" if host.owner_gone(self.id, self.owner_pid, self.owner_pid_start) else ""
+
+    def row(self, owner_alive: bool, interrupted: str | None = None) -> dict[str, Any]:
+        """The session row shared by `chock sessions` and the daemon's `list`; `interrupted` is what
+        `interrupted()` said, when the caller already asked (computed here otherwise)."""
         status = self.status(owner_alive)
         live = status in ("running", "waiting")
+        if status != "abandoned":
+            interrupted = ""
+        elif interrupted is None:
+            interrupted = self.interrupted()
         return {
             "id": self.id,
             "project": self.project,
@@ -141,6 +171,8 @@ class RowState:
             "pending_approvals": len(self.pending_approvals),
             "background": len(self.background) + len(self.subagents),
             "workspace_kept": self.workspace_kept and not live,
+            "free": bool(interrupted),  # abandoned, and provably nobody's: `chock run --continue` takes it
+            "interrupted_by": interrupted,  # reboot | crash | ""
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
@@ -195,11 +227,21 @@ def count(event: Event, name: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _text(event: Event, name: str) -> str:
+    value = event.get(name, "")
+    return value if isinstance(value, str) else ""
+
+
 def _begin_span(state: RowState, event: Event, owner: str) -> None:
     """A session.start or session.adopt: a new owner, with no ending and none of the last owner's questions."""
     state.owner = owner
     pid = event.get("pid")
-    state.owner_pid = pid if isinstance(pid, int) else None
+    state.owner_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+    start = event.get("pid_start")
+    state.owner_pid_start = start if isinstance(start, int) and not isinstance(start, bool) else None
+    state.owner_machine = _text(event, "machine_id")
+    state.owner_boot = _text(event, "boot_id")
+    state.owner_host = _text(event, "host")
     state.ended = False
     state.end_reason = ""
     state.exit_code = None

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Moves whenever the row fold gives another row for the same lines, so no older fold's row is believed.
-VERSION = 3
+VERSION = 4
 
 # An owner recording its end waits this long for another's merge (a tenth of a second for a project of
 # thousands of sessions) before it leaves the cache behind; a reader never waits (its next listing records

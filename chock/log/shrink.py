@@ -59,6 +59,9 @@ def _scalar_bytes(value: object) -> int:
     return len(json.dumps(value))
 
 
+# A string this long keeps its JSON text from the measuring to its cut, rather than having it made twice.
+_KEEP_QUOTED = 64 * 1024
+
 # What stands for a value nested deeper than json can encode from where the cut runs.
 TOO_DEEP = "(nested too deep to keep)"
 
@@ -70,10 +73,18 @@ class _Sizes:
     def __init__(self) -> None:
         self.of: dict[int, int] = {}
         self.whole: set[int] = set()  # containers measured whole, below _MAX_DEPTH
+        self.quoted: dict[int, str] = {}  # the JSON text of each long string, for its cut
+
+    def _string(self, text: str) -> int:
+        quoted = _quote(text)
+        size = self.of[id(text)] = len(quoted) if text.isascii() else len(quoted.encode("utf-8", "replace"))
+        if len(text) >= _KEEP_QUOTED:
+            self.quoted[id(text)] = quoted
+        return size
 
     def measure(self, value: Any, depth: int = 0) -> int:
         if isinstance(value, str):
-            return string_bytes(value)
+            return self._string(value)
         if not isinstance(value, dict | list):
             return _scalar_bytes(value)
         if depth >= _MAX_DEPTH:
@@ -95,9 +106,9 @@ class _Sizes:
         return size
 
     def size(self, value: Any) -> int:
-        if isinstance(value, str):
-            return string_bytes(value)
         found = self.of.get(id(value))
+        if isinstance(value, str):
+            return found if found is not None else string_bytes(value)
         return found if found is not None else _scalar_bytes(value)
 
 
@@ -141,7 +152,7 @@ def _fit(value: Any, room: int, sizes: _Sizes, depth: int) -> Any:
     if size <= room:
         return value
     if isinstance(value, str):
-        return cut_string(value, room)
+        return cut_string(value, room, sizes.quoted.get(id(value)))
     whole = id(value) in sizes.whole
     if isinstance(value, list) and not whole:
         return _fit_list(value, room, sizes, depth)
@@ -176,12 +187,13 @@ def _fit_list(items: list[Any], room: int, sizes: _Sizes, depth: int) -> list[An
     return [_fit(item, share, sizes, depth + 1) for item, share in zip(head, shares, strict=True)]
 
 
-def cut_string(text: str, room: int) -> str:
-    """The longest start of `text` whose JSON text (quotes included) takes at most `room` bytes."""
+def cut_string(text: str, room: int, quoted: str | None = None) -> str:
+    """The longest start of `text` whose JSON text (quotes included) takes at most `room` bytes; `quoted` is that
+    JSON text when it was made already."""
     body = room - 2
     if body <= 0:
         return ""
-    quoted = _quote(text)
+    quoted = quoted or _quote(text)
     if text.isascii() and len(quoted) == len(text) + 2:  # nothing escaped: a character is a byte
         return text[:body]
     escaped = quoted[1:-1].encode("utf-8", "replace")[:body].decode("utf-8", "ignore")

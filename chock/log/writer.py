@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.errors import ChockError, Refused
-from chock.log.events import Event, decode, encode, timestamp
+from chock.log.events import Event, check, decode, encode, timestamp
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, sync_directory
 
@@ -103,7 +103,9 @@ class SessionLog:
 
     def append(self, type: str, **fields: Any) -> Event:
         """Write one event; returns it with its id and time. Raises LogWriteFailed, after which only a
-        `session.end` may still be appended (there is room for it in the reserve)."""
+        `session.end` may still be appended (there is room for it in the reserve). Raises UndeclaredEvent, and
+        writes nothing, for a type or a field `chock.log.events.EVENTS` does not declare."""
+        check(type, fields)
         if self.failed is not None and type != "session.end":
             raise self.failed
         event: Event = {"id": self.last_id + 1, "at": timestamp(), "type": type, **fields}

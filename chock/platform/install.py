@@ -21,7 +21,7 @@ from pathlib import Path
 from chock.errors import ChockError
 from chock.paths import Layout, ensure_dir
 
-SYSTEMD_UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service")
+SYSTEMD_UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service", "chock-resume.service")
 SYSTEMD_SOCKETS = ("chock.socket", "chock-serve.socket")
 LAUNCHD_AGENTS = ("dev.chock.daemon", "dev.chock.serve")
 PACKAGED_CHOCK = "/usr/bin/chock"  # what the units name; rewritten for this installation

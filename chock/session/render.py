@@ -17,7 +17,7 @@ from typing import TextIO
 
 import click
 
-from chock.log.events import Event
+from chock.log.events import USAGE_FIELDS, Event, value
 from chock.session.tools import summary
 from chock.terminal import as_lines, colour, safe, safe_json
 
@@ -142,16 +142,16 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             write(style(f"◆ {s(event.get('handle'))} {tail}", fg="magenta") + "\n")
         elif kind == "workspace.close":
             write(style(f"changes committed to branch {s(event.get('branch'))}", fg="green") + "\n")
-            for left_out in event.get("skipped") or []:
+            for left_out in value(event, "skipped"):
                 write(style(f"  left out: {s(left_out)}", fg="yellow") + "\n")
-            if isinstance(event.get("left_out"), int):
-                write(style(f"  left out: {event['left_out']:,} more, not listed", fg="yellow") + "\n")
+            if value(event, "left_out"):
+                write(style(f"  left out: {value(event, 'left_out'):,} more, not listed", fg="yellow") + "\n")
         elif kind == "provider.retry":
             wait = event.get("wait_seconds")
             wait_text = f"{wait:.3g} s" if isinstance(wait, int | float) else "a moment"
             write(style(f"{s(retry_words(event.get('status')))}, retrying in {wait_text}", fg="yellow") + "\n")
         elif kind == "plan":
-            lines = plan_lines([step for step in event.get("steps") or [] if isinstance(step, dict)])
+            lines = plan_lines([step for step in value(event, "steps") if isinstance(step, dict)])
             if lines != shown_plan:
                 shown_plan = lines
                 write(style("plan", bold=True) + "\n" + "".join(f"  {s(line)}\n" for line in lines))
@@ -160,11 +160,10 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             write(style(f"compacted the conversation (about {tokens} tokens of a {window}-token window)", dim=True))
             write("\n")
         elif kind == "usage":
-            for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
-                value = event.get(name)
-                used[name] = used.get(name, 0) + (value if isinstance(value, int) else 0)
-            if isinstance(event.get("cost"), int | float):
-                cost = (cost or 0.0) + event["cost"]
+            for name in USAGE_FIELDS:
+                used[name] = used.get(name, 0) + value(event, name)
+            if value(event, "cost") is not None:
+                cost = (cost or 0.0) + value(event, "cost")
         elif kind == "session.end":
             if any(used.values()) or cost is not None:
                 write(style(f"used {usage_line(used, cost)}", dim=True) + "\n")

@@ -9,7 +9,8 @@ all handed in, so this module knows nothing of the session loop that owns it. A 
 client waits sends `ended <reason>` and closes.
 
 Bounds: only our own uid is served; each socket takes at most MAX_CONNECTIONS at once (the one past it is told
-so, then closed); a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not
+so, then closed). `ServerConnection` owns the deadlines, given LINE_SECONDS and IDLE_SECONDS here (this pump
+only keeps time): a line must arrive whole within LINE_SECONDS of its first byte; a connection that has not
 greeted within LINE_SECONDS, or that sits idle between requests for IDLE_SECONDS (`chock approve` waits while a
 person decides), is closed. A client waiting for an answer the session owes it (a handover ask) is never idle.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from chock.control import session_protocol as sp
 from chock.control.connection import NEED_DATA, ServerConnection
-from chock.control.framing import LINE_SECONDS, LINGER_BYTES, LINGER_SECONDS, ErrorCode, ProtocolError
+from chock.control.framing import LINE_SECONDS, LINGER_SECONDS, ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.platform.listening import Owned
@@ -42,12 +43,25 @@ READ_SIZE = 4096
 
 
 class _Client:
-    """One connection: its writer, its protocol state, and whether the session owes it an answer."""
+    """One connection: its writer and its protocol state (which holds its deadlines)."""
 
     def __init__(self, writer: asyncio.StreamWriter, protocol: LineProtocol) -> None:
         self.writer = writer
-        self.connection = ServerConnection(protocol)
-        self.owed = False  # a handover ask waits for the session's turn boundary
+        self.connection = ServerConnection(protocol, now=_now(), line_seconds=LINE_SECONDS, idle_seconds=IDLE_SECONDS)
+
+    async def read(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The next bytes (`b""` at end of file); None once the connection is over (cut for time, silently)."""
+        while self.connection.deadline_passed(_now()) is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(self.connection.next_deadline()):
+                    data = await reader.read(READ_SIZE)
+                    self.connection.receive_data(data, _now())
+                    return data
+        return None
+
+    async def reply(self, reply: ReplyLine | ProtocolError) -> bool:
+        """Send one reply line the exchange allows (the connection checks it); False when the client has gone."""
+        return await self.send(self.connection.send(reply, _now()))
 
     async def send(self, data: bytes) -> bool:
         """Write and drain; False when the client has gone (which never disturbs the session)."""
@@ -73,15 +87,14 @@ class _Client:
             self.writer.transport.abort()
 
     async def refuse(self, error: ProtocolError, reader: asyncio.StreamReader) -> None:
-        """Send the refusal, stop writing, and drop what the client still sends for a moment before closing,
-        so that the close never resets a connection whose refusal the client has not read."""
-        if await self.send(error.encode()):
+        """Send the refusal, stop writing, and drop what the client still sends while the connection lingers
+        before closing, so that the close never resets a connection whose refusal the client has not read."""
+        if await self.reply(error):
             with contextlib.suppress(Exception):
                 self.writer.write_eof()
-                async with asyncio.timeout(LINGER_SECONDS):
-                    drained = 0
-                    while drained < LINGER_BYTES and (data := await reader.read(READ_SIZE)):
-                        drained += len(data)
+                self.connection.linger(_now())
+                while await self.read(reader) is not None:
+                    pass
         self.close()
 
 
@@ -125,7 +138,7 @@ class SessionSockets:
     async def tell_asker(self, reply: ReplyLine) -> bool:
         """Send the handover asker what the machine said (`busy`, `ready`, `released`); False if it is gone."""
         asker = self._handover.asker
-        return isinstance(asker, _Client) and await asker.send(reply.encode())
+        return isinstance(asker, _Client) and await asker.reply(reply)
 
     def answer_logged(self, request_id: str) -> None:
         """The answer to `request_id` is in the log, synced: the client that gave it hears `ok answered` now,
@@ -133,7 +146,7 @@ class SessionSockets:
         owed = self._unlogged.pop(request_id, None)
         if owed is not None:
             client, waiting = owed
-            client.put(sp.Answered().encode())
+            client.put(client.connection.send(sp.Answered(), _now()))
             if not waiting.done():
                 waiting.set_result(None)
 
@@ -157,7 +170,7 @@ class SessionSockets:
                     # Bounded: a client that reads nothing (its socket full) must not keep the session from ending.
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(LINGER_SECONDS):
-                            told = await client.send(sp.Ended(ended).encode())
+                            told = await client.reply(sp.Ended(ended))
                 if told:
                     client.close()
                 else:
@@ -194,70 +207,64 @@ class SessionSockets:
 
     async def _exchange(self, client: _Client, reader: asyncio.StreamReader) -> None:
         connection = client.connection
-        loop = asyncio.get_running_loop()
-        line_deadline = loop.time() + LINE_SECONDS  # the greeting is a line that starts at once
-        while True:
-            if connection.mid_line or not connection.greeted:
-                timeout = line_deadline - loop.time()
-            else:
-                timeout = None if client.owed else IDLE_SECONDS
-            data = await asyncio.wait_for(reader.read(READ_SIZE), timeout)
-            if not data:
-                return
-            was_mid_line = connection.mid_line and b"\n" not in data
-            connection.receive_data(data)
+        while await client.read(reader):
             while True:
                 try:
                     event = connection.next_event()
                 except ProtocolError as error:
                     # One bad line gets its error and the connection serves the next request; a line past the
                     # bound or a bad greeting ends it.
-                    if not await client.send(error.encode()) or connection.fatal(error):
+                    if connection.fatal(error):
+                        return await client.refuse(error, reader)
+                    if not await client.reply(error):
                         return
                     continue
                 if event is NEED_DATA:
                     break
-                reply = self._handle(client, event)  # type: ignore[arg-type]
-                if isinstance(reply, asyncio.Future):  # the reply is put once the session has logged what it says
-                    await reply
+                if isinstance(event, Greeted):
+                    if not await client.send(connection.greeting_reply()):
+                        return
                     continue
-                if reply and not await client.send(reply):
-                    return
-            if connection.mid_line and not was_mid_line:
-                line_deadline = loop.time() + LINE_SECONDS
+                replies = self._handle(client, event)  # type: ignore[arg-type]
+                if isinstance(replies, asyncio.Future):  # the reply is put once the session has logged what it says
+                    await replies
+                    continue
+                if replies and not await client.send(b"".join(connection.send(reply, _now()) for reply in replies)):
+                    return  # one write, however many lines (`pending`)
 
-    def _handle(self, client: _Client, event: Greeted | Request) -> bytes | asyncio.Future[None]:
-        """The reply to send now for one event (empty when the answer comes later, at a turn boundary), or what to
-        wait on before the next request: the reply the session puts once it has logged what this one told it."""
-        if isinstance(event, Greeted):
-            return client.connection.greeting_reply()
+    def _handle(self, client: _Client, event: Request) -> list[ReplyLine | ProtocolError] | asyncio.Future[None]:
+        """The replies to send now for one request (none when the answer comes later, at a turn boundary), or what
+        to wait on before the next request: the reply the session puts once it has logged what this one told it."""
         if isinstance(event, sp.PendingRequest):
             items = [sp.PendingItem(item.request_id, item.tool, item.summary) for item in self._approvals.pending()]
-            return b"".join(item.encode() for item in items) + sp.PendingEnd().encode()
+            return [*items, sp.PendingEnd()]
         if isinstance(event, sp.SessionAnswerRequest):
             if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
                 waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 self._unlogged[event.request_id] = (client, waiting)
                 return waiting
-            return ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer").encode()
+            return [ProtocolError(ErrorCode.NOT_PENDING, f"{event.request_id} is not waiting for an answer")]
         if isinstance(event, sp.SessionSayRequest):
             try:
                 self._steering.say(event.message)
             except SessionEnding as ending:
-                return ProtocolError(ErrorCode.UNREACHABLE, str(ending)).encode()
-            return sp.Queued().encode()
+                return [ProtocolError(ErrorCode.UNREACHABLE, str(ending))]
+            return [sp.Queued()]
         if isinstance(event, sp.SessionStopRequest):
-            client.owed = True  # its answer is the `ended interrupted` every client hears
-            self._steering.stop("socket")
-            return b""
+            self._steering.stop("socket")  # its answer is the `ended interrupted` every client hears
+            return []
         try:
             if isinstance(event, sp.HandoverRequest):
                 self._handover.ask(client)
-                client.owed = True
             elif isinstance(event, sp.ConfirmRequest):
                 self._handover.confirm(client)
         except HandoverRefused as refusal:
             code = ErrorCode.REFUSED if isinstance(event, sp.HandoverRequest) else ErrorCode.BAD_REQUEST
-            return ProtocolError(code, str(refusal)).encode()
+            return [ProtocolError(code, str(refusal))]
         self._changed()
-        return b""
+        return []
+
+
+def _now() -> float:
+    """The time every deadline of these sockets counts on: the event loop's clock."""
+    return asyncio.get_running_loop().time()

@@ -28,6 +28,7 @@ from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.writer import LogLocked, LogWriteFailed, Remember, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
+from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
 from chock.session import instructions, reaper, sandbox, workspace
@@ -49,6 +50,7 @@ class RunRequest:
     session_id: str | None = None
     interactive: bool = False
     for_daemon: bool = False  # a child of the daemon carrying an ended session on for a `say`
+    after_reboot: bool = False  # a child of the daemon carrying on a session a reboot interrupted
 
 
 @dataclass
@@ -179,7 +181,7 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
             model=request.model or prepared.instance.model or "",
             owner="daemon" if request.session_id else "terminal",
             approve_all=request.yes,
-            pid=os.getpid(),
+            **host.owner(),
             **said,
         )
         opening.log.sync()  # the first line, and the new log's name, before the worktree is made
@@ -221,7 +223,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         # Everything that can refuse is settled before the first write: a refusal leaves the log as it was.
         state = fold(read_events(path))
         prepared = _prepare(layout, request, Path(state.project), request.instance or state.instance)
-        moved = _check_takeover(state, request, adopting)
+        moved, interrupted = _check_takeover(state, request, adopting)
         place = _place(layout, prepared, session_id, state, request, fresh=not moved)
     except ChockError as error:
         log.release()
@@ -235,9 +237,10 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     opening.emit(
         "session.adopt",
         session=session_id,
-        pid=os.getpid(),
         via="daemon" if adopting or request.for_daemon else "terminal",
         approve_all=not request.for_daemon and (state.approve_all or request.yes),
+        **host.owner(),
+        **({"after": interrupted} if interrupted else {}),
     )
     with opening.ended_on_failure():
         _open_workspace(layout, opening, session_id, request, place)
@@ -259,16 +262,25 @@ def _socket_paths(layout: Layout, session_id: str) -> dict[str, Path]:
     return {kind: layout.session_socket(session_id, kind) for kind in ("approval", "handover")}
 
 
-def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) -> bool:
-    """Apply the continuing rules (docs/architecture.md#chock-run); True when the kept workspace moves to this
-    process."""
-    if not state.ended and state.workspace_kept:
+def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) -> tuple[bool, str]:
+    """Apply the continuing rules (docs/architecture.md#chock-run); whether the kept workspace moves to this
+    process, and what interrupted the last owner when its span has no end (`reboot` or `crash`, when provable)."""
+    interrupted = state.interrupted()
+    if not state.ended and state.owner_machine and state.owner_machine != host.machine_id():
+        raise Refused(
+            f"session {state.id} was owned by a process on another machine ({state.owner_host or 'no name'}, "
+            f"machine id {state.owner_machine}), and nothing here can prove that process gone; continue it on "
+            f"{state.owner_host or 'that machine'}"
+        )
+    if request.after_reboot and interrupted != "reboot":
+        raise Refused(f"session {state.id} was not interrupted by a reboot: the daemon carries on no other")
+    if not state.ended and state.workspace_kept and not interrupted:
         raise Refused(
             f"session {state.id} ended abnormally and its workspace {state.workspace} is kept with no proof "
             f"that nobody is in it; look at it with `chock workspace show {state.id}`, remove it with "
             f"`chock workspace remove {state.id}`, then continue"
         )
-    moved = state.workspace_kept and state.workspace_free
+    moved = state.workspace_kept and (state.workspace_free or bool(interrupted))
     if moved and request.allow_dirty:
         raise Refused(
             f"--allow-dirty would copy your uncommitted files over the agent's own edits in {state.workspace}, "
@@ -282,7 +294,7 @@ def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) ->
             f"session {state.id} was not handed over (its last span ended: {ending}); only a handed-over session "
             f"is adopted. `chock run --continue {state.id}` takes it back into a terminal"
         )
-    return moved
+    return moved, interrupted
 
 
 def _close_what_the_last_owner_left(opening: _Opening) -> None:

@@ -39,7 +39,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -244,11 +244,12 @@ def _remove_cgroup(top: Path) -> None:
 
 
 @contextlib.contextmanager
-def user_manager(*, journal: bool = False) -> Iterator[UserManager]:
+def user_manager(*, journal: bool = False, prepare: Callable[[Path], None] | None = None) -> Iterator[UserManager]:
     """Start a real `systemd --user` in its own cgroup and mount namespace; always stopped and removed after.
 
     With `journal`, a real systemd-journald runs in the same namespace first (a tmpfs on /run/log), so the
-    manager connects its units' output to it and python-systemd's `journal.send` reaches it.
+    manager connects its units' output to it and python-systemd's `journal.send` reaches it. `prepare` is
+    called with the manager's HOME before it starts (units enabled there start with the manager).
     """
     require()
     if journal and not os.access(JOURNALD, os.X_OK):
@@ -257,6 +258,8 @@ def user_manager(*, journal: bool = False) -> Iterator[UserManager]:
     home, runtime = root / "home", root / "run"
     home.mkdir()
     runtime.mkdir(mode=0o700)
+    if prepare is not None:
+        prepare(home)
     output = root / "manager.log"
     name = f"chock-test-{os.getpid()}-{root.name.removeprefix('chock-um-')}"
     cgroups = [hierarchy / name for hierarchy in cgroup_hierarchies()]

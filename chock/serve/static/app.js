@@ -146,7 +146,12 @@
     return `badge ${row.status || ""}${failed ? " failed" : ""}`;
   }
 
-  function statusText(row) {
+  // `full`: the session's own view, which names the command that takes a free session back.
+  function statusText(row, full = false) {
+    if (row.status === "abandoned" && row.free) {
+      const what = `interrupted by ${row.interrupted_by || "a crash"}`;
+      return full ? `${what} — chock run --continue ${row.id}` : what;
+    }
     if (row.status === "waiting") return `waiting${row.pending_approvals ? ` (${row.pending_approvals})` : ""}`;
     if (row.status === "ended" && row.end_reason) return `ended · ${row.end_reason}`;
     return row.status || "unknown";
@@ -236,7 +241,7 @@
       if (Number(row.last_event_id) > this.lastId) this.follow();
       const badge = $("session-status");
       badge.className = statusClass(row);
-      badge.textContent = statusText(row);
+      badge.textContent = statusText(row, true);
       if (row.message && !$("session-task").textContent) $("session-task").textContent = row.message;
       // A row older than the events shown says less than they do.
       if (Number(row.last_event_id) >= this.lastId) this.setStatus(row.status);
