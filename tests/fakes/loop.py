@@ -10,7 +10,6 @@ group, its kill) is the real one. Time is a `ManualClock` the test moves, so not
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from chock.log.events import Event
 from chock.log.fold import SessionState
 from chock.log.writer import SessionLog
+from chock.platform import host
 from chock.providers import Provider
 from chock.providers.replay import ReplayProvider, entries_for
 from chock.session import workspace
@@ -185,7 +185,7 @@ def build(
         loop.shown(event)
 
     emit("session.start", session=SESSION_ID, project=str(project), message=MESSAGE, instance="demo", model="",
-         owner="terminal", approve_all=False, pid=os.getpid())  # fmt: skip
+         owner="terminal", approve_all=False, **host.owner())  # fmt: skip
     emit("workspace.open", directory=str(worktree.directory), commit=commit, admin=str(worktree.admin))
     emit("user.message", text=MESSAGE)
     settings = Settings(
