@@ -870,3 +870,47 @@ def test_without_inotify_the_daemons_list_is_right_all_the_same(home, project, d
         assert _rows(daemon, project)[ids[0]]["input_tokens"] == 13
     os.rename(layout.session_dir(ids[1]), tmp_path / "archived")
     assert list(_rows(daemon, project)) == [ids[0], *ids[2:]]
+
+
+def _in_place_of(path: Path, kind: str, tmp_path: Path) -> None:
+    """A FIFO, a symlink (to a FIFO: followed, it would hang) or a directory where a cache file was."""
+    if path.is_dir():
+        path.rmdir()
+    else:
+        path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "symlink":
+        target = tmp_path / f"fifo-{path.name}"
+        if not target.exists():
+            os.mkfifo(target, 0o600)
+        path.symlink_to(target)
+    else:
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+@pytest.mark.parametrize("which", ["rows", "stamp.json", "listing.json", "project file"])
+def test_a_fifo_symlink_or_directory_in_place_of_a_cache_file_is_a_file_that_is_not_there(
+    home, project, daemons, tmp_path, kind, which
+):
+    """Nothing waits on it (a FIFO's open would block until a writer came) and nothing follows it: `chock
+    sessions` and a daemon's first `list` answer, and list every session."""
+    layout = home.layout
+    ids = [write_session(layout, n, os.path.realpath(project)) for n in (1, 2)]
+    Catalog(layout).of_project(project)  # the cache and the index are written
+    key = key_of(os.path.realpath(project))
+    path = {
+        "rows": _cache_file(layout, project),
+        "stamp.json": layout.rows_dir / "stamp.json",
+        "listing.json": layout.rows_dir / "listing.json",
+        "project file": layout.rows_dir / "projects" / f"{key}.json",
+    }[which]
+    assert path.is_file()
+    _in_place_of(path, kind, tmp_path)
+    listed = home.chock("sessions", cwd=project, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert all(sid in listed.stdout for sid in ids), listed.stdout
+    _in_place_of(path, kind, tmp_path)  # the listing may have written a file over it
+    daemon = daemons.start()
+    assert [row["id"] for _, row in daemon.client.list(project)] == ids

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -62,15 +63,33 @@ class Cached:
         self.project_real = project_real
 
 
-def read_json(path: str) -> tuple[Any, float]:
-    """The JSON value in `path` and when the file was written; None when it is missing, unreadable, too large
-    or not JSON."""
+def open_regular(path: str) -> tuple[int, os.stat_result] | None:
+    """A descriptor of `path` and its fstat, when it is a regular file; None for anything else. Opened
+    O_NONBLOCK|O_NOFOLLOW, so a FIFO, a device or a symlink put in its place is never waited on or followed:
+    it is a file that is not there."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return None, 0.0
+        return None
     try:
         info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    return fd, info
+
+
+def read_json(path: str) -> tuple[Any, float]:
+    """The JSON value in `path` and when the file was written; None when it is missing, not a regular file,
+    unreadable, too large or not JSON."""
+    opened = open_regular(path)
+    if opened is None:
+        return None, 0.0
+    fd, info = opened
+    try:
         if info.st_size > MAX_CACHE_FILE:
             return None, 0.0
         data = os.read(fd, info.st_size + 1)
@@ -166,10 +185,10 @@ _GENERATION_BYTES = 8
 def generation(path: str) -> str | None:
     """The generation named at the start of a cache file, or None."""
     size = len(_HEAD) + 2 * _GENERATION_BYTES
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
+    opened = open_regular(path)
+    if opened is None:
         return None
+    fd = opened[0]
     try:
         head = os.pread(fd, size, 0)
     except OSError:
