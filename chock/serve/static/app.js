@@ -647,18 +647,27 @@
   }
 
   // The end of a link's text from just after its `[`: one level of [brackets] inside, no line break; -1 for none.
+  // From a `[` the walk goes to the next `[` or `]`, and past a `[…]` pair to what follows it; the end found
+  // from each `[` is kept, so a run of unclosed brackets costs its length once, not once per `[`.
   function linkText(c, from) {
     const t = c.text;
-    let j = from;
+    if (!c.linkEnds) c.linkEnds = new Map();
     const line = c.newline(from);
+    const walked = [];
+    let j = from;
+    let found;
     for (;;) {
       const special = c.next("[]", (k) => t[k] === "[" || t[k] === "]", j);
-      if (special < 0 || special >= line) return -1;
-      if (t[special] === "]") return special;
+      if (special < 0 || special >= line) { found = -1; break; }
+      if (t[special] === "]") { found = special; break; }
+      if (c.linkEnds.has(special)) { found = c.linkEnds.get(special); break; }
+      walked.push(special);
       const inner = c.next("]", (k) => t[k] === "]", special + 1);
-      if (inner < 0 || inner >= line) return -1;
+      if (inner < 0 || inner >= line) { found = -1; break; }
       j = inner + 1;
     }
+    for (const at of walked) c.linkEnds.set(at, found);
+    return found;
   }
 
   // The link's address after `](` at `at`: [address, end] or null.
