@@ -274,9 +274,20 @@ def _cache_file(layout: Layout, project: Path) -> Path:
     return Path(rowcache.project_path(os.fspath(layout.rows_dir), key_of(os.path.realpath(project))))
 
 
+def _cache_lines(path: Path) -> tuple[dict, dict[str, list]]:
+    """A cache file's head, and its rows by session id: [device, inode, mtime, offset, project, row state]."""
+    head, *lines = path.read_text().splitlines()
+    return json.loads(head), {row[0]: row[1:] for row in map(json.loads, lines)}
+
+
+def _write_cache_lines(path: Path, head: dict, rows: dict[str, list]) -> None:
+    lines = [json.dumps(head), *(json.dumps([sid, *row]) for sid, row in sorted(rows.items()))]
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
 def _cached(layout: Layout, project: Path, sid: str) -> list:
     """What the cache holds of one session: [device, inode, mtime, offset, project, row state]."""
-    return json.loads(_cache_file(layout, project).read_text())["rows"][sid]
+    return _cache_lines(_cache_file(layout, project))[1][sid]
 
 
 def _listed(layout: Layout, project: Path) -> dict[str, Entry]:
@@ -370,7 +381,7 @@ def test_a_long_lived_reader_takes_the_rows_owners_leave_after_it_read_the_cache
     assert listed[second]["message"] == "task 2" and listed[second]["input_tokens"] == 7  # the owner's row, unread
     assert _cache_file(layout, project).read_bytes() == owners  # and nothing to write: the rows are the file's
     assert Catalog(layout).of_project(project)[-1].row(False)["message"] == "task 2"
-    assert set(json.loads(_cache_file(layout, project).read_text())["rows"]) == {first, second}
+    assert set(_cache_lines(_cache_file(layout, project))[1]) == {first, second}
 
 
 @pytest.mark.parametrize("cache", ["unreadable", "unwritable"])
@@ -435,8 +446,8 @@ def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagre
     sid = write_session(layout, 1, project, [{"type": "usage", "input_tokens": 5}])
     _listed(layout, project)
     cached = _cache_file(layout, project)
-    value = json.loads(cached.read_text())
-    value["rows"][sid][5]["input_tokens"] = 1000  # what the cache would wrongly show
+    head, rows = _cache_lines(cached)
+    rows[sid][5]["input_tokens"] = 1000  # what the cache would wrongly show
     path = layout.log_path(sid)
     data = path.read_bytes()
     if disagreement == "identity":  # the log was replaced: the same bytes under another inode
@@ -444,12 +455,14 @@ def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagre
         copy.write_bytes(data)
         os.replace(copy, path)
     elif disagreement == "past the end":
-        value["rows"][sid][3] = len(data) + 10
+        rows[sid][3] = len(data) + 10
     elif disagreement == "not after a newline":
-        value["rows"][sid][3] = len(data) - 5
+        rows[sid][3] = len(data) - 5
     elif disagreement == "version":
-        value["v"] = 99
-    cached.write_text("{not json" if disagreement == "corrupt" else json.dumps(value))
+        head["v"] = 99
+    _write_cache_lines(cached, head, rows)
+    if disagreement == "corrupt":
+        cached.write_text(cached.read_text().replace(f'["{sid}",', f'["{sid}",{{not json'))
     entry = _listed(layout, project)[sid]
     assert entry.state.input_tokens == 5 and entry.offset == len(data)
     assert _cached(layout, project, sid)[5]["input_tokens"] == 5  # and the cache is written again from the log
