@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -59,12 +58,10 @@ def _fill(directory: str, key: str, rows: dict[str, rowcache.Cached], row: RowSt
 
 def _peak(home, project: Path, cache: Path, command: list[str]) -> int:  # type: ignore[no-untyped-def]
     env = {**home.env, "CHOCK_CACHE_DIR": os.fspath(cache)}
-    began = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", PEAK, *command], cwd=project, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
-    print("peak", command[-1][:20], int(done.stdout) // MIB, time.monotonic() - began, flush=True)
     return int(done.stdout)
 
 
