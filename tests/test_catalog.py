@@ -927,4 +927,4 @@ def test_a_fifo_symlink_or_directory_in_place_of_a_cache_file_is_a_file_that_is_
     assert all(sid in listed.stdout for sid in ids), listed.stdout
     _in_place_of(path, kind, tmp_path)  # the listing may have written a file over it
     daemon = daemons.start()
-    assert [row["id"] for _, row in daemon.client.list(project)] == ids
+    assert [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project))] == ids

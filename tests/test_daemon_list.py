@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
+from chock.control import daemon_protocol as dp
+from chock.control.client import events_of
 from chock.log.events import encode
 from tests.fakes.wait import wait_until
 from tests.test_catalog import log_bytes, session_id, write_session
@@ -30,13 +32,14 @@ def test_a_first_list_that_waits_on_a_log_leaves_other_connections_answered(home
     os.mkfifo(fifo)
     daemon = daemons.start()
     listed: list[list[str]] = []
-    lister = threading.Thread(target=lambda: listed.append([row["id"] for _, row in daemon.client.list(project)]))
+    lister = threading.Thread(target=lambda: listed.append(_ids(daemon, project)))
     lister.start()
     writer = wait_until(lambda: _writer(fifo), what="the daemon's first list to read the slow log")
     try:
         # The list is under way, waiting on the log: another connection is answered all the same.
         assert daemon.client.ping() == 1
-        assert [event["type"] for event in daemon.client.read(ids[0])] == ["session.start", "session.end"]
+        events = events_of(daemon.client.stream(dp.ReadRequest(ids[0], 0)))
+        assert [event["type"] for event in events] == ["session.start", "session.end"]
     finally:
         start = {"type": "session.start", "session": slow, "project": real, "message": "task 4"}
         whole = log_bytes([start, {"type": "session.end", "reason": "completed", "exit_code": 0}])
@@ -47,4 +50,8 @@ def test_a_first_list_that_waits_on_a_log_leaves_other_connections_answered(home
         lister.join(60)
     assert listed == [[*ids, slow]]
     # Warm, the next list is answered from memory, in the loop.
-    assert [row["id"] for _, row in daemon.client.list(project)] == [*ids, slow]
+    assert _ids(daemon, project) == [*ids, slow]
+
+
+def _ids(daemon, project) -> list[str]:
+    return [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project))]
