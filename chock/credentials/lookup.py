@@ -81,6 +81,8 @@ def sources(layout: Layout, config: Config) -> list[Source]:
     for name in sorted(set(index) | set(config.instances) | tokens):
         configured = config.instances.get(name)
         entry = index.get(name)
+        kind: str | None
+        address: str | None
         if configured is not None:
             kind, address = configured.kind, configured.address
         elif entry is not None:

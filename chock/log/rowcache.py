@@ -26,7 +26,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from chock.log.row import RowState
@@ -188,7 +188,7 @@ def _generation(value: object) -> bool:
 def merge(
     directory: str,
     key: str,
-    rows: dict[str, Cached],
+    rows: Mapping[str, Cached],
     *,
     known: Snapshot | None = None,
     gone: Callable[[str], bool] = lambda session_id: False,
@@ -217,7 +217,7 @@ def merge(
             if old is not None and (old.identity, old.offset, old.mtime) == (new.identity, new.offset, new.mtime):
                 continue  # the same lines folded: the same row
             covers_less = old is None or old.identity != new.identity or old.offset <= new.offset
-            if covers_less or _gives_way(old, force, session_id):
+            if covers_less or (old is not None and _gives_way(old, force, session_id)):
                 merged[session_id] = new
                 replaced = True
         if not (dropped or replaced) and current.generation is not None:

@@ -36,6 +36,7 @@ from chock.session.sandbox import Sandbox
 from chock.session.sockets import SessionSockets
 from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
+from chock.session.workspace import Worktree
 from chock.terminal import as_lines, colour, safe
 
 
@@ -48,7 +49,7 @@ class Settings:
     session_id: str
     project: Path
     workspace: Path
-    worktree: workspace.Worktree  # as recorded when it was made: finishing starts from this
+    worktree: Worktree  # as recorded when it was made: finishing starts from this
     branch: str
     sandbox: Sandbox
     bwrap: str
@@ -99,7 +100,7 @@ class Session:
 
     async def run(self, *, call_model_first: bool) -> int:
         """Run turns until the task is done; log how it ended and return the exit code."""
-        self._task = asyncio.current_task()  # type: ignore[assignment]
+        self._task = asyncio.current_task()
         await self.sockets.start()
         try:
             await self._turns(call_model_first)
@@ -357,8 +358,9 @@ class Session:
             prompt = asyncio.ensure_future(_terminal_answer(_question(call.name, summary)))
 
             def answered_at_terminal(task: asyncio.Task[str | None]) -> None:
-                if not task.cancelled() and task.result() is not None:
-                    self.approvals.answer(request_id, task.result(), "terminal")
+                answer = None if task.cancelled() else task.result()
+                if answer is not None:
+                    self.approvals.answer(request_id, answer, "terminal")
 
             prompt.add_done_callback(answered_at_terminal)
         try:

@@ -68,12 +68,14 @@ def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) ->
         if request.adopt_id is not None or request.continue_id is not None
         else _begin(layout, request)
     )
+    settings = opening.settings
+    assert settings is not None  # opening the workspace made them
     provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state)
     if opening.prepared.replay_entries is not None:  # a replay scripts its compactions' summaries apart
-        opening.settings.summarizer = _replay(opening.prepared, opening.state, "compaction")
+        settings.summarizer = _replay(opening.prepared, opening.state, "compaction")
     for event in opening.backlog:
         render(event)
-    session = Session(opening.log, opening.state, provider, opening.settings, render)
+    session = Session(opening.log, opening.state, provider, settings, render)
     return _drive(session, opening.call_model, provider)
 
 
