@@ -21,7 +21,6 @@ that is not there.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, SESSION_ID_RE, ensure_dir
+from chock.platform.flock import lock_within
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ VERSION = 4
 # thousands of sessions) before it leaves the cache behind; a reader never waits (its next listing records
 # what this one could not).
 OWNER_WAIT = 2.0
+LOCK_POLL_SECONDS = 0.005
 
 # Past this a file in the cache dir is not one this module wrote (a project's rows take about 700 bytes a
 # session: this is room for tens of thousands).
@@ -269,19 +270,11 @@ def _lock(path: str, wait: float) -> int:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
     except OSError:
         return -1
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with contextlib.suppress(OSError):
+        if lock_within(fd, wait, LOCK_POLL_SECONDS):
             return fd
-        except BlockingIOError:
-            if time.monotonic() < deadline:
-                time.sleep(0.005)
-                continue
-        except OSError:
-            pass
-        os.close(fd)
-        return -1
+    os.close(fd)
+    return -1
 
 
 def _whole(value: object) -> bool:
