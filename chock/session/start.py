@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket  # asyncio has imported it already
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -474,10 +475,18 @@ class _Loop(asyncio.SelectorEventLoop):
     """An event loop that never starts a thread: name lookups run inline (a loopback or numeric address
     resolves at once; a real name costs one blocking lookup per connection, which a model call dwarfs)."""
 
-    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
-        import socket
-
-        return socket.getaddrinfo(host, port, family, type, proto, flags)
+    async def getaddrinfo(
+        self,
+        host: bytes | str | None,
+        port: bytes | str | int | None,
+        *,
+        family: int = 0,
+        type: int = 0,
+        proto: int = 0,
+        flags: int = 0,
+    ) -> list[tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int] | tuple[str, int, int, int]]]:
+        # socket's stub also allows an (int, bytes) address, what getaddrinfo gives for a family it cannot decode.
+        return socket.getaddrinfo(host, port, family, type, proto, flags)  # type: ignore[return-value]
 
 
 def _single_threaded_loop() -> asyncio.AbstractEventLoop:
