@@ -17,8 +17,8 @@ from chock.completion import SHELLS, instance_names, session_ids
 from chock.control.address import ENVIRONMENT, Address, named_address
 from chock.daemon import options as daemon_options
 from chock.errors import ChockError, Refused, UsageError, complain, exit_status
-from chock.options import DAEMON, DAEMON_OPTIONS, JSON, PROJECT, PROJECT_OPTIONS
 from chock.paths import Layout
+from chock.shared_options import DAEMON, DAEMON_OPTIONS, JSON, PROJECT, PROJECT_OPTIONS
 from chock.terminal import as_lines, colour, shown
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from chock.config import Config
 from chock.credentials.files import check_private
-from chock.credentials.index import read_index
+from chock.credentials.instance_index import read_index
 from chock.credentials.refusals import CredentialError
 from chock.credentials.stores import STORE_NAMES, open_store
 from chock.credentials.stores.file import FileStore
