@@ -275,9 +275,20 @@ def _cache_file(layout: Layout, project: Path) -> Path:
     return Path(rowcache.project_path(os.fspath(layout.rows_dir), key_of(os.path.realpath(project))))
 
 
+def _cache_lines(path: Path) -> tuple[dict, dict[str, list]]:
+    """A cache file's head, and its rows by session id: [device, inode, mtime, offset, project, row state]."""
+    head, *lines = path.read_text().splitlines()
+    return json.loads(head), {row[0]: row[1:] for row in map(json.loads, lines)}
+
+
+def _write_cache_lines(path: Path, head: dict, rows: dict[str, list]) -> None:
+    lines = [json.dumps(head), *(json.dumps([sid, *row]) for sid, row in sorted(rows.items()))]
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
 def _cached(layout: Layout, project: Path, sid: str) -> list:
     """What the cache holds of one session: [device, inode, mtime, offset, project, row state]."""
-    return json.loads(_cache_file(layout, project).read_text())["rows"][sid]
+    return _cache_lines(_cache_file(layout, project))[1][sid]
 
 
 def _listed(layout: Layout, project: Path) -> dict[str, Entry]:
@@ -371,7 +382,7 @@ def test_a_long_lived_reader_takes_the_rows_owners_leave_after_it_read_the_cache
     assert listed[second]["message"] == "task 2" and listed[second]["input_tokens"] == 7  # the owner's row, unread
     assert _cache_file(layout, project).read_bytes() == owners  # and nothing to write: the rows are the file's
     assert Catalog(layout).of_project(project)[-1].row(False)["message"] == "task 2"
-    assert set(json.loads(_cache_file(layout, project).read_text())["rows"]) == {first, second}
+    assert set(_cache_lines(_cache_file(layout, project))[1]) == {first, second}
 
 
 @pytest.mark.parametrize("cache", ["unreadable", "unwritable"])
@@ -436,8 +447,8 @@ def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagre
     sid = write_session(layout, 1, project, [{"type": "usage", "input_tokens": 5}])
     _listed(layout, project)
     cached = _cache_file(layout, project)
-    value = json.loads(cached.read_text())
-    value["rows"][sid][5]["input_tokens"] = 1000  # what the cache would wrongly show
+    head, rows = _cache_lines(cached)
+    rows[sid][5]["input_tokens"] = 1000  # what the cache would wrongly show
     path = layout.log_path(sid)
     data = path.read_bytes()
     if disagreement == "identity":  # the log was replaced: the same bytes under another inode
@@ -445,12 +456,14 @@ def test_a_cache_that_disagrees_with_the_log_loses_to_it(home, tmp_path, disagre
         copy.write_bytes(data)
         os.replace(copy, path)
     elif disagreement == "past the end":
-        value["rows"][sid][3] = len(data) + 10
+        rows[sid][3] = len(data) + 10
     elif disagreement == "not after a newline":
-        value["rows"][sid][3] = len(data) - 5
+        rows[sid][3] = len(data) - 5
     elif disagreement == "version":
-        value["v"] = 99
-    cached.write_text("{not json" if disagreement == "corrupt" else json.dumps(value))
+        head["v"] = 99
+    _write_cache_lines(cached, head, rows)
+    if disagreement == "corrupt":
+        cached.write_text(cached.read_text().replace(f'["{sid}",', f'["{sid}",{{not json'))
     entry = _listed(layout, project)[sid]
     assert entry.state.input_tokens == 5 and entry.offset == len(data)
     assert _cached(layout, project, sid)[5]["input_tokens"] == 5  # and the cache is written again from the log
@@ -871,3 +884,47 @@ def test_without_inotify_the_daemons_list_is_right_all_the_same(home, project, d
         assert _rows(daemon, project)[ids[0]]["input_tokens"] == 13
     os.rename(layout.session_dir(ids[1]), tmp_path / "archived")
     assert list(_rows(daemon, project)) == [ids[0], *ids[2:]]
+
+
+def _in_place_of(path: Path, kind: str, tmp_path: Path) -> None:
+    """A FIFO, a symlink (to a FIFO: followed, it would hang) or a directory where a cache file was."""
+    if path.is_dir():
+        path.rmdir()
+    else:
+        path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "symlink":
+        target = tmp_path / f"fifo-{path.name}"
+        if not target.exists():
+            os.mkfifo(target, 0o600)
+        path.symlink_to(target)
+    else:
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+@pytest.mark.parametrize("which", ["rows", "stamp.json", "listing.json", "project file"])
+def test_a_fifo_symlink_or_directory_in_place_of_a_cache_file_is_a_file_that_is_not_there(
+    home, project, daemons, tmp_path, kind, which
+):
+    """Nothing waits on it (a FIFO's open would block until a writer came) and nothing follows it: `chock
+    sessions` and a daemon's first `list` answer, and list every session."""
+    layout = home.layout
+    ids = [write_session(layout, n, os.path.realpath(project)) for n in (1, 2)]
+    Catalog(layout).of_project(project)  # the cache and the index are written
+    key = key_of(os.path.realpath(project))
+    path = {
+        "rows": _cache_file(layout, project),
+        "stamp.json": layout.rows_dir / "stamp.json",
+        "listing.json": layout.rows_dir / "listing.json",
+        "project file": layout.rows_dir / "projects" / f"{key}.json",
+    }[which]
+    assert path.is_file()
+    _in_place_of(path, kind, tmp_path)
+    listed = home.chock("sessions", cwd=project, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert all(sid in listed.stdout for sid in ids), listed.stdout
+    _in_place_of(path, kind, tmp_path)  # the listing may have written a file over it
+    daemon = daemons.start()
+    assert [row["id"] for _, row in daemon.client.list(project)] == ids

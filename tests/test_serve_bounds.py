@@ -4,10 +4,16 @@ browser that sends a fetch's body in a packet of its own, would."""
 
 from __future__ import annotations
 
+import re
+import socket
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
+import chock
+from chock.serve.headers import SECURITY_HEADERS
 from chock.serve.sites import HEAD_SECONDS
 from tests.fakes.serve import ASKS, RawConnection, closed_by_peer, running_stack, slow_session
 
@@ -78,3 +84,51 @@ def test_a_keep_alive_connection_idles_longer_than_a_head_may_take_and_serves_it
         assert connection.request("GET", "/api/health").status == 200
     finally:
         connection.close()
+
+
+# Requests aiohttp's own parser refuses with a 400, before any route or middleware of serve's runs.
+UNPARSABLE = {
+    "a bad request line": b"GET /a b c d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "not HTTP at all": b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
+    "a header past its limit": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: " + b"a" * 9000 + b"\r\n\r\n",
+    "a byte HTTP forbids in a header name": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-B\x01d: y\r\n\r\n",
+}
+
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def _debian_aiohttp() -> bool:
+    found = (
+        subprocess.run([DEBIAN_PYTHON, "-c", "import aiohttp"], capture_output=True)
+        if Path(DEBIAN_PYTHON).exists()
+        else None
+    )
+    return found is not None and found.returncode == 0
+
+
+@pytest.mark.parametrize("python", ["venv", "debian"])
+def test_a_request_aiohttps_parser_refuses_gets_a_400_with_the_security_headers(stack, python):
+    """aiohttp answers these without the application (3.8 on Debian 12 and the pip one alike): its 400 must
+    still carry the page's Content-Security-Policy and the other headers every response does."""
+    if python == "debian":
+        if not _debian_aiohttp():
+            pytest.skip("Debian's python3-aiohttp is not installed (scripts/debian-packages.txt lists it)")
+        checkout = str(Path(chock.__file__).resolve().parent.parent)
+        serve = stack.start_serve(python=DEBIAN_PYTHON, env={"PYTHONPATH": checkout})
+    else:
+        serve = stack.start_serve()
+    for what, request in UNPARSABLE.items():
+        with socket.create_connection(("127.0.0.1", serve.port), timeout=30) as sock:
+            sock.sendall(request)
+            answer = b""
+            try:
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            except ConnectionResetError:
+                pass  # after its answer (what it had not read of the request is thrown away)
+        head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        assert re.match(r"HTTP/1\.[01] 400 ", head[0]), (python, what, answer[:200])
+        headers = dict(line.split(": ", 1) for line in head[1:])
+        for name, value in SECURITY_HEADERS.items():
+            assert headers.get(name) == value, (python, what, name, headers)
+    assert serve.get("/api/health").status == 200  # and serve goes on serving

@@ -466,3 +466,26 @@ def test_prune_removes_what_ended_before_the_date_and_with_workspace_a_kept_one_
     assert git_value(project, "show", f"chock/{failed}:w.txt") == "w"  # its work went to its branch first
     bad = home.chock("sessions", "prune", "--ended-before", "last tuesday", cwd=project)
     assert bad.returncode == 3 and "is not a date" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "date",
+    ["0001-01-01T00:00+14:00", "9999-12-31T23:59-14:00", "0001-01-01T00:00:00+23:59", "10000-01-01", "2026-13-01"],
+)
+def test_prune_refuses_a_date_outside_what_utc_can_hold_and_removes_nothing(home, project, date):
+    replay_config(home, [{"text": "Done.", "tool_calls": []}])
+    assert home.chock("run", "finished", cwd=project).returncode == 0
+    bad = home.chock("sessions", "prune", "--ended-before", date, cwd=project)
+    assert bad.returncode == 3, bad.stderr
+    assert f"--ended-before {date!r} is not a date" in bad.stderr and "between 0001-01-01 and 9999-12-31" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert len(os.listdir(home.layout.sessions_dir)) == 1
+
+
+def test_prune_before_a_year_of_three_digits_removes_nothing_of_this_millennium(home, project):
+    """Year 999 is written 0999: a session that ended in 2026 did not end before it."""
+    replay_config(home, [{"text": "Done.", "tool_calls": []}])
+    assert home.chock("run", "finished", cwd=project).returncode == 0
+    early = home.chock("sessions", "prune", "--ended-before", "0999-06-01", cwd=project)
+    assert early.returncode == 0 and "no session of this project ended before 0999-06-01" in early.stdout, early.stdout
+    assert len(os.listdir(home.layout.sessions_dir)) == 1

@@ -19,6 +19,7 @@ import pytest
 
 from chock.log.events import TOOL_OUTPUT_LIMIT
 from chock.session import tools
+from chock.session.ports import Sandboxed
 from chock.session.sandbox import Sandbox, find_bwrap
 from chock.session.tools import confined, edit_file, search, shell
 from chock.session.tools.tool import ToolRefused
@@ -352,15 +353,14 @@ def test_a_command_killed_at_its_timeout_is_an_error_and_a_bad_timeout_is_refuse
 
 class SandboxContext:
     """What `shell` asks of a session (chock.session.tools.tool.Context): a real sandbox, and the background
-    work it hands over, which the test cancels as a stop does (chock.session.runner.Session._kill_work)."""
+    work it hands over, which the test cancels as a stop does (leaving chock.session.scopes.Nursery)."""
 
     def __init__(self, root: Path) -> None:
         dirs = [root / name for name in ("workspace", "git", "admin", "home", "knowledgebase")]
         for path in dirs:
             path.mkdir()
-        self.sandbox = Sandbox(*dirs)
+        self.runner = Sandboxed(Sandbox(*dirs), find_bwrap())
         self.workspace = dirs[0]
-        self.bwrap = find_bwrap()
         self.work: list[asyncio.Task[None]] = []
 
     def emit(self, type: str, **fields: object) -> None:

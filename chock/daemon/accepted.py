@@ -29,7 +29,7 @@ from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import Request
 from chock.daemon.context import Daemon
-from chock.daemon.reply import ClientGone, ReplyWriter
+from chock.daemon.reply import ClientGone, InThread, ReplyWriter
 from chock.platform.listening import Listener
 from chock.platform.peer import peer_uid
 
@@ -68,6 +68,8 @@ def peer_refusal(sock: socket.socket) -> ProtocolError | None:
 class InlineWriter(ReplyWriter):
     """The write side of a connection answered from the selector loop: bytes queue up, a producer is drained
     as the socket takes it."""
+
+    inline = True
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
@@ -159,23 +161,26 @@ class Connection:
             return self.request
         return None
 
-    def answer_inline(self) -> None:
+    def answer_inline(self) -> bool:
         """Run the verb here: its reply is queued (and produced) for the loop to write. Its deadlines count from
-        when the verb is done, however long it took."""
+        when the verb is done. False when the verb needs a thread after all (`InThread`: it wrote nothing)."""
         request = self.request
         assert request is not None
         try:
             _verbs().VERBS[request.verb](self.daemon, InlineWriter(self), request)
+        except InThread:
+            return False
         except ProtocolError as error:
             self.refuse(error, time.monotonic())
-            return
+            return True
         except Exception as error:
             self._failed(request.verb, error)
             refusal = ProtocolError(ErrorCode.INTERNAL, f"the daemon failed to serve {request.verb}")
             self.refuse(refusal, time.monotonic(), "internal")
-            return
+            return True
         self.daemon.status.count("served", verb=request.verb)
         self._write_phase(time.monotonic())
+        return True
 
     def writable(self, now: float) -> None:
         """Write what the socket takes; refill from the producer; when all is written, linger."""

@@ -19,8 +19,15 @@ class ClientGone(Exception):
     """The client closed its end while we were replying: nothing to do but stop."""
 
 
+class InThread(Exception):
+    """Raised by a verb answered in the selector loop, before it writes anything, when its answer needs files
+    read (a `list` that is not warm): the connection hands it to a thread instead."""
+
+
 class ReplyWriter:
     """The write side of one connection: a reply's bytes whole (`send`), or as a producer makes them (`stream`)."""
+
+    inline = False  # answering from the selector loop, where nothing may block
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock

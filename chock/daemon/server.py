@@ -235,8 +235,8 @@ class Server:
         if events & selectors.EVENT_READ and not connection.closed:
             request = connection.readable(now)
             if request is not None:
-                if inline(request):
-                    connection.answer_inline()
+                if inline(request) and connection.answer_inline():
+                    pass
                 elif self.daemon.active - len(self._connections) >= MAX_THREADED:
                     refusal = ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly")
                     connection.refuse(refusal, now, "too_many")

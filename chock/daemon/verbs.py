@@ -4,12 +4,14 @@ Each takes the shared `Daemon`, the connection's `ReplyWriter` and its typed req
 every field: a session id matches its pattern before it touches a path, a project is absolute, a number is a
 number). A verb refuses by raising a `ProtocolError`, which the connection sends as its one `error <code>
 <text>` line; a verb that has begun its reply never raises one. The verbs in `INLINE` are answered from the
-selector loop without a thread, so they must not block: their reply is bytes, or a producer of them.
+selector loop without a thread, so they must not block: their reply is bytes, or a producer of them; one that
+would (a `list` that must read files) raises `InThread` before it writes, and is answered in a thread.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -18,7 +20,7 @@ from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import ReplyLine, Request
 from chock.control.session_protocol import SessionStopRequest
 from chock.daemon.context import Daemon
-from chock.daemon.reply import ReplyWriter
+from chock.daemon.reply import InThread, ReplyWriter
 from chock.log.catalog import Entry
 from chock.log.reader import offset_after
 
@@ -105,9 +107,22 @@ def _complete_lines(handle: BinaryIO, start: int) -> Iterator[bytes]:
 
 
 def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
-    """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project."""
-    alive = daemon.catalog.alive
-    reply.send(b"".join([entry.line(alive(entry), _list_line) for entry in daemon.catalog.of_project(request.project)]))
+    """`list <project>` -> `<started at>\\t<row JSON>` per session, oldest first; none for an unknown project.
+    Answered in the selector loop when the catalog holds the rows in memory (warm), else in a thread: the first
+    `list` folds logs and reads the cache, and the loop never waits on a file. Threaded lists take turns, so a
+    page's polls during a cold start fold each log once."""
+    catalog = daemon.catalog
+    if reply.inline and not catalog.warm(request.project):
+        raise InThread
+    if reply.inline:
+        entries = catalog.of_project(request.project)
+    else:
+        with _COLD_LIST:
+            entries = catalog.of_project(request.project)
+    reply.send(b"".join([entry.line(catalog.alive(entry), _list_line) for entry in entries]))
+
+
+_COLD_LIST = threading.Lock()
 
 
 def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:

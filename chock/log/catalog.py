@@ -124,6 +124,21 @@ class Catalog:
         self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
         return entries
 
+    def warm(self, project: str | os.PathLike[str]) -> bool:
+        """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
+        sessions dir is, and no event has touched any of its entries (watched). A listing that is not warm
+        reads files: the daemon makes it in a thread, never in its selector loop."""
+        if self._freshness is None:
+            return False
+        ids = self.index.current(os.path.realpath(project))
+        if ids is None:
+            return False
+        with self._lock:
+            for session_id in self._freshness.drain():
+                self._entries.pop(session_id, None)
+            fresh, entries = self._freshness.fresh, self._entries
+            return all(session_id in fresh and session_id in entries for session_id in ids)
+
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
         entries = []
@@ -257,10 +272,10 @@ class Catalog:
             due = time.time() - disk.since >= CACHE_EVERY
             urgent = stale = False
             for entry in entries:
-                cached = disk.rows.get(entry.session_id)
+                cached = disk.rows.head(entry.session_id)
                 if cached is None or entry.session_id in self._refused:
                     urgent = urgent or entry.offset > 0
-                elif cached.offset != entry.offset:
+                elif cached[2] != entry.offset:
                     urgent = urgent or entry.state.ended
                     stale = True
             if not (urgent or (stale and due) or (due and len(disk.rows) > len(entries))):

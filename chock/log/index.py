@@ -4,7 +4,8 @@ A session's project is named by the first line of its log (`session.start {proje
 resolved real path. That line is read once per session; the mapping lives in the cache dir beside the
 cached rows (`chock.log.rowcache`):
 
-    listing.json          every session id -> its project's key (the project's path, escaped)
+    listing.json          every project's key (the project's path, escaped) -> its session ids, and the ids
+                          whose log has no complete first line yet (pending)
     projects/<key>.json   one project's session ids
     stamp.json            the sessions dir's mtime the files above reflect, the keys that have a file,
                           and the ids whose log has no complete first line yet
@@ -34,7 +35,7 @@ from chock.log.events import MAX_EVENT_BYTES, decode
 from chock.log.rowcache import locked, read_json, write_json
 from chock.paths import SESSION_ID_RE, path_name
 
-VERSION = 1
+VERSION = 2
 
 # A listing made this soon after the directory's last change may have missed a change in the same tick
 # of the file system's clock (Linux stamps mtimes from a clock that moves every few milliseconds); a full
@@ -71,6 +72,22 @@ class ProjectIndex:
             if not self._update() or not key:
                 return []
             return list(self._project(key))
+
+    def current(self, project_real: str) -> list[str] | None:
+        """The ids of `project_real`'s sessions when the memory already holds them as the sessions dir is now (a
+        stat, no file read); None when `sessions_of` would list the directory or read a file first."""
+        key = key_of(project_real)
+        with self._lock:
+            try:
+                mtime = os.stat(self._sessions).st_mtime_ns
+            except OSError:
+                return None
+            if mtime != self._mtime or not self._trusted or self._pending or not key:
+                return None
+            ids = self._projects.get(key)
+            if ids is None and self._keys is not None:
+                return []  # listed here, and no session of that project
+            return None if ids is None else list(ids)
 
     def project_of(self, session_id: str) -> str | None:
         """The key of one session's project ("" for none; None while its log has no complete first line)."""
@@ -132,7 +149,7 @@ class ProjectIndex:
                     if rewrite or projects.get(key) != before.get(key):
                         write_json(f"{self._dir}/projects/{key}.json", {"v": VERSION, "ids": projects.get(key, [])})
                 if rewrite or keys != filed:
-                    write_json(f"{self._dir}/listing.json", {"v": VERSION, "keys": keys})
+                    write_json(f"{self._dir}/listing.json", _listing(keys))
                 write_json(
                     f"{self._dir}/stamp.json",
                     {"v": VERSION, "mtime": mtime, "at": listed_at, "filed": sorted(projects), "pending": pending},
@@ -203,9 +220,17 @@ class ProjectIndex:
 
     def _read_listing(self) -> dict[str, str | None]:
         value, _ = read_json(f"{self._dir}/listing.json")
-        if type(value) is not dict or value.get("v") != VERSION or type(value.get("keys")) is not dict:
+        if type(value) is not dict or value.get("v") != VERSION:
             return {}
-        return {i: k for i, k in value["keys"].items() if (k is None or type(k) is str) and SESSION_ID_RE.fullmatch(i)}
+        projects, pending = value.get("projects"), value.get("pending")
+        if type(projects) is not dict or type(pending) is not list:
+            return {}
+        keys: dict[str, str | None] = {}
+        for key, ids in projects.items():
+            if type(ids) is list:
+                keys.update(dict.fromkeys(_ids(ids), key))
+        keys.update(dict.fromkeys(_ids(pending)))
+        return keys
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[bool]:
@@ -224,6 +249,16 @@ def _trusted(mtime: int, listed_at: int) -> bool:
 
 def _ids(values: list[object]) -> Iterator[str]:
     return (i for i in values if type(i) is str and SESSION_ID_RE.fullmatch(i))
+
+
+def _listing(keys: dict[str, str | None]) -> dict[str, object]:
+    """`listing.json`: the ids by project key ("" for no project), and the pending ids (one string per project,
+    not per session: the file parses into little more than its ids)."""
+    projects: dict[str, list[str]] = {}
+    for session_id, key in sorted(keys.items()):
+        if key is not None:
+            projects.setdefault(key, []).append(session_id)
+    return {"v": VERSION, "projects": projects, "pending": [i for i, key in sorted(keys.items()) if key is None]}
 
 
 def _by_project(keys: dict[str, str | None]) -> dict[str, list[str]]:

@@ -74,16 +74,21 @@ def remove_session(
 
 
 def ended_before(text: str) -> str:
-    """A `--ended-before` DATE as the UTC timestamp prefix events carry: 2026-11-30 or 2026-11-30T12:00."""
+    """A `--ended-before` DATE as the UTC timestamp prefix events carry: 2026-11-30 or 2026-11-30T12:00, with an
+    optional offset (Z, +02:00); a date whose UTC time falls outside years 1 to 9999 is not one."""
     from datetime import UTC, datetime
 
     try:
         moment = datetime.fromisoformat(text.strip().removesuffix("Z"))
-    except ValueError:
-        raise Refused(f"--ended-before {text!r} is not a date: write it as 2026-11-30 or 2026-11-30T12:00") from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
+        raise Refused(
+            f"--ended-before {text!r} is not a date: write it as 2026-11-30 or 2026-11-30T12:00 (UTC, or with an "
+            "offset such as +02:00), between 0001-01-01 and 9999-12-31 in UTC"
+        ) from None
+    # isoformat, not strftime: %Y writes year 999 as "999", which sorts after "2026" as text.
+    return moment.isoformat(timespec="seconds") + ".000Z"
 
 
 def prune(

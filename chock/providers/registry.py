@@ -7,6 +7,7 @@ The wire modules and httpx are imported only when a provider of that kind is bui
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from chock.providers import Provider
@@ -46,10 +47,12 @@ def make_provider(
     *,
     instance: str,
     retries: int | None = None,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> Provider:
     """Build the provider for one instance. `kind` may carry its address (`openai-compat=http://…/v1`); an
     `address` given apart wins over it, and a kind with an address of its own needs neither. `retries` is how
-    often a call that failed before its answer began is sent again (None: `retry.DEFAULT_RETRIES`)."""
+    often a call that failed before its answer began is sent again (None: `retry.DEFAULT_RETRIES`), `sleep`
+    how the wait before each is waited (the session's clock; None: asyncio.sleep)."""
     try:
         kind, address = parse_kind(kind, address=address)
     except KindError as exc:
@@ -60,6 +63,8 @@ def make_provider(
         from chock.providers.replay import ReplayProvider, entries_for, load_entries
 
         return ReplayProvider(entries_for(load_entries(Path(address)), None), source=f"the replay file {address}")
+    import asyncio
+
     from chock.providers.retry import DEFAULT_RETRIES
     from chock.providers.transport import HTTPProvider
 
@@ -71,6 +76,7 @@ def make_provider(
         credential,
         instance=instance,
         retries=DEFAULT_RETRIES if retries is None else retries,
+        sleep=sleep or asyncio.sleep,
     )
 
 

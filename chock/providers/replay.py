@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +64,18 @@ def subagent_blocks(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]
 class ReplayProvider:
     """Plays `entries[start:]`, one per call; running out is an error that ends the session clearly."""
 
-    def __init__(self, entries: list[dict[str, Any]], *, start: int = 0, source: str = "the replay") -> None:
+    def __init__(
+        self,
+        entries: list[dict[str, Any]],
+        *,
+        start: int = 0,
+        source: str = "the replay",
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._entries = entries
         self._next = start
         self._source = source
+        self._sleep = sleep  # how an entry's delay is waited (a test's clock)
 
     async def stream(
         self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
@@ -80,7 +88,7 @@ class ReplayProvider:
         entry = self._entries[self._next]
         self._next += 1
         if entry.get("delay"):
-            await asyncio.sleep(float(entry["delay"]))
+            await self._sleep(float(entry["delay"]))
         text = str(entry.get("text") or "")
         for piece in _pieces(text):
             yield TextDelta(piece)

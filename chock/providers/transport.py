@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -49,6 +49,10 @@ def header_safe(credential: str | None) -> bool:
     return credential is None or all("!" <= c <= "~" for c in credential)
 
 
+# How a wait is waited: asyncio.sleep, or the session's clock (chock.session.ports.Clock.sleep).
+Sleep = Callable[[float], Awaitable[None]]
+
+
 class _Retryable(Exception):
     """An attempt that failed before its answer's first byte: `error` is what a person is told if it is not
     sent again; `status` and `headers` decide whether it is, and when."""
@@ -74,6 +78,7 @@ class HTTPProvider:
         *,
         instance: str,
         retries: int = retry.DEFAULT_RETRIES,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.wire = wire
         self.kind = kind
@@ -81,6 +86,7 @@ class HTTPProvider:
         self.model = model
         self.instance = instance
         self.retries = retries
+        self._sleep = sleep
         self._credential = credential
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,7 +116,7 @@ class HTTPProvider:
                     raise _given_up(failed.error, attempt) from None
                 # The wait is an await on the session's loop: its sockets keep answering meanwhile.
                 yield Retrying(attempt, failed.status, wait, str(failed.error))
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
                 attempt += 1
         try:
             # Closed explicitly, whatever ends the loop: an async generator left to the garbage collector is

@@ -21,7 +21,7 @@ from chock.errors import UsageError
 from chock.paths import Layout
 from chock.platform import journal, manager
 from chock.platform.listening import Listener
-from chock.serve import api, sites
+from chock.serve import api, headers, sites
 from chock.serve.guard import HostRule, make_guard
 from chock.serve.sites import BoundedSite
 
@@ -34,23 +34,6 @@ MAX_BODY = 512 * 1024
 # How long a stopping serve lets ordinary requests finish (a `start` may wait for a child to take its
 # lock). SSE streams are ended before this, so they never hold a stop up.
 SHUTDOWN_TIMEOUT = 5.0
-
-# Every response serve sends — the page, its files, the API, a stream, an error, a refusal — carries these, set
-# as it is prepared (`_secure`), so none is left out. Nothing external may load or be connected to: the page
-# shows what an agent wrote, and a prompt-injected agent must not make the browser fetch `https://evil/?d=…`
-# (the page builds its DOM from text and never an image from a model's words; this is the second wall). No
-# other site may frame the page (an Approve button under someone else's page is a clickjacking target), and
-# the browser resolves no host name a link names before it is followed.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "X-DNS-Prefetch-Control": "off",
-    "Referrer-Policy": "no-referrer",
-}
 
 # The page and its files are checked again on each load (a new chock brings a new page); nothing else is kept.
 _STATIC_HEADERS = {"Cache-Control": "no-cache"}
@@ -69,10 +52,9 @@ async def _static(request: web.Request) -> web.FileResponse:
 
 
 async def _secure(request: web.Request, response: web.StreamResponse) -> None:
-    """`SECURITY_HEADERS` on a response about to be sent (aiohttp's on_response_prepare: every response of
-    the application, a route's, a middleware's or an HTTP error's)."""
-    response.headers.update(SECURITY_HEADERS)
-    response.headers.setdefault("Cache-Control", "no-store")
+    """`SECURITY_HEADERS` on every response of the application (aiohttp's on_response_prepare: a route's, a
+    middleware's or an HTTP error's); the parser's own 400s get them in `chock.serve.sites`."""
+    headers.secure(response)
 
 
 def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:

@@ -22,12 +22,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from aiohttp import web
+from aiohttp import web, web_protocol
 
 from chock.control.framing import LINE_SECONDS
 from chock.errors import UsageError
 from chock.platform import listening
 from chock.platform.listening import Listener
+from chock.serve import headers
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The daemon's TCP default is 7890.
 DEFAULT_PORT = 7891
@@ -165,5 +170,28 @@ class BoundedSite(web.SockSite):
         server = self._runner.server
         assert server is not None
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: _HeadBound(server(), self.seconds), sock=self._sock, backlog=self._backlog
+            lambda: _HeadBound(_secure_errors(server()), self.seconds), sock=self._sock, backlog=self._backlog
         )
+
+
+class _SecureErrors(web_protocol.RequestHandler):
+    """aiohttp's protocol for one connection, whose own error responses carry the security headers too.
+
+    A request its parser refuses (a bad request line, a header past its limit or with a byte HTTP forbids) is
+    answered by `RequestHandler.handle_error` without the application, so `on_response_prepare` never sees that
+    400; aiohttp 3.8 (Debian 12) and later versions alike build every such response (and a handler's 500 or
+    504) in that one method."""
+
+    __slots__ = ()
+
+    def handle_error(self, *args: Any, **kwargs: Any) -> web.StreamResponse:
+        response: web.StreamResponse = super().handle_error(*args, **kwargs)
+        headers.secure(response)
+        return response
+
+
+def _secure_errors(handler: web_protocol.RequestHandler) -> web_protocol.RequestHandler:
+    """The handler `web.Server` made, as a `_SecureErrors` (it adds no state: the same object, one more method);
+    made by the server, so every argument it gives its handlers is kept on every aiohttp."""
+    handler.__class__ = _SecureErrors
+    return handler

@@ -3,6 +3,8 @@
 Everything the session waits for — a model response chunk, a tool process, an approval, a background
 command, a subagent — is awaited on one asyncio loop, and the session's sockets are served by that same
 loop, so they answer while work goes on and the process never grows a second thread (the tool path forks).
+The loop builds none of its collaborators: its provider, tool runner, clock, socket server and host git are
+given (chock.session.ports), so tests/test_loop.py builds it in-process.
 
 Every fact goes to the log first: `emit` appends an event, folds it into the live state and renders it.
 The conversation a model sees is therefore always the fold of the log, exactly what a later owner rebuilds.
@@ -29,11 +31,11 @@ from chock.log.events import Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.session import calls, compaction, instructions, offload, reaper, tools, workspace
+from chock.session import calls, compaction, instructions, reaper, tools
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
-from chock.session.sandbox import Sandbox
-from chock.session.sockets import SessionSockets
+from chock.session.ports import Ports, ToolRunner, wait_set
+from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
 from chock.session.workspace import Worktree
@@ -51,12 +53,9 @@ class Settings:
     workspace: Path
     worktree: Worktree  # as recorded when it was made: finishing starts from this
     branch: str
-    sandbox: Sandbox
-    bwrap: str
     shell_policy: str  # ask | allow | deny
     interactive: bool  # a person at this terminal can answer approval prompts
     scratchpad: Path
-    sockets: dict[str, Path]  # "approval" and "handover" (chock.paths.Layout.session_socket)
     subagent_spec: dict[str, Any]  # what a subagent child needs to reach the same instance
     subagent_blocks: list[list[dict[str, Any]]]  # replay entries per subagent (replay kind only)
     price: Price | None = None  # the instance's, when config.zon gives one: usage events then carry a cost
@@ -65,28 +64,30 @@ class Settings:
 
 
 class Session:
+    """One session's loop, given its ports (chock.session.ports): it builds none of its collaborators."""
+
     def __init__(
         self,
         log: SessionLog,
         state: SessionState,
-        provider: Provider,
         settings: Settings,
+        ports: Ports,
         render: Callable[[Event], None],
     ) -> None:
         self.log = log
         self.state = state
-        self.provider = provider
+        self.provider: Provider = ports.provider
         self.settings = settings
+        self.ports = ports
         self._render = render
-        self._work: dict[str, asyncio.Task[None]] = {}  # background commands and subagents by handle
         self._wake = asyncio.Event()  # background work ended, or the handover changed
+        self._work = Nursery(on_done=self._wake.set)  # background commands and subagents by handle
+        self._stop_scope = StopScope()  # a stop cancels the turns and the commit, never the rest of the end
         self._answered = asyncio.Event()  # an approval request was answered
         self.approvals = Approvals(on_answer=lambda request_id: self._answered.set())
-        self.handover = Handover()
-        self.steering = Steering(on_say=self._wake.set, on_stop=self._stop)
-        self.sockets = SessionSockets(settings.sockets, self.approvals, self.handover, self.steering, self._wake.set)
-        self._task: asyncio.Task[int] | None = None  # the loop's own task, which a stop cancels
-        self._ending = False  # the end is under way: a stop no longer cancels (it would lose the end)
+        self.handover = Handover(clock=ports.clock.now)
+        self.steering = Steering(on_say=self._wake.set, on_stop=self._stop_scope.stop)
+        self.sockets = ports.serve(self.approvals, self.handover, self.steering, self._wake.set)
 
     # The log ------------------------------------------------------------------------------------------
 
@@ -99,22 +100,31 @@ class Session:
     # Running ------------------------------------------------------------------------------------------
 
     async def run(self, *, call_model_first: bool) -> int:
-        """Run turns until the task is done; log how it ended and return the exit code."""
-        self._task = asyncio.current_task()
+        """Run turns until the task is done; log how it ended and return the exit code.
+
+        A stop (over handover.sock, or a signal) cancels the loop wherever it waits — a model stream, a tool, an
+        approval, the commit — until the log says where the work went; from there on, and once any other end has
+        begun, nothing cancels the end being logged. Leaving the work's nursery kills the background commands and
+        subagents and waits until they are gone (each kills its process, a command its whole sandbox)."""
         await self.sockets.start()
+        git, worktree = self.ports.git, self.settings.worktree
         try:
-            await self._turns(call_model_first)
-            self.steering.close()  # the session completes: nothing said from here on could be taken in
-            self.log.sync()  # the turns' lines, before the commit they lead to
-            # Finishing walks and hashes what the agent left, however much: off the loop, so a stop still stops it.
-            worktree = self.settings.worktree
-            done = await offload.in_child(workspace.commit, worktree, _commit_message(self.state))
-            self.emit(
-                "workspace.close", branch=self.settings.branch, commit=done.commit, **listed("skipped", done.skipped)
-            )
-            self.log.sync()  # before the worktree goes (docs/log.md#durability)
-            self._ending = True  # the log says the work is on the branch: the worktree goes, whatever is asked now
-            await offload.in_child(workspace.remove, worktree)
+            async with self._work:
+                async with self._stop_scope:
+                    await self._turns(call_model_first)
+                    self.steering.close()  # the session completes: nothing said from here on could be taken in
+                    self.log.sync()  # the turns' lines, before the commit they lead to
+                    # Finishing walks and hashes what the agent left, however much: off the loop (a stop stops it).
+                    done = await git.commit(worktree, _commit_message(self.state))
+                    self.emit(
+                        "workspace.close",
+                        branch=self.settings.branch,
+                        commit=done.commit,
+                        **listed("skipped", done.skipped),
+                    )
+                    self.log.sync()  # before the worktree goes (docs/log.md#durability)
+                # The log says the work is on the branch: the worktree goes, whatever is asked now.
+                await git.remove(worktree)
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
             return EXIT_COMPLETED
         except HandedOver:
@@ -123,53 +133,32 @@ class Session:
             # The end still fits in the log's reserve; if even it cannot be written, the next owner repairs the
             # log. Either way the failure is said once, as its own sentence, by whoever runs this session.
             with contextlib.suppress(LogWriteFailed):
-                await self._end_abnormally("error", EXIT_FAILED, error=str(failed))
+                self._end_abnormally("error", EXIT_FAILED, error=str(failed))
             raise
-        except asyncio.CancelledError:
-            if self._task is not None:
-                self._task.uncancel()  # the stop is being carried out: what follows may await
-            await self._end_abnormally("interrupted", EXIT_INTERRUPTED, via=self.steering.stop_via or "signal")
+        except CancelledByStop:
+            self._end_abnormally("interrupted", EXIT_INTERRUPTED, via=self.steering.stop_via or "signal")
             return EXIT_INTERRUPTED
         except ChockError as error:
-            await self._end_abnormally("error", error.exit_code or EXIT_FAILED, error=str(error))
+            self._end_abnormally("error", error.exit_code or EXIT_FAILED, error=str(error))
             return error.exit_code or EXIT_FAILED
         finally:
-            self._ending = True
-            for task in self._work.values():
-                task.cancel()
-            reaper.kill_orphaned_sandboxes()
+            reaper.kill_orphaned_sandboxes()  # any sandbox the session adopted
             with contextlib.suppress(LogWriteFailed):  # `ended <reason>` reports the end: it is synced first
                 self.log.sync()
             await self.sockets.close(ended=self.state.end_reason or "ended")
             self.log.release()
 
-    def _stop(self) -> None:
-        """A stop was asked (over handover.sock, or by a signal): the loop's task is cancelled wherever it waits —
-        a model stream, a tool, an approval — and `run` ends the session. A session already ending (its work
-        being killed, its end being logged) is not cancelled again: that would lose the end it is logging."""
-        if self._task is not None and not self._ending:
-            self._task.cancel()
-
-    async def _end_abnormally(self, reason: str, code: int, **fields: str) -> None:
-        """End the session another way than completed: the work it holds is killed and logged as such, what was
-        said to it is logged so the next owner sends it, then `session.end`. After a failed log write only the
-        end fits in the log's reserve, so nothing else is tried (what was said since the last turn is lost)."""
-        self._ending = True
-        await self._kill_work()
+    def _end_abnormally(self, reason: str, code: int, **fields: str) -> None:
+        """End the session another way than completed, once its work is gone: that work is logged as killed,
+        what was said to it is logged so the next owner sends it, then `session.end`. After a failed log write
+        only the end fits in the log's reserve, so nothing else is tried (what was said since the last turn is
+        lost)."""
+        reaper.kill_orphaned_sandboxes()
         if self.log.failed is None:
             self._log_killed_work()
             self._take_in_messages()
         self.steering.close()
         self.emit("session.end", reason=reason, exit_code=code, **fields)
-
-    async def _kill_work(self) -> None:
-        """Cancel the background commands and subagents and wait for them to go (each kills its process, and a
-        command its whole sandbox), then kill any sandbox the session adopted."""
-        tasks = list(self._work.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        reaper.kill_orphaned_sandboxes()
 
     def _log_killed_work(self) -> None:
         """An end for each background command and subagent that had none."""
@@ -228,8 +217,7 @@ class Session:
         asker = handover.asker
         while not handover.settle():
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), handover.seconds_left())
+            await wait_set(self._wake, handover.seconds_left(), self.ports.clock)
         if handover.state != CONFIRMED:
             # Dropped: the asker went away or never confirmed. Nothing about the session changes.
             self.sockets.dismiss_asker(asker)
@@ -298,12 +286,8 @@ class Session:
         return self.settings.workspace
 
     @property
-    def sandbox(self) -> Sandbox:
-        return self.settings.sandbox
-
-    @property
-    def bwrap(self) -> str:
-        return self.settings.bwrap
+    def runner(self) -> ToolRunner:
+        return self.ports.tools
 
     @property
     def scratchpad(self) -> Path:
@@ -313,14 +297,7 @@ class Session:
         return f"{prefix}-{self.log.last_id + 1}"
 
     def track(self, handle: str, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._work[handle] = task
-
-        def done(_: asyncio.Task[None]) -> None:
-            self._work.pop(handle, None)
-            self._wake.set()
-
-        task.add_done_callback(done)
+        self._work.start(handle, work)
 
     def subagent_spec(self) -> dict[str, Any]:
         spec = dict(self.settings.subagent_spec)

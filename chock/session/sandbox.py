@@ -1,7 +1,8 @@
 """The one sandbox builder: the bubblewrap command line every tool process runs under.
 
 A `Sandbox` says what a tool may see; `argv` turns it into a bwrap command line and `environment` into the
-tool's whole environment. The shell tool spawns the process itself:
+tool's whole environment. The shell tool spawns the process itself, from the command line the session's
+tool runner (chock.session.ports.Sandboxed) builds:
 
     create_subprocess_exec(*sandbox.argv(["/bin/sh", "-c", cmd], bwrap=find_bwrap()),
                            env=host_environment())

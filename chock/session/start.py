@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket  # asyncio has imported it already
@@ -32,7 +33,9 @@ from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
 from chock.session import instructions, reaper, sandbox, workspace
+from chock.session.ports import Ports, Sandboxed, SystemClock, ToolRunner
 from chock.session.runner import Session, Settings
+from chock.session.sockets import SessionSockets
 
 
 @dataclass
@@ -69,14 +72,16 @@ def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) ->
         if request.adopt_id is not None or request.continue_id is not None
         else _begin(layout, request)
     )
-    settings = opening.settings
-    assert settings is not None  # opening the workspace made them
-    provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state)
+    assert opening.settings is not None and opening.runner is not None  # both set with workspace.open
+    clock = SystemClock()
+    provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state, clock)
     if opening.prepared.replay_entries is not None:  # a replay scripts its compactions' summaries apart
-        settings.summarizer = _replay(opening.prepared, opening.state, "compaction")
+        opening.settings.summarizer = _replay(opening.prepared, opening.state, "compaction")
     for event in opening.backlog:
         render(event)
-    session = Session(opening.log, opening.state, provider, settings, render)
+    # The loop's ports, the real ones (chock.session.ports): host git is the default, each call in a child.
+    ports = Ports(provider, opening.runner, functools.partial(SessionSockets, opening.sockets), clock)
+    session = Session(opening.log, opening.state, opening.settings, ports, render)
     return _drive(session, opening.call_model, provider)
 
 
@@ -89,6 +94,7 @@ class _Opening:
     prepared: _Prepared
     sockets: dict[str, Path]
     settings: Settings | None = None
+    runner: ToolRunner | None = None  # where the session's shell commands run: its sandbox
     call_model: bool = True
     backlog: list[Event] = field(default_factory=list)  # shown once the renderer runs
 
@@ -370,7 +376,7 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
     worktree, directory = place.worktree, place.directory
     # The admin dir is recorded now, before any tool runs: later uses never read it from the worktree.
     opening.emit("workspace.open", directory=str(directory), commit=place.commit, admin=str(worktree.admin))
-    box = place.sandbox
+    opening.runner = Sandboxed(place.sandbox, prepared.bwrap)
     instance = prepared.instance
     opening.settings = Settings(
         session_id=session_id,
@@ -378,12 +384,9 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         workspace=directory,
         worktree=worktree,
         branch=worktree.branch,
-        sandbox=box,
-        bwrap=prepared.bwrap,
         shell_policy=prepared.config.approvals_shell,
         interactive=request.interactive,
         scratchpad=layout.scratchpad_path(session_id),
-        sockets=opening.sockets,
         subagent_spec={
             "kind": instance.kind,
             "address": instance.address,
@@ -417,7 +420,7 @@ def _subagent_blocks(prepared: _Prepared) -> list[list[dict[str, Any]]]:
     return subagent_blocks(prepared.replay_entries)
 
 
-def _provider(prepared: _Prepared, model: str | None, state: SessionState) -> Provider:
+def _provider(prepared: _Prepared, model: str | None, state: SessionState, clock: SystemClock) -> Provider:
     instance = prepared.instance
     if prepared.replay_entries is not None:
         return _replay(prepared, state, None)
@@ -430,6 +433,7 @@ def _provider(prepared: _Prepared, model: str | None, state: SessionState) -> Pr
         prepared.credential,
         instance=instance.name,
         retries=instance.tuning.retries,
+        sleep=clock.sleep,
     )
 
 

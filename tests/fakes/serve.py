@@ -223,16 +223,21 @@ class Stack:
         return self.daemon.client
 
     def start_serve(
-        self, *args: str, env: dict[str, str] | None = None, tcp: bool = True, under: tuple[str, ...] = ()
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        tcp: bool = True,
+        under: tuple[str, ...] = (),
+        python: str = sys.executable,
     ) -> Serve:
         """`chock serve --daemon unix:<ours> ARGS` (with no ARGS: TCP on 127.0.0.1 at a free port, unless
-        `tcp` is False), run by the command `under` when given (`prlimit …`); returns once it printed where
-        it listens."""
+        `tcp` is False) under `python`, run by the command `under` when given (`prlimit …`); returns once it
+        printed where it listens."""
         if not args and tcp:
             args = ("--host", "127.0.0.1", "--port", "0")
         stderr_path = self.tmp / f"serve-{len(self.serves)}.err"
         process = subprocess.Popen(
-            [*under, sys.executable, "-m", "chock", "serve", "--daemon", f"unix:{self.daemon_socket}", *args],
+            [*under, python, "-m", "chock", "serve", "--daemon", f"unix:{self.daemon_socket}", *args],
             env={**self.home.env, **(env or {})}, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=open(stderr_path, "w"),  # noqa: SIM115
         )  # fmt: skip

@@ -86,19 +86,21 @@ class Shell(Tool):
 
 
 async def spawn(context: Context, command: str) -> asyncio.subprocess.Process:
-    """`command` under the session's sandbox, in a process group of its own.
+    """`command` as the session's tool runner starts it (under its sandbox), in a process group of its own.
 
     A cancel never interrupts the creation half-way: asyncio's own clean-up would kill the outer bwrap alone,
     then wait for pipes the sandbox still holds. The creation finishes, what it made is killed, and then the
     cancel goes on.
     """
+    launch = context.runner.shell(command)  # bwrap's command line in `chock run` (chock.session.ports)
     creating = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
-            *context.sandbox.argv(["/bin/sh", "-c", command], bwrap=context.bwrap),
+            *launch.argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=context.sandbox.host_environment(),
+            env=launch.env,
+            cwd=launch.cwd,
             start_new_session=True,
         )
     )

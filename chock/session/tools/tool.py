@@ -16,7 +16,7 @@ from chock.errors import ChockError
 
 if TYPE_CHECKING:
     from chock.log.events import Event
-    from chock.session.sandbox import Sandbox
+    from chock.session.ports import ToolRunner
 
 
 # The most of a call's summary a person is asked to approve: shown whole, one line per line, so what is approved is
@@ -39,10 +39,9 @@ class Context(Files, Protocol):
     """What the session gives its tools (chock.session.runner.Session implements it)."""
 
     @property
-    def sandbox(self) -> Sandbox: ...
-
-    @property
-    def bwrap(self) -> str: ...
+    def runner(self) -> ToolRunner:
+        """Where a shell command's process is started: the sandbox boundary."""
+        ...
 
     @property
     def scratchpad(self) -> Path: ...

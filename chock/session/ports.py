@@ -1,0 +1,130 @@
+"""What the agent loop is given rather than builds (docs/architecture.md#chock-run).
+
+`Session` takes five ports: its model `Provider`, a `ToolRunner` (where a shell command's process is started:
+bubblewrap in `chock run`), a `Clock` (every wait of the loop reads it), the server of its sockets (`Serve`,
+built around the session's own state machines) and `HostGit` (the commit of the worktree to its branch, then
+its removal). `chock run` wires the real ones (chock.session.start); tests/test_loop.py builds the loop
+in-process with the replay provider, a runner without bwrap, a clock the test moves, and the real rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from chock.control.message import ReplyLine
+from chock.providers import Provider
+from chock.session import offload, workspace
+from chock.session.approvals import Approvals
+from chock.session.handover import Handover
+from chock.session.sandbox import Sandbox
+from chock.session.steering import Steering
+
+
+class Clock(Protocol):
+    """Monotonic seconds, and a sleep measured on them."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The machine's monotonic clock (the one asyncio's own timers read)."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def wait_set(event: asyncio.Event, seconds: float, clock: Clock) -> bool:
+    """Wait until `event` is set or `seconds` pass on `clock`; True when the event was set."""
+    waiting = asyncio.ensure_future(event.wait())
+    sleeping = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait((waiting, sleeping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+        sleeping.cancel()
+    return event.is_set()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How one shell command's process is started: its argv, its whole environment, and its directory."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path | None = None
+
+
+class ToolRunner(Protocol):
+    """The sandbox boundary: the process a shell command runs as (chock.session.tools.shell spawns it, in a
+    process group of its own, and kills that group whole)."""
+
+    def shell(self, command: str) -> Launch: ...
+
+
+@dataclass(frozen=True)
+class Sandboxed:
+    """`/bin/sh -c command` under bubblewrap, in the session's sandbox: the one `chock run` uses."""
+
+    sandbox: Sandbox
+    bwrap: str
+
+    def shell(self, command: str) -> Launch:
+        argv = self.sandbox.argv(["/bin/sh", "-c", command], bwrap=self.bwrap)
+        return Launch(argv, self.sandbox.host_environment())
+
+
+class SocketServer(Protocol):
+    """What the loop asks of the server of its sockets (chock.session.sockets.SessionSockets)."""
+
+    async def start(self) -> None: ...
+
+    async def tell_asker(self, reply: ReplyLine) -> bool: ...
+
+    def answer_logged(self, request_id: str) -> None: ...
+
+    def dismiss_asker(self, asker: object) -> None: ...
+
+    async def close(self, *, ended: str) -> None: ...
+
+
+# Builds the server around the session's approvals, handover and steering; the callable is told the handover
+# (or the work) changed, so the loop looks again.
+Serve = Callable[[Approvals, Handover, Steering, Callable[[], None]], SocketServer]
+
+
+class HostGit(Protocol):
+    """Finishing a worktree on the host: its work committed to its branch, then the worktree removed."""
+
+    async def commit(self, worktree: workspace.Worktree, message: str) -> workspace.Committed: ...
+
+    async def remove(self, worktree: workspace.Worktree) -> None: ...
+
+
+class OffloadedGit:
+    """The host git of chock.session.workspace, each call in a forked child (chock.session.offload), so the loop
+    keeps answering while a large worktree is walked, and a stop kills the walk."""
+
+    async def commit(self, worktree: workspace.Worktree, message: str) -> workspace.Committed:
+        return await offload.in_child(workspace.commit, worktree, message)
+
+    async def remove(self, worktree: workspace.Worktree) -> None:
+        await offload.in_child(workspace.remove, worktree)
+
+
+@dataclass
+class Ports:
+    provider: Provider
+    tools: ToolRunner
+    serve: Serve
+    clock: Clock = field(default_factory=SystemClock)
+    git: HostGit = field(default_factory=OffloadedGit)
