@@ -1,7 +1,8 @@
 """The `chock` command line: each subcommand parses, calls into the modules, and prints.
 
-The work lives elsewhere (STYLE.md: "Keep chock/cli.py a list of thin commands"); imports of the heavy
-modules stay inside the commands so that `chock sessions` and a socket-activated `chock daemon` start fast.
+The work lives elsewhere: this is a list of thin commands (docs/architecture.md#the-packages). Imports of the
+heavy modules stay inside the commands, so that `chock sessions` and a socket-activated `chock daemon` start
+fast (docs/architecture.md#start-up).
 """
 
 from __future__ import annotations
