@@ -1,7 +1,8 @@
 """The `chock` command line: each subcommand parses, calls into the modules, and prints.
 
-The work lives elsewhere (STYLE.md: "Keep chock/cli.py a list of thin commands"); imports of the heavy
-modules stay inside the commands so that `chock sessions` and a socket-activated `chock daemon` start fast.
+The work lives elsewhere: this is a list of thin commands (docs/architecture.md#the-packages). Imports of the
+heavy modules stay inside the commands, so that `chock sessions` and a socket-activated `chock daemon` start
+fast (docs/architecture.md#start-up).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ from chock.completion import SHELLS, instance_names, session_ids
 from chock.control.address import ENVIRONMENT, Address, named_address
 from chock.daemon import options as daemon_options
 from chock.errors import ChockError, Refused, UsageError, complain, exit_status
-from chock.options import DAEMON, DAEMON_OPTIONS, JSON, PROJECT, PROJECT_OPTIONS
 from chock.paths import Layout
+from chock.shared_options import DAEMON, DAEMON_OPTIONS, JSON, PROJECT, PROJECT_OPTIONS
 from chock.terminal import as_lines, colour, shown
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.control.client import ControlClient
 
 
 class _Group(click.Group):
@@ -32,7 +37,7 @@ class _Group(click.Group):
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write(overview.render(formatter.width))
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except ChockError as error:
@@ -127,7 +132,9 @@ def _address(layout: Layout, daemon_address: tuple[str, ...], port: int | None) 
     return named_address(daemon_address, port=port) or Address(path=str(layout.daemon_socket))
 
 
-def _steering(layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None):  # type: ignore[no-untyped-def]
+def _steering(
+    layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None
+) -> tuple[ControlClient, Path]:
     """The daemon to steer through, and the project the session belongs to."""
     from chock.control.client import ControlClient
 
@@ -140,7 +147,9 @@ def _steering(layout: Layout, project: Path | None, daemon_address: tuple[str, .
 def sessions(ctx: click.Context, **values: object) -> None:
     """This project's sessions, newest first: status, owner, how each ended, and its task."""
     if ctx.invoked_subcommand is None:
-        sys.exit(listing.run(ctx.find_object(Layout), values))
+        layout = ctx.find_object(Layout)
+        assert layout is not None  # main() set it
+        sys.exit(listing.run(layout, values))
 
 
 @sessions.command("remove")

@@ -25,7 +25,7 @@ WORDS_BEFORE_DASHES = "chock.words_before_dashes"
 
 
 def options(table: tuple[Option, ...]) -> Callable[[F], F]:
-    """Click options made from a table of chock.argv.Option (chock.options holds the shared ones): one
+    """Click options made from a table of chock.argv.Option (chock.shared_options holds the shared ones): one
     definition for click and for the start without it."""
 
     def apply(function: F) -> F:
@@ -54,7 +54,7 @@ def options(table: tuple[Option, ...]) -> Callable[[F], F]:
 
 
 def through_daemon(command: click.Command) -> bool:
-    """Whether `command` can act through a daemon: it takes `--daemon` (chock.options.DAEMON_OPTIONS)."""
+    """Whether `command` can act through a daemon: it takes `--daemon` (chock.shared_options.DAEMON_OPTIONS)."""
     return any(param.name == "daemon_address" for param in command.params)
 
 

@@ -28,7 +28,7 @@ class Instance:
 
 def available(layout: Layout, config: Config) -> dict[str, Instance]:
     """Every instance this person has, config.zon's winning over the index's of the same name."""
-    from chock.credentials.index import read_index
+    from chock.credentials.instance_index import read_index
 
     found = {
         name: Instance(name, entry.kind, entry.address, entry.model, "index", config.tunings.get(name, Tuning()))

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from chock.control.address import Address, named_address
-from chock.options import JSON, PROJECT_OPTIONS
 from chock.paths import Layout
+from chock.shared_options import JSON, PROJECT_OPTIONS
 from chock.terminal import shown
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)

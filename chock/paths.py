@@ -143,7 +143,7 @@ class Layout:
     def replace(self, **changes: Path | None) -> Layout:
         """This layout with some roots changed."""
         roots = {name: getattr(self, name) for name in ("config", "state", "data", "cache")}
-        return Layout(**{**roots, **changes})  # type: ignore[arg-type]
+        return Layout(**{**roots, **changes})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Layout) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)

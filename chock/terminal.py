@@ -56,7 +56,7 @@ def escape(char: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-class _Escapes(dict):  # type: ignore[type-arg]
+class _Escapes(dict[str, str]):
     """Each character's escape, made at its first sight: a run of them is joined in one pass, in C."""
 
     def __init__(self, styled: bool) -> None:

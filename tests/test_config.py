@@ -392,7 +392,7 @@ def test_bad_tuning_is_named_with_its_path(tmp_path, entry, message):
 
 def test_a_kindless_entry_adjusts_the_login_of_its_name_and_names_a_missing_one(tmp_path, monkeypatch):
     from chock import instances
-    from chock.credentials.index import IndexEntry, write_index
+    from chock.credentials.instance_index import IndexEntry, write_index
     from chock.errors import Refused
     from chock.paths import Layout
 

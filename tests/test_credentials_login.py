@@ -19,7 +19,7 @@ import pytest
 from chock import zon
 from chock.config import load_config
 from chock.credentials import login_lock as lock_module
-from chock.credentials.index import IndexEntry, read_index, write_index
+from chock.credentials.instance_index import IndexEntry, read_index, write_index
 from chock.credentials.login import login, logout, replace_question
 from chock.credentials.login_lock import BUSY_MESSAGE
 from chock.credentials.lookup import lookup

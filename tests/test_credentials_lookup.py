@@ -13,7 +13,7 @@ from chock import zon
 from chock.config import load_config
 from chock.credentials import lookup as lookup_module
 from chock.credentials.files import write_private
-from chock.credentials.index import IndexEntry, write_index
+from chock.credentials.instance_index import IndexEntry, write_index
 from chock.credentials.lookup import Source, lookup, sources
 from chock.credentials.refusals import InsecureFile, StoreLocked
 

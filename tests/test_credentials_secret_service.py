@@ -17,7 +17,7 @@ import time
 import pytest
 
 from chock.config import load_config
-from chock.credentials.index import IndexEntry, read_index, write_index
+from chock.credentials.instance_index import IndexEntry, read_index, write_index
 from chock.credentials.login import login, logout
 from chock.credentials.lookup import lookup
 from chock.credentials.refusals import NobodyAnswered, StoreLocked, StoreUnavailable

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from chock.config import load_config
-from chock.credentials.index import IndexEntry, read_index, write_index
+from chock.credentials.instance_index import IndexEntry, read_index, write_index
 from chock.credentials.login import login
 from chock.credentials.lookup import lookup
 from chock.credentials.refusals import SecretSpecRefused, StoreUnavailable

@@ -1,4 +1,6 @@
-"""No import cycles in `chock/`: every import counts, wherever it stands.
+"""No import cycles in `chock/`: every import counts, wherever it stands. And no name twice: two modules (or
+packages) in different packages, or two classes in different modules, never share a name, so that a name in
+docs/, a traceback or a grep means one thing.
 
 A lazy import inside a function and one under `TYPE_CHECKING` still say that one module needs the other, so
 both count as much as an import at the top. The one exception is a package's `__init__` importing a module
@@ -112,6 +114,44 @@ def report(graph: dict[str, set[str]]) -> list[str]:
         lines.append(" -> ".join(circle(graph, group)))
         lines.extend(f"    {name} imports {target}" for name in sorted(group) for target in sorted(graph[name] & group))
     return lines
+
+
+def names_in(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Under the package at `root`: each module or package name with the modules that have it, and each class
+    name (a class inside a function too) with the modules that define one."""
+    modules: dict[str, set[str]] = {}
+    classes: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        dotted = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+        modules.setdefault(dotted.rpartition(".")[2], set()).add(dotted)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, set()).add(dotted)
+    return modules, classes
+
+
+def shared(names: dict[str, set[str]]) -> list[str]:
+    return [f"{name}: {', '.join(sorted(places))}" for name, places in sorted(names.items()) if len(places) > 1]
+
+
+def test_a_name_given_twice_is_reported(tmp_path: Path) -> None:
+    for package in ("pkg", "pkg/log", "pkg/session"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "pkg/log/index.py").write_text("class Entry:\n    pass\n")
+    (tmp_path / "pkg/session/index.py").write_text("def make():\n    class Entry:\n        pass\n")
+    (tmp_path / "pkg/session/tree.py").write_text("class Tree:\n    pass\nclass Tree:\n    pass\n")
+    modules, classes = names_in(tmp_path / "pkg")
+    assert shared(modules) == ["index: pkg.log.index, pkg.session.index"]
+    assert shared(classes) == ["Entry: pkg.log.index, pkg.session.index"]  # one module's own repeat is ruff's
+
+
+def test_no_name_is_given_twice_in_chock() -> None:
+    modules, classes = names_in(ROOT)
+    for what, found in (("modules", shared(modules)), ("classes", shared(classes))):
+        assert not found, (
+            f"{what} of the same name in chock/ (rename one to a name that says what it is):\n" + "\n".join(found)
+        )
 
 
 def test_the_walk_counts_every_kind_of_import(tmp_path: Path) -> None:

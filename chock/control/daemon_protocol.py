@@ -1,14 +1,11 @@
 """The control protocol `chock daemon` serves: its verbs, each a request and its reply (docs/protocol.md).
 
-    hello chock-control 1                        -> ok chock-control 1
-    start <project>\\t<message>                   -> ok <session id>\\t<log path>
-    adopt <project>\\t<session id>                -> ok <session id>\\t<log path>
-    read <session id> <last event id>            -> event lines (the log's own JSON), then close
-    list <project>                               -> <started at>\\t<row JSON> per session, oldest first, then close
-    watch <project>\\t<session id>\\t<last id>     -> ok <row JSON>, then event lines as the log grows, then close
-    answer <project>\\t<session id>\\t<request id>\\t<yes|no>   -> ok answered
+`VERBS` (at the end) is every verb; each request's docstring gives its line and its reply, as in
 
-One connection carries the greeting and one verb. `<last event id>` means "I already have this one": the
+    hello chock-control 1                        -> ok chock-control 1
+    list <project>                               -> <started at>\\t<row JSON> per session, oldest first, then close
+
+One connection carries the greeting and one verb. `<last event id>` (of `read`) means "I already have this one": the
 reply starts after it. Text fields are escaped; JSON (a row, an event) goes on the line as it is — JSON never
 holds a raw TAB or LF, and it comes last on its line, so no TAB inside it can be mistaken for a separator.
 """

@@ -37,7 +37,7 @@ class _Value:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._values() == self._values()  # type: ignore[attr-defined]
+        return type(other) is type(self) and other._values() == self._values()
 
     def __hash__(self) -> int:
         return hash((type(self), self._values()))
@@ -115,7 +115,8 @@ class ReplyLine(_Value):
         raise NotImplementedError
 
     def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
+        names: tuple[str, ...] = self.__slots__
+        return tuple(getattr(self, name) for name in names)
 
 
 class Bare(ReplyLine):

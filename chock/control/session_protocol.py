@@ -17,7 +17,7 @@ write: the session writes its own log.
 from __future__ import annotations
 
 from chock.control import framing as f
-from chock.control.daemon_protocol import Answered
+from chock.control.daemon_protocol import Answered as Answered  # the session answers an approval as the daemon does
 from chock.control.message import Bare, LineProtocol, ReplyLine, Request
 
 SESSION_NAME = "chock-session"

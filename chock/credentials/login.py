@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from chock.config import Config
-from chock.credentials.index import IndexEntry, read_index, write_index
+from chock.credentials.instance_index import IndexEntry, read_index, write_index
 from chock.credentials.login_lock import login_lock
 from chock.credentials.refusals import CredentialError, NameTaken
 from chock.credentials.stores import Store, default_store, open_store

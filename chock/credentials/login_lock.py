@@ -8,13 +8,12 @@ kernel's, so a login that is killed releases it at once and there is nothing to 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import time
 from collections.abc import Iterator
 
 from chock.credentials.refusals import LoginBusy
 from chock.paths import FILE_MODE, Layout, ensure_dir
+from chock.platform.flock import lock_within
 
 # Thousands of times what a store write takes.
 LOCK_WAIT_SECONDS = 5.0
@@ -33,15 +32,8 @@ def login_lock(layout: Layout, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[N
     # O_CLOEXEC, and subprocess closes other descriptors too: a keystore child never holds the lock.
     fd = os.open(layout.login_lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LoginBusy(BUSY_MESSAGE) from None
-                time.sleep(LOCK_POLL_SECONDS)
+        if not lock_within(fd, wait, LOCK_POLL_SECONDS):
+            raise LoginBusy(BUSY_MESSAGE)
         yield
     finally:
         os.close(fd)  # closing the descriptor drops the flock

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from chock.config import Config
 from chock.credentials.files import check_private
-from chock.credentials.index import read_index
+from chock.credentials.instance_index import read_index
 from chock.credentials.refusals import CredentialError
 from chock.credentials.stores import STORE_NAMES, open_store
 from chock.credentials.stores.file import FileStore
@@ -81,6 +81,8 @@ def sources(layout: Layout, config: Config) -> list[Source]:
     for name in sorted(set(index) | set(config.instances) | tokens):
         configured = config.instances.get(name)
         entry = index.get(name)
+        kind: str | None
+        address: str | None
         if configured is not None:
             kind, address = configured.kind, configured.address
         elif entry is not None:

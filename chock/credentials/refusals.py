@@ -1,4 +1,4 @@
-"""What a credential failure says: what was refused, why, and the next thing to type (STYLE.md, "Habits").
+"""What a credential failure says: what was refused, why, and the next thing to type (docs/credentials.md).
 
 No message here ever holds a credential. Messages built in a keystore child travel back by `kind`, so the
 parent raises the same class the child meant (`by_kind`).

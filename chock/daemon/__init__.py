@@ -10,6 +10,7 @@ child per session, which leaves it free to serve its connections from one select
 - `verbs`      one small function per verb, in a table; imported at the first request.
 - `reply`      how a verb writes its reply, whole or as a producer makes it.
 - `children`   starting, carrying on and reaping `chock run` children.
+- `resume`     after a reboot, carrying on the sessions it interrupted (docs/architecture.md#after-a-reboot).
 - `watch`      one follower per watched session: the thread pump around the log's fan-out.
 - `status`     `daemon-status.json`, `daemon-activity.jsonl` and the journal's records (no text, no paths).
 - `listeners`  binding and taking over the listening sockets (the rules are `chock.platform.listening`'s).

@@ -59,7 +59,7 @@ class Status:
 
     # What changes ----------------------------------------------------------------------------------
 
-    def count(self, name: str, n: int = 1, **fields: Any) -> None:
+    def count(self, name: str, n: int = 1, /, **fields: object) -> None:
         """Count a connection's outcome; `fields` (a refused peer's uid, a served verb) go in its record."""
         with self._lock:
             self._counters[name] += n

@@ -268,8 +268,8 @@ class Fanouts:
     KEYS = "keys"
 
     def __init__(self, *, per_key: int | None = None, total: int | None = None, keys: int | None = None) -> None:
-        self._values: dict = {}
-        self._seats: dict = {}
+        self._values: dict[object, object] = {}
+        self._seats: dict[object, int] = {}
         self._seated = 0
         self._caps = (per_key, total, keys)
 
@@ -284,7 +284,7 @@ class Fanouts:
         if self._values.get(key) is value:
             del self._values[key]
 
-    def values(self) -> list:
+    def values(self) -> list[object]:
         return list(self._values.values())
 
     def admit(self, key: object) -> str | None:

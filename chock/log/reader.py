@@ -14,10 +14,14 @@ from pathlib import Path
 
 from chock.log.events import Event, decode
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 _CHUNK = 64 * 1024
 
 
-def _line_at(handle, offset: int) -> tuple[int, int | None]:
+def _line_at(handle: BinaryIO, offset: int) -> tuple[int, int | None]:
     """The start and id of the first complete line starting at or after `offset` (id None: there is none)."""
     if offset > 0:
         handle.seek(offset - 1)
@@ -37,7 +41,7 @@ def _line_at(handle, offset: int) -> tuple[int, int | None]:
 GUESSES = 6
 
 
-def offset_after(handle, after: int) -> int:  # type: ignore[no-untyped-def]
+def offset_after(handle: BinaryIO, after: int) -> int:
     """Byte offset of the first line whose id is greater than `after`.
 
     Replay from an id never reads the log from the start (docs/log.md#lines). Ids are dense — event N is the

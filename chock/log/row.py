@@ -407,7 +407,8 @@ def _last_id(data: bytes) -> int | None:
     while end > 0:
         start = data.rfind(b"\n", 0, end - 1) + 1
         event = decode(data[start:end])
-        if event is not None and isinstance(event.get("id"), int):
-            return event["id"]
+        found = None if event is None else event.get("id")
+        if isinstance(found, int):
+            return found
         end = start
     return None

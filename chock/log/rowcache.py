@@ -26,7 +26,6 @@ that is not there.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import stat
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, SESSION_ID_RE, ensure_dir
+from chock.platform.flock import lock_within
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ MAX_ROW_WEIGHT = 3
 # thousands of sessions) before it leaves the cache behind; a reader never waits (its next listing records
 # what this one could not).
 OWNER_WAIT = 2.0
+LOCK_POLL_SECONDS = 0.005
 
 # Past this a file in the cache dir is not one this module wrote (a project's rows take about 700 bytes a
 # session: this is room for tens of thousands).
@@ -378,7 +379,7 @@ def _generation(value: object) -> bool:
 def merge(
     directory: str,
     key: str,
-    rows: dict[str, Cached],
+    rows: Mapping[str, Cached],
     *,
     known: Snapshot | None = None,
     gone: Callable[[str], bool] = lambda session_id: False,
@@ -409,14 +410,14 @@ def merge(
 
 def _merged(
     current: Rows,
-    rows: dict[str, Cached],
+    rows: Mapping[str, Cached],
     gone: Callable[[str], bool],
     force: dict[str, tuple[tuple[int, int], int] | None],
 ) -> tuple[bytearray, dict[str, Head | None], bool]:
     """The lines of `current` with `rows` merged in (as `merge` says), in order; the heads of those known here
     (so the next look at them parses nothing); and whether they differ from `current`'s."""
     out = bytearray()
-    heads = {}
+    heads: dict[str, Head | None] = {}
     new = sorted(rows)
     n = 0
     differ = False
@@ -494,19 +495,11 @@ def _lock(path: str, wait: float) -> int:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
     except OSError:
         return -1
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with contextlib.suppress(OSError):
+        if lock_within(fd, wait, LOCK_POLL_SECONDS):
             return fd
-        except BlockingIOError:
-            if time.monotonic() < deadline:
-                time.sleep(0.005)
-                continue
-        except OSError:
-            pass
-        os.close(fd)
-        return -1
+    os.close(fd)
+    return -1
 
 
 def _whole(value: object) -> bool:

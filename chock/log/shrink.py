@@ -197,7 +197,8 @@ def cut_string(text: str, room: int, quoted: str | None = None) -> str:
     if text.isascii() and len(quoted) == len(text) + 2:  # nothing escaped: a character is a byte
         return text[:body]
     escaped = quoted[1:-1].encode("utf-8", "replace")[:body].decode("utf-8", "ignore")
-    return json.loads('"' + _without_cut_escape(escaped) + '"')
+    cut: str = json.loads('"' + _without_cut_escape(escaped) + '"')  # a JSON string reads as a str
+    return cut
 
 
 def _without_cut_escape(escaped: str) -> str:

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,10 +33,12 @@ from chock.errors import ChockError, Refused
 from chock.log.events import Event, check, decode, encode, timestamp
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, sync_directory
+from chock.platform.flock import lock_within
 
 # A reader's probe (LOCK_SH|LOCK_NB, released at once) holds the lock for microseconds; retrying for this
 # long means a probe can never make an owner fail to take its lock.
 LOCK_RETRY_SECONDS = 2.0
+LOCK_POLL_SECONDS = 0.01
 
 
 # Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
@@ -222,17 +222,8 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _lock(fd: int, path: Path) -> None:
-    deadline = time.monotonic() + LOCK_RETRY_SECONDS
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as error:
-            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-            if time.monotonic() >= deadline:
-                raise LogLocked(f"another process owns this session (its log {path} is locked)") from None
-            time.sleep(0.01)
+    if not lock_within(fd, LOCK_RETRY_SECONDS, LOCK_POLL_SECONDS):
+        raise LogLocked(f"another process owns this session (its log {path} is locked)")
 
 
 class LogRemoved(Refused):

@@ -110,7 +110,7 @@ EVENTS = {
 }
 
 
-class _Fields(dict):
+class _Fields(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "-"
 
@@ -181,7 +181,9 @@ class Sink:
             entry, dropped = self._next()
             if dropped:
                 _, template = EVENTS["records.dropped"]
-                self._write(send, "records.dropped", "warning", template.format(dropped=dropped), {"dropped": dropped})
+                self._write(
+                    send, "records.dropped", "warning", template.format(dropped=dropped), {"dropped": str(dropped)}
+                )
             if isinstance(entry, threading.Event):
                 entry.set()
             else:
@@ -214,7 +216,7 @@ def _journal_send() -> Any:
 _sink: Sink | None = None
 
 
-def record(event: str, priority: str | None = None, **fields: object) -> None:
+def record(event: str, priority: str | None = None, /, **fields: object) -> None:
     """Record `event` with `fields` (keywords of FIELDS); nothing until `configure()` said where records go."""
     sink = _sink
     if sink is not None:

@@ -139,7 +139,7 @@ def _file_kind(mode: int) -> str:
 
 
 def _socket_kind(kind: int) -> str:
-    names = {socket.SOCK_DGRAM: "a datagram socket", socket.SOCK_SEQPACKET: "a seqpacket socket",
+    names: dict[int, str] = {socket.SOCK_DGRAM: "a datagram socket", socket.SOCK_SEQPACKET: "a seqpacket socket",
              socket.SOCK_RAW: "a raw socket"}  # fmt: skip
     return names.get(kind, f"a socket of type {kind}")
 

@@ -20,7 +20,7 @@ Each module imports only modules listed above it, so none of them imports anothe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -91,6 +91,6 @@ class ProviderError(ChockError):
 class Provider(Protocol):
     def stream(
         self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Retrying | Reply]: ...
+    ) -> AsyncGenerator[TextDelta | Retrying | Reply, None]: ...
 
     async def aclose(self) -> None: ...

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ class ReplayProvider:
 
     async def stream(
         self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Reply]:
+    ) -> AsyncGenerator[TextDelta | Reply, None]:
         if self._next >= len(self._entries):
             raise ProviderError(
                 f"{self._source} has no entry {self._next + 1}: it holds {len(self._entries)} model "

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import httpx
 
@@ -100,14 +100,14 @@ class HTTPProvider:
 
     async def stream(
         self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str
-    ) -> AsyncIterator[TextDelta | Retrying | Reply]:
+    ) -> AsyncGenerator[TextDelta | Retrying | Reply, None]:
         body = self.wire.request_body(self.model, conversation, tools, system)
         attempt = 1
         while True:
             try:
                 response = await self._send(body)
                 reader = self.wire.reader(self.address, self.instance)
-                lines = response.aiter_lines()
+                lines = _generator(response.aiter_lines())
                 first = await self._opening(response, lines, reader)
                 break
             except _Retryable as failed:
@@ -145,7 +145,9 @@ class HTTPProvider:
             await response.aclose()
         yield reply
 
-    async def _opening(self, response: httpx.Response, lines: AsyncIterator[str], reader: StreamReader) -> str | None:
+    async def _opening(
+        self, response: httpx.Response, lines: AsyncGenerator[str, None], reader: StreamReader
+    ) -> str | None:
         """Read the stream until its answer begins (or ends), returning the text that began it. An error event
         before then showed nothing: it is raised as `_Retryable` with the status it stands for (Anthropic's
         `overloaded_error` as 529), so it is sent again as that status would be."""
@@ -162,10 +164,10 @@ class HTTPProvider:
                 raise
             raise _Retryable(error, error.status, None) from None
         except httpx.HTTPError as exc:
-            error = self._transport_failure(exc)
-            error.usage = reader.usage()
+            failure = self._transport_failure(exc)
+            failure.usage = reader.usage()
             await _close(response, lines)
-            raise error from exc
+            raise failure from exc
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response:
         """The streamed POST, open at a 2xx event stream; every failure before the answer's first byte is
@@ -227,7 +229,7 @@ class HTTPProvider:
 async def _error_body(response: httpx.Response) -> bytes:
     """At most `ERROR_BODY_LIMIT` bytes of an error answer: its words are quoted, the rest never read."""
     kept = b""
-    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+    async with contextlib.aclosing(_generator(response.aiter_bytes())) as chunks:
         async for chunk in chunks:
             kept += chunk
             if len(kept) >= ERROR_BODY_LIMIT:
@@ -235,9 +237,9 @@ async def _error_body(response: httpx.Response) -> bytes:
     return kept[:ERROR_BODY_LIMIT]
 
 
-async def _close(response: httpx.Response, lines: AsyncIterator[str]) -> None:
+async def _close(response: httpx.Response, lines: AsyncGenerator[str, None]) -> None:
     with contextlib.suppress(httpx.HTTPError):
-        await lines.aclose()  # type: ignore[attr-defined]
+        await lines.aclose()
     await response.aclose()
 
 
@@ -286,3 +288,12 @@ def list_models(wire: Wire, kind: str, address: str, credential: str, *, timeout
         listing = None
     if not isinstance(listing, dict):
         raise not_a_model_list(address)
+
+
+T = TypeVar("T")
+
+
+def _generator(items: AsyncIterator[T]) -> AsyncGenerator[T, None]:
+    """httpx's `aiter_lines` and `aiter_bytes`, typed as iterators, are async generators: they can be closed."""
+    assert isinstance(items, AsyncGenerator)
+    return items

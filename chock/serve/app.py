@@ -11,6 +11,7 @@ import inspect
 import signal
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from aiohttp import web, web_runner, web_server
 
@@ -77,11 +78,18 @@ def _takes(function: object, name: str) -> bool:
     return name in inspect.signature(function).parameters  # type: ignore[arg-type]
 
 
+class _RunnerOptions(TypedDict, total=False):
+    access_log: None
+    keepalive_timeout: float
+    handler_cancellation: bool
+    shutdown_timeout: float
+
+
 def _runner(app: web.Application) -> web.AppRunner:
     """An AppRunner on aiohttp 3.8 (Debian 12) as on later ones: a handler is cancelled when its client goes
     away (3.8 always did; 3.9 made it an option), and a stop waits SHUTDOWN_TIMEOUT, not 60 s (3.8 takes
     that bound on each site instead, below)."""
-    kwargs: dict[str, object] = {"access_log": None, "keepalive_timeout": sites.KEEPALIVE_SECONDS}
+    kwargs: _RunnerOptions = {"access_log": None, "keepalive_timeout": sites.KEEPALIVE_SECONDS}
     if _takes(web_server.Server.__init__, "handler_cancellation"):
         kwargs["handler_cancellation"] = True
     if _takes(web_runner.BaseRunner.__init__, "shutdown_timeout"):

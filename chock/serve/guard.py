@@ -27,6 +27,10 @@ from aiohttp import web
 from chock.platform import journal
 from chock.platform.peer import is_own_user, peer_uid
 
+TYPE_CHECKING = False  # annotations only: aiohttp.typedefs differs between the aiohttp versions Chock runs on
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler, Middleware
+
 # RFC 9110 §9.2.1: GET, HEAD, OPTIONS and TRACE are safe; everything else changes something.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
@@ -120,14 +124,14 @@ def _origin_matches(origin: str, host: str | None) -> bool:
     return (origin_host.rstrip(".").lower(), origin_port) == (host_name, host_port)
 
 
-def make_guard(rule: HostRule) -> web.middleware:
+def make_guard(rule: HostRule) -> Middleware:
     """The middleware that runs the three checks before any route."""
 
     @web.middleware
-    async def guard(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         transport = request.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
-        if sock is None:
+        if transport is None or sock is None:
             return _text(403, "403 Forbidden: the connection is gone")
         if sock.family == socket.AF_UNIX:
             if not is_own_user(sock):

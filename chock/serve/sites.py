@@ -147,7 +147,7 @@ class _HeadBound(asyncio.Protocol):
             self._transport.abort()
 
     def eof_received(self) -> bool | None:
-        return self._handler.eof_received()  # type: ignore[attr-defined]
+        return self._handler.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

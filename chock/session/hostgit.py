@@ -173,9 +173,11 @@ class Repo:
         except OSError as error:
             raise _spawn_error(args, self.work_tree, error) from None
 
-    def value(self, args: Sequence[str], **kwargs) -> str:
+    def value(
+        self, args: Sequence[str], *, index: Path | None = None, config: Sequence[str] = (), input: bytes | None = None
+    ) -> str:
         """The stripped output of one command (a hash, a ref)."""
-        return self.run(args, **kwargs).stdout.decode(errors="surrogateescape").strip()
+        return self.run(args, index=index, config=config, input=input).stdout.decode(errors="surrogateescape").strip()
 
     def person_setting(self, key: str, *, path: bool = False) -> str | None:
         """One of the person's own settings (system, global and this repository's config), or None.

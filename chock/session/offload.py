@@ -54,7 +54,7 @@ async def in_child(function: Callable[..., T], *args: Any) -> T:
     except Exception:
         outcome = ("died", "it ended before it answered")
     if outcome[0] == "ok":
-        return outcome[1]  # type: ignore[no-any-return]
+        return outcome[1]
     if outcome[0] == "error":
         raise ChockError(outcome[1], exit_code=outcome[2])
     raise ChockError(f"{getattr(function, '__name__', 'the work')} failed in its process: {outcome[1]}")

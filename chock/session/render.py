@@ -75,8 +75,8 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
     cost: float | None = None
     color = colour(out or sys.stdout)
 
-    def style(text: str, **kwargs: object) -> str:
-        return click.style(text, **kwargs) if color else text
+    def style(text: str, fg: str | None = None, bold: bool | None = None, dim: bool | None = None) -> str:
+        return click.style(text, fg=fg, bold=bold, dim=dim) if color else text
 
     def s(value: object) -> str:
         """A value of the event, on one line, as it may reach the terminal."""

@@ -31,13 +31,14 @@ from chock.log.events import Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.session import calls, compaction, instructions, reaper, tools, workspace
+from chock.session import calls, compaction, instructions, reaper, tools
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.ports import Ports, ToolRunner, wait_set
-from chock.session.scopes import Nursery, Stopped, StopScope
+from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
+from chock.session.workspace import Worktree
 from chock.terminal import as_lines, colour, safe
 
 
@@ -50,7 +51,7 @@ class Settings:
     session_id: str
     project: Path
     workspace: Path
-    worktree: workspace.Worktree  # as recorded when it was made: finishing starts from this
+    worktree: Worktree  # as recorded when it was made: finishing starts from this
     branch: str
     shell_policy: str  # ask | allow | deny
     interactive: bool  # a person at this terminal can answer approval prompts
@@ -134,7 +135,7 @@ class Session:
             with contextlib.suppress(LogWriteFailed):
                 self._end_abnormally("error", EXIT_FAILED, error=str(failed))
             raise
-        except Stopped:
+        except CancelledByStop:
             self._end_abnormally("interrupted", EXIT_INTERRUPTED, via=self.steering.stop_via or "signal")
             return EXIT_INTERRUPTED
         except ChockError as error:
@@ -334,8 +335,9 @@ class Session:
             prompt = asyncio.ensure_future(_terminal_answer(_question(call.name, summary)))
 
             def answered_at_terminal(task: asyncio.Task[str | None]) -> None:
-                if not task.cancelled() and task.result() is not None:
-                    self.approvals.answer(request_id, task.result(), "terminal")
+                answer = None if task.cancelled() else task.result()
+                if answer is not None:
+                    self.approvals.answer(request_id, answer, "terminal")
 
             prompt.add_done_callback(answered_at_terminal)
         try:

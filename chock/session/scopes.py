@@ -1,7 +1,7 @@
 """The session loop's structured concurrency, built once: trio's cancel scope with its shield, and its nursery.
 
     async with work:                 # a Nursery: leaving it cancels what still runs and waits until it is gone
-        async with stop_scope:       # a StopScope: `stop()` cancels the task only in here, and it leaves as Stopped
+        async with stop_scope:       # a StopScope: `stop()` cancels the task only in here; it leaves as CancelledByStop
             ...                      # the turns, the commit of the work
         ...                          # the rest of the ending: shielded, a stop no longer cancels it
 
@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 
-class Stopped(Exception):
+class CancelledByStop(Exception):
     """The body of a StopScope was cancelled by a stop."""
 
 
@@ -58,7 +58,7 @@ class StopScope:
                 await asyncio.sleep(0)
         task.uncancel()
         if kind is asyncio.CancelledError:
-            raise Stopped from None
+            raise CancelledByStop from None
         return False  # the body had finished (or failed on its own) before the stop reached it
 
 

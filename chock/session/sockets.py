@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 from collections.abc import Callable
@@ -126,9 +127,7 @@ class SessionSockets:
                 os.unlink(path)
             previous = os.umask(0o177)  # the socket is born 0600; the process is single-threaded
             try:
-                server = await asyncio.start_unix_server(
-                    lambda r, w, kind=kind, protocol=protocol: self._serve(kind, protocol, r, w), path=str(path)
-                )
+                server = await asyncio.start_unix_server(functools.partial(self._serve, kind, protocol), path=str(path))
             finally:
                 os.umask(previous)
             self._servers.append(server)

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import signal
+import socket  # asyncio has imported it already
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -71,13 +72,13 @@ def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) ->
         if request.adopt_id is not None or request.continue_id is not None
         else _begin(layout, request)
     )
+    assert opening.settings is not None and opening.runner is not None  # both set with workspace.open
     clock = SystemClock()
     provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state, clock)
     if opening.prepared.replay_entries is not None:  # a replay scripts its compactions' summaries apart
         opening.settings.summarizer = _replay(opening.prepared, opening.state, "compaction")
     for event in opening.backlog:
         render(event)
-    assert opening.settings is not None and opening.runner is not None  # both set with workspace.open
     # The loop's ports, the real ones (chock.session.ports): host git is the default, each call in a child.
     ports = Ports(provider, opening.runner, functools.partial(SessionSockets, opening.sockets), clock)
     session = Session(opening.log, opening.state, opening.settings, ports, render)
@@ -478,10 +479,18 @@ class _Loop(asyncio.SelectorEventLoop):
     """An event loop that never starts a thread: name lookups run inline (a loopback or numeric address
     resolves at once; a real name costs one blocking lookup per connection, which a model call dwarfs)."""
 
-    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
-        import socket
-
-        return socket.getaddrinfo(host, port, family, type, proto, flags)
+    async def getaddrinfo(
+        self,
+        host: bytes | str | None,
+        port: bytes | str | int | None,
+        *,
+        family: int = 0,
+        type: int = 0,
+        proto: int = 0,
+        flags: int = 0,
+    ) -> list[tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int] | tuple[str, int, int, int]]]:
+        # socket's stub also allows an (int, bytes) address, what getaddrinfo gives for a family it cannot decode.
+        return socket.getaddrinfo(host, port, family, type, proto, flags)  # type: ignore[return-value]
 
 
 def _single_threaded_loop() -> asyncio.AbstractEventLoop:

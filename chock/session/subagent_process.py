@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.errors import ChockError
-from chock.providers import Reply
+from chock.providers import Provider, Reply
 from chock.session import reaper, tools
 
 MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
@@ -29,6 +29,7 @@ class ReadOnlyContext:
 
 async def research(request: dict[str, Any]) -> dict[str, Any]:
     context = ReadOnlyContext(Path(request["workspace"]))
+    provider: Provider
     if request.get("kind") == "replay":
         from chock.providers.replay import ReplayProvider
 

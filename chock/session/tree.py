@@ -20,6 +20,7 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from chock.errors import ChockError
 from chock.session.hostgit import GitFailed, Repo
@@ -42,30 +43,30 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
-class Entry:
+class TreeEntry:
     mode: str
     oid: str
 
 
-def listing(repo: Repo, commit: str) -> dict[str, Entry]:
+def listing(repo: Repo, commit: str) -> dict[str, TreeEntry]:
     """Every entry of `commit`'s tree by path, in tree order."""
     done = repo.run(["ls-tree", "-r", "-z", "--full-tree", commit])
     return _parse(done.stdout, with_type=True)
 
 
-def index_listing(repo: Repo, index: Path) -> dict[str, Entry]:
+def index_listing(repo: Repo, index: Path) -> dict[str, TreeEntry]:
     """Every entry of a private index by path."""
     return _parse(repo.run(["ls-files", "-s", "-z"], index=index).stdout, with_type=False)
 
 
-def _parse(output: bytes, *, with_type: bool) -> dict[str, Entry]:
+def _parse(output: bytes, *, with_type: bool) -> dict[str, TreeEntry]:
     entries = {}
     for record in output.split(b"\0"):
         if not record:
             continue
         info, _, path = record.partition(b"\t")
         fields = info.decode().split()
-        entries[os.fsdecode(path)] = Entry(fields[0], fields[2] if with_type else fields[1])
+        entries[os.fsdecode(path)] = TreeEntry(fields[0], fields[2] if with_type else fields[1])
     return entries
 
 
@@ -119,7 +120,7 @@ def _blob_header(line: bytes, oid: str) -> int:
     return int(parts[2])
 
 
-def _copy(source, target, size: int) -> None:
+def _copy(source: IO[bytes], target: IO[bytes], size: int) -> None:
     while size:
         chunk = source.read(min(size, CHUNK))
         if not chunk:
@@ -155,10 +156,10 @@ class _Dirs:
 
 
 @dataclass
-class Snapshot:
+class WorktreeSnapshot:
     """A worktree's content in a private index, and what was left out of it."""
 
-    base: dict[str, Entry]  # the commit it was compared with
+    base: dict[str, TreeEntry]  # the commit it was compared with
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
 
 
@@ -211,7 +212,7 @@ def _has(directory: int, name: str) -> bool:
     return True
 
 
-def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool) -> Snapshot:
+def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool) -> WorktreeSnapshot:
     """Fill the private `index` with `directory`'s files as git would commit them on top of `base_commit`.
 
     With `write`, the blobs are written to the repository (for a commit); without, only hashed.
@@ -233,7 +234,7 @@ def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, writ
     finally:
         os.close(root)
     done = repo.run(["update-index", "-z", "--index-info"], index=index, input=b"".join(r + b"\0" for r in records))
-    result = Snapshot(base, survey.skipped)
+    result = WorktreeSnapshot(base, survey.skipped)
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
         held = index_listing(repo, index)
         result.skipped += [(path, INVALID) for path in kept if path not in held]
@@ -421,7 +422,7 @@ def _open_to_clear(name: str, parent: int) -> int:
     return fd
 
 
-def changes(base: dict[str, Entry], current: dict[str, Entry]) -> list[tuple[str, str]]:
+def changes(base: dict[str, TreeEntry], current: dict[str, TreeEntry]) -> list[tuple[str, str]]:
     """(status, path) for each difference, sorted by path: A added, D deleted, M modified, T type changed."""
     found = []
     for path in sorted(base.keys() | current.keys()):

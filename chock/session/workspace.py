@@ -169,7 +169,8 @@ def copy_dirty(project: Path, directory: Path) -> list[str]:
     changed = _paths(repo.run(["diff-index", "--name-only", "--no-renames", "-z", "HEAD", "--"]))
     untracked = _paths(repo.run(["ls-files", "-z", "--others", "--exclude-standard"], config=tree.excludes(repo)))
     target_root = Path(directory).resolve()
-    present, deleted = [], []
+    present: list[str] = []
+    deleted: list[str] = []
     for relative in dict.fromkeys([*changed, *untracked]):
         (present if os.path.lexists(project / relative) else deleted).append(relative)
     # Deletions first: a path that changed from a symlink to a directory is deleted and then filled.

@@ -1,4 +1,5 @@
-"""Loopback fake model providers that speak the real wires (STYLE: fake the boundary, not the interface).
+"""Loopback fake model providers that speak the real wires: the fake is the hosted API at the network boundary,
+so the real HTTP client, retries and stream parsing run (README.md: the tests build the real components).
 
 A `FakeProvider` is a threaded HTTP/1.1 server on 127.0.0.1 (port chosen by the system) that answers like the
 Anthropic Messages API (`kind="anthropic"`) or an OpenAI chat-completions server (`kind="openai"`; `aiand`

@@ -101,7 +101,7 @@ class KeychainStore(KeystoreCalls):
             f"`security show-keychain-info {path}` failed (exit {done.returncode})" + (f": {words}" if words else "")
         )
 
-    def _call(self, op: str, instance: str, value: str | None = None) -> dict[str, Any]:
+    def _call(self, op: str, instance: str | None = None, value: str | None = None) -> dict[str, Any]:
         self.check()
         return _child.call(NAME, op, name=instance, value=value)
 

@@ -64,7 +64,8 @@ def serve(request: dict[str, Any], progress: Callable[[str], None]) -> dict[str,
     keyring = SecretService.Keyring()
     # The default alias, as checked above: keyring would otherwise call get_default_collection(), which
     # creates a collection (and prompts, with no timeout) when there is none.
-    keyring.preferred_collection = DEFAULT_COLLECTION
+    # keyring reads this optional attribute with hasattr() and does not declare it.
+    keyring.preferred_collection = DEFAULT_COLLECTION  # type: ignore[attr-defined]
     from keyring.errors import PasswordDeleteError
 
     # "No such password!" is the PasswordDeleteError of a delete that found nothing.

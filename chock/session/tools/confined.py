@@ -15,7 +15,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from io import BufferedReader
+from io import BufferedReader, FileIO
 from pathlib import Path
 
 from chock.session.tools.tool import ToolRefused
@@ -89,7 +89,7 @@ def _regular(workspace: Path, path: Path, fd: int) -> int:
 
 
 def _reader(workspace: Path, path: Path, fd: int) -> BufferedReader:
-    return open(_regular(workspace, path, fd), "rb", buffering=CHUNK, closefd=True)
+    return BufferedReader(FileIO(_regular(workspace, path, fd), "rb", closefd=True), CHUNK)  # what open() builds
 
 
 def open_file(workspace: Path, path: Path) -> BufferedReader:

@@ -140,13 +140,14 @@ async def finish_background(context: Context, handle: str, command: str, process
 
 async def collect(process: asyncio.subprocess.Process, timeout: float | None) -> tuple[str, int | None]:
     """Read a process's output (bounded in memory) until it exits; None as the code when it was killed."""
-    assert process.stdout is not None
+    stdout = process.stdout
+    assert stdout is not None
     kept = bytearray()
     total = 0
 
     async def read() -> None:
         nonlocal total
-        while chunk := await process.stdout.read(65536):
+        while chunk := await stdout.read(65536):
             total += len(chunk)
             if len(kept) < OUTPUT_CAPTURE_LIMIT:
                 kept.extend(chunk[: OUTPUT_CAPTURE_LIMIT - len(kept)])

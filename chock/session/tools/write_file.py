@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from chock.session.tools import confined, diff
 from chock.session.tools.tool import PATH_ARG, Files, Result, Tool, ToolRefused
@@ -30,7 +30,7 @@ class WriteFile(Tool):
         return Result(output, diff=diff.unified(name, before, content))
 
 
-def _before(workspace: Path, path: Path) -> str | bool | None:
+def _before(workspace: Path, path: Path) -> str | Literal[False] | None:
     """What the write replaces, for its diff: the file's text, None when there is no file, False when it is not
     UTF-8 text of at most `diff.READ_LIMIT` bytes, or cannot be read."""
     try:
