@@ -187,3 +187,21 @@ def test_a_request_taken_during_an_open_ask_is_answered_on_its_own():
         server.send(sp.Released())  # `released` answers a confirm, and none was asked
     server.send(sp.Ready())
     assert not server.owed
+
+
+def test_a_daemon_verbs_reply_line_goes_through_the_connections_check():
+    """The daemon's verbs answer through `ReplyWriter.answer`, which the connection checks (chock/daemon/reply.py)."""
+    import socket
+
+    from chock.daemon.reply import ReplyWriter
+
+    server = greeted(daemon_side(), 0.0)
+    server.receive_data(f"stop /p\t{SID}\n".encode(), 1.0)
+    assert isinstance(server.next_event(), dp.StopRequest)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        writer = ReplyWriter(ours, server)
+        with pytest.raises(RuntimeError, match="waiting for an answer: stop"):
+            writer.answer(dp.Removed())  # a `remove`'s answer to a `stop`: never written
+        writer.answer(dp.Stopped())
+        assert theirs.recv(100) == b"ok stopped\n"

@@ -73,6 +73,7 @@ class InlineWriter(ReplyWriter):
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
+        self.codec = connection.codec
 
     def send(self, data: bytes) -> None:
         self._connection.out += data
@@ -294,7 +295,7 @@ class Connection:
             try:
                 if self.out:  # what the loop could not write at once (the greeting's answer)
                     sock.sendall(self.out)
-                _verbs().VERBS[request.verb](self.daemon, ReplyWriter(sock), request)
+                _verbs().VERBS[request.verb](self.daemon, ReplyWriter(sock, self.codec), request)
             except ProtocolError as error:
                 self.daemon.status.count("errors")
                 _send(sock, self.codec.send(error))

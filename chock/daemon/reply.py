@@ -10,6 +10,11 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.control.connection import ServerConnection
+    from chock.control.message import ReplyLine
+
 # Lines are gathered into sends of about this size: a `read` of a long log is a few large writes, not one
 # per event.
 SEND_BATCH = 64 * 1024
@@ -25,12 +30,18 @@ class InThread(Exception):
 
 
 class ReplyWriter:
-    """The write side of one connection: a reply's bytes whole (`send`), or as a producer makes them (`stream`)."""
+    """The write side of one connection: a reply line the connection allows (`answer`), a reply's bytes whole
+    (`send`: rows a catalog encoded once), or as a producer makes them (`stream`: a log's lines)."""
 
     inline = False  # answering from the selector loop, where nothing may block
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, codec: ServerConnection) -> None:
         self.sock = sock
+        self.codec = codec
+
+    def answer(self, line: ReplyLine) -> None:
+        """Send one reply line, checked by the connection against the request it answers."""
+        self.send(self.codec.send(line))
 
     def send(self, data: bytes) -> None:
         try:

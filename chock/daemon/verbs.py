@@ -69,14 +69,14 @@ def _list_line(started_at: str, row: dict[str, Any]) -> bytes:
 def start(daemon: Daemon, reply: ReplyWriter, request: dp.StartRequest) -> None:
     """`start <project>\\t<message>` -> `ok <session id>\\t<log path>`, once the child has logged its start."""
     session_id = daemon.children.start(request.project, request.message)
-    reply.send(dp.Started(session_id, str(daemon.layout.log_path(session_id))).encode())
+    reply.answer(dp.Started(session_id, str(daemon.layout.log_path(session_id))))
 
 
 def adopt(daemon: Daemon, reply: ReplyWriter, request: dp.AdoptRequest) -> None:
     """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`, once the child holds the log."""
     entry = _session(daemon, request.project, request.session_id)
     daemon.children.adopt(request.session_id, request.project, entry.state.last_event_id)
-    reply.send(dp.Started(request.session_id, str(daemon.layout.log_path(request.session_id))).encode())
+    reply.answer(dp.Started(request.session_id, str(daemon.layout.log_path(request.session_id))))
 
 
 def read(daemon: Daemon, reply: ReplyWriter, request: dp.ReadRequest) -> None:
@@ -146,7 +146,7 @@ def answer(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerRequest) -> Non
 
     _session(daemon, request.project, request.session_id)
     _relay(daemon, request.session_id, "approval", SessionAnswerRequest(request.request_id, request.yes))
-    reply.send(dp.Answered().encode())
+    reply.answer(dp.Answered())
 
 
 def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
@@ -163,7 +163,7 @@ def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
         if time.monotonic() >= deadline:
             raise ProtocolError(ErrorCode.UNREACHABLE, f"the session did not end within {STOP_WAIT:g} s")
         time.sleep(0.05)
-    reply.send(dp.Stopped().encode())
+    reply.answer(dp.Stopped())
 
 
 def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
@@ -181,7 +181,7 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
         status = entry.state.status(daemon.catalog.alive(entry))
         if status in ("running", "waiting"):
             _relay(daemon, session_id, "handover", SessionSayRequest(request.message))
-            reply.send(dp.Said("queued", session_id).encode())
+            reply.answer(dp.Said("queued", session_id))
             return
         if status == "handed-over":
             refusal = f"session {session_id} is being handed over; say it again once it runs"
@@ -195,7 +195,7 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
         daemon.children.continue_(session_id, request.project, entry.state.last_event_id, request.message)
     finally:
         turn.release()
-    reply.send(dp.Said("continued", session_id).encode())
+    reply.answer(dp.Said("continued", session_id))
 
 
 def remove(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveRequest) -> None:
@@ -211,7 +211,7 @@ def remove(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveRequest) -> Non
     except ChockError as refusal:
         raise ProtocolError(ErrorCode.REFUSED, str(refusal)) from None
     daemon.status.activity("session.removed", session=request.session_id)
-    reply.send(dp.Removed().encode())
+    reply.answer(dp.Removed())
 
 
 def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> ReplyLine:
