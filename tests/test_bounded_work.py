@@ -138,3 +138,20 @@ def test_a_stop_while_the_session_finishes_a_huge_workspace_is_answered_and_the_
         assert continued.returncode == 0, continued.stderr
     assert wait_until(lambda: subprocess.run(["git", "-C", str(project), "worktree", "list"], capture_output=True,
                                              text=True).stdout.count("\n") == 1, 30, "the worktree to go")  # fmt: skip
+
+
+def test_a_model_answer_past_16_mib_is_read_no_further_and_the_session_ends_saying_so(home, project):
+    from chock.providers.transport import ANSWER_LIMIT
+    from tests.fakes.providers import FakeProvider
+    from tests.test_agent import remote
+
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(
+            tool_calls=[{"id": "c1", "name": "write_file", "args": {"path": "x", "content": "a" * ANSWER_LIMIT}}]
+        )
+        remote(home, fake)
+        done = home.chock("run", "write it", cwd=project, timeout=300)
+    assert done.returncode == 1, done.stderr
+    end = home.events(home.only_session())[-1]
+    assert end["type"] == "session.end" and end["reason"] == "error" and "passed 16 MiB" in end["error"]
+    assert "passed 16 MiB" in done.stdout  # the terminal view says how the session ended

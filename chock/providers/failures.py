@@ -320,6 +320,15 @@ def incomplete_failure(address: str, instance: str | None, reason: str | None = 
     )
 
 
+def oversized_answer(address: str, instance: str | None, limit: int) -> ProviderError:
+    prefix = f"instance '{instance}': " if instance else ""
+    return ProviderError(
+        f"{prefix}the model's answer from {shown_address(address)} passed {limit // (1024 * 1024)} MiB, the most "
+        "one answer may take, and was not read further; `chock run --continue` asks again (a tool call that "
+        "large is better written to a file in steps)"
+    )
+
+
 # What an error event inside a stream stands for, as the HTTP status its type is answered with before a stream
 # begins: the Messages API's error types (docs.anthropic.com/en/api/errors), OpenAI's rate-limit code and
 # server error type, llama.cpp's unavailable type (tools/server/server-common.cpp, format_error_response).

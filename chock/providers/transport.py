@@ -21,6 +21,7 @@ from chock.providers.failures import (
     incomplete_failure,
     not_a_model_list,
     not_an_event_stream,
+    oversized_answer,
     shown_address,
     status_failure,
     transport_failure,
@@ -41,6 +42,9 @@ MODELS_PATH = "/models"
 # An error answer is a JSON object of a few hundred bytes; a proxy's error page may be anything, and only its
 # start is ever quoted (failures.QUOTE_LIMIT).
 ERROR_BODY_LIMIT = 64 * 1024
+# The most one answer's stream may bring: everything in it is the model's, and it is all kept in memory, then cut
+# to fit the log on the session's only loop (chock/log/shrink.py, linear in its size). Far past any real answer.
+ANSWER_LIMIT = 16 * 1024 * 1024
 
 
 def header_safe(credential: str | None) -> bool:
@@ -121,11 +125,15 @@ class HTTPProvider:
         try:
             # Closed explicitly, whatever ends the loop: an async generator left to the garbage collector is
             # finished by a task the loop may never run ("Task was destroyed but it is pending!").
+            received = 0  # what the stream brought after its answer began
             async with contextlib.aclosing(lines):
                 if first:
                     yield TextDelta(first)
                 if not reader.done:
                     async for line in lines:
+                        received += len(line)
+                        if received > ANSWER_LIMIT:
+                            raise oversized_answer(self.address, self.instance, ANSWER_LIMIT)
                         text = reader.feed_line(line)
                         if text:
                             yield TextDelta(text)
