@@ -471,13 +471,18 @@ def test_the_page_and_its_files_are_served_from_the_package(stack):
     assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
     assert b'src="/static/app.js"' in page.body
     assert "default-src 'self'" in page.headers["Content-Security-Policy"]
-    for name, kind in (("app.js", "javascript"), ("style.css", "text/css")):
+    static = Path(__file__).parent.parent / "chock/serve/static"
+    # Every module as JavaScript: a browser runs no ES module served as anything else.
+    kinds = {p.name: "text/javascript" for p in static.glob("*.js")} | {"style.css": "text/css"}
+    assert "app.js" in kinds and "timeline.js" in kinds
+    for name, kind in kinds.items():
         response = serve.get(f"/static/{name}")
-        assert response.status == 200 and kind in response.headers["Content-Type"], name
+        assert response.status == 200 and response.headers["Content-Type"].startswith(kind), name
     assert serve.get("/static/../app.py").status == 404
     assert serve.get("/static/nothing.js").status == 404
-    for path in ("index.html", "app.js", "style.css"):
-        text = (Path(__file__).parent.parent / "chock/serve/static" / path).read_text()
+    assert serve.get("/static/package.json").status == 404  # there for node, not for a browser
+    for path in ["index.html", *kinds]:
+        text = (static / path).read_text()
         assert "http://" not in text.replace("http://127", "") and "https://" not in text, path  # nothing external
 
 

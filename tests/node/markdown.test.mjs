@@ -1,9 +1,14 @@
-// `node --test` tests of the page's Markdown renderer (run by tests/test_page_markdown.py). Nothing newer than
-// Node 18. Every input is what a model may write: adversarial ones must cost time linear in their length.
+// `node --test` tests of the page's Markdown renderer, chock/serve/static/markdown.js (run by
+// tests/test_page_markdown.py). Nothing newer than Node 18. Every input is what a model may write: adversarial
+// ones must cost time linear in their length.
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { render } from "./markdown.mjs";
+import { markdown } from "../../chock/serve/static/markdown.js";
+import { install } from "./dom.mjs";
+
+install();
+const render = (text) => markdown(text).html;
 
 const A = (href, text, kind = "") =>
   `<a href="${href}" rel="noopener noreferrer" target="_blank" referrerPolicy="no-referrer" class="${kind}">${text}</a>`;

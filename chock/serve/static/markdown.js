@@ -1,0 +1,370 @@
+// Assistant text as Markdown, built from DOM nodes with text in them: no HTML a model wrote is ever parsed,
+// so `<img onerror=…>` is shown as the text it is. A link is made only for http, https and mailto, and
+// opens apart from this page (noopener noreferrer); an image is shown as a link to it and never fetched,
+// so a prompt-injected agent cannot make the browser send what it read to an address of its choosing.
+import { el } from "./dom.js";
+
+const LINK_SCHEMES = new Set(["http:", "https:", "mailto:"]);
+const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)/;
+const HEADING = /^ {0,3}(#{1,6})\s+/; // the text after it, less a closing run of #s (`heading`)
+const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
+const QUOTE = /^ {0,3}> ?/;
+const ITEM = /^( *)([-*+]|\d{1,9}[.)])\s+/;
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$/;
+
+/** The DocumentFragment `text` renders to. */
+export function markdown(text) {
+  const root = document.createDocumentFragment();
+  blocks(String(text).replace(/\r\n?/g, "\n").split("\n"), root);
+  return root;
+}
+
+// A heading's text: what follows its #s, less trailing space and a closing run of #s after a space.
+function heading(rest) {
+  const text = rest.trimEnd();
+  let j = text.length;
+  while (j > 0 && text[j - 1] === "#") j -= 1;
+  return j < text.length && j > 0 && SPACE.test(text[j - 1]) ? text.slice(0, j).trimEnd() : text;
+}
+
+function indentOf(line) {
+  return line.length - line.trimStart().length;
+}
+
+function nextFilled(lines, i) {
+  while (i < lines.length && !lines[i].trim()) i += 1;
+  return i;
+}
+
+function startsBlock(line) {
+  return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
+}
+
+function blocks(lines, parent, depth = 0) {
+  if (depth > MAX_NESTING) { // quotes in lists in quotes…: past this depth, the rest is its text
+    parent.append(el("p", { text: lines.join("\n") }));
+    return;
+  }
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    let m;
+    if (!line.trim()) {
+      i += 1;
+    } else if ((m = FENCE.exec(line))) {
+      const fence = m[1];
+      const body = [];
+      for (i += 1; i < lines.length; i += 1) {
+        const closing = lines[i].trim();
+        if (closing.length >= fence.length && closing === fence[0].repeat(closing.length)) break;
+        body.push(lines[i]);
+      }
+      i += 1;
+      const code = el("code", { text: body.join("\n") });
+      if (m[2]) code.setAttribute("data-lang", m[2]);
+      parent.append(el("pre", { class: "code" }, code));
+    } else if ((m = HEADING.exec(line))) {
+      parent.append(inline(heading(line.slice(m[0].length)), el(`h${Math.min(m[1].length + 2, 6)}`)));
+      i += 1;
+    } else if (RULE.test(line)) {
+      parent.append(el("hr"));
+      i += 1;
+    } else if (QUOTE.test(line)) {
+      const body = [];
+      for (; i < lines.length && QUOTE.test(lines[i]); i += 1) body.push(lines[i].replace(QUOTE, ""));
+      const quote = el("blockquote");
+      blocks(body, quote, depth + 1);
+      parent.append(quote);
+    } else if (ITEM.test(line)) {
+      i = list(lines, i, parent, depth);
+    } else if (line.includes("|") && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])
+        && cells(lines[i + 1]).length === cells(line).length) {
+      i = table(lines, i, parent);
+    } else {
+      const body = [];
+      for (; i < lines.length && lines[i].trim() && (!body.length || !startsBlock(lines[i])); i += 1) {
+        body.push(lines[i].trim());
+      }
+      parent.append(inline(body.join("\n"), el("p")));
+    }
+  }
+}
+
+function list(lines, i, parent, depth) {
+  const first = ITEM.exec(lines[i]);
+  const indent = first[1].length;
+  const ordered = /\d/.test(first[2]);
+  const node = el(ordered ? "ol" : "ul");
+  if (ordered && parseInt(first[2], 10) !== 1) node.start = parseInt(first[2], 10);
+  const sibling = (line) => {
+    const m = ITEM.exec(line);
+    return m && m[1].length === indent && /\d/.test(m[2]) === ordered;
+  };
+  while (i < lines.length && sibling(lines[i])) {
+    const width = ITEM.exec(lines[i])[0].length;
+    const body = [lines[i].slice(width)];
+    for (i += 1; i < lines.length; i += 1) {
+      const line = lines[i];
+      if (!line.trim()) {
+        const next = nextFilled(lines, i);
+        if (next < lines.length && indentOf(lines[next]) >= width) body.push(""); // the item goes on below
+        else break;
+      } else if (indentOf(line) >= width) {
+        body.push(line.slice(width));
+      } else if (!startsBlock(line) && body[body.length - 1].trim()) {
+        body.push(line.trim()); // a lazy continuation of its paragraph
+      } else {
+        break;
+      }
+    }
+    const item = el("li");
+    blocks(body, item, depth + 1);
+    node.append(item);
+    const next = nextFilled(lines, i);
+    if (next < lines.length && sibling(lines[next])) i = next; // a loose list goes on after blank lines
+  }
+  parent.append(node);
+  return i;
+}
+
+function cells(line) {
+  let text = line.trim();
+  if (text.startsWith("|")) text = text.slice(1);
+  if (text.endsWith("|") && !text.endsWith("\\|")) text = text.slice(0, -1);
+  return text.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
+}
+
+function table(lines, i, parent) {
+  const head = cells(lines[i]);
+  const aligns = cells(lines[i + 1]).map((rule) =>
+    rule.startsWith(":") && rule.endsWith(":") ? "center" : rule.endsWith(":") ? "right" : "");
+  const cell = (tag, text, n) => inline(text, el(tag, aligns[n] ? { class: `align-${aligns[n]}` } : {}));
+  const body = el("tbody");
+  for (i += 2; i < lines.length && lines[i].trim() && lines[i].includes("|"); i += 1) {
+    const row = cells(lines[i]);
+    body.append(el("tr", {}, ...head.map((_, n) => cell("td", row[n] || "", n))));
+  }
+  parent.append(el("div", { class: "table" },
+    el("table", {}, el("thead", {}, el("tr", {}, ...head.map((text, n) => cell("th", text, n)))), body)));
+  return i;
+}
+
+function safeHref(raw) {
+  let url;
+  try { url = new URL(raw); } catch { return null; } // a relative address leads nowhere outside the text
+  return LINK_SCHEMES.has(url.protocol) ? url.href : null;
+}
+
+function link(raw, children, kind = "") {
+  const href = safeHref(raw);
+  if (!href) return el("span", { class: `not-a-link ${kind}`.trim(), title: raw }, ...children);
+  return el("a", { href, rel: "noopener noreferrer", target: "_blank", referrerPolicy: "no-referrer",
+    class: kind }, ...children);
+}
+
+// What follows `](`: the address, an optional title, and `)`. Anchored where it starts, and every part stops at
+// a character the part before cannot hold, so a try costs the length of what it reads.
+const URL_TEXT = new RegExp(String.raw`\s*<?([^\s<>()]*(?:\([^\s<>()]*\)[^\s<>()]*)*)>?(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\s*\)`, "y");
+const AUTOLINK = /<((?:https?:\/\/|mailto:)[^\s<>]+)>/iy;
+const BARE_URL = /(?:https?:\/\/|mailto:)[^\s<>]*[^\s<>.,;:!?'")\]*_~]/iy;
+const WORD = /[\p{L}\p{N}]/u;
+const SPACE = /\s/;
+// Emphasis inside emphasis inside a link…: past this depth the rest is shown as the text it is.
+const MAX_NESTING = 16;
+
+// The inline scanner is linear in its text: no pattern runs on from a position to look for its closing
+// delimiter. Each kind of closer is found through a table of "the next valid one at or after j", built once per
+// text from its end in one pass (`Closers`), so a try at each position costs the same whatever follows.
+class Closers {
+  constructor(text) {
+    this.text = text;
+    this.tables = new Map();
+  }
+
+  // The first j >= from where `valid(j)` holds, or -1; `name` names `valid` for the table.
+  next(name, valid, from) {
+    let table = this.tables.get(name);
+    if (!table) {
+      const n = this.text.length;
+      table = new Int32Array(n + 1);
+      table[n] = -1;
+      for (let j = n - 1; j >= 0; j -= 1) table[j] = valid(j) ? j : table[j + 1];
+      this.tables.set(name, table);
+    }
+    return from > this.text.length ? -1 : table[from];
+  }
+
+  newline(from) {
+    const found = this.next("\n", (j) => this.text[j] === "\n", from);
+    return found < 0 ? this.text.length : found;
+  }
+
+  // Code spans: the runs of backticks by length, each list in order, read by a cursor that only moves on.
+  run(length, from) {
+    if (!this.runs) {
+      this.runs = new Map();
+      const t = this.text;
+      for (let j = 0; j < t.length;) {
+        if (t[j] !== "`") { j += 1; continue; }
+        let end = j;
+        while (t[end] === "`") end += 1;
+        if (!this.runs.has(end - j)) this.runs.set(end - j, { starts: [], at: 0 });
+        this.runs.get(end - j).starts.push(j);
+        j = end;
+      }
+    }
+    const runs = this.runs.get(length);
+    if (!runs) return -1;
+    while (runs.at < runs.starts.length && runs.starts[runs.at] < from) runs.at += 1;
+    return runs.at < runs.starts.length ? runs.starts[runs.at] : -1;
+  }
+}
+
+const notSpace = (c) => c !== undefined && !SPACE.test(c);
+const wordAt = (t, j) => j >= 0 && j < t.length && WORD.test(String.fromCodePoint(t.codePointAt(j)));
+
+// A delimited span on one line: `open` at i, content that starts with a character `first` accepts, and
+// the first closer after it (`close` at p, where `closes(p)` holds). Returns [content, end] or null.
+function delimited(c, i, open, first, closes, name) {
+  const t = c.text;
+  const start = i + open.length;
+  if (!t.startsWith(open, i) || !first(t[start])) return null;
+  const p = c.next(name, (j) => t.startsWith(open, j) && closes(j), start + 1);
+  if (p < 0 || p >= c.newline(start)) return null;
+  return [t.slice(start, p), p + open.length];
+}
+
+// The end of a link's text from just after its `[`: one level of [brackets] inside, no line break; -1 for none.
+// From a `[` the walk goes to the next `[` or `]`, and past a `[…]` pair to what follows it; the end found
+// from each `[` is kept, so a run of unclosed brackets costs its length once, not once per `[`.
+function linkText(c, from) {
+  const t = c.text;
+  if (!c.linkEnds) c.linkEnds = new Map();
+  const line = c.newline(from);
+  const walked = [];
+  let j = from;
+  let found;
+  for (;;) {
+    const special = c.next("[]", (k) => t[k] === "[" || t[k] === "]", j);
+    if (special < 0 || special >= line) { found = -1; break; }
+    if (t[special] === "]") { found = special; break; }
+    if (c.linkEnds.has(special)) { found = c.linkEnds.get(special); break; }
+    walked.push(special);
+    const inner = c.next("]", (k) => t[k] === "]", special + 1);
+    if (inner < 0 || inner >= line) { found = -1; break; }
+    j = inner + 1;
+  }
+  for (const at of walked) c.linkEnds.set(at, found);
+  return found;
+}
+
+// The link's address after `](` at `at`: [address, end] or null.
+function address(c, at) {
+  if (c.text[at] !== "(") return null;
+  URL_TEXT.lastIndex = at + 1;
+  const m = URL_TEXT.exec(c.text);
+  return m ? [m[1], URL_TEXT.lastIndex] : null;
+}
+
+function stripCode(code) {
+  return code.length > 2 && code[0] === " " && code[code.length - 1] === " " && code.trim() ? code.slice(1, -1) : code;
+}
+
+// Each rule: (closers, i, depth) -> [end, append(out)] when its construct starts at i, else null; tried in order.
+const INLINE = [
+  (c, i) => {
+    const t = c.text;
+    return t[i] === "\\" && /[!-/:-@[-`{-~]/.test(t[i + 1] || "") ? [i + 2, (out) => out.append(t[i + 1])] : null;
+  },
+  (c, i) => { // a code span: a run of n backticks to the next run of exactly n; unclosed, the run is text
+    const t = c.text;
+    if (t[i] !== "`") return null;
+    let n = i;
+    while (t[n] === "`") n += 1;
+    const length = n - i;
+    const close = c.run(length, n + 1);
+    if (close < 0) return [n, (out) => out.append(t.slice(i, n))];
+    return [close + length, (out) => out.append(el("code", { text: stripCode(t.slice(n, close)) }))];
+  },
+  (c, i, depth) => { // ![alt](address): a link to the image, never the image
+    const t = c.text;
+    if (t[i] !== "!" || t[i + 1] !== "[") return null;
+    const end = c.next("]", (k) => t[k] === "]", i + 2);
+    if (end < 0 || end >= c.newline(i)) return null;
+    const target = address(c, end + 1);
+    if (!target) return null;
+    const alt = t.slice(i + 2, end);
+    return [target[1], (out) => out.append(link(target[0], [`image: ${alt || target[0]}`], "image-link"))];
+  },
+  (c, i, depth) => { // [text](address)
+    if (c.text[i] !== "[") return null;
+    const end = linkText(c, i + 1);
+    const target = end < 0 ? null : address(c, end + 1);
+    if (!target) return null;
+    const text = c.text.slice(i + 1, end);
+    return [target[1], (out) => out.append(link(target[0], [inline(text, document.createDocumentFragment(), depth + 1)]))];
+  },
+  (c, i) => {
+    if (c.text[i] !== "<") return null;
+    AUTOLINK.lastIndex = i;
+    const m = AUTOLINK.exec(c.text);
+    return m ? [AUTOLINK.lastIndex, (out) => out.append(link(m[1], [m[1]]))] : null;
+  },
+  (c, i) => {
+    const t = c.text;
+    if (!/[hm]/i.test(t[i]) || WORD.test(t[i - 1] || "")) return null;
+    BARE_URL.lastIndex = i;
+    const m = BARE_URL.exec(t);
+    return m ? [BARE_URL.lastIndex, (out) => out.append(link(m[0], [m[0]]))] : null;
+  },
+  (c, i, depth) => { // **strong** or __strong__
+    const t = c.text;
+    if (!(t[i] === "*" || (t[i] === "_" && !WORD.test(t[i - 1] || "")))) return null;
+    const open = t[i] + t[i];
+    const found = delimited(c, i, open, (x) => notSpace(x) && x !== "*" && x !== "_",
+      (p) => notSpace(t[p - 1]), open);
+    return found && [found[1], (out) => out.append(inline(found[0], el("strong"), depth + 1))];
+  },
+  (c, i, depth) => { // ~~deleted~~
+    const t = c.text;
+    const found = t[i] === "~" && delimited(c, i, "~~", notSpace, (p) => notSpace(t[p - 1]), "~~");
+    return found ? [found[1], (out) => out.append(inline(found[0], el("del"), depth + 1))] : null;
+  },
+  (c, i, depth) => { // *emphasis*
+    const t = c.text;
+    const found = t[i] === "*" && delimited(c, i, "*", (x) => notSpace(x) && x !== "*",
+      (p) => notSpace(t[p - 1]) && t[p - 1] !== "*", "*em");
+    return found ? [found[1], (out) => out.append(inline(found[0], el("em"), depth + 1))] : null;
+  },
+  (c, i, depth) => { // _emphasis_, not inside a word
+    const t = c.text;
+    const found = t[i] === "_" && !WORD.test(t[i - 1] || "") && delimited(c, i, "_", (x) => notSpace(x) && x !== "_",
+      (p) => notSpace(t[p - 1]) && t[p - 1] !== "_" && !wordAt(t, p + 1), "_em");
+    return found ? [found[1], (out) => out.append(inline(found[0], el("em"), depth + 1))] : null;
+  },
+];
+
+function inline(text, parent, depth = 0) {
+  if (depth > MAX_NESTING) {
+    parent.append(text);
+    return parent;
+  }
+  const c = new Closers(text);
+  let plain = "";
+  let i = 0;
+  outer: while (i < text.length) {
+    for (const rule of INLINE) {
+      const found = rule(c, i, depth);
+      if (!found) continue;
+      if (plain) parent.append(plain);
+      plain = "";
+      found[1](parent);
+      i = found[0];
+      continue outer;
+    }
+    plain += text[i];
+    i += 1;
+  }
+  if (plain) parent.append(plain);
+  return parent;
+}

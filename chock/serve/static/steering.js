@@ -1,0 +1,117 @@
+// Steering the open session: Stop while it runs, Remove once it ended, and the message box under it —
+// a follow-up while it runs (taken in before its next model call), a continuation once it ended.
+import { api, paths } from "./api.js";
+import { $ } from "./dom.js";
+import { page, state } from "./state.js";
+
+export const steering = {
+  removeTimer: null,
+
+  wire() {
+    $("stop-button").addEventListener("click", () => this.stop());
+    $("remove-button").addEventListener("click", () => this.remove());
+    $("say-form").addEventListener("submit", (event) => this.say(event));
+    $("say-message").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) $("say-form").requestSubmit();
+    });
+  },
+
+  reset() {
+    this.show("");
+    this.note("action-status", "");
+    this.note("say-status", "");
+    $("say-message").value = "";
+    this.disarm();
+  },
+
+  show(status) {
+    const running = status === "running" || status === "waiting";
+    $("stop-button").hidden = !running;
+    $("remove-button").hidden = status !== "ended";
+    if (status !== "ended") this.disarm();
+    $("say-form").hidden = !status;
+    $("say-form").setAttribute("data-mode", running ? "follow-up" : "continue");
+    $("say-label").textContent = running ? "Tell it more" : "Continue this session";
+    $("say-button").textContent = running ? "Send" : "Continue";
+    $("say-message").placeholder = running
+      ? "A follow-up: it reads this before its next model call"
+      : "What next? The session goes on in its workspace, onto its branch";
+  },
+
+  note(id, text, bad = false) {
+    $(id).textContent = text;
+    $(id).className = `note${bad ? " bad" : ""}`;
+  },
+
+  async post(verb, body) {
+    return api(paths.verb(state.sessionId, verb), { body: { project: state.project, ...body } });
+  },
+
+  async stop() {
+    const button = $("stop-button");
+    button.disabled = true;
+    this.note("action-status", "stopping…");
+    try {
+      await this.post("stop");
+      this.note("action-status", "stopped");
+      page.refreshList();
+    } catch (error) {
+      this.note("action-status", error.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  },
+
+  disarm() {
+    clearTimeout(this.removeTimer);
+    $("remove-button").classList.remove("armed");
+    $("remove-button").textContent = "Remove";
+  },
+
+  async remove() {
+    const button = $("remove-button");
+    if (!button.classList.contains("armed")) { // a second click within a few seconds removes it
+      button.classList.add("armed");
+      button.textContent = "Remove its log for good?";
+      this.removeTimer = setTimeout(() => this.disarm(), 5000);
+      return;
+    }
+    this.disarm();
+    button.disabled = true;
+    const id = state.sessionId;
+    this.note("action-status", "removing…");
+    try {
+      await this.post("remove");
+      page.closeSession();
+      $("sessions-note").textContent = `removed ${id} (its branch chock/${id} stays)`;
+      page.refreshList();
+    } catch (error) {
+      this.note("action-status", error.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  },
+
+  async say(event) {
+    event.preventDefault();
+    const message = $("say-message").value.trim();
+    if (!message || !state.sessionId) return;
+    const id = state.sessionId;
+    const button = $("say-button");
+    button.disabled = true;
+    this.note("say-status", "sending…");
+    try {
+      const data = await this.post("messages", { message });
+      $("say-message").value = "";
+      this.note("say-status", data.how === "continued"
+        ? "continued: the session runs again"
+        : "sent: it reads this before its next model call");
+      if (data.how === "continued" && page.view.id === id) page.view.follow();
+      page.refreshList();
+    } catch (error) {
+      this.note("say-status", error.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  },
+};
