@@ -135,6 +135,18 @@ class Finished:
     timed_out: bool = False
     started_error: OSError | None = None
 
+    def check_ran(self, command: str, *, missing: str, bound: float, stopped: str) -> None:
+        """Raise what a store command that did not run to its end means: `missing` when it is not there, its
+        start's error, or StoreTimeout saying it was `stopped` at `bound` seconds."""
+        if isinstance(self.started_error, FileNotFoundError):
+            raise StoreUnavailable(missing)
+        if self.started_error is not None:
+            raise StoreUnavailable(f"cannot run `{command}`: {self.started_error}")
+        if self.timed_out:
+            raise StoreTimeout(
+                f"`{command}` did not finish within {bound:g} s ({TIMEOUT_ENV} sets the bound) and {stopped}"
+            )
+
 
 def run_bounded(
     argv: list[str], *, input: bytes | None, timeout: float, env: Mapping[str, str] | None = None

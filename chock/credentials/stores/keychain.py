@@ -24,7 +24,6 @@ from chock.credentials.refusals import (
     FILE_STORE_HINT,
     NoLoginKeychain,
     StoreLocked,
-    StoreTimeout,
     StoreUnavailable,
 )
 from chock.credentials.stores.keystore import KeystoreCalls, keyring_call
@@ -79,17 +78,12 @@ class KeychainStore(KeystoreCalls):
             raise NoLoginKeychain(NO_KEYCHAIN_MESSAGE)
         bound = _child.keystore_timeout()
         done = _child.run_bounded(["security", "show-keychain-info", str(path)], input=None, timeout=bound)
-        if isinstance(done.started_error, FileNotFoundError):
-            raise StoreUnavailable(
-                f"the keychain store needs macOS's `security` command, which is not here; {FILE_STORE_HINT}"
-            )
-        if done.started_error is not None:
-            raise StoreUnavailable(f"cannot run `security show-keychain-info`: {done.started_error}")
-        if done.timed_out:
-            raise StoreTimeout(
-                f"`security show-keychain-info` did not answer within {bound:g} s ({_child.TIMEOUT_ENV} sets "
-                "the bound); nothing was read or stored"
-            )
+        done.check_ran(
+            "security show-keychain-info",
+            missing=f"the keychain store needs macOS's `security` command, which is not here; {FILE_STORE_HINT}",
+            bound=bound,
+            stopped="was stopped; nothing was read or stored",
+        )
         if done.returncode == 0:
             return
         words = _text(done.stderr) or _text(done.stdout)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.credentials import _child
-from chock.credentials.refusals import SecretSpecRefused, StoreTimeout, StoreUnavailable
+from chock.credentials.refusals import SecretSpecRefused, StoreUnavailable
 
 NAME = "secretspec"
 COMMAND = "secretspec"
@@ -64,18 +64,15 @@ class SecretSpecStore:
         done = _child.run_bounded(
             [COMMAND, verb, secret], input=value.encode() if value is not None else None, timeout=bound
         )
-        if isinstance(done.started_error, FileNotFoundError):
-            raise StoreUnavailable(
+        done.check_ran(
+            f"{COMMAND} {verb} {secret}",
+            missing=(
                 f"the secretspec store writes through the `{COMMAND}` command, which is not on your PATH; "
                 f"install SecretSpec (https://secretspec.dev), {OTHER_STORE_HINT}"
-            )
-        if done.started_error is not None:
-            raise StoreUnavailable(f"cannot run `{COMMAND} {verb}`: {done.started_error}")
-        if done.timed_out:
-            raise StoreTimeout(
-                f"`{COMMAND} {verb} {secret}` did not finish within {bound:g} s ({_child.TIMEOUT_ENV} sets "
-                "the bound) and was stopped"
-            )
+            ),
+            bound=bound,
+            stopped="was stopped",
+        )
         if done.returncode == 0:
             return
         words = _words(done.stderr, value) or _words(done.stdout, value) or f"exit status {done.returncode}"
