@@ -1,4 +1,5 @@
-"""The rules every command below `chock` follows (chock/cli.py builds them all from these classes).
+"""The rules every command below `chock` follows: each family's module (chock/commands/) makes its commands with
+`command` and `group`, and chock/commands/cli.py puts them under the one group.
 
 Which daemon a command acts through is `chock.control.address.named_address`'s to say; a command that cannot
 act through one takes no `--daemon` and no `--port` (`--port` stays where it is a listener's own port), refuses
@@ -17,6 +18,7 @@ import click
 from chock.argv import Option
 from chock.control.address import ENVIRONMENT
 from chock.errors import UsageError
+from chock.paths import Layout
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,7 +27,7 @@ WORDS_BEFORE_DASHES = "chock.words_before_dashes"
 
 
 def options(table: tuple[Option, ...]) -> Callable[[F], F]:
-    """Click options made from a table of chock.argv.Option (chock.shared_options holds the shared ones): one
+    """Click options made from a table of chock.argv.Option (chock.commands.shared_options holds the shared ones): one
     definition for click and for the start without it."""
 
     def apply(function: F) -> F:
@@ -54,7 +56,8 @@ def options(table: tuple[Option, ...]) -> Callable[[F], F]:
 
 
 def through_daemon(command: click.Command) -> bool:
-    """Whether `command` can act through a daemon: it takes `--daemon` (chock.shared_options.DAEMON_OPTIONS)."""
+    """Whether `command` can act through a daemon: it takes `--daemon`
+    (chock.commands.shared_options.DAEMON_OPTIONS)."""
     return any(param.name == "daemon_address" for param in command.params)
 
 
@@ -122,3 +125,24 @@ class Subgroup(Command, click.Group):
 
 
 Subgroup.group_class = Subgroup
+
+
+def command(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], Command]:
+    """A command below `chock`, under these rules."""
+    return click.command(name, cls=Command, **attrs)
+
+
+def group(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], Subgroup]:
+    """A group below `chock`, under these rules, as are the commands made with its `.command()`."""
+    return click.group(name, cls=Subgroup, **attrs)
+
+
+# Gives a command the state dir's layout, which the group `chock` made from --config and the environment.
+pass_layout = click.make_pass_decorator(Layout)
+
+
+def project_root(project: Path | None) -> Path:
+    """The top of the git project holding `project` (default: the working directory)."""
+    from chock.project import find_root
+
+    return find_root(project or Path.cwd())
