@@ -16,7 +16,8 @@ import os
 import sys
 from collections.abc import Callable
 
-# The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`.
+# The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`
+# (chock.commands.rules.Table; its click twin is made from the same module by `table_group`).
 FAST = {"daemon": "chock.daemon.options", "sessions": "chock.commands.listing"}
 
 

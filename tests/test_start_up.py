@@ -45,6 +45,18 @@ def test_help_lists_every_command_without_importing_click_and_says_what_click_sa
     assert through_click.stdout == done.stdout
 
 
+def test_a_fast_start_loads_no_command_module_but_its_own(home, project):
+    """chock/commands/__init__.py imports nothing: `chock --help` and `chock sessions` pass through the package
+    to the one module each needs (and the option rows), never the click commands or another command's work."""
+    for args, own in [
+        (("--help",), {"chock.commands.overview"}),
+        (("sessions",), {"chock.commands.listing", "chock.commands.shared_options"}),
+    ]:
+        done, loaded = chock_loading(home, *args, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert {name for name in loaded if name.startswith("chock.commands.")} == own, (args, sorted(loaded))
+
+
 def test_every_command_has_its_line_in_help_and_no_line_names_a_command_that_is_not():
     from chock.commands.cli import main
 

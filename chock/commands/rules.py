@@ -9,9 +9,10 @@ them by name rather than leaving click to, and its help says it ignores `$CHOCK_
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
@@ -135,6 +136,31 @@ def command(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., An
 def group(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], Subgroup]:
     """A group below `chock`, under these rules, as are the commands made with its `.command()`."""
     return click.group(name, cls=Subgroup, **attrs)
+
+
+class Table(Protocol):
+    """A command chock/entry.py also starts without click (its `FAST`): its options as a table, and what it does."""
+
+    @property
+    def OPTIONS(self) -> tuple[Option, ...]: ...
+
+    def run(self, layout: Layout, values: dict[str, object]) -> int: ...
+
+
+def table_group(name: str, table: Table, help: str) -> Subgroup:
+    """The click twin of a command started without click: a group whose options are the table's, and which does
+    what the table's `run` does when no subcommand is given, so both ways of starting it act alike."""
+
+    @group(name, invoke_without_command=True, help=help)
+    @options(table.OPTIONS)
+    @click.pass_context
+    def made(ctx: click.Context, **values: object) -> None:
+        if ctx.invoked_subcommand is None:
+            layout = ctx.find_object(Layout)
+            assert layout is not None  # the group `chock` set it
+            sys.exit(table.run(layout, values))
+
+    return made
 
 
 # Gives a command the state dir's layout, which the group `chock` made from --config and the environment.

@@ -12,19 +12,14 @@ from pathlib import Path
 
 import click
 
-from chock.commands.rules import command, group, options, pass_layout
+from chock.commands.rules import command, options, pass_layout, table_group
 from chock.commands.shared_options import DAEMON
 from chock.daemon import options as daemon_options
 from chock.paths import Layout
 
-
-@group(invoke_without_command=True)
-@options(daemon_options.OPTIONS)
-@click.pass_context
-def daemon(ctx: click.Context, **values: object) -> None:
-    """Own sessions so they outlive terminals, and serve their logs over the control protocol."""
-    if ctx.invoked_subcommand is None:
-        sys.exit(daemon_options.run(ctx.obj, values))
+daemon = table_group(
+    "daemon", daemon_options, "Own sessions so they outlive terminals, and serve their logs over the control protocol."
+)
 
 
 @daemon.command("install")

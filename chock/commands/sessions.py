@@ -7,30 +7,22 @@ cost and plan, read through the daemon named or in the state dir.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from chock.commands import listing
 from chock.commands.completion import session_ids
-from chock.commands.rules import command, group, options, pass_layout, project_root
+from chock.commands.rules import command, options, pass_layout, project_root, table_group
 from chock.commands.shared_options import PROJECT, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, named_address
 from chock.errors import Refused, UsageError
 from chock.paths import Layout
 from chock.terminal import shown
 
-
-@group(invoke_without_command=True)
-@options(listing.OPTIONS)
-@click.pass_context
-def sessions(ctx: click.Context, **values: object) -> None:
-    """This project's sessions, newest first: status, owner, how each ended, and its task."""
-    if ctx.invoked_subcommand is None:
-        layout = ctx.find_object(Layout)
-        assert layout is not None  # the group `chock` set it
-        sys.exit(listing.run(layout, values))
+sessions = table_group(
+    "sessions", listing, "This project's sessions, newest first: status, owner, how each ended, and its task."
+)
 
 
 @sessions.command("remove")
