@@ -46,7 +46,7 @@ def main(ctx: click.Context, config: str | None) -> None:
 
 
 # Every command of `chock`, by family. Each has its line in chock.commands.overview: `chock --help` prints those
-# lines with or without click, and _summaries() fails here when a command has none.
+# lines with or without click, and _register() fails here when a command has none.
 COMMANDS: tuple[click.Command, ...] = (
     run.run,
     sessions.sessions,
@@ -84,7 +84,7 @@ NOT_A_COMMAND = {
 }
 
 
-def _summaries() -> None:
+def _register() -> None:
     """Puts every command under `chock`, each with its line in `chock --help` from chock.commands.overview: one
     definition, for click and without it."""
     for each in COMMANDS:
@@ -94,7 +94,7 @@ def _summaries() -> None:
         each.short_help = overview.COMMANDS[name]
 
 
-_summaries()
+_register()
 
 
 if __name__ == "__main__":
