@@ -2,7 +2,7 @@
 
 A command that must start fast — a socket-activated `chock daemon`, which a client waits on after every idle
 exit, and `chock sessions`, which a person types all day — defines its options as a table of `Option`s. The
-click command (chock/cli.py) is built from the table, and chock/entry.py reads the same table with `parse`,
+click command (chock/commands/) is built from the table, and chock/entry.py reads the same table with `parse`,
 without importing click (docs/architecture.md#start-up). `parse` takes only plain uses of the options;
 anything else (`--help`, a subcommand, an unknown option, a value that is not a number) is left to click,
 which explains it the way it explains every command's.

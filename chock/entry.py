@@ -1,11 +1,11 @@
 """The `chock` executable: the commands that must start fast are read without click; every other command goes
-through the command line in chock/cli.py.
+through the command line in chock/commands/cli.py.
 
 A socket-activated `chock daemon` is a start a client waits on (systemd holds the first connection after every
 idle exit until the daemon answers it), and `chock sessions` is what a person types all day: their options are
 tables (chock/argv.py) that this reads without importing click, and nothing on their way imports what they do
 not use (docs/architecture.md#start-up). Anything those tables do not take plainly goes to click, and so does
-a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.overview's text, the same click prints. Whichever
+a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.commands.overview's text, the same click prints. Whichever
 way a command ran, it ends as click ends one: a refusal is `chock: <message>` and its code, Ctrl-C is
 `Aborted!` and 1, and a reader that stops reading (`| head`) ends it quietly with 1.
 """
@@ -16,8 +16,9 @@ import os
 import sys
 from collections.abc import Callable
 
-# The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`.
-FAST = {"daemon": "chock.daemon.options", "sessions": "chock.listing"}
+# The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`
+# (chock.commands.rules.Table; its click twin is made from the same module by `table_group`).
+FAST = {"daemon": "chock.daemon.options", "sessions": "chock.commands.listing"}
 
 
 def main() -> None:
@@ -39,13 +40,13 @@ def main() -> None:
             from chock.paths import Layout
 
             sys.exit(_ended(lambda: command.run(Layout.from_env(), values)))
-    from chock.cli import main as cli
+    from chock.commands.cli import main as cli
 
     cli(prog_name="chock")
 
 
 def _help() -> int:
-    from chock.overview import render
+    from chock.commands.overview import render
 
     sys.stdout.write(render())
     return 0

@@ -897,7 +897,7 @@ def test_a_socket_activated_start_imports_no_command_line_machinery(home):
         process.kill()
     imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
     assert "chock.daemon.server" in imported
-    unwanted = {"click", "chock.cli", "typing", "dataclasses", "inspect", "subprocess", "hashlib", "secrets"}
+    unwanted = {"click", "chock.commands.cli", "typing", "dataclasses", "inspect", "subprocess", "hashlib", "secrets"}
     unwanted |= {"shutil", "datetime", "asyncio", "chock.session.runner", "chock.providers"}
     unwanted |= {"chock.daemon.verbs", "chock.log.catalog", "chock.daemon.watch"}  # the first verb imports them
     assert not imported & unwanted, sorted(imported & unwanted)

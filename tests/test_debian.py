@@ -24,7 +24,7 @@ import click
 import pytest
 
 import chock
-from chock.cli import main as chock_main
+from chock.commands.cli import main as chock_main
 from chock.control import daemon_protocol as dp
 from chock.control.client import events_of
 
@@ -134,7 +134,7 @@ def test_package_carries_the_units_the_program_and_the_manual(deb: Path):
     for unit in UNITS:
         assert f"/usr/lib/systemd/user/{unit}" in paths, unit
     assert "/usr/bin/chock" in paths
-    assert "/usr/lib/python3/dist-packages/chock/cli.py" in paths
+    assert "/usr/lib/python3/dist-packages/chock/commands/cli.py" in paths
     assert "/usr/share/doc/chock/copyright" in paths
     assert any(p.startswith("/usr/share/doc/chock/examples/") and not p.endswith("/") for p in paths), (
         "no unit examples (packaging/systemd/examples/*) in /usr/share/doc/chock/examples/"
@@ -194,8 +194,8 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(installed: P
     version = run("/usr/bin/chock", "--version", cwd="/")
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"chock, version {pyproject_version()}"
-    where = run("/usr/bin/python3", "-c", "import chock.cli; print(chock.cli.__file__)", cwd="/", check=True)
-    assert where.stdout.strip() == "/usr/lib/python3/dist-packages/chock/cli.py"
+    where = run("/usr/bin/python3", "-c", "import chock.commands.cli as c; print(c.__file__)", cwd="/", check=True)
+    assert where.stdout.strip() == "/usr/lib/python3/dist-packages/chock/commands/cli.py"
 
     helptext = run("/usr/bin/chock", "--help", cwd="/")
     assert helptext.returncode == 0, helptext.stderr

@@ -3,7 +3,7 @@
 A verb is its request class (chock/control/daemon_protocol.py `VERBS`), its handler (chock/daemon/verbs.py
 `VERBS`), its entry in docs/protocol.md (a line of the control protocol's summary and a `### verb` section),
 and, on each front end, its row — a route of serve (chock/serve/api.py `ROUTES`) and a command of the command
-line (chock/cli.py `VERB_COMMANDS`) — or a line in that front end's table of verbs it does not offer, saying
+line (chock/commands/cli.py `VERB_COMMANDS`) — or a line in that front end's table of verbs it does not offer, saying
 why. `gaps` names each table a verb is missing from; the tests below remove a row of each table and check
 that `gaps` names it, so the check cannot pass by finding nothing.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 import pytest
 
-from chock import cli
-from chock.command import through_daemon
+from chock.commands import cli
+from chock.commands.rules import through_daemon
 from chock.control import daemon_protocol as dp
 from chock.daemon import verbs
 from chock.serve import api
@@ -65,7 +65,7 @@ def gaps(
             "a line in docs/protocol.md's control protocol summary": verb in summary,
             "a `### verb` section in docs/protocol.md": verb in headings,
             "a route in chock/serve/api.py ROUTES or a reason in NOT_ROUTED": (verb in routed) != (verb in not_routed),
-            "a command in chock/cli.py VERB_COMMANDS or a reason in NOT_A_COMMAND": (verb in commands)
+            "a command in chock/commands/cli.py VERB_COMMANDS or a reason in NOT_A_COMMAND": (verb in commands)
             != (verb in not_commands),
         }
         found += [f"{verb}: needs {what}" for what, ok in where.items() if not ok]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from chock.overview import COMMANDS
+from chock.commands.overview import COMMANDS
 
 # Runs the executable's entry, then names on stderr's last line every module it had imported.
 LOADED = (
@@ -37,16 +37,28 @@ def by_click(home, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:
 def test_help_lists_every_command_without_importing_click_and_says_what_click_says(home):
     done, loaded = chock_loading(home, "--help")
     assert done.returncode == 0
-    assert "click" not in loaded and "chock.cli" not in loaded
+    assert "click" not in loaded and "chock.commands.cli" not in loaded
     for name, summary in COMMANDS.items():
         assert f"  {name:<12}" in done.stdout and summary.split()[0] in done.stdout
-    # The same text through click, at the same width: the group prints chock.overview's help.
+    # The same text through click, at the same width: the group prints chock.commands.overview's help.
     through_click = by_click(home, "--help", env={"COLUMNS": "80"})
     assert through_click.stdout == done.stdout
 
 
+def test_a_fast_start_loads_no_command_module_but_its_own(home, project):
+    """chock/commands/__init__.py imports nothing: `chock --help` and `chock sessions` pass through the package
+    to the one module each needs (and the option rows), never the click commands or another command's work."""
+    for args, own in [
+        (("--help",), {"chock.commands.overview"}),
+        (("sessions",), {"chock.commands.listing", "chock.commands.shared_options"}),
+    ]:
+        done, loaded = chock_loading(home, *args, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert {name for name in loaded if name.startswith("chock.commands.")} == own, (args, sorted(loaded))
+
+
 def test_every_command_has_its_line_in_help_and_no_line_names_a_command_that_is_not():
-    from chock.cli import main
+    from chock.commands.cli import main
 
     assert set(main.commands) == set(COMMANDS)
     assert all(main.commands[name].get_short_help_str(200) == line for name, line in COMMANDS.items())

@@ -11,8 +11,8 @@ import shutil
 
 import click
 
-from chock.cli import main
-from chock.command import through_daemon
+from chock.commands.cli import main
+from chock.commands.rules import through_daemon
 from tests.fakes.sessions import replay_config
 from tests.fakes.wait import wait_until
 
@@ -139,7 +139,8 @@ def test_every_command_takes_daemon_port_and_chock_daemon_alike_or_refuses_them_
             ways.append(("--port", "0"))
         refusals = {_run(home, project, args, way).stderr for way in ways}
         assert len(refusals) == 1 and "'127.0.0.1:0' is not a daemon address" in refusals.pop(), (name, refusals)
-        # --daemon is repeatable in the option table (chock/shared_options.py); every command acts through one today.
+        # --daemon is repeatable in the option table (chock/commands/shared_options.py); every command acts through
+        # one today.
         twice = _run(home, project, args, ("--daemon", other.tcp, "--daemon", "127.0.0.1:9"))
         assert twice.returncode == 2, (name, twice.stderr)
         assert f"--daemon was given 2 times ({other.tcp}, 127.0.0.1:9)" in twice.stderr, (name, twice.stderr)

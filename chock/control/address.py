@@ -2,8 +2,8 @@
 
 Which daemon a command acts through is decided once, here (docs/architecture.md#steering): `--daemon ADDR`, else
 `--port N` (meaning 127.0.0.1:N; both together are refused), else `$CHOCK_DAEMON` — `named_address`, which every
-command that can act through a daemon calls with its `chock.shared_options.DAEMON_OPTIONS` — and when none is given,
-the state directory's own daemon (`resolve_address`) or the state directory itself, as the command says.
+command that can act through a daemon calls with its `chock.commands.shared_options.DAEMON_OPTIONS` — and when
+none is given, the state directory's own daemon (`resolve_address`) or the state directory itself, as the command says.
 `--daemon` is repeatable in that table; a command acts through one daemon today, so a second is refused here.
 A command that cannot act through a daemon takes neither option and ignores `$CHOCK_DAEMON`.
 """

@@ -15,9 +15,9 @@ import os
 import re
 from pathlib import Path
 
+from chock.commands.shared_options import JSON, PROJECT_OPTIONS
 from chock.control.address import Address, named_address
 from chock.paths import Layout
-from chock.shared_options import JSON, PROJECT_OPTIONS
 from chock.terminal import shown
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)

@@ -1,4 +1,5 @@
-"""Steering a session through the daemon: `chock stop`, `chock say`, `chock attach`, `chock sessions remove`.
+"""Which session a steering command names (`pick`), and the verb it sends there (`ask`): what `chock stop`,
+`say`, `attach`, `plan` and `sessions remove` share when they act through the daemon (chock/commands/steer.py).
 
 Each is a daemon verb, sent with `ask` (one function for every verb), so a session is steered the same way from
 this machine or from another (a daemon on TCP). The daemon relays to the session's own socket or carries an

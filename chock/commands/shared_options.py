@@ -1,5 +1,5 @@
 """The options several commands share, declared once (chock/argv.py's `Option`): click builds each command's
-from these rows (chock/cli.py), and the commands started without click (chock/entry.py) parse the same rows.
+from these rows (chock/commands/), and the commands started without click (chock/entry.py) parse the same rows.
 
 A row says what the option means everywhere it appears; a command that means something else by the same flag
 (`chock serve --port`, the port it listens on) declares its own. Which daemon `--daemon` and `--port` name is

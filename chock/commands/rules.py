@@ -1,4 +1,5 @@
-"""The rules every command below `chock` follows (chock/cli.py builds them all from these classes).
+"""The rules every command below `chock` follows: each family's module (chock/commands/) makes its commands with
+`command` and `group`, and chock/commands/cli.py puts them under the one group.
 
 Which daemon a command acts through is `chock.control.address.named_address`'s to say; a command that cannot
 act through one takes no `--daemon` and no `--port` (`--port` stays where it is a listener's own port), refuses
@@ -8,15 +9,17 @@ them by name rather than leaving click to, and its help says it ignores `$CHOCK_
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
 from chock.argv import Option
 from chock.control.address import ENVIRONMENT
 from chock.errors import UsageError
+from chock.paths import Layout
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,7 +28,7 @@ WORDS_BEFORE_DASHES = "chock.words_before_dashes"
 
 
 def options(table: tuple[Option, ...]) -> Callable[[F], F]:
-    """Click options made from a table of chock.argv.Option (chock.shared_options holds the shared ones): one
+    """Click options made from a table of chock.argv.Option (chock.commands.shared_options holds the shared ones): one
     definition for click and for the start without it."""
 
     def apply(function: F) -> F:
@@ -54,7 +57,8 @@ def options(table: tuple[Option, ...]) -> Callable[[F], F]:
 
 
 def through_daemon(command: click.Command) -> bool:
-    """Whether `command` can act through a daemon: it takes `--daemon` (chock.shared_options.DAEMON_OPTIONS)."""
+    """Whether `command` can act through a daemon: it takes `--daemon`
+    (chock.commands.shared_options.DAEMON_OPTIONS)."""
     return any(param.name == "daemon_address" for param in command.params)
 
 
@@ -122,3 +126,49 @@ class Subgroup(Command, click.Group):
 
 
 Subgroup.group_class = Subgroup
+
+
+def command(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], Command]:
+    """A command below `chock`, under these rules."""
+    return click.command(name, cls=Command, **attrs)
+
+
+def group(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], Subgroup]:
+    """A group below `chock`, under these rules, as are the commands made with its `.command()`."""
+    return click.group(name, cls=Subgroup, **attrs)
+
+
+class Table(Protocol):
+    """A command chock/entry.py also starts without click (its `FAST`): its options as a table, and what it does."""
+
+    @property
+    def OPTIONS(self) -> tuple[Option, ...]: ...
+
+    def run(self, layout: Layout, values: dict[str, object]) -> int: ...
+
+
+def table_group(name: str, table: Table, help: str) -> Subgroup:
+    """The click twin of a command started without click: a group whose options are the table's, and which does
+    what the table's `run` does when no subcommand is given, so both ways of starting it act alike."""
+
+    @group(name, invoke_without_command=True, help=help)
+    @options(table.OPTIONS)
+    @click.pass_context
+    def made(ctx: click.Context, **values: object) -> None:
+        if ctx.invoked_subcommand is None:
+            layout = ctx.find_object(Layout)
+            assert layout is not None  # the group `chock` set it
+            sys.exit(table.run(layout, values))
+
+    return made
+
+
+# Gives a command the state dir's layout, which the group `chock` made from --config and the environment.
+pass_layout = click.make_pass_decorator(Layout)
+
+
+def project_root(project: Path | None) -> Path:
+    """The top of the git project holding `project` (default: the working directory)."""
+    from chock.project import find_root
+
+    return find_root(project or Path.cwd())

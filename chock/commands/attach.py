@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from chock import steer
+from chock.commands.targets import SteerFailed, ask
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
 from chock.control.framing import ProtocolError, Unreachable
@@ -148,10 +148,10 @@ class Attached:
         try:
             project = str(self.project)
             if text == "/stop":
-                steer.ask(self.client, dp.StopRequest(project, self.session_id), dp.Stopped)
+                ask(self.client, dp.StopRequest(project, self.session_id), dp.Stopped)
             else:
-                self.say(f"  ({steer.ask(self.client, dp.SayRequest(project, self.session_id, text), dp.Said).how})")
-        except steer.SteerFailed as error:
+                self.say(f"  ({ask(self.client, dp.SayRequest(project, self.session_id, text), dp.Said).how})")
+        except SteerFailed as error:
             self.say(f"  ({error})")
 
 

@@ -1,6 +1,6 @@
 """What `chock --help` prints: what Chock is, its options, and each command with its one line.
 
-The one-line summaries are defined here, once: the click group (chock/cli.py) gives them to its commands and
+The one-line summaries are defined here, once: the click group (chock/commands/cli.py) gives them to its commands and
 prints its help with `render`, and chock/entry.py prints the same text for `chock --help` without importing
 click, whose import alone costs more than the four interpreter starts a `--help` may take
 (docs/architecture.md#start-up). The layout is click's: usage, the description, then definition lists.

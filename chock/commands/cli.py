@@ -1,0 +1,101 @@
+"""The `chock` command line through click: the group, its global options, and every command under it.
+
+Each family of commands is a module of its own (chock/commands/run.py, sessions.py, steer.py, workspaces.py,
+machine.py, service.py), thin: each command parses, calls into the packages, and prints
+(docs/architecture.md#the-packages). Imports of the heavy modules stay inside the commands, so that building the
+tree costs only click and the small modules it names; `chock --help`, `chock sessions` and a socket-activated
+`chock daemon` do not come here at all (chock/entry.py, docs/architecture.md#start-up).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from chock import __version__
+from chock.commands import machine, overview, run, service, sessions, steer, workspaces
+from chock.commands.rules import Command, Subgroup
+from chock.errors import ChockError, complain
+from chock.paths import Layout
+
+
+class _Group(click.Group):
+    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback. Its
+    help is chock.commands.overview's, the text `chock --help` prints without click."""
+
+    command_class = Command
+    group_class = Subgroup
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write(overview.render(formatter.width))
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ChockError as error:
+            sys.exit(complain(error))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=overview.DESCRIPTION)
+@click.version_option(__version__, prog_name="chock")
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CHOCK_CONFIG", help=overview.CONFIG_HELP)
+@click.pass_context
+def main(ctx: click.Context, config: str | None) -> None:
+    ctx.obj = Layout.from_env(config)
+
+
+# Every command of `chock`, by family. Each has its line in chock.commands.overview: `chock --help` prints those
+# lines with or without click, and _register() fails here when a command has none.
+COMMANDS: tuple[click.Command, ...] = (
+    run.run,
+    sessions.sessions,
+    sessions.usage,
+    sessions.plan,
+    steer.stop,
+    steer.say,
+    steer.attach,
+    steer.approve,
+    steer.detach,
+    workspaces.workspace,
+    machine.login,
+    machine.logout,
+    machine.credentials,
+    machine.doctor,
+    machine.completion,
+    service.daemon,
+    service.serve,
+)
+
+# The daemon's verbs (chock.control.daemon_protocol.VERBS) as this front end offers them: the command that sends
+# each, or why none does. tests/test_front_tables.py fails when a verb is in neither, or a command is unknown.
+VERB_COMMANDS = {
+    "adopt": "detach",
+    "read": "plan",
+    "list": "sessions",
+    "watch": "attach",
+    "answer": "attach",
+    "stop": "stop",
+    "say": "say",
+    "remove": "sessions remove",
+}
+NOT_A_COMMAND = {
+    "start": "a session started here runs in its terminal (`chock run`); `chock detach` hands it to the daemon",
+}
+
+
+def _register() -> None:
+    """Puts every command under `chock`, each with its line in `chock --help` from chock.commands.overview: one
+    definition, for click and without it."""
+    for each in COMMANDS:
+        main.add_command(each)
+    assert set(main.commands) == set(overview.COMMANDS), "every command has its line in chock.commands.overview"
+    for name, each in main.commands.items():
+        each.short_help = overview.COMMANDS[name]
+
+
+_register()
+
+
+if __name__ == "__main__":
+    main()

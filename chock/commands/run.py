@@ -1,0 +1,78 @@
+"""`chock run`: a session in this terminal, from a task, a `--continue`, or a session the daemon hands it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from chock.commands.completion import instance_names, session_ids
+from chock.commands.rules import command, options, pass_layout
+from chock.commands.shared_options import JSON, PROJECT
+from chock.errors import exit_status
+from chock.paths import SESSION_ID_RE, Layout
+
+
+@command(epilog=exit_status("run"))
+@click.argument("message", required=False)
+@options((PROJECT,))
+@click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
+@click.option("--model", help="The model to ask (default: the instance's).")
+@click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
+@click.option(
+    "--continue",
+    "continue_id",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[SESSION]",
+    help="Take a session back into this terminal (default: the newest); MESSAGE is optional.",
+    shell_complete=session_ids,
+)
+@click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
+@click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
+@click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
+@options((JSON,))
+@click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
+@click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
+@pass_layout
+def run(
+    layout: Layout,
+    message: str | None,
+    project: Path | None,
+    instance: str | None,
+    model: str | None,
+    allow_dirty: bool,
+    continue_id: str | None,
+    adopt_id: str | None,
+    session_id: str | None,
+    yes: bool,
+    as_json: bool,
+    for_daemon: bool,
+    after_reboot: bool,
+) -> None:
+    """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
+    from chock.session import render
+    from chock.session.start import RunRequest
+    from chock.session.start import run as run_session
+
+    if continue_id and message is None and not _looks_like_session_id(continue_id):
+        continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
+    interactive = sys.stdin.isatty()
+    if message is None and adopt_id is None and not interactive and not after_reboot:
+        message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
+    request = RunRequest(
+        message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
+        continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
+        for_daemon=for_daemon or after_reboot, after_reboot=after_reboot,
+    )  # fmt: skip
+    renderer = render.json_renderer() if as_json else render.terminal_renderer()
+    from chock.platform.journal import session_records
+
+    with session_records(session_id or adopt_id, project, "adopt" if adopt_id else "start"):
+        sys.exit(run_session(layout, request, renderer))
+
+
+def _looks_like_session_id(text: str) -> bool:
+    return bool(SESSION_ID_RE.fullmatch(text))

@@ -1,0 +1,163 @@
+"""`chock sessions` (and its `remove` and `prune`), `chock usage` and `chock plan`: what a project's sessions are,
+cost and plan, read through the daemon named or in the state dir.
+
+`chock sessions` alone is chock/commands/listing.py's, which the executable also runs without click
+(docs/architecture.md#start-up); this is its click command, built from the same table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from chock.commands import listing
+from chock.commands.completion import session_ids
+from chock.commands.rules import command, options, pass_layout, project_root, table_group
+from chock.commands.shared_options import PROJECT, PROJECT_OPTIONS
+from chock.control.address import ENVIRONMENT, named_address
+from chock.errors import Refused, UsageError
+from chock.paths import Layout
+from chock.terminal import shown
+
+sessions = table_group(
+    "sessions", listing, "This project's sessions, newest first: status, owner, how each ended, and its task."
+)
+
+
+@sessions.command("remove")
+@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION...")
+@click.option(
+    "--with-workspace", is_flag=True, help="Also remove a kept workspace (its work goes to its branch first)."
+)
+@options(PROJECT_OPTIONS)
+@pass_layout
+def sessions_remove(
+    layout: Layout,
+    session_ids: tuple[str, ...],
+    with_workspace: bool,
+    project: Path | None,
+    daemon_address: tuple[str, ...],
+    port: int | None,
+) -> None:
+    """Delete ended sessions: their logs and scratchpads (their branches stay). Through the daemon named by
+    --daemon, --port or $CHOCK_DAEMON; with none named, in this machine's state dir. Every id must name a
+    session, or nothing is removed."""
+    address = named_address(daemon_address, port=port)
+    if address is not None:
+        from chock.commands.targets import ask, pick
+        from chock.control import daemon_protocol as dp
+        from chock.control.client import ControlClient
+
+        if with_workspace:
+            raise UsageError(
+                f"--with-workspace works on this machine only, and the daemon at {address} was named: leave out "
+                f"--daemon and --port and unset ${ENVIRONMENT}"
+            )
+        client, root = ControlClient(address), project_root(project)
+        for session_id in [pick(client, root, session_id, running=False) for session_id in session_ids]:
+            ask(client, dp.RemoveRequest(str(root), session_id), dp.Removed)
+            click.echo(f"removed session {session_id} through the daemon at {address}")
+        return
+    from chock.log import removal
+    from chock.paths import SESSION_ID_RE
+    from chock.session import keep
+
+    unknown = [i for i in session_ids if not (SESSION_ID_RE.fullmatch(i) and layout.log_path(i).exists())]
+    if unknown:
+        raise UsageError(f"no session {unknown[0]!r} in this machine's state dir; nothing was removed")
+    for session_id in session_ids:
+        removal.remove_session(layout, session_id, keep.remove if with_workspace else None)
+        click.echo(f"removed session {session_id} from this machine's state dir")
+
+
+@sessions.command("prune")
+@click.option("--ended-before", "before", required=True, metavar="DATE", help="UTC date or time, e.g. 2026-11-30.")
+@click.option("--with-workspace", is_flag=True, help="Also remove kept workspaces (their work goes to their branches).")
+@options((PROJECT,))
+@pass_layout
+def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: Path | None) -> None:
+    """Delete this project's sessions that ended before DATE (on this machine)."""
+    from chock.log import removal
+    from chock.session import keep
+
+    removed, kept = removal.prune(
+        layout, project_root(project), removal.ended_before(before), keep.remove if with_workspace else None
+    )
+    for session_id in removed:
+        click.echo(f"removed session {session_id}")
+    for session_id, why in kept:
+        click.echo(shown(f"kept session {session_id}: {why}"))
+    if not removed and not kept:
+        click.echo(f"no session of this project ended before {before}")
+
+
+@command()
+@options(PROJECT_OPTIONS)
+@pass_layout
+def usage(layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None) -> None:
+    """Tokens used by each session of this project (and read from or written to the prompt cache), and in
+    total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named, else
+    the state dir's when it answers, else the state dir itself."""
+    from chock.log.events import USAGE_FIELDS
+
+    rows = listing.project_rows(layout, project, named_address(daemon_address, port=port))
+    priced = any(row["cost"] is not None for row in rows)
+    total = dict.fromkeys(USAGE_FIELDS, 0)
+    for row in rows:
+        counts = {name: row[name] for name in USAGE_FIELDS}
+        line = f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {listing.preview(row['message'])}"
+        click.echo(shown(line, one_line=True))
+        total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
+    cost = sum(row["cost"] for row in rows if row["cost"] is not None)
+    click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
+
+
+def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> str:
+    text = (
+        f"in {counts['input_tokens']:>9}  out {counts['output_tokens']:>9}  "
+        f"cache read {counts['cache_read_tokens']:>9}  write {counts['cache_write_tokens']:>9}"
+    )
+    if priced:
+        text += f"  cost {cost:>9.4f}" if cost is not None else f"  cost {'-':>9}"
+    return text
+
+
+@command()
+@click.argument("session", required=False, shell_complete=session_ids)
+@options(PROJECT_OPTIONS)
+@pass_layout
+def plan(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None
+) -> None:
+    """The plan a session keeps (its latest `plan` tool call); default: this project's newest session. Read
+    through the daemon named, else from the state dir."""
+    from chock.log.fold import fold
+    from chock.session.render import plan_lines
+
+    address = named_address(daemon_address, port=port)
+    if address is not None:
+        from chock.commands.targets import pick
+        from chock.control import daemon_protocol as dp
+        from chock.control.client import ControlClient, events_of
+
+        client = ControlClient(address)
+        session = pick(client, project_root(project), session, running=False)
+        state = fold(events_of(client.stream(dp.ReadRequest(session))))
+    else:
+        from chock.log import catalog
+        from chock.log.reader import read_events
+        from chock.paths import check_session_id
+
+        if session is None:
+            session = catalog.newest(layout, project_root(project))
+            if session is None:
+                raise Refused('no sessions in this project yet: start one with `chock run "…"`')
+        if not layout.log_path(check_session_id(session)).exists():
+            raise Refused(f"there is no session {session}")
+        state = fold(read_events(layout.log_path(session)))  # the plan is the conversation fold's
+    if not state.plan:
+        click.echo(shown(f"session {session} has no plan (the agent has not called its plan tool)", one_line=True))
+        return
+    for line in plan_lines(state.plan):
+        click.echo(shown(line, one_line=True))

@@ -1,0 +1,155 @@
+"""Steering a session: `chock stop`, `chock say`, `chock attach` through the daemon, `chock approve` over the
+session's own socket, `chock detach` handing a terminal session to the daemon (docs/architecture.md#steering).
+
+Each names its session or refuses (chock/commands/targets.py); the work is in chock/commands/attach.py,
+approve.py and detach.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from chock.commands.completion import session_ids
+from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root
+from chock.commands.shared_options import PROJECT_OPTIONS
+from chock.control.address import Address, named_address
+from chock.errors import exit_status
+from chock.paths import Layout
+from chock.terminal import as_lines, colour, shown
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.control.client import ControlClient
+
+
+def _address(layout: Layout, daemon_address: tuple[str, ...], port: int | None) -> Address:
+    """The daemon named (`named_address`), else the state directory's own."""
+    return named_address(daemon_address, port=port) or Address(path=str(layout.daemon_socket))
+
+
+def _steering(
+    layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None
+) -> tuple[ControlClient, Path]:
+    """The daemon to steer through, and the project the session belongs to."""
+    from chock.control.client import ControlClient
+
+    return ControlClient(_address(layout, daemon_address, port)), project_root(project)
+
+
+@command()
+@click.argument("session", required=False, shell_complete=session_ids)
+@options(PROJECT_OPTIONS)
+@pass_layout
+def stop(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None
+) -> None:
+    """Stop a running session now, wherever it is (default: this project's newest running one).
+
+    Its model call is cancelled, every process of its sandbox killed, a pending approval withdrawn; the log
+    ends `interrupted`, and `chock run --continue SESSION` can take it back later."""
+    from chock.commands.targets import ask, pick
+    from chock.control import daemon_protocol as dp
+
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = pick(client, root, session, running=True)
+    ask(client, dp.StopRequest(str(root), session_id), dp.Stopped)
+    click.echo(
+        shown(
+            f"session {session_id} stopped through the daemon at {client.address}; "
+            f"`chock run --continue {session_id}` takes it back"
+        )
+    )
+
+
+@command()
+@click.argument("words", nargs=-1, metavar="[SESSION] [--] MESSAGE")
+@options(PROJECT_OPTIONS)
+@pass_layout
+def say(
+    layout: Layout, words: tuple[str, ...], project: Path | None, daemon_address: tuple[str, ...], port: int | None
+) -> None:
+    """Tell a session more (default: this project's newest; MESSAGE may come on standard input instead).
+
+    A first word shaped like a session id (20261201-073450-…) is the session, and must name one of this
+    project's exactly; a message that begins with such a word goes after `--`. A running session takes the
+    message at its next turn; one that ended (completed, failed or stopped) is continued by the daemon with it."""
+    from chock.commands.targets import ask, pick, piped_stdin, target_and_message
+    from chock.control import daemon_protocol as dp
+
+    before_dashes = click.get_current_context().meta.get(WORDS_BEFORE_DASHES, len(words))
+    session, message = target_and_message(words, before_dashes, piped_stdin())
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = pick(client, root, session, running=False)
+    how = ask(client, dp.SayRequest(str(root), session_id, message), dp.Said).how
+    told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
+    click.echo(shown(f"said to session {session_id} through the daemon at {client.address}: {told}"))
+
+
+@command(epilog=exit_status("attach"))
+@click.argument("session", required=False, shell_complete=session_ids)
+@options(PROJECT_OPTIONS)
+@pass_layout
+def attach(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None
+) -> None:
+    """Watch a session through the daemon, as `chock run` shows it (default: this project's newest running one).
+
+    Answer its approvals with y or n, type a line to tell it more, `/stop` to stop it; Ctrl-C leaves it
+    running. Exits with the session's exit code when it ends, 1 when it is abandoned."""
+    from chock.commands.attach import attach as attach_to
+    from chock.commands.targets import pick
+    from chock.session.render import terminal_renderer
+
+    client, root = _steering(layout, project, daemon_address, port)
+    session_id = pick(client, root, session, running=True)
+    click.echo(f"(attached to session {session_id} through the daemon at {client.address})")
+    sys.exit(attach_to(client, root, session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno()))
+
+
+@command()
+@click.argument("session", shell_complete=session_ids)
+@pass_layout
+def approve(layout: Layout, session: str) -> None:
+    """Answer the requests a session on this machine is waiting on."""
+    from chock.commands.approve import approve as approve_session
+
+    def ask(request_id: str, tool: str, summary: str) -> bool:
+        # The command exactly as it will run, one line per line (docs/architecture.md#what-reaches-a-terminal).
+        click.echo(shown(f"{request_id}  {tool}:", one_line=True) + as_lines(summary, styled=colour()).rstrip("\n"))
+        return click.confirm("Approve?", default=False)
+
+    approve_session(layout, session, ask, lambda text: click.echo(shown(text)))
+
+
+@command(epilog=exit_status("detach"))
+@click.argument("session", required=False, shell_complete=session_ids)
+@options(PROJECT_OPTIONS)
+@click.option(
+    "--wait",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Bound on each read of the exchange.",
+)
+@pass_layout
+def detach(
+    layout: Layout,
+    session: str | None,
+    project: Path | None,
+    daemon_address: tuple[str, ...],
+    port: int | None,
+    wait: float,
+) -> None:
+    """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
+    from chock.commands import detach as handing
+
+    address = _address(layout, daemon_address, port)
+    session_id = handing.pick_session(layout, None if session else project_root(project), session)
+    done = handing.detach(
+        layout, session_id, address, wait=wait, say=lambda text: click.echo(shown(text, sys.stderr), err=True)
+    )
+    click.echo(f"session {done.session_id} now runs under the daemon at {address}")
