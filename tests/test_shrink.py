@@ -87,3 +87,23 @@ def test_a_lone_surrogate_becomes_a_replacement_and_the_line_is_valid_utf8():
     line = encode({"id": 6, "type": "assistant.message", "text": "ok \ud800 " * (MAX_EVENT_BYTES // 2)})
     assert len(line) <= MAX_EVENT_BYTES
     assert json.loads(line.decode("utf-8"))["text"].startswith("ok ? ok ?")
+
+
+def test_an_object_of_110000_keys_whose_values_cannot_all_be_cut_still_fits():
+    """Each value's cut takes at least 2 bytes (`""`): shares below that would overrun the bound."""
+    args = {f"{n:05x}": "ab" for n in range(110_000)}
+    line = encode({"id": 5, "type": "tool.call", "call_id": "c1", "name": "shell", "args": args})
+    assert len(line) <= MAX_EVENT_BYTES
+    event = json.loads(line)
+    assert (event["call_id"], event["name"], event["truncated"]) == ("c1", "shell", True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    width=st.integers(1, 400),
+    value=st.one_of(st.just(""), st.just("ab"), st.integers(0, 10**6), st.booleans(), st.none()),
+    limit=st.integers(120, 2000),
+)
+def test_many_small_values_are_cut_to_the_limit(width, value, limit):
+    event = {"id": 1, "at": "x", "type": "tool.call", "args": {f"k{n}": value for n in range(width)}}
+    assert len(_line(shrink(event, limit))) <= limit

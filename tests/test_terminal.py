@@ -237,3 +237,26 @@ def test_workspace_show_lists_a_crafted_file_name_on_one_line(home, project):
     shown = home.chock("workspace", "show", home.only_session())
     assert shown.returncode == 0, shown.stderr
     assert r"notes\x0a[x] all tests pass\x1b]0;hi\x07" in shown.stdout and "\x1b" not in shown.stdout
+
+
+def test_doctor_shows_what_a_hostile_daemon_said_escaped(home, tmp_path):
+    """`chock doctor --daemon` quotes the daemon's refusal: a daemon elsewhere is not Chock."""
+    import socket
+    import threading
+
+    path = tmp_path / "hostile.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def refuse() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(1000)
+            connection.sendall(b"error refused \x1b]52;c;ZXZpbA==\x07\x1b[2Jpwned\n")
+
+    threading.Thread(target=refuse, daemon=True).start()
+    with listener:
+        done = home.chock("doctor", "--daemon", f"unix:{path}")
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in done.stdout

@@ -45,6 +45,7 @@ def no_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def finish(worktree: workspace.Worktree, message: str) -> workspace.Committed:
     """What a completing session does: commit the worktree to its branch, then remove it."""
     committed = workspace.commit(worktree, message)
+    workspace.advance(worktree, committed)
     workspace.remove(worktree)
     return committed
 

@@ -47,10 +47,12 @@ def login(
         model=model,
         password_method=password_method,
         replace=replace,
-        say=lambda text: click.echo(text, err=True),
+        say=lambda text: click.echo(shown(text, sys.stderr), err=True),
     )
     if result.stored:
-        click.echo(f"stored the credential of {result.name!r} ({result.kind} at {result.address}) in {result.store}")
+        click.echo(
+            shown(f"stored the credential of {result.name!r} ({result.kind} at {result.address}) in {result.store}")
+        )
     else:
         click.echo("nothing was stored")
 
@@ -64,7 +66,7 @@ def logout(layout: Layout, name: str) -> None:
     from chock.credentials.login import logout as remove_login
 
     entry = remove_login(layout, load_config(layout.config), name)
-    click.echo(f"removed {name!r} ({entry.kind}) from {entry.stored}")
+    click.echo(shown(f"removed {name!r} ({entry.kind}) from {entry.stored}"))
 
 
 @command()
@@ -100,11 +102,12 @@ def doctor(layout: Layout, daemon_address: tuple[str, ...], port: int | None) ->
             if finding.ok
             else click.style("no ", fg="red" if finding.essential else "yellow")
         )
-        click.echo(f"{mark} {finding.name:<17} {finding.detail}")
+        # A finding quotes what it met (a daemon's refusal, a path, a store's words): shown safe, one line each.
+        click.echo(f"{mark} {finding.name:<17} {shown(finding.detail, one_line=True)}")
         if not finding.ok and finding.fix:
-            click.echo(f"    {'':<17} fix: {finding.fix}")
+            click.echo(f"    {'':<17} fix: {shown(finding.fix, one_line=True)}")
         for note in finding.notes:
-            click.echo(f"    {'':<17} {note}")
+            click.echo(f"    {'':<17} {shown(note, one_line=True)}")
     sys.exit(0 if all(f.ok or not f.essential for f in findings) else 1)
 
 

@@ -290,7 +290,11 @@ def encode(event: Event) -> bytes:
         pass
     from chock.log.shrink import shrink  # only for the rare line past the bound (docs/architecture.md#start-up)
 
-    return _dumps(shrink(event, MAX_EVENT_BYTES))
+    line = _dumps(shrink(event, MAX_EVENT_BYTES))
+    if len(line) > MAX_EVENT_BYTES:  # never expected: then the event says only what it was and that it was cut
+        kept = {key: event[key] for key in ("id", "at", "type") if key in event}
+        line = _dumps({**kept, "truncated": True, "bytes": len(line)})
+    return line
 
 
 def _dumps(event: Event) -> bytes:

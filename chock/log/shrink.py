@@ -124,13 +124,25 @@ def shrink(event: dict[str, Any], limit: int) -> dict[str, Any]:
     others = [(key, value) for key, value in event.items() if key not in fixed and key not in ("truncated", "bytes")]
     room -= sum(string_bytes(key) + _SEPARATOR + sizes.size(value) + _SEPARATOR for key, value in fixed.items())
     room -= sum(string_bytes(key) + 2 * _SEPARATOR for key, _ in others)
-    shares = _water_fill([sizes.size(value) for _, value in others], max(0, room))
+    shares = _shares([value for _, value in others], room, sizes)
     cut = dict(fixed)
-    for (key, value), share in zip(others, shares, strict=True):
+    for (key, value), share in zip(others, shares or [], strict=False):  # none fit at all: the event says so alone
         cut[key] = _fit(value, share, sizes, 1)
     cut["truncated"] = True
     cut["bytes"] = event.get("bytes") if isinstance(event.get("bytes"), int) else total
     return cut
+
+
+def _shares(values: list[Any], room: int, sizes: _Sizes) -> list[int] | None:
+    """Each value's share of `room`: at least the 2 bytes its smallest cut takes (`""`, `[]`, `{}`, or a scalar's
+    text cut to nothing), then water-filled; None when not even that fits."""
+    needs = [sizes.size(value) for value in values]
+    floors = [min(need, 2) for need in needs]
+    left = room - sum(floors)
+    if left < 0:
+        return None
+    extra = _water_fill([need - floor for need, floor in zip(needs, floors, strict=True)], left)
+    return [floor + more for floor, more in zip(floors, extra, strict=True)]
 
 
 def _water_fill(sizes: list[int], room: int) -> list[int]:
@@ -158,9 +170,8 @@ def _fit(value: Any, room: int, sizes: _Sizes, depth: int) -> Any:
         return _fit_list(value, room, sizes, depth)
     if isinstance(value, dict) and not whole:
         keys = [string_bytes(str(key)) + 2 * _SEPARATOR for key in value]
-        inner = room - 2 - sum(keys)
-        if inner >= 0:
-            shares = _water_fill([sizes.size(item) for item in value.values()], inner)
+        shares = _shares(list(value.values()), room - 2 - sum(keys), sizes)
+        if shares is not None:
             return {
                 key: _fit(item, share, sizes, depth + 1)
                 for (key, item), share in zip(value.items(), shares, strict=True)
@@ -183,7 +194,9 @@ def _fit_list(items: list[Any], room: int, sizes: _Sizes, depth: int) -> list[An
     if whole >= shared:
         return items[:whole]
     head = items[:shared]
-    shares = _water_fill([sizes.size(item) for item in head], room - 2 - _SEPARATOR * shared)
+    shares = _shares(head, room - 2 - _SEPARATOR * shared, sizes)
+    if shares is None:
+        return []
     return [_fit(item, share, sizes, depth + 1) for item, share in zip(head, shares, strict=True)]
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from chock.errors import Refused
 from chock.log import catalog
 from chock.log.events import listed
+from chock.log.fold import fold
+from chock.log.reader import read_events
 from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id
@@ -63,19 +65,24 @@ def _worktree(state: RowState) -> workspace.Worktree:
 
 
 def remove(layout: Layout, session_id: str) -> str:
-    state = _kept_one(layout, session_id)
+    _kept_one(layout, session_id)  # refused at once, before any wait for the lock
     try:
         log = SessionLog.take(layout.log_path(session_id))
     except LogLocked:
         raise Refused(f"session {session_id} is running: its workspace is in use") from None
     branch = f"chock/{session_id}"
     with log:
+        # Read again under the lock: a `--continue` may have taken the workspace and ended since.
+        state = fold(read_events(layout.log_path(session_id)))
+        if not state.workspace_kept:
+            raise Refused(f"session {session_id} keeps no workspace")
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
         worktree = _worktree(state)
         commit, skipped = None, []
         if worktree.directory.is_dir():
             finished = workspace.commit(worktree, f"chock: work kept from session {session_id}")
+            workspace.advance(worktree, finished)
             commit, skipped = finished.commit, finished.skipped
         log.append("workspace.close", branch=branch, commit=commit, removed=True, **listed("skipped", skipped))
         log.sync()  # the log says where the work went before the worktree goes (docs/log.md#durability)

@@ -36,15 +36,21 @@ async def in_child(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` run in a forked child; its result, or its ChockError raised here. A cancel kills the
     child and its process group at once."""
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child; it never returns
-        _child(write_end, function, args)
+        _child(write_end, parent, function, args)
+    # The child leads its group from here on whichever of the two gets there first, so a cancel that comes
+    # before the child has run still finds the group to kill.
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
     os.close(write_end)
     try:
         data = await _read_to_end(read_end)
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+        for kill, target in ((os.killpg, pid), (os.kill, pid)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(target, signal.SIGKILL)
         raise
     finally:
         os.close(read_end)
@@ -60,14 +66,15 @@ async def in_child(function: Callable[..., T], *args: Any) -> T:
     raise ChockError(f"{getattr(function, '__name__', 'the work')} failed in its process: {outcome[1]}")
 
 
-def _child(write_end: int, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+def _child(write_end: int, parent: int, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """Run `function` and write its outcome; whatever happens, exit without running the session's cleanup."""
     try:
-        os.setpgid(0, 0)
+        with contextlib.suppress(OSError):  # the parent may have made it so already
+            os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)  # the parent's loop must not hear this process's signals
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
-        reaper.die_with_parent()
+        reaper.die_with_parent(parent)
         os.closerange(3, write_end)  # the log, its lock, the sockets, the loop's own descriptors
         os.closerange(write_end + 1, os.sysconf("SC_OPEN_MAX"))
         try:

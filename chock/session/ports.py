@@ -115,7 +115,10 @@ class OffloadedGit:
     keeps answering while a large worktree is walked, and a stop kills the walk."""
 
     async def commit(self, worktree: workspace.Worktree, message: str) -> workspace.Committed:
-        return await offload.in_child(workspace.commit, worktree, message)
+        """Build the commit in a child a stop may kill, then move the branch here, where nothing kills it."""
+        committed = await offload.in_child(workspace.commit, worktree, message)
+        workspace.advance(worktree, committed)
+        return committed
 
     async def remove(self, worktree: workspace.Worktree) -> None:
         await offload.in_child(workspace.remove, worktree)

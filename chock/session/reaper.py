@@ -37,11 +37,14 @@ def _prctl(option: int, value: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def die_with_parent() -> None:
-    """This process lives only as long as the one that started it, however that one ends (Linux)."""
+def die_with_parent(parent: int | None = None) -> None:
+    """This process lives only as long as the one that started it (`parent`, its pid, when the caller knows it),
+    however that one ends (Linux)."""
     if sys.platform.startswith("linux"):
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent was already gone before the line above
+        # The parent was already gone before the line above: the orphan went to pid 1, or to a subreaper (the
+        # session is one, and so is a user manager).
+        if os.getppid() == 1 or (parent is not None and os.getppid() != parent):
             sys.exit(1)
 
 

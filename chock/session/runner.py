@@ -128,6 +128,7 @@ class Session:
             self.emit("session.end", reason="completed", exit_code=EXIT_COMPLETED)
             return EXIT_COMPLETED
         except HandedOver:
+            await self.sockets.tell_asker(Released())
             return EXIT_HANDED_OVER
         except LogWriteFailed as failed:
             # The end still fits in the log's reserve; if even it cannot be written, the next owner repairs the
@@ -227,8 +228,7 @@ class Session:
         self.emit("session.end", reason="handover", exit_code=EXIT_HANDED_OVER)
         self.log.release()
         handover.released()
-        await self.sockets.tell_asker(Released())
-        raise HandedOver
+        raise HandedOver  # the asker is told outside the stop scope: the lock has changed hands, a stop does nothing
 
     # The model ----------------------------------------------------------------------------------------
 

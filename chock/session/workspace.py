@@ -229,18 +229,21 @@ def _identity(repo: Repo) -> tuple[str, ...]:
 class Committed:
     commit: str  # the branch's commit after finishing (its old one when nothing changed)
     skipped: list[str]  # what was left out of it, and why
+    parent: str = ""  # the branch's commit it was built on
 
 
 def commit(worktree: Worktree, message: str) -> Committed:
-    """Commit everything in the worktree to its branch and say what the branch holds; the worktree stays (it is
-    removed with `remove` once the log says where its work went).
+    """Build the commit of everything in the worktree on its branch's commit, and say what it holds; the branch
+    moves to it with `advance`, and the worktree stays (it is removed with `remove` once the log says where its
+    work went).
 
-    The commit is built from the recorded branch with a private index (the worktree's HEAD, index and `.git`
-    file were writable from the sandbox and are not consulted). No change means no commit.
+    Building walks and hashes whatever the agent left, so a session runs it in a child it may kill
+    (chock/session/offload.py): it writes only objects, which git ignores until a ref names them. The commit is
+    built from the recorded branch with a private index (the worktree's HEAD, index and `.git` file were
+    writable from the sandbox and are not consulted). No change means no commit.
     """
     repo = worktree.repo
-    ref = f"refs/heads/{worktree.branch}"
-    parent = _commit_of(repo, ref)
+    parent = _commit_of(repo, f"refs/heads/{worktree.branch}")
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
         taken = tree.snapshot(repo, worktree.directory, parent, index, write=True)
@@ -250,8 +253,16 @@ def commit(worktree: Worktree, message: str) -> Committed:
         made = repo.value(
             ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
         )
-        repo.run(["update-ref", "-m", f"chock: commit to {worktree.branch}", ref, made, parent])
-    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped])
+    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent)
+
+
+def advance(worktree: Worktree, committed: Committed) -> None:
+    """Move the branch to what `commit` built, from the commit it was built on (git refuses if the branch moved
+    since): one quick git command, never run where it could be killed halfway, which would leave the ref locked."""
+    if committed.commit != committed.parent:
+        ref = f"refs/heads/{worktree.branch}"
+        message = f"chock: commit to {worktree.branch}"
+        worktree.repo.run(["update-ref", "-m", message, ref, committed.commit, committed.parent])
 
 
 @dataclass(frozen=True)
