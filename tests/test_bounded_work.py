@@ -54,6 +54,20 @@ class Prober:
         self.thread.join(150)
 
 
+def _completes_answering_throughout(home, project, *args: str, timeout: float) -> str:
+    """`chock run ARGS` on the replay set up: it completes, and its socket answered throughout; its id."""
+    process = terminal_session(home, project, *args)
+    session_id = new_session(home)
+    prober = Prober(home, session_id)
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+    finally:
+        prober.stop()
+    assert process.returncode == 0, stderr
+    assert prober.answered > 0 and prober.longest < 60  # the loop answered throughout (a generous bound)
+    return session_id
+
+
 def test_a_2_mb_plan_a_5_mb_argument_and_a_2_mb_command_each_end_and_none_is_approved_from_a_cut_summary(home, project):
     home.replay_instance([
         {"text": "Planning.", "tool_calls": [PLAN_OF_50000]},
@@ -62,15 +76,7 @@ def test_a_2_mb_plan_a_5_mb_argument_and_a_2_mb_command_each_end_and_none_is_app
         {"text": "Done.", "tool_calls": []},
     ])  # fmt: skip
     # No --yes and nobody at a terminal: a command that asked would wait for ever, and the run would time out.
-    process = terminal_session(home, project)
-    session_id = new_session(home)
-    prober = Prober(home, session_id)
-    try:
-        _, stderr = process.communicate(timeout=300)
-    finally:
-        prober.stop()
-    assert process.returncode == 0, stderr
-    assert prober.answered > 0 and prober.longest < 60  # the loop answered throughout (a generous bound)
+    session_id = _completes_answering_throughout(home, project, timeout=300)
 
     lines = home.layout.log_path(session_id).read_bytes().splitlines()
     assert all(len(line) < MAX_EVENT_BYTES for line in lines)
@@ -91,15 +97,7 @@ def test_60000_nested_repositories_are_listed_boundedly_and_the_session_complete
         {"text": "", "tool_calls": [{"call_id": "m1", "name": "shell", "args": {"command": NESTED}}]},
         {"text": "Done.", "tool_calls": []},
     ])  # fmt: skip
-    process = terminal_session(home, project, "--yes")
-    session_id = new_session(home)
-    prober = Prober(home, session_id)
-    try:
-        _, stderr = process.communicate(timeout=600)
-    finally:
-        prober.stop()
-    assert process.returncode == 0, stderr
-    assert prober.longest < 60
+    session_id = _completes_answering_throughout(home, project, "--yes", timeout=600)
     close = next(e for e in home.events(session_id) if e["type"] == "workspace.close")
     assert len(close["skipped"]) == LIST_ENTRIES and close["left_out"] == 60_000 - LIST_ENTRIES
     assert all(entry.endswith("(a nested repository)") for entry in close["skipped"])
