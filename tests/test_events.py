@@ -11,12 +11,28 @@ from pathlib import Path
 import pytest
 
 from chock.log import fold, row
-from chock.log.events import COMMON, EVENTS, UndeclaredEvent, problems, value
+from chock.log.events import COMMON, EVENTS, UndeclaredEvent, value
 from chock.log.reader import read_events
 from chock.log.writer import SessionLog
 from chock.session.render import terminal_renderer
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def problems(event: dict) -> list[str]:
+    """What in `event` its declaration does not allow: an unknown type, an unknown field, a value of another
+    type. Empty for an event as Chock writes it (a test reads whole logs with it)."""
+    declared = EVENTS.get(event.get("type"))
+    if declared is None:
+        return [f"undeclared type {event.get('type')!r}"]
+    said = []
+    for name, found in event.items():
+        field = declared.get(name) or COMMON.get(name)
+        if field is None:
+            said.append(f"{event['type']}: undeclared field {name!r}")
+        elif not isinstance(found, field[0]) or (isinstance(found, bool) and bool not in field[0]):
+            said.append(f"{event['type']}: {name} is {found!r}, not of {[t.__name__ for t in field[0]]}")
+    return said
 
 
 # --- the writer ----------------------------------------------------------------------------------------------

@@ -235,22 +235,6 @@ def value(event: Event, name: str) -> Any:
     return default
 
 
-def problems(event: Event) -> list[str]:
-    """What in `event` its declaration does not allow: an unknown type, an unknown field, a value of another
-    type. Empty for an event as Chock writes it (a test reads whole logs with it)."""
-    declared = EVENTS.get(event.get("type"))  # type: ignore[arg-type]
-    if declared is None:
-        return [f"undeclared type {event.get('type')!r}"]
-    said = []
-    for name, found in event.items():
-        field = declared.get(name) or COMMON.get(name)
-        if field is None:
-            said.append(f"{event['type']}: undeclared field {name!r}")
-        elif not isinstance(found, field[0]) or (isinstance(found, bool) and bool not in field[0]):
-            said.append(f"{event['type']}: {name} is {found!r}, not of {[t.__name__ for t in field[0]]}")
-    return said
-
-
 def timestamp(now: float | None = None) -> str:
     """UTC with milliseconds, as every event's `at` is written: 2026-12-01T07:34:50.123Z."""
     now = time.time() if now is None else now

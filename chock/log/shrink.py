@@ -43,9 +43,9 @@ _quote = json.encoder.encode_basestring  # what json.dumps(..., ensure_ascii=Fal
 _MAX_DEPTH = 16
 
 
-def string_bytes(text: str) -> int:
-    """The bytes `text` takes in a line, quotes included."""
-    quoted = _quote(text)
+def string_bytes(text: str, quoted: str | None = None) -> int:
+    """The bytes `text` takes in a line, quotes included (`quoted`: its JSON text, when it was made already)."""
+    quoted = quoted or _quote(text)
     return len(quoted) if text.isascii() else len(quoted.encode("utf-8", "replace"))
 
 
@@ -77,7 +77,7 @@ class _Sizes:
 
     def _string(self, text: str) -> int:
         quoted = _quote(text)
-        size = self.of[id(text)] = len(quoted) if text.isascii() else len(quoted.encode("utf-8", "replace"))
+        size = self.of[id(text)] = string_bytes(text, quoted)
         if len(text) >= _KEEP_QUOTED:
             self.quoted[id(text)] = quoted
         return size
