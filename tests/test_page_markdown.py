@@ -10,8 +10,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).parent.parent
 STATIC = ROOT / "chock/serve/static"
 NODE_TESTS = Path(__file__).parent / "node"
@@ -55,8 +53,8 @@ def test_every_module_the_entry_imports_resolves() -> None:
 
 def test_node_tests_of_the_modules_pass() -> None:
     node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed (scripts/debian-packages.txt lists nodejs)")
+    # Required, as every real component of the suite is: scripts/test installs it (debian-packages.txt: nodejs).
+    assert node is not None, "node is not installed: run scripts/system-packages (debian-packages.txt lists nodejs)"
     files = sorted(str(path) for path in NODE_TESTS.glob("*.test.mjs"))
     assert files, f"no *.test.mjs under {NODE_TESTS}"
     # The files are named, not the directory: node 18 and 20 look for tests in a directory, newer ones take globs.

@@ -111,8 +111,8 @@ def test_a_request_aiohttps_parser_refuses_gets_a_400_with_the_security_headers(
     """aiohttp answers these without the application (3.8 on Debian 12 and the pip one alike): its 400 must
     still carry the page's Content-Security-Policy and the other headers every response does."""
     if python == "debian":
-        if not _debian_aiohttp():
-            pytest.skip("Debian's python3-aiohttp is not installed (scripts/debian-packages.txt lists it)")
+        # Required: scripts/test installs it (debian-packages.txt lists python3-aiohttp).
+        assert _debian_aiohttp(), "Debian's python3-aiohttp is not installed: run scripts/system-packages"
         checkout = str(Path(chock.__file__).resolve().parent.parent)
         serve = stack.start_serve(python=DEBIAN_PYTHON, env={"PYTHONPATH": checkout})
     else:
