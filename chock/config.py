@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chock import zon
+from chock.control.endpoint import CONNECTION_NAME, LOCAL, Address, BadAddress, parse_address
 from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import Refused
 from chock.providers.kinds import KINDS, KindError, kind_address, split_kind
@@ -25,7 +26,7 @@ APPROVALS = ("ask", "allow", "deny")
 AFTER_REBOOT = ("list", "resume")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
-TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials", "after_reboot")
+TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials", "after_reboot", "connections")
 # How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` of the
 # same name (whose own entry has no room for them).
 TUNING_KEYS = ("retries", "price", "context_window")
@@ -100,6 +101,8 @@ class Config:
     sandbox_network: bool = False
     credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
     after_reboot: str = "list"
+    # Named daemons on other machines (docs/remote.md): `--daemon NAME` and `$CHOCK_DAEMON=NAME` reach them.
+    connections: dict[str, Address] = field(default_factory=dict)
     exists: bool = False
 
 
@@ -194,6 +197,8 @@ class _Reader:
             fields.update(self.credentials(top["credentials"]))
         if "after_reboot" in top:
             fields["after_reboot"] = self.choice(top["after_reboot"], ".after_reboot", AFTER_REBOOT)
+        if "connections" in top:
+            fields["connections"] = self.connections(top["connections"])
         return Config(path=self.path, exists=True, **fields)
 
     def instances(self, value: Any) -> dict[str, Any]:
@@ -283,6 +288,29 @@ class _Reader:
                 )
             amounts[key] = float(amount)
         return Price(**amounts)
+
+    def connections(self, value: Any) -> dict[str, Address]:
+        """`.connections = .{ .build = "ssh://me@build.lan" }`: each name a connection's, each value an address."""
+        if not isinstance(value, dict):
+            raise self.error(
+                f'.connections must be a struct of named addresses, as .{{ .build = "ssh://me@build.lan" }} '
+                f"(got {zon.as_written(value)})"
+            )
+        found = {}
+        for name, text in value.items():
+            where = f".connections{zon.dot_name(name)}"
+            if name == LOCAL:
+                raise self.error(f"{where}: `{LOCAL}` is this machine's own daemon and cannot name a connection")
+            if not CONNECTION_NAME.fullmatch(name):
+                raise self.error(
+                    f"{where}: a connection's name is a lowercase letter, then up to 31 lowercase letters, digits, "
+                    "'_' or '-'"
+                )
+            try:
+                found[name] = parse_address(self.string(text, where))
+            except BadAddress as exc:
+                raise self.error(f"{where}: {exc}") from None
+        return found
 
     def approvals(self, value: Any) -> dict[str, Any]:
         section = self.struct(value, ".approvals", APPROVALS_KEYS)

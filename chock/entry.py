@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 # The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`
 # (chock.commands.rules.Table; its click twin is made from the same module by `table_group`).
-FAST = {"daemon": "chock.daemon.options", "sessions": "chock.commands.listing"}
+FAST = {"daemon": "chock.daemon.options", "sessions": "chock.commands.listing", "dial-stdio": "chock.commands.dial"}
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import sys
 import click
 
 from chock import __version__
-from chock.commands import machine, overview, run, service, sessions, steer, workspaces
+from chock.commands import connections, machine, overview, run, service, sessions, steer, workspaces
 from chock.commands.rules import Command, Subgroup
 from chock.errors import ChockError, complain
 from chock.paths import Layout
@@ -65,6 +65,8 @@ COMMANDS: tuple[click.Command, ...] = (
     machine.completion,
     service.daemon,
     service.serve,
+    connections.connections,
+    connections.dial_stdio,
 )
 
 # The daemon's verbs (chock.control.daemon_protocol.VERBS) as this front end offers them: the command that sends
@@ -89,8 +91,9 @@ def _register() -> None:
     definition, for click and without it."""
     for each in COMMANDS:
         main.add_command(each)
-    assert set(main.commands) == set(overview.COMMANDS), "every command has its line in chock.commands.overview"
-    for name, each in main.commands.items():
+    shown = {name: each for name, each in main.commands.items() if not each.hidden}
+    assert set(shown) == set(overview.COMMANDS), "every command has its line in chock.commands.overview"
+    for name, each in shown.items():
         each.short_help = overview.COMMANDS[name]
 
 

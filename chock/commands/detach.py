@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chock.control import daemon_protocol as dp
-from chock.control.address import Address
+from chock.control.address import CONNECTION_NAME, LOCAL, Address
 from chock.control.client import ControlClient, NoAnswer, SessionClient, expect
 from chock.control.framing import ProtocolError, Unreachable
 from chock.control.session_protocol import HANDOVER, Busy, ConfirmRequest, Ended, HandoverRequest, Ready
-from chock.errors import ChockError
+from chock.control.ssh import SCHEME
+from chock.errors import ChockError, UsageError
 from chock.log import catalog
 from chock.paths import Layout, check_session_id
 
@@ -37,6 +38,17 @@ class DetachFailed(ChockError):
 class Detached:
     session_id: str
     log_path: str
+
+
+def refuse_remote(named: str | None) -> None:
+    """detach hands a session to this machine's daemon: an `ssh://` address or a connection's name (`named`, as
+    --daemon or $CHOCK_DAEMON gave it) is refused before the session is asked anything."""
+    if named and (named.startswith(SCHEME) or (named != LOCAL and CONNECTION_NAME.fullmatch(named))):
+        raise UsageError(
+            f"detach hands a session to this machine's daemon, and {named} is another machine's: a session "
+            "started in a terminal here stays here (run one there with `chock run --on`); leave out --daemon, "
+            "or name a daemon on this machine"
+        )
 
 
 def pick_session(layout: Layout, project: Path | None, session_id: str | None) -> str:

@@ -203,4 +203,26 @@ def examine(layout: Layout, daemon: Address | None = None) -> list[Finding]:
             findings.append(_daemon(layout, daemon) if check is _daemon else check(layout))
         except Exception as error:  # a broken check is itself a finding, never a crash
             findings.append(Finding(check.__name__.strip("_"), False, f"the check failed: {error}"))
+    findings.extend(_connections(layout))
     return findings
+
+
+def _connections(layout: Layout) -> list[Finding]:
+    """Each connection config.zon names, asked at once (chock/commands/connections.py): not essential here."""
+    from chock.commands.connections import probe_all
+    from chock.config import load_config
+
+    try:
+        named = load_config(layout.config).connections
+    except ChockError:
+        return []  # the credential store's finding already says what is wrong with the config
+    return [
+        Finding(
+            f"connection {each.name}",
+            each.ok,
+            f"{each.address}: protocol chock-control {each.protocol}, chock {each.version}" if each.ok else each.state,
+            "" if each.ok else "see docs/remote.md: setting up a host",
+            essential=False,
+        )
+        for each in probe_all(named)
+    ]

@@ -147,11 +147,11 @@ class Table(Protocol):
     def run(self, layout: Layout, values: dict[str, object]) -> int: ...
 
 
-def table_group(name: str, table: Table, help: str) -> Subgroup:
+def table_group(name: str, table: Table, help: str, *, hidden: bool = False) -> Subgroup:
     """The click twin of a command started without click: a group whose options are the table's, and which does
     what the table's `run` does when no subcommand is given, so both ways of starting it act alike."""
 
-    @group(name, invoke_without_command=True, help=help)
+    @group(name, invoke_without_command=True, help=help, hidden=hidden)
     @options(table.OPTIONS)
     @click.pass_context
     def made(ctx: click.Context, **values: object) -> None:

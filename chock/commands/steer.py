@@ -7,6 +7,7 @@ approve.py and detach.py.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import click
 from chock.commands.completion import session_ids
 from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root
 from chock.commands.shared_options import PROJECT_OPTIONS
-from chock.control.address import Address, named_address
+from chock.control.address import ENVIRONMENT, Address, named_address
 from chock.errors import exit_status
 from chock.paths import Layout
 from chock.terminal import as_lines, colour, shown
@@ -147,6 +148,7 @@ def detach(
     """Hand a running session to the daemon at its next turn boundary (default: this project's newest)."""
     from chock.commands import detach as handing
 
+    handing.refuse_remote(daemon_address[0] if daemon_address else os.environ.get(ENVIRONMENT))
     address = _address(layout, daemon_address, port)
     session_id = handing.pick_session(layout, None if session else project_root(project), session)
     done = handing.detach(

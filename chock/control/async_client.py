@@ -3,7 +3,8 @@
 A thin pump around `chock.control.connection.ClientConnection`: it opens a connection per verb (one
 connection = the greeting + one verb), moves bytes, and bounds each wait as a whole. Nothing here knows a
 verb: serve builds the request (`StartRequest(…)`) and gets the typed reply, or a `Stream` of lines. Nothing
-branches on whether the daemon is local: a unix and a TCP address differ only in how the stream opens.
+branches on whether the daemon is local: a unix, a TCP and an ssh address differ only in how the stream opens
+(chock/control/reach.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from chock.control.client import DEFAULT_TIMEOUT, START_DAEMON, Deadline, os_rea
 from chock.control.connection import NEED_DATA, ClientConnection
 from chock.control.framing import MAX_REPLY_LINE, Unreachable
 from chock.control.message import ReplyLine, Request
+from chock.control.reach import SshSocket, ended_why, open_transport
 
 _CHUNK = 64 * 1024
 
@@ -100,8 +102,14 @@ class AsyncControlClient:
 
     async def _open(self) -> AsyncPump:
         address = self.address
+        sock = None
         try:
-            if address.is_unix:
+            if address.ssh is not None:
+                sock = await asyncio.to_thread(open_transport, address, self.timeout)
+                if isinstance(sock, SshSocket):
+                    sock.wait_on_close = False  # a thread reaps it: the loop never waits on an ssh
+                opening = asyncio.open_unix_connection(sock=sock, limit=MAX_REPLY_LINE)
+            elif address.is_unix:
                 opening = asyncio.open_unix_connection(address.path, limit=MAX_REPLY_LINE)
             else:
                 opening = asyncio.open_connection(address.host, address.port, limit=MAX_REPLY_LINE)
@@ -115,6 +123,11 @@ class AsyncControlClient:
             try:
                 await pump.write(pump.connection.greeting())
                 await pump.next_event(self.timeout, "the greeting")
+            except Unreachable as error:
+                pump.close()
+                if sock is None:
+                    raise
+                raise await asyncio.to_thread(ended_why, sock, error) from None
             except BaseException:
                 pump.close()
                 raise

@@ -27,6 +27,7 @@ from chock.control.address import Address, parse_address
 from chock.control.connection import NEED_DATA, ClientConnection
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import LineProtocol, ReplyLine, Request
+from chock.control.reach import connect, ended_why, open_transport
 
 R = TypeVar("R", bound=ReplyLine)
 
@@ -60,20 +61,6 @@ def os_reason(error: OSError) -> str:
     if isinstance(error, TimeoutError):
         return "timed out"
     return error.strerror or type(error).__name__
-
-
-def connect(target: str | tuple[str, int], timeout: float) -> socket.socket:
-    """A socket connected to a unix path or a TCP (host, port); OSError when nothing answers."""
-    if isinstance(target, str):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(target)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    return socket.create_connection(target, timeout=timeout)
 
 
 class Deadline:
@@ -198,10 +185,13 @@ class ControlClient:
     def _open(self) -> Pump:
         address = self.address
         try:
-            sock = connect(address.target, self.timeout)
+            sock = open_transport(address, self.timeout)
         except OSError as error:
             raise Unreachable(f"no chock daemon answers at {address} ({os_reason(error)}); {START_DAEMON}") from None
-        return Pump.greet(sock, dp.CONTROL, f"daemon at {address}", self.timeout)
+        try:
+            return Pump.greet(sock, dp.CONTROL, f"daemon at {address}", self.timeout)
+        except Unreachable as error:
+            raise ended_why(sock, error) from None
 
     def ping(self) -> int:
         """Greet and close: proves a daemon speaking our number is there; returns its number."""
