@@ -23,11 +23,18 @@ from chock.control.ssh import STDERR_LIMIT, SshTarget, explain, ssh_argv
 REAP_WAIT = 5.0
 
 
-def control_dir() -> Path:
-    """`$XDG_RUNTIME_DIR/chock/ssh` (or the runtime directory's fallback), 0700: where the masters' sockets are."""
-    from chock.paths import ensure_dir, runtime_socket_dir
+# A master's socket is `%C` (40 hex digits) in the control directory, bound first under a name 17 bytes longer.
+_CONTROL_NAME = "0" * 40 + ".XXXXXXXXXXXXXXXX"
 
-    return ensure_dir(runtime_socket_dir() / "ssh")
+
+def control_dir() -> Path:
+    """`$XDG_RUNTIME_DIR/chock/ssh` (or the runtime directory's fallback), 0700: where the masters' sockets are;
+    refused when a socket there would be too long for the kernel."""
+    from chock.paths import check_socket_path, ensure_dir, runtime_socket_dir
+
+    directory = runtime_socket_dir() / "ssh"
+    check_socket_path(directory / _CONTROL_NAME, "set XDG_RUNTIME_DIR to a shorter directory")
+    return ensure_dir(directory)
 
 
 class SshSocket(socket.socket):

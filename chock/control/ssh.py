@@ -52,6 +52,17 @@ class SshTarget:
         return (self.host, self.user, self.port, self.path)
 
     @property
+    def known_as(self) -> str:
+        """The host as known_hosts names it: `host`, or `[host]:port` for a port other than 22."""
+        return self.host if self.port in (None, 22) else f"[{self.host}]:{self.port}"
+
+    @property
+    def by_hand(self) -> str:
+        """The ssh command that logs in as Chock does, for a person to run once."""
+        port = f"-p {self.port} " if self.port is not None else ""
+        return f"ssh {port}{self.login}"
+
+    @property
     def login(self) -> str:
         """`user@host` (or `host`), as a person names the login in a message."""
         return f"{self.user}@{self.host}" if self.user else self.host
@@ -180,10 +191,10 @@ def explain(target: SshTarget, returncode: int | None, stderr: bytes) -> str | N
         changed = "REMOTE HOST IDENTIFICATION HAS CHANGED" in text
         words = "its host key changed (ssh: REMOTE HOST IDENTIFICATION HAS CHANGED)" if changed else f"ssh: {last}"
         fix = (
-            f"if the change is expected, run `ssh-keygen -R {host}` and then `ssh {target.login}` once by hand to "
-            "check and accept the new key"
+            f"if the change is expected, run `ssh-keygen -R '{target.known_as}'` and then `{target.by_hand}` once "
+            "by hand to check and accept the new key"
             if changed
-            else f"run `ssh {target.login}` once by hand to check and accept its host key"
+            else f"run `{target.by_hand}` once by hand to check and accept its host key"
         )
         return f"ssh refused {target.login}: {words}; nothing was sent. {fix}"
     if returncode == NO_DAEMON and last:
@@ -191,7 +202,7 @@ def explain(target: SshTarget, returncode: int | None, stderr: bytes) -> str | N
     if returncode == 127:
         return (
             f"{target.login} has no `chock` on its non-interactive PATH ({last or 'command not found'}): install "
-            f"Chock there, or put `chock` on the PATH a non-interactive shell gets (`ssh {target.login} chock "
+            f"Chock there, or put `chock` on the PATH a non-interactive shell gets (`{target.by_hand} chock "
             "--version` must work)"
         )
     if returncode == 2 and "dial-stdio" in text and "No such command" in text:

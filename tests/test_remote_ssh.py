@@ -1,0 +1,135 @@
+"""Daemons on other machines over real OpenSSH (docs/remote.md): hosts made on this machine, each a Unix user with
+its own daemon behind Debian's sshd on its own loopback address, and a client that is a Unix user too
+(tests/fakes/hosts.py). Needs root and openssh-server, as CI has."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from chock.control import daemon_protocol as dp
+from chock.paths import Layout
+from tests.fakes.hosts import PYTHON, Host, Hosts, listening_tcp
+from tests.fakes.wait import wait_until
+from tests.test_catalog import write_session
+
+MUX = "[mux]"  # what OpenSSH calls its master process
+
+
+@pytest.fixture(scope="session")
+def hosts() -> Iterator[Hosts]:
+    made = Hosts()
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
+@pytest.fixture(scope="session")
+def host_a(hosts: Hosts) -> Host:
+    """127.0.0.2: a host with a daemon and one session of the shared project."""
+    host = hosts.host(2)
+    layout = Layout(config=host.user.home / "config.zon", state=host.state, data=host.user.home / "data")
+    host.session_id = write_session(layout, 1, hosts.project)
+    host.user.give(host.user.home)
+    host.start_daemon()
+    return host
+
+
+def _uids(hosts: Hosts) -> set[int]:
+    assert hosts.client is not None
+    return {hosts.client.uid, *(each.user.uid for each in hosts.made)}
+
+
+def test_sessions_through_an_ssh_address_lists_that_hosts_sessions(hosts: Hosts, host_a: Host) -> None:
+    before = listening_tcp(_uids(hosts))
+    done = hosts.chock("sessions", "--daemon", host_a.url, "--project", str(hosts.project))
+    assert done.returncode == 0, done.stderr
+    assert host_a.session_id in done.stdout and "task 1" in done.stdout
+    # The log lives only on the host: the client's state directory holds no session.
+    assert not (hosts.client.home / ".local/state/chock/sessions").exists()
+    # Nothing listens on TCP for the client or the hosts' users: ssh's own connection is the only way in.
+    assert listening_tcp(_uids(hosts)) == before == set()
+
+
+def test_a_named_connection_works_as_its_address_does_and_shares_one_master(hosts: Hosts, host_a: Host) -> None:
+    hosts.chock("connections", "--close")
+    hosts.write_client_config(f'.{{ .connections = .{{ .build = "{host_a.url}" }} }}\n')
+    by_option = hosts.chock("sessions", "--daemon", "build", "--project", str(hosts.project))
+    by_variable = hosts.chock("sessions", "--project", str(hosts.project), env={"CHOCK_DAEMON": "build"})
+    assert by_option.returncode == by_variable.returncode == 0, by_option.stderr + by_variable.stderr
+    assert host_a.session_id in by_option.stdout and host_a.session_id in by_variable.stdout
+    assert len(hosts.client.processes(MUX)) == 1  # both requests went through one master
+
+    listed = hosts.chock("connections")
+    assert listed.returncode == 0, listed.stderr
+    assert "build" in listed.stdout and "reachable" in listed.stdout
+    assert f" {dp.CONTROL.number} " in listed.stdout  # the remote protocol number
+
+    closed = hosts.chock("connections", "--close")
+    assert closed.returncode == 0 and "closed" in closed.stdout, closed.stdout + closed.stderr
+    wait_until(lambda: not hosts.client.processes(MUX), 10, "the master to end")
+    assert listening_tcp(_uids(hosts)) == set()
+
+
+def test_a_changed_host_key_is_refused_with_nothing_sent(hosts: Hosts, host_a: Host) -> None:
+    host = hosts.host(3)
+    host.start_daemon()
+    hosts.trust(host, host_a.public_key_line().replace(host_a.ip, host.ip))  # another machine's key
+    done = hosts.chock("sessions", "--daemon", host.url, "--project", str(hosts.project))
+    assert done.returncode != 0
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in done.stderr, done.stderr
+    assert f"ssh-keygen -R '[{host.ip}]:2222'" in done.stderr
+    assert "nothing was sent" in done.stderr
+    assert host.accepted_logins() == 0  # no login: not one byte reached the host's daemon
+
+
+def test_a_host_with_no_daemon_says_how_to_enable_one(hosts: Hosts) -> None:
+    host = hosts.host(4)
+    done = hosts.chock("sessions", "--daemon", host.url, "--project", str(hosts.project))
+    assert done.returncode != 0
+    assert f"{host.user.name}@{host.ip} has no chock daemon answering" in done.stderr, done.stderr
+    assert "systemctl --user enable --now chock.socket" in done.stderr
+
+
+def test_a_host_with_no_chock_on_its_path_says_so(hosts: Hosts) -> None:
+    host = hosts.host(5, chock_on_path=False)
+    done = hosts.chock("sessions", "--daemon", host.url, "--project", str(hosts.project))
+    assert done.returncode != 0
+    assert "has no `chock` on its non-interactive PATH" in done.stderr, done.stderr
+
+
+SERVER = """
+import os, socket, sys
+path = sys.argv[1]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+print("ready", flush=True)
+while True:
+    conn, _ = server.accept()
+    conn.recv(4096)
+    conn.sendall(b"ok chock-control %d\\n" % int(sys.argv[2]))
+    conn.close()
+"""
+
+
+def test_a_remote_daemon_of_another_protocol_number_is_refused_naming_both(hosts: Hosts) -> None:
+    host = hosts.host(6)
+    theirs = dp.CONTROL.number + 1
+    server = subprocess.Popen(
+        [*host.user.prefix(), PYTHON, "-c", SERVER, str(host.socket), str(theirs)],
+        env=host.user.env(hosts.chock_dir), stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None and server.stdout.readline() == "ready\n"
+        done = hosts.chock("sessions", "--daemon", host.url, "--project", str(hosts.project))
+    finally:
+        server.kill()
+        server.wait()
+    assert done.returncode != 0
+    assert f"chock-control {dp.CONTROL.number}" in done.stderr and f"chock-control {theirs}" in done.stderr, done.stderr
+    assert "update the client" in done.stderr
