@@ -186,7 +186,6 @@ def explain(target: SshTarget, returncode: int | None, stderr: bytes) -> str | N
     through the safe printer (every error is, by chock.errors.complain)."""
     text = stderr[-STDERR_LIMIT:].decode("utf-8", "replace")
     last = _last_line(text)
-    host = target.host
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key verification failed" in text:
         changed = "REMOTE HOST IDENTIFICATION HAS CHANGED" in text
         words = "its host key changed (ssh: REMOTE HOST IDENTIFICATION HAS CHANGED)" if changed else f"ssh: {last}"

@@ -9,6 +9,7 @@ may sit where other users cannot read it. Everything made — users, processes, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -82,10 +83,8 @@ class User:
 
     def remove(self) -> None:
         for pid in self.processes():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         wait_until(lambda: not self.processes(), 10, f"{self.name}'s processes to end")
         subprocess.run(["userdel", "-r", "-f", self.name], capture_output=True)
         shutil.rmtree(self.runtime, ignore_errors=True)
