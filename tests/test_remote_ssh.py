@@ -4,8 +4,10 @@ its own daemon behind Debian's sshd on its own loopback address, and a client th
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
 
@@ -72,6 +74,42 @@ def test_a_named_connection_works_as_its_address_does_and_shares_one_master(host
     assert closed.returncode == 0 and "closed" in closed.stdout, closed.stdout + closed.stderr
     wait_until(lambda: not hosts.client.processes(MUX), 10, "the master to end")
     assert listening_tcp(_uids(hosts)) == set()
+
+
+GET = """
+import socket, sys
+with socket.socket(socket.AF_UNIX) as sock:
+    sock.settimeout(60)
+    sock.connect(sys.argv[1])
+    sock.sendall(b"GET " + sys.argv[2].encode() + b" HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n")
+    while chunk := sock.recv(65536):
+        sys.stdout.buffer.write(chunk)
+"""
+
+
+def _get(hosts: Hosts, path: str, target: str) -> tuple[str, bytes]:
+    """GET `target` from serve at the unix socket `path`, as the client user (serve answers only its own user):
+    the status line and the body."""
+    assert hosts.client is not None
+    done = subprocess.run(
+        [*hosts.client.prefix(), PYTHON, "-c", GET, path, target], capture_output=True, timeout=120, check=True
+    )
+    head, _, body = done.stdout.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0].decode(), body
+
+
+def test_serve_through_an_ssh_address_shows_that_hosts_sessions(hosts: Hosts, host_a: Host) -> None:
+    path = hosts.client.runtime / "serve.sock"
+    serve = hosts.spawn("serve", "--daemon", host_a.url, "--socket", str(path))
+    try:
+        wait_until(lambda: path.exists() or serve.poll() is not None, 60, "serve's socket")
+        assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
+        status, body = _get(hosts, str(path), f"/api/sessions?project={quote(str(hosts.project))}")
+    finally:
+        serve.terminate()
+        serve.wait(30)
+    assert " 200 " in f"{status} ", body
+    assert [row["id"] for row in json.loads(body)["sessions"]] == [host_a.session_id]
 
 
 def test_a_changed_host_key_is_refused_with_nothing_sent(hosts: Hosts, host_a: Host) -> None:

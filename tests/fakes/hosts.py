@@ -230,6 +230,15 @@ class Hosts:
             cwd=self.client.home, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        """`chock ARGS` as the client user, in the background."""
+        assert self.client is not None
+        return subprocess.Popen(
+            [*self.client.prefix(), PYTHON, "-m", "chock", *args], env=self.client.env(self.chock_dir),
+            cwd=self.client.home, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
     def write_client_config(self, text: str) -> Path:
         path = self.client.home / ".config/chock/config.zon"
         path.parent.mkdir(parents=True, exist_ok=True)
