@@ -235,3 +235,16 @@ def test_dial_stdio_joins_its_input_and_output_to_the_daemon(home, daemon) -> No
 def test_dial_stdio_is_hidden_from_help(home) -> None:
     assert "dial-stdio" not in home.chock("--help").stdout
     assert "connections" in home.chock("--help").stdout
+
+
+def test_dial_stdio_starts_without_click_and_imports_little(home) -> None:
+    """Every remote request pays dial-stdio's start (docs/architecture.md#start-up)."""
+    from tests.test_start_up import chock_loading
+
+    done, loaded = chock_loading(home, "dial-stdio", "--socket", str(home.root / "none.sock"))
+    assert done.returncode == NO_DAEMON, done.stderr
+    assert "click" not in loaded and "chock.commands.cli" not in loaded
+    assert {name for name in loaded if name.startswith("chock.")} <= {
+        "chock.argv", "chock.commands", "chock.commands.dial", "chock.control", "chock.control.ssh", "chock.entry",
+        "chock.errors", "chock.paths",
+    }  # fmt: skip

@@ -21,7 +21,8 @@ DAEMON = Option(
     "daemon_address",
     str,
     "ADDR",
-    "Act through this daemon: unix:/path or host:port (default: $CHOCK_DAEMON).",
+    "Act through this daemon: unix:/path, host:port, ssh://[user@]host[:port] or a connection's name "
+    "(default: $CHOCK_DAEMON).",
     multiple=True,
 )
 
