@@ -26,10 +26,12 @@ CONNECT_TIMEOUT = 10
 # What is kept of ssh's stderr to explain a failure.
 STDERR_LIMIT = 8 * 1024
 
-_USER = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]*")
-_HOST = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]*")
-_PATH = re.compile(r"/[A-Za-z0-9._/-]+")
-_PORT = re.compile(r"[0-9]{1,5}")
+# Patterns, compiled (and cached by `re`) at their first use: `chock dial-stdio` imports this module for
+# NO_DAEMON alone, and every remote request pays its start.
+_USER = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
+_HOST = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
+_PATH = r"/[A-Za-z0-9._/-]+"
+_PORT = r"[0-9]{1,5}"
 _FORM = "ssh://[user@]host[:port][/path/to/daemon.sock]"
 
 
@@ -103,7 +105,7 @@ def parse_ssh(text: str) -> SshTarget:
     user = None
     if "@" in authority:
         user, _, authority = authority.partition("@")
-        if not _USER.fullmatch(user):
+        if not re.fullmatch(_USER, user):
             raise _refuse(
                 text, f"the user {user!r}", "may hold only letters, digits, '.', '_' and '-', and not start with '-'"
             )
@@ -122,7 +124,7 @@ def parse_ssh(text: str) -> SshTarget:
             if ":" in port_part:
                 raise _refuse(text, f"the host {authority!r}", "is an IPv6 address: it goes in brackets, as [fd00::5]")
             port_text = port_part
-        if not _HOST.fullmatch(host):
+        if not re.fullmatch(_HOST, host):
             raise _refuse(
                 text,
                 f"the host {host!r}",
@@ -130,10 +132,10 @@ def parse_ssh(text: str) -> SshTarget:
             )
     port = None
     if port_text is not None:
-        if not _PORT.fullmatch(port_text) or not 0 < int(port_text) < 65536:
+        if not re.fullmatch(_PORT, port_text) or not 0 < int(port_text) < 65536:
             raise _refuse(text, f"the port {port_text!r}", "must be a number from 1 to 65535")
         port = int(port_text)
-    if path is not None and not _PATH.fullmatch(path):
+    if path is not None and not re.fullmatch(_PATH, path):
         raise _refuse(text, f"the socket path {path!r}", "may hold only letters, digits, '.', '_', '-' and '/'")
     return SshTarget(host, user=user, port=port, path=path)
 
