@@ -13,7 +13,7 @@ import pytest
 
 from chock.control import daemon_protocol as dp
 from chock.paths import Layout
-from tests.fakes.hosts import PYTHON, Host, Hosts, listening_tcp
+from tests.fakes.hosts import PYTHON, Host, Hosts, listening_tcp, listening_unix
 from tests.fakes.wait import wait_until
 from tests.test_catalog import write_session
 
@@ -64,6 +64,11 @@ def test_a_named_connection_works_as_its_address_does_and_shares_one_master(host
     assert by_option.returncode == by_variable.returncode == 0, by_option.stderr + by_variable.stderr
     assert host_a.session_id in by_option.stdout and host_a.session_id in by_variable.stdout
     assert len(hosts.client.processes(MUX)) == 1  # both requests went through one master
+    # The client listens nowhere but on the master's control socket; the host only on its daemon's socket.
+    control = hosts.client.runtime / "chock/ssh"
+    mine = listening_unix(hosts.client.home) | listening_unix(hosts.client.runtime)
+    assert len(mine) == 1 and all(path.startswith(f"{control}/") for path in mine), mine
+    assert listening_unix(host_a.user.home) | listening_unix(host_a.user.runtime) == {str(host_a.socket)}
 
     listed = hosts.chock("connections")
     assert listed.returncode == 0, listed.stderr

@@ -273,3 +273,14 @@ def listening_tcp(uids: set[int]) -> set[str]:
             if fields[3] == "0A" and int(fields[7]) in uids:
                 found.add(fields[1])
     return found
+
+
+def listening_unix(under: Path) -> set[str]:
+    """The unix sockets in LISTEN state whose path is below `under`."""
+    found = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        # Flags 00010000 is __SO_ACCEPTCON: a listening socket.
+        if len(fields) >= 8 and fields[3] == "00010000" and fields[7].startswith(f"{under}/"):
+            found.add(fields[7])
+    return found
