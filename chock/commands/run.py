@@ -11,7 +11,7 @@ from chock.commands.completion import instance_names, session_ids
 from chock.commands.rules import command, options, pass_layout
 from chock.commands.shared_options import JSON, PROJECT
 from chock.errors import exit_status
-from chock.paths import SESSION_ID_RE, Layout
+from chock.paths import Layout, is_session_id
 
 
 @command(epilog=exit_status("run"))
@@ -75,4 +75,4 @@ def run(
 
 
 def _looks_like_session_id(text: str) -> bool:
-    return bool(SESSION_ID_RE.fullmatch(text))
+    return bool(is_session_id(text))

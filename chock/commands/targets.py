@@ -21,7 +21,7 @@ from chock.control.client import ControlClient, R, expect
 from chock.control.framing import ProtocolError
 from chock.control.message import Request
 from chock.errors import ChockError, UsageError
-from chock.paths import SESSION_ID_RE
+from chock.paths import is_session_id
 
 RUNNING = ("running", "waiting")
 
@@ -90,7 +90,7 @@ def pick(client: ControlClient, project: Path, session_id: str | None, *, runnin
     is named, the project's newest (the newest running or waiting one, with `running`)."""
     rows = [expect(line, dp.ListRow).row for line in client.collect(dp.ListRequest(str(project)))]
     if session_id is not None:
-        if SESSION_ID_RE.fullmatch(session_id) and any(row.get("id") == session_id for row in rows):
+        if is_session_id(session_id) and any(row.get("id") == session_id for row in rows):
             return session_id
         raise NoSession(
             f"no session {session_id!r} of {project} at the daemon at {client.address}; nothing was sent. "
