@@ -110,7 +110,8 @@ def every_row(layout: Layout, daemon: Address | None) -> list[dict[str, Any]]:
             return rows
     from chock.log.catalog import states
 
-    return [state.row(alive) for state, alive in states(layout)[::-1]]
+    found = sorted(states(layout), key=lambda found: (found[0].started_at, found[0].id), reverse=True)
+    return [state.row(alive) for state, alive in found]
 
 
 def _sessions_from_daemon(address: Address, *, named: bool) -> list[dict[str, Any]] | None:
