@@ -34,7 +34,7 @@ COMMANDS = {
     "login": "Check a provider credential and store it.",
     "logout": "Remove an instance's stored credential.",
     "plan": "The plan a session keeps.",
-    "run": "Work on a task in a sandboxed worktree, here or on a daemon (--on).",
+    "run": "Work on a task in a sandboxed worktree, here or --on a daemon.",
     "say": "Tell a session more: queued, or carried on by the daemon.",
     "serve": "A browser front end: purely a client of the daemon.",
     "sessions": "This project's sessions (--all: every project's), newest first.",
