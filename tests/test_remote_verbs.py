@@ -86,6 +86,11 @@ def test_sessions_all_lists_two_projects_with_their_project_and_sessions_still_l
     assert str(second) in lines[0] and "task of the second" in lines[0]
     assert str(first) in lines[1] and "task of the first" in lines[1]
 
+    # With no daemon named and none in the state dir, the state dir's own rows: the same lines.
+    assert not home.layout.daemon_socket.exists()
+    read_here = home.chock("sessions", "--all", cwd=tmp_path)
+    assert (read_here.returncode, read_here.stdout) == (0, every.stdout), read_here.stderr
+
     here = home.chock("sessions", "--daemon", daemon.address, cwd=first)
     assert here.returncode == 0 and two not in here.stdout and one in here.stdout and str(first) not in here.stdout
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from chock.argv import Option
@@ -59,6 +60,8 @@ def run(layout: Layout, values: dict[str, object]) -> int:
             print(shown(_line(row, with_project=bool(values["all_projects"])), one_line=True))
             if row.get("free"):
                 print(shown(f"    {interrupted(row)}", one_line=True))
+    if len(rows) >= MAX_SESSIONS and values["all_projects"]:
+        print(f"(the newest {MAX_SESSIONS:,} sessions; older ones are left out)", file=sys.stderr)
     if not rows and not values["as_json"]:
         where = "" if values["all_projects"] else " in this project"
         print(f'no sessions{where} yet: start one with `chock run "…"`')
