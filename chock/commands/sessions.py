@@ -21,7 +21,9 @@ from chock.paths import Layout
 from chock.terminal import shown
 
 sessions = table_group(
-    "sessions", listing, "This project's sessions, newest first: status, owner, how each ended, and its task."
+    "sessions",
+    listing,
+    "This project's sessions (every project's, with --all), newest first: status, owner, how each ended, and its task.",
 )
 
 

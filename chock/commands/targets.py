@@ -18,7 +18,7 @@ from pathlib import Path
 
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, R, expect
-from chock.control.framing import ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
 from chock.errors import ChockError, UsageError
 from chock.paths import is_session_id
@@ -81,7 +81,11 @@ def ask(client: ControlClient, request: Request, reply: type[R]) -> R:
     naming the verb and the daemon's own words."""
     try:
         return expect(client.call(request), reply)
-    except ProtocolError as error:  # an older daemon's `unknown-verb` says so itself (chock.control.connection)
+    except ProtocolError as error:
+        if (
+            error.code == ErrorCode.UNKNOWN_VERB
+        ):  # says itself which daemon needs a newer Chock (chock.control.connection)
+            raise SteerFailed(error.text) from None
         raise SteerFailed(f"the daemon did not {request.verb} it ({error.code}): {error.text}") from None
 
 

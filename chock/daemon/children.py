@@ -108,12 +108,14 @@ class Children:
 
     # Spawning ----------------------------------------------------------------------------------------
 
-    def start(self, project: str, message: str) -> str:
-        """A new session: returns its id once the child has logged `session.start`; raises Refusal."""
+    def start(self, project: str, message: str, instance: str | None = None) -> str:
+        """A new session (with the `instance` named, else the config's default): returns its id once the child
+        has logged `session.start`; raises Refusal. The name is checked by the codec and resolved by the child."""
         sessions = ensure_dir(self.layout.sessions_dir)
         session_id, output, fd = self._new_output(sessions)
+        args = ["--session-id", session_id] + ([f"--instance={instance}"] if instance is not None else [])
         try:
-            child = self._spawn(session_id, "start", project, ["--session-id", session_id], fd, stdin=message)
+            child = self._spawn(session_id, "start", project, args, fd, stdin=message)
         except BaseException:
             os.close(fd)
             self._clean_failed_start(session_id, output)

@@ -501,6 +501,14 @@ ROUTES = (
 # The daemon's verbs serve offers no route for, and why (tests/test_front_tables.py: every verb is in one table).
 NOT_ROUTED = {
     "adopt": "a handover is asked by the terminal that holds the session (`chock detach`); a browser holds none",
+    "sessions": "the page lists the project it opened (`GET /sessions`); one list over every project and host is "
+    "the page over several daemons, still to come (`chock sessions --all` lists them at a terminal)",
+    "find": "every route names its project, from the list the page holds; `find` serves a client that has an "
+    "id alone (`chock run --on ADDR --continue ID`)",
+    "instances": "the page's Start uses the daemon's default instance (`POST /sessions`); offering a host's "
+    "instances is the page over several daemons, still to come",
+    "start-with": "the page's Start uses the daemon's default instance (`POST /sessions`); `chock run --on ADDR "
+    "--instance NAME` names another",
 }
 
 
