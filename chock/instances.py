@@ -39,6 +39,22 @@ def available(layout: Layout, config: Config) -> dict[str, Instance]:
     return found
 
 
+def default_name(config: Config, instances: dict[str, Instance]) -> str | None:
+    """The instance used when none is named: config's `.instance`, else the only one there is; None when
+    that leaves no choice (none, or several and no `.instance`)."""
+    if config.instance:
+        return config.instance if config.instance in instances else None
+    return next(iter(instances)) if len(instances) == 1 else None
+
+
+def listed(layout: Layout, config: Config) -> list[tuple[str, str, bool]]:
+    """Every instance as (name, kind, whether it is the default), by name: what the daemon's `instances` says,
+    and nothing more (no address, path, model or credential)."""
+    instances = available(layout, config)
+    default = default_name(config, instances)
+    return [(name, instances[name].kind, name == default) for name in sorted(instances)]
+
+
 def resolve(layout: Layout, config: Config, name: str | None = None) -> Instance:
     instances = available(layout, config)
     listing = ", ".join(sorted(instances)) or "none"
@@ -56,8 +72,9 @@ def resolve(layout: Layout, config: Config, name: str | None = None) -> Instance
                 f"{config.path} under .instances, or run `chock login --provider KIND --name {chosen}`"
             )
         return instances[chosen]
-    if len(instances) == 1:
-        return next(iter(instances.values()))
+    default = default_name(config, instances)
+    if default is not None:
+        return instances[default]
     if not instances:
         raise Refused(
             f"no instance is configured: run `chock login --provider anthropic` (or aiand, or "

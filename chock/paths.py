@@ -7,21 +7,45 @@ Every path a client hands us that names a session goes through `check_session_id
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 import time
-from pathlib import Path
 
 from chock.errors import ChockError
 
-SESSION_ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import TypeVar
+
+    P = TypeVar("P", str, Path)
 
 # sockaddr_un.sun_path: 108 bytes on Linux, 104 on macOS, including the terminating NUL.
 SOCKET_PATH_LIMIT = 104 if sys.platform == "darwin" else 108
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_session_id(value: object) -> bool:
+    """Whether `value` has a session id's form, `YYYYMMDD-HHMMSS-hhhhhh` (ASCII digits, lowercase hex)."""
+    return (
+        isinstance(value, str)
+        and len(value) == 22
+        and value[8] == value[15] == "-"
+        and (value[:8] + value[9:15]).isascii()
+        and (value[:8] + value[9:15]).isdigit()
+        and _HEX.issuperset(value[16:])
+    )
+
+
+def _path(text: str) -> Path:
+    """`text` as a Path, pathlib imported at the first one: the daemon's way to its greeting makes none."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 class BadSessionId(ChockError):
@@ -34,7 +58,7 @@ class SocketPathTooLong(ChockError):
 
 def check_session_id(value: str) -> str:
     """Return `value` if it is a well-formed session id; refuse anything else before it touches a path."""
-    if not isinstance(value, str) or not SESSION_ID_RE.fullmatch(value):
+    if not is_session_id(value):
         raise BadSessionId(f"{value!r} is not a session id (expected the form 20261201-073450-a1b2c3)")
     return value
 
@@ -47,23 +71,23 @@ def new_session_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-def ensure_dir(path: Path) -> Path:
+def ensure_dir(path: P) -> P:
     """Create `path` (and missing parents) as 0700; an existing directory is left as the person made it."""
     missing = []
-    probe = path
-    while not probe.exists():
+    probe = os.fspath(path)
+    while not os.path.exists(probe):
         missing.append(probe)
-        probe = probe.parent
+        probe = os.path.dirname(probe)
     for directory in reversed(missing):
         try:
-            directory.mkdir(mode=DIR_MODE)
+            os.mkdir(directory, DIR_MODE)
         except FileExistsError:
             continue
         os.chmod(directory, DIR_MODE)  # mkdir's mode is filtered by the umask
     return path
 
 
-def sync_directory(path: Path) -> None:
+def sync_directory(path: str | os.PathLike[str]) -> None:
     """fsync a directory, so the names made in it survive a power cut."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -72,7 +96,7 @@ def sync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def check_socket_path(path: Path, remedy: str = "choose a shorter one with --socket") -> Path:
+def check_socket_path(path: P, remedy: str = "choose a shorter one with --socket") -> P:
     """Refuse a socket path the kernel cannot hold, naming the path, the limit and the remedy."""
     if len(os.fsencode(path)) >= SOCKET_PATH_LIMIT:
         raise SocketPathTooLong(
@@ -82,11 +106,11 @@ def check_socket_path(path: Path, remedy: str = "choose a shorter one with --soc
     return path
 
 
-def project_key(project: Path) -> str:
+def project_key(project: str | os.PathLike[str]) -> str:
     """A stable digest of the resolved project path, naming its knowledgebase and toolchain dirs."""
     import hashlib  # lazily: loading OpenSSL costs milliseconds that `chock sessions` does not spend
 
-    return hashlib.sha256(os.fsencode(Path(project).resolve())).hexdigest()[:16]
+    return hashlib.sha256(os.fsencode(os.path.realpath(project))).hexdigest()[:16]
 
 
 # A file name longer than this stands for its path by the path's digest instead (names stop at 255 bytes).
@@ -97,26 +121,26 @@ def path_name(real: str) -> str:
     """A file name that stands for the resolved path `real`, one to one: the path itself with `%` and `/`
     escaped (so a cache dir says what it holds), or `project_key`'s digest when that would be too long."""
     name = real.replace("%", "%25").replace("/", "%2F")
-    return name if len(os.fsencode(name)) <= _PATH_NAME_LIMIT else "#" + project_key(Path(real))
+    return name if len(os.fsencode(name)) <= _PATH_NAME_LIMIT else "#" + project_key(real)
 
 
-def _home() -> Path:
-    return Path(os.environ.get("HOME") or Path.home())
+def _home() -> str:
+    return os.environ.get("HOME") or os.path.expanduser("~")
 
 
-def _xdg(variable: str, default: str) -> Path:
+def _xdg(variable: str, default: str) -> str:
     value = os.environ.get(variable)
     if value and os.path.isabs(value):
-        return Path(value)
-    return _home() / default
+        return value
+    return os.path.join(_home(), default)
 
 
 def runtime_socket_dir() -> Path:
     """`$XDG_RUNTIME_DIR/chock`, or `/tmp/chock-<uid>` refused unless it is ours alone."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
-        return ensure_dir(Path(runtime) / "chock")
-    directory = Path(f"/tmp/chock-{os.getuid()}")
+        return ensure_dir(_path(runtime) / "chock")
+    directory = _path(f"/tmp/chock-{os.getuid()}")
     ensure_dir(directory)
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
@@ -129,45 +153,74 @@ def runtime_socket_dir() -> Path:
 class Layout:
     """The roots and every path derived from them, computed the same way by every process.
 
-    A plain class, not a dataclass: a socket-activated daemon imports this first thing, and building a
-    dataclass imports `inspect` (docs/architecture.md#start-up)."""
+    The roots are kept as text (`config_file`, `state_dir`, `data_dir`, `cache_dir`) and every path is a Path
+    made when it is asked for: a socket-activated daemon imports this first thing and reaches its greeting
+    through the text and `os.path` alone, without pathlib, and without `inspect`, which a dataclass would import
+    (docs/architecture.md#start-up)."""
 
-    __slots__ = ("cache", "config", "data", "state")
+    __slots__ = ("cache_dir", "config_file", "data_dir", "state_dir")
+    ROOTS = ("config", "state", "data", "cache")
 
-    def __init__(self, config: Path, state: Path, data: Path, cache: Path | None = None) -> None:
-        self.config = config
-        self.state = state
-        self.data = data
-        self.cache = cache  # None: the platform's default (what `from_env` finds with no override)
+    def __init__(
+        self,
+        config: str | os.PathLike[str],
+        state: str | os.PathLike[str],
+        data: str | os.PathLike[str],
+        cache: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.config_file = os.fspath(config)
+        self.state_dir = os.fspath(state)
+        self.data_dir = os.fspath(data)
+        self.cache_dir = None if cache is None else os.fspath(cache)  # None: the platform's default
 
-    def replace(self, **changes: Path | None) -> Layout:
+    @property
+    def config(self) -> Path:
+        return _path(self.config_file)
+
+    @property
+    def state(self) -> Path:
+        return _path(self.state_dir)
+
+    @property
+    def data(self) -> Path:
+        return _path(self.data_dir)
+
+    @property
+    def cache(self) -> Path | None:
+        return None if self.cache_dir is None else _path(self.cache_dir)
+
+    def _roots(self) -> tuple[str, str, str, str | None]:
+        return (self.config_file, self.state_dir, self.data_dir, self.cache_dir)
+
+    def replace(self, **changes: str | os.PathLike[str] | None) -> Layout:
         """This layout with some roots changed."""
-        roots = {name: getattr(self, name) for name in ("config", "state", "data", "cache")}
-        return Layout(**{**roots, **changes})
+        roots: dict[str, str | os.PathLike[str] | None] = dict(zip(self.ROOTS, self._roots(), strict=True))
+        return Layout(**{**roots, **changes})  # type: ignore[arg-type]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Layout) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        return isinstance(other, Layout) and self._roots() == other._roots()
 
     def __hash__(self) -> int:
-        return hash((self.config, self.state, self.data, self.cache))
+        return hash(self._roots())
 
     def __repr__(self) -> str:
-        return f"Layout(config={self.config!r}, state={self.state!r}, data={self.data!r}, cache={self.cache!r})"
+        roots = ", ".join(f"{name}={root!r}" for name, root in zip(self.ROOTS, self._roots(), strict=True))
+        return f"Layout({roots})"
 
     @classmethod
     def from_env(cls, config: str | os.PathLike[str] | None = None) -> Layout:
         if sys.platform == "darwin":
-            support = _home() / "Library" / "Application Support" / "chock"
-            state_default, data_default = support / "state", support
+            support = os.path.join(_home(), "Library", "Application Support", "chock")
+            state_default, data_default = os.path.join(support, "state"), support
         else:
-            state_default = _xdg("XDG_STATE_HOME", ".local/state") / "chock"
-            data_default = _xdg("XDG_DATA_HOME", ".local/share") / "chock"
+            state_default = os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "chock")
+            data_default = os.path.join(_xdg("XDG_DATA_HOME", ".local/share"), "chock")
         config_path = config or os.environ.get("CHOCK_CONFIG")
         return cls(
-            config=Path(config_path) if config_path else _xdg("XDG_CONFIG_HOME", ".config") / "chock/config.zon",
-            state=Path(os.environ.get("CHOCK_STATE_DIR") or state_default),
-            data=Path(os.environ.get("CHOCK_DATA_DIR") or data_default),
-            cache=Path(os.environ.get("CHOCK_CACHE_DIR") or _default_cache()),
+            config=config_path or os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "chock/config.zon"),
+            state=os.environ.get("CHOCK_STATE_DIR") or state_default,
+            data=os.environ.get("CHOCK_DATA_DIR") or data_default,
+            cache=os.environ.get("CHOCK_CACHE_DIR") or _default_cache(),
         )
 
     # State dir ------------------------------------------------------------------------------------
@@ -244,10 +297,10 @@ class Layout:
     def rows_dir(self) -> Path:
         """Session rows and the index by project, folded from this state dir's logs (`chock.log.catalog`).
         Per state dir, so two state dirs (a test's, a benchmark's) can share one cache dir."""
-        return (self.cache or _default_cache()) / "rows" / path_name(os.path.realpath(self.state))
+        return _path(self.cache_dir or _default_cache()) / "rows" / path_name(os.path.realpath(self.state_dir))
 
 
-def _default_cache() -> Path:
+def _default_cache() -> str:
     if sys.platform == "darwin":
-        return _home() / "Library" / "Caches" / "chock"
-    return _xdg("XDG_CACHE_HOME", ".cache") / "chock"
+        return os.path.join(_home(), "Library", "Caches", "chock")
+    return os.path.join(_xdg("XDG_CACHE_HOME", ".cache"), "chock")

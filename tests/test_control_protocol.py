@@ -68,7 +68,10 @@ def test_error_codes():
 
 
 def test_the_daemon_takes_these_verbs():
-    assert list(dp.CONTROL.requests) == ["start", "adopt", "read", "list", "watch", "answer", "stop", "say", "remove"]
+    assert list(dp.CONTROL.requests) == [
+        "start", "adopt", "read", "list", "watch", "answer", "stop", "say", "remove",
+        "sessions", "find", "instances", "start-with",
+    ]  # fmt: skip
     assert list(sp.APPROVAL.requests) == ["pending", "answer"]
     assert list(sp.HANDOVER.requests) == ["handover", "confirm", "stop", "say"]
 
@@ -106,6 +109,10 @@ REQUESTS = [
     (f"watch /home/me/proj\t{SID}\t0\n".encode(), dp.WatchRequest("/home/me/proj", SID, 0), dp.CONTROL),
     (f"answer /p\t{SID}\tr1\tyes\n".encode(), dp.AnswerRequest("/p", SID, "r1", True), dp.CONTROL),
     (f"answer /p\t{SID}\tr1\tno\n".encode(), dp.AnswerRequest("/p", SID, "r1", False), dp.CONTROL),
+    (b"sessions\n", dp.SessionsRequest(), dp.CONTROL),
+    (f"find {SID}\n".encode(), dp.FindRequest(SID), dp.CONTROL),
+    (b"instances\n", dp.InstancesRequest(), dp.CONTROL),
+    (b"start-with /p\twork.2\tdo\\tit\n", dp.StartWithRequest("/p", "work.2", "do\tit"), dp.CONTROL),
     (b"pending\n", sp.PendingRequest(), sp.APPROVAL),
     (b"answer r1\tyes\n", sp.SessionAnswerRequest("r1", True), sp.APPROVAL),
     (b"handover\n", sp.HandoverRequest(), sp.HANDOVER),
@@ -174,7 +181,9 @@ def test_the_server_refuses_bad_requests_with_their_code(line, code):
 
 def test_refusals_name_what_was_wrong():
     assert "../../etc/passwd" in text_of(server_takes, b"adopt /p\t../../etc/passwd\n")
-    assert "start, adopt, read, list, watch, answer, stop, say, remove" in text_of(server_takes, b"status /p\n")
+    assert "start, adopt, read, list, watch, answer, stop, say, remove, sessions, find, instances, start-with" in (
+        text_of(server_takes, b"status /p\n")
+    )
 
 
 def test_a_request_refuses_to_be_built_wrong_so_nothing_wrong_is_sent():
@@ -183,6 +192,21 @@ def test_a_request_refuses_to_be_built_wrong_so_nothing_wrong_is_sent():
     assert code_of(dp.ReadRequest, SID, True) == ErrorCode.BAD_REQUEST
     assert code_of(dp.StartRequest("/p", "x" * f.MAX_MESSAGE_LINE).encode) == ErrorCode.TOO_LARGE
     assert code_of(dp.StartRequest("/p", "bad \udc80").encode) == ErrorCode.BAD_REQUEST
+
+
+@pytest.mark.parametrize("name", ["", "-x", "--model=m", "a b", "work/../x", ".hidden", "x" * 65, "naïve"])
+def test_start_with_takes_only_an_instance_name_of_the_configs_shape(name):
+    line = f"start-with /p\t{f.escape(name)}\tdo it\n".encode()
+    assert "is not an instance name" in text_of(server_takes, line)
+    assert code_of(dp.StartWithRequest, "/p", name, "do it") == ErrorCode.BAD_REQUEST
+
+
+def test_start_with_carries_a_whole_message_like_start_and_the_other_new_verbs_do_not():
+    message = "x" * (f.MAX_LINE * 2)
+    assert server_takes(dp.StartWithRequest("/p", "work", message).encode()).message == message
+    assert code_of(dp.StartWithRequest("/p", "work", "x" * f.MAX_MESSAGE_LINE).encode) == ErrorCode.TOO_LARGE
+    assert code_of(server_takes, b"sessions now\n") == ErrorCode.BAD_REQUEST
+    assert code_of(server_takes, b"find ../etc\n") == ErrorCode.BAD_REQUEST
 
 
 def test_session_sockets_serve_only_their_own_verbs():

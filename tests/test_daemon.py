@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import chock
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, SessionClient, events_of
 from chock.control.framing import ProtocolError
@@ -875,6 +876,17 @@ def test_a_daemon_told_to_stop_finishes_the_read_it_is_writing(home, project, da
     assert [json.loads(line)["id"] for line in lines[1:]] == list(range(1, last + 1))
 
 
+def _imported(importtime: str) -> set[str]:
+    """The modules an `-X importtime` report names."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
+
+
+# The interpreter the Debian package runs under, given this checkout: what it imports at its start is what an
+# installed daemon's start pays anyway (a venv's would not do: its editable install's finder imports pathlib).
+DEBIAN_PYTHON = "/usr/bin/python3"
+CHECKOUT = str(Path(chock.__file__).resolve().parents[1])
+
+
 def test_a_socket_activated_start_imports_no_command_line_machinery(home):
     """The start a client waits on after every idle exit (docs/architecture.md#start-up): through
     systemd-socket-activate, as the .socket unit does it, the daemon answers the greeting having imported
@@ -882,7 +894,9 @@ def test_a_socket_activated_start_imports_no_command_line_machinery(home):
     path = short_dir() / "activated.sock"
     process = subprocess.Popen(
         ["systemd-socket-activate", f"-l{path}", "--fdname=control",
-         sys.executable, "-X", "importtime", "-m", "chock", "daemon", "--idle-exit", "1"],
+         # it passes the daemon only what -E names: the test home's whole environment (its PYTHONPATH too)
+         *(f"-E{name}={value}" for name, value in {**home.env, "PYTHONPATH": CHECKOUT}.items()),
+         DEBIAN_PYTHON, "-X", "importtime", "-m", "chock", "daemon", "--idle-exit", "1"],
         env=home.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -895,9 +909,11 @@ def test_a_socket_activated_start_imports_no_command_line_machinery(home):
         _, stderr = process.communicate(timeout=30)  # it exits at its idle bound
     finally:
         process.kill()
-    imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    at_start = subprocess.run([DEBIAN_PYTHON, "-X", "importtime", "-c", "pass"], capture_output=True, text=True)
+    imported = _imported(stderr) - _imported(at_start.stderr)
     assert "chock.daemon.server" in imported
     unwanted = {"click", "chock.commands.cli", "typing", "dataclasses", "inspect", "subprocess", "hashlib", "secrets"}
     unwanted |= {"shutil", "datetime", "asyncio", "chock.session.runner", "chock.providers"}
+    unwanted |= {"pathlib", "urllib.parse", "ipaddress", "fnmatch"}  # a Layout keeps its roots as text
     unwanted |= {"chock.daemon.verbs", "chock.log.catalog", "chock.daemon.watch"}  # the first verb imports them
     assert not imported & unwanted, sorted(imported & unwanted)

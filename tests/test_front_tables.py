@@ -17,7 +17,7 @@ import click
 import pytest
 
 from chock.commands import cli
-from chock.commands.rules import through_daemon
+from chock.commands.rules import on_daemon, through_daemon
 from chock.control import daemon_protocol as dp
 from chock.daemon import verbs
 from chock.serve import api
@@ -73,8 +73,8 @@ def gaps(
         named = command(path)
         if named is None:
             found.append(f"{verb}: VERB_COMMANDS names `chock {path}`, which is no command")
-        elif not through_daemon(named):
-            found.append(f"{verb}: `chock {path}` sends it but takes no --daemon")
+        elif not (through_daemon(named) or on_daemon(named)):
+            found.append(f"{verb}: `chock {path}` sends it but takes no --daemon (nor --on)")
     return found
 
 
@@ -123,5 +123,5 @@ def test_a_command_row_names_a_command_that_takes_a_daemon():
         "stop: VERB_COMMANDS names `chock halt`, which is no command"
     ]
     assert gaps(commands={**cli.VERB_COMMANDS, "stop": "approve"}) == [
-        "stop: `chock approve` sends it but takes no --daemon"
+        "stop: `chock approve` sends it but takes no --daemon (nor --on)"
     ]

@@ -287,7 +287,10 @@ def test_a_daemon_too_old_to_know_a_steering_verb_is_502_saying_to_update_it():
                 assert response.status == 502
                 reply = await response.json()
             assert reply["error"] == "unknown-verb"
-            assert f"does not know `{verb}`: it is older than this client; update it" in reply["message"]
+            assert reply["message"] == (
+                f"the daemon at {daemon.address} needs a newer Chock for `{verb}` (it answered unknown-verb): "
+                "upgrade chock there"
+            )
         assert daemon.verbs == ["stop", "say", "remove"]
 
     run(test)

@@ -70,8 +70,13 @@ COMMANDS: tuple[click.Command, ...] = (
 )
 
 # The daemon's verbs (chock.control.daemon_protocol.VERBS) as this front end offers them: the command that sends
-# each, or why none does. tests/test_front_tables.py fails when a verb is in neither, or a command is unknown.
+# each (through --daemon, or `chock run --on`), or why none does. tests/test_front_tables.py fails when a verb is in
+# neither, or a command is unknown.
 VERB_COMMANDS = {
+    "start": "run",
+    "start-with": "run",
+    "find": "run",
+    "sessions": "sessions",
     "adopt": "detach",
     "read": "plan",
     "list": "sessions",
@@ -82,7 +87,8 @@ VERB_COMMANDS = {
     "remove": "sessions remove",
 }
 NOT_A_COMMAND = {
-    "start": "a session started here runs in its terminal (`chock run`); `chock detach` hands it to the daemon",
+    "instances": "an instance is named to the daemon (`chock run --on ADDR --instance NAME`), which refuses one "
+    "it does not hold naming those it does; the verb is for the page's Start over several daemons",
 }
 
 

@@ -7,14 +7,20 @@ With no daemon socket in the state dir nothing is tried: the rows are read here 
 `--daemon`, `--port` or `$CHOCK_DAEMON` (`chock.control.address.named_address`) must answer (a person asked for
 that one); the state dir's own socket is asked only when it exists, and a daemon that does not answer there is
 read around.
+
+`--all` lists every project's sessions, from the daemon's `sessions` (the same rows, with a PROJECT column), else
+from the whole state dir. A daemon's rows are untrusted: each field is taken as text and shown through the safe
+printer, nothing in a row is opened, and at most `MAX_SESSIONS` rows are kept.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
+from chock.argv import Option
 from chock.commands.shared_options import JSON, PROJECT_OPTIONS
 from chock.control.address import Address, named_address
 from chock.paths import Layout
@@ -26,27 +32,49 @@ if TYPE_CHECKING:
 
 _SPACES = re.compile(r"[ \t\n]+")
 
-OPTIONS = (*PROJECT_OPTIONS, JSON)
+ALL = Option("--all", "all_projects", bool, "", "Every project's sessions, with a PROJECT column.")
+
+OPTIONS = (*PROJECT_OPTIONS, ALL, JSON)
+
+# The most rows `--all` keeps of one daemon's `sessions` (the daemon sends no more; a reply past it is cut).
+MAX_SESSIONS = 10_000
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
-    """`chock sessions`: this project's sessions, newest first; the exit code."""
+    """`chock sessions`: this project's sessions (every project's, with --all), newest first; the exit code."""
     daemon = named_address(values["daemon_address"], port=values["port"])  # type: ignore[arg-type]
-    rows = project_rows(layout, values["project"], daemon)[::-1]  # type: ignore[arg-type]
+    if values["all_projects"]:
+        if values["project"] is not None:
+            from chock.errors import UsageError
+
+            raise UsageError("--all lists every project's sessions; leave out --project (or leave out --all)")
+        rows = every_row(layout, daemon)
+    else:
+        rows = project_rows(layout, values["project"], daemon)[::-1]  # type: ignore[arg-type]
     import json
 
     for row in rows:
         if values["as_json"]:
             print(json.dumps(row))  # ASCII: every other character is a `\uXXXX` escape
         else:
-            ended = row.get("end_reason") or "-"
-            line = f"{row['id']}  {row['status']:<11}  {row['owner']:<8}  {ended:<11}  {preview(row['message'])}"
-            print(shown(line, one_line=True))
+            print(shown(_line(row, with_project=bool(values["all_projects"])), one_line=True))
             if row.get("free"):
                 print(shown(f"    {interrupted(row)}", one_line=True))
+    if len(rows) >= MAX_SESSIONS and values["all_projects"]:
+        print(f"(the newest {MAX_SESSIONS:,} sessions; older ones are left out)", file=sys.stderr)
     if not rows and not values["as_json"]:
-        print('no sessions in this project yet: start one with `chock run "…"`')
+        where = "" if values["all_projects"] else " in this project"
+        print(f'no sessions{where} yet: start one with `chock run "…"`')
     return 0
+
+
+def _line(row: dict[str, Any], *, with_project: bool) -> str:
+    """One row as a line: id, status, owner, how it ended, (its project,) its task. Every field is taken as text,
+    whatever a daemon sent in it."""
+    field = {key: str(row.get(key) or "-") for key in ("id", "status", "owner", "end_reason", "project")}
+    project = f"{field['project']}  " if with_project else ""
+    task = preview(str(row.get("message") or ""), 40 if with_project else 60)
+    return f"{field['id']}  {field['status']:<11}  {field['owner']:<8}  {field['end_reason']:<11}  {project}{task}"
 
 
 def interrupted(row: dict[str, Any]) -> str:
@@ -74,6 +102,39 @@ def project_rows(layout: Layout, project: Path | None, daemon: Address | None) -
     from chock.log.catalog import rows as local_rows
 
     return local_rows(layout, root)
+
+
+def every_row(layout: Layout, daemon: Address | None) -> list[dict[str, Any]]:
+    """Every project's rows, newest first: the daemon's `sessions` as `project_rows` asks a daemon, else every
+    session of the state dir."""
+    if daemon is not None or os.path.exists(layout.daemon_socket):
+        rows = _sessions_from_daemon(daemon or Address(path=str(layout.daemon_socket)), named=daemon is not None)
+        if rows is not None:
+            return rows
+    from chock.log.catalog import states
+
+    found = sorted(states(layout), key=lambda found: (found[0].started_at, found[0].id), reverse=True)
+    return [state.row(alive) for state, alive in found]
+
+
+def _sessions_from_daemon(address: Address, *, named: bool) -> list[dict[str, Any]] | None:
+    """The daemon's `sessions` rows, at most MAX_SESSIONS; None when the state dir's own daemon does not answer."""
+    from itertools import islice
+
+    from chock.control import daemon_protocol as dp
+    from chock.control.client import ControlClient, expect
+    from chock.control.framing import ProtocolError
+
+    try:
+        stream = ControlClient(address).stream(dp.SessionsRequest())
+        try:
+            return [expect(line, dp.ListRow).row for line in islice(stream, MAX_SESSIONS)]
+        finally:
+            stream.close()
+    except ProtocolError:
+        if named:
+            raise
+        return None
 
 
 def _from_daemon(address: Address, root: str, *, named: bool) -> list[dict[str, Any]] | None:

@@ -62,6 +62,12 @@ def through_daemon(command: click.Command) -> bool:
     return any(param.name == "daemon_address" for param in command.params)
 
 
+def on_daemon(command: click.Command) -> bool:
+    """Whether `command` starts its work on a daemon named by `--on` (chock.commands.shared_options.ON) rather
+    than acting through one: `chock run`, which otherwise runs here."""
+    return any(param.name == "on_address" for param in command.params)
+
+
 def _scan(command: click.Command, args: list[str]) -> tuple[set[str], int]:
     """The option flags `args` give `command` before the end of its options (`--`, or a group's subcommand), and
     how many words came before that end. An option's value is never read as a flag or a word."""
@@ -103,9 +109,11 @@ class Command(click.Command):
             own = {param.name for param in self.params}
             refused = [flag for flag in ("--daemon", "--port") if flag in given and flag[2:] not in own]
             if refused:
+                where = "this machine unless --on ADDR names a daemon" if on_daemon(self) else "this machine only"
+                elsewhere = "" if on_daemon(self) else " (`ssh HOST chock …` runs it on another)"
                 raise UsageError(
                     f"`chock {ctx.command_path.partition(' ')[2]}` takes no {' or '.join(refused)}: it acts on "
-                    f"this machine only, and ignores ${ENVIRONMENT} (`ssh HOST chock …` runs it on another)"
+                    f"{where}, and ignores ${ENVIRONMENT}{elsewhere}"
                 )
         return super().parse_args(ctx, args)
 
@@ -116,7 +124,8 @@ class Command(click.Command):
             refused = "--daemon" if own else "--daemon or --port"
             formatter.write_paragraph()
             with formatter.indentation():
-                formatter.write_text(f"Acts on this machine only: takes no {refused}{own}, and ignores ${ENVIRONMENT}.")
+                where = "this machine unless --on names a daemon" if on_daemon(self) else "this machine only"
+                formatter.write_text(f"Acts on {where}: takes no {refused}{own}, and ignores ${ENVIRONMENT}.")
 
 
 class Subgroup(Command, click.Group):

@@ -9,14 +9,14 @@ import click
 
 from chock.commands.completion import instance_names, session_ids
 from chock.commands.rules import command, options, pass_layout
-from chock.commands.shared_options import JSON, PROJECT
+from chock.commands.shared_options import JSON, ON, PROJECT
 from chock.errors import exit_status
-from chock.paths import SESSION_ID_RE, Layout
+from chock.paths import Layout, is_session_id
 
 
 @command(epilog=exit_status("run"))
 @click.argument("message", required=False)
-@options((PROJECT,))
+@options((ON, PROJECT))
 @click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
 @click.option("--model", help="The model to ask (default: the instance's).")
 @click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
@@ -40,6 +40,7 @@ from chock.paths import SESSION_ID_RE, Layout
 def run(
     layout: Layout,
     message: str | None,
+    on_address: str | None,
     project: Path | None,
     instance: str | None,
     model: str | None,
@@ -59,6 +60,14 @@ def run(
 
     if continue_id and message is None and not _looks_like_session_id(continue_id):
         continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
+    if on_address is not None:
+        from chock.commands.run_on import run_on
+
+        flags = {"--yes": yes, "--allow-dirty": allow_dirty, "--model": model is not None, "--json": as_json,
+                 "--adopt": adopt_id is not None, "--session-id": session_id is not None,
+                 "--for-daemon": for_daemon, "--after-reboot": after_reboot}  # fmt: skip
+        given = [flag for flag, value in flags.items() if value]
+        sys.exit(run_on(on_address, project, instance, message, continue_id, given))
     interactive = sys.stdin.isatty()
     if message is None and adopt_id is None and not interactive and not after_reboot:
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
@@ -75,4 +84,4 @@ def run(
 
 
 def _looks_like_session_id(text: str) -> bool:
-    return bool(SESSION_ID_RE.fullmatch(text))
+    return bool(is_session_id(text))

@@ -21,7 +21,9 @@ from chock.paths import Layout
 from chock.terminal import shown
 
 sessions = table_group(
-    "sessions", listing, "This project's sessions, newest first: status, owner, how each ended, and its task."
+    "sessions",
+    listing,
+    "This project's sessions (every project's, with --all), newest first: status, owner, how each ended, and its task.",
 )
 
 
@@ -60,10 +62,10 @@ def sessions_remove(
             click.echo(f"removed session {session_id} through the daemon at {address}")
         return
     from chock.log import removal
-    from chock.paths import SESSION_ID_RE
+    from chock.paths import is_session_id
     from chock.session import keep
 
-    unknown = [i for i in session_ids if not (SESSION_ID_RE.fullmatch(i) and layout.log_path(i).exists())]
+    unknown = [i for i in session_ids if not (is_session_id(i) and layout.log_path(i).exists())]
     if unknown:
         raise UsageError(f"no session {unknown[0]!r} in this machine's state dir; nothing was removed")
     for session_id in session_ids:

@@ -26,6 +26,14 @@ DAEMON = Option(
     multiple=True,
 )
 
+ON = Option(
+    "--on",
+    "on_address",
+    str,
+    "ADDR",
+    "Start the session on this daemon (unix:/path or host:port) and attach to it; nothing is checked here.",
+)
+
 PORT = Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:PORT.")
 
 JSON = Option("--json", "as_json", bool, "", "Print JSON lines, one object each.")

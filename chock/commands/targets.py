@@ -18,10 +18,10 @@ from pathlib import Path
 
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, R, expect
-from chock.control.framing import ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
 from chock.errors import ChockError, UsageError
-from chock.paths import SESSION_ID_RE
+from chock.paths import is_session_id
 
 RUNNING = ("running", "waiting")
 
@@ -81,7 +81,11 @@ def ask(client: ControlClient, request: Request, reply: type[R]) -> R:
     naming the verb and the daemon's own words."""
     try:
         return expect(client.call(request), reply)
-    except ProtocolError as error:  # an older daemon's `unknown-verb` says so itself (chock.control.connection)
+    except ProtocolError as error:
+        if (
+            error.code == ErrorCode.UNKNOWN_VERB
+        ):  # says itself which daemon needs a newer Chock (chock.control.connection)
+            raise SteerFailed(error.text) from None
         raise SteerFailed(f"the daemon did not {request.verb} it ({error.code}): {error.text}") from None
 
 
@@ -90,7 +94,7 @@ def pick(client: ControlClient, project: Path, session_id: str | None, *, runnin
     is named, the project's newest (the newest running or waiting one, with `running`)."""
     rows = [expect(line, dp.ListRow).row for line in client.collect(dp.ListRequest(str(project)))]
     if session_id is not None:
-        if SESSION_ID_RE.fullmatch(session_id) and any(row.get("id") == session_id for row in rows):
+        if is_session_id(session_id) and any(row.get("id") == session_id for row in rows):
             return session_id
         raise NoSession(
             f"no session {session_id!r} of {project} at the daemon at {client.address}; nothing was sent. "

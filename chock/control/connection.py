@@ -358,12 +358,12 @@ class ClientConnection:
         if refusal is not None:
             self._end_reply()
             if refusal.code == ErrorCode.UNKNOWN_VERB and self._request is not None:
-                # A verb this client knows and the server does not: the server is the older end.
-                verb = self._request.verb
+                # A verb this client knows and the server does not: the server is the older end. The one place
+                # an `unknown-verb` becomes words, for every verb, every client and serve's pages.
                 raise ProtocolError(
                     ErrorCode.UNKNOWN_VERB,
-                    f"the {self.peer} does not know `{verb}`: it is older than this client; update it, and restart "
-                    f"it so the new one serves ({refusal.text})",
+                    f"the {self.peer} needs a newer Chock for `{self._request.verb}` (it answered unknown-verb): "
+                    "upgrade chock there",
                 )
             raise refusal
         if self._state != "reply" or self._request is None:

@@ -131,6 +131,32 @@ class ListRow(ReplyLine):
             return None
 
 
+class InstanceRow(ReplyLine):
+    """`<instance JSON>`: one instance of `instances`, `{"name": …, "kind": …, "default": true|false}` and
+    nothing else — never an address, a path, a model secret or a credential."""
+
+    __slots__ = ("default", "kind", "name")
+    WHAT = '{"name": …, "kind": …, "default": …}'
+
+    def __init__(self, name: str, kind: str, default: bool) -> None:
+        self.name = name
+        self.kind = kind
+        self.default = default
+
+    def encode(self) -> bytes:
+        return f.reply_line(_dumps({"name": self.name, "kind": self.kind, "default": self.default}))
+
+    @classmethod
+    def decode(cls, line: str) -> InstanceRow | None:
+        value = _json_object(line)
+        if value is None:
+            return None
+        name, kind, default = value.get("name"), value.get("kind"), value.get("default")
+        if not isinstance(name, str) or not isinstance(kind, str) or not isinstance(default, bool):
+            return None
+        return cls(name, kind, default)
+
+
 class WatchHeader(ReplyLine):
     """`ok <row JSON>`: the first line of `watch`, the session's row as the watch began."""
 
@@ -216,6 +242,25 @@ class StartRequest(Request):
 
     def __init__(self, project: str, message: str) -> None:
         self.project = f.absolute_project(project)
+        self.message = f.text("message", message)
+
+
+class StartWithRequest(Request):
+    """`start-with <project>\\t<instance>\\t<message>` -> `ok <session id>\\t<log path>`: `start` with the
+    instance named (`start` uses the daemon's default). The child (`chock run --instance`) refuses a name the
+    daemon's config and logins do not hold, in its own words."""
+
+    __slots__ = ("instance", "message", "project")
+    ATTRS = ("project", "instance", "message")
+    verb = "start-with"
+    FIELDS = ("project", "instance", "message")
+    LIMIT = f.MAX_MESSAGE_LINE
+    REPLY = Started
+    WAIT = SPAWN_SECONDS
+
+    def __init__(self, project: str, instance: str, message: str) -> None:
+        self.project = f.absolute_project(project)
+        self.instance = f.instance_name(instance)
         self.message = f.text("message", message)
 
 
@@ -366,7 +411,43 @@ class RemoveRequest(_SessionRequest):
     REPLY = Removed
 
 
-_MESSAGE_VERBS = (b"start ", b"say ")
+class SessionsRequest(Request):
+    """`sessions` -> `<started at>\\t<row JSON>` per session of every project, newest first, at most
+    MAX_SESSIONS of them (the oldest are left out), then close. The rows are `list`'s."""
+
+    __slots__ = ()
+    verb = "sessions"
+    ITEM = ListRow
+
+
+# At most this many rows answer `sessions`: a client keeps at most this many per daemon.
+MAX_SESSIONS = 10_000
+
+
+class FindRequest(Request):
+    """`find <session id>` -> `<started at>\\t<row JSON>`, that session's row (of whichever project), or
+    `error not-found`: what a client that has only the id sends to learn its project."""
+
+    __slots__ = ("session_id",)
+    ATTRS = ("session_id",)
+    verb = "find"
+    FIELDS = ("session id",)
+    REPLY = ListRow
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = f.session_id(session_id)
+
+
+class InstancesRequest(Request):
+    """`instances` -> `{"name": …, "kind": …, "default": …}` per instance of the daemon's config and logins,
+    by name, then close; a config.zon the daemon cannot read is `error refused <why>`."""
+
+    __slots__ = ()
+    verb = "instances"
+    ITEM = InstanceRow
+
+
+_MESSAGE_VERBS = (b"start ", b"start-with ", b"say ")
 
 
 def request_line_limit(head: bytes) -> int:
@@ -377,7 +458,7 @@ def request_line_limit(head: bytes) -> int:
 # The verbs, in the order `unknown-verb` names them.
 VERBS = (
     StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest, StopRequest, SayRequest,
-    RemoveRequest,
+    RemoveRequest, SessionsRequest, FindRequest, InstancesRequest, StartWithRequest,
 )  # fmt: skip
 
 CONTROL = LineProtocol(
@@ -387,5 +468,7 @@ CONTROL = LineProtocol(
     requests=VERBS,
     one_verb=True,
     line_limit=request_line_limit,
-    limit_note=f"{f.size(f.MAX_MESSAGE_LINE)} for start and say, {f.size(f.MAX_LINE)} for any other request",
+    limit_note=(
+        f"{f.size(f.MAX_MESSAGE_LINE)} for start, start-with and say, {f.size(f.MAX_LINE)} for any other request"
+    ),
 )

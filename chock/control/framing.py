@@ -252,6 +252,20 @@ def yes_no(field: str) -> bool:
     raise bad_request(f"the answer must be yes or no (got {show(field)})")
 
 
+_NAME_FIRST = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_NAME_REST = _NAME_FIRST | frozenset(".-")
+
+
+def instance_name(value: str) -> str:
+    """An instance's name as config.zon and `chock login --name` write one: a letter, digit or `_`, then up to
+    63 of those, `.` or `-`. Never starts with `-`, so it is never an option of the child that is given it."""
+    if isinstance(value, str) and 0 < len(value) <= 64 and value[0] in _NAME_FIRST and _NAME_REST.issuperset(value):
+        return value
+    raise bad_request(
+        f"{show(str(value))} is not an instance name (a letter, digit or _, then up to 63 of those, . or -)"
+    )
+
+
 def text(name: str, value: str) -> str:
     if not isinstance(value, str) or not value:
         raise bad_request(f"the {name} is empty")

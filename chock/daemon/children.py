@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
@@ -40,6 +39,7 @@ from chock.platform.journal import CHILD_VARIABLE
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
     from typing import Any
 
     from chock.daemon.status import Status
@@ -75,7 +75,7 @@ class Child:
     def __init__(self, session_id: str, verb: str, project: str, process: subprocess.Popen[bytes]) -> None:
         self.session_id = session_id
         self.verb = verb
-        self.project_key = project_key(Path(project))  # a digest: activity and records never name the path
+        self.project_key = project_key(project)  # a digest: activity and records never name the path
         self.process = process
         self.started = time.monotonic()
 
@@ -108,12 +108,14 @@ class Children:
 
     # Spawning ----------------------------------------------------------------------------------------
 
-    def start(self, project: str, message: str) -> str:
-        """A new session: returns its id once the child has logged `session.start`; raises Refusal."""
+    def start(self, project: str, message: str, instance: str | None = None) -> str:
+        """A new session (with the `instance` named, else the config's default): returns its id once the child
+        has logged `session.start`; raises Refusal. The name is checked by the codec and resolved by the child."""
         sessions = ensure_dir(self.layout.sessions_dir)
         session_id, output, fd = self._new_output(sessions)
+        args = ["--session-id", session_id] + ([f"--instance={instance}"] if instance is not None else [])
         try:
-            child = self._spawn(session_id, "start", project, ["--session-id", session_id], fd, stdin=message)
+            child = self._spawn(session_id, "start", project, args, fd, stdin=message)
         except BaseException:
             os.close(fd)
             self._clean_failed_start(session_id, output)

@@ -11,8 +11,6 @@ removed at exit, activated sockets never touched) are `chock.platform.listening`
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from chock.platform import listening
 from chock.platform.listening import Listener
 
@@ -36,7 +34,7 @@ def activated() -> list[Listener]:
     return [Listener(sock) for sock in listening.activated(FD_NAME)]  # each checked to be a listening socket
 
 
-def bind_unix(path: Path, *, create_parent: bool) -> Listener:
+def bind_unix(path: str, *, create_parent: bool) -> Listener:
     """Bind the control socket at `path`: 0600, replacing only a stale socket, refusing anything else."""
     sock, owned = listening.bind_unix(
         path, backlog=BACKLOG, owner="the daemon", others=_OTHERS, create_parent=create_parent

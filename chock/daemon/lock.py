@@ -11,7 +11,6 @@ import contextlib
 import errno
 import fcntl
 import os
-from pathlib import Path
 
 from chock.errors import ChockError
 from chock.paths import FILE_MODE
@@ -22,12 +21,12 @@ class AlreadyRunning(ChockError):
 
 
 class DaemonLock:
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: str, fd: int) -> None:
         self.path = path
         self._fd = fd
 
     @classmethod
-    def acquire(cls, path: Path) -> DaemonLock:
+    def acquire(cls, path: str) -> DaemonLock:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -38,7 +37,8 @@ class DaemonLock:
                 raise ChockError(f"cannot lock {path}: {error.strerror}") from None
             who = f"pid {holder}" if holder else "a process that has not written its pid yet"
             raise AlreadyRunning(
-                f"another chock daemon ({who}) already runs on the state dir {path.parent} (it holds {path}); "
+                f"another chock daemon ({who}) already runs on the state dir {os.path.dirname(path)} "
+                f"(it holds {path}); "
                 f"talk to that one, or stop it first"
             ) from None
         os.ftruncate(fd, 0)

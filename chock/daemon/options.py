@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from chock.argv import Option
 from chock.paths import Layout
 
@@ -21,7 +19,7 @@ LOG_OPTIONS = (
 )
 
 OPTIONS = (
-    Option("--socket", "socket_path", Path, "PATH", "Listen on this unix socket (default: <state>/daemon.sock)."),
+    Option("--socket", "socket_path", str, "PATH", "Listen on this unix socket (default: <state>/daemon.sock)."),
     Option(
         "--host", "host", str, "HOST", "Also listen on TCP at this address (no identity check: put a proxy in front)."
     ),

@@ -27,7 +27,7 @@ SETTING = b"after_reboot"
 def after_start(daemon: Daemon) -> threading.Thread | None:
     """Carry on, in a thread, what a reboot interrupted, when config.zon asks for it."""
     try:
-        with open(daemon.layout.config, "rb") as handle:
+        with open(daemon.layout.config_file, "rb") as handle:
             mentioned = SETTING in handle.read()
     except OSError:
         return None

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import selectors
 import signal
 import socket
 import time
-from pathlib import Path
 
 from chock.control.daemon_protocol import PROTOCOL
 from chock.control.framing import ErrorCode, ProtocolError
@@ -34,6 +34,10 @@ from chock.paths import Layout, ensure_dir
 from chock.platform import manager
 from chock.platform.listening import Listener
 from chock.platform.peer import peer_uid
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Connections still sending their request, each holding at most one bounded line and no thread. At the cap,
 # the one that has waited longest is cut to make room, so clients that have not finished a request cannot
@@ -56,7 +60,7 @@ SHUTDOWN_GRACE = 5.0
 def run(
     layout: Layout,
     *,
-    socket_path: Path | None = None,
+    socket_path: str | Path | None = None,
     host: str | None = None,
     port: int | None = None,
     idle_exit: float | None = None,
@@ -72,8 +76,8 @@ def run(
         raise UsageError(f"--port {port} is not a port (0 to 65535; 0 lets the system choose)")
     if idle_exit is not None and not idle_exit > 0:
         raise UsageError("--idle-exit takes a number of seconds greater than 0")
-    ensure_dir(layout.state)
-    lock = DaemonLock.acquire(layout.state / "daemon.lock")
+    ensure_dir(layout.state_dir)
+    lock = DaemonLock.acquire(os.path.join(layout.state_dir, "daemon.lock"))
     try:
         server = Server(layout, idle_exit=idle_exit)
         server.listen(socket_path, host, port)
@@ -86,7 +90,7 @@ class Server:
     def __init__(self, layout: Layout, *, idle_exit: float | None = None) -> None:
         self.layout = layout
         self.idle_exit = idle_exit
-        status = Status(layout.state)
+        status = Status(layout.state_dir)
         children = Children(
             layout, status, under_manager=manager.under_user_manager, move_to_scope=manager.move_to_scope
         )
@@ -97,14 +101,14 @@ class Server:
 
     # Listeners ------------------------------------------------------------------------------------------
 
-    def listen(self, socket_path: Path | None, host: str | None, port: int | None) -> None:
+    def listen(self, socket_path: str | Path | None, host: str | None, port: int | None) -> None:
         """Open every listener; on any failure close those already open and raise."""
         try:
             self.listeners = listeners.activated()
             # Under socket activation the default socket is the unit's, handed over above; a --socket named
             # explicitly is bound as well, unless it is that very socket.
             if socket_path is not None or not self.listeners:
-                path = Path(socket_path) if socket_path is not None else self.layout.daemon_socket
+                path = os.fspath(socket_path if socket_path is not None else self.layout.daemon_socket)
                 if f"unix:{path}" not in {listener.address for listener in self.listeners}:
                     self.listeners.append(listeners.bind_unix(path, create_parent=True))
             if host is not None:

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import threading
-from pathlib import Path
 
 from chock.control.daemon_protocol import PROTOCOL
 from chock.errors import exit_reason
@@ -43,9 +42,9 @@ COUNTERS = (
 
 
 class Status:
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / "daemon-status.json"
-        self.activity_path = state_dir / "daemon-activity.jsonl"
+    def __init__(self, state_dir: str) -> None:
+        self.path = os.path.join(state_dir, "daemon-status.json")
+        self.activity_path = os.path.join(state_dir, "daemon-activity.jsonl")
         self._lock = threading.Lock()
         self._counters = dict.fromkeys(COUNTERS, 0)
         self._listeners: list[str] = []
@@ -110,7 +109,8 @@ class Status:
 
     def write(self) -> None:
         data = (json.dumps(self.record(), indent=2) + "\n").encode()
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        directory, name = os.path.split(self.path)
+        temporary = os.path.join(directory, f".{name}.{os.getpid()}")
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
             try:

@@ -72,6 +72,13 @@ def start(daemon: Daemon, reply: ReplyWriter, request: dp.StartRequest) -> None:
     reply.answer(dp.Started(session_id, str(daemon.layout.log_path(session_id))))
 
 
+def start_with(daemon: Daemon, reply: ReplyWriter, request: dp.StartWithRequest) -> None:
+    """`start-with <project>\\t<instance>\\t<message>` -> as `start`, the child given `--instance`; a name the
+    daemon's config and logins do not hold is the child's refusal, `error refused <its words>`."""
+    session_id = daemon.children.start(request.project, request.message, request.instance)
+    reply.answer(dp.Started(session_id, str(daemon.layout.log_path(session_id))))
+
+
 def adopt(daemon: Daemon, reply: ReplyWriter, request: dp.AdoptRequest) -> None:
     """`adopt <project>\\t<session id>` -> `ok <session id>\\t<log path>`, once the child holds the log."""
     entry = _session(daemon, request.project, request.session_id)
@@ -123,6 +130,44 @@ def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
 
 
 _COLD_LIST = threading.Lock()
+
+
+def sessions(daemon: Daemon, reply: ReplyWriter, request: dp.SessionsRequest) -> None:
+    """`sessions` -> `list`'s row of every session of every project, newest first, at most dp.MAX_SESSIONS.
+    Answered in a thread (it folds logs a `list` never asked for), taking turns with the cold lists."""
+    catalog = daemon.catalog
+    with _COLD_LIST:
+        entries = sorted(catalog.every(), key=_started, reverse=True)[: dp.MAX_SESSIONS]
+    reply.stream(entry.line(catalog.alive(entry), _list_line) for entry in entries)
+
+
+def _started(entry: Entry) -> tuple[str, str]:
+    """When a session started (to the millisecond), then its id: two started in one second keep their order."""
+    return entry.state.started_at, entry.session_id
+
+
+def find(daemon: Daemon, reply: ReplyWriter, request: dp.FindRequest) -> None:
+    """`find <session id>` -> that session's row, of whichever project, or `not-found`."""
+    catalog = daemon.catalog
+    entry = catalog.entry(request.session_id)
+    if entry is None:
+        raise _not_found(f"there is no session {request.session_id}")
+    reply.send(entry.line(catalog.alive(entry), _list_line))
+
+
+def instances(daemon: Daemon, reply: ReplyWriter, request: dp.InstancesRequest) -> None:
+    """`instances` -> each instance's name, kind and whether it is the default, read from the daemon's config
+    and logins as `chock run` reads them; a config the daemon cannot read is `refused`, in the config reader's
+    words (which never quote a `.token`)."""
+    from chock.config import load_config
+    from chock.errors import ChockError
+    from chock.instances import listed
+
+    try:
+        found = listed(daemon.layout, load_config(daemon.layout.config))
+    except ChockError as refusal:
+        raise ProtocolError(ErrorCode.REFUSED, str(refusal)) from None
+    reply.send(b"".join(dp.InstanceRow(name, kind, default).encode() for name, kind, default in found))
 
 
 def watch(daemon: Daemon, reply: ReplyWriter, request: dp.WatchRequest) -> None:
@@ -259,6 +304,10 @@ VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {
     "stop": stop,
     "say": say,
     "remove": remove,
+    "sessions": sessions,
+    "find": find,
+    "instances": instances,
+    "start-with": start_with,
 }
 
 assert set(VERBS) == set(dp.CONTROL.requests), "every verb the codec parses has its handler here"

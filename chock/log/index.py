@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 from chock.log.events import MAX_EVENT_BYTES, decode
 from chock.log.rowcache import locked, read_json, write_json
-from chock.paths import SESSION_ID_RE, path_name
+from chock.paths import is_session_id, path_name
 
 VERSION = 2
 
@@ -134,7 +134,7 @@ class ProjectIndex:
         with self._locked() as writable:
             mtime = os.stat(self._sessions).st_mtime_ns  # before the listing: a later change moves it on
             listed_at = time.time_ns()  # before it too: begun past RACY_NS, it misses nothing of that tick
-            names = [name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)]
+            names = [name for name in os.listdir(self._sessions) if is_session_id(name)]
             filed = self._read_listing() if self._dir is not None else {}
             known = self._keys if self._keys is not None else filed
             keys = {}
@@ -164,7 +164,7 @@ class ProjectIndex:
         (what differs, and the stamp, which other readers then trust too)."""
         assert self._keys is not None
         listed_at = time.time_ns()
-        names = {name for name in os.listdir(self._sessions) if SESSION_ID_RE.fullmatch(name)}
+        names = {name for name in os.listdir(self._sessions) if is_session_id(name)}
         if names != self._keys.keys() or _trusted(mtime, listed_at):
             self._list()
 
@@ -248,7 +248,7 @@ def _trusted(mtime: int, listed_at: int) -> bool:
 
 
 def _ids(values: list[object]) -> Iterator[str]:
-    return (i for i in values if type(i) is str and SESSION_ID_RE.fullmatch(i))
+    return (i for i in values if type(i) is str and is_session_id(i))
 
 
 def _listing(keys: dict[str, str | None]) -> dict[str, object]:

@@ -10,12 +10,12 @@ import errno
 import fcntl
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from chock.log.events import Event, decode
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import BinaryIO
 
 _CHUNK = 64 * 1024

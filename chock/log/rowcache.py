@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from chock.log.row import RowState
-from chock.paths import FILE_MODE, SESSION_ID_RE, ensure_dir
+from chock.paths import FILE_MODE, ensure_dir, is_session_id
 from chock.platform.flock import lock_within
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
@@ -247,7 +247,7 @@ class Rows(Mapping[str, Cached]):
 
     def _find(self, session_id: str) -> tuple[int, int] | None:
         """Where the session's line is, by bisection of the lines after the head."""
-        if not SESSION_ID_RE.fullmatch(session_id):
+        if not is_session_id(session_id):
             return None
         data, low, high = self._data, self._start, len(self._data)
         while low < high:  # low and high are at the start of a line (or the end)
@@ -277,7 +277,7 @@ def _line_id(data: bytes | bytearray, start: int, end: int) -> str | None:
     ):
         return None
     found = data[start + 2 : start + 2 + _ID_LENGTH].decode("ascii", "replace")
-    return found if SESSION_ID_RE.fullmatch(found) else None
+    return found if is_session_id(found) else None
 
 
 def _parse(line: bytes | bytearray, session_id: str) -> Cached | None:

@@ -30,13 +30,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from pathlib import Path
 
 from chock.errors import EXIT_FAILED, EXIT_INTERRUPTED, ChockError, UsageError, exit_reason
 from chock.paths import project_key
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 TARGETS = ("auto", "journal", "stderr")
@@ -47,7 +47,7 @@ DEFAULT_LEVEL = "info"
 DAEMON, SERVE, SESSION = "chock-daemon", "chock-serve", "chock-session"
 
 # journald's native socket, where python-systemd sends: its presence says the journal is running.
-JOURNAL_SOCKET = Path("/run/systemd/journal/socket")
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
 
 # Set by the daemon for the session children it spawns while its own records go to the journal.
 CHILD_VARIABLE = "CHOCK_LOG_TARGET"
@@ -266,7 +266,7 @@ def journal_problem() -> str | None:
     import importlib.util
 
     try:
-        listening = stat.S_ISSOCK(JOURNAL_SOCKET.stat().st_mode)
+        listening = stat.S_ISSOCK(os.stat(JOURNAL_SOCKET).st_mode)
     except OSError:
         listening = False
     if not listening:
@@ -308,7 +308,7 @@ def session_records(session_id: str | None, project: Path | None, verb: str) -> 
     configure(SESSION, "journal")
     fields: dict[str, object] = {"session": session_id, "verb": verb}
     with contextlib.suppress(OSError):
-        fields["project_key"] = project_key(project or Path.cwd())
+        fields["project_key"] = project_key(project or os.getcwd())
     record("session.running", **fields)
     code: int = EXIT_FAILED
     try:

@@ -22,7 +22,6 @@ import os
 import socket
 import stat
 import sys
-from pathlib import Path
 
 from chock.errors import ChockError
 from chock.paths import FILE_MODE, check_socket_path, ensure_dir
@@ -42,7 +41,7 @@ class Owned:
 
     __slots__ = ("device", "inode", "path")
 
-    def __init__(self, path: Path, device: int, inode: int) -> None:
+    def __init__(self, path: str, device: int, inode: int) -> None:
         self.path = path
         self.device = device
         self.inode = inode
@@ -97,16 +96,16 @@ class Listener:
 
 
 def bind_unix(
-    path: Path, *, backlog: int, owner: str, others: str, create_parent: bool = True
+    path: str | os.PathLike[str], *, backlog: int, owner: str, others: str, create_parent: bool = True
 ) -> tuple[socket.socket, Owned]:
     """A listening unix socket at `path`, 0600, replacing only a stale socket; a blocking socket.
 
     `owner` names who refuses in an error ("the daemon"); `others` says who else a live listener may be.
     """
-    path = Path(path)
+    path = os.fspath(path)
     check_socket_path(path)
     if create_parent:
-        ensure_dir(path.parent)
+        ensure_dir(os.path.dirname(path))
     _clear_stale(path, owner, others)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -125,7 +124,7 @@ def bind_unix(
     return sock, Owned(path, info.st_dev, info.st_ino)
 
 
-def _clear_stale(path: Path, owner: str, others: str) -> None:
+def _clear_stale(path: str, owner: str, others: str) -> None:
     try:
         info = os.lstat(path)
     except FileNotFoundError:

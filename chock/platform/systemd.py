@@ -17,7 +17,6 @@ import os
 import socket
 import stat
 import time
-from pathlib import Path
 
 from chock.errors import ChockError
 
@@ -193,9 +192,9 @@ def watchdog_interval() -> float | None:
 # --- sessions as transient scopes on the user manager -----------------------------------------------------
 
 
-def _private_socket() -> Path | None:
+def _private_socket() -> str | None:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    return Path(runtime, "systemd", "private") if runtime else None
+    return os.path.join(runtime, "systemd", "private") if runtime else None
 
 
 def under_user_manager() -> bool:
@@ -206,7 +205,7 @@ def under_user_manager() -> bool:
     """
     path = _private_socket()
     try:
-        return path is not None and stat.S_ISSOCK(path.stat().st_mode)
+        return path is not None and stat.S_ISSOCK(os.stat(path).st_mode)
     except OSError:
         return False
 
@@ -266,8 +265,8 @@ def _transports() -> list[tuple[str, str, bool]]:
         with contextlib.suppress(KeyError, ValueError, RuntimeError, StopIteration):
             found.append(("the session bus", get_bus("SESSION"), True))
     private = _private_socket()
-    if private is not None and private.exists():
-        found.append((str(private), str(private), False))
+    if private is not None and os.path.exists(private):
+        found.append((private, private, False))
     return found
 
 

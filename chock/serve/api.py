@@ -58,7 +58,7 @@ from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
 from chock.control.message import Request
-from chock.paths import SESSION_ID_RE
+from chock.paths import is_session_id
 from chock.platform import journal
 from chock.serve import feeds
 from chock.serve.feeds import Feeds, Stream, TooManyStreams, sse_event, sse_message
@@ -193,7 +193,7 @@ def _session_id(request: web.Request) -> str:
     # Every id taken from a client is checked against the session id pattern before it touches a path;
     # serve touches none, but the daemon is told nothing it would refuse.
     value = request.match_info["id"]
-    if not SESSION_ID_RE.fullmatch(value):
+    if not is_session_id(value):
         raise _refuse(400, f"{value!r} is not a session id (expected the form 20261201-073450-a1b2c3)")
     return value
 
@@ -501,6 +501,14 @@ ROUTES = (
 # The daemon's verbs serve offers no route for, and why (tests/test_front_tables.py: every verb is in one table).
 NOT_ROUTED = {
     "adopt": "a handover is asked by the terminal that holds the session (`chock detach`); a browser holds none",
+    "sessions": "the page lists the project it opened (`GET /sessions`); one list over every project and host is "
+    "the page over several daemons, still to come (`chock sessions --all` lists them at a terminal)",
+    "find": "every route names its project, from the list the page holds; `find` serves a client that has an "
+    "id alone (`chock run --on ADDR --continue ID`)",
+    "instances": "the page's Start uses the daemon's default instance (`POST /sessions`); offering a host's "
+    "instances is the page over several daemons, still to come",
+    "start-with": "the page's Start uses the daemon's default instance (`POST /sessions`); `chock run --on ADDR "
+    "--instance NAME` names another",
 }
 
 

@@ -132,7 +132,7 @@ class SessionSockets:
                 os.umask(previous)
             self._servers.append(server)
             info = os.lstat(path)
-            self._owned.append(Owned(Path(path), info.st_dev, info.st_ino))
+            self._owned.append(Owned(os.fspath(path), info.st_dev, info.st_ino))
 
     async def tell_asker(self, reply: ReplyLine) -> bool:
         """Send the handover asker what the machine said (`busy`, `ready`, `released`); False if it is gone."""
