@@ -72,7 +72,7 @@ def test_a_named_connection_works_as_its_address_does_and_shares_one_master(host
 
     listed = hosts.chock("connections")
     assert listed.returncode == 0, listed.stderr
-    assert "build" in listed.stdout and "reachable" in listed.stdout
+    assert "build" in listed.stdout and "reachable: 0 running, 0 waiting" in listed.stdout
     assert f" {dp.CONTROL.number} " in listed.stdout  # the remote protocol number
 
     closed = hosts.chock("connections", "--close")

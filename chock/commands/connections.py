@@ -50,7 +50,7 @@ class Probe:
 
     @property
     def state(self) -> str:
-        return "reachable" if self.ok else f"unreachable: {self.why}"
+        return f"reachable: {self.sessions}" if self.ok else f"unreachable: {self.why}"
 
 
 def _remote_version(address: Address) -> str:
@@ -70,9 +70,24 @@ def _remote_version(address: Address) -> str:
 
 
 def _sessions(address: Address) -> str:
-    """The host's sessions running and waiting; "-" until its daemon can list every session of its state
-    directory (the `sessions` verb): the one place that count comes from."""
-    return "-"
+    """The host's sessions running and waiting, from its daemon's `sessions` (every project's, at most
+    MAX_SESSIONS); "?" when it cannot say (an older daemon's unknown-verb)."""
+    from itertools import islice
+
+    from chock.control import daemon_protocol as dp
+    from chock.control.client import ControlClient, expect
+
+    try:
+        stream = ControlClient(address, timeout=PROBE_TIMEOUT).stream(dp.SessionsRequest())
+        try:
+            rows = [expect(line, dp.ListRow).row for line in islice(stream, dp.MAX_SESSIONS)]
+        finally:
+            stream.close()
+    except ChockError:
+        return "?"
+    running = sum(row.get("status") == "running" for row in rows)
+    waiting = sum(row.get("status") == "waiting" for row in rows)
+    return f"{running} running, {waiting} waiting"
 
 
 def probe(name: str, address: Address) -> Probe:
@@ -87,9 +102,10 @@ def probe(name: str, address: Address) -> Probe:
         start = time.monotonic()
         client.ping()
         rtt = time.monotonic() - start
+        sessions = _sessions(address)
     except ChockError as error:
         return Probe(name, address, why=str(error))
-    return Probe(name, address, protocol=number, version=version, sessions=_sessions(address), rtt=rtt)
+    return Probe(name, address, protocol=number, version=version, sessions=sessions, rtt=rtt)
 
 
 def probe_all(connections: Mapping[str, Address]) -> list[Probe]:
@@ -132,11 +148,11 @@ def connections(layout: Layout, close: bool) -> None:
             click.echo(shown(f"{name}: {'closed its SSH master' if ended else 'no SSH master was open'}"))
         return
     found = probe_all(named)
-    click.echo(f"{'NAME':<12} {'PROTOCOL':<8} {'VERSION':<10} {'SESSIONS':<8} {'RTT':>7}  ADDRESS / STATE")
+    click.echo(f"{'NAME':<12} {'PROTOCOL':<8} {'VERSION':<10} {'RTT':>7}  ADDRESS / STATE")
     for each in found:
         rtt = f"{each.rtt * 1000:.0f} ms" if each.rtt is not None else "-"
         protocol = str(each.protocol) if each.protocol is not None else "-"
-        line = f"{each.name:<12} {protocol:<8} {each.version:<10} {each.sessions:<8} {rtt:>7}  {each.address}"
+        line = f"{each.name:<12} {protocol:<8} {each.version:<10} {rtt:>7}  {each.address}"
         click.echo(shown(line, one_line=True))
         click.echo(shown(f"{'':<12} {each.state}", one_line=True))
     sys.exit(0 if all(each.ok for each in found) else 1)
