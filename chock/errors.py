@@ -14,6 +14,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_HANDED_OVER = 8
+# `chock dial-stdio` (the far end of an ssh:// connection) found no daemon at the socket (EX_UNAVAILABLE).
+EXIT_NO_DAEMON = 69
 EXIT_INTERRUPTED = 130
 
 # What each command's exit status means. `chock --help`, the manual pages' EXIT STATUS sections and the

@@ -243,8 +243,7 @@ def test_dial_stdio_starts_without_click_and_imports_little(home) -> None:
 
     done, loaded = chock_loading(home, "dial-stdio", "--socket", str(home.root / "none.sock"))
     assert done.returncode == NO_DAEMON, done.stderr
-    assert "click" not in loaded and "chock.commands.cli" not in loaded
+    assert not {"click", "chock.commands.cli", "socket"} & loaded
     assert {name for name in loaded if name.startswith("chock.")} <= {
-        "chock.argv", "chock.commands", "chock.commands.dial", "chock.control", "chock.control.ssh", "chock.entry",
-        "chock.errors", "chock.paths",
+        "chock.argv", "chock.commands", "chock.commands.dial", "chock.entry", "chock.errors", "chock.paths",
     }  # fmt: skip

@@ -6,18 +6,18 @@ when the other side ends it. It speaks no protocol: the client and the daemon gr
 daemon of another protocol number is refused by the client, naming both numbers. The daemon's peer-uid check
 is the whole access rule. Every remote request pays its start, so it is read without click (chock/entry.py's
 FAST) and imports nothing beyond the standard library's smallest parts. When no daemon answers at the socket it
-exits NO_DAEMON with one line saying how to enable one here; the client shows that line.
+exits EXIT_NO_DAEMON with one line saying how to enable one here; the client shows that line.
 """
 
 from __future__ import annotations
 
-import contextlib
+# `_socket`, not `socket`: the wrapper's enums and selectors cost every remote request milliseconds.
+import _socket
 import os
-import socket
 import sys
 
 from chock.argv import Option
-from chock.control.ssh import NO_DAEMON
+from chock.errors import EXIT_NO_DAEMON
 from chock.paths import Layout
 
 OPTIONS = (Option("--socket", "socket_path", str, "PATH", "Join this daemon socket (default: <state>/daemon.sock)."),)
@@ -40,27 +40,28 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _stdin_to(sock: socket.socket) -> None:
+def _stdin_to(sock: _socket.socket) -> None:
     """Standard input into the socket until it ends; then the socket's writing half is closed."""
     try:
         while data := os.read(0, _CHUNK):
             sock.sendall(data)
     except OSError:
         pass
-    finally:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_WR)
+    try:  # noqa: SIM105 - contextlib.suppress would cost every remote request an import
+        sock.shutdown(_socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
     """Join standard input and output to the daemon socket until the daemon's side ends; the exit code."""
     path = str(values["socket_path"] or layout.daemon_socket)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
     except OSError as error:
         sys.stderr.write(f"no chock daemon answers at {path} ({_reason(error)}): {ENABLE}\n")
-        return NO_DAEMON
+        return EXIT_NO_DAEMON
     import threading
 
     threading.Thread(target=_stdin_to, args=(sock,), daemon=True).start()

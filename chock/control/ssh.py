@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import re
 
-from chock.errors import UsageError
+from chock.errors import EXIT_NO_DAEMON, UsageError
 
 SCHEME = "ssh://"
-# What `chock dial-stdio` exits with when no daemon answers at the socket (EX_UNAVAILABLE), its one line on
-# stderr saying how to enable one there.
-NO_DAEMON = 69
+# What `chock dial-stdio` exits with when no daemon answers at the socket, its one line on stderr saying how
+# to enable one there.
+NO_DAEMON = EXIT_NO_DAEMON
 # How long a master connection stays after its last use, and how long ssh waits to connect.
 CONTROL_PERSIST = 60
 CONNECT_TIMEOUT = 10
 # What is kept of ssh's stderr to explain a failure.
 STDERR_LIMIT = 8 * 1024
 
-# Patterns, compiled (and cached by `re`) at their first use: `chock dial-stdio` imports this module for
-# NO_DAEMON alone, and every remote request pays its start.
+# Patterns, compiled (and cached by `re`) at their first use.
 _USER = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
 _HOST = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
 _PATH = r"/[A-Za-z0-9._/-]+"
