@@ -113,7 +113,7 @@ def dial_ssh(target: SshTarget) -> SshSocket:
     try:
         sock.target = target
         sock.process = subprocess.Popen(
-            argv, stdin=theirs, stdout=theirs, stderr=subprocess.PIPE, close_fds=True, start_new_session=False
+            argv, stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=subprocess.PIPE, close_fds=True
         )
     except FileNotFoundError:
         sock.close()
