@@ -252,7 +252,13 @@ class Layout:
 
     @property
     def daemon_socket(self) -> Path:
-        return self.state / "daemon.sock"
+        return _path(self.daemon_socket_text)
+
+    @property
+    def daemon_socket_text(self) -> str:
+        """`daemon_socket` as text: what `chock dial-stdio`, which every remote request starts, joins without
+        importing pathlib."""
+        return os.path.join(self.state_dir, "daemon.sock")
 
     @property
     def serve_socket(self) -> Path:

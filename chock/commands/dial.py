@@ -55,7 +55,7 @@ def _stdin_to(sock: _socket.socket) -> None:
 
 def run(layout: Layout, values: dict[str, object]) -> int:
     """Join standard input and output to the daemon socket until the daemon's side ends; the exit code."""
-    path = str(values["socket_path"] or layout.daemon_socket)
+    path = str(values["socket_path"] or layout.daemon_socket_text)
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
