@@ -200,8 +200,10 @@ def test_installs_from_debians_archive_and_runs_with_debians_python(installed: P
     helptext = run("/usr/bin/chock", "--help", cwd="/")
     assert helptext.returncode == 0, helptext.stderr
     listed = helptext.stdout.split("Commands:", 1)[1]
-    for name in chock_main.list_commands(click.Context(chock_main)):
-        assert re.search(rf"^\s+{re.escape(name)}\s", listed, re.M), f"{name} missing from chock --help"
+    context = click.Context(chock_main)
+    for name in chock_main.list_commands(context):
+        hidden = chock_main.get_command(context, name).hidden  # dial-stdio: ssh's, never a person's
+        assert hidden != bool(re.search(rf"^\s+{re.escape(name)}\s", listed, re.M)), f"{name} in chock --help"
         sub = run("/usr/bin/chock", name, "--help", cwd="/")
         assert sub.returncode == 0, f"chock {name} --help:\n{sub.stderr}"
 

@@ -353,7 +353,9 @@ def test_remove_deletes_an_ended_session_but_never_its_branch_and_refuses_a_runn
 
 
 def test_remove_racing_continue_lets_one_win_and_nothing_is_appended_to_a_removed_log(home, project):
-    replay_config(home, [{"text": "Done.", "tool_calls": []}] * 2)
+    # The continued turn takes a while, so the continue still holds the session when the remove comes: a continue
+    # that had already ended would leave the remove free to succeed too, and race nothing.
+    replay_config(home, [{"text": "Done.", "tool_calls": []}, {"text": "Done.", "tool_calls": [], "delay": 3}])
     outcomes = set()
     for _ in range(4):
         assert home.chock("run", "quick", cwd=project).returncode == 0
