@@ -31,7 +31,7 @@ def hosts() -> Iterator[Hosts]:
 
 @pytest.fixture(scope="session")
 def host_a(hosts: Hosts) -> Host:
-    """127.0.0.2: a host with a daemon and one session of the shared project."""
+    """Host 2 (127.X.Y.2): a host with a daemon and one session of the shared project."""
     host = hosts.host(2)
     layout = Layout(config=host.user.home / "config.zon", state=host.state, data=host.user.home / "data")
     host.session_id = write_session(layout, 1, hosts.project)
