@@ -82,14 +82,17 @@ def test_sessions_all_lists_two_projects_with_their_project_and_sessions_still_l
     every = home.chock("sessions", "--all", "--daemon", daemon.address, cwd=tmp_path)
     assert every.returncode == 0, every.stderr
     lines = every.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == [two, one]
+    assert [line.split()[:2] for line in lines] == [[daemon.address, two], [daemon.address, one]]
     assert str(second) in lines[0] and "task of the second" in lines[0]
     assert str(first) in lines[1] and "task of the first" in lines[1]
 
     # With no daemon named and none in the state dir, the state dir's own rows: the same lines.
     assert not home.layout.daemon_socket.exists()
     read_here = home.chock("sessions", "--all", cwd=tmp_path)
-    assert (read_here.returncode, read_here.stdout) == (0, every.stdout), read_here.stderr
+    assert read_here.returncode == 0, read_here.stderr
+    here_lines = [line.split(None, 1) for line in read_here.stdout.splitlines()]
+    assert [host for host, _ in here_lines] == ["local", "local"]
+    assert [rest for _, rest in here_lines] == [line.split(None, 1)[1] for line in lines]
 
     here = home.chock("sessions", "--daemon", daemon.address, cwd=first)
     assert here.returncode == 0 and two not in here.stdout and one in here.stdout and str(first) not in here.stdout
