@@ -199,7 +199,7 @@ def test_commands_pass_an_older_daemons_answer_on_to_a_person(home, project):
         started_with = home.chock("run", "--on", old.address, "--instance", "work", "do it", cwd=project)
     newer = "needs a newer Chock for `{}` (it answered unknown-verb): upgrade chock there"
     assert listing.returncode == 1
-    assert listing.stderr == f"chock: the daemon at {old.address} {newer.format('sessions')}\n"
+    assert listing.stderr == f"{old.address}: not listed: the daemon at {old.address} {newer.format('sessions')}\n"
     assert started_with.returncode == 3
     assert started_with.stderr == f"chock: the daemon at {old.address} {newer.format('start-with')}\n"
 
