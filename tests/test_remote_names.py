@@ -84,3 +84,35 @@ def test_session_completion_offers_this_machines_ids_and_host_names(home, two_ho
     done = home.chock(env=env, cwd=project)
     offered = {line.split(",", 1)[1] for line in done.stdout.splitlines()}
     assert here in offered and "build:" in offered and there not in offered
+
+
+def test_name_colon_session_acts_on_that_host_with_no_project_here(home, tmp_path, two_hosts):
+    here, there = two_hosts
+    away = tmp_path / "not-a-project"
+    away.mkdir()
+    plan = home.chock("plan", f"build:{there}", cwd=away)
+    assert plan.returncode == 0, plan.stderr
+    assert f"session {there} has no plan" in plan.stdout
+
+    wrong_host = home.chock("plan", f"build:{here}", cwd=away)
+    assert wrong_host.returncode == 2 and f"no session '{here}' on build" in wrong_host.stderr, wrong_host.stderr
+    address = home.chock("plan", f"127.0.0.1:{there}", cwd=away)
+    assert address.returncode == 2 and "never an address" in address.stderr, address.stderr
+
+    removed = home.chock("sessions", "remove", f"build:{there}", cwd=away)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == f"removed session {there} on build\n"
+    assert home.layout.log_path(here).exists()
+    gone = home.chock("sessions", "--all", "--daemon", "build", cwd=away)
+    assert there not in gone.stdout
+
+
+def test_a_bare_id_on_more_than_one_host_is_refused_naming_them(home, tmp_path, daemons, project):
+    twin = write_session(home.layout, 4, project)
+    daemons.start(socket_path=home.layout.daemon_socket)  # this machine's own daemon (local)
+    build, same = other_host(home, tmp_path, daemons, project, 4)
+    assert same == twin
+    home.write_config(f'.{{ .connections = .{{ .build = "{build.address}" }} }}\n')
+    done = home.chock("stop", twin, "--daemon", "local", "--daemon", "build", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"session {twin} is held by local, build: name one, as NAME:{twin}" in done.stderr, done.stderr

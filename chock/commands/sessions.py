@@ -15,7 +15,7 @@ from chock.commands import listing
 from chock.commands.completion import session_ids
 from chock.commands.rules import command, options, pass_layout, project_root, table_group
 from chock.commands.shared_options import PROJECT, PROJECT_OPTIONS
-from chock.control.address import ENVIRONMENT, named_address
+from chock.control.address import ENVIRONMENT, named_address, named_hosts
 from chock.errors import Refused, UsageError
 from chock.paths import Layout
 from chock.terminal import shown
@@ -45,9 +45,7 @@ def sessions_remove(
     """Delete ended sessions: their logs and scratchpads (their branches stay). Through the daemon named by
     --daemon, --port or $CHOCK_DAEMON; with none named, in this machine's state dir. Every id must name a
     session, or nothing is removed."""
-    if named_address(daemon_address, port=port, acting="chock sessions remove") is not None or any(
-        ":" in word for word in session_ids
-    ):
+    if named_hosts(daemon_address, port=port) is not None or any(":" in word for word in session_ids):
         from chock.commands.targets import ask, target
         from chock.control import daemon_protocol as dp
 
@@ -140,7 +138,7 @@ def plan(
     from chock.log.fold import fold
     from chock.session.render import plan_lines
 
-    if named_address(daemon_address, port=port, acting="chock plan") is not None or ":" in (session or ""):
+    if named_hosts(daemon_address, port=port) is not None or ":" in (session or ""):
         from chock.commands.targets import target
         from chock.control import daemon_protocol as dp
         from chock.control.client import events_of

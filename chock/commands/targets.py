@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chock.control import daemon_protocol as dp
-from chock.control.address import CONNECTION_NAME, LOCAL, Address, BadAddress, host_address, named_hosts
+from chock.control.address import (
+    CONNECTION_NAME,
+    LOCAL,
+    Address,
+    BadAddress,
+    host_address,
+    named_address,
+    named_hosts,
+)
 from chock.control.client import ControlClient, R, expect
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
@@ -195,7 +203,7 @@ def target(
         name = hosts[0][0] if hosts else LOCAL
         return Target(client, name, root, pick(client, root, session_id, running=running))
     if session_id is None:
-        raise UsageError(f"{acting} acts on one session and {len(hosts)} hosts were named: name the session")
+        named_address(daemon, port=port, acting=acting)  # refuses the second --daemon, naming the command
     if not is_session_id(session_id):
         raise NoSession(f"no session {session_id!r}: that is not a session id; nothing was sent")
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
