@@ -236,7 +236,9 @@ def test_run_on_starts_in_another_project_attaches_and_ctrl_c_leaves_it_running(
         terminal.close()
     (row,) = rows_of(daemon.client, dp.SessionsRequest())
     session_id = row["id"]
-    assert f"started session {session_id} on the daemon at {daemon.address}" in terminal.text()
+    assert f"started session {session_id} through the daemon at {daemon.address}" in terminal.text()
+    # The way back names the host: this terminal's machine has no such session.
+    assert f"`chock attach --daemon {daemon.address} {session_id}` comes back" in " ".join(terminal.text().split())
     assert row["project"] == str(there) and row["status"] in ("running", "ended")
 
     listed = home.chock("sessions", "--all", "--daemon", daemon.address, cwd=elsewhere)
@@ -260,6 +262,18 @@ def test_run_on_with_no_project_sends_the_working_directory_and_exits_as_attach_
     assert "the daemon continues it with your message" in more.stdout and "Carried on." in more.stdout
     told = [e["text"] for e in home.events(row["id"]) if e["type"] == "user.message"]
     assert told == ["the task, from a pipe", "one more thing"]
+
+
+def test_run_on_sends_the_project_as_typed_and_never_looks_at_it_here(home, tmp_path, daemon):
+    replay_config(home, DONE)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    done = home.chock("run", "--on", daemon.address, "--project", str(a_file), "do it", cwd=tmp_path)
+    # The daemon's refusal (exit 3), not this machine's check of its own file (click's exit 2, "is a file").
+    assert done.returncode == 3, done.stderr
+    assert "is a file" not in done.stderr and str(a_file) in done.stderr
+    here = home.chock("run", "--project", str(a_file), "do it", cwd=tmp_path)
+    assert here.returncode == 2 and "is a file" in here.stderr
 
 
 @pytest.mark.parametrize(

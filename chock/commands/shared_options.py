@@ -16,6 +16,10 @@ from chock.argv import Option
 
 PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
 
+# `chock run`'s: with --on it names a directory on the daemon's machine, sent as typed and never looked at here;
+# without, `chock run` checks it as PROJECT is checked.
+PROJECT_AS_TYPED = Option("--project", "project", str, "DIRECTORY", "The git project (default: here).")
+
 DAEMON = Option(
     "--daemon",
     "daemon_address",
@@ -31,7 +35,8 @@ ON = Option(
     "on_address",
     str,
     "ADDR",
-    "Start the session on this daemon (unix:/path or host:port) and attach to it; nothing is checked here.",
+    "Start the session on this host (a connection's name, local, or an address) and attach to it; nothing is "
+    "checked here.",
 )
 
 PORT = Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:PORT.")
