@@ -3,9 +3,9 @@ from these rows (chock/commands/), and the commands started without click (chock
 
 A row says what the option means everywhere it appears; a command that means something else by the same flag
 (`chock serve --port`, the port it listens on) declares its own. Which daemon `--daemon` and `--port` name is
-`chock.control.address.named_address`'s to say. `--daemon` is repeatable in the table, so a command that will
-act through several daemons takes them with no new option; every command today acts through one, and
-`named_address` refuses a second by name (exit 2).
+`chock.control.address`'s to say. `--daemon` is repeatable in the table: `chock sessions --all` and a command
+given a session take several (`named_hosts`); every other use acts through one, and `named_address` refuses a
+second naming the command (exit 2).
 """
 
 from __future__ import annotations
