@@ -11,18 +11,23 @@ untrusted, as chock/commands/listing.py takes them: at most MAX_SESSIONS a host,
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from chock.commands.listing import MAX_SESSIONS, every_row, print_rows
 from chock.control.address import LOCAL, Address, configured_connections, named_hosts
+from chock.control.daemon_protocol import MAX_SESSIONS
 from chock.errors import ChockError
 from chock.paths import Layout
 from chock.terminal import shown
 
 # At most this many hosts are asked at the same moment.
 MOST_AT_ONCE = 16
+# How a host's rows are read (chock.commands.listing.every_row: None is this machine) and how rows are printed
+# (chock.commands.listing.print_rows); passed in by chock/commands/listing.py, which imports this module.
+Read = Callable[[Layout, Address | None], list[dict[str, Any]]]
+Show = Callable[[list[dict[str, Any]]], None]
 
 
 @dataclass
@@ -43,26 +48,27 @@ def hosts_to_list(daemon: tuple[str, ...], port: int | None) -> list[tuple[str, 
     return [(name, None if name == LOCAL else address) for name, address in named]
 
 
-def list_one(layout: Layout, host: str, address: Address | None) -> Listed:
+def list_one(layout: Layout, read: Read, host: str, address: Address | None) -> Listed:
     """One host's rows; a host that does not answer (or refuses) is its reason."""
     try:
-        return Listed(host, every_row(layout, address)[:MAX_SESSIONS])
+        return Listed(host, read(layout, address)[:MAX_SESSIONS])
     except ChockError as error:
         return Listed(host, why=str(error))
 
 
-def list_every_host(layout: Layout, hosts: list[tuple[str, Address | None]]) -> list[Listed]:
+def list_every_host(layout: Layout, read: Read, hosts: list[tuple[str, Address | None]]) -> list[Listed]:
     """Every host asked at once; their answers in the order the hosts were given."""
     with ThreadPoolExecutor(max_workers=max(1, min(MOST_AT_ONCE, len(hosts)))) as pool:
-        return list(pool.map(lambda host: list_one(layout, *host), hosts))
+        return list(pool.map(lambda host: list_one(layout, read, *host), hosts))
 
 
-def run_all(layout: Layout, values: dict[str, object]) -> int:
+def run_all(layout: Layout, values: dict[str, object], read: Read, show: Show) -> int:
     """`chock sessions --all`: every host's rows, newest first, each with its host; 1 when a host did not answer."""
-    listed = list_every_host(layout, hosts_to_list(values["daemon_address"], values["port"]))  # type: ignore[arg-type]
+    hosts = hosts_to_list(values["daemon_address"], values["port"])  # type: ignore[arg-type]
+    listed = list_every_host(layout, read, hosts)
     rows = [{**row, "host": each.host} for each in listed for row in each.rows]
     rows.sort(key=lambda row: (str(row.get("started_at") or ""), str(row.get("id") or "")), reverse=True)
-    print_rows(rows, values, with_project=True)
+    show(rows)
     for each in listed:
         if len(each.rows) >= MAX_SESSIONS:
             print(

@@ -50,7 +50,7 @@ def run(layout: Layout, values: dict[str, object]) -> int:
             raise UsageError("--all lists every project's sessions; leave out --project (or leave out --all)")
         from chock.commands.every_host import run_all
 
-        return run_all(layout, values)
+        return run_all(layout, values, every_row, lambda rows: print_rows(rows, values, with_project=True))
     daemon = named_address(values["daemon_address"], port=values["port"], acting="chock sessions")  # type: ignore[arg-type]
     rows = project_rows(layout, values["project"], daemon)[::-1]  # type: ignore[arg-type]
     print_rows(rows, values, with_project=False)
