@@ -206,8 +206,10 @@ def target(
         named_address(daemon, port=port, acting=acting)  # refuses the second --daemon, naming the command
     if not is_session_id(session_id):
         raise NoSession(f"no session {session_id!r}: that is not a session id; nothing was sent")
+    wanted: str = session_id
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
-        held = [found for found in pool.map(lambda each: _found(*each, session_id), hosts) if found is not None]
+        asked = pool.map(lambda each: _found(each[0], each[1], wanted), hosts)
+        held = [found for found in asked if found is not None]
     if not held:
         names = ", ".join(name for name, _ in hosts)
         raise NoSession(f"no session {session_id!r} on {names}; nothing was sent. `chock sessions --all` lists them")
@@ -215,7 +217,7 @@ def target(
         names = ", ".join(name for name, _, _ in held)
         raise UsageError(f"session {session_id} is held by {names}: name one, as NAME:{session_id}; nothing was sent")
     name, address, row = held[0]
-    root = row.get("project")
-    if not isinstance(root, str) or not root.startswith("/"):
+    project_there = row.get("project")
+    if not isinstance(project_there, str) or not project_there.startswith("/"):
         raise SteerFailed(f"the daemon at {address} named no absolute project for session {session_id}")
-    return Target(ControlClient(address), name, Path(root), session_id)
+    return Target(ControlClient(address), name, Path(project_there), wanted)
