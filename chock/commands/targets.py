@@ -204,6 +204,7 @@ def target(
         return Target(client, name, root, pick(client, root, session_id, running=running))
     if session_id is None:
         named_address(daemon, port=port, acting=acting)  # refuses the second --daemon, naming the command
+        raise UsageError(f"{acting} acts on one session and {len(hosts)} hosts were named: name the session")
     if not is_session_id(session_id):
         raise NoSession(f"no session {session_id!r}: that is not a session id; nothing was sent")
     wanted: str = session_id
