@@ -1,10 +1,10 @@
 """`list` of a project with 100 sessions over SSH (docs/remote.md), against the floor of any request over SSH.
 
 A host is made on this machine as the tests make one (tests/fakes/hosts.py: a Unix user with its own daemon,
-Debian's sshd on 127.0.0.2, a client user with a key): it needs root and openssh-server. Both figures are taken
-by the client user, on the same warm SSH master: a `list` through `ControlClient` (a channel, `chock
-dial-stdio` started on the host, the greeting, the rows), and the floor — `ssh HOST python3 -S -c '<copy stdin
-to stdout>'` echoing the same bytes the list's reply holds: a remote interpreter start and a pipe, which no
+Debian's sshd on a loopback address of its own, a client user with a key): it needs root and openssh-server. Both
+figures are taken by the client user, on the same warm SSH master: a `list` through `ControlClient` (a channel,
+`chock dial-stdio` started on the host, the greeting, the rows), and the floor — `ssh HOST python3 -S -c '<copy
+stdin to stdout>'` echoing the same bytes the list's reply holds: a remote interpreter start and a pipe, which no
 change to Chock can go below. The target is a ratio of at most 2.
 
     python bench/remote_list.py           # prints the figures

@@ -5,6 +5,8 @@ its own daemon behind Debian's sshd on its own loopback address, and a client th
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from urllib.parse import quote
@@ -14,6 +16,8 @@ import pytest
 from chock.control import daemon_protocol as dp
 from chock.paths import Layout
 from tests.fakes.hosts import PYTHON, Host, Hosts, listening_tcp, listening_unix
+from tests.fakes.projects import make_project
+from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 from tests.test_catalog import write_session
 
@@ -31,7 +35,7 @@ def hosts() -> Iterator[Hosts]:
 
 @pytest.fixture(scope="session")
 def host_a(hosts: Hosts) -> Host:
-    """127.0.0.2: a host with a daemon and one session of the shared project."""
+    """Host 2 (127.X.Y.2): a host with a daemon and one session of the shared project."""
     host = hosts.host(2)
     layout = Layout(config=host.user.home / "config.zon", state=host.state, data=host.user.home / "data")
     host.session_id = write_session(layout, 1, hosts.project)
@@ -176,3 +180,78 @@ def test_a_remote_daemon_of_another_protocol_number_is_refused_naming_both(hosts
     assert done.returncode != 0
     assert f"chock-control {dp.CONTROL.number}" in done.stderr and f"chock-control {theirs}" in done.stderr, done.stderr
     assert "update the client" in done.stderr
+
+
+LONG = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "sleep 60"}}]},
+    *[{"text": "Carried on.", "tool_calls": []}] * 4,
+]
+
+
+def _host_with_replay(hosts: Hosts, number: int) -> Host:
+    """A host whose daemon runs sessions on a replay instance, with a project of its own user's."""
+    host = hosts.host(number)
+    config = host.user.home / ".config/chock"
+    config.mkdir(parents=True)
+    (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in LONG))
+    (config / "config.zon").write_text(
+        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, .approvals = .{ .shell = "allow" } }\n'
+    )
+    host.project = make_project(host.user.home / "project")
+    host.user.give(host.user.home)
+    host.start_daemon()
+    return host
+
+
+def test_a_session_run_on_a_named_host_is_listed_steered_and_continued_from_the_client(hosts: Hosts) -> None:
+    a = _host_with_replay(hosts, 7)
+    down = hosts.host(8)
+    down.stop_daemon()
+    down.sshd.terminate()
+    down.sshd.wait(10)
+    hosts.write_client_config(f'.{{ .connections = .{{ .a = "{a.url}", .down = "{down.url}" }} }}\n')
+    client = hosts.client
+    assert client is not None
+    setpriv, *rest = client.prefix()
+    chock = [shutil.which(setpriv) or setpriv, *rest, PYTHON, "-m", "chock"]  # a pty's child is exec'd by path
+
+    started = Terminal(
+        [*chock, "run", "--on", "a", "--project", str(a.project), "sleep a while"],
+        client.env(hosts.chock_dir), client.home,
+    )  # fmt: skip
+    try:
+        started.wait_for("sleep 60", timeout=60)
+        started.type("\x03")
+        assert started.exit_code() == 0
+    finally:
+        started.close()
+    (session_id,) = os.listdir(a.state / "sessions")
+    said = " ".join(started.text().split())
+    assert f"started session {session_id} on a" in said and f"`chock attach a:{session_id}` comes back" in said
+
+    listed = hosts.chock("sessions", "--all")
+    assert listed.returncode == 1, listed.stderr
+    assert [line.split()[:3] for line in listed.stdout.splitlines()] == [["a", session_id, "running"]]
+    assert listed.stderr.startswith("down: not listed: ssh could not reach"), listed.stderr
+
+    attached = Terminal([*chock, "attach", f"a:{session_id}"], client.env(hosts.chock_dir), client.home)
+    try:
+        attached.wait_for(f"attached to session {session_id} on a", timeout=60)
+        attached.wait_for("sleep 60")  # the session's events, replayed from the host's log
+        attached.type("\x03")
+        assert attached.exit_code() == 0
+    finally:
+        attached.close()
+
+    told = hosts.chock("say", f"a:{session_id}", "also this")
+    assert told.returncode == 0 and f"said to session {session_id} on a" in told.stdout, told.stderr
+    stopped = hosts.chock("stop", f"a:{session_id}")
+    assert stopped.returncode == 0 and f"session {session_id} stopped on a" in stopped.stdout, stopped.stderr
+    more = hosts.chock("run", "--on", "a", "--continue", session_id, "carry on")
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert "Carried on." in more.stdout
+
+    # The log lives only on A: the client's state directory holds nothing of it.
+    assert (a.state / "sessions" / session_id / "log.jsonl").exists()
+    assert not (client.home / ".local/state/chock/sessions").exists()
+    assert not list(client.home.rglob(f"*{session_id}*"))

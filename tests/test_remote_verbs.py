@@ -82,14 +82,17 @@ def test_sessions_all_lists_two_projects_with_their_project_and_sessions_still_l
     every = home.chock("sessions", "--all", "--daemon", daemon.address, cwd=tmp_path)
     assert every.returncode == 0, every.stderr
     lines = every.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == [two, one]
+    assert [line.split()[:2] for line in lines] == [[daemon.address, two], [daemon.address, one]]
     assert str(second) in lines[0] and "task of the second" in lines[0]
     assert str(first) in lines[1] and "task of the first" in lines[1]
 
     # With no daemon named and none in the state dir, the state dir's own rows: the same lines.
     assert not home.layout.daemon_socket.exists()
     read_here = home.chock("sessions", "--all", cwd=tmp_path)
-    assert (read_here.returncode, read_here.stdout) == (0, every.stdout), read_here.stderr
+    assert read_here.returncode == 0, read_here.stderr
+    here_lines = [line.split(None, 1) for line in read_here.stdout.splitlines()]
+    assert [host for host, _ in here_lines] == ["local", "local"]
+    assert [rest for _, rest in here_lines] == [line.split(None, 1)[1] for line in lines]
 
     here = home.chock("sessions", "--daemon", daemon.address, cwd=first)
     assert here.returncode == 0 and two not in here.stdout and one in here.stdout and str(first) not in here.stdout
@@ -196,7 +199,7 @@ def test_commands_pass_an_older_daemons_answer_on_to_a_person(home, project):
         started_with = home.chock("run", "--on", old.address, "--instance", "work", "do it", cwd=project)
     newer = "needs a newer Chock for `{}` (it answered unknown-verb): upgrade chock there"
     assert listing.returncode == 1
-    assert listing.stderr == f"chock: the daemon at {old.address} {newer.format('sessions')}\n"
+    assert listing.stderr == f"{old.address}: not listed: the daemon at {old.address} {newer.format('sessions')}\n"
     assert started_with.returncode == 3
     assert started_with.stderr == f"chock: the daemon at {old.address} {newer.format('start-with')}\n"
 
@@ -233,7 +236,9 @@ def test_run_on_starts_in_another_project_attaches_and_ctrl_c_leaves_it_running(
         terminal.close()
     (row,) = rows_of(daemon.client, dp.SessionsRequest())
     session_id = row["id"]
-    assert f"started session {session_id} on the daemon at {daemon.address}" in terminal.text()
+    assert f"started session {session_id} through the daemon at {daemon.address}" in terminal.text()
+    # The way back names the host: this terminal's machine has no such session.
+    assert f"`chock attach --daemon {daemon.address} {session_id}` comes back" in " ".join(terminal.text().split())
     assert row["project"] == str(there) and row["status"] in ("running", "ended")
 
     listed = home.chock("sessions", "--all", "--daemon", daemon.address, cwd=elsewhere)
@@ -257,6 +262,18 @@ def test_run_on_with_no_project_sends_the_working_directory_and_exits_as_attach_
     assert "the daemon continues it with your message" in more.stdout and "Carried on." in more.stdout
     told = [e["text"] for e in home.events(row["id"]) if e["type"] == "user.message"]
     assert told == ["the task, from a pipe", "one more thing"]
+
+
+def test_run_on_sends_the_project_as_typed_and_never_looks_at_it_here(home, tmp_path, daemon):
+    replay_config(home, DONE)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    done = home.chock("run", "--on", daemon.address, "--project", str(a_file), "do it", cwd=tmp_path)
+    # The daemon's refusal (exit 3), not this machine's check of its own file (click's exit 2, "is a file").
+    assert done.returncode == 3, done.stderr
+    assert "is a file" not in done.stderr and str(a_file) in done.stderr
+    here = home.chock("run", "--project", str(a_file), "do it", cwd=tmp_path)
+    assert here.returncode == 2 and "is a file" in here.stderr
 
 
 @pytest.mark.parametrize(

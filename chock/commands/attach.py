@@ -157,9 +157,10 @@ class Attached:
 
 def attach(
     client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None], out: TextIO,
-    keyboard: int | None,
+    keyboard: int | None, *, again: str | None = None,
 ) -> int:  # fmt: skip
-    """Show the session until it is over for this view; returns the exit code (0 when left with Ctrl-C)."""
+    """Show the session until it is over for this view; returns the exit code (0 when left with Ctrl-C). `again`
+    is how `chock attach` names the session to come back (default: its id alone, on this machine)."""
 
     def say(text: str) -> None:
         """A line of attach's own; what it quotes (a daemon's reply, a tool's name) is made safe with it."""
@@ -189,7 +190,7 @@ def attach(
             if code is not None:
                 return code
     except KeyboardInterrupt:
-        say(f"\nleft session {session_id}; it keeps running (`chock attach {session_id}` comes back)")
+        say(f"\nleft session {session_id}; it keeps running (`chock attach {again or session_id}` comes back)")
         return 0
     finally:
         watch.done.set()

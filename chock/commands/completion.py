@@ -1,5 +1,6 @@
 """Shell completion: the script `chock completion bash|zsh|fish` prints, and what completes beyond the
-command tree (this project's session ids, instance names).
+command tree (this project's session ids on this machine, `NAME:` for each host, instance names, and the hosts
+`--daemon` and `--on` take: `local` and config.zon's connection names).
 
 At each Tab the shell runs `chock` with `_CHOCK_COMPLETE` set, and click answers from the command tree
 (`click.shell_completion`, the same on click 8.1 as Debian 12 ships and on later ones). The zsh and fish scripts
@@ -82,17 +83,34 @@ def _layout(ctx: click.Context) -> Layout:
     return Layout.from_env(ctx.find_root().params.get("config"))
 
 
+def _hosts(ctx: click.Context) -> list[str]:
+    """`local` and each connection config.zon names: read from the file, no connection opened."""
+    try:
+        from chock.config import load_config
+        from chock.control.endpoint import LOCAL
+
+        return [LOCAL, *load_config(_layout(ctx).config).connections]
+    except Exception:
+        return []
+
+
+def host_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The hosts a `--daemon` or `--on` can name: `local` and config.zon's connections."""
+    return offered(_hosts(ctx), incomplete)
+
+
 def session_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    """This project's session ids (its --project, else the current directory's), newest first."""
+    """This project's session ids on this machine (its --project, else the current directory's), newest first,
+    then `NAME:` for each connection of config.zon: another host's ids are never asked for."""
     try:
         from chock.log import catalog
         from chock.project import find_root
 
         project = find_root(Path(ctx.params.get("project") or Path.cwd()))
-        rows = catalog.rows(_layout(ctx), project)
+        ids = [str(row["id"]) for row in reversed(catalog.rows(_layout(ctx), project))]
     except Exception:
-        return []
-    return offered([str(row["id"]) for row in reversed(rows)], incomplete)
+        ids = []
+    return offered(ids + [f"{name}:" for name in _hosts(ctx)[1:]], incomplete)
 
 
 def instance_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:

@@ -8,16 +8,16 @@ With no daemon socket in the state dir nothing is tried: the rows are read here 
 that one); the state dir's own socket is asked only when it exists, and a daemon that does not answer there is
 read around.
 
-`--all` lists every project's sessions, from the daemon's `sessions` (the same rows, with a PROJECT column), else
-from the whole state dir. A daemon's rows are untrusted: each field is taken as text and shown through the safe
-printer, nothing in a row is opened, and at most `MAX_SESSIONS` rows are kept.
+`--all` lists every project's sessions on every host (chock/commands/every_host.py): a daemon's `sessions` (the same
+rows, with HOST and PROJECT columns), else, for this machine, the whole state dir. A daemon's rows are untrusted:
+each field is taken as text and shown through the safe printer, nothing in a row is opened, and at most
+`MAX_SESSIONS` rows of a host are kept.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 from chock.argv import Option
@@ -41,31 +41,38 @@ MAX_SESSIONS = 10_000
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
-    """`chock sessions`: this project's sessions (every project's, with --all), newest first; the exit code."""
-    daemon = named_address(values["daemon_address"], port=values["port"])  # type: ignore[arg-type]
+    """`chock sessions`: this project's sessions (every project's on every host, with --all), newest first; the
+    exit code."""
     if values["all_projects"]:
         if values["project"] is not None:
             from chock.errors import UsageError
 
             raise UsageError("--all lists every project's sessions; leave out --project (or leave out --all)")
-        rows = every_row(layout, daemon)
-    else:
-        rows = project_rows(layout, values["project"], daemon)[::-1]  # type: ignore[arg-type]
+        from chock.commands.every_host import run_all
+
+        return run_all(layout, values, every_row, lambda rows: print_rows(rows, values, with_project=True))
+    daemon = named_address(values["daemon_address"], port=values["port"], acting="chock sessions")  # type: ignore[arg-type]
+    rows = project_rows(layout, values["project"], daemon)[::-1]  # type: ignore[arg-type]
+    print_rows(rows, values, with_project=False)
+    if not rows and not values["as_json"]:
+        print('no sessions in this project yet: start one with `chock run "…"`')
+    return 0
+
+
+def print_rows(rows: list[dict[str, Any]], values: dict[str, object], *, with_project: bool) -> None:
+    """The rows as JSON lines (`--json`) or as lines through the safe printer; a row's `host`, when it has one, is
+    its first column."""
     import json
 
+    width = max((len(str(row.get("host", ""))) for row in rows), default=0)
     for row in rows:
         if values["as_json"]:
             print(json.dumps(row))  # ASCII: every other character is a `\uXXXX` escape
         else:
-            print(shown(_line(row, with_project=bool(values["all_projects"])), one_line=True))
+            host = f"{row['host']!s:<{width}}  " if "host" in row else ""
+            print(shown(host + _line(row, with_project=with_project), one_line=True))
             if row.get("free"):
                 print(shown(f"    {interrupted(row)}", one_line=True))
-    if len(rows) >= MAX_SESSIONS and values["all_projects"]:
-        print(f"(the newest {MAX_SESSIONS:,} sessions; older ones are left out)", file=sys.stderr)
-    if not rows and not values["as_json"]:
-        where = "" if values["all_projects"] else " in this project"
-        print(f'no sessions{where} yet: start one with `chock run "…"`')
-    return 0
 
 
 def _line(row: dict[str, Any], *, with_project: bool) -> str:

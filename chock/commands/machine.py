@@ -95,7 +95,7 @@ def doctor(layout: Layout, daemon_address: tuple[str, ...], port: int | None) ->
     with fixes, and how to read Chock's records. The daemon checked is the one named, else the state dir's."""
     from chock.commands.doctor import examine
 
-    findings = examine(layout, named_address(daemon_address, port=port))
+    findings = examine(layout, named_address(daemon_address, port=port, acting="chock doctor"))
     for finding in findings:
         mark = (
             click.style("ok ", fg="green")

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 import click
 
 from chock.argv import Option
+from chock.commands.completion import host_names
 from chock.control.address import ENVIRONMENT
 from chock.errors import UsageError
 from chock.paths import Layout
@@ -25,6 +26,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # How many words (positional arguments) came before the end of a command's options, `--`: `chock say` reads it.
 WORDS_BEFORE_DASHES = "chock.words_before_dashes"
+
+
+# The options whose value is a host: they complete `local` and config.zon's connection names.
+HOST_OPTIONS = ("daemon_address", "on_address")
 
 
 def options(table: tuple[Option, ...]) -> Callable[[F], F]:
@@ -49,6 +54,7 @@ def options(table: tuple[Option, ...]) -> Callable[[F], F]:
                     show_default=option.default is not None,
                     envvar=option.envvar,
                     multiple=option.multiple,
+                    shell_complete=host_names if option.name in HOST_OPTIONS else None,
                 )
             function = made(function)
         return function

@@ -9,14 +9,14 @@ import click
 
 from chock.commands.completion import instance_names, session_ids
 from chock.commands.rules import command, options, pass_layout
-from chock.commands.shared_options import JSON, ON, PROJECT
+from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED
 from chock.errors import exit_status
 from chock.paths import Layout, is_session_id
 
 
 @command(epilog=exit_status("run"))
 @click.argument("message", required=False)
-@options((ON, PROJECT))
+@options((ON, PROJECT_AS_TYPED))
 @click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
 @click.option("--model", help="The model to ask (default: the instance's).")
 @click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
@@ -41,7 +41,7 @@ def run(
     layout: Layout,
     message: str | None,
     on_address: str | None,
-    project: Path | None,
+    project: str | None,
     instance: str | None,
     model: str | None,
     allow_dirty: bool,
@@ -69,17 +69,21 @@ def run(
         given = [flag for flag, value in flags.items() if value]
         sys.exit(run_on(on_address, project, instance, message, continue_id, given))
     interactive = sys.stdin.isatty()
+    ctx = click.get_current_context()
+    checked = next(param for param in ctx.command.params if param.name == "project")
+    directory = click.Path(path_type=Path, file_okay=False)  # as PROJECT is checked, only when it is here
+    project_dir = None if project is None else directory.convert(project, checked, ctx)
     if message is None and adopt_id is None and not interactive and not after_reboot:
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
     request = RunRequest(
-        message=message, project=project, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
+        message=message, project=project_dir, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
         continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
         for_daemon=for_daemon or after_reboot, after_reboot=after_reboot,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
     from chock.platform.journal import session_records
 
-    with session_records(session_id or adopt_id, project, "adopt" if adopt_id else "start"):
+    with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
         sys.exit(run_session(layout, request, renderer))
 
 

@@ -1,11 +1,13 @@
-"""`chock run --on ADDR`: a session started (or continued) on a daemon, then attached to as `chock attach` shows it.
+"""`chock run --on HOST`: a session started (or continued) on a daemon, then attached to as `chock attach` shows it.
+HOST is a connection's name from config.zon, `local`, or an address (`chock.control.address.host_address`).
 
 Nothing is checked or resolved here: no instance, credential, bwrap or repository of this machine is looked at,
-since the daemon's `start` (its own `chock run` child) makes every check, and its refusal is printed, exit 3.
-The project names a directory on the daemon's machine, so it is sent as typed — absolute, or refused — or, with
-no `--project`, as this terminal's working directory (`os.getcwd()`, not resolved). `--continue ID` learns the
-session's project from the daemon's `find` and carries the session on with `say`. Attached, Ctrl-C leaves the
-session running there, and the exit codes are `chock attach`'s (chock/commands/attach.py).
+since the daemon's `start` (its own `chock run` child) makes every check, and its refusal is printed, exit 3. The
+project names a directory on the daemon's machine, so it is sent as typed — absolute, or refused, and never looked
+at here — or, with no `--project`, as this terminal's working directory (`os.getcwd()`, not resolved). `--continue
+ID` learns the session's project from the daemon's `find` and carries the session on with `say`. Attached, Ctrl-C
+leaves the session running there (the hint names the host: `chock attach NAME:ID` or `--daemon ADDR ID`), and the
+exit codes are `chock attach`'s (chock/commands/attach.py).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import sys
 from pathlib import Path
 
 from chock.commands.attach import attach
-from chock.commands.targets import RUNNING, SteerFailed, ask
+from chock.commands.targets import RUNNING, SteerFailed, Target, ask
 from chock.control import daemon_protocol as dp
-from chock.control.address import parse_address
+from chock.control.address import host_address
 from chock.control.client import ControlClient
 from chock.errors import Refused, UsageError
 from chock.terminal import shown
@@ -37,45 +39,48 @@ NOT_WITH_ON = {
 
 def run_on(
     address_text: str,
-    project: Path | None,
+    project: str | None,
     instance: str | None,
     message: str | None,
     continue_id: str | None,
     given: list[str],
 ) -> int:
-    """Start (or, with `continue_id`, carry on) a session on the daemon at `address_text` and attach to it; the
-    exit code of the view. `given` are the flags of NOT_WITH_ON that were given (each refused, exit 2)."""
+    """Start (or, with `continue_id`, carry on) a session on the host `address_text` names and attach to it; the
+    exit code of the view. `project` is as typed. `given` are the flags of NOT_WITH_ON that were given (each
+    refused, exit 2)."""
     if given:
         raise UsageError(f"{given[0]} cannot be used with --on: {NOT_WITH_ON[given[0]]}")
-    client = ControlClient(parse_address(address_text))
-    if project is not None and not project.is_absolute():
+    host, address = host_address(address_text)
+    client = ControlClient(address)
+    if project is not None and not project.startswith("/"):
         raise UsageError(
-            f"--project {shown(str(project), one_line=True)} is not absolute: with --on it names a directory on the "
+            f"--project {shown(project, one_line=True)} is not absolute: with --on it names a directory on the "
             "daemon's machine, which is never resolved here; give its absolute path"
         )
     if message is None and not sys.stdin.isatty():
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
     if continue_id is not None:
-        return _continue(client, project, instance, continue_id, message)
+        return _continue(client, host, project, instance, continue_id, message)
     if not message or not message.strip():
         raise UsageError("chock run --on needs a MESSAGE (as an argument or on standard input): the task to start")
-    root = str(project) if project is not None else os.getcwd()
+    root = project if project is not None else os.getcwd()
     request = dp.StartRequest(root, message) if instance is None else dp.StartWithRequest(root, instance, message)
     try:
         session_id = ask(client, request, dp.Started).session_id
     except SteerFailed as refusal:
         raise Refused(str(refusal)) from None
-    print(f"(started session {session_id} on the daemon at {client.address}; Ctrl-C leaves it running there)")
-    return _attach(client, root, session_id)
+    started = Target(client, host, Path(root), session_id)
+    print(shown(f"(started session {session_id} {started.where}; Ctrl-C leaves it running there)"))
+    return _attach(started)
 
 
 def _continue(
-    client: ControlClient, project: Path | None, instance: str | None, session_id: str, message: str | None
+    client: ControlClient, host: str, project: str | None, instance: str | None, session_id: str, message: str | None
 ) -> int:
     """Carry the session on with `message` (the daemon's `say`), or attach to it as it runs when none is given."""
     if not session_id:
         raise UsageError(
-            f"--continue with --on needs the session's id: `chock sessions --all --daemon {client.address}` lists them"
+            f"--continue with --on needs the session's id: `chock sessions --all --daemon {host}` lists them"
         )
     for flag, value in (("--project", project), ("--instance", instance)):
         if value is not None:
@@ -87,19 +92,23 @@ def _continue(
     root = row.get("project")
     if not isinstance(root, str) or not root.startswith("/"):
         raise Refused(f"the daemon at {client.address} named no absolute project for session {session_id}")
+    found = Target(client, host, Path(root), session_id)
     if message and message.strip():
         try:
             how = ask(client, dp.SayRequest(root, session_id, message), dp.Said).how
         except SteerFailed as refusal:
             raise Refused(str(refusal)) from None
         told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
-        print(f"(said to session {session_id} on the daemon at {client.address}: {told})")
+        print(shown(f"(said to session {session_id} {found.where}: {told})"))
     elif row.get("status") not in RUNNING:
         raise UsageError(f"session {session_id} is not running: give a MESSAGE, and the daemon continues it with it")
-    return _attach(client, root, session_id)
+    return _attach(found)
 
 
-def _attach(client: ControlClient, root: str, session_id: str) -> int:
+def _attach(found: Target) -> int:
     from chock.session.render import terminal_renderer
 
-    return attach(client, Path(root), session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno())
+    return attach(
+        found.client, found.project, found.session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno(),
+        again=found.again,
+    )  # fmt: skip

@@ -15,7 +15,7 @@ from chock.commands import listing
 from chock.commands.completion import session_ids
 from chock.commands.rules import command, options, pass_layout, project_root, table_group
 from chock.commands.shared_options import PROJECT, PROJECT_OPTIONS
-from chock.control.address import ENVIRONMENT, named_address
+from chock.control.address import ENVIRONMENT, named_address, named_hosts
 from chock.errors import Refused, UsageError
 from chock.paths import Layout
 from chock.terminal import shown
@@ -45,21 +45,22 @@ def sessions_remove(
     """Delete ended sessions: their logs and scratchpads (their branches stay). Through the daemon named by
     --daemon, --port or $CHOCK_DAEMON; with none named, in this machine's state dir. Every id must name a
     session, or nothing is removed."""
-    address = named_address(daemon_address, port=port)
-    if address is not None:
-        from chock.commands.targets import ask, pick
+    if named_hosts(daemon_address, port=port) is not None or any(":" in word for word in session_ids):
+        from chock.commands.targets import ask, target
         from chock.control import daemon_protocol as dp
-        from chock.control.client import ControlClient
 
         if with_workspace:
             raise UsageError(
-                f"--with-workspace works on this machine only, and the daemon at {address} was named: leave out "
-                f"--daemon and --port and unset ${ENVIRONMENT}"
+                "--with-workspace works on this machine only, and a daemon was named: leave out NAME:, --daemon "
+                f"and --port and unset ${ENVIRONMENT}"
             )
-        client, root = ControlClient(address), project_root(project)
-        for session_id in [pick(client, root, session_id, running=False) for session_id in session_ids]:
-            ask(client, dp.RemoveRequest(str(root), session_id), dp.Removed)
-            click.echo(f"removed session {session_id} through the daemon at {address}")
+        found = [
+            target(layout, word, project, daemon_address, port, running=False, acting="chock sessions remove")
+            for word in session_ids
+        ]
+        for each in found:
+            ask(each.client, dp.RemoveRequest(str(each.project), each.session_id), dp.Removed)
+            click.echo(shown(f"removed session {each.session_id} {each.where}"))
         return
     from chock.log import removal
     from chock.paths import is_session_id
@@ -103,7 +104,7 @@ def usage(layout: Layout, project: Path | None, daemon_address: tuple[str, ...],
     the state dir's when it answers, else the state dir itself."""
     from chock.log.events import USAGE_FIELDS
 
-    rows = listing.project_rows(layout, project, named_address(daemon_address, port=port))
+    rows = listing.project_rows(layout, project, named_address(daemon_address, port=port, acting="chock usage"))
     priced = any(row["cost"] is not None for row in rows)
     total = dict.fromkeys(USAGE_FIELDS, 0)
     for row in rows:
@@ -137,15 +138,14 @@ def plan(
     from chock.log.fold import fold
     from chock.session.render import plan_lines
 
-    address = named_address(daemon_address, port=port)
-    if address is not None:
-        from chock.commands.targets import pick
+    if named_hosts(daemon_address, port=port) is not None or ":" in (session or ""):
+        from chock.commands.targets import target
         from chock.control import daemon_protocol as dp
-        from chock.control.client import ControlClient, events_of
+        from chock.control.client import events_of
 
-        client = ControlClient(address)
-        session = pick(client, project_root(project), session, running=False)
-        state = fold(events_of(client.stream(dp.ReadRequest(session))))
+        found = target(layout, session, project, daemon_address, port, running=False, acting="chock plan")
+        session = found.session_id
+        state = fold(events_of(found.client.stream(dp.ReadRequest(session))))
     else:
         from chock.log import catalog
         from chock.log.reader import read_events

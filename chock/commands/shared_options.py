@@ -3,9 +3,9 @@ from these rows (chock/commands/), and the commands started without click (chock
 
 A row says what the option means everywhere it appears; a command that means something else by the same flag
 (`chock serve --port`, the port it listens on) declares its own. Which daemon `--daemon` and `--port` name is
-`chock.control.address.named_address`'s to say. `--daemon` is repeatable in the table, so a command that will
-act through several daemons takes them with no new option; every command today acts through one, and
-`named_address` refuses a second by name (exit 2).
+`chock.control.address`'s to say. `--daemon` is repeatable in the table: `chock sessions --all` and a command
+given a session take several (`named_hosts`); every other use acts through one, and `named_address` refuses a
+second naming the command (exit 2).
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from pathlib import Path
 from chock.argv import Option
 
 PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
+
+# `chock run`'s: with --on it names a directory on the daemon's machine, sent as typed and never looked at here;
+# without, `chock run` checks it as PROJECT is checked.
+PROJECT_AS_TYPED = Option("--project", "project", str, "DIRECTORY", "The git project (default: here).")
 
 DAEMON = Option(
     "--daemon",
@@ -31,7 +35,8 @@ ON = Option(
     "on_address",
     str,
     "ADDR",
-    "Start the session on this daemon (unix:/path or host:port) and attach to it; nothing is checked here.",
+    "Start the session on this host (a connection's name, local, or an address) and attach to it; nothing is "
+    "checked here.",
 )
 
 PORT = Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:PORT.")

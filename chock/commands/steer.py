@@ -16,28 +16,15 @@ import click
 from chock.commands.completion import session_ids
 from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root
 from chock.commands.shared_options import PROJECT_OPTIONS
-from chock.control.address import ENVIRONMENT, Address, named_address
+from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address
 from chock.errors import exit_status
 from chock.paths import Layout
 from chock.terminal import as_lines, colour, shown
 
-TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
-if TYPE_CHECKING:
-    from chock.control.client import ControlClient
-
 
 def _address(layout: Layout, daemon_address: tuple[str, ...], port: int | None) -> Address:
     """The daemon named (`named_address`), else the state directory's own."""
-    return named_address(daemon_address, port=port) or Address(path=str(layout.daemon_socket))
-
-
-def _steering(
-    layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None
-) -> tuple[ControlClient, Path]:
-    """The daemon to steer through, and the project the session belongs to."""
-    from chock.control.client import ControlClient
-
-    return ControlClient(_address(layout, daemon_address, port)), project_root(project)
+    return named_address(daemon_address, port=port, acting="chock detach") or Address(path=str(layout.daemon_socket))
 
 
 @command()
@@ -51,18 +38,13 @@ def stop(
 
     Its model call is cancelled, every process of its sandbox killed, a pending approval withdrawn; the log
     ends `interrupted`, and `chock run --continue SESSION` can take it back later."""
-    from chock.commands.targets import ask, pick
+    from chock.commands.targets import ask, target
     from chock.control import daemon_protocol as dp
 
-    client, root = _steering(layout, project, daemon_address, port)
-    session_id = pick(client, root, session, running=True)
-    ask(client, dp.StopRequest(str(root), session_id), dp.Stopped)
-    click.echo(
-        shown(
-            f"session {session_id} stopped through the daemon at {client.address}; "
-            f"`chock run --continue {session_id}` takes it back"
-        )
-    )
+    found = target(layout, session, project, daemon_address, port, running=True, acting="chock stop")
+    ask(found.client, dp.StopRequest(str(found.project), found.session_id), dp.Stopped)
+    back = f"chock run --continue {found.session_id}" if found.host == LOCAL else f"chock say {found.again} MESSAGE"
+    click.echo(shown(f"session {found.session_id} stopped {found.where}; `{back}` takes it back"))
 
 
 @command()
@@ -77,16 +59,15 @@ def say(
     A first word shaped like a session id (20261201-073450-…) is the session, and must name one of this
     project's exactly; a message that begins with such a word goes after `--`. A running session takes the
     message at its next turn; one that ended (completed, failed or stopped) is continued by the daemon with it."""
-    from chock.commands.targets import ask, pick, piped_stdin, target_and_message
+    from chock.commands.targets import ask, piped_stdin, target, target_and_message
     from chock.control import daemon_protocol as dp
 
     before_dashes = click.get_current_context().meta.get(WORDS_BEFORE_DASHES, len(words))
     session, message = target_and_message(words, before_dashes, piped_stdin())
-    client, root = _steering(layout, project, daemon_address, port)
-    session_id = pick(client, root, session, running=False)
-    how = ask(client, dp.SayRequest(str(root), session_id, message), dp.Said).how
+    found = target(layout, session, project, daemon_address, port, running=False, acting="chock say")
+    how = ask(found.client, dp.SayRequest(str(found.project), found.session_id, message), dp.Said).how
     told = "it takes it at its next turn" if how == "queued" else "the daemon continues it with your message"
-    click.echo(shown(f"said to session {session_id} through the daemon at {client.address}: {told}"))
+    click.echo(shown(f"said to session {found.session_id} {found.where}: {told}"))
 
 
 @command(epilog=exit_status("attach"))
@@ -101,13 +82,17 @@ def attach(
     Answer its approvals with y or n, type a line to tell it more, `/stop` to stop it; Ctrl-C leaves it
     running. Exits with the session's exit code when it ends, 1 when it is abandoned."""
     from chock.commands.attach import attach as attach_to
-    from chock.commands.targets import pick
+    from chock.commands.targets import target
     from chock.session.render import terminal_renderer
 
-    client, root = _steering(layout, project, daemon_address, port)
-    session_id = pick(client, root, session, running=True)
-    click.echo(f"(attached to session {session_id} through the daemon at {client.address})")
-    sys.exit(attach_to(client, root, session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno()))
+    found = target(layout, session, project, daemon_address, port, running=True, acting="chock attach")
+    click.echo(shown(f"(attached to session {found.session_id} {found.where})"))
+    sys.exit(
+        attach_to(
+            found.client, found.project, found.session_id, terminal_renderer(), sys.stdout, sys.stdin.fileno(),
+            again=found.again,
+        )
+    )  # fmt: skip
 
 
 @command()

@@ -5,7 +5,9 @@ Which daemon a command acts through is decided once, here (docs/architecture.md#
 `--port N` (meaning 127.0.0.1:N; both together are refused), else `$CHOCK_DAEMON` — `named_address`, which every
 command that can act through a daemon calls with its `chock.commands.shared_options.DAEMON_OPTIONS` — and when
 none is given, the state directory's own daemon (`resolve_address`) or the state directory itself, as the command says.
-`--daemon` is repeatable in that table; a command acts through one daemon today, so a second is refused here.
+`--daemon` is repeatable in that table: a command that asks several daemons (`chock sessions --all`, a bare session
+id looked for on each) takes them with `named_hosts`; one that acts through one takes `named_address`, which
+refuses a second by the command's name.
 A command that cannot act through a daemon takes neither option and ignores `$CHOCK_DAEMON`.
 
 A word that is a connection's name (`^[a-z][a-z0-9_-]{0,31}$`, never an address: those hold `:` or `/`) is
@@ -61,33 +63,51 @@ def configured_connections() -> Mapping[str, Address]:
     return load_config(Layout.from_env().config).connections
 
 
+def named_hosts(
+    daemon: str | Sequence[str] | None = None,
+    *,
+    port: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    connections: Mapping[str, Address] | None = None,
+) -> list[tuple[str, Address]] | None:
+    """The hosts a person named, each once, in the order given, with their addresses (`host_address`): every
+    `--daemon`, or `--port N` meaning 127.0.0.1:N (both together are refused), else `$CHOCK_DAEMON`; None when
+    none is named."""
+    words = [daemon] if isinstance(daemon, str) else list(daemon or ())
+    if words and port is not None:
+        raise BadAddress("--daemon and --port both name the daemon; give one of them")
+    if port is not None:
+        address = parse_address(f"127.0.0.1:{port}")
+        return [(str(address), address)]
+    if not words:
+        environ = os.environ if environ is None else environ
+        words = [environ[ENVIRONMENT]] if environ.get(ENVIRONMENT) else []
+    if not words:
+        return None
+    found: dict[str, Address] = {}
+    for word in words:
+        name, address = host_address(word, connections)
+        found.setdefault(name, address)
+    return list(found.items())
+
+
 def named_address(
     daemon: str | Sequence[str] | None = None,
     *,
     port: int | None = None,
     environ: Mapping[str, str] | None = None,
     connections: Mapping[str, Address] | None = None,
+    acting: str = "this command",
 ) -> Address | None:
-    """The daemon a person named: `--daemon ADDR` (given once: the commands act through one daemon), or
-    `--port N` meaning 127.0.0.1:N (both together are refused), else `$CHOCK_DAEMON`; None when none is named.
-    A connection's name, or `local`, stands for its address (`host_address`)."""
-    if daemon is not None and not isinstance(daemon, str):
-        if len(daemon) > 1:
-            raise BadAddress(
-                f"--daemon was given {len(daemon)} times ({', '.join(daemon)}); this command acts through one "
-                f"daemon: give --daemon once"
-            )
-        daemon = daemon[0] if daemon else None
-    if daemon is not None and port is not None:
-        raise BadAddress("--daemon and --port both name the daemon; give one of them")
-    if daemon is not None:
-        return host_address(daemon, connections)[1]
-    if port is not None:
-        return parse_address(f"127.0.0.1:{port}")
-    environ = os.environ if environ is None else environ
-    if environ.get(ENVIRONMENT):
-        return host_address(environ[ENVIRONMENT], connections)[1]
-    return None
+    """The one daemon a person named (`named_hosts`; a second `--daemon` is refused naming `acting`, the
+    command, which acts through one); None when none is named."""
+    if daemon is not None and not isinstance(daemon, str) and len(daemon) > 1:
+        raise BadAddress(
+            f"--daemon was given {len(daemon)} times ({', '.join(daemon)}); {acting} acts through one daemon: "
+            "give --daemon once"
+        )
+    hosts = named_hosts(daemon, port=port, environ=environ, connections=connections)
+    return hosts[0][1] if hosts else None
 
 
 def resolve_address(

@@ -1,6 +1,9 @@
 """Hosts on this one machine, reached over real OpenSSH (docs/remote.md): a Unix user per host with its own home
-and daemon, Debian's sshd per host on its own loopback address (127.0.0.2, 127.0.0.3, …) with a host key made
-here, and a client that is a Unix user too (ssh reads ~/.ssh from the passwd entry's home, not $HOME).
+and daemon, Debian's sshd per host on its own loopback address with a host key made here, and a client that is a
+Unix user too (ssh reads ~/.ssh from the passwd entry's home, not $HOME).
+
+`host(n)` listens on 127.X.Y.n:PORT, where 127.X.Y is picked per run (a free /24 of 127.0.0.0/8, checked by
+binding): two runs at once — two engineers, two test files — never share an address.
 
 Every user runs Debian's own python3 on a copy of the `chock` package in a world-readable directory: a checkout
 may sit where other users cannot read it. Everything made — users, processes, directories — is removed by
@@ -14,6 +17,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -95,7 +99,7 @@ class Host:
 
     def __init__(self, hosts: Hosts, number: int, *, chock_on_path: bool = True) -> None:
         self.hosts = hosts
-        self.ip = f"127.0.0.{number}"
+        self.ip = f"{hosts.network}.{number}"
         self.user = User(f"{hosts.prefix}h{number}", hosts.base)
         self.dir = hosts.base / f"sshd{number}"
         self.dir.mkdir(mode=0o755)
@@ -170,13 +174,33 @@ class Host:
         self.user.remove()
 
 
+def _free(ip: str) -> bool:
+    """Whether nothing listens on `ip`:PORT (binding it succeeds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((ip, PORT))
+        except OSError:
+            return False
+    return True
+
+
+def free_network() -> str:
+    """A `127.X.Y` whose .2 to .20 have nothing on PORT: this run's hosts' addresses (all loopback on Linux)."""
+    for _ in range(50):
+        network = f"127.{1 + secrets.randbelow(254)}.{secrets.randbelow(256)}"
+        if all(_free(f"{network}.{number}") for number in range(2, 21)):
+            return network
+    raise RuntimeError(f"no free 127.X.Y.0/24 with port {PORT} unbound: are many host test runs going at once?")
+
+
 class Hosts:
-    """The client user and the hosts it reaches; `host(n)` makes host 127.0.0.n."""
+    """The client user and the hosts it reaches; `host(n)` makes host `network`.n (`free_network`)."""
 
     def __init__(self) -> None:
         if os.geteuid() != 0 or not os.path.exists(SSHD):
             raise RuntimeError("these tests make Unix users and run sshd: run them as root with openssh-server")
         self.prefix = "chk" + secrets.token_hex(3)
+        self.network = free_network()
         self.base = Path(tempfile.mkdtemp(prefix="chock-hosts-"))
         self.base.chmod(0o755)
         self.made: list[Host] = []

@@ -1,0 +1,118 @@
+"""Hosts by name everywhere (docs/remote.md): `chock sessions --all` over every host, `NAME:SESSION` for the commands
+that name a session, `chock run --on NAME`, and completion of connection names.
+
+Each "host" here is a real daemon of its own state directory on a unix socket, named in config.zon's
+`.connections` as any address is; tests/test_remote_ssh.py does the same over real OpenSSH.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chock.paths import Layout
+from tests.test_catalog import write_session
+
+
+def other_host(home, tmp_path, daemons, project, number: int) -> tuple[object, str]:
+    """A daemon of another state directory (another "host"), holding one ended session of `project`."""
+    state = tmp_path / f"host{number}"
+    session_id = write_session(Layout(config=home.layout.config, state=state, data=tmp_path / "data"), number, project)
+    return daemons.start(env={"CHOCK_STATE_DIR": str(state)}), session_id
+
+
+def hosts_listed(stdout: str) -> set[tuple[str, str]]:
+    return {tuple(line.split()[:2]) for line in stdout.splitlines()}
+
+
+@pytest.fixture
+def two_hosts(home, tmp_path, daemons, project):
+    """This machine with a session and no daemon, `build` (a daemon with one session) and `gone` (nothing there)."""
+    here = write_session(home.layout, 1, project)
+    build, there = other_host(home, tmp_path, daemons, project, 2)
+    home.write_config(
+        f'.{{ .connections = .{{ .build = "{build.address}", .gone = "unix:{tmp_path}/nothing.sock" }} }}\n'
+    )
+    return here, there
+
+
+def test_sessions_all_lists_every_host_and_names_the_one_that_did_not_answer(home, tmp_path, two_hosts):
+    here, there = two_hosts
+    done = home.chock("sessions", "--all", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert hosts_listed(done.stdout) == {("local", here), ("build", there)}
+    assert done.stdout.splitlines()[0].split()[:2] == ["build", there]  # newest first, over every host
+    assert done.stderr.count("not listed") == 1
+    assert "gone: not listed: " in done.stderr and "nothing.sock" in done.stderr, done.stderr
+
+    narrowed = home.chock("sessions", "--all", "--daemon", "build", "--daemon", "local", cwd=tmp_path)
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert hosts_listed(narrowed.stdout) == {("local", here), ("build", there)} and not narrowed.stderr
+
+    just_build = home.chock("sessions", "--all", "--daemon", "build", "--json", cwd=tmp_path)
+    assert just_build.returncode == 0, just_build.stderr
+    assert '"host": "build"' in just_build.stdout and here not in just_build.stdout
+
+
+def test_a_command_acting_on_one_daemon_refuses_a_second_by_its_name(home, project, two_hosts):
+    done = home.chock("sessions", "--daemon", "build", "--daemon", "local", cwd=project)
+    assert done.returncode == 2
+    assert "--daemon was given 2 times (build, local); chock sessions acts through one daemon" in done.stderr
+
+
+def test_a_host_reply_is_shown_through_the_safe_printer(home, tmp_path, daemons, project):
+    state = tmp_path / "evil-state"
+    layout = Layout(config=home.layout.config, state=state, data=tmp_path / "data")
+    write_session(layout, 3, str(project) + "\x1b]0;owned\x07", None)
+    build = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(f'.{{ .connections = .{{ .build = "{build.address}" }} }}\n')
+    done = home.chock("sessions", "--all", "--daemon", "build", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "owned" in done.stdout
+
+
+def test_completion_offers_connection_names_and_never_opens_one(home, two_hosts, project):
+    env = {"_CHOCK_COMPLETE": "bash_complete", "COMP_WORDS": "chock sessions --daemon ", "COMP_CWORD": "3"}
+    done = home.chock(env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    offered = {line.split(",", 1)[1] for line in done.stdout.splitlines()}
+    assert {"local", "build", "gone"} <= offered
+
+
+def test_session_completion_offers_this_machines_ids_and_host_names(home, two_hosts, project):
+    here, there = two_hosts
+    env = {"_CHOCK_COMPLETE": "bash_complete", "COMP_WORDS": "chock stop ", "COMP_CWORD": "2"}
+    done = home.chock(env=env, cwd=project)
+    offered = {line.split(",", 1)[1] for line in done.stdout.splitlines()}
+    assert here in offered and "build:" in offered and there not in offered
+
+
+def test_name_colon_session_acts_on_that_host_with_no_project_here(home, tmp_path, two_hosts):
+    here, there = two_hosts
+    away = tmp_path / "not-a-project"
+    away.mkdir()
+    plan = home.chock("plan", f"build:{there}", cwd=away)
+    assert plan.returncode == 0, plan.stderr
+    assert f"session {there} has no plan" in plan.stdout
+
+    wrong_host = home.chock("plan", f"build:{here}", cwd=away)
+    assert wrong_host.returncode == 2 and f"no session '{here}' on build" in wrong_host.stderr, wrong_host.stderr
+    address = home.chock("plan", f"127.0.0.1:{there}", cwd=away)
+    assert address.returncode == 2 and "never an address" in address.stderr, address.stderr
+
+    removed = home.chock("sessions", "remove", f"build:{there}", cwd=away)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == f"removed session {there} on build\n"
+    assert home.layout.log_path(here).exists()
+    gone = home.chock("sessions", "--all", "--daemon", "build", cwd=away)
+    assert there not in gone.stdout
+
+
+def test_a_bare_id_on_more_than_one_host_is_refused_naming_them(home, tmp_path, daemons, project):
+    twin = write_session(home.layout, 4, project)
+    daemons.start(socket_path=home.layout.daemon_socket)  # this machine's own daemon (local)
+    build, same = other_host(home, tmp_path, daemons, project, 4)
+    assert same == twin
+    home.write_config(f'.{{ .connections = .{{ .build = "{build.address}" }} }}\n')
+    done = home.chock("stop", twin, "--daemon", "local", "--daemon", "build", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"session {twin} is held by local, build: name one, as NAME:{twin}" in done.stderr, done.stderr
