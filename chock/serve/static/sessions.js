@@ -73,9 +73,15 @@ export async function refreshList() {
       if (answer.status === "fulfilled") state.hostRows.set(names[index], answer.value);
       else failed.push(`${names[index]}: ${answer.reason.message}`);
     });
-    // A host that does not answer keeps the rows it last sent; the note says why they are not live.
-    note.textContent = failed.join(" · ");
-    note.className = failed.length ? "note bad" : "note";
+    // A host that does not answer keeps the rows it last sent; the note says why they are not live. Once the
+    // trouble is over the note goes; a note of what was done stays.
+    if (failed.length) {
+      note.textContent = failed.join(" · ");
+      note.className = "note bad";
+    } else if (note.classList.contains("bad")) {
+      note.textContent = "";
+      note.className = "note";
+    }
     renderList(mergeRows(names.filter((name) => state.hostRows.has(name)).map((name) => [name, state.hostRows.get(name)])));
   } finally {
     state.listInFlight = false;
