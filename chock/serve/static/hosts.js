@@ -71,16 +71,19 @@ function fillHostSelect(select, first, chosen) {
   const names = state.hosts.map((host) => host.name);
   const wanted = [...first.map(([value]) => value), ...names];
   const have = [...select.querySelectorAll("option")].map((option) => option.value);
-  if (wanted.join("\n") !== have.join("\n")) {
-    select.replaceChildren(...first.map(([value, text]) => el("option", { value, text })),
-      ...names.map((name) => el("option", { value: name, text: name })));
-  }
-  if (chosen !== undefined && wanted.includes(chosen)) select.value = chosen;
+  if (wanted.join("\n") === have.join("\n")) return; // what the person chose stays chosen
+  select.replaceChildren(...first.map(([value, text]) => el("option", { value, text })),
+    ...names.map((name) => el("option", { value: name, text: name })));
+  if (wanted.includes(chosen)) select.value = chosen;
 }
 
 /** Start's instances on the project's host: its `instances`, or its default alone from an older host. */
+let loading = 0; // the latest load: an earlier one that answers later changes nothing
+
 export async function loadInstances(host) {
   const select = $("start-instance");
+  select.replaceChildren(); // another host's instances are not this one's: none until it answers
+  const mine = ++loading;
   let choices;
   try {
     const data = await api(paths.instances(host));
@@ -88,6 +91,6 @@ export async function loadInstances(host) {
   } catch (error) {
     choices = instanceChoices(null, error.code === "unknown-verb");
   }
-  if (host !== state.projectHost) return;
+  if (mine !== loading) return;
   select.replaceChildren(...choices.map((choice) => el("option", { value: choice.value, text: choice.label })));
 }
