@@ -153,7 +153,8 @@ def run(
             bound = [sites.bind_unix(socket_path or layout.serve_socket)]
     try:
         daemons = {name: AsyncControlClient(address) for name, address in named}
-        return asyncio.run(_serve(make_app(daemons, rule), bound, idle_exit, ", ".join(daemons)))
+        hosts = ", ".join(f"{name} ({address})" if name == api.LOCAL else name for name, address in named)
+        return asyncio.run(_serve(make_app(daemons, rule), bound, idle_exit, hosts))
     finally:
         for listener in bound:
             listener.remove()
@@ -190,7 +191,7 @@ async def _serve(app: web.Application, bound: list[Listener], idle_exit: float |
         for url in urls:
             print(f"listening on {url}", flush=True)
         journal.record("listening", addresses=", ".join(urls))
-        manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
+        manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for {daemon}")
         tasks = []
         if idle_exit:
             tasks.append(loop.create_task(_idle_watch(app, idle_exit, stop)))
