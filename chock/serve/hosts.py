@@ -11,6 +11,7 @@ says it: never its address (a unix one is a path).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,8 +44,6 @@ def serve_hosts(
     Several are each `local` or a connection's name, once each. One word alone keeps its meaning of before:
     an address typed directly (or `$CHOCK_DAEMON`'s) is served as `local`, a connection's name under its name.
     """
-    import os
-
     words = list(daemon)
     if not words:
         env = os.environ if environ is None else environ
