@@ -26,7 +26,7 @@ APPROVALS = ("ask", "allow", "deny")
 AFTER_REBOOT = ("list", "resume")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
-TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials", "after_reboot", "connections")
+TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials", "after_reboot", "connections", "serve")
 # How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` of the
 # same name (whose own entry has no room for them).
 TUNING_KEYS = ("retries", "price", "context_window")
@@ -40,6 +40,7 @@ MAX_CONTEXT_WINDOW = 100_000_000
 APPROVALS_KEYS = ("shell",)
 SANDBOX_KEYS = ("network",)
 CREDENTIALS_KEYS = ("store",)
+SERVE_KEYS = ("daemons",)
 
 
 class ConfigError(Refused):
@@ -103,6 +104,8 @@ class Config:
     after_reboot: str = "list"
     # Named daemons on other machines (docs/remote.md): `--daemon NAME` and `$CHOCK_DAEMON=NAME` reach them.
     connections: dict[str, Address] = field(default_factory=dict)
+    # The hosts `chock serve` is a client of when no --daemon names them: `local` or connections' names.
+    serve_daemons: tuple[str, ...] = ()
     exists: bool = False
 
 
@@ -199,6 +202,8 @@ class _Reader:
             fields["after_reboot"] = self.choice(top["after_reboot"], ".after_reboot", AFTER_REBOOT)
         if "connections" in top:
             fields["connections"] = self.connections(top["connections"])
+        if "serve" in top:
+            fields["serve_daemons"] = self.serve(top["serve"], fields.get("connections", {}))
         return Config(path=self.path, exists=True, **fields)
 
     def instances(self, value: Any) -> dict[str, Any]:
@@ -311,6 +316,30 @@ class _Reader:
             except BadAddress as exc:
                 raise self.error(f"{where}: {exc}") from None
         return found
+
+    def serve(self, value: Any, connections: dict[str, Address]) -> tuple[str, ...]:
+        """`.serve = .{ .daemons = .{ "local", "build" } }`: each `local` or a connection's name, once each."""
+        section = self.struct(value, ".serve", SERVE_KEYS)
+        daemons = section.get("daemons", [])
+        if isinstance(daemons, dict) and not daemons:
+            daemons = []  # `.{}`: an empty list reads as an empty struct
+        if not isinstance(daemons, list):
+            raise self.error(
+                f'.serve.daemons must be a list of names, as .{{ "local", "build" }} (got {zon.as_written(daemons)})'
+            )
+        names: list[str] = []
+        for index, item in enumerate(daemons):
+            name = self.string(item, f".serve.daemons[{index}]")
+            if name != LOCAL and name not in connections:
+                known = ", ".join(sorted(connections)) or "none"
+                raise self.error(
+                    f".serve.daemons[{index}]: {name!r} is neither `{LOCAL}` nor a connection in .connections "
+                    f"(connections: {known})"
+                )
+            if name in names:
+                raise self.error(f".serve.daemons[{index}]: {name!r} is named twice; name each host once")
+            names.append(name)
+        return tuple(names)
 
     def approvals(self, value: Any) -> dict[str, Any]:
         section = self.struct(value, ".approvals", APPROVALS_KEYS)

@@ -125,7 +125,7 @@ class Stream:
         for message in self.messages(timeout):
             if "id" in message:
                 event = json.loads(message["data"])
-                assert int(message["id"]) == event["id"]
+                assert message["id"].startswith("local/") and message["id"].endswith(f"/{event['id']}")
                 got.append(event)
                 if predicate(event):
                     return got
@@ -251,7 +251,7 @@ def test_the_watch_stream_headers_and_its_first_message(stack):
     assert reply.getheader("X-Accel-Buffering") == "no"
     assert reply.getheader("Cache-Control").startswith("no-cache")
     head = b""
-    while b"id: 1\n" not in head:
+    while f"id: local/{session_id}/1\n".encode() not in head:
         head += reply.read1(65536)
     text = head.decode()
     assert text.startswith("retry: ")
@@ -313,7 +313,7 @@ async def _sse_ids(response: aiohttp.ClientResponse, last: int) -> list[int]:
         line = await asyncio.wait_for(response.content.readline(), 30)
         assert line, f"the stream ended after {ids}"
         if line.startswith(b"id: "):
-            ids.append(int(line[4:]))
+            ids.append(int(line[4:].rpartition(b"/")[2]))  # local/<session id>/<N>
     return ids
 
 

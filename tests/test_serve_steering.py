@@ -483,7 +483,7 @@ def test_a_session_waiting_while_the_page_is_behind_another_tab_is_notified_and_
     assert page.title() == "Chock"
 
     session_id = serve.post("/api/sessions", {"project": str(stack.project), "message": "both steps"}).json["id"]
-    wait_until(lambda: page.evaluate("window.chock.notified").count(session_id) == 1, 30, "a notification")
+    wait_until(lambda: page.evaluate("window.chock.notified").count(f"local/{session_id}") == 1, 30, "a notification")
     assert page.title() == "(1 waiting) Chock"
     first = pending(serve, session_id)
     assert answer(serve, stack.project, session_id, first["request_id"]).status == 200

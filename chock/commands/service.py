@@ -111,8 +111,9 @@ def serve(
     log_target: str,
     log_level: str,
 ) -> None:
-    """A browser front end: purely a client of the daemon (--daemon, else $CHOCK_DAEMON, else the state dir's;
-    its --port is the port it listens on)."""
+    """A browser front end: purely a client of daemons — --daemon, repeatable (each `local` or a connection's
+    name; one address alone is served as `local`), else $CHOCK_DAEMON, else config.zon's .serve.daemons, else
+    the state dir's; its --port is the port it listens on."""
     from chock.platform import journal
     from chock.serve.app import run as run_serve
 

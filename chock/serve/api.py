@@ -1,12 +1,17 @@
 """serve's HTTP API: each route a row of `ROUTES` (method, path, the daemon verb's request type, the shape that
 serves it, what its JSON says, its guards), served by one function per shape.
 
-Every row is served below `/api/hosts/<name>` for each daemon serve is a client of, and for the `local` one (the
-daemon serve was started for, today the only one) below `/api` too:
+Every row is served below `/api/hosts/<name>` for each daemon serve is a client of (chock/serve/hosts.py), and
+for the first of them (`local` when it is one) below `/api` too:
 
-    GET  /api/hosts                                   -> [{"name": "local", "daemon": ADDR}]
+    GET  /api/hosts                                   -> [{"name": N, "state": "reachable", "protocol": 1}
+                                                          | {"name": N, "state": "unreachable", "reason": …}, …]
     GET  /api/sessions?project=P                      list    -> {"project": P, "sessions": [row, …]}
+    GET  /api/sessions/all                            sessions -> {"sessions": [row, …]} (every project, newest first)
+    GET  /api/instances                               instances -> {"instances": [{name, kind, default}, …]}
     POST /api/sessions {project, message}             start   -> 201 {"id": …}
+    POST /api/sessions/start-with {project, instance, message}
+                                                      start-with -> 201 {"id": …}
     GET  /api/sessions/<id>/events?after=N            read    -> {"events": [event, …]} (streamed)
     GET  /api/sessions/<id>/watch?project=P&after=N   watch   -> text/event-stream (one upstream per session)
     POST /api/sessions/<id>/answer {project, request_id, answer}
@@ -20,8 +25,9 @@ daemon serve was started for, today the only one) below `/api` too:
 A verb with no route is in `NOT_ROUTED`, with the reason (docs/protocol.md#adding-a-verb).
 
 The watch stream, in order: `retry: 1500`; `event: row` with the session's row as of the moment serve's
-upstream watch began; then one message per event, `id: N` and `data: <the event>` (the browser sends the
-last N back as `Last-Event-ID` when it reconnects, and that wins over `?after=`); a `: keep-alive` comment
+upstream watch began; then one message per event, `id: <host>/<session id>/<N>` and `data: <the event>` (the
+browser sends that id back as `Last-Event-ID` when it reconnects, and its N wins over `?after=`; a bare N is
+taken too, and one naming another host or session is refused); a `: keep-alive` comment
 every `feeds.HEARTBEAT` seconds of quiet; and, once the session is over, `event: end` before serve closes
 the stream, so a browser stops reconnecting. A stream that closes without `end` (serve stopping, the daemon
 going away, a browser too slow to keep up) is one to resume.
@@ -54,14 +60,16 @@ from typing import Any
 from aiohttp import web
 
 from chock.control import daemon_protocol as dp
+from chock.control.address import LOCAL
 from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
-from chock.control.message import Request
+from chock.control.message import ReplyLine, Request
 from chock.paths import is_session_id
 from chock.platform import journal
 from chock.serve import feeds
 from chock.serve.feeds import Feeds, Stream, TooManyStreams, sse_event, sse_message
+from chock.serve.hosts import Probes
 
 # A request's body (a task message at most, MAX_BODY in app.py) arrives within this long, or is refused: the
 # same whole-line bound as every other request line Chock reads (docs/protocol.md#bounds).
@@ -129,17 +137,24 @@ class Host:
 
     @classmethod
     def of(cls, name: str, daemon: AsyncControlClient) -> Host:
-        return cls(name, daemon, Feeds(daemon))
+        return cls(name, daemon, Feeds(daemon, name))
 
 
 @dataclass
 class State:
-    hosts: dict[str, Host]  # today the one daemon serve was started for, as LOCAL
+    hosts: dict[str, Host]  # by name, the first the one `/api/…` stands for
     activity: Activity
     reads: int = 0  # `events` replies being written
+    probes: Probes = field(default_factory=Probes)
+
+    @property
+    def default(self) -> str:
+        """The host `/api/…` stands for: `local` when serve has it, else the first named."""
+        return LOCAL if LOCAL in self.hosts else next(iter(self.hosts))
 
     async def close(self) -> None:
         """End every SSE stream (without `end`): its browser reconnects to whatever serves next."""
+        self.probes.close()
         for host in self.hosts.values():
             await host.feeds.close()
 
@@ -212,11 +227,16 @@ def _number(name: str, value: str) -> int:
 
 
 def _after(request: web.Request, *, resume: bool = False) -> int:
-    """The last event id the client has: `Last-Event-ID` (a browser resuming) wins over `?after=`."""
+    """The last event id the client has: `Last-Event-ID` (a browser resuming: `<host>/<session id>/<N>` as
+    the stream's ids are, or N) wins over `?after=`."""
     if resume:
-        last = request.headers.get("Last-Event-ID")
-        if last is not None and last.strip():
-            return _number("Last-Event-ID", last.strip())
+        last = (request.headers.get("Last-Event-ID") or "").strip()
+        if last:
+            stream, _, number = last.rpartition("/")
+            mine = f"{_host(request).name}/{request.match_info.get('id', '')}"
+            if stream and stream != mine:
+                raise _refuse(400, f"Last-Event-ID {last[:80]!r} is an id of another stream than {mine}'s")
+            return _number("Last-Event-ID", number)
     return _number("after", request.query.get("after", "0") or "0")
 
 
@@ -244,7 +264,12 @@ async def _body(request: web.Request, *names: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------
 # Shapes: one function per kind of route, the verb and its fields being the route's row (ROUTES, below)
 
-_BODY_TEXT = ("project", "message", "request_id")  # request fields a POST body gives, each a non-empty string
+_BODY_TEXT = (
+    "project",
+    "instance",
+    "message",
+    "request_id",
+)  # request fields a POST body gives, each a non-empty string
 
 
 async def _verb_request(request: web.Request, route: Route) -> Request:
@@ -287,7 +312,11 @@ async def _one(request: web.Request, route: Route, host: Host) -> web.StreamResp
 async def _collected(request: web.Request, route: Route, host: Host) -> web.StreamResponse:
     """A streamed verb that ends by itself (`list`), read whole: its lines as the JSON the route's row makes."""
     verb = await _verb_request(request, route)
-    lines = [line async for line in await host.daemon.stream(verb)]
+    lines: list[ReplyLine] = []
+    async for line in await host.daemon.stream(verb):
+        if len(lines) == route.most:
+            break  # a host says more than any listing keeps: the rest is left out
+        lines.append(line)
     assert route.answer is not None, "a collected route's row says what it answers"
     return web.json_response(route.answer(verb, lines), status=route.status)
 
@@ -368,9 +397,11 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def hosts(request: web.Request) -> web.Response:
-    """The daemons serve is a client of, by name: the `<name>` of `/api/hosts/<name>/…`."""
-    known = request.app[STATE].hosts.values()
-    return web.json_response([{"name": host.name, "daemon": str(host.daemon.address)} for host in known])
+    """The daemons serve is a client of, by name (the `<name>` of `/api/hosts/<name>/…`), each with its state:
+    its protocol number, or why it does not answer (chock/serve/hosts.py: greeted at most once per PROBE_TTL)."""
+    state = request.app[STATE]
+    found = await asyncio.gather(*(state.probes.state(host.name, host.daemon) for host in state.hosts.values()))
+    return web.json_response([each.json() for each in found])
 
 
 async def _events_stream(request: web.Request, route: Route, host: Host) -> web.StreamResponse:
@@ -399,7 +430,7 @@ async def _events_stream(request: web.Request, route: Route, host: Host) -> web.
             await response.prepare(request)
             await _send(response, stream, b"retry: %d\n\n" % RETRY_MS + sse_message("row", stream.feed.row))
             if stream.backfill:
-                stream.subscriber.backfilled(await _catch_up(response, stream, host.daemon, session_id, after))
+                stream.subscriber.backfilled(await _catch_up(response, stream, host, session_id, after))
             await _follow(response, stream)
         except ProtocolError:
             # A catch-up read failed halfway: end the stream here, without `end`, so the browser comes back
@@ -414,20 +445,18 @@ async def _events_stream(request: web.Request, route: Route, host: Host) -> web.
     return response
 
 
-async def _catch_up(
-    response: web.StreamResponse, stream: Stream, daemon: AsyncControlClient, session_id: str, after: int
-) -> int:
+async def _catch_up(response: web.StreamResponse, stream: Stream, host: Host, session_id: str, after: int) -> int:
     """Events after `after` from the daemon's `read`, for a stream the feed's memory does not reach; the
     last id written."""
     sent = after
 
     async def messages() -> AsyncIterator[bytes]:
         nonlocal sent
-        async for line in await daemon.stream(dp.ReadRequest(session_id, after)):
+        async for line in await host.daemon.stream(dp.ReadRequest(session_id, after)):
             event = expect(line, dp.EventLine)
             if event.id > sent:
                 sent = event.id
-                yield sse_event(event)
+                yield sse_event(event, stream.feed.tag)
 
     await _write_all(messages(), lambda data: _send(response, stream, data))
     return sent
@@ -478,16 +507,21 @@ class Route:
     answer: Callable[[Any, Any], dict[str, Any]] | None = None
     status: int = 200
     guards: tuple[Guard, ...] = ()
+    most: int | None = None  # a collected route keeps at most this many lines
 
-
-LOCAL = "local"  # the host serve was started for; `/api/sessions/…` is `/api/hosts/local/sessions/…`
 
 # Every route below `/api/hosts/<name>`, and for the local host below `/api` too.
 ROUTES = (
     Route("GET", "/sessions", dp.ListRequest, _collected,
           lambda verb, lines: {"project": verb.project, "sessions": [expect(line, dp.ListRow).row for line in lines]}),
+    Route("GET", "/sessions/all", dp.SessionsRequest, _collected,
+          lambda verb, lines: {"sessions": [expect(line, dp.ListRow).row for line in lines]}, most=dp.MAX_SESSIONS),
+    Route("GET", "/instances", dp.InstancesRequest, _collected,
+          lambda verb, lines: {"instances": [_instance(expect(line, dp.InstanceRow)) for line in lines]}),
     Route("POST", "/sessions", dp.StartRequest, _one,
           lambda verb, started: {"id": started.session_id}, status=201),  # the id alone: serve names no path
+    Route("POST", "/sessions/start-with", dp.StartWithRequest, _one,
+          lambda verb, started: {"id": started.session_id}, status=201),
     Route("GET", "/sessions/{id}/events", dp.ReadRequest, _events, guards=(_read_slot,)),
     Route("GET", "/sessions/{id}/watch", dp.WatchRequest, _events_stream),
     Route("POST", "/sessions/{id}/answer", dp.AnswerRequest, _one,
@@ -501,20 +535,19 @@ ROUTES = (
 # The daemon's verbs serve offers no route for, and why (tests/test_front_tables.py: every verb is in one table).
 NOT_ROUTED = {
     "adopt": "a handover is asked by the terminal that holds the session (`chock detach`); a browser holds none",
-    "sessions": "the page lists the project it opened (`GET /sessions`); one list over every project and host is "
-    "the page over several daemons, still to come (`chock sessions --all` lists them at a terminal)",
     "find": "every route names its project, from the list the page holds; `find` serves a client that has an "
     "id alone (`chock run --on ADDR --continue ID`)",
-    "instances": "the page's Start uses the daemon's default instance (`POST /sessions`); offering a host's "
-    "instances is the page over several daemons, still to come",
-    "start-with": "the page's Start uses the daemon's default instance (`POST /sessions`); `chock run --on ADDR "
-    "--instance NAME` names another",
 }
 
 
+def _instance(row: dp.InstanceRow) -> dict[str, Any]:
+    return {"name": row.name, "kind": row.kind, "default": row.default}
+
+
 def _host(request: web.Request) -> Host:
-    name = request.match_info.get("host", LOCAL)
-    host = request.app[STATE].hosts.get(name)
+    state = request.app[STATE]
+    name = request.match_info.get("host", state.default)
+    host = state.hosts.get(name)
     if host is None:
         raise _refuse(404, f"serve knows no host {name[:80]!r}; GET /api/hosts lists those it knows", "not-found")
     return host

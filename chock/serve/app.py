@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
 from aiohttp import web, web_runner, web_server
 
-from chock.control.address import resolve_address
+from chock.control.address import LOCAL, Address
 from chock.control.async_client import AsyncControlClient
 from chock.errors import UsageError
 from chock.paths import Layout
@@ -64,10 +66,15 @@ async def _secure(request: web.Request, response: web.StreamResponse) -> None:
     headers.secure(response)
 
 
-def make_app(daemon: AsyncControlClient, rule: HostRule) -> web.Application:
+def make_app(daemons: AsyncControlClient | Mapping[str, AsyncControlClient], rule: HostRule) -> web.Application:
+    """The application for `daemons` by host name (one daemon alone is `local`), the first the one `/api/…`
+    stands for unless `local` is among them."""
+    if isinstance(daemons, AsyncControlClient):
+        daemons = {api.LOCAL: daemons}
     app = web.Application(middlewares=[make_guard(rule), api.control_errors], client_max_size=MAX_BODY)
     app.on_response_prepare.append(_secure)
-    state = app[api.STATE] = api.State({api.LOCAL: api.Host.of(api.LOCAL, daemon)}, api.Activity())
+    hosts = {name: api.Host.of(name, daemon) for name, daemon in daemons.items()}
+    state = app[api.STATE] = api.State(hosts, api.Activity())
     api.add_routes(app)
     app.router.add_get("/", _index)
     app.router.add_get("/static/{name}", _static)
@@ -132,8 +139,8 @@ def run(
     sites.check_options(socket_path, host, port)
     if idle_exit is not None and idle_exit <= 0:
         raise UsageError(f"--idle-exit {idle_exit:g}: give a number of seconds above 0")
-    # The daemon named (--daemon, else $CHOCK_DAEMON: `named_address`), else the state-dir socket.
-    address = resolve_address(daemon, state_socket=layout.daemon_socket)
+    # The hosts named (--daemon, else $CHOCK_DAEMON, else config.zon's .serve.daemons), else the state-dir socket.
+    named = _hosts(layout, daemon)
     try:
         rule = HostRule.of([host] if host else [], allow_hosts)
     except ValueError as error:
@@ -145,10 +152,29 @@ def run(
         else:
             bound = [sites.bind_unix(socket_path or layout.serve_socket)]
     try:
-        return asyncio.run(_serve(make_app(AsyncControlClient(address), rule), bound, idle_exit, str(address)))
+        daemons = {name: AsyncControlClient(address) for name, address in named}
+        hosts = ", ".join(f"{name} ({address})" if name == api.LOCAL else name for name, address in named)
+        return asyncio.run(_serve(make_app(daemons, rule), bound, idle_exit, hosts))
     finally:
         for listener in bound:
             listener.remove()
+
+
+def _hosts(layout: Layout, daemon: tuple[str, ...]) -> list[tuple[str, Address]]:
+    """serve's hosts by name (chock.serve.hosts.serve_hosts); config.zon is read only when a name needs it, so
+    an address typed directly works as it did before whatever the file holds."""
+    from chock.config import load_config
+    from chock.control.address import CONNECTION_NAME, ENVIRONMENT
+    from chock.serve.hosts import serve_hosts
+
+    words = daemon or ((os.environ[ENVIRONMENT],) if os.environ.get(ENVIRONMENT) else ())
+    configured: tuple[str, ...] = ()
+    connections: Mapping[str, Address] = {}
+    if not words or any(CONNECTION_NAME.fullmatch(word) and word != LOCAL for word in words):
+        config = load_config(layout.config)
+        configured, connections = config.serve_daemons, config.connections
+    local = Address(path=str(layout.daemon_socket))
+    return serve_hosts(daemon, configured=configured, connections=connections, local=local)
 
 
 async def _serve(app: web.Application, bound: list[Listener], idle_exit: float | None, daemon: str) -> int:
@@ -165,7 +191,7 @@ async def _serve(app: web.Application, bound: list[Listener], idle_exit: float |
         for url in urls:
             print(f"listening on {url}", flush=True)
         journal.record("listening", addresses=", ".join(urls))
-        manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for the daemon at {daemon}")
+        manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for {daemon}")
         tasks = []
         if idle_exit:
             tasks.append(loop.create_task(_idle_watch(app, idle_exit, stop)))

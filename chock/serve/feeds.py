@@ -89,9 +89,10 @@ SESSIONS = 128
 _OVER = frozenset({"ended", "handed-over", "abandoned"})
 
 
-def sse_event(event: EventLine) -> bytes:
-    """`id: N` and `data: <the log's own JSON>`: JSON never holds a raw CR or LF, so one data line."""
-    return b"id: %d\ndata: %s\n\n" % (event.id, event.line.encode("utf-8"))
+def sse_event(event: EventLine, tag: bytes = b"") -> bytes:
+    """`id: <tag>N` and `data: <the log's own JSON>`: JSON never holds a raw CR or LF, so one data line. The tag
+    (`<host>/<session id>/`, `Feed.tag`) names the stream, so an id is the session's on its host everywhere."""
+    return b"id: %s%d\ndata: %s\n\n" % (tag, event.id, event.line.encode("utf-8"))
 
 
 def sse_message(name: str, data: dict[str, Any]) -> bytes:
@@ -171,6 +172,7 @@ class Feed:
 
     def __init__(self, session_id: str, watch: AsyncReplyStream, after: int, feeds: Feeds) -> None:
         self.session_id = session_id
+        self.tag = f"{feeds.host}/{session_id}/".encode()  # each SSE id's stream: host and session
         self.row = expect(watch.header, WatchHeader).row
         self.project = str(self.row.get("project", ""))
         self._project_real = os.path.realpath(self.project) if self.project else ""
@@ -272,7 +274,7 @@ class Feed:
                     self._over = False
                 elif kind == "session.end":
                     self._over = True
-                self.fanout.publish(sse_event(event), ((event.id, 0),))
+                self.fanout.publish(sse_event(event, self.tag), ((event.id, 0),))
                 self._kick()
             # The daemon closed the watch: it does so when the session ends or is abandoned, and 30 s after
             # a handover end nobody adopted; a daemon that stopped closes it too, and then the latest span
@@ -297,8 +299,9 @@ class Feed:
 class Feeds:
     """The open feeds, by session id: found, or opened once however many browsers ask at once."""
 
-    def __init__(self, daemon: AsyncControlClient) -> None:
+    def __init__(self, daemon: AsyncControlClient, host: str = "local") -> None:
         self.daemon = daemon
+        self.host = host  # its name in serve's routes, which each SSE id carries
         self._caps = (STREAMS_PER_SESSION, STREAMS, SESSIONS)
         self._table = Fanouts(per_key=STREAMS_PER_SESSION, total=STREAMS, keys=SESSIONS)
         # Feeds being opened, by session id: the project the opener named, and what waiters wait for (None:

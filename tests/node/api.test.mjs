@@ -6,12 +6,17 @@ import test from "node:test";
 
 import { client, failure, paths } from "../../chock/serve/static/api.js";
 
-test("paths escape what a person typed", () => {
+test("every path names its host, and escapes what a person typed", () => {
   assert.equal(paths.health(), "/api/health");
-  assert.equal(paths.sessions(), "/api/sessions");
-  assert.equal(paths.sessions("/src/a b&c"), "/api/sessions?project=%2Fsrc%2Fa%20b%26c");
-  assert.equal(paths.watch("s/1", "/p?x", 7), "/api/sessions/s%2F1/watch?project=%2Fp%3Fx&after=7");
-  assert.equal(paths.verb("../s", "answer"), "/api/sessions/..%2Fs/answer");
+  assert.equal(paths.hosts(), "/api/hosts");
+  assert.equal(paths.all("build"), "/api/hosts/build/sessions/all");
+  assert.equal(paths.sessions("local", "/src/a b&c"), "/api/hosts/local/sessions?project=%2Fsrc%2Fa%20b%26c");
+  assert.equal(paths.start("vm"), "/api/hosts/vm/sessions");
+  assert.equal(paths.start("vm", "work"), "/api/hosts/vm/sessions/start-with");
+  assert.equal(paths.instances("vm"), "/api/hosts/vm/instances");
+  assert.equal(paths.watch("build", "s/1", "/p?x", 7),
+    "/api/hosts/build/sessions/s%2F1/watch?project=%2Fp%3Fx&after=7");
+  assert.equal(paths.verb("b/../local", "../s", "answer"), "/api/hosts/b%2F..%2Flocal/sessions/..%2Fs/answer");
 });
 
 test("a refusal's message: serve's message, else its text, else its status line", () => {
@@ -20,6 +25,7 @@ test("a refusal's message: serve's message, else its text, else its status line"
   const error = failure(500, "Internal Server Error", "", null);
   assert.equal(error.message, "500 Internal Server Error");
   assert.equal(error.status, 500);
+  assert.equal(failure(502, "Bad Gateway", "", { error: "unknown-verb", message: "older" }).code, "unknown-verb");
 });
 
 // Each path answers as the table says; what was asked is kept in `asked`.

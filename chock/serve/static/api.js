@@ -3,12 +3,17 @@
 
 export const q = encodeURIComponent;
 
-/** The paths the page calls, in one place. */
+/** The paths the page calls, in one place: each below its host (`/api/hosts/<name>/…`), which owns the session. */
+const at = (host) => `/api/hosts/${q(host)}`;
 export const paths = {
   health: () => "/api/health",
-  sessions: (project) => (project === undefined ? "/api/sessions" : `/api/sessions?project=${q(project)}`),
-  watch: (id, project, after) => `/api/sessions/${q(id)}/watch?project=${q(project)}&after=${after}`,
-  verb: (id, verb) => `/api/sessions/${q(id)}/${verb}`,
+  hosts: () => "/api/hosts",
+  all: (host) => `${at(host)}/sessions/all`,
+  sessions: (host, project) => `${at(host)}/sessions?project=${q(project)}`,
+  start: (host, instance) => `${at(host)}/sessions${instance ? "/start-with" : ""}`,
+  instances: (host) => `${at(host)}/instances`,
+  watch: (host, id, project, after) => `${at(host)}/sessions/${q(id)}/watch?project=${q(project)}&after=${after}`,
+  verb: (host, id, verb) => `${at(host)}/sessions/${q(id)}/${verb}`,
 };
 
 /** The Error a response that is not ok becomes: serve's `message`, else its text, else its status line. */
@@ -16,6 +21,7 @@ export function failure(status, statusText, text, data) {
   const message = (data && data.message) || text.trim() || `${status} ${statusText}`;
   const error = new Error(message);
   error.status = status;
+  error.code = (data && data.error) || ""; // serve's code: `unknown-verb` is a host whose Chock is older
   return error;
 }
 

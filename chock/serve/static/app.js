@@ -1,8 +1,9 @@
-// Chock's page: a project's sessions, and one session's events as they stream. The entry module index.html
+// Chock's page: the sessions of every host serve is a client of, and one session's events as they stream. The entry module index.html
 // loads; the rest are ES modules by concern, with no build step (each tested under node, tests/node/):
 //   api.js       serve's API: paths, the JSON call, its errors
 //   state.js     what the modules share, and the entry points one calls in another (`page`)
-//   sessions.js  the project, its session list, which session is open
+//   hosts.js     the hosts and their states, the list's merge and filter by host, Start's instances
+//   sessions.js  the session list over every host, the project opened on a host, which session is open
 //   session.js   one session's view: the event stream, each event applied once and in order
 //   timeline.js  what each event type shows (`RENDER`)
 //   markdown.js  assistant text as Markdown, built from DOM nodes: nothing a model wrote is parsed as HTML
@@ -14,13 +15,15 @@
 import { api, paths } from "./api.js";
 import { $ } from "./dom.js";
 import { askToNotifyOnce } from "./inbox.js";
+import { refreshHosts } from "./hosts.js";
 import {
-  closeSession, openSession, readHash, refreshList, setProject, showRecent, startSession,
+  closeSession, followList, openSession, readHash, refreshList, setProject, showRecent, startSession,
 } from "./sessions.js";
-import { debug, page } from "./state.js";
+import { debug, page, state } from "./state.js";
 import { steering } from "./steering.js";
 
 const HEALTH_EVERY_MS = 10000;
+const HOSTS_EVERY_MS = 3000; // serve greets each host at most every few seconds, however often this asks
 
 async function health() {
   const node = $("health");
@@ -34,12 +37,19 @@ async function health() {
   }
 }
 
-function boot() {
+async function boot() {
   window.chock = debug;
   Object.assign(page, { refreshList, openSession, closeSession });
   $("project-form").addEventListener("submit", (event) => {
     event.preventDefault();
     setProject($("project").value);
+  });
+  $("project-host").addEventListener("change", () => {
+    if (state.project) setProject(state.project, { keepSession: true });
+  });
+  $("host-filter").addEventListener("change", () => {
+    state.hostFilter = $("host-filter").value;
+    refreshList();
   });
   $("start-form").addEventListener("submit", startSession);
   $("message").addEventListener("keydown", (event) => {
@@ -49,12 +59,14 @@ function boot() {
   steering.wire();
   document.addEventListener("click", askToNotifyOnce, { once: true });
   showRecent();
+  await refreshHosts();
+  setInterval(refreshHosts, HOSTS_EVERY_MS);
   const wanted = readHash();
+  const host = wanted.host || state.hosts[0]?.name || "local";
   const project = wanted.project || localStorage.getItem("chock.project") || "";
-  if (project) {
-    setProject(project, { keepSession: Boolean(wanted.session) });
-    if (wanted.session) openSession(wanted.session);
-  }
+  if (project) setProject(project, { host, keepSession: Boolean(wanted.session) });
+  followList();
+  if (wanted.session) openSession(host, wanted.session, project);
   health();
   setInterval(health, HEALTH_EVERY_MS);
 }

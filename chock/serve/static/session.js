@@ -4,6 +4,7 @@
 // A type this page does not know is skipped, and one it cannot read shows nothing (docs/log.md, "Reading rules").
 import { paths } from "./api.js";
 import { $, el } from "./dom.js";
+import { rowKey } from "./hosts.js";
 import { debug, page, state } from "./state.js";
 import { steering } from "./steering.js";
 import { RENDER } from "./timeline.js";
@@ -21,7 +22,8 @@ export function statusClass(row) {
 export function statusText(row, full = false) {
   if (row.status === "abandoned" && row.free) {
     const what = `interrupted by ${row.interrupted_by || "a crash"}`;
-    return full ? `${what} — chock run --continue ${row.id}` : what;
+    const on = row.host && row.host !== "local" ? `--on ${row.host} ` : "";
+    return full ? `${what} — chock run ${on}--continue ${row.id}` : what;
   }
   if (row.status === "waiting") return `waiting${row.pending_approvals ? ` (${row.pending_approvals})` : ""}`;
   if (row.status === "ended" && row.end_reason) return `ended · ${row.end_reason}`;
@@ -29,8 +31,10 @@ export function statusText(row, full = false) {
 }
 
 export class SessionView {
-  constructor(id) {
+  constructor(host, id, project) {
+    this.host = host;            // the session is named by its host and its id, and its project on that host
     this.id = id;
+    this.project = project;
     this.lastId = 0;
     this.tools = new Map();      // call_id -> {details, output, state}
     this.approvals = new Map();  // request_id -> card
@@ -45,12 +49,14 @@ export class SessionView {
     this.timeline = $("timeline");
     this.timeline.replaceChildren();
     $("session-id").textContent = id;
-    $("session-task").textContent = state.rows.get(id)?.message || "";
+    $("session-host").textContent = host;
+    const known = state.rows.get(rowKey(host, id));
+    $("session-task").textContent = known?.message || "";
     $("session-usage").textContent = "";
     $("plan").hidden = true;
     $("plan-steps").replaceChildren();
     steering.reset();
-    if (state.rows.has(id)) this.row(state.rows.get(id));
+    if (known) this.row(known);
   }
 
   row(row) {
@@ -60,6 +66,7 @@ export class SessionView {
     badge.className = statusClass(row);
     badge.textContent = statusText(row, true);
     if (row.message && !$("session-task").textContent) $("session-task").textContent = row.message;
+    if (row.project && !this.project) this.project = row.project;
     // A row older than the events shown says less than they do.
     if (Number(row.last_event_id) >= this.lastId) this.setStatus(row.status);
   }
@@ -85,7 +92,9 @@ export class SessionView {
 
   open() {
     if (this.closed) return;
-    const url = paths.watch(this.id, state.project, this.lastId);
+    // The browser resumes by itself with Last-Event-ID (`<host>/<id>/<N>`); a new EventSource, after a refusal,
+    // says `after` instead: either way serve sends what follows the last event shown, once.
+    const url = paths.watch(this.host, this.id, this.project, this.lastId);
     const source = new EventSource(url);
     this.source = source;
     this.streamState("connecting…");
@@ -95,7 +104,7 @@ export class SessionView {
     };
     source.addEventListener("row", (message) => {
       // The row as of when serve's upstream watch began; the list's own poll is fresher where there is one.
-      if (state.rows.has(this.id)) return;
+      if (state.rows.has(rowKey(this.host, this.id))) return;
       try { this.row(JSON.parse(message.data)); } catch { /* a row we cannot read changes nothing */ }
     });
     source.onmessage = (message) => {

@@ -1,7 +1,9 @@
-// The project and its sessions: the list (polled for its live status), starting a session, and which session
-// is open, kept in the address bar so a reload keeps it.
+// The session list — every host's sessions in one, newest first, with each one's host and a filter by host —
+// polled for its live status; the project a session is started in and the host it is opened on; and which
+// session is open, kept in the address bar so a reload keeps it.
 import { api, paths } from "./api.js";
 import { $, el } from "./dom.js";
+import { filterRows, loadInstances, mergeRows, rowKey } from "./hosts.js";
 import { noticeWaiting } from "./inbox.js";
 import { SessionView, statusClass, statusText } from "./session.js";
 import { page, state } from "./state.js";
@@ -26,41 +28,61 @@ export function showRecent() {
   $("recent-projects").replaceChildren(...recentProjects().map((p) => el("option", { value: p })));
 }
 
-export function setProject(project, { keepSession = false } = {}) {
+/** Open `project` on `host` (the one chosen, else the first serve names): Start starts sessions there. */
+export function setProject(project, { host = $("project-host").value, keepSession = false } = {}) {
   project = project.trim();
   if (!project) return;
-  if (project !== state.project) {
-    state.rows.clear();
-    $("sessions").replaceChildren();
-  }
   state.project = project;
+  state.projectHost = host || state.hosts[0]?.name || "local";
   $("project").value = project;
   rememberProject(project);
   $("start-form").hidden = false;
-  $("sessions-empty").textContent = "Loading…";
+  $("start-host").textContent = state.projectHost;
+  loadInstances(state.projectHost);
   if (!keepSession) closeSession();
   writeHash();
   refreshList();
+}
+
+/** Poll the list from now on (every host's `sessions`). */
+export function followList() {
   clearInterval(state.listTimer);
   state.listTimer = setInterval(refreshList, LIST_EVERY_MS);
+  refreshList();
+}
+
+/** One host's rows, newest first: its `sessions`, or from an older host (no `sessions`) the opened project's. */
+async function hostRows(host) {
+  try {
+    return (await api(paths.all(host))).sessions || [];
+  } catch (error) {
+    if (error.code !== "unknown-verb" || !state.project) throw error;
+    return [...((await api(paths.sessions(host, state.project))).sessions || [])].reverse(); // list: oldest first
+  }
 }
 
 export async function refreshList() {
-  if (!state.project || state.listInFlight) return;
+  if (state.listInFlight) return;
   state.listInFlight = true;
-  const project = state.project;
   const note = $("sessions-note");
+  const names = state.hosts.map((host) => host.name);
   try {
-    const data = await api(paths.sessions(project));
-    if (project !== state.project) return;
-    if (note.classList.contains("bad")) { // the trouble is over; a note of what was done stays
+    const answers = await Promise.allSettled(names.map(hostRows));
+    const failed = [];
+    answers.forEach((answer, index) => {
+      if (answer.status === "fulfilled") state.hostRows.set(names[index], answer.value);
+      else failed.push(`${names[index]}: ${answer.reason.message}`);
+    });
+    // A host that does not answer keeps the rows it last sent; the note says why they are not live. Once the
+    // trouble is over the note goes; a note of what was done stays.
+    if (failed.length) {
+      note.textContent = failed.join(" · ");
+      note.className = "note bad";
+    } else if (note.classList.contains("bad")) {
       note.textContent = "";
       note.className = "note";
     }
-    renderList(data.sessions || []);
-  } catch (error) {
-    note.textContent = error.message;
-    note.className = "note bad";
+    renderList(mergeRows(names.filter((name) => state.hostRows.has(name)).map((name) => [name, state.hostRows.get(name)])));
   } finally {
     state.listInFlight = false;
   }
@@ -73,43 +95,53 @@ export function when(iso) {
   return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
 }
 
+function isOpen(row) {
+  return Boolean(state.session) && state.session.host === row.host && state.session.id === row.id;
+}
+
+/** `rows`: every host's, merged newest first (`mergeRows`); those of the filter's host are shown. */
 export function renderList(rows) {
-  const list = $("sessions");
-  const newest = [...rows].reverse(); // the daemon sends oldest first
-  state.rows = new Map(newest.map((row) => [row.id, row]));
-  $("sessions-empty").textContent = newest.length ? "" : "No sessions in this project yet.";
-  $("sessions-empty").hidden = newest.length > 0;
-  list.replaceChildren(...newest.map((row) => {
-    const button = el("button", { type: "button", "data-session": row.id, "data-status": row.status || "",
-      "data-end-reason": row.end_reason || "" },
+  state.rows = new Map(rows.map((row) => [rowKey(row.host, row.id), row]));
+  const shown = filterRows(rows, state.hostFilter);
+  $("sessions-empty").textContent = shown.length ? "" : "No sessions yet.";
+  $("sessions-empty").hidden = shown.length > 0;
+  $("sessions").replaceChildren(...shown.map((row) => {
+    const button = el("button", { type: "button", "data-session": row.id, "data-host": row.host,
+      "data-status": row.status || "", "data-end-reason": row.end_reason || "" },
       el("span", { class: "msg", text: row.message || "(no message)" }),
       el("span", { class: "sub" },
+        el("span", { class: "host", text: row.host }),
         el("span", { class: statusClass(row), text: statusText(row) }),
         el("span", { text: when(row.started_at) }),
+        el("span", { class: "mono", text: row.project || "" }),
         el("span", { class: "mono", text: row.id })));
-    button.setAttribute("aria-current", String(row.id === state.sessionId));
-    button.addEventListener("click", () => openSession(row.id));
+    button.setAttribute("aria-current", String(isOpen(row)));
+    button.addEventListener("click", () => openSession(row.host, row.id));
     return el("li", {}, button);
   }));
-  if (state.sessionId && state.rows.has(state.sessionId)) page.view.row(state.rows.get(state.sessionId));
-  noticeWaiting(newest);
+  const open = state.session && state.rows.get(rowKey(state.session.host, state.session.id));
+  if (open) page.view.row(open);
+  noticeWaiting(rows);
 }
 
 export async function startSession(event) {
   event.preventDefault();
   const message = $("message").value.trim();
   if (!message || !state.project) return;
+  const host = state.projectHost;
+  const instance = $("start-instance").value;
   const button = $("start-button");
   const status = $("start-status");
   button.disabled = true;
   status.className = "note";
   status.textContent = "Starting…";
   try {
-    const data = await api(paths.sessions(), { body: { project: state.project, message } });
+    const body = instance ? { project: state.project, instance, message } : { project: state.project, message };
+    const data = await api(paths.start(host, instance), { body });
     $("message").value = "";
     status.textContent = "";
     await refreshList();
-    openSession(data.id);
+    openSession(host, data.id, state.project);
   } catch (error) {
     status.textContent = error.message;
     status.className = "note bad";
@@ -118,20 +150,23 @@ export async function startSession(event) {
   }
 }
 
-export function openSession(id) {
+/** Open a session of `host`: its project is the list's row's (or `project`, for one the list has not shown). */
+export function openSession(host, id, project) {
   const view = page.view;
-  if (view.id === id && !view.closed) {
+  if (view.host === host && view.id === id && !view.closed) {
     if (view.finished) view.reopen(); // ended, or nothing newer: serve says so again at once
     return;
   }
+  const row = state.rows.get(rowKey(host, id));
+  project = row?.project || project || (host === state.projectHost ? state.project : "");
   view.close();
-  state.sessionId = id;
+  state.session = { host, id, project };
   $("session-pane").hidden = false;
   $("main").classList.add("viewing");
-  page.view = new SessionView(id);
+  page.view = new SessionView(host, id, project);
   page.view.open();
   for (const button of document.querySelectorAll("#sessions button[data-session]")) {
-    button.setAttribute("aria-current", String(button.dataset.session === id));
+    button.setAttribute("aria-current", String(button.dataset.session === id && button.dataset.host === host));
   }
   writeHash();
 }
@@ -140,7 +175,7 @@ export function closeSession() {
   page.view.close();
   page.view = NO_VIEW;
   steering.reset();
-  state.sessionId = null;
+  state.session = null;
   $("session-pane").hidden = true;
   $("main").classList.remove("viewing");
   for (const button of document.querySelectorAll("#sessions button[data-session]")) {
@@ -152,13 +187,13 @@ export function closeSession() {
 export function writeHash() {
   const params = new URLSearchParams();
   if (state.project) params.set("project", state.project);
-  if (state.sessionId) params.set("session", state.sessionId);
+  if (state.session) params.set("host", state.session.host);
+  if (state.session) params.set("session", state.session.id);
   const hash = params.toString();
   if (location.hash.slice(1) !== hash) history.replaceState(null, "", hash ? `#${hash}` : location.pathname);
 }
 
 export function readHash() {
   const params = new URLSearchParams(location.hash.slice(1));
-  return { project: params.get("project"), session: params.get("session") };
+  return { project: params.get("project"), host: params.get("host"), session: params.get("session") };
 }
-

@@ -5,9 +5,13 @@
 export const debug = { seen: [], reconnects: 0, notified: [] };
 
 export const state = {
-  project: "",
-  sessionId: null,
-  rows: new Map(),     // the session list's rows by id, newest first
+  project: "",         // the project opened, on `projectHost`: where Start starts a session
+  projectHost: "",
+  session: null,       // the open session: {host, id, project}
+  hosts: [],           // serve's hosts and their states (GET /api/hosts)
+  hostFilter: "",      // the list shows this host's sessions, or every host's
+  hostRows: new Map(), // each host's rows as it last sent them, newest first (kept while it is unreachable)
+  rows: new Map(),     // the list's rows by rowKey(host, id), newest first
   listTimer: null,
   listInFlight: false,
 };
@@ -15,7 +19,7 @@ export const state = {
 /** The session list's and the open session's entry points, which the timeline and steering call. */
 export const page = {
   refreshList: async () => {},
-  openSession: (id) => {},
+  openSession: (host, id) => {},
   closeSession: () => {},
   view: { row() {}, close() {} }, // the open SessionView, or this stand-in for none
 };

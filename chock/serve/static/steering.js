@@ -44,7 +44,8 @@ export const steering = {
   },
 
   async post(verb, body) {
-    return api(paths.verb(state.sessionId, verb), { body: { project: state.project, ...body } });
+    const { host, id, project } = state.session; // the open session, on its own host
+    return api(paths.verb(host, id, verb), { body: { project, ...body } });
   },
 
   async stop() {
@@ -78,7 +79,7 @@ export const steering = {
     }
     this.disarm();
     button.disabled = true;
-    const id = state.sessionId;
+    const { id } = state.session;
     this.note("action-status", "removing…");
     try {
       await this.post("remove");
@@ -95,8 +96,8 @@ export const steering = {
   async say(event) {
     event.preventDefault();
     const message = $("say-message").value.trim();
-    if (!message || !state.sessionId) return;
-    const id = state.sessionId;
+    if (!message || !state.session) return;
+    const { host, id } = state.session;
     const button = $("say-button");
     button.disabled = true;
     this.note("say-status", "sending…");
@@ -106,7 +107,7 @@ export const steering = {
       this.note("say-status", data.how === "continued"
         ? "continued: the session runs again"
         : "sent: it reads this before its next model call");
-      if (data.how === "continued" && page.view.id === id) page.view.follow();
+      if (data.how === "continued" && page.view.host === host && page.view.id === id) page.view.follow();
       page.refreshList();
     } catch (error) {
       this.note("say-status", error.message, true);

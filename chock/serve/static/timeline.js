@@ -5,7 +5,7 @@ import { api, paths } from "./api.js";
 import { showDiff } from "./diff.js";
 import { $, el } from "./dom.js";
 import { markdown } from "./markdown.js";
-import { page, state } from "./state.js";
+import { page } from "./state.js";
 
 /** A tool call's arguments in a line: its command, path, pattern, task or query, else its JSON cut at 80. */
 export function brief(args) {
@@ -132,8 +132,8 @@ const RENDER = {
       note.className = "note";
       note.textContent = "sending…";
       try {
-        await api(paths.verb(this.id, "answer"), {
-          body: { project: state.project, request_id: e.request_id, answer },
+        await api(paths.verb(this.host, this.id, "answer"), { // on the session's own host
+          body: { project: this.project, request_id: e.request_id, answer },
         });
         note.textContent = answer === "yes" ? "approved" : "denied";
       } catch (error) {
