@@ -3,8 +3,8 @@ daemon (`local`) and two hosts, `a` and `b`, each a Unix user with its own daemo
 loopback address, named in the client's config.zon as connections (tests/fakes/hosts.py). serve runs as the client
 user, with `--daemon local --daemon a --daemon b`; every session is a real `chock run` on a `replay` instance.
 
-The hosts are 127.0.0.12 and 127.0.0.13, away from the addresses tests/test_remote_ssh.py uses, so both can run
-at once. Needs root, openssh-server and chromium, as CI has.
+The hosts are numbers 12 and 13 of the run's loopback /24 (tests/fakes/hosts.py picks a free one per run). Needs
+root, openssh-server and chromium, as CI has.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tests.fakes.wait import wait_until
 
 pytestmark = pytest.mark.browser
 
-A, B = 12, 13  # 127.0.0.12 and 127.0.0.13
+A, B = 12, 13  # 127.X.Y.12 and 127.X.Y.13 of the run's /24
 
 
 # Each session: two shell calls, each waiting for an approval, then a last word.
