@@ -44,6 +44,11 @@ BAD = [
     ("ssh://fd00::5", "goes in brackets"),
     ("ssh://h/a b", "the socket path '/a b'"),
     ("ssh://h/../x\n", "the socket path"),
+    # An IPv6 literal's zone is any text to Python's ipaddress: it would reach ssh's hostname (and a `%h` of a
+    # ProxyCommand or `Match exec` in the person's ~/.ssh/config) as written.
+    ("ssh://[fe80::1%$(touch${IFS}x)]", "the host [fe80::1%$(touch${IFS}x)]"),
+    ("ssh://[fe80::1%-oProxyCommand=x]:22", "the host [fe80::1%-oProxyCommand=x]"),
+    ("ssh://[fe80::1%a b]", "the host [fe80::1%a b]"),
 ]
 
 

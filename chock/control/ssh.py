@@ -80,8 +80,13 @@ def _refuse(text: str, part: str, why: str) -> BadAddress:
 
 
 def _ip_literal(inside: str) -> bool:
+    """An IP address, an IPv6 one's zone (`%eth0`) of the host's characters only: `ipaddress` takes any text as
+    a zone, which would reach ssh's hostname (and a `%h` in the person's ~/.ssh/config) as written."""
     import ipaddress
 
+    _, percent, zone = inside.partition("%")
+    if percent and not re.fullmatch(_HOST, zone):
+        return False
     try:
         ipaddress.ip_address(inside)
     except ValueError:
