@@ -5,6 +5,8 @@ against loopback daemons speaking the control protocol's wire (tests/test_serve_
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -248,3 +250,46 @@ def test_serve_acts_on_no_path_a_daemon_sends():
         assert (status, started) == (201, {"id": SID})
 
     two(test)
+
+
+def test_serve_resolves_no_project_path_of_a_daemon_on_another_machine(monkeypatch, tmp_path: Path):
+    """A project a daemon over ssh names is a directory on that machine: serve compares it as text, and never
+    resolves it (nor the one a browser names for it) through this machine's files — a symlink here says
+    nothing of a path there, and resolving a path a remote chose can hang serve on a mount of this one."""
+    from chock.control import reach
+
+    resolved: list[str] = []
+    real_realpath = os.path.realpath
+
+    def realpath(path: Any, **kwargs: Any) -> str:
+        if sys._getframe(1).f_globals["__name__"].startswith("chock."):  # serve's, not the fake daemon's
+            resolved.append(os.fspath(path))
+        return real_realpath(path, **kwargs)
+
+    async def main() -> None:
+        async with Daemon() as build:
+            _log(build, 2)
+            # The ssh transport alone is stood in for: the bytes go to the fake daemon's socket.
+            monkeypatch.setattr(reach, "dial_ssh", lambda target: reach.connect(str(build.path), 5))
+            monkeypatch.setattr(os.path, "realpath", realpath)
+            app = make_app({"build": AsyncControlClient(BUILD, timeout=5)}, HostRule.of(["127.0.0.1"], []))
+            server = TestServer(app, host="127.0.0.1")
+            await server.start_server()
+            try:
+                async with aiohttp.ClientSession() as client:
+                    url = str(server.make_url(f"/api/hosts/build/sessions/{SID}/watch?project={PROJECT}/."))
+                    async with client.get(url) as response:
+                        assert response.status == 200
+                        stream = SSE(response)
+                        while (message := await stream.next()) is not None and "id" not in message:
+                            pass
+                        assert message is not None and message["id"] == f"build/{SID}/1"
+                    url = str(server.make_url(f"/api/hosts/build/sessions/{SID}/watch?project=/srv/other"))
+                    async with client.get(url) as response:
+                        assert response.status == 404
+            finally:
+                monkeypatch.setattr(os.path, "realpath", real_realpath)
+                await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert not [path for path in resolved if path.startswith(("/srv", PROJECT))], resolved

@@ -7,7 +7,8 @@ holds the rules: the recent events kept in memory, who is owed what, the bound, 
 connection. Feeds are keyed by the session id alone, the daemon's own identity of a session: the project a
 browser names is checked against the one the daemon's header gave, both resolved to their real path, so
 `?project=/p`, `/p/.` and a symlink to `/p` all share one upstream watch. (serve resolves only the path
-strings it is given; it never reads a log or a session directory.)
+strings it is given, and only for a daemon of this machine, on a unix socket: another machine's paths are
+compared as normalized text, never looked up here; it never reads a log or a session directory.)
 
 Each SSE response holds a `Stream`: its subscriber, and what wakes it. A feed wakes its streams at most
 once per TICK, so a burst of events is one write per stream rather than one per event; a stream's heartbeat
@@ -175,7 +176,7 @@ class Feed:
         self.tag = f"{feeds.host}/{session_id}/".encode()  # each SSE id's stream: host and session
         self.row = expect(watch.header, WatchHeader).row
         self.project = str(self.row.get("project", ""))
-        self._project_real = os.path.realpath(self.project) if self.project else ""
+        self._project_real = feeds.place(self.project) if self.project else ""
         self._watch = watch
         self._feeds = feeds
         self.fanout = Fanout(
@@ -201,7 +202,7 @@ class Feed:
     def check_project(self, project: str) -> None:
         """`not-found` unless `project` is this session's project (compared by real path), as the daemon
         answers a watch that names another project."""
-        if os.path.realpath(project) != self._project_real:
+        if self._feeds.place(project) != self._project_real:
             raise ProtocolError(ErrorCode.NOT_FOUND, f"session {self.session_id} is not a session of {project}")
 
     def join(self, after: int, abort: Callable[[], None]) -> Stream:
@@ -302,6 +303,9 @@ class Feeds:
     def __init__(self, daemon: AsyncControlClient, host: str = "local") -> None:
         self.daemon = daemon
         self.host = host  # its name in serve's routes, which each SSE id carries
+        # How two project paths are compared: by real path for a daemon of this machine (a unix socket); as
+        # text (normalized) for one elsewhere, whose paths name its own files — never looked up here.
+        self.place: Callable[[str], str] = os.path.realpath if daemon.address.is_unix else os.path.normpath
         self._caps = (STREAMS_PER_SESSION, STREAMS, SESSIONS)
         self._table = Fanouts(per_key=STREAMS_PER_SESSION, total=STREAMS, keys=SESSIONS)
         # Feeds being opened, by session id: the project the opener named, and what waiters wait for (None:
@@ -366,7 +370,7 @@ class Feeds:
             except ProtocolError:
                 # The daemon refused the opener's watch: that is our answer too when we named the same
                 # project; when we named another, we ask it ourselves.
-                if os.path.realpath(opener) == os.path.realpath(project):
+                if self.place(opener) == self.place(project):
                     raise
 
     async def _open(self, project: str, session_id: str, after: int) -> Feed:
