@@ -293,3 +293,42 @@ def test_serve_resolves_no_project_path_of_a_daemon_on_another_machine(monkeypat
 
     asyncio.run(asyncio.wait_for(main(), 60))
     assert not [path for path in resolved if path.startswith(("/srv", PROJECT))], resolved
+
+
+class Flooding(Daemon):
+    """A daemon that answers `list` and `instances` with more lines than any listing keeps."""
+
+    async def _list(self, request: dp.ListRequest, writer: asyncio.StreamWriter) -> None:
+        line = dp.ListRow("2026-12-01T07:34:50.123Z", self.row(SID)).encode()
+        for _ in range(dp.MAX_SESSIONS + 5):
+            writer.write(line)
+            await writer.drain()
+
+    async def _instances(self, request: dp.InstancesRequest, writer: asyncio.StreamWriter) -> None:
+        line = dp.InstanceRow("work", "anthropic", False).encode()
+        for _ in range(dp.MAX_SESSIONS + 5):
+            writer.write(line)
+            await writer.drain()
+
+
+def test_a_host_that_lists_without_end_is_cut_at_the_most_a_listing_keeps():
+    """A host's `list` and `instances` are untrusted as its `sessions` is: serve keeps at most MAX_SESSIONS
+    lines of each, not whatever a daemon goes on sending."""
+
+    async def main() -> None:
+        async with Flooding() as build:
+            _log(build, 1)
+            app = make_app({"build": AsyncControlClient(build.address)}, HostRule.of(["127.0.0.1"], []))
+            server = TestServer(app, host="127.0.0.1")
+            await server.start_server()
+            try:
+                async with aiohttp.ClientSession() as client:
+                    base = str(server.make_url("/api/hosts/build/"))
+                    status, listed = await _json(client, "GET", base + f"sessions?project={PROJECT}")
+                    assert status == 200 and len(listed["sessions"]) == dp.MAX_SESSIONS
+                    status, listed = await _json(client, "GET", base + "instances")
+                    assert status == 200 and len(listed["instances"]) == dp.MAX_SESSIONS
+            finally:
+                await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

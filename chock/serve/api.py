@@ -513,11 +513,13 @@ class Route:
 # Every route below `/api/hosts/<name>`, and for the local host below `/api` too.
 ROUTES = (
     Route("GET", "/sessions", dp.ListRequest, _collected,
-          lambda verb, lines: {"project": verb.project, "sessions": [expect(line, dp.ListRow).row for line in lines]}),
+          lambda verb, lines: {"project": verb.project, "sessions": [expect(line, dp.ListRow).row for line in lines]},
+          most=dp.MAX_SESSIONS),
     Route("GET", "/sessions/all", dp.SessionsRequest, _collected,
           lambda verb, lines: {"sessions": [expect(line, dp.ListRow).row for line in lines]}, most=dp.MAX_SESSIONS),
     Route("GET", "/instances", dp.InstancesRequest, _collected,
-          lambda verb, lines: {"instances": [_instance(expect(line, dp.InstanceRow)) for line in lines]}),
+          lambda verb, lines: {"instances": [_instance(expect(line, dp.InstanceRow)) for line in lines]},
+          most=dp.MAX_SESSIONS),
     Route("POST", "/sessions", dp.StartRequest, _one,
           lambda verb, started: {"id": started.session_id}, status=201),  # the id alone: serve names no path
     Route("POST", "/sessions/start-with", dp.StartWithRequest, _one,
