@@ -7,6 +7,7 @@ an older daemon, a real server speaking protocol 1 with the codec of a Chock tha
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 
@@ -292,3 +293,34 @@ def test_run_on_refuses_what_it_cannot_send_by_name_and_starts_nothing(home, pro
     assert refused.returncode == 2, refused.stderr
     assert named in refused.stderr
     assert rows_of(daemon.client, dp.SessionsRequest()) == []
+
+
+def test_a_daemon_that_lists_without_end_is_cut_at_the_most_a_listing_keeps(tmp_path, project):
+    """`chock sessions --daemon ADDR` (and `usage`) keeps at most MAX_SESSIONS of a daemon's `list`, as `--all`
+    keeps of its `sessions`: a reply from another machine is untrusted."""
+    from chock.commands.listing import project_rows
+    from chock.control.address import parse_address
+    from chock.control.connection import ServerConnection
+    from chock.paths import Layout
+    from tests.fakes.old_daemon import OldDaemon
+
+    class Flooding(OldDaemon):
+        def _answer(self, conn: socket.socket) -> None:
+            codec = ServerConnection(dp.CONTROL)
+            codec.receive_data(conn.recv(65536))
+            codec.next_event()
+            conn.sendall(codec.greeting_reply())
+            line = dp.ListRow("2026-12-01T07:34:50.123Z", {"id": "20261201-073450-a1b2c3"}).encode()
+            with contextlib.suppress(OSError):
+                for _ in range(dp.MAX_SESSIONS + 5):
+                    conn.sendall(line)
+
+    from tests.fakes.daemon import short_dir
+
+    flooding = Flooding(short_dir() / "flood.sock")
+    try:
+        layout = Layout(tmp_path / "config.zon", tmp_path / "state", tmp_path / "data", tmp_path / "cache")
+        rows = project_rows(layout, project, parse_address(flooding.address))
+    finally:
+        flooding.close()
+    assert len(rows) == dp.MAX_SESSIONS

@@ -145,13 +145,19 @@ def _sessions_from_daemon(address: Address, *, named: bool) -> list[dict[str, An
 
 
 def _from_daemon(address: Address, root: str, *, named: bool) -> list[dict[str, Any]] | None:
-    """The daemon's rows; None when the state dir's own daemon does not answer."""
+    """The daemon's rows, at most MAX_SESSIONS; None when the state dir's own daemon does not answer."""
+    from itertools import islice
+
     from chock.control import daemon_protocol as dp
     from chock.control.client import ControlClient, expect
     from chock.control.framing import ProtocolError
 
     try:
-        return [expect(line, dp.ListRow).row for line in ControlClient(address).collect(dp.ListRequest(root))]
+        stream = ControlClient(address).stream(dp.ListRequest(root))
+        try:
+            return [expect(line, dp.ListRow).row for line in islice(stream, MAX_SESSIONS)]
+        finally:
+            stream.close()
     except ProtocolError:
         if named:
             raise
