@@ -48,7 +48,10 @@ def main() -> None:
                 return bytes(reply)
 
             def parsed() -> None:
-                rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(project))]
+                rows = [
+                    (line.started_at, line.row)
+                    for line in client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)
+                ]
                 assert [row["id"] for _, row in rows] == ids, "every session's row, oldest first"
                 assert all(row["status"] == "ended" for _, row in rows)
 

@@ -63,7 +63,7 @@ def listed(socket_path: Path, project: Path, timeout: float = COLD_SECONDS) -> t
     """connect + hello + `list`: its time and its rows."""
     client = ControlClient(f"unix:{socket_path}", timeout=timeout)
     started = time.perf_counter()
-    rows = [line.row for line in client.collect(dp.ListRequest(project))]
+    rows = [line.row for line in client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)]
     return time.perf_counter() - started, rows
 
 

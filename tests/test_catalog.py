@@ -719,7 +719,7 @@ def _served(home) -> int:
 
 
 def _rows(daemon, project: Path) -> dict[str, dict]:
-    return {line.row["id"]: line.row for line in daemon.client.collect(dp.ListRequest(project))}
+    return {line.row["id"]: line.row for line in daemon.client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)}
 
 
 def _usage(event_id: int, tokens: int = 1) -> bytes:
@@ -927,4 +927,4 @@ def test_a_fifo_symlink_or_directory_in_place_of_a_cache_file_is_a_file_that_is_
     assert all(sid in listed.stdout for sid in ids), listed.stdout
     _in_place_of(path, kind, tmp_path)  # the listing may have written a file over it
     daemon = daemons.start()
-    assert [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project))] == ids
+    assert [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)] == ids

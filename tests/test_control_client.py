@@ -270,14 +270,14 @@ def test_list_gives_rows_oldest_first(serve):
         ("2026-12-02T08:00:00.000Z", {"id": "b"}),
     ]
     server = serve([HELLO_OK, b"".join(dp.ListRow(at, row).encode() for at, row in rows)])
-    lines = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/home/me/proj"))
+    lines = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/home/me/proj"), most=dp.MAX_SESSIONS)
     assert [(line.started_at, line.row) for line in lines] == rows
     assert server.received[0][1] == "list /home/me/proj"
 
 
 def test_list_of_an_unknown_project_is_empty(serve):
     server = serve([HELLO_OK, b""])
-    assert ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/nowhere")) == []
+    assert ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/nowhere"), most=dp.MAX_SESSIONS) == []
 
 
 def test_a_request_takes_an_absolute_project_only():
@@ -356,8 +356,8 @@ def test_a_bad_id_is_refused_before_anything_is_sent(serve):
 def test_each_verb_opens_its_own_connection(serve):
     server = serve([HELLO_OK, b""], [HELLO_OK, b""])
     client = ControlClient(address_of(server), timeout=5)
-    client.collect(dp.ListRequest("/p"))
-    client.collect(dp.ListRequest("/q"))
+    client.collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
+    client.collect(dp.ListRequest("/q"), most=dp.MAX_SESSIONS)
     assert server.received == [["hello chock-control 1", "list /p"], ["hello chock-control 1", "list /q"]]
 
 

@@ -316,7 +316,7 @@ def test_start_watch_read_and_list_a_replay_session(home, project, daemons):
     link = project.parent / "link-to-project"
     link.symlink_to(project)
     for name in (project, link):
-        rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(name))]
+        rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(name), most=dp.MAX_SESSIONS)]
         assert [(started, row["id"]) for started, row in rows] == [(events[0]["at"], session_id)]
         assert rows[0][1]["status"] == "ended" and rows[0][1]["message"] == "tidy up\nthe notes"
     run_log = home.layout.run_log_path(session_id)
@@ -333,7 +333,7 @@ def test_a_live_watch_follows_the_log_and_answer_goes_through_the_approval_socke
     watch = Watch(client, project, session_id, 0)
     request_id = watch.wait_for("approval.request")["request_id"]
     assert not watch.closed.is_set()  # waiting, so still open
-    rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(project))]
+    rows = [(line.started_at, line.row) for line in client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)]
     assert rows[0][1]["status"] == "waiting" and rows[0][1]["pending_approvals"] == 1
     with pytest.raises(ProtocolError) as refused:
         client.call(dp.AnswerRequest(project, session_id, "no-such-request", True))
@@ -392,7 +392,7 @@ def test_kill_9_of_a_session_child_takes_down_only_that_session(home, project, d
     os.kill(pid, signal.SIGKILL)
     doomed_watch.wait_closed(10)
     assert doomed_watch.error is None
-    rows = {line.row["id"]: line.row for line in client.collect(dp.ListRequest(project))}
+    rows = {line.row["id"]: line.row for line in client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)}
     assert rows[doomed]["status"] == "abandoned" and rows[survivor]["status"] == "waiting"
     # A watch of the abandoned session sends what the log holds and closes.
     assert Watch(client, project, doomed, 0).wait_closed(10) == home.events(doomed)
@@ -429,7 +429,9 @@ def test_a_daemon_restart_loses_no_running_session(home, project, daemons):
     log = home.layout.log_path(session_id)
     assert owner_alive(log)
     second = daemons.start(socket_path=first.socket)
-    rows = [(line.started_at, line.row) for line in second.client.collect(dp.ListRequest(project))]
+    rows = [
+        (line.started_at, line.row) for line in second.client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)
+    ]
     assert [row["id"] for _, row in rows] == [session_id] and rows[0][1]["status"] == "waiting"
     seen = len(watch.events)
     resumed = Watch(second.client, project, session_id, seen)

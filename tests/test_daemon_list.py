@@ -54,4 +54,4 @@ def test_a_first_list_that_waits_on_a_log_leaves_other_connections_answered(home
 
 
 def _ids(daemon, project) -> list[str]:
-    return [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project))]
+    return [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)]

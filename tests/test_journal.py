@@ -184,7 +184,12 @@ def test_log_target_journal_outside_systemd_and_a_terminal_run_records_nothing(t
         )  # fmt: skip
         try:
             wait_until(lambda: socket_path.exists(), 30, "the daemon's socket")
-            assert ControlClient(f"unix:{socket_path}").collect(dp.ListRequest(str(home / "no-project"))) == []
+            assert (
+                ControlClient(f"unix:{socket_path}").collect(
+                    dp.ListRequest(str(home / "no-project")), most=dp.MAX_SESSIONS
+                )
+                == []
+            )
         finally:
             daemon.send_signal(signal.SIGTERM)
             _, stderr = daemon.communicate(timeout=30)
@@ -219,7 +224,7 @@ def test_without_a_journal_the_same_records_reach_stderr(home, project, daemons)
     directory = short_dir(0o755)
     daemon = daemons.start(socket_path=directory / "d.sock")
     session_id = daemon.client.call(dp.StartRequest(project, MESSAGE)).session_id
-    daemon.client.collect(dp.WatchRequest(project, session_id))
+    daemon.client.collect(dp.WatchRequest(project, session_id), most=dp.MAX_SESSIONS)
     os.chmod(daemon.socket, 0o777)
     assert "error forbidden" in as_nobody(None, daemon.socket, "hello chock-control 1\n")
     wait_until(lambda: "ended: completed" in daemon.stderr, 20, "the session's end on stderr")

@@ -27,7 +27,7 @@ SECRET_ADDRESS = "http://127.0.0.1:9/private-gateway/v1"
 
 
 def rows_of(client: ControlClient, request) -> list[dict]:
-    return [line.row for line in client.collect(request)]
+    return [line.row for line in client.collect(request, most=dp.MAX_SESSIONS)]
 
 
 def started(home, daemon, project, message: str = "a task") -> str:
@@ -113,7 +113,7 @@ def test_instances_names_kinds_and_the_default_and_never_an_address_a_path_or_a_
         '  .demo = .{ .kind = "replay=demo.jsonl" },\n'
         "} }\n"
     )
-    replies = daemon.client.collect(dp.InstancesRequest())
+    replies = daemon.client.collect(dp.InstancesRequest(), most=dp.MAX_SESSIONS)
     assert replies == [dp.InstanceRow("demo", "replay", False), dp.InstanceRow("work", "openai-compat", True)]
 
     raw = raw_reply(str(daemon.socket), b"instances\n").decode()
@@ -185,7 +185,7 @@ def test_an_older_daemon_answering_unknown_verb_is_named_as_needing_a_newer_choc
     with old_daemon() as old:
         client = ControlClient(old.address, timeout=10)
         with pytest.raises(ProtocolError) as caught:
-            client.collect(request_) if request_.streams else client.call(request_)
+            client.collect(request_, most=dp.MAX_SESSIONS) if request_.streams else client.call(request_)
         assert old.asked == ["unknown-verb"]
     assert caught.value.code == ErrorCode.UNKNOWN_VERB
     assert caught.value.text == (

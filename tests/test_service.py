@@ -75,7 +75,10 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
 
     manager.systemctl("restart", "chock.service")
     manager.wait_for_state("chock.service", "active")
-    rows = {line.row["id"]: line.row for line in ControlClient(address).collect(dp.ListRequest(str(project)))}
+    rows = {
+        line.row["id"]: line.row
+        for line in ControlClient(address).collect(dp.ListRequest(str(project)), most=dp.MAX_SESSIONS)
+    }
     assert rows[session_id]["status"] == "running"  # the restarted daemon found it in the state dir
     events = events_of(ControlClient(address).stream(dp.WatchRequest(project, session_id), idle_timeout=None))
     seen = [event["id"] for event in events]  # the watch runs to the session's end, then closes

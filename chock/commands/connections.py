@@ -72,17 +72,12 @@ def _remote_version(address: Address) -> str:
 def _sessions(address: Address) -> str:
     """The host's sessions running and waiting, from its daemon's `sessions` (every project's, at most
     MAX_SESSIONS); "?" when it cannot say (an older daemon's unknown-verb)."""
-    from itertools import islice
-
     from chock.control import daemon_protocol as dp
     from chock.control.client import ControlClient, expect
 
     try:
-        stream = ControlClient(address, timeout=PROBE_TIMEOUT).stream(dp.SessionsRequest())
-        try:
-            rows = [expect(line, dp.ListRow).row for line in islice(stream, dp.MAX_SESSIONS)]
-        finally:
-            stream.close()
+        lines = ControlClient(address, timeout=PROBE_TIMEOUT).collect(dp.SessionsRequest(), most=dp.MAX_SESSIONS)
+        rows = [expect(line, dp.ListRow).row for line in lines]
     except ChockError:
         return "?"
     running = sum(row.get("status") == "running" for row in rows)

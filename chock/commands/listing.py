@@ -11,7 +11,7 @@ read around.
 `--all` lists every project's sessions on every host (chock/commands/every_host.py): a daemon's `sessions` (the same
 rows, with HOST and PROJECT columns), else, for this machine, the whole state dir. A daemon's rows are untrusted:
 each field is taken as text and shown through the safe printer, nothing in a row is opened, and at most
-`MAX_SESSIONS` rows of a host are kept.
+`MAX_SESSIONS` rows of a host are kept (chock/control/daemon_protocol.py: the daemon sends no more).
 """
 
 from __future__ import annotations
@@ -35,9 +35,6 @@ _SPACES = re.compile(r"[ \t\n]+")
 ALL = Option("--all", "all_projects", bool, "", "Every project's sessions, with a PROJECT column.")
 
 OPTIONS = (*PROJECT_OPTIONS, ALL, JSON)
-
-# The most rows `--all` keeps of one daemon's `sessions` (the daemon sends no more; a reply past it is cut).
-MAX_SESSIONS = 10_000
 
 
 def run(layout: Layout, values: dict[str, object]) -> int:
@@ -125,40 +122,30 @@ def every_row(layout: Layout, daemon: Address | None) -> list[dict[str, Any]]:
 
 
 def _sessions_from_daemon(address: Address, *, named: bool) -> list[dict[str, Any]] | None:
-    """The daemon's `sessions` rows, at most MAX_SESSIONS; None when the state dir's own daemon does not answer."""
-    from itertools import islice
-
+    """The daemon's `sessions` rows (every project's); None when the state dir's own daemon does not answer."""
     from chock.control import daemon_protocol as dp
-    from chock.control.client import ControlClient, expect
-    from chock.control.framing import ProtocolError
 
-    try:
-        stream = ControlClient(address).stream(dp.SessionsRequest())
-        try:
-            return [expect(line, dp.ListRow).row for line in islice(stream, MAX_SESSIONS)]
-        finally:
-            stream.close()
-    except ProtocolError:
-        if named:
-            raise
-        return None
+    return _rows_from_daemon(address, dp.SessionsRequest(), named=named)
 
 
 def _from_daemon(address: Address, root: str, *, named: bool) -> list[dict[str, Any]] | None:
-    """The daemon's rows, at most MAX_SESSIONS; None when the state dir's own daemon does not answer."""
-    from itertools import islice
+    """The daemon's `list` rows of `root`; None when the state dir's own daemon does not answer."""
+    from chock.control import daemon_protocol as dp
 
+    return _rows_from_daemon(address, dp.ListRequest(root), named=named)
+
+
+def _rows_from_daemon(address: Address, request: Any, *, named: bool) -> list[dict[str, Any]] | None:
+    """A listing verb's rows, at most dp.MAX_SESSIONS of them; None when the state dir's own daemon does not
+    answer (`named`: a daemon a person named must answer, and its refusal is raised)."""
     from chock.control import daemon_protocol as dp
     from chock.control.client import ControlClient, expect
     from chock.control.framing import ProtocolError
 
     try:
-        stream = ControlClient(address).stream(dp.ListRequest(root))
-        try:
-            return [expect(line, dp.ListRow).row for line in islice(stream, MAX_SESSIONS)]
-        finally:
-            stream.close()
+        lines = ControlClient(address).collect(request, most=dp.MAX_SESSIONS)
     except ProtocolError:
         if named:
             raise
         return None
+    return [expect(line, dp.ListRow).row for line in lines]

@@ -99,9 +99,7 @@ def ask(client: ControlClient, request: Request, reply: type[R]) -> R:
     try:
         return expect(client.call(request), reply)
     except ProtocolError as error:
-        if (
-            error.code == ErrorCode.UNKNOWN_VERB
-        ):  # says itself which daemon needs a newer Chock (chock.control.connection)
+        if error.code == ErrorCode.UNKNOWN_VERB:  # says itself which daemon needs a newer Chock (connection.py)
             raise SteerFailed(error.text) from None
         raise SteerFailed(f"the daemon did not {request.verb} it ({error.code}): {error.text}") from None
 
@@ -109,7 +107,7 @@ def ask(client: ControlClient, request: Request, reply: type[R]) -> R:
 def pick(client: ControlClient, project: Path, session_id: str | None, *, running: bool) -> str:
     """The session named, exactly as the daemon lists it for `project` (else NoSession, exit 2), or, when none
     is named, the project's newest (the newest running or waiting one, with `running`)."""
-    rows = [expect(line, dp.ListRow).row for line in client.collect(dp.ListRequest(str(project)))]
+    rows = [expect(line, dp.ListRow).row for line in client.collect(dp.ListRequest(str(project)), most=dp.MAX_SESSIONS)]
     if session_id is not None:
         if is_session_id(session_id) and any(row.get("id") == session_id for row in rows):
             return session_id

@@ -19,6 +19,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import TypeVar
 
 from chock.control import daemon_protocol as dp
@@ -220,10 +221,15 @@ class ControlClient:
             raise
         return ReplyStream(pump, header, first, idle_timeout, request.verb)
 
-    def collect(self, request: Request) -> list[ReplyLine]:
-        """A streamed verb's lines read to the end of its reply (its header, if any, left out): for a reply
-        that ends by itself (`list`, `read`), never for a `watch`."""
-        return list(self.stream(request))
+    def collect(self, request: Request, *, most: int) -> list[ReplyLine]:
+        """A streamed verb's lines read to the end of its reply (its header, if any, left out), at most `most` of
+        them (a daemon, perhaps another machine's, decides how many it sends; the rest are not read): for a reply
+        that ends by itself (`list`, `sessions`, `read`), never for a `watch`."""
+        stream = self.stream(request)
+        try:
+            return list(islice(stream, most))
+        finally:
+            stream.close()
 
 
 def events_of(lines: Iterable[ReplyLine]) -> Iterator[dict[str, object]]:
