@@ -7,9 +7,14 @@ Each "host" here is a real daemon of its own state directory on a unix socket, n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.paths import Layout
+from tests.fakes.sessions import wait_for_end, wait_for_event
+from tests.fakes.terminal import Terminal
 from tests.test_catalog import write_session
 
 
@@ -116,3 +121,64 @@ def test_a_bare_id_on_more_than_one_host_is_refused_naming_them(home, tmp_path, 
     done = home.chock("stop", twin, "--daemon", "local", "--daemon", "build", cwd=tmp_path)
     assert done.returncode == 2
     assert f"session {twin} is held by local, build: name one, as NAME:{twin}" in done.stderr, done.stderr
+
+
+ASKS = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo first-ran"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "echo '\x1b]0;owned\x07'"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c3", "name": "shell", "args": {"command": "echo third-ran"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_approve_name_colon_session_answers_on_that_host_through_its_daemon(home, tmp_path, daemons, project):
+    home.write_replay("demo.jsonl", ASKS)
+    state = tmp_path / "host-a"
+    a = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(
+        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, '
+        f'.connections = .{{ .a = "{a.address}" }} }}\n'
+    )
+    there = replace(home, layout=Layout(config=home.layout.config, state=state, data=tmp_path / "data"))
+    session_id = a.client.call(dp.StartRequest(str(project), "three commands")).session_id
+    away = tmp_path / "not-a-project"
+    away.mkdir()
+
+    # Answered elsewhere while the person decides: the one answer stands, and approve says so.
+    first = wait_for_event(there, session_id, "approval.request")
+    asking = Terminal.chock(home, "approve", f"a:{session_id}", cwd=away)
+    try:
+        asking.wait_for("Approve?")
+        assert b"shell: echo first-ran" in asking.screen
+        a.client.call(dp.AnswerRequest(str(project), session_id, first["request_id"], True))
+        asking.type("n\r")
+        asking.wait_for("already answered elsewhere")
+        assert asking.exit_code() == 0
+    finally:
+        asking.close()
+
+    # A summary holding escape sequences is shown escaped; the answer lands in A's log.
+    second = wait_for_event(there, session_id, "approval.request", lambda e: "owned" in e["summary"])
+    approved = home.chock("approve", f"a:{session_id}", input="y\n", cwd=away)
+    assert approved.returncode == 0, approved.stderr
+    assert "\x1b" not in approved.stdout and "\x07" not in approved.stdout and "owned" in approved.stdout
+    assert f"{second['request_id']}: approved on a" in approved.stdout
+
+    third = wait_for_event(there, session_id, "approval.request", lambda e: "third" in e["summary"])
+    denied = home.chock("approve", "--daemon", a.address, session_id, input="n\n", cwd=away)
+    assert denied.returncode == 0, denied.stderr
+    assert f"{third['request_id']}: denied through the daemon at {a.address}" in denied.stdout
+
+    wait_for_end(there, session_id, "completed")
+    answers = [
+        (e["request_id"], e["answer"], e["via"]) for e in there.events(session_id) if e["type"] == "approval.answer"
+    ]
+    assert answers == [
+        (first["request_id"], "yes", "socket"), (second["request_id"], "yes", "socket"),
+        (third["request_id"], "no", "socket"),
+    ]  # fmt: skip
+    assert not home.layout.log_path(session_id).exists()  # the log lives only on A
+    done = home.chock("approve", f"a:{session_id}", cwd=away)
+    assert done.returncode == 0 and f"session {session_id} on a is not waiting for an answer" in done.stdout
+    here = home.chock("approve", session_id, cwd=away)  # no host named: this machine's session, which it is not
+    assert here.returncode != 0 and f"there is no session {session_id} on this machine" in here.stderr
