@@ -182,3 +182,44 @@ def test_approve_name_colon_session_answers_on_that_host_through_its_daemon(home
     assert done.returncode == 0 and f"session {session_id} on a is not waiting for an answer" in done.stdout
     here = home.chock("approve", session_id, cwd=away)  # no host named: this machine's session, which it is not
     assert here.returncode != 0 and f"there is no session {session_id} on this machine" in here.stderr
+
+
+def used(tokens: int) -> list[dict]:
+    """A log body: one model call of `tokens` in and out, then the end."""
+    call = {"type": "usage", "input_tokens": tokens, "output_tokens": tokens}
+    return [call, {"type": "session.end", "reason": "completed", "exit_code": 0}]
+
+
+def test_usage_counts_a_hosts_sessions_through_its_daemon_and_every_host_with_all(home, tmp_path, daemons):
+    remote_project = "/srv/nowhere-here"  # a path on the host only: never looked at on this machine
+    write_session(home.layout, 1, tmp_path / "mine", used(100))
+    state = tmp_path / "host-b"
+    there = write_session(Layout(config=home.layout.config, state=state, data=tmp_path / "data"), 2, remote_project,
+                          used(7000))  # fmt: skip
+    write_session(Layout(config=home.layout.config, state=state, data=tmp_path / "data"), 3, "/srv/other", used(5))
+    build = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(
+        f'.{{ .connections = .{{ .build = "{build.address}", .gone = "unix:{tmp_path}/nothing.sock" }} }}\n'
+    )
+    one = home.chock("usage", "--daemon", "build", "--project", remote_project, cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    (row, total) = one.stdout.splitlines()
+    assert row.split()[:4] == ["build", there, "in", "7000"]
+    assert total.startswith("total on build") and total.split()[4] == "7000", total
+
+    every = home.chock("usage", "--all", cwd=tmp_path)
+    assert every.returncode == 1, every.stderr
+    lines = every.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["local", "build", "build"]  # oldest first, over every host
+    assert any(line.startswith("total on build") and line.split()[4] == "7005" for line in lines), lines
+    assert lines[-1].split()[:3] == ["total", "in", "7105"], lines
+    assert "gone: not counted: " in every.stderr and "nothing.sock" in every.stderr
+
+    narrowed = home.chock("usage", "--all", "--daemon", "build", cwd=tmp_path)
+    assert narrowed.returncode == 0 and narrowed.stdout.splitlines()[-1].split()[:5] == [
+        "total",
+        "on",
+        "build",
+        "in",
+        "7005",
+    ]
