@@ -158,7 +158,7 @@ def test_approve_name_colon_session_answers_on_that_host_through_its_daemon(home
         asking.close()
 
     # A summary holding escape sequences is shown escaped; the answer lands in A's log.
-    second = wait_for_event(there, session_id, "approval.request", lambda e: "owned" in e["summary"])
+    second = wait_for_event(there, session_id, "approval.request", lambda e: "\x1b]0;owned\x07" in e["summary"])
     approved = home.chock("approve", f"a:{session_id}", input="y\n", cwd=away)
     assert approved.returncode == 0, approved.stderr
     assert "\x1b" not in approved.stdout and "\x07" not in approved.stdout and "owned" in approved.stdout
