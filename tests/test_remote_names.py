@@ -223,3 +223,30 @@ def test_usage_counts_a_hosts_sessions_through_its_daemon_and_every_host_with_al
         "in",
         "7005",
     ]
+
+
+def test_approve_refuses_a_hosts_log_that_claims_too_many_requests_and_skips_a_bad_id(home, tmp_path, daemons):
+    state = tmp_path / "host-c"
+    layout = Layout(config=home.layout.config, state=state, data=tmp_path / "data")
+    asked = [{"type": "approval.request", "request_id": f"r{n}", "tool": "shell", "summary": "x"} for n in range(257)]
+    flooded = write_session(layout, 5, "/srv/app", asked)
+    odd = write_session(layout, 6, "/srv/app", [{"type": "approval.request", "request_id": "r 1\x1b[2J", "tool": "t"}])
+    c = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(f'.{{ .connections = .{{ .c = "{c.address}" }} }}\n')
+
+    refused = home.chock("approve", f"c:{flooded}", input="y\n" * 300, cwd=tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert "claims more than 256 requests waiting at once; nothing was answered" in refused.stderr
+    assert "Approve?" not in refused.stdout  # nothing was asked
+
+    skipped = home.chock("approve", f"c:{odd}", cwd=tmp_path)
+    assert skipped.returncode == 0, skipped.stderr
+    assert "is no request id an answer can carry; it was left unanswered" in skipped.stdout
+    assert "\x1b" not in skipped.stdout and "Approve?" not in skipped.stdout
+
+    # A log whose requests nobody on the host can take any more (its owner is gone) asks nothing.
+    abandoned = write_session(layout, 7, "/srv/app", asked[:1])
+    gone = home.chock("approve", f"c:{abandoned}", input="y\n", cwd=tmp_path)
+    assert gone.returncode == 1 and "Approve?" not in gone.stdout, gone.stdout
+    assert f"session {abandoned} on c is abandoned: nobody there can take an answer; nothing was asked" in gone.stderr
+    assert f"chock run --on c --continue {abandoned}" in gone.stderr

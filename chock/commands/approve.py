@@ -99,17 +99,26 @@ def approve_through(found: Target, ask: Ask, say: Say) -> int:
     from chock.control.client import expect
     from chock.control.framing import request_id as request_id_field
 
-    pending = waiting(found)
-    if not pending:
+    pending, claimed = [], waiting(found)
+    for item in claimed:
+        try:
+            pending.append({**item, "request_id": request_id_field(item["request_id"])})
+        except ProtocolError:
+            say(f"{item['request_id']!r} is no request id an answer can carry; it was left unanswered")
+    if not claimed:
         say(f"session {found.session_id} {found.where} is not waiting for an answer")
+    if not pending:
+        return 0
+    # The log says what was asked; only the host knows whether anyone is still there to take an answer.
+    status = expect(found.client.call(dp.FindRequest(found.session_id)), dp.ListRow).row.get("status")
+    if status not in ("running", "waiting"):
+        raise ApproveFailed(
+            f"session {found.session_id} {found.where} is {status!s}: nobody there can take an answer; nothing was "
+            f"asked. `chock run --on {found.host} --continue {found.session_id}` carries it on"
+        )
     answered = 0
     for item in pending:
         request_id = item["request_id"]
-        try:
-            request_id = request_id_field(request_id)
-        except ProtocolError:
-            say(f"{request_id!r} is no request id an answer can carry; it was left unanswered")
-            continue
         yes = ask(request_id, item["tool"], item["summary"])
         try:
             expect(
