@@ -122,6 +122,6 @@ def test_a_command_row_names_a_command_that_takes_a_daemon():
     assert gaps(commands={**cli.VERB_COMMANDS, "stop": "halt"}) == [
         "stop: VERB_COMMANDS names `chock halt`, which is no command"
     ]
-    assert gaps(commands={**cli.VERB_COMMANDS, "stop": "approve"}) == [
-        "stop: `chock approve` sends it but takes no --daemon (nor --on)"
+    assert gaps(commands={**cli.VERB_COMMANDS, "stop": "login"}) == [
+        "stop: `chock login` sends it but takes no --daemon (nor --on)"
     ]

@@ -7,9 +7,14 @@ Each "host" here is a real daemon of its own state directory on a unix socket, n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.paths import Layout
+from tests.fakes.sessions import wait_for_end, wait_for_event
+from tests.fakes.terminal import Terminal
 from tests.test_catalog import write_session
 
 
@@ -116,3 +121,132 @@ def test_a_bare_id_on_more_than_one_host_is_refused_naming_them(home, tmp_path, 
     done = home.chock("stop", twin, "--daemon", "local", "--daemon", "build", cwd=tmp_path)
     assert done.returncode == 2
     assert f"session {twin} is held by local, build: name one, as NAME:{twin}" in done.stderr, done.stderr
+
+
+ASKS = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo first-ran"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "echo '\x1b]0;owned\x07'"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c3", "name": "shell", "args": {"command": "echo third-ran"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_approve_name_colon_session_answers_on_that_host_through_its_daemon(home, tmp_path, daemons, project):
+    home.write_replay("demo.jsonl", ASKS)
+    state = tmp_path / "host-a"
+    a = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(
+        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, '
+        f'.connections = .{{ .a = "{a.address}" }} }}\n'
+    )
+    there = replace(home, layout=Layout(config=home.layout.config, state=state, data=tmp_path / "data"))
+    session_id = a.client.call(dp.StartRequest(str(project), "three commands")).session_id
+    away = tmp_path / "not-a-project"
+    away.mkdir()
+
+    # Answered elsewhere while the person decides: the one answer stands, and approve says so.
+    first = wait_for_event(there, session_id, "approval.request")
+    asking = Terminal.chock(home, "approve", f"a:{session_id}", cwd=away)
+    try:
+        asking.wait_for("Approve?")
+        assert b"shell: echo first-ran" in asking.screen
+        a.client.call(dp.AnswerRequest(str(project), session_id, first["request_id"], True))
+        asking.type("n\r")
+        asking.wait_for("already answered elsewhere")
+        assert asking.exit_code() == 0
+    finally:
+        asking.close()
+
+    # A summary holding escape sequences is shown escaped; the answer lands in A's log.
+    second = wait_for_event(there, session_id, "approval.request", lambda e: "\x1b]0;owned\x07" in e["summary"])
+    approved = home.chock("approve", f"a:{session_id}", input="y\n", cwd=away)
+    assert approved.returncode == 0, approved.stderr
+    assert "\x1b" not in approved.stdout and "\x07" not in approved.stdout and "owned" in approved.stdout
+    assert f"{second['request_id']}: approved on a" in approved.stdout
+
+    third = wait_for_event(there, session_id, "approval.request", lambda e: "third" in e["summary"])
+    denied = home.chock("approve", "--daemon", a.address, session_id, input="n\n", cwd=away)
+    assert denied.returncode == 0, denied.stderr
+    assert f"{third['request_id']}: denied through the daemon at {a.address}" in denied.stdout
+
+    wait_for_end(there, session_id, "completed")
+    answers = [
+        (e["request_id"], e["answer"], e["via"]) for e in there.events(session_id) if e["type"] == "approval.answer"
+    ]
+    assert answers == [
+        (first["request_id"], "yes", "socket"), (second["request_id"], "yes", "socket"),
+        (third["request_id"], "no", "socket"),
+    ]  # fmt: skip
+    assert not home.layout.log_path(session_id).exists()  # the log lives only on A
+    done = home.chock("approve", f"a:{session_id}", cwd=away)
+    assert done.returncode == 0 and f"session {session_id} on a is not waiting for an answer" in done.stdout
+    here = home.chock("approve", session_id, cwd=away)  # no host named: this machine's session, which it is not
+    assert here.returncode != 0 and f"there is no session {session_id} on this machine" in here.stderr
+
+
+def used(tokens: int) -> list[dict]:
+    """A log body: one model call of `tokens` in and out, then the end."""
+    call = {"type": "usage", "input_tokens": tokens, "output_tokens": tokens}
+    return [call, {"type": "session.end", "reason": "completed", "exit_code": 0}]
+
+
+def test_usage_counts_a_hosts_sessions_through_its_daemon_and_every_host_with_all(home, tmp_path, daemons):
+    remote_project = "/srv/nowhere-here"  # a path on the host only: never looked at on this machine
+    write_session(home.layout, 1, tmp_path / "mine", used(100))
+    state = tmp_path / "host-b"
+    there = write_session(Layout(config=home.layout.config, state=state, data=tmp_path / "data"), 2, remote_project,
+                          used(7000))  # fmt: skip
+    write_session(Layout(config=home.layout.config, state=state, data=tmp_path / "data"), 3, "/srv/other", used(5))
+    build = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(
+        f'.{{ .connections = .{{ .build = "{build.address}", .gone = "unix:{tmp_path}/nothing.sock" }} }}\n'
+    )
+    one = home.chock("usage", "--daemon", "build", "--project", remote_project, cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    (row, total) = one.stdout.splitlines()
+    assert row.split()[:4] == ["build", there, "in", "7000"]
+    assert total.startswith("total on build") and total.split()[4] == "7000", total
+
+    every = home.chock("usage", "--all", cwd=tmp_path)
+    assert every.returncode == 1, every.stderr
+    lines = every.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["local", "build", "build"]  # oldest first, over every host
+    assert any(line.startswith("total on build") and line.split()[4] == "7005" for line in lines), lines
+    assert lines[-1].split()[:3] == ["total", "in", "7105"], lines
+    assert "gone: not counted: " in every.stderr and "nothing.sock" in every.stderr
+
+    narrowed = home.chock("usage", "--all", "--daemon", "build", cwd=tmp_path)
+    assert narrowed.returncode == 0 and narrowed.stdout.splitlines()[-1].split()[:5] == [
+        "total",
+        "on",
+        "build",
+        "in",
+        "7005",
+    ]
+
+
+def test_approve_refuses_a_hosts_log_that_claims_too_many_requests_and_skips_a_bad_id(home, tmp_path, daemons):
+    state = tmp_path / "host-c"
+    layout = Layout(config=home.layout.config, state=state, data=tmp_path / "data")
+    asked = [{"type": "approval.request", "request_id": f"r{n}", "tool": "shell", "summary": "x"} for n in range(257)]
+    flooded = write_session(layout, 5, "/srv/app", asked)
+    odd = write_session(layout, 6, "/srv/app", [{"type": "approval.request", "request_id": "r 1\x1b[2J", "tool": "t"}])
+    c = daemons.start(env={"CHOCK_STATE_DIR": str(state)})
+    home.write_config(f'.{{ .connections = .{{ .c = "{c.address}" }} }}\n')
+
+    refused = home.chock("approve", f"c:{flooded}", input="y\n" * 300, cwd=tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert "claims more than 256 requests waiting at once; nothing was answered" in refused.stderr
+    assert "Approve?" not in refused.stdout  # nothing was asked
+
+    skipped = home.chock("approve", f"c:{odd}", cwd=tmp_path)
+    assert skipped.returncode == 0, skipped.stderr
+    assert "is no request id an answer can carry; it was left unanswered" in skipped.stdout
+    assert "\x1b" not in skipped.stdout and "Approve?" not in skipped.stdout
+
+    # A log whose requests nobody on the host can take any more (its owner is gone) asks nothing.
+    abandoned = write_session(layout, 7, "/srv/app", asked[:1])
+    gone = home.chock("approve", f"c:{abandoned}", input="y\n", cwd=tmp_path)
+    assert gone.returncode == 1 and "Approve?" not in gone.stdout, gone.stdout
+    assert f"session {abandoned} on c is abandoned: nobody there can take an answer; nothing was asked" in gone.stderr
+    assert f"chock run --on c --continue {abandoned}" in gone.stderr

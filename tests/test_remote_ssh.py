@@ -188,14 +188,16 @@ LONG = [
 ]
 
 
-def _host_with_replay(hosts: Hosts, number: int) -> Host:
-    """A host whose daemon runs sessions on a replay instance, with a project of its own user's."""
+def _host_with_replay(hosts: Hosts, number: int, replies: list[dict] = LONG, approvals: str = "allow") -> Host:
+    """A host whose daemon runs sessions on a replay instance (`replies`; a shell command `allow`ed or asked
+    about), with a project of its own user's."""
     host = hosts.host(number)
     config = host.user.home / ".config/chock"
     config.mkdir(parents=True)
-    (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in LONG))
+    (config / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in replies))
     (config / "config.zon").write_text(
-        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, .approvals = .{ .shell = "allow" } }\n'
+        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, '
+        f'.approvals = .{{ .shell = "{approvals}" }} }}\n'
     )
     host.project = make_project(host.user.home / "project")
     host.user.give(host.user.home)
@@ -255,3 +257,61 @@ def test_a_session_run_on_a_named_host_is_listed_steered_and_continued_from_the_
     assert (a.state / "sessions" / session_id / "log.jsonl").exists()
     assert not (client.home / ".local/state/chock/sessions").exists()
     assert not list(client.home.rglob(f"*{session_id}*"))
+
+
+ASKS = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo '\x1b]0;owned\x07'"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "echo second-ran"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+START = """
+import sys
+from chock.control import daemon_protocol as dp
+from chock.control.address import Address
+from chock.control.client import ControlClient
+print(ControlClient(Address(path=sys.argv[1])).call(dp.StartRequest(sys.argv[2], "two commands")).session_id)
+"""
+
+
+def _asked(host: Host, session_id: str, count: int) -> list[dict]:
+    """The session's approval requests in the host's log, once it holds `count` of them."""
+    log = host.state / "sessions" / session_id / "log.jsonl"
+
+    def asked() -> list[dict] | None:
+        events = [json.loads(line) for line in log.read_text().splitlines(True) if line.endswith("\n")]
+        found = [event for event in events if event["type"] == "approval.request"]
+        return found if len(found) >= count else None
+
+    return wait_until(asked, 60, f"{count} approval requests on the host")
+
+
+def test_a_session_waiting_on_a_host_is_approved_and_denied_from_the_client(hosts: Hosts) -> None:
+    a = _host_with_replay(hosts, 9, ASKS, approvals="ask")
+    hosts.write_client_config(f'.{{ .connections = .{{ .a = "{a.url}" }} }}\n')
+    started = subprocess.run(
+        [*a.user.prefix(), PYTHON, "-c", START, str(a.socket), str(a.project)], env=a.user.env(hosts.chock_dir),
+        cwd=a.user.home, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    session_id = started.stdout.strip()
+
+    first = _asked(a, session_id, 1)[0]
+    assert "\x1b]0;owned\x07" in first["summary"]  # the agent's words, as the host's log holds them
+    approved = hosts.chock("approve", f"a:{session_id}", input="y\n")
+    assert approved.returncode == 0, approved.stderr
+    assert f"{first['request_id']}: approved on a" in approved.stdout
+    assert "\x1b" not in approved.stdout and "\x07" not in approved.stdout and "owned" in approved.stdout
+
+    second = _asked(a, session_id, 2)[1]
+    denied = hosts.chock("approve", "--daemon", a.url, session_id, input="n\n")
+    assert denied.returncode == 0, denied.stderr
+    assert f"{second['request_id']}: denied through the daemon at {a.url}" in denied.stdout, denied.stdout
+
+    log = a.state / "sessions" / session_id / "log.jsonl"
+    wait_until(lambda: '"session.end"' in log.read_text(), 60, "the session's end on the host")
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    answers = [(e["request_id"], e["answer"], e["via"]) for e in events if e["type"] == "approval.answer"]
+    assert answers == [(first["request_id"], "yes", "socket"), (second["request_id"], "no", "socket")]
+    again = hosts.chock("approve", f"a:{session_id}")
+    assert again.returncode == 0 and f"session {session_id} on a is not waiting for an answer" in again.stdout
+    assert not (hosts.client.home / ".local/state/chock/sessions").exists()  # the log lives only on A

@@ -110,6 +110,7 @@ THROUGH_DAEMON = {
     "stop": ("stop", "{local}"),
     "say": ("say", "{local}", "hello"),
     "attach": ("attach", "{local}"),
+    "approve": ("approve", "{local}"),
     "detach": ("detach",),
     "doctor": ("doctor",),
     "serve": ("serve",),

@@ -81,7 +81,7 @@ VERB_COMMANDS = {
     "read": "plan",
     "list": "sessions",
     "watch": "attach",
-    "answer": "attach",
+    "answer": "approve",
     "stop": "stop",
     "say": "say",
     "remove": "sessions remove",

@@ -95,10 +95,14 @@ def preview(text: str, width: int = 60) -> str:
 
 def project_rows(layout: Layout, project: Path | None, daemon: Address | None) -> list[dict[str, Any]]:
     """The rows of the project holding `project` (default: the working directory), oldest first: through the
-    daemon named (`chock.control.address.named_address`), which must answer, else as the module says."""
+    daemon named (`chock.control.address.named_address`), which must answer, else as the module says. With a
+    daemon named, an absolute `project` is a path on that daemon's machine: sent as typed, never looked at here."""
     from chock.project import find_root
 
-    root = str(find_root(project or os.getcwd()))
+    if daemon is not None and project is not None and project.is_absolute():
+        root = str(project)
+    else:
+        root = str(find_root(project or os.getcwd()))
     if daemon is not None or os.path.exists(layout.daemon_socket):
         rows = _from_daemon(daemon or Address(path=str(layout.daemon_socket)), root, named=daemon is not None)
         if rows is not None:

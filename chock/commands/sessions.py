@@ -8,9 +8,11 @@ cost and plan, read through the daemon named or in the state dir.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
+from chock.argv import Option
 from chock.commands import listing
 from chock.commands.completion import session_ids
 from chock.commands.rules import command, options, pass_layout, project_root, table_group
@@ -95,25 +97,86 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
         click.echo(f"no session of this project ended before {before}")
 
 
+# `chock usage --all`: the sessions of every project, on every host or those named.
+EVERY_HOST = Option(
+    "--all",
+    "all_hosts",
+    bool,
+    "",
+    "Every project's sessions on every host (this machine and each connection; each --daemon given, if any).",
+)
+
+
 @command()
-@options(PROJECT_OPTIONS)
+@options((*PROJECT_OPTIONS, EVERY_HOST))
 @pass_layout
-def usage(layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None) -> None:
+def usage(
+    layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None, all_hosts: bool
+) -> None:
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
-    total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named, else
-    the state dir's when it answers, else the state dir itself."""
+    total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named (its
+    host's `--project` given absolute, as a path there), else the state dir's when it answers, else the state dir
+    itself; with --all, every project's on every host (or each --daemon), a HOST column first."""
+    if all_hosts:
+        if project is not None:
+            raise UsageError("--all counts every project's sessions; leave out --project (or leave out --all)")
+        from chock.commands.every_host import hosts_to_list, list_every_host
+
+        listed = list_every_host(layout, listing.every_row, hosts_to_list(daemon_address, port))
+        rows = [{**row, "host": each.host} for each in listed for row in each.rows]
+        rows.sort(key=lambda row: (str(row.get("started_at") or ""), str(row.get("id") or "")))
+        _print_usage(rows, len(listed) > 1)
+        failed = [each for each in listed if each.why is not None]
+        for each in failed:
+            click.echo(shown(f"{each.host}: not counted: {each.why}", one_line=True), err=True)
+        if failed:
+            raise SystemExit(1)
+        return
+    address = named_address(daemon_address, port=port, acting="chock usage")
+    rows = listing.project_rows(layout, project, address)
+    if address is not None:
+        hosts = named_hosts(daemon_address, port=port)
+        host = hosts[0][0] if hosts else str(address)
+        rows = [{**row, "host": host} for row in rows]
+    _print_usage(rows, False)
+
+
+def _print_usage(rows: list[dict[str, Any]], per_host: bool) -> None:
+    """Each row's counts (after its host, when it has one) and the total; with `per_host`, each host's total too.
+    Every field is taken as text or a number, whatever a daemon sent (`_count`)."""
     from chock.log.events import USAGE_FIELDS
 
-    rows = listing.project_rows(layout, project, named_address(daemon_address, port=port, acting="chock usage"))
-    priced = any(row["cost"] is not None for row in rows)
-    total = dict.fromkeys(USAGE_FIELDS, 0)
+    width = max((len(str(row.get("host", ""))) for row in rows), default=0)
+    priced = any(_cost(row) is not None for row in rows)
+    totals: dict[str, dict[str, int]] = {}
+    costs: dict[str, float] = {}
     for row in rows:
-        counts = {name: row[name] for name in USAGE_FIELDS}
-        line = f"{row['id']}  {_usage_columns(counts, row['cost'], priced)}  {listing.preview(row['message'])}"
-        click.echo(shown(line, one_line=True))
-        total = {name: total[name] + counts[name] for name in USAGE_FIELDS}
-    cost = sum(row["cost"] for row in rows if row["cost"] is not None)
-    click.echo(f"{'total':<22}  {_usage_columns(total, cost, priced)}")
+        counts = {name: _count(row.get(name)) for name in USAGE_FIELDS}
+        host = f"{row['host']!s:<{width}}  " if "host" in row else ""
+        line = f"{host}{row.get('id')!s}  {_usage_columns(counts, _cost(row), priced)}"
+        click.echo(shown(f"{line}  {listing.preview(str(row.get('message') or ''))}", one_line=True))
+        for key in {"", *([str(row["host"])] if "host" in row else [])}:
+            total = totals.setdefault(key, dict.fromkeys(USAGE_FIELDS, 0))
+            for name in USAGE_FIELDS:
+                total[name] += counts[name]
+            costs[key] = costs.get(key, 0.0) + (_cost(row) or 0.0)
+    hosts = sorted({str(row["host"]) for row in rows if "host" in row})
+    label = 22 + (width + 2 if width else 0)  # under the host and the session id
+    for host in hosts if per_host else ():
+        click.echo(shown(f"{'total on ' + host:<{label}}  {_usage_columns(totals[host], costs[host], priced)}"))
+    named = f" on {hosts[0]}" if len(hosts) == 1 else ""
+    total = totals.get("", dict.fromkeys(USAGE_FIELDS, 0))
+    click.echo(shown(f"{'total' + named:<{label}}  {_usage_columns(total, costs.get('', 0.0), priced)}"))
+
+
+def _count(value: object) -> int:
+    """A token count from a row: a whole number as it is, anything else (a daemon's row is untrusted) as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _cost(row: dict[str, Any]) -> float | None:
+    value = row.get("cost")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> str:

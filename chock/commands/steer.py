@@ -1,5 +1,6 @@
 """Steering a session: `chock stop`, `chock say`, `chock attach` through the daemon, `chock approve` over the
-session's own socket, `chock detach` handing a terminal session to the daemon (docs/architecture.md#steering).
+session's own socket or through its host's daemon, `chock detach` handing a terminal session to the daemon
+(docs/architecture.md#steering).
 
 Each names its session or refuses (chock/commands/targets.py); the work is in chock/commands/attach.py,
 approve.py and detach.py.
@@ -15,8 +16,8 @@ import click
 
 from chock.commands.completion import session_ids
 from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root
-from chock.commands.shared_options import PROJECT_OPTIONS
-from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address
+from chock.commands.shared_options import DAEMON_OPTIONS, PROJECT_OPTIONS
+from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
 from chock.errors import exit_status
 from chock.paths import Layout
 from chock.terminal import as_lines, colour, shown
@@ -97,17 +98,29 @@ def attach(
 
 @command()
 @click.argument("session", shell_complete=session_ids)
+@options(DAEMON_OPTIONS)
 @pass_layout
-def approve(layout: Layout, session: str) -> None:
-    """Answer the requests a session on this machine is waiting on."""
+def approve(layout: Layout, session: str, daemon_address: tuple[str, ...], port: int | None) -> None:
+    """Answer the requests a session is waiting on: on this machine over its own socket, or on another host
+    (NAME:SESSION, or --daemon NAME|ADDR SESSION) through that host's daemon."""
     from chock.commands.approve import approve as approve_session
+    from chock.commands.approve import approve_through
 
     def ask(request_id: str, tool: str, summary: str) -> bool:
         # The command exactly as it will run, one line per line (docs/architecture.md#what-reaches-a-terminal).
         click.echo(shown(f"{request_id}  {tool}:", one_line=True) + as_lines(summary, styled=colour()).rstrip("\n"))
         return click.confirm("Approve?", default=False)
 
-    approve_session(layout, session, ask, lambda text: click.echo(shown(text)))
+    def say(text: str) -> None:
+        click.echo(shown(text))
+
+    if named_hosts(daemon_address, port=port) is not None or ":" in session:
+        from chock.commands.targets import target
+
+        found = target(layout, session, None, daemon_address, port, running=True, acting="chock approve")
+        approve_through(found, ask, say)
+        return
+    approve_session(layout, session, ask, say)
 
 
 @command(epilog=exit_status("detach"))

@@ -251,13 +251,14 @@ class Hosts:
         known.write_text("".join(kept) + line)
 
     def chock(
-        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """`chock ARGS` as the client user, in its home."""
+        """`chock ARGS` as the client user, in its home; standard input is `input`, else nothing."""
         assert self.client is not None
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         return subprocess.run(
             [*self.client.prefix(), PYTHON, "-m", "chock", *args], env=self.client.env(self.chock_dir, **(env or {})),
-            cwd=self.client.home, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            cwd=self.client.home, capture_output=True, text=True, timeout=timeout, **stdin,
         )  # fmt: skip
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
