@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from chock.log.reader import owner_alive
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.projects import git_value
 from tests.fakes.providers import FakeProvider
@@ -98,6 +99,8 @@ def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
     continued = serve.post(f"/api/sessions/{session_id}/messages", {"project": project, "message": "carry on"})
     assert continued.status == 201 and continued.json == {"id": session_id, "how": "continued"}, continued.body
     assert wait_for_end(stack.home, session_id)["reason"] == "completed"  # the continuation's end
+    # The child writes its end, then lets go of the log as it exits: until then a remove is refused as busy.
+    wait_until(lambda: not owner_alive(stack.home.layout.log_path(session_id)), 30, "the child to let go of the log")
     removed = serve.post(f"/api/sessions/{session_id}/remove", {"project": project})
     assert removed.status == 200 and removed.json == {"removed": True}, removed.body
     assert serve.get(f"/api/sessions?project={project}").json["sessions"] == []
