@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from chock.errors import ChockError
+from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
 
 FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
@@ -79,8 +80,9 @@ def excludes(repo: Repo) -> tuple[str, ...]:
 # Filling a worktree ---------------------------------------------------------------------------------------
 
 
-def write_files(repo: Repo, commit: str, directory: Path) -> None:
-    """Write every file of `commit` into the empty directory `directory` (a gitlink becomes an empty dir)."""
+def write_files(repo: Repo, commit: str, directory: Path, recording: stamps.Recording | None = None) -> None:
+    """Write every file of `commit` into the empty directory `directory` (a gitlink becomes an empty dir), and
+    add each file as written, its identity with its blob id, to `recording`."""
     entries = listing(repo, commit)
     blobs = [entry.oid for entry in entries.values() if entry.mode != GITLINK]
     with tempfile.TemporaryFile() as wanted:
@@ -98,11 +100,16 @@ def write_files(repo: Repo, commit: str, directory: Path) -> None:
             size = _blob_header(process.stdout.readline(), entry.oid)
             if entry.mode == SYMLINK:
                 os.symlink(os.fsdecode(process.stdout.read(size)), name, dir_fd=parent)
+                written = os.stat(name, dir_fd=parent, follow_symlinks=False)
             else:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 fd = os.open(name, flags, 0o777 if entry.mode == EXECUTABLE else 0o666, dir_fd=parent)
                 with open(fd, "wb") as out:
                     _copy(process.stdout, out, size)
+                    out.flush()
+                    written = os.fstat(fd)
+            if recording is not None:
+                recording.add(path, stamps.identity(written), entry.oid)
             process.stdout.read(1)  # the newline after each object
     finally:
         dirs.close()
@@ -161,27 +168,34 @@ class WorktreeSnapshot:
 
     base: dict[str, TreeEntry]  # the commit it was compared with
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
+    files: dict[str, tuple[stamps.Identity, str, int | None]] = field(default_factory=dict)
+    hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
 
 
 @dataclass
 class _Survey:
     gitlinks: set[str]  # the base's submodules: a directory there keeps its entry and is not entered
     kinds: dict[str, str] = field(default_factory=dict)  # path -> "file" | "link" for what git can hold
+    found: dict[str, stamps.Identity] = field(default_factory=dict)  # path -> its identity, for each of kinds
     kept_gitlinks: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     gitignores: list[str] = field(default_factory=list)
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
-        with os.scandir(fd) as listed:
-            found = sorted((entry.name, entry.stat(follow_symlinks=False).st_mode) for entry in listed)
-        for name, mode in found:
+        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`
+            found = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in listed)
+        for name, status in found:
             path = prefix + name
+            mode = status.st_mode
             if path == ".git":
                 continue
             if stat.S_ISLNK(mode):
                 self.kinds[path] = "link"
+                self.found[path] = stamps.identity(status)
             elif stat.S_ISREG(mode):
                 self.kinds[path] = "file"
+                self.found[path] = stamps.identity(status)
                 if name == ".gitignore":
                     self.gitignores.append(path)
             elif stat.S_ISDIR(mode):
@@ -212,10 +226,14 @@ def _has(directory: int, name: str) -> bool:
     return True
 
 
-def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool) -> WorktreeSnapshot:
+def snapshot(
+    repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool, trust: bool = False
+) -> WorktreeSnapshot:
     """Fill the private `index` with `directory`'s files as git would commit them on top of `base_commit`.
 
-    With `write`, the blobs are written to the repository (for a commit); without, only hashed.
+    With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
+    a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
+    and is not read.
     """
     base = listing(repo, base_commit)
     survey = _Survey({path for path, entry in base.items() if entry.mode == GITLINK})
@@ -230,11 +248,21 @@ def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, writ
         kept = [path for path in survey.kinds if path in base or path not in ignored]
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
         records = [f"{GITLINK} {base[path].oid}\t".encode() + os.fsencode(path) for path in survey.kept_gitlinks]
-        records += _hash(repo, root, directory, survey, kept, write)
+        known = stamps.trusted(directory, {path: survey.found[path] for path in kept}) if trust else {}
+        files: dict[str, tuple[stamps.Identity, str, int | None]] = {
+            path: (survey.found[path], oid, bound) for path, (oid, bound) in known.items()
+        }
+        unknown = [path for path in kept if path not in known]
+        records += [
+            f"{_tree_mode(found[5])} {oid}\t".encode() + os.fsencode(path) for path, (found, oid, _) in files.items()
+        ]
+        for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
+            files[path] = (survey.found[path], oid, None)
+            records.append(f"{mode} {oid}\t".encode() + os.fsencode(path))
     finally:
         os.close(root)
     done = repo.run(["update-index", "-z", "--index-info"], index=index, input=b"".join(r + b"\0" for r in records))
-    result = WorktreeSnapshot(base, survey.skipped)
+    result = WorktreeSnapshot(base, survey.skipped, files, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
         held = index_listing(repo, index)
         result.skipped += [(path, INVALID) for path in kept if path not in held]
@@ -317,9 +345,18 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _hash(repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool) -> list[bytes]:
-    """`mode oid<TAB>path` records for `paths`, hashed in batches from descriptors opened here."""
-    records: list[bytes] = []
+def _tree_mode(st_mode: int) -> str:
+    """The tree entry mode of a file or symlink with this `st_mode`, as `_hash` gives it."""
+    if stat.S_ISLNK(st_mode):
+        return SYMLINK
+    return EXECUTABLE if st_mode & stat.S_IXUSR else FILE
+
+
+def _hash(
+    repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool
+) -> list[tuple[str, str, str]]:
+    """(path, mode, oid) for each of `paths` still there, hashed in batches from descriptors opened here."""
+    records: list[tuple[str, str, str]] = []
     batch: list[tuple[str, str, int]] = []  # (path, mode, descriptor git reads)
 
     def flush() -> None:
@@ -336,7 +373,7 @@ def _hash(repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[s
             for fd in descriptors:
                 os.close(fd)
         for (path, mode, _), oid in zip(taken, done.stdout.split(), strict=True):
-            records.append(f"{mode} {oid.decode()}\t".encode() + os.fsencode(path))
+            records.append((path, mode, oid.decode()))
 
     try:
         for path in paths:

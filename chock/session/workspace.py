@@ -20,8 +20,8 @@ from pathlib import Path
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
 from chock.project import find_root
-from chock.session import hostgit, tree
-from chock.session.hostgit import Repo
+from chock.session import hostgit, stamps, tree
+from chock.session.hostgit import GitFailed, Repo
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
 
@@ -125,7 +125,9 @@ def create(project: Path, directory: Path, branch: str, *, start: str = "HEAD") 
     try:
         _check_named(worktree)
         os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700
-        tree.write_files(repo, commit, directory)
+        with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+            tree.write_files(repo, commit, directory, recording)
+            recording.close(stamp_now=True)
         repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
     except BaseException:
         remove(worktree)
@@ -230,6 +232,7 @@ class Committed:
     commit: str  # the branch's commit after finishing (its old one when nothing changed)
     skipped: list[str]  # what was left out of it, and why
     parent: str = ""  # the branch's commit it was built on
+    hashed: int = 0  # files read and hashed to build it; every other file kept the blob id its stamps recorded
 
 
 def commit(worktree: Worktree, message: str) -> Committed:
@@ -244,16 +247,32 @@ def commit(worktree: Worktree, message: str) -> Committed:
     """
     repo = worktree.repo
     parent = _commit_of(repo, f"refs/heads/{worktree.branch}")
+    # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
+    with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
+        try:
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=True)
+        except GitFailed:
+            # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=False)
+        made = parent
+        if new_tree != repo.value(["rev-parse", f"{parent}^{{tree}}"]):
+            made = repo.value(
+                ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
+            )
+        if taken.hashed:  # what was read is recorded, so the next finish (a continue) reads only what changes
+            for path, (found, oid, bound) in taken.files.items():
+                recording.add(path, found, oid, bound)
+            recording.close()
+    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent, taken.hashed)
+
+
+def _written_tree(repo: Repo, directory: Path, parent: str, *, trust: bool) -> tuple[tree.WorktreeSnapshot, str]:
+    """The worktree's snapshot on `parent`, its blobs written, and the tree object git wrote of it."""
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, worktree.directory, parent, index, write=True)
-        new_tree = repo.value(["write-tree"], index=index)
-    made = parent
-    if new_tree != repo.value(["rev-parse", f"{parent}^{{tree}}"]):
-        made = repo.value(
-            ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
-        )
-    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent)
+        taken = tree.snapshot(repo, directory, parent, index, write=True, trust=trust)
+        # write-tree checks that every blob it names exists: one a damaged record named is refused here.
+        return taken, repo.value(["write-tree"], index=index)
 
 
 def advance(worktree: Worktree, committed: Committed) -> None:
@@ -276,7 +295,8 @@ def changes(worktree: Worktree) -> Changes:
     repo = worktree.repo
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, worktree.directory, f"refs/heads/{worktree.branch}", index, write=False)
+        branch = f"refs/heads/{worktree.branch}"
+        taken = tree.snapshot(repo, worktree.directory, branch, index, write=False, trust=True)
         current = tree.index_listing(repo, index)
     return Changes(
         [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
@@ -287,6 +307,7 @@ def changes(worktree: Worktree) -> Changes:
 def remove(worktree: Worktree) -> None:
     """Delete the worktree and its recorded admin dir (nothing in them followed through a symlink), then let
     git forget what it no longer finds."""
+    stamps.remove(worktree.directory)
     tree.delete(worktree.directory)
     tree.delete(worktree.admin)
     worktree.repo.run(["worktree", "prune"])
