@@ -288,10 +288,13 @@ def advance(worktree: Worktree, committed: Committed) -> None:
 class Changes:
     lines: list[str]  # "M path", "A path", "D path", "T path" against the branch's commit
     skipped: list[str]  # what a finish would leave out, and why
+    hashed: int = 0  # files read and hashed to say so; every other file kept the blob id its stamps recorded
 
 
 def changes(worktree: Worktree) -> Changes:
-    """What finishing now would commit, against the branch's commit: the same computation as `finish`."""
+    """What finishing now would commit, against the branch's commit: the same computation as `finish`, trusting
+    the stamps as it does (they are not written again: the blobs hashed here are not written to the repository,
+    so no record may name them)."""
     repo = worktree.repo
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
@@ -301,6 +304,7 @@ def changes(worktree: Worktree) -> Changes:
     return Changes(
         [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
         [f"{path} ({why})" for path, why in taken.skipped],
+        taken.hashed,
     )
 
 
