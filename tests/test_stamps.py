@@ -4,6 +4,7 @@ trusted; whatever the agent did, the commit holds what the worktree holds."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -21,6 +22,14 @@ SESSION = "20261201-073450-a1b2c3"
 BRANCH = f"chock/{SESSION}"
 FILES = {"README.md": "hello\n", "keep.txt": "keep\n", "gone.txt": "to be deleted\n", "src/app.py": "print(1)\n"}
 # Past the racy window of stamps written by a finish (READ_MARGIN_NS).
+
+
+def blob_id(text: str) -> bytes:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest().encode()
+
+
+README, KEEP = blob_id(FILES["README.md"]), blob_id(FILES["keep.txt"])
 SETTLE_SECONDS = stamps.READ_MARGIN_NS / 1e9 + 0.1
 
 
@@ -123,18 +132,9 @@ def test_a_file_written_again_in_the_tick_its_stamps_were_taken_is_read_again(pr
     assert show(project, "keep.txt") == "KEEP\n"
 
 
-def _flip_an_oid(record: bytes) -> bytes:
-    # keep.txt's recorded blob id becomes README.md's: a record trusted anyway would commit the wrong content.
-    entries = record.split(b"\0")
-    readme = next(e for e in entries if e.endswith(b"\tREADME.md")).split(b"\t")[0].split()[-1]
-    return b"\0".join(
-        b" ".join([*e.split(b"\t")[0].split()[:-1], readme]) + b"\tkeep.txt" if e.endswith(b"\tkeep.txt") else e
-        for e in entries
-    )
-
-
 DAMAGE = {
-    "an entry changed": _flip_an_oid,
+    # keep.txt's recorded blob id becomes README.md's: a record trusted anyway would commit the wrong content.
+    "an entry changed": lambda record: record.replace(KEEP, README),
     "cut short": lambda record: record[: len(record) // 2],
     "without its last line": lambda record: record[: record.rindex(b"\0") + 1],
     "empty": lambda record: b"",

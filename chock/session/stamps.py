@@ -4,44 +4,48 @@ hashes only what changed, the way git's own index does (docs/architecture.md, "F
 The record is `<workspace>.stamps`, beside the worktree in the data dir: outside every directory the sandbox
 may write, on the same file system as the files it describes (so its own time stamp and theirs come from one
 clock), and removed with the worktree. It is written whole to `<workspace>.stamps.new` (0600) and renamed into
-place. Each entry is
+place:
 
-    <st_mode octal> <size> <mtime_ns> <ctime_ns> <inode> <dev> <bound_ns or -> <blob id>\\t<path>\\0
+    chock-stamps 1 <blob id length> <entries>\\n
+    each entry's size, mtime_ns, ctime_ns, inode, dev, st_mode, bound_ns (8 bytes each, little-endian), blob id
+    each entry's path, in the same order, followed by \\0
+    end <since_ns> <margin_ns> <crc32 of everything before this line>\\n
 
-after a `chock-stamps 1` line, and a last line `end <entries> <since_ns> <margin_ns> <sha256 of the rest>`
-closes it. A file is trusted only when its identity now is the recorded one and both its mtime and ctime are
-older than its bound: `since_ns - margin_ns` for `-` (the racy rule: a file written again in the tick it was
-recorded in keeps its stat data, so such a file is hashed again). A file once trusted keeps the bound it
-passed when the record is written again, since any write after that bound would have changed its ctime.
-ctime is what an agent cannot set back, so a file rewritten and given its old mtime is hashed. A record
-missing, damaged, cut short or of another version trusts nothing: everything is hashed, as without it.
+A file is trusted only when its identity now is the recorded one and both its mtime and ctime are older than
+its bound: `since_ns - margin_ns` for an entry whose bound is OWN (the racy rule: a file written again in the
+tick it was recorded in keeps its stat data, so such a file is hashed again). A file once trusted keeps the
+bound it passed when the record is written again, since any write after that bound would have changed its
+ctime. ctime is what an agent cannot set back, so a file rewritten and given its old mtime is hashed. A record
+missing, damaged, cut short, of another version, or larger than twice the tree being finished could need
+trusts nothing: everything is hashed, as without it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
+import struct
+import sys
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO
 
 # (size, mtime_ns, ctime_ns, inode, dev, st_mode): what lstat says of a file, compared whole.
 Identity = tuple[int, int, int, int, int, int]
 
-MAGIC = b"chock-stamps 1\n"
+MAGIC = b"chock-stamps 1"
 # Recorded as Chock fills a new worktree: nothing else can write there until the record is in place, so a
 # later write is stamped no earlier than the record; this covers one tick of any kernel's coarse clock.
 WRITTEN_MARGIN_NS = 10_000_000
 # Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
 READ_MARGIN_NS = 1_000_000_000
-# The longest entry a walk can give: MAX_DEPTH (chock.session.tree) names of 255 bytes, and the fields.
-MAX_ENTRY = 200 * 256 + 256
-CHUNK = 1 << 20
-
+OWN = -(1 << 63)  # an entry's bound is the record's own
+_FIELDS = "<qqqQQQq"
 _OID_LENGTHS = (40, 64)  # sha1 and sha256 repositories
+_ENCODING = sys.getfilesystemencoding()
+_ERRORS = sys.getfilesystemencodeerrors()
 
 
 def identity(status: os.stat_result) -> Identity:
@@ -74,8 +78,8 @@ def _temporary(final: Path) -> Path:
 
 
 class Recording:
-    """A record being written: `add` each file, then `close` renames it into place; leaving a `with` block
-    without `close` (an error) deletes what was written.
+    """A record being written: `add` each file, then `close` writes it and renames it into place; leaving a
+    `with` block without `close` (an error) deletes the unfinished file.
 
     `since_ns` is the file system's time when the recording was opened, read back from the new file itself;
     `close(stamp_now=True)` takes it again at the end instead (for files Chock itself wrote, with nobody else
@@ -88,46 +92,40 @@ class Recording:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.temporary)  # left by a finish that was killed
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.file: IO[bytes] = open(os.open(self.temporary, flags, 0o600), "wb", buffering=CHUNK)  # noqa: SIM115
-        self.since_ns = os.fstat(self.file.fileno()).st_mtime_ns
+        self.fd: int | None = os.open(self.temporary, flags, 0o600)
+        self.since_ns = os.fstat(self.fd).st_mtime_ns
         self.margin_ns = margin_ns
-        self.count = 0
-        self.digest = hashlib.sha256()
-        self._write(MAGIC)
-        self.closed = False
-
-    def _write(self, data: bytes) -> None:
-        self.digest.update(data)
-        self.file.write(data)
+        self.paths: list[str] = []
+        self.fields: list[bytes] = []
+        self.oid_length = 0
 
     def add(self, path: str, found: Identity, oid: str, bound: int | None = None) -> None:
         """Record `path` as `found` holding the blob `oid`; `bound`: the racy bound it already passed, if any."""
-        size, mtime, ctime, inode, dev, mode = found
-        held = b"-" if bound is None else b"%d" % bound
-        self._write(
-            b"%o %d %d %d %d %d %s %s\t%s\0"
-            % (mode, size, mtime, ctime, inode, dev, held, oid.encode(), os.fsencode(path))
-        )
-        self.count += 1
+        if not self.oid_length:
+            self.oid_length = len(oid)
+        self.paths.append(path)
+        self.fields.append(struct.pack(_FIELDS, *found, OWN if bound is None else bound) + oid.encode())
 
     def close(self, *, stamp_now: bool = False) -> None:
-        """Finish the record and put it in place of the last one."""
-        self.file.flush()
+        """Write the record and put it in place of the last one."""
+        assert self.fd is not None
+        paths = "\0".join(self.paths).encode(_ENCODING, _ERRORS) + (b"\0" if self.paths else b"")
+        body = b"%s %d %d\n" % (MAGIC, self.oid_length or 40, len(self.paths)) + b"".join(self.fields) + paths
+        _write_all(self.fd, body)
         if stamp_now:
-            os.utime(self.file.fileno())  # the file system's time now, after every write before it
-            self.since_ns = os.fstat(self.file.fileno()).st_mtime_ns
-        trailer = b"end %d %d %d %s\n" % (self.count, self.since_ns, self.margin_ns, self.digest.hexdigest().encode())
-        self.file.write(trailer)
-        self.file.close()
+            os.utime(self.fd)  # the file system's time now, after every write before it
+            self.since_ns = os.fstat(self.fd).st_mtime_ns
+        _write_all(self.fd, b"end %d %d %d\n" % (self.since_ns, self.margin_ns, zlib.crc32(body)))
+        os.close(self.fd)
+        self.fd = None
         os.replace(self.temporary, self.final)
-        self.closed = True
 
     def abandon(self) -> None:
-        if not self.closed:
-            self.file.close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.temporary)
-            self.closed = True
 
     def __enter__(self) -> Recording:
         return self
@@ -138,6 +136,12 @@ class Recording:
         self.abandon()
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class _Damaged(Exception):
     pass
 
@@ -146,60 +150,54 @@ def trusted(workspace: Path, found: Mapping[str, Identity]) -> dict[str, tuple[s
     """path -> (blob id, the bound it passed) for each of `found` (path -> its identity now) that the record
     says is unchanged and that is older than its racy bound; empty when there is no usable record.
 
-    The record is read in chunks and only entries of `found` are kept, so however large it is, what is held
-    is no more than the tree being finished.
+    A record larger than twice what one of `found` would take is not read: what is held is never more than the
+    tree being finished could need.
     """
     try:
         fd = os.open(path_of(workspace), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return {}
-    with open(fd, "rb", buffering=0) as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        status = os.fstat(fd)
+        room = 2 * (len(found) * (struct.calcsize(_FIELDS) + 65) + 4 * sum(map(len, found))) + 4096
+        if not stat.S_ISREG(status.st_mode) or status.st_size > room:
             return {}
-        try:
-            return _read(file, found)
-        except (_Damaged, ValueError, OSError):
-            return {}
+        chunks = []
+        while chunk := os.read(fd, status.st_size + 1 - sum(map(len, chunks))):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        return _parse(data, found) if len(data) == status.st_size else {}
+    except (_Damaged, ValueError, OSError, struct.error):
+        return {}
+    finally:
+        os.close(fd)
 
 
-def _read(file: IO[bytes], found: Mapping[str, Identity]) -> dict[str, tuple[str, int]]:
-    digest = hashlib.sha256()
-    head = file.read(len(MAGIC))
-    if head != MAGIC:
+def _parse(data: bytes, found: Mapping[str, Identity]) -> dict[str, tuple[str, int]]:
+    head, _, rest = data.partition(b"\n")
+    words = head.split(b" ")
+    if len(words) != 4 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
         raise _Damaged
-    digest.update(head)
-    same: dict[str, tuple[Identity, str, bytes]] = {}
-    count = 0
-    rest = b""
-    while chunk := file.read(CHUNK):
-        entries = (rest + chunk).split(b"\0")
-        rest = entries.pop()
-        if len(rest) > MAX_ENTRY:
-            raise _Damaged
-        for entry in entries:
-            digest.update(entry + b"\0")
-            fields, tab, raw = entry.partition(b"\t")
-            path = os.fsdecode(raw)
-            *numbers, bound, oid = fields.split(b" ")
-            if not tab or len(numbers) != 6 or len(oid) not in _OID_LENGTHS:
-                raise _Damaged
-            count += 1
-            now = found.get(path)
-            if now is None:
-                continue
-            mode, size, mtime, ctime, inode, dev = int(numbers[0], 8), *map(int, numbers[1:])
-            if now == (size, mtime, ctime, inode, dev, mode):
-                same[path] = (now, oid.decode("ascii"), bound)
-    words = rest.split(b" ")
-    if len(words) != 5 or words[0] != b"end" or not rest.endswith(b"\n"):
+    oid_length, count = int(words[2]), int(words[3])
+    layout = struct.Struct(_FIELDS + f"{oid_length}s")
+    fields, rest = rest[: count * layout.size], rest[count * layout.size :]
+    end = rest.rfind(b"\0") + 1
+    trailer = rest[end:].split(b" ")
+    if len(trailer) != 4 or trailer[0] != b"end" or not trailer[3].endswith(b"\n"):
         raise _Damaged
-    entries_said, since_ns, margin_ns = (int(word) for word in words[1:4])
-    if entries_said != count or words[4].strip() != digest.hexdigest().encode() or margin_ns < 0:
+    since_ns, margin_ns, crc = (int(word) for word in trailer[1:])
+    if zlib.crc32(memoryview(data)[: len(data) - len(rest) + end]) != crc or margin_ns < 0:
+        raise _Damaged
+    names = rest[: max(end - 1, 0)].decode(_ENCODING, _ERRORS).split("\0") if count else []
+    if len(names) != count or len(fields) != count * layout.size:
         raise _Damaged
     own = since_ns - margin_ns
     kept = {}
-    for path, ((_, mtime, ctime, *_), oid, held) in same.items():
-        bound = own if held == b"-" else int(held)
-        if mtime < bound and ctime < bound and bound <= since_ns:  # an older record's bound, carried over
-            kept[path] = (oid, bound)
+    for name, entry in zip(names, layout.iter_unpack(fields), strict=True):
+        now = found.get(name)
+        if now is None or now != entry[:6]:
+            continue
+        bound = own if entry[6] == OWN else entry[6]
+        if now[1] < bound and now[2] < bound and bound <= since_ns:  # an older record's bound, carried over
+            kept[name] = (entry[7].decode("ascii"), bound)
     return kept

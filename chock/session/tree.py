@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from chock.errors import ChockError
 from chock.session import stamps
@@ -39,12 +40,12 @@ MAX_DEPTH = 200
 HASH_BATCH = 256
 CHUNK = 1 << 20
 
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
     mode: str
     oid: str
 
@@ -61,13 +62,18 @@ def index_listing(repo: Repo, index: Path) -> dict[str, TreeEntry]:
 
 
 def _parse(output: bytes, *, with_type: bool) -> dict[str, TreeEntry]:
+    """`mode type oid<TAB>path` (ls-tree) or `mode oid stage<TAB>path` (ls-files) records: the mode is always
+    six digits, the oid ends ls-tree's info and follows the mode in ls-files'."""
     entries = {}
-    for record in output.split(b"\0"):
+    oid: slice | None = None
+    for record in output.decode(_ENCODING, _ERRORS).split("\0"):  # the paths as os.fsdecode gives them
         if not record:
             continue
-        info, _, path = record.partition(b"\t")
-        fields = info.decode().split()
-        entries[os.fsdecode(path)] = TreeEntry(fields[0], fields[2] if with_type else fields[1])
+        info, _, path = record.partition("\t")
+        if oid is None:
+            length = len(info.split()[1 + with_type])
+            oid = slice(-length, None) if with_type else slice(7, 7 + length)
+        entries[path] = TreeEntry(info[:6], info[oid])
     return entries
 
 
@@ -247,21 +253,28 @@ def snapshot(
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         kept = [path for path in survey.kinds if path in base or path not in ignored]
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        records = [f"{GITLINK} {base[path].oid}\t".encode() + os.fsencode(path) for path in survey.kept_gitlinks]
-        known = stamps.trusted(directory, {path: survey.found[path] for path in kept}) if trust else {}
-        files: dict[str, tuple[stamps.Identity, str, int | None]] = {
-            path: (survey.found[path], oid, bound) for path, (oid, bound) in known.items()
-        }
-        unknown = [path for path in kept if path not in known]
-        records += [
-            f"{_tree_mode(found[5])} {oid}\t".encode() + os.fsencode(path) for path, (found, oid, _) in files.items()
-        ]
+        files = _trusted(directory, survey, kept) if trust else {}
+        unknown = [path for path in kept if path not in files]
+        modes = {}  # as each file hashed was when it was opened
         for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
             files[path] = (survey.found[path], oid, None)
-            records.append(f"{mode} {oid}\t".encode() + os.fsencode(path))
+            modes[path] = mode
     finally:
         os.close(root)
-    done = repo.run(["update-index", "-z", "--index-info"], index=index, input=b"".join(r + b"\0" for r in records))
+    # The index starts as the base commit's tree (its cache-tree too, so write-tree writes again only the trees
+    # that changed); only what differs from it is written over it.
+    repo.run(["read-tree", base_commit], index=index)
+    held = set(survey.kept_gitlinks)
+    gone = [
+        f"0 {'0' * len(entry.oid)}\t{path}" for path, entry in base.items() if path not in files and path not in held
+    ]
+    written = [
+        f"{mode} {oid}\t{path}"
+        for path, (found, oid, _) in files.items()
+        if base.get(path) != (mode := modes.get(path) or _tree_mode(found[5]), oid)
+    ]
+    listed = "".join(f"{record}\0" for record in gone + written).encode(_ENCODING, _ERRORS)
+    done = repo.run(["update-index", "-z", "--index-info"], index=index, input=listed)
     result = WorktreeSnapshot(base, survey.skipped, files, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
         held = index_listing(repo, index)
@@ -343,6 +356,12 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
             os.close(parent)
         raise
     return name, parent
+
+
+def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, tuple[stamps.Identity, str, int | None]]:
+    """path -> (identity, blob id, bound) for each of `kept` its stamps say is unchanged."""
+    found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
+    return {path: (found[path], oid, bound) for path, (oid, bound) in stamps.trusted(directory, found).items()}
 
 
 def _tree_mode(st_mode: int) -> str:
