@@ -104,8 +104,11 @@ def spread(values: list[float]) -> str:
 
 
 def main() -> None:
-    options = _common.parse(_common.arguments(__doc__ or "", "300 files, 2 rounds; asserts correctness only"))
-    sizes, rounds = ([300], 2) if options.quick else ([20_000, 100_000], 5)
+    parser = _common.arguments(__doc__ or "", "300 files, 2 rounds; asserts correctness only")
+    parser.add_argument("--files", type=int, action="append", help="measure this many files (again for more)")
+    parser.add_argument("--rounds", type=int, default=5, help="fresh worktrees measured per size (5)")
+    options = _common.parse(parser)
+    sizes, rounds = ([300], 2) if options.quick else (options.files or [20_000, 100_000], options.rounds)
     with _common.scratch() as root:
         for files in sizes:
             samples = measure(root, files, rounds)

@@ -106,6 +106,17 @@ class Recording:
         self.paths.append(path)
         self.fields.append(struct.pack(_FIELDS, *found, OWN if bound is None else bound) + oid.encode())
 
+    def add_all(self, files: Mapping[str, tuple[Identity, str, int | None]]) -> None:
+        """`add` each of `files`: path -> (identity, blob id, bound)."""
+        first = next(iter(files.values()), None)
+        if first is not None and not self.oid_length:
+            self.oid_length = len(first[1])
+        pack = struct.Struct(_FIELDS).pack
+        self.paths.extend(files)
+        self.fields.extend(
+            pack(*found, OWN if bound is None else bound) + oid.encode() for found, oid, bound in files.values()
+        )
+
     def close(self, *, stamp_now: bool = False) -> None:
         """Write the record and put it in place of the last one."""
         assert self.fd is not None

@@ -53,27 +53,40 @@ class TreeEntry(NamedTuple):
 def listing(repo: Repo, commit: str) -> dict[str, TreeEntry]:
     """Every entry of `commit`'s tree by path, in tree order."""
     done = repo.run(["ls-tree", "-r", "-z", "--full-tree", commit])
-    return _parse(done.stdout, with_type=True)
+    return _parse(done.stdout)
 
 
-def index_listing(repo: Repo, index: Path) -> dict[str, TreeEntry]:
-    """Every entry of a private index by path."""
-    return _parse(repo.run(["ls-files", "-s", "-z"], index=index).stdout, with_type=False)
+# `<mode><oid><TAB><path>`: both fixed widths, so an entry is its key, `mode + oid`, cut from its record.
+_KEYED = "--format=%(objectmode)%(objectname)%x09%(path)"
 
 
-def _parse(output: bytes, *, with_type: bool) -> dict[str, TreeEntry]:
-    """`mode type oid<TAB>path` (ls-tree) or `mode oid stage<TAB>path` (ls-files) records: the mode is always
-    six digits, the oid ends ls-tree's info and follows the mode in ls-files'."""
+def tree_keys(repo: Repo, commit: str) -> dict[str, str]:
+    """`mode + oid` of every entry of `commit`'s tree by path (six digits, then the oid)."""
+    return _keyed(repo.run(["ls-tree", "-r", "-z", "--full-tree", _KEYED, commit]).stdout)
+
+
+def index_keys(repo: Repo, index: Path) -> dict[str, str]:
+    """`mode + oid` of every entry of a private index by path."""
+    return _keyed(repo.run(["ls-files", "-z", _KEYED], index=index).stdout)
+
+
+def _keyed(output: bytes) -> dict[str, str]:
+    records = output.decode(_ENCODING, _ERRORS).split("\0")  # the paths as os.fsdecode gives them
+    records.pop()  # after the last NUL
+    if not records:
+        return {}
+    cut = records[0].index("\t")
+    return {record[cut + 1 :]: record[:cut] for record in records}
+
+
+def _parse(output: bytes) -> dict[str, TreeEntry]:
     entries = {}
-    oid: slice | None = None
-    for record in output.decode(_ENCODING, _ERRORS).split("\0"):  # the paths as os.fsdecode gives them
+    for record in output.split(b"\0"):
         if not record:
             continue
-        info, _, path = record.partition("\t")
-        if oid is None:
-            length = len(info.split()[1 + with_type])
-            oid = slice(-length, None) if with_type else slice(7, 7 + length)
-        entries[path] = TreeEntry(info[:6], info[oid])
+        info, _, path = record.partition(b"\t")
+        fields = info.decode().split()
+        entries[os.fsdecode(path)] = TreeEntry(fields[0], fields[2])
     return entries
 
 
@@ -172,7 +185,7 @@ class _Dirs:
 class WorktreeSnapshot:
     """A worktree's content in a private index, and what was left out of it."""
 
-    base: dict[str, TreeEntry]  # the commit it was compared with
+    base: dict[str, str]  # the commit it was compared with: `mode + oid` by path (tree_keys)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
     files: dict[str, tuple[stamps.Identity, str, int | None]] = field(default_factory=dict)
@@ -241,8 +254,8 @@ def snapshot(
     a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
     and is not read.
     """
-    base = listing(repo, base_commit)
-    survey = _Survey({path for path, entry in base.items() if entry.mode == GITLINK})
+    base = tree_keys(repo, base_commit)
+    survey = _Survey({path for path, key in base.items() if key.startswith(GITLINK)})
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
@@ -265,19 +278,17 @@ def snapshot(
     # that changed); only what differs from it is written over it.
     repo.run(["read-tree", base_commit], index=index)
     held = set(survey.kept_gitlinks)
-    gone = [
-        f"0 {'0' * len(entry.oid)}\t{path}" for path, entry in base.items() if path not in files and path not in held
-    ]
+    gone = [f"0 {'0' * (len(key) - 6)}\t{path}" for path, key in base.items() if path not in files and path not in held]
     written = [
         f"{mode} {oid}\t{path}"
         for path, (found, oid, _) in files.items()
-        if base.get(path) != (mode := modes.get(path) or _tree_mode(found[5]), oid)
+        if base.get(path) != (mode := modes.get(path) or _tree_mode(found[5])) + oid
     ]
     listed = "".join(f"{record}\0" for record in gone + written).encode(_ENCODING, _ERRORS)
     done = repo.run(["update-index", "-z", "--index-info"], index=index, input=listed)
     result = WorktreeSnapshot(base, survey.skipped, files, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
-        held = index_listing(repo, index)
+        held = index_keys(repo, index)
         result.skipped += [(path, INVALID) for path in kept if path not in held]
     return result
 
@@ -478,8 +489,9 @@ def _open_to_clear(name: str, parent: int) -> int:
     return fd
 
 
-def changes(base: dict[str, TreeEntry], current: dict[str, TreeEntry]) -> list[tuple[str, str]]:
-    """(status, path) for each difference, sorted by path: A added, D deleted, M modified, T type changed."""
+def changes(base: dict[str, str], current: dict[str, str]) -> list[tuple[str, str]]:
+    """(status, path) for each difference between two `mode + oid` listings, sorted by path: A added, D deleted,
+    M modified, T type changed."""
     found = []
     for path in sorted(base.keys() | current.keys()):
         before, after = base.get(path), current.get(path)
@@ -490,7 +502,7 @@ def changes(base: dict[str, TreeEntry], current: dict[str, TreeEntry]) -> list[t
         elif after is None:
             found.append(("D", path))
         else:
-            found.append(("M" if _kind(before.mode) == _kind(after.mode) else "T", path))
+            found.append(("M" if _kind(before[:6]) == _kind(after[:6]) else "T", path))
     return found
 
 

@@ -87,6 +87,17 @@ def head(project: Path) -> tuple[Repo, str]:
     return repo, _commit_of(repo, "HEAD")
 
 
+def _tip(repo: Repo, branch: str) -> tuple[str, str]:
+    """The commit the branch names and its tree, with one git command."""
+    ref = f"refs/heads/{branch}"
+    listed = repo.value(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref])
+    for line in listed.splitlines():
+        name, kind, commit, tree_id = line.rsplit(" ", 3)
+        if name == ref and kind == "commit":
+            return commit, tree_id
+    raise ChockError(f"the branch {branch} is gone from {repo.common_dir}, so the workspace cannot be committed to it")
+
+
 @dataclass(frozen=True)
 class Worktree:
     """A session's worktree as Chock recorded it when it made it: every host-side use starts from this."""
@@ -221,10 +232,10 @@ def _make_real_parents(root: Path, target: Path) -> None:
 
 def _identity(repo: Repo) -> tuple[str, ...]:
     """The person's git identity when both halves are configured, else Chock's own."""
-    name, email = repo.person_setting("user.name"), repo.person_setting("user.email")
-    if name is None or email is None:
+    found = repo.person_settings("user.name", "user.email")
+    if len(found) != 2:
         return FALLBACK_IDENTITY
-    return (f"user.name={name}", f"user.email={email}")
+    return (f"user.name={found['user.name']}", f"user.email={found['user.email']}")
 
 
 @dataclass(frozen=True)
@@ -246,7 +257,7 @@ def commit(worktree: Worktree, message: str) -> Committed:
     writable from the sandbox and are not consulted). No change means no commit.
     """
     repo = worktree.repo
-    parent = _commit_of(repo, f"refs/heads/{worktree.branch}")
+    parent, parent_tree = _tip(repo, worktree.branch)
     # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
     with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
         try:
@@ -255,13 +266,12 @@ def commit(worktree: Worktree, message: str) -> Committed:
             # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
             taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=False)
         made = parent
-        if new_tree != repo.value(["rev-parse", f"{parent}^{{tree}}"]):
+        if new_tree != parent_tree:
             made = repo.value(
                 ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
             )
         if taken.hashed:  # what was read is recorded, so the next finish (a continue) reads only what changes
-            for path, (found, oid, bound) in taken.files.items():
-                recording.add(path, found, oid, bound)
+            recording.add_all(taken.files)
             recording.close()
     return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent, taken.hashed)
 
@@ -300,7 +310,7 @@ def changes(worktree: Worktree) -> Changes:
         index = Path(scratch) / "index"
         branch = f"refs/heads/{worktree.branch}"
         taken = tree.snapshot(repo, worktree.directory, branch, index, write=False, trust=True)
-        current = tree.index_listing(repo, index)
+        current = tree.index_keys(repo, index)
     return Changes(
         [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
         [f"{path} ({why})" for path, why in taken.skipped],
