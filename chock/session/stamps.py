@@ -31,6 +31,7 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 # (size, mtime_ns, ctime_ns, inode, dev, st_mode): what lstat says of a file, compared whole.
 Identity = tuple[int, int, int, int, int, int]
@@ -43,6 +44,8 @@ WRITTEN_MARGIN_NS = 10_000_000
 READ_MARGIN_NS = 1_000_000_000
 OWN = -(1 << 63)  # an entry's bound is the record's own
 _FIELDS = "<qqqQQQq"
+_BOUND = struct.Struct("<q")
+_FILE, _EXECUTABLE, _SYMLINK = "100644", "100755", "120000"  # as chock.session.tree gives them
 _OID_LENGTHS = (40, 64)  # sha1 and sha256 repositories
 _ENCODING = sys.getfilesystemencoding()
 _ERRORS = sys.getfilesystemencodeerrors()
@@ -106,16 +109,13 @@ class Recording:
         self.paths.append(path)
         self.fields.append(struct.pack(_FIELDS, *found, OWN if bound is None else bound) + oid.encode())
 
-    def add_all(self, files: Mapping[str, tuple[Identity, str, int | None]]) -> None:
-        """`add` each of `files`: path -> (identity, blob id, bound)."""
-        first = next(iter(files.values()), None)
+    def carry(self, entries: Mapping[str, bytes]) -> None:
+        """Record again, as they are, the entries `Trusted.carried` holds."""
+        self.paths.extend(entries)
+        self.fields.extend(entries.values())
+        first = next(iter(entries.values()), None)
         if first is not None and not self.oid_length:
-            self.oid_length = len(first[1])
-        pack = struct.Struct(_FIELDS).pack
-        self.paths.extend(files)
-        self.fields.extend(
-            pack(*found, OWN if bound is None else bound) + oid.encode() for found, oid, bound in files.values()
-        )
+            self.oid_length = len(first) - struct.calcsize(_FIELDS)
 
     def close(self, *, stamp_now: bool = False) -> None:
         """Write the record and put it in place of the last one."""
@@ -157,9 +157,16 @@ class _Damaged(Exception):
     pass
 
 
-def trusted(workspace: Path, found: Mapping[str, Identity]) -> dict[str, tuple[str, int]]:
-    """path -> (blob id, the bound it passed) for each of `found` (path -> its identity now) that the record
-    says is unchanged and that is older than its racy bound; empty when there is no usable record.
+class Trusted(NamedTuple):
+    """What the record says of the files it vouches for."""
+
+    keys: dict[str, str]  # path -> its tree entry, mode and blob id (`100644<oid>`)
+    carried: dict[str, bytes]  # path -> its entry for the next record, with the bound it passed
+
+
+def trusted(workspace: Path, found: Mapping[str, Identity]) -> Trusted:
+    """The files of `found` (path -> its identity now) that the record says are unchanged and that are older
+    than their racy bound; none when there is no usable record.
 
     A record larger than twice what one of `found` would take is not read: what is held is never more than the
     tree being finished could need.
@@ -167,24 +174,24 @@ def trusted(workspace: Path, found: Mapping[str, Identity]) -> dict[str, tuple[s
     try:
         fd = os.open(path_of(workspace), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return {}
+        return Trusted({}, {})
     try:
         status = os.fstat(fd)
         room = 2 * (len(found) * (struct.calcsize(_FIELDS) + 65) + 4 * sum(map(len, found))) + 4096
         if not stat.S_ISREG(status.st_mode) or status.st_size > room:
-            return {}
+            return Trusted({}, {})
         chunks = []
         while chunk := os.read(fd, status.st_size + 1 - sum(map(len, chunks))):
             chunks.append(chunk)
         data = b"".join(chunks)
-        return _parse(data, found) if len(data) == status.st_size else {}
+        return _parse(data, found) if len(data) == status.st_size else Trusted({}, {})
     except (_Damaged, ValueError, OSError, struct.error):
-        return {}
+        return Trusted({}, {})
     finally:
         os.close(fd)
 
 
-def _parse(data: bytes, found: Mapping[str, Identity]) -> dict[str, tuple[str, int]]:
+def _parse(data: bytes, found: Mapping[str, Identity]) -> Trusted:
     head, _, rest = data.partition(b"\n")
     words = head.split(b" ")
     if len(words) != 4 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
@@ -203,12 +210,17 @@ def _parse(data: bytes, found: Mapping[str, Identity]) -> dict[str, tuple[str, i
     if len(names) != count or len(fields) != count * layout.size:
         raise _Damaged
     own = since_ns - margin_ns
-    kept = {}
-    for name, entry in zip(names, layout.iter_unpack(fields), strict=True):
+    keys, carried = {}, {}
+    size, bound_at = layout.size, struct.calcsize(_FIELDS[:-1])
+    for index, (name, entry) in enumerate(zip(names, layout.iter_unpack(fields), strict=True)):
         now = found.get(name)
         if now is None or now != entry[:6]:
             continue
         bound = own if entry[6] == OWN else entry[6]
         if now[1] < bound and now[2] < bound and bound <= since_ns:  # an older record's bound, carried over
-            kept[name] = (entry[7].decode("ascii"), bound)
-    return kept
+            mode = entry[5]
+            kind = _SYMLINK if mode & 0o170000 == 0o120000 else _EXECUTABLE if mode & 0o100 else _FILE
+            keys[name] = kind + entry[7].decode("ascii")
+            raw = fields[index * size : (index + 1) * size]
+            carried[name] = raw if entry[6] != OWN else raw[:bound_at] + _BOUND.pack(bound) + raw[bound_at + 8 :]
+    return Trusted(keys, carried)

@@ -188,7 +188,8 @@ class WorktreeSnapshot:
     base: dict[str, str]  # the commit it was compared with: `mode + oid` by path (tree_keys)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
-    files: dict[str, tuple[stamps.Identity, str, int | None]] = field(default_factory=dict)
+    carried: dict[str, bytes] = field(default_factory=dict)  # the stamps' entries of files not read (stamps.Trusted)
+    fresh: dict[str, tuple[stamps.Identity, str]] = field(default_factory=dict)  # files hashed: (identity, blob id)
     hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
 
 
@@ -266,27 +267,24 @@ def snapshot(
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         kept = [path for path in survey.kinds if path in base or path not in ignored]
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        files = _trusted(directory, survey, kept) if trust else {}
-        unknown = [path for path in kept if path not in files]
-        modes = {}  # as each file hashed was when it was opened
+        known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
+        keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
+        unknown = [path for path in kept if path not in keys]
+        fresh = {}
         for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
-            files[path] = (survey.found[path], oid, None)
-            modes[path] = mode
+            keys[path] = mode + oid
+            fresh[path] = (survey.found[path], oid)
     finally:
         os.close(root)
     # The index starts as the base commit's tree (its cache-tree too, so write-tree writes again only the trees
     # that changed); only what differs from it is written over it.
     repo.run(["read-tree", base_commit], index=index)
-    held = set(survey.kept_gitlinks)
-    gone = [f"0 {'0' * (len(key) - 6)}\t{path}" for path, key in base.items() if path not in files and path not in held]
-    written = [
-        f"{mode} {oid}\t{path}"
-        for path, (found, oid, _) in files.items()
-        if base.get(path) != (mode := modes.get(path) or _tree_mode(found[5])) + oid
-    ]
-    listed = "".join(f"{record}\0" for record in gone + written).encode(_ENCODING, _ERRORS)
+    zero = "0" * len(next(iter(base.values()), "0" * 46)[6:])
+    gone = [f"0 {zero}\t{path}" for path in base.keys() - keys.keys() - set(survey.kept_gitlinks)]
+    written = [f"{key[:6]} {key[6:]}\t{path}" for path, key in keys.items() - base.items()]
+    listed = "".join(f"{record}\0" for record in sorted(gone) + written).encode(_ENCODING, _ERRORS)
     done = repo.run(["update-index", "-z", "--index-info"], index=index, input=listed)
-    result = WorktreeSnapshot(base, survey.skipped, files, len(unknown))
+    result = WorktreeSnapshot(base, survey.skipped, known.carried, fresh, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
         held = index_keys(repo, index)
         result.skipped += [(path, INVALID) for path in kept if path not in held]
@@ -369,17 +367,10 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, tuple[stamps.Identity, str, int | None]]:
-    """path -> (identity, blob id, bound) for each of `kept` its stamps say is unchanged."""
+def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> stamps.Trusted:
+    """What the stamps say of the files of `kept` they vouch for."""
     found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
-    return {path: (found[path], oid, bound) for path, (oid, bound) in stamps.trusted(directory, found).items()}
-
-
-def _tree_mode(st_mode: int) -> str:
-    """The tree entry mode of a file or symlink with this `st_mode`, as `_hash` gives it."""
-    if stat.S_ISLNK(st_mode):
-        return SYMLINK
-    return EXECUTABLE if st_mode & stat.S_IXUSR else FILE
+    return stamps.trusted(directory, found)
 
 
 def _hash(

@@ -271,7 +271,9 @@ def commit(worktree: Worktree, message: str) -> Committed:
                 ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
             )
         if taken.hashed:  # what was read is recorded, so the next finish (a continue) reads only what changes
-            recording.add_all(taken.files)
+            recording.carry(taken.carried)
+            for path, (found, oid) in taken.fresh.items():
+                recording.add(path, found, oid)
             recording.close()
     return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent, taken.hashed)
 
