@@ -7,8 +7,9 @@ is the agent's, and git would take filters, attributes, a `.git` file and more f
   conversion, so the agent sees exactly what the commit holds and an untouched file hashes back the same.
 - `snapshot` walks the worktree without following a symlink, asks `git check-ignore` about what it found
   against a private copy of the `.gitignore` files (git reads them as data, nothing else), hashes what is
-  kept with `git hash-object --no-filters` through file descriptors it opened itself, and fills a private
-  index with `git update-index --index-info`. A symlink becomes a 120000 entry holding its target; the
+  kept and changed (a file its stamps vouch for keeps its blob id: chock.session.stamps) with
+  `git hash-object --no-filters` through file descriptors it opened itself, and writes what differs from the
+  base commit over a private index read from it, with `git update-index --index-info`. A symlink becomes a 120000 entry holding its target; the
   top-level `.git`, whatever it is, is skipped; a nested repository is left out and reported.
 """
 
