@@ -9,8 +9,9 @@ is the agent's, and git would take filters, attributes, a `.git` file and more f
   against a private copy of the `.gitignore` files (git reads them as data, nothing else), hashes what is
   kept and changed (a file its stamps vouch for keeps its blob id: chock.session.stamps) with
   `git hash-object --no-filters` through file descriptors it opened itself, and writes what differs from the
-  base commit over a private index read from it, with `git update-index --index-info`. A symlink becomes a 120000 entry holding its target; the
-  top-level `.git`, whatever it is, is skipped; a nested repository is left out and reported.
+  base commit over a private index read from it, with `git update-index --index-info`. A symlink becomes a
+  120000 entry holding its target; the top-level `.git`, whatever it is, is skipped; a nested repository is
+  left out and reported.
 """
 
 from __future__ import annotations
