@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
 import signal
 from collections.abc import Callable, Coroutine, Iterator
@@ -22,6 +23,7 @@ from chock.errors import EXIT_COMPLETED, EXIT_HANDED_OVER, EXIT_INTERRUPTED
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers.registry import make_provider
 from chock.providers.retry import MAX_WAIT
+from chock.session import stamps, workspace
 from chock.session.handover import CONFIRM_SECONDS
 from tests.fakes.loop import Loop, build
 from tests.fakes.projects import git_value
@@ -96,6 +98,30 @@ def test_a_completed_session_commits_its_work_to_its_branch_and_removes_the_work
         assert git_value(loop.project, "show", "chock/loop-test:notes.txt") == "hi"
         assert not loop.worktree.directory.exists()
         SessionLog.take(loop.log_path).release()  # the lock was let go
+
+    play(scenario)
+
+
+def test_a_file_the_agent_rewrote_to_its_size_and_old_mtime_is_still_committed(tmp_path):
+    """Finishing reads only what changed (docs/architecture.md#finishing-by-what-changed); ctime says this did."""
+    rewrite = (
+        'python3 -c \'import os; s = os.stat("README.md"); open("README.md", "r+b").write(b"X"); '
+        'os.utime("README.md", ns=(s.st_atime_ns, s.st_mtime_ns))\''
+    )
+    entries = [{"text": "", "tool_calls": [shell("c1", rewrite)]}, {"text": "done"}]
+
+    async def scenario() -> None:
+        loop = build(tmp_path, entries, shell="allow")
+        # As a session continued after an earlier finish: its stamps are past their racy window, so no file is
+        # read again unless its identity changed.
+        await asyncio.sleep(stamps.READ_MARGIN_NS / 1e9 + 0.1)
+        workspace.advance(loop.worktree, workspace.commit(loop.worktree, "an earlier finish"))
+        before = os.stat(loop.worktree.directory / "README.md")
+        assert await loop.start() == EXIT_COMPLETED
+        (result,) = loop.of("tool.result")
+        assert not result["is_error"], result
+        assert git_value(loop.project, "show", "chock/loop-test:README.md") == "X demo"
+        assert before.st_size == len("X demo\n")
 
     play(scenario)
 

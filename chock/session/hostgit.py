@@ -179,6 +179,28 @@ class Repo:
         """The stripped output of one command (a hash, a ref)."""
         return self.run(args, index=index, config=config, input=input).stdout.decode(errors="surrogateescape").strip()
 
+    def person_settings(self, *keys: str) -> dict[str, str]:
+        """Those of the person's own settings `keys` (lower case) that are set, read with one git command, the
+        last value of each winning as with `--get`."""
+        pattern = "^(" + "|".join(key.replace(".", "[.]") for key in keys) + ")$"
+        args = ["config", "-z", "--get-regexp", pattern]
+        try:
+            done = subprocess.run(
+                _argv(args, ()),
+                cwd=self.work_tree,
+                env=self._env(None, person=True),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+            )
+        except OSError as error:
+            raise _spawn_error(args, self.work_tree, error) from None
+        found = {}
+        for record in done.stdout.decode(errors="surrogateescape").split("\0"):
+            key, _, value = record.partition("\n")
+            if key in keys and value.strip():
+                found[key] = value.strip()
+        return found
+
     def person_setting(self, key: str, *, path: bool = False) -> str | None:
         """One of the person's own settings (system, global and this repository's config), or None.
 

@@ -7,9 +7,11 @@ is the agent's, and git would take filters, attributes, a `.git` file and more f
   conversion, so the agent sees exactly what the commit holds and an untouched file hashes back the same.
 - `snapshot` walks the worktree without following a symlink, asks `git check-ignore` about what it found
   against a private copy of the `.gitignore` files (git reads them as data, nothing else), hashes what is
-  kept with `git hash-object --no-filters` through file descriptors it opened itself, and fills a private
-  index with `git update-index --index-info`. A symlink becomes a 120000 entry holding its target; the
-  top-level `.git`, whatever it is, is skipped; a nested repository is left out and reported.
+  kept and changed (a file its stamps vouch for keeps its blob id: chock.session.stamps) with
+  `git hash-object --no-filters` through file descriptors it opened itself, and writes what differs from the
+  base commit over a private index read from it, with `git update-index --index-info`. A symlink becomes a
+  120000 entry holding its target; the top-level `.git`, whatever it is, is skipped; a nested repository is
+  left out and reported.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from chock.errors import ChockError
+from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
 
 FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
@@ -38,12 +42,12 @@ MAX_DEPTH = 200
 HASH_BATCH = 256
 CHUNK = 1 << 20
 
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
     mode: str
     oid: str
 
@@ -51,22 +55,40 @@ class TreeEntry:
 def listing(repo: Repo, commit: str) -> dict[str, TreeEntry]:
     """Every entry of `commit`'s tree by path, in tree order."""
     done = repo.run(["ls-tree", "-r", "-z", "--full-tree", commit])
-    return _parse(done.stdout, with_type=True)
+    return _parse(done.stdout)
 
 
-def index_listing(repo: Repo, index: Path) -> dict[str, TreeEntry]:
-    """Every entry of a private index by path."""
-    return _parse(repo.run(["ls-files", "-s", "-z"], index=index).stdout, with_type=False)
+# `<mode><oid><TAB><path>`: both fixed widths, so an entry is its key, `mode + oid`, cut from its record.
+_KEYED = "--format=%(objectmode)%(objectname)%x09%(path)"
 
 
-def _parse(output: bytes, *, with_type: bool) -> dict[str, TreeEntry]:
+def tree_keys(repo: Repo, commit: str) -> dict[str, str]:
+    """`mode + oid` of every entry of `commit`'s tree by path (six digits, then the oid)."""
+    return _keyed(repo.run(["ls-tree", "-r", "-z", "--full-tree", _KEYED, commit]).stdout)
+
+
+def index_keys(repo: Repo, index: Path) -> dict[str, str]:
+    """`mode + oid` of every entry of a private index by path."""
+    return _keyed(repo.run(["ls-files", "-z", _KEYED], index=index).stdout)
+
+
+def _keyed(output: bytes) -> dict[str, str]:
+    records = output.decode(_ENCODING, _ERRORS).split("\0")  # the paths as os.fsdecode gives them
+    records.pop()  # after the last NUL
+    if not records:
+        return {}
+    cut = records[0].index("\t")
+    return {record[cut + 1 :]: record[:cut] for record in records}
+
+
+def _parse(output: bytes) -> dict[str, TreeEntry]:
     entries = {}
     for record in output.split(b"\0"):
         if not record:
             continue
         info, _, path = record.partition(b"\t")
         fields = info.decode().split()
-        entries[os.fsdecode(path)] = TreeEntry(fields[0], fields[2] if with_type else fields[1])
+        entries[os.fsdecode(path)] = TreeEntry(fields[0], fields[2])
     return entries
 
 
@@ -79,8 +101,9 @@ def excludes(repo: Repo) -> tuple[str, ...]:
 # Filling a worktree ---------------------------------------------------------------------------------------
 
 
-def write_files(repo: Repo, commit: str, directory: Path) -> None:
-    """Write every file of `commit` into the empty directory `directory` (a gitlink becomes an empty dir)."""
+def write_files(repo: Repo, commit: str, directory: Path, recording: stamps.Recording | None = None) -> None:
+    """Write every file of `commit` into the empty directory `directory` (a gitlink becomes an empty dir), and
+    add each file as written, its identity with its blob id, to `recording`."""
     entries = listing(repo, commit)
     blobs = [entry.oid for entry in entries.values() if entry.mode != GITLINK]
     with tempfile.TemporaryFile() as wanted:
@@ -98,11 +121,16 @@ def write_files(repo: Repo, commit: str, directory: Path) -> None:
             size = _blob_header(process.stdout.readline(), entry.oid)
             if entry.mode == SYMLINK:
                 os.symlink(os.fsdecode(process.stdout.read(size)), name, dir_fd=parent)
+                written = os.stat(name, dir_fd=parent, follow_symlinks=False)
             else:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 fd = os.open(name, flags, 0o777 if entry.mode == EXECUTABLE else 0o666, dir_fd=parent)
                 with open(fd, "wb") as out:
                     _copy(process.stdout, out, size)
+                    out.flush()
+                    written = os.fstat(fd)
+            if recording is not None:
+                recording.add(path, stamps.identity(written), entry.oid)
             process.stdout.read(1)  # the newline after each object
     finally:
         dirs.close()
@@ -159,29 +187,37 @@ class _Dirs:
 class WorktreeSnapshot:
     """A worktree's content in a private index, and what was left out of it."""
 
-    base: dict[str, TreeEntry]  # the commit it was compared with
+    base: dict[str, str]  # the commit it was compared with: `mode + oid` by path (tree_keys)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
+    carried: dict[str, bytes] = field(default_factory=dict)  # the stamps' entries of files not read (stamps.Trusted)
+    fresh: dict[str, tuple[stamps.Identity, str]] = field(default_factory=dict)  # files hashed: (identity, blob id)
+    hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
 
 
 @dataclass
 class _Survey:
     gitlinks: set[str]  # the base's submodules: a directory there keeps its entry and is not entered
     kinds: dict[str, str] = field(default_factory=dict)  # path -> "file" | "link" for what git can hold
+    found: dict[str, stamps.Identity] = field(default_factory=dict)  # path -> its identity, for each of kinds
     kept_gitlinks: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     gitignores: list[str] = field(default_factory=list)
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
-        with os.scandir(fd) as listed:
-            found = sorted((entry.name, entry.stat(follow_symlinks=False).st_mode) for entry in listed)
-        for name, mode in found:
+        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`
+            found = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in listed)
+        for name, status in found:
             path = prefix + name
+            mode = status.st_mode
             if path == ".git":
                 continue
             if stat.S_ISLNK(mode):
                 self.kinds[path] = "link"
+                self.found[path] = stamps.identity(status)
             elif stat.S_ISREG(mode):
                 self.kinds[path] = "file"
+                self.found[path] = stamps.identity(status)
                 if name == ".gitignore":
                     self.gitignores.append(path)
             elif stat.S_ISDIR(mode):
@@ -212,13 +248,17 @@ def _has(directory: int, name: str) -> bool:
     return True
 
 
-def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool) -> WorktreeSnapshot:
+def snapshot(
+    repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool, trust: bool = False
+) -> WorktreeSnapshot:
     """Fill the private `index` with `directory`'s files as git would commit them on top of `base_commit`.
 
-    With `write`, the blobs are written to the repository (for a commit); without, only hashed.
+    With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
+    a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
+    and is not read.
     """
-    base = listing(repo, base_commit)
-    survey = _Survey({path for path, entry in base.items() if entry.mode == GITLINK})
+    base = tree_keys(repo, base_commit)
+    survey = _Survey({path for path, key in base.items() if key.startswith(GITLINK)})
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
@@ -229,14 +269,26 @@ def snapshot(repo: Repo, directory: Path, base_commit: str, index: Path, *, writ
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         kept = [path for path in survey.kinds if path in base or path not in ignored]
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        records = [f"{GITLINK} {base[path].oid}\t".encode() + os.fsencode(path) for path in survey.kept_gitlinks]
-        records += _hash(repo, root, directory, survey, kept, write)
+        known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
+        keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
+        unknown = [path for path in kept if path not in keys]
+        fresh = {}
+        for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
+            keys[path] = mode + oid
+            fresh[path] = (survey.found[path], oid)
     finally:
         os.close(root)
-    done = repo.run(["update-index", "-z", "--index-info"], index=index, input=b"".join(r + b"\0" for r in records))
-    result = WorktreeSnapshot(base, survey.skipped)
+    # The index starts as the base commit's tree (its cache-tree too, so write-tree writes again only the trees
+    # that changed); only what differs from it is written over it.
+    repo.run(["read-tree", base_commit], index=index)
+    zero = "0" * len(next(iter(base.values()), "0" * 46)[6:])
+    gone = [f"0 {zero}\t{path}" for path in base.keys() - keys.keys() - set(survey.kept_gitlinks)]
+    written = [f"{key[:6]} {key[6:]}\t{path}" for path, key in keys.items() - base.items()]
+    listed = "".join(f"{record}\0" for record in sorted(gone) + written).encode(_ENCODING, _ERRORS)
+    done = repo.run(["update-index", "-z", "--index-info"], index=index, input=listed)
+    result = WorktreeSnapshot(base, survey.skipped, known.carried, fresh, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
-        held = index_listing(repo, index)
+        held = index_keys(repo, index)
         result.skipped += [(path, INVALID) for path in kept if path not in held]
     return result
 
@@ -317,9 +369,17 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _hash(repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool) -> list[bytes]:
-    """`mode oid<TAB>path` records for `paths`, hashed in batches from descriptors opened here."""
-    records: list[bytes] = []
+def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> stamps.Trusted:
+    """What the stamps say of the files of `kept` they vouch for."""
+    found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
+    return stamps.trusted(directory, found)
+
+
+def _hash(
+    repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool
+) -> list[tuple[str, str, str]]:
+    """(path, mode, oid) for each of `paths` still there, hashed in batches from descriptors opened here."""
+    records: list[tuple[str, str, str]] = []
     batch: list[tuple[str, str, int]] = []  # (path, mode, descriptor git reads)
 
     def flush() -> None:
@@ -336,7 +396,7 @@ def _hash(repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[s
             for fd in descriptors:
                 os.close(fd)
         for (path, mode, _), oid in zip(taken, done.stdout.split(), strict=True):
-            records.append(f"{mode} {oid.decode()}\t".encode() + os.fsencode(path))
+            records.append((path, mode, oid.decode()))
 
     try:
         for path in paths:
@@ -422,8 +482,9 @@ def _open_to_clear(name: str, parent: int) -> int:
     return fd
 
 
-def changes(base: dict[str, TreeEntry], current: dict[str, TreeEntry]) -> list[tuple[str, str]]:
-    """(status, path) for each difference, sorted by path: A added, D deleted, M modified, T type changed."""
+def changes(base: dict[str, str], current: dict[str, str]) -> list[tuple[str, str]]:
+    """(status, path) for each difference between two `mode + oid` listings, sorted by path: A added, D deleted,
+    M modified, T type changed."""
     found = []
     for path in sorted(base.keys() | current.keys()):
         before, after = base.get(path), current.get(path)
@@ -434,7 +495,7 @@ def changes(base: dict[str, TreeEntry], current: dict[str, TreeEntry]) -> list[t
         elif after is None:
             found.append(("D", path))
         else:
-            found.append(("M" if _kind(before.mode) == _kind(after.mode) else "T", path))
+            found.append(("M" if _kind(before[:6]) == _kind(after[:6]) else "T", path))
     return found
 
 

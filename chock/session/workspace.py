@@ -20,8 +20,8 @@ from pathlib import Path
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
 from chock.project import find_root
-from chock.session import hostgit, tree
-from chock.session.hostgit import Repo
+from chock.session import hostgit, stamps, tree
+from chock.session.hostgit import GitFailed, Repo
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
 
@@ -87,6 +87,17 @@ def head(project: Path) -> tuple[Repo, str]:
     return repo, _commit_of(repo, "HEAD")
 
 
+def _tip(repo: Repo, branch: str) -> tuple[str, str]:
+    """The commit the branch names and its tree, with one git command."""
+    ref = f"refs/heads/{branch}"
+    listed = repo.value(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref])
+    for line in listed.splitlines():
+        name, kind, commit, tree_id = line.rsplit(" ", 3)
+        if name == ref and kind == "commit":
+            return commit, tree_id
+    raise ChockError(f"the branch {branch} is gone from {repo.common_dir}, so the workspace cannot be committed to it")
+
+
 @dataclass(frozen=True)
 class Worktree:
     """A session's worktree as Chock recorded it when it made it: every host-side use starts from this."""
@@ -125,7 +136,9 @@ def create(project: Path, directory: Path, branch: str, *, start: str = "HEAD") 
     try:
         _check_named(worktree)
         os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700
-        tree.write_files(repo, commit, directory)
+        with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+            tree.write_files(repo, commit, directory, recording)
+            recording.close(stamp_now=True)
         repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
     except BaseException:
         remove(worktree)
@@ -219,10 +232,10 @@ def _make_real_parents(root: Path, target: Path) -> None:
 
 def _identity(repo: Repo) -> tuple[str, ...]:
     """The person's git identity when both halves are configured, else Chock's own."""
-    name, email = repo.person_setting("user.name"), repo.person_setting("user.email")
-    if name is None or email is None:
+    found = repo.person_settings("user.name", "user.email")
+    if len(found) != 2:
         return FALLBACK_IDENTITY
-    return (f"user.name={name}", f"user.email={email}")
+    return (f"user.name={found['user.name']}", f"user.email={found['user.email']}")
 
 
 @dataclass(frozen=True)
@@ -230,6 +243,7 @@ class Committed:
     commit: str  # the branch's commit after finishing (its old one when nothing changed)
     skipped: list[str]  # what was left out of it, and why
     parent: str = ""  # the branch's commit it was built on
+    hashed: int = 0  # files read and hashed to build it; every other file kept the blob id its stamps recorded
 
 
 def commit(worktree: Worktree, message: str) -> Committed:
@@ -243,17 +257,34 @@ def commit(worktree: Worktree, message: str) -> Committed:
     writable from the sandbox and are not consulted). No change means no commit.
     """
     repo = worktree.repo
-    parent = _commit_of(repo, f"refs/heads/{worktree.branch}")
+    parent, parent_tree = _tip(repo, worktree.branch)
+    # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
+    with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
+        try:
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=True)
+        except GitFailed:
+            # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=False)
+        made = parent
+        if new_tree != parent_tree:
+            made = repo.value(
+                ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
+            )
+        if taken.hashed:  # what was read is recorded, so the next finish (a continue) reads only what changes
+            recording.carry(taken.carried)
+            for path, (found, oid) in taken.fresh.items():
+                recording.add(path, found, oid)
+            recording.close()
+    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent, taken.hashed)
+
+
+def _written_tree(repo: Repo, directory: Path, parent: str, *, trust: bool) -> tuple[tree.WorktreeSnapshot, str]:
+    """The worktree's snapshot on `parent`, its blobs written, and the tree object git wrote of it."""
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, worktree.directory, parent, index, write=True)
-        new_tree = repo.value(["write-tree"], index=index)
-    made = parent
-    if new_tree != repo.value(["rev-parse", f"{parent}^{{tree}}"]):
-        made = repo.value(
-            ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
-        )
-    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent)
+        taken = tree.snapshot(repo, directory, parent, index, write=True, trust=trust)
+        # write-tree checks that every blob it names exists: one a damaged record named is refused here.
+        return taken, repo.value(["write-tree"], index=index)
 
 
 def advance(worktree: Worktree, committed: Committed) -> None:
@@ -269,24 +300,30 @@ def advance(worktree: Worktree, committed: Committed) -> None:
 class Changes:
     lines: list[str]  # "M path", "A path", "D path", "T path" against the branch's commit
     skipped: list[str]  # what a finish would leave out, and why
+    hashed: int = 0  # files read and hashed to say so; every other file kept the blob id its stamps recorded
 
 
 def changes(worktree: Worktree) -> Changes:
-    """What finishing now would commit, against the branch's commit: the same computation as `finish`."""
+    """What finishing now would commit, against the branch's commit: the same computation as `finish`, trusting
+    the stamps as it does (they are not written again: the blobs hashed here are not written to the repository,
+    so no record may name them)."""
     repo = worktree.repo
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, worktree.directory, f"refs/heads/{worktree.branch}", index, write=False)
-        current = tree.index_listing(repo, index)
+        branch = f"refs/heads/{worktree.branch}"
+        taken = tree.snapshot(repo, worktree.directory, branch, index, write=False, trust=True)
+        current = tree.index_keys(repo, index)
     return Changes(
         [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
         [f"{path} ({why})" for path, why in taken.skipped],
+        taken.hashed,
     )
 
 
 def remove(worktree: Worktree) -> None:
     """Delete the worktree and its recorded admin dir (nothing in them followed through a symlink), then let
     git forget what it no longer finds."""
+    stamps.remove(worktree.directory)
     tree.delete(worktree.directory)
     tree.delete(worktree.admin)
     worktree.repo.run(["worktree", "prune"])
