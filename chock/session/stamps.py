@@ -180,9 +180,11 @@ def trusted(workspace: Path, found: Mapping[str, Identity]) -> Trusted:
         room = 2 * (len(found) * (struct.calcsize(_FIELDS) + 65) + 4 * sum(map(len, found))) + 4096
         if not stat.S_ISREG(status.st_mode) or status.st_size > room:
             return Trusted({}, {})
-        chunks = []
-        while chunk := os.read(fd, status.st_size + 1 - sum(map(len, chunks))):
+        chunks: list[bytes] = []
+        got = 0
+        while chunk := os.read(fd, status.st_size + 1 - got):  # one byte past its size says it grew meanwhile
             chunks.append(chunk)
+            got += len(chunk)
         data = b"".join(chunks)
         return _parse(data, found) if len(data) == status.st_size else Trusted({}, {})
     except (_Damaged, ValueError, OSError, struct.error):
