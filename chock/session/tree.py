@@ -58,7 +58,8 @@ def listing(repo: Repo, commit: str) -> dict[str, TreeEntry]:
     return _parse(done.stdout)
 
 
-# `<mode><oid><TAB><path>`: both fixed widths, so an entry is its key, `mode + oid`, cut from its record.
+# `<mode><oid><TAB><path>`: both fixed widths, so an entry is its key, `mode + oid`, cut from its record. `--format`
+# of ls-tree and ls-files needs git 2.38 (debian/control depends on it).
 _KEYED = "--format=%(objectmode)%(objectname)%x09%(path)"
 
 
