@@ -134,16 +134,17 @@ def usage(
         return
     address = named_address(daemon_address, port=port, acting="chock usage")
     rows = listing.project_rows(layout, project, address)
-    if address is not None:
+    on = None
+    if address is not None:  # one host: its name on the total line, the rows as this machine's
         hosts = named_hosts(daemon_address, port=port)
-        host = hosts[0][0] if hosts else str(address)
-        rows = [{**row, "host": host} for row in rows]
-    _print_usage(rows, False)
+        on = hosts[0][0] if hosts else str(address)
+    _print_usage(rows, False, on=on)
 
 
-def _print_usage(rows: list[dict[str, Any]], per_host: bool) -> None:
-    """Each row's counts (after its host, when it has one) and the total; with `per_host`, each host's total too.
-    Every field is taken as text or a number, whatever a daemon sent (`_count`)."""
+def _print_usage(rows: list[dict[str, Any]], per_host: bool, *, on: str | None = None) -> None:
+    """Each row's counts (after its host, when it has one) and the total; with `per_host`, each host's total too;
+    `on` names the one host all the rows came from. Every field is taken as text or a number, whatever a daemon
+    sent (`_count`)."""
     from chock.log.events import USAGE_FIELDS
 
     width = max((len(str(row.get("host", ""))) for row in rows), default=0)
@@ -164,7 +165,7 @@ def _print_usage(rows: list[dict[str, Any]], per_host: bool) -> None:
     label = 22 + (width + 2 if width else 0)  # under the host and the session id
     for host in hosts if per_host else ():
         click.echo(shown(f"{'total on ' + host:<{label}}  {_usage_columns(totals[host], costs[host], priced)}"))
-    named = f" on {hosts[0]}" if len(hosts) == 1 else ""
+    named = f" on {on or hosts[0]}" if on or len(hosts) == 1 else ""
     total = totals.get("", dict.fromkeys(USAGE_FIELDS, 0))
     click.echo(shown(f"{'total' + named:<{label}}  {_usage_columns(total, costs.get('', 0.0), priced)}"))
 
