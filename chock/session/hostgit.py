@@ -183,17 +183,7 @@ class Repo:
         """Those of the person's own settings `keys` (lower case) that are set, read with one git command, the
         last value of each winning as with `--get`."""
         pattern = "^(" + "|".join(key.replace(".", "[.]") for key in keys) + ")$"
-        args = ["config", "-z", "--get-regexp", pattern]
-        try:
-            done = subprocess.run(
-                _argv(args, ()),
-                cwd=self.work_tree,
-                env=self._env(None, person=True),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-            )
-        except OSError as error:
-            raise _spawn_error(args, self.work_tree, error) from None
+        done = self._read_config(["config", "-z", "--get-regexp", pattern])
         found = {}
         for record in done.stdout.decode(errors="surrogateescape").split("\0"):
             key, _, value = record.partition("\n")
@@ -206,9 +196,14 @@ class Repo:
 
         Reading config executes nothing; the value is passed on with `-c` where it is used.
         """
-        args = ["config", "--get", *(["--type=path"] if path else []), key]
+        done = self._read_config(["config", "--get", *(["--type=path"] if path else []), key])
+        value = done.stdout.decode(errors="surrogateescape").strip()
+        return value if done.returncode == 0 and value else None
+
+    def _read_config(self, args: list[str]) -> subprocess.CompletedProcess[bytes]:
+        """`git config …` over the person's own settings, whatever its exit status (1: nothing set)."""
         try:
-            done = subprocess.run(
+            return subprocess.run(
                 _argv(args, ()),
                 cwd=self.work_tree,
                 env=self._env(None, person=True),
@@ -217,5 +212,3 @@ class Repo:
             )
         except OSError as error:
             raise _spawn_error(args, self.work_tree, error) from None
-        value = done.stdout.decode(errors="surrogateescape").strip()
-        return value if done.returncode == 0 and value else None
