@@ -77,7 +77,7 @@ def ensure_dir(path: P) -> P:
     probe = os.fspath(path)
     while not os.path.exists(probe):
         missing.append(probe)
-        probe = os.path.dirname(probe)
+        probe = os.path.dirname(probe) or os.curdir  # a relative path's last parent is the working directory
     for directory in reversed(missing):
         try:
             os.mkdir(directory, DIR_MODE)

@@ -889,6 +889,16 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 CHECKOUT = str(Path(chock.__file__).resolve().parents[1])
 
 
+def test_a_relative_state_dir_is_made_below_the_working_directory(home, tmp_path):
+    """`CHOCK_STATE_DIR=state chock daemon` makes ./state (0700) and serves from it, as a person who set it so
+    expects."""
+    where = tmp_path / "here"
+    where.mkdir()
+    done = home.chock("daemon", "--idle-exit", "1", cwd=where, env={"CHOCK_STATE_DIR": "state/nested"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (where / "state" / "nested").is_dir() and (where / "state" / "nested").stat().st_mode & 0o777 == 0o700
+
+
 def test_a_socket_activated_start_imports_no_command_line_machinery(home):
     """The start a client waits on after every idle exit (docs/architecture.md#start-up): through
     systemd-socket-activate, as the .socket unit does it, the daemon answers the greeting having imported
