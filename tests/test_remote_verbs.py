@@ -231,7 +231,7 @@ def test_run_on_starts_in_another_project_attaches_and_ctrl_c_leaves_it_running(
     try:
         terminal.wait_for("sleep 4")
         terminal.type("\x03")
-        assert terminal.exit_code() == 0
+        assert terminal.exit_code() == 0, terminal.text()
         assert b"keeps running" in terminal.screen
     finally:
         terminal.close()
