@@ -66,7 +66,8 @@ async def _client(url: str, ready: asyncio.Event, result: dict) -> None:  # type
             *messages, buffer = buffer.split(b"\n\n")
             for message in messages:
                 if message.startswith(b"id: "):
-                    number = int(message[4 : message.index(b"\n")])
+                    # `id: <host>/<session>/<event id>` (docs/architecture.md#serve): the event id is the last part
+                    number = int(message[4 : message.index(b"\n")].rpartition(b"/")[2])
                     ids.append(number)
                     sent = _sent(message)
                     if sent is not None:
