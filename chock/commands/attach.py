@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import select
+import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -170,27 +171,46 @@ def attach(
 
     view = Attached(client, project, session_id, render, say)
     watch = _Watch(client, project, session_id)
+    # Ctrl-C sets a flag the loop reads before it takes in anything else, rather than raising wherever the loop
+    # happens to be: raised as it returned, it would escape as "Aborted!" (exit 1), and a watch whose ssh the same
+    # Ctrl-C ended would read as the session's end. Only a steering call waiting on the daemon is interrupted.
+    interrupted, steering = threading.Event(), threading.Event()
+
+    def on_interrupt(number: int, frame: object) -> None:
+        interrupted.set()
+        if steering.is_set():
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     watch.start()
     typed = b""
     try:
-        while True:
+        while not interrupted.is_set():
             if keyboard is not None and select.select([keyboard], [], [], 0)[0]:
                 data = os.read(keyboard, 4096)
                 if not data:
                     keyboard = None  # the terminal closed: keep watching
                 typed += data.replace(b"\r", b"\n")
-                while b"\n" in typed:
+                while b"\n" in typed and not interrupted.is_set():
                     line, _, typed = typed.partition(b"\n")
-                    view.typed(line.decode("utf-8", "replace"))
+                    steering.set()
+                    try:
+                        view.typed(line.decode("utf-8", "replace"))
+                    finally:
+                        steering.clear()
             try:
                 kind, value = watch.heard.get(timeout=TICK)
             except queue.Empty:
                 continue
+            if interrupted.is_set():
+                break
             code = view.heard(kind, value)
             if code is not None:
                 return code
     except KeyboardInterrupt:
-        say(f"\nleft session {session_id}; it keeps running (`chock attach {again or session_id}` comes back)")
-        return 0
+        pass  # a steering call was waiting: it is left unanswered, and so is the session
     finally:
+        signal.signal(signal.SIGINT, previous)
         watch.done.set()
+    say(f"\nleft session {session_id}; it keeps running (`chock attach {again or session_id}` comes back)")
+    return 0
