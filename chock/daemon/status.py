@@ -63,7 +63,7 @@ class Status:
         with self._lock:
             self._counters[name] += n
             self.dirty = True
-        journal.record(f"connection.{name}", **fields)
+        journal.record(f"connection.{name}", stacklevel=2, **fields)
 
     def gauges(self, *, active: int, watching: int, owned: list[str]) -> None:
         with self._lock:
@@ -75,7 +75,7 @@ class Status:
         with self._lock:
             self._listeners = list(addresses)
             self.dirty = True
-        journal.record("listening", addresses=", ".join(addresses))
+        journal.record("listening", stacklevel=2, addresses=", ".join(addresses))
 
     def set_state(self, state: str) -> None:
         with self._lock:
@@ -88,7 +88,7 @@ class Status:
         with self._lock:
             self._last_error = {"at": timestamp(), "where": where, "kind": kind}
             self.dirty = True
-        journal.record("error", where=where, error=kind)
+        journal.record("error", stacklevel=2, where=where, error=kind)
 
     # The files -----------------------------------------------------------------------------------
 
@@ -142,4 +142,5 @@ def _record_activity(event: str, fields: dict[str, Any]) -> None:
         code = fields.get("exit_code")
         late = code is None and event == "session.refused"
         fields["reason"] = "it did not start in time" if late else exit_reason(code)
-    journal.record(event, "err" if event == "stop" and fields.get("reason") == "error" else None, **fields)
+    priority = "err" if event == "stop" and fields.get("reason") == "error" else None
+    journal.record(event, priority, stacklevel=3, **fields)  # the caller of `activity`
