@@ -111,7 +111,7 @@ def test_the_service_and_its_sessions_record_to_the_journal(tmp_path: Path) -> N
         (config / "config.zon").write_text('.{ .credentials = .{ .store = "file" } }\n')
         manager.run([CHOCK, "login", "--provider", f"openai-compat={fake.address}", "--name", "local",
                      "--model", "m1", "--password-method", "stdin"], input=KEY + "\n")  # fmt: skip
-        manager.run([CHOCK, "daemon", "install"])
+        manager.run([CHOCK, "daemon", "install", "--over-package"])
         manager.systemctl("start", "chock.socket", "chock-serve.socket")
 
         state = home / ".local" / "state" / "chock"
