@@ -23,7 +23,7 @@ import threading
 from chock.control.daemon_protocol import PROTOCOL
 from chock.errors import exit_reason
 from chock.log.events import timestamp
-from chock.paths import FILE_MODE
+from chock.paths import FILE_MODE, replace_file
 from chock.platform import journal
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
@@ -108,19 +108,7 @@ class Status:
             }
 
     def write(self) -> None:
-        data = (json.dumps(self.record(), indent=2) + "\n").encode()
-        directory, name = os.path.split(self.path)
-        temporary = os.path.join(directory, f".{name}.{os.getpid()}")
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+        replace_file(self.path, (json.dumps(self.record(), indent=2) + "\n").encode())
 
     def activity(self, event: str, **fields: Any) -> None:
         """Append one lifecycle line. Callers pass ids, pids, codes and verbs: never text or a path."""

@@ -113,9 +113,9 @@ def install(layout: Layout, platform: Platform | None = None, *, over_package: b
     """Write the units (or LaunchAgents) naming this installation's chock; return what was written."""
     platform = platform or Platform()
     directory = platform.unit_dir()
-    packaged = {} if platform.darwin else packaged_units()
-    if packaged and not over_package:
-        raise ServiceError(_shadow_refusal(packaged, directory))
+    system_wide = {} if platform.darwin else packaged_units()
+    if system_wide and not over_package:
+        raise ServiceError(_shadow_refusal(system_wide, directory))
     directory.mkdir(parents=True, exist_ok=True)
     chock = chock_executable()
     written = []
