@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from chock.export.stream import PAGE
 from chock.paths import Layout
+from chock.transcript.stream import PAGE
 from tests.fakes.terminal import Terminal
 from tests.test_catalog import append, write_session
 
@@ -111,7 +111,7 @@ def test_markdown_keeps_every_text_in_its_block_and_only_chocks_headings(home, p
 
 def test_jsonl_is_the_logs_lines_exactly_across_pages_and_stops_before_a_torn_tail(home, project, local):
     body = [{"type": "usage", "input_tokens": n, "output_tokens": 1} for n in range(PAGE * 2 + 10)]
-    session = write_session(home.layout, 2, project, body + [{"type": "session.end", "reason": "completed"}])
+    session = write_session(home.layout, 2, project, [*body, {"type": "session.end", "reason": "completed"}])
     append(home.layout, session, b'{"id": 99999, "type": "torn')
     whole = home.layout.log_path(session).read_bytes()
     done = home.chock("export", session, "--format", "jsonl", cwd=project)

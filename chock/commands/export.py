@@ -1,5 +1,5 @@
 """`chock export`: a session's transcript, read through its host's daemon (docs/architecture.md#export). The work
-is chock/export/."""
+is chock/transcript/."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from chock.commands.shared_options import PROJECT_OPTIONS
 from chock.paths import Layout
 from chock.terminal import shown
 
-FORMATS = ("markdown", "html", "jsonl")  # chock.export.stream.FORMATS, without importing it to build the tree
+FORMATS = ("markdown", "html", "jsonl")  # chock.transcript.stream.FORMATS, without importing it to build the tree
 
 
 @command()
@@ -52,17 +52,19 @@ def export(
     page is self-contained: it loads nothing and runs nothing. Written to a terminal, every text passes the safe
     printer; jsonl is the log's lines exactly as the log has them."""
     from chock.commands.targets import target
-    from chock.export.stream import Sink, export, written_to
     from chock.terminal import colour
+    from chock.transcript.stream import Destination, export, written_to
 
     found = target(layout, session, project, daemon_address, port, running=False, acting="chock export")
     if output is None:
         terminal = sys.stdout.isatty()
         sys.stdout.flush()
-        sink = Sink(sys.stdout.buffer, terminal=terminal, styled=terminal and colour())
+        sink = Destination(sys.stdout.buffer, terminal=terminal, styled=terminal and colour())
         export(found.client, found.session_id, form, sink)
         sys.stdout.buffer.flush()
         return
     with written_to(output) as handle:
-        count = export(found.client, found.session_id, form, Sink(handle, terminal=False, styled=False))
-    click.echo(shown(f"session {found.session_id} {found.where}: {count} events written to {output} ({form})"), err=True)
+        count = export(found.client, found.session_id, form, Destination(handle, terminal=False, styled=False))
+    click.echo(
+        shown(f"session {found.session_id} {found.where}: {count} events written to {output} ({form})"), err=True
+    )

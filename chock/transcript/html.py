@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from html import escape
 
-from chock.export.entries import Entry
 from chock.terminal import safe
+from chock.transcript.entries import EventView
 
 POLICY = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -23,7 +23,8 @@ h2 { font-size: 1rem; margin: 0.2rem 0; } h2 code { font-weight: normal; } time 
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 0 1rem; margin: 0.3rem 0; } dt { color: #555; }
 dd { margin: 0; } p.label { margin: 0.5rem 0 0.2rem; color: #555; }
 pre { background: #f5f5f5; padding: 0.6rem; overflow-x: auto; white-space: pre-wrap; word-break: break-word; }
-.assistant { border-color: #3b6fd4; } .user-message { border-color: #2a9d5c; } .tool-error, .session-end { border-color: #c0392b; }
+.assistant { border-color: #3b6fd4; } .user-message { border-color: #2a9d5c; }
+.tool-error, .session-end { border-color: #c0392b; }
 .approval-request, .approval-answer { border-color: #d49b3b; }
 """
 
@@ -39,13 +40,13 @@ class Html:
     def head(self, session_id: str) -> str:
         title = text(f"Chock session {session_id}")
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n'
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
             '<meta charset="utf-8">\n<meta name="referrer" content="no-referrer">\n'
             f"<title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
         )
 
-    def entry(self, entry: Entry) -> str:
+    def entry(self, entry: EventView) -> str:
         title = f"{entry.event_id}. {escape(entry.kind)}"
         if entry.name:
             title += f" <code>{text(entry.name)}</code>"
@@ -56,7 +57,9 @@ class Html:
             rows = "".join(f"<dt>{escape(label)}</dt><dd>{text(found)}</dd>" for label, found in entry.facts)
             parts.append(f"<dl>{rows}</dl>\n")
         for block in entry.blocks:
-            parts.append(f'<p class="label">{escape(block.label)}</p>\n<pre class="{block.lang}">{text(block.text)}</pre>\n')
+            parts.append(
+                f'<p class="label">{escape(block.label)}</p>\n<pre class="{block.lang}">{text(block.text)}</pre>\n'
+            )
         parts.append("</section>\n")
         return "".join(parts)
 

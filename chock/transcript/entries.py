@@ -1,4 +1,4 @@
-"""One event as a reader of a transcript sees it: an `Entry` (docs/architecture.md#export).
+"""One event as a reader of a transcript sees it: an `EventView` (docs/architecture.md#export).
 
 The rule: what an entry's `kind`, `css` and labels say is Chock's own words; every other text (names, facts,
 blocks, times) is the log's, written by the agent as often as not, and a writer escapes it. Fields are read with
@@ -27,7 +27,7 @@ class Block:
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class EventView:
     """What a transcript shows of one event."""
 
     event_id: int
@@ -46,7 +46,9 @@ def as_json(data: object) -> str:
 
 def _facts(*pairs: tuple[str, object]) -> tuple[tuple[str, str], ...]:
     """The pairs whose value says something (not "", None or False), each value as text."""
-    return tuple((label, "yes" if found is True else str(found)) for label, found in pairs if found not in ("", None, False))
+    return tuple(
+        (label, "yes" if found is True else str(found)) for label, found in pairs if found not in ("", None, False)
+    )
 
 
 def _blocks(*blocks: Block) -> tuple[Block, ...]:
@@ -64,33 +66,34 @@ WHO = {
 }
 
 
-def _session_start(e: Event) -> Entry:
-    return Entry(
+def _session_start(e: Event) -> EventView:
+    return EventView(
         e["id"], "Session started", "session-start", value(e, "session"), value(e, "at"),
         _facts(("project", value(e, "project")), ("instance", value(e, "instance")), ("model", value(e, "model")),
-               ("owner", value(e, "owner")), ("host", value(e, "host")), ("approves everything", value(e, "approve_all")),
-               ("instructions", value(e, "instructions_note"))),
-        _blocks(Block("Task", value(e, "message")), Block("Project instructions (AGENTS.md)", value(e, "instructions"))),
+               ("owner", value(e, "owner")), ("host", value(e, "host")),
+               ("approves everything", value(e, "approve_all")), ("instructions", value(e, "instructions_note"))),
+        _blocks(Block("Task", value(e, "message")),
+                Block("Project instructions (AGENTS.md)", value(e, "instructions"))),
     )  # fmt: skip
 
 
-def _session_adopt(e: Event) -> Entry:
-    return Entry(
+def _session_adopt(e: Event) -> EventView:
+    return EventView(
         e["id"], "Session continued", "session-adopt", value(e, "session"), value(e, "at"),
         _facts(("by", value(e, "via")), ("after", value(e, "after")), ("host", value(e, "host")),
                ("approves everything", value(e, "approve_all"))),
     )  # fmt: skip
 
 
-def _workspace_open(e: Event) -> Entry:
+def _workspace_open(e: Event) -> EventView:
     facts = _facts(("directory", value(e, "directory")), ("commit", value(e, "commit")))
-    return Entry(e["id"], "Workspace opened", "workspace-open", at=value(e, "at"), facts=facts)
+    return EventView(e["id"], "Workspace opened", "workspace-open", at=value(e, "at"), facts=facts)
 
 
-def _workspace_close(e: Event) -> Entry:
+def _workspace_close(e: Event) -> EventView:
     skipped = "\n".join(str(item) for item in value(e, "skipped"))
     left = value(e, "left_out")
-    return Entry(
+    return EventView(
         e["id"], "Workspace closed", "workspace-close", at=value(e, "at"),
         facts=_facts(("branch", value(e, "branch") or ("" if "branch" not in e else "none: no changes")),
                      ("commit", value(e, "commit")), ("removed", value(e, "removed"))),
@@ -98,36 +101,41 @@ def _workspace_close(e: Event) -> Entry:
     )  # fmt: skip
 
 
-def _user_message(e: Event) -> Entry:
+def _user_message(e: Event) -> EventView:
     kind = "Message said while it ran" if value(e, "via") == "socket" else "Message"
-    return Entry(e["id"], kind, "user-message", at=value(e, "at"), blocks=_blocks(Block("Text", value(e, "text"))))
+    return EventView(e["id"], kind, "user-message", at=value(e, "at"), blocks=_blocks(Block("Text", value(e, "text"))))
 
 
-def _assistant_message(e: Event) -> Entry | None:
+def _assistant_message(e: Event) -> EventView | None:
     text = value(e, "text")
     if not text:
         return None  # its tool calls are shown by their own `tool.call` events
-    return Entry(e["id"], "Assistant", "assistant", at=value(e, "at"), blocks=(Block("Text", text),))
+    return EventView(e["id"], "Assistant", "assistant", at=value(e, "at"), blocks=(Block("Text", text),))
 
 
-def _tool_call(e: Event) -> Entry:
-    return Entry(
-        e["id"], "Tool call", "tool-call", value(e, "name"), value(e, "at"), _facts(("call", value(e, "call_id"))),
+def _tool_call(e: Event) -> EventView:
+    return EventView(
+        e["id"],
+        "Tool call",
+        "tool-call",
+        value(e, "name"),
+        value(e, "at"),
+        _facts(("call", value(e, "call_id"))),
         (Block("Arguments", as_json(value(e, "args")), "json"),),
     )
 
 
-def _tool_result(e: Event) -> Entry:
+def _tool_result(e: Event) -> EventView:
     error = value(e, "is_error")
-    return Entry(
+    return EventView(
         e["id"], "Tool error" if error else "Tool result", "tool-error" if error else "tool-result", value(e, "name"),
         value(e, "at"), _facts(("call", value(e, "call_id")), _cut(e)),
         _blocks(Block("Output", value(e, "output")), Block("Diff", value(e, "diff"), "diff")),
     )  # fmt: skip
 
 
-def _approval_request(e: Event) -> Entry:
-    return Entry(
+def _approval_request(e: Event) -> EventView:
+    return EventView(
         e["id"], "Approval asked", "approval-request", value(e, "tool"), value(e, "at"),
         _facts(("request", value(e, "request_id")), ("call", value(e, "call_id")),
                ("decided by config.zon", value(e, "by_config"))),
@@ -135,19 +143,23 @@ def _approval_request(e: Event) -> Entry:
     )  # fmt: skip
 
 
-def _approval_answer(e: Event) -> Entry:
+def _approval_answer(e: Event) -> EventView:
     answer = {"yes": "approved", "no": "denied"}.get(value(e, "answer"), value(e, "answer"))
     via = value(e, "via")
-    return Entry(
-        e["id"], "Approval answered", "approval-answer", answer, value(e, "at"),
+    return EventView(
+        e["id"],
+        "Approval answered",
+        "approval-answer",
+        answer,
+        value(e, "at"),
         _facts(("request", value(e, "request_id")), ("by", WHO.get(via, via))),
     )
 
 
-def _background(e: Event) -> Entry:
+def _background(e: Event) -> EventView:
     ended = e.get("type") == "background.end"
     code = value(e, "exit_code")
-    return Entry(
+    return EventView(
         e["id"], "Background ended" if ended else "Background started", "background", value(e, "handle"),
         value(e, "at"),
         _facts(("kind", value(e, "kind")), ("exit code", "none (its owner died)" if ended and code is None else code)),
@@ -155,15 +167,15 @@ def _background(e: Event) -> Entry:
     )  # fmt: skip
 
 
-def _subagent(e: Event) -> Entry:
+def _subagent(e: Event) -> EventView:
     ended = e.get("type") == "subagent.end"
     text = Block("Result", value(e, "result")) if ended else Block("Task", value(e, "task"))
     kind = "Subagent ended" if ended else "Subagent started"
-    return Entry(e["id"], kind, "subagent", value(e, "handle"), value(e, "at"), blocks=_blocks(text))
+    return EventView(e["id"], kind, "subagent", value(e, "handle"), value(e, "at"), blocks=_blocks(text))
 
 
-def _usage(e: Event) -> Entry:
-    return Entry(
+def _usage(e: Event) -> EventView:
+    return EventView(
         e["id"], "Usage", "usage", at=value(e, "at"),
         facts=_facts(("input tokens", value(e, "input_tokens")), ("output tokens", value(e, "output_tokens")),
                      ("cache read", value(e, "cache_read_tokens")), ("cache write", value(e, "cache_write_tokens")),
@@ -171,16 +183,16 @@ def _usage(e: Event) -> Entry:
     )  # fmt: skip
 
 
-def _retry(e: Event) -> Entry:
-    return Entry(
+def _retry(e: Event) -> EventView:
+    return EventView(
         e["id"], "Provider retry", "retry", at=value(e, "at"),
         facts=_facts(("attempt", value(e, "attempt")), ("status", value(e, "status")),
                      ("waited seconds", value(e, "wait_seconds")), ("error", value(e, "error"))),
     )  # fmt: skip
 
 
-def _compaction(e: Event) -> Entry:
-    return Entry(
+def _compaction(e: Event) -> EventView:
+    return EventView(
         e["id"], "Compaction", "compaction", at=value(e, "at"),
         facts=_facts(("through event", value(e, "through")), ("tokens", value(e, "tokens")),
                      ("window", value(e, "window"))),
@@ -188,24 +200,28 @@ def _compaction(e: Event) -> Entry:
     )  # fmt: skip
 
 
-def _plan(e: Event) -> Entry:
+def _plan(e: Event) -> EventView:
     marks = {"done": "[x]", "in_progress": "[~]"}
     lines = []
     for step in value(e, "steps"):
         step = step if isinstance(step, dict) else {"step": step}
-        lines.append(f"{marks.get(step.get('status'), '[ ]')} {step.get('step', '')}")
-    return Entry(e["id"], "Plan", "plan", at=value(e, "at"), blocks=_blocks(Block("Steps", "\n".join(lines))))
+        lines.append(f"{marks.get(str(step.get('status')), '[ ]')} {step.get('step', '')}")
+    return EventView(e["id"], "Plan", "plan", at=value(e, "at"), blocks=_blocks(Block("Steps", "\n".join(lines))))
 
 
-def _session_end(e: Event) -> Entry:
-    return Entry(
-        e["id"], "Session ended", "session-end", value(e, "reason"), value(e, "at"),
+def _session_end(e: Event) -> EventView:
+    return EventView(
+        e["id"],
+        "Session ended",
+        "session-end",
+        value(e, "reason"),
+        value(e, "at"),
         _facts(("exit code", value(e, "exit_code")), ("by", value(e, "via"))),
         _blocks(Block("Error", value(e, "error"))),
     )
 
 
-KNOWN: dict[str, Callable[[Event], Entry | None]] = {
+KNOWN: dict[str, Callable[[Event], EventView | None]] = {
     "session.start": _session_start,
     "session.adopt": _session_adopt,
     "workspace.open": _workspace_open,
@@ -230,11 +246,15 @@ KNOWN: dict[str, Callable[[Event], Entry | None]] = {
 }
 
 
-def _unknown(e: Event) -> Entry:
+def _unknown(e: Event) -> EventView:
     rest = {key: found for key, found in e.items() if key not in ("id", "at", "type")}
     kind = e.get("type")
-    return Entry(
-        e["id"], "Event", "unknown", kind if isinstance(kind, str) else as_json(kind), value(e, "at"),
+    return EventView(
+        e["id"],
+        "Event",
+        "unknown",
+        kind if isinstance(kind, str) else as_json(kind),
+        value(e, "at"),
         blocks=_blocks(Block("Fields", as_json(rest) if rest else "", "json")),
     )
 
@@ -247,10 +267,10 @@ def label(key: str) -> str:
     return _NOT_A_LABEL.sub("?", key[:64]) or "?"
 
 
-def _undeclared(e: Event, entry: Entry) -> Entry:
+def _undeclared(e: Event, entry: EventView) -> EventView:
     """`entry` with the fields its type does not declare (a newer Chock's: a rule, a whole diff) added: a text of
     several lines (or past 200 characters) as a block, anything else as a fact."""
-    declared = EVENTS.get(e["type"], {})
+    declared = EVENTS.get(str(e.get("type")), {})
     extra = {key: found for key, found in e.items() if key not in declared and key not in COMMON}
     if not extra:
         return entry
@@ -261,10 +281,12 @@ def _undeclared(e: Event, entry: Entry) -> Entry:
         if key not in long
     )
     blocks = tuple(Block(label(key), extra[key], "diff" if "diff" in key else "text") for key in long)
-    return Entry(entry.event_id, entry.kind, entry.css, entry.name, entry.at, entry.facts + facts, entry.blocks + blocks)
+    return EventView(
+        entry.event_id, entry.kind, entry.css, entry.name, entry.at, entry.facts + facts, entry.blocks + blocks
+    )
 
 
-def entry(event: Event) -> Entry | None:
+def entry(event: Event) -> EventView | None:
     """What a transcript shows of `event` (None: nothing, as for a streamed piece of text)."""
     kind = event.get("type")
     shows = KNOWN.get(kind) if isinstance(kind, str) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from chock.export.entries import Entry
+from chock.transcript.entries import EventView
 
 _TICKS = re.compile(r"`+")
 _BREAKS = re.compile(r"[\r\n]+")
@@ -44,7 +44,7 @@ class Markdown:
     def head(self, session_id: str) -> str:
         return f"# Chock session {code_span(session_id)}\n\n"
 
-    def entry(self, entry: Entry) -> str:
+    def entry(self, entry: EventView) -> str:
         title = f"## {entry.event_id}. {entry.kind}"
         if entry.name:
             title += f" {code_span(entry.name)}"

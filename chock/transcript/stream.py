@@ -20,10 +20,10 @@ from typing import BinaryIO
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
 from chock.errors import ChockError
-from chock.export.entries import entry
-from chock.export.html import Html
-from chock.export.markdown import Markdown
 from chock.terminal import safe, safe_json
+from chock.transcript.entries import entry
+from chock.transcript.html import Html
+from chock.transcript.markdown import Markdown
 
 FORMATS = ("markdown", "html", "jsonl")
 
@@ -62,7 +62,7 @@ def events(client: ControlClient, session_id: str) -> Iterator[dp.EventLine]:
             return
 
 
-class Sink:
+class Destination:
     """Where an export is written: bytes to `out`, each text first through the safe printer when `out` is a
     terminal (`styled`: in reverse video). A character UTF-8 cannot encode (a lone surrogate) is written as its
     escape."""
@@ -82,7 +82,7 @@ class Sink:
         self.out.write(((safe_json(line) if self.terminal else line) + "\n").encode("utf-8", "backslashreplace"))
 
 
-def export(client: ControlClient, session_id: str, form: str, sink: Sink) -> int:
+def export(client: ControlClient, session_id: str, form: str, sink: Destination) -> int:
     """Write the session's transcript in `form` (one of FORMATS) to `sink`; return how many events it read."""
     count = 0
     if form == "jsonl":
@@ -114,7 +114,7 @@ def written_to(path: Path) -> Iterator[BinaryIO]:
         ) from None
     try:
         with handle:
-            yield handle
+            yield handle  # type: ignore[misc]  # a NamedTemporaryFile is a binary file
         os.replace(handle.name, path)
     except BaseException:
         with contextlib.suppress(OSError):
