@@ -29,6 +29,9 @@ HOSTILE = [
 ]
 
 
+WHOLE_DIFF = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+new\n"
+
+
 def session_body(texts: list[str]) -> list[dict]:
     """A finished session: each text once as a message, an assistant's answer, a tool call's argument and output,
     a diff, and an approval's command; then an event no Chock knows, a wrong-typed field, and the end."""
@@ -48,6 +51,7 @@ def session_body(texts: list[str]) -> list[dict]:
             {"type": "turn.end"},
         ]  # fmt: skip
     body += [
+        {"type": "workspace.close", "branch": "chock/x", "commit": "def456", "whole_diff": WHOLE_DIFF},
         {"type": "future.thing", "detail": {"x": [1, 2]}, "note": "from a newer chock"},
         {"type": "tool.result", "call_id": 7, "name": ["not", "text"], "output": 12, "is_error": "maybe"},
         {"type": "session.end", "reason": "completed", "exit_code": 0},
@@ -102,11 +106,22 @@ def test_markdown_keeps_every_text_in_its_block_and_only_chocks_headings(home, p
     assert headings[2].startswith("## 2. Workspace opened · ")
     said = [k.group(1) for k in kinds]
     assert said.count("Message said while it ran") == len(HOSTILE) and said.count("Assistant") == len(HOSTILE)
-    assert said[-3:] == ["Event", "Tool result", "Session ended"]
+    assert said[-4:] == ["Workspace closed", "Event", "Tool result", "Session ended"]
     assert "- rule: ` shell: ask `" in outside  # a field a newer Chock adds is shown, not dropped
     assert "- by: ` a person, through chock approve, attach or the page `" in outside
     assert not any("streamed piece" in line for line in done.stdout.splitlines())
     assert any('"detail"' in block for block in blocks)  # the unknown event, generically
+    assert "whole?diff:" not in outside and "whole_diff:" in outside and WHOLE_DIFF.rstrip("\n") in blocks
+    assert "```diff" in done.stdout
+
+
+def test_each_event_type_shown_reads_only_fields_its_type_declares() -> None:
+    from chock.log.events import EVENTS
+    from chock.transcript.entries import KNOWN, READS
+
+    assert set(KNOWN) == set(EVENTS)  # every type of this Chock has its own view
+    for kind, fields in READS.items():
+        assert set(fields) <= set(EVENTS[kind]), (kind, set(fields) - set(EVENTS[kind]))
 
 
 def test_jsonl_is_the_logs_lines_exactly_across_pages_and_stops_before_a_torn_tail(home, project, local):

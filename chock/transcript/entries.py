@@ -3,8 +3,8 @@
 The rule: what an entry's `kind`, `css` and labels say is Chock's own words; every other text (names, facts,
 blocks, times) is the log's, written by the agent as often as not, and a writer escapes it. Fields are read with
 `events.value`, so a field of the wrong type is its default, never a crash (docs/log.md#reading-rules); an event
-type not known here is shown generically with its fields as JSON; a field a known type does not declare (a
-newer Chock's) is shown after the declared ones.
+type not known here is shown generically with its fields as JSON; a field of a known type that its function does
+not show (READS: a newer Chock's, a rule, a whole diff) is shown after the ones it does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chock.log.events import COMMON, EVENTS, Event, value
+from chock.log.events import COMMON, Event, value
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +245,34 @@ KNOWN: dict[str, Callable[[Event], EventView | None]] = {
     "session.end": _session_end,
 }
 
+# The fields each function above shows, or leaves out on purpose (where an owner ran, the workspace's admin dir,
+# the model's copy of calls its `tool.call`s show): any other field an event has — one a later Chock declares, a
+# rule, a whole diff — is shown after these, never dropped. Written out rather than read from EVENTS, so that a
+# field declared later is one of the others.
+_PLACE = ("pid", "pid_start", "machine_id", "boot_id", "host")
+READS: dict[str, tuple[str, ...]] = {
+    "session.start": ("session", "project", "message", "instance", "model", "owner", "approve_all", *_PLACE,
+                      "instructions", "instructions_note"),
+    "session.adopt": ("session", "via", "approve_all", *_PLACE, "after"),
+    "workspace.open": ("directory", "commit", "admin"),
+    "workspace.close": ("branch", "commit", "removed", "skipped", "left_out"),
+    "user.message": ("text", "via"),
+    "assistant.message": ("text", "tool_calls"),
+    "tool.call": ("call_id", "name", "args"),
+    "tool.result": ("call_id", "name", "output", "is_error", "diff"),
+    "approval.request": ("request_id", "tool", "summary", "call_id", "by_config"),
+    "approval.answer": ("request_id", "answer", "via"),
+    "background.start": ("handle", "kind", "command"),
+    "background.end": ("handle", "kind", "command", "exit_code", "output"),
+    "subagent.start": ("handle", "task"),
+    "subagent.end": ("handle", "result"),
+    "usage": ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "for"),
+    "provider.retry": ("attempt", "status", "wait_seconds", "error", "for"),
+    "compaction": ("summary", "through", "cut", "tokens", "window", "window_from"),
+    "plan": ("steps",),
+    "session.end": ("reason", "exit_code", "error", "via"),
+}  # fmt: skip
+
 
 def _unknown(e: Event) -> EventView:
     rest = {key: found for key, found in e.items() if key not in ("id", "at", "type")}
@@ -267,11 +295,11 @@ def label(key: str) -> str:
     return _NOT_A_LABEL.sub("?", key[:64]) or "?"
 
 
-def _undeclared(e: Event, entry: EventView) -> EventView:
-    """`entry` with the fields its type does not declare (a newer Chock's: a rule, a whole diff) added: a text of
-    several lines (or past 200 characters) as a block, anything else as a fact."""
-    declared = EVENTS.get(str(e.get("type")), {})
-    extra = {key: found for key, found in e.items() if key not in declared and key not in COMMON}
+def _others(e: Event, entry: EventView) -> EventView:
+    """`entry` with the fields of `e` it does not show (READS) added: a text of several lines (or past 200
+    characters) as a block, anything else as a fact."""
+    read = READS.get(str(e.get("type")), ())
+    extra = {key: found for key, found in e.items() if key not in read and key not in COMMON}
     if not extra:
         return entry
     long = {key for key, found in extra.items() if isinstance(found, str) and ("\n" in found or len(found) > 200)}
@@ -293,4 +321,4 @@ def entry(event: Event) -> EventView | None:
     if shows is None:
         return _unknown(event)
     shown = shows(event)
-    return None if shown is None else _undeclared(event, shown)
+    return None if shown is None else _others(event, shown)
