@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.log.fold import fold
 from chock.session import wholediff
 from chock.session.hostgit import Repo
@@ -96,7 +97,9 @@ def test_a_session_with_no_branch_continues_from_its_base(home, project):
 
 
 def test_workspace_remove_of_a_kept_workspace_that_changed_nothing_makes_no_branch(home, project):
-    home.replay_instance([{"text": "", "tool_calls": [{"call_id": "s", "name": "shell", "args": {"command": "false"}}]}])
+    home.replay_instance(
+        [{"text": "", "tool_calls": [{"call_id": "s", "name": "shell", "args": {"command": "false"}}]}]
+    )
     home.write_config(
         '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, .approvals = .{ .shell = "deny" } }\n'
     )
@@ -218,3 +221,31 @@ def test_a_hostile_repository_config_changes_nothing_in_the_diff(repo: Repo, tmp
     assert wholediff.whole(repo, base, commit) == plain
     assert list(ran.iterdir()) == []
     assert "\x1b" not in plain["diff"] and "+++ b/README.md" in plain["diff"]
+
+
+# remove-with-workspace ----------------------------------------------------------------------------------------
+
+
+def test_remove_with_workspace_through_the_daemon_commits_the_kept_work_then_removes_both(home, project, daemon):
+    from tests.fakes.sessions import replay_config, wait_for_event
+
+    entries = [
+        {"text": "", "tool_calls": [
+            write("kept.txt", "k\n"), {"call_id": "s1", "name": "shell", "args": {"command": "sleep 60"}},
+        ]},
+        DONE,
+    ]  # fmt: skip
+    replay_config(home, entries, shell="allow")
+    session_id = daemon.client.call(dp.StartRequest(str(project), "work")).session_id
+    wait_for_event(home, session_id, "tool.call", lambda e: e.get("call_id") == "s1")
+    daemon.client.call(dp.StopRequest(str(project), session_id))
+    assert home.layout.workspace_dir(session_id).is_dir()
+    plain = home.chock("sessions", "remove", session_id, "--daemon", daemon.address, cwd=project)
+    assert plain.returncode != 0 and "keeps its workspace" in plain.stderr
+
+    removed = home.chock("sessions", "remove", "--with-workspace", session_id, "--daemon", daemon.address, cwd=project)
+
+    assert removed.returncode == 0, removed.stderr + daemon.stderr
+    assert not home.layout.session_dir(session_id).exists()
+    assert not home.layout.workspace_dir(session_id).exists()
+    assert git_value(project, "show", f"chock/{session_id}:kept.txt") == "k"

@@ -264,7 +264,7 @@ class Children:
             ) from None
         except OSError as error:
             raise Refusal(f"could not run chock workspace remove: {error.strerror or error}") from None
-        self.status.activity("workspace.removed", session=session_id, exit_code=done.returncode)
+        self.status.activity("session.workspace_removed", session=session_id, exit_code=done.returncode)
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"]
             raise Refusal(f"the workspace of session {session_id} was not removed: {said[-1]}")
