@@ -78,7 +78,7 @@ def _records(process: subprocess.Popen[bytes]) -> Iterator[bytes]:
     """The NUL-ended records git writes, read a chunk at a time."""
     assert process.stdout is not None
     pending = b""
-    while chunk := process.stdout.read1(CHUNK):
+    while chunk := process.stdout.read(CHUNK):
         pending += chunk
         *records, pending = pending.split(b"\0")
         yield from records
@@ -110,7 +110,7 @@ def _text(repo: Repo, base: str, commit: str) -> tuple[str, bool]:
     assert process.stdout is not None
     data = b""
     with _finished(process, "show the diff"):
-        while len(data) <= DIFF_BYTES and (chunk := process.stdout.read1(CHUNK)):
+        while len(data) <= DIFF_BYTES and (chunk := process.stdout.read(CHUNK)):
             data += chunk
         if len(data) > DIFF_BYTES:
             process.kill()  # the rest is not wanted: git stops writing it
