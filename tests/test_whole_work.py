@@ -39,7 +39,9 @@ def commit_to_main(project: Path, name: str, text: str) -> str:
 
 def test_a_session_that_changed_nothing_makes_no_branch_and_says_so(home, project):
     home.replay_instance([DONE])
-    assert home.chock("run", "--yes", "look around", cwd=project).returncode == 0
+    ran = home.chock("run", "--yes", "look around", cwd=project)
+    assert ran.returncode == 0 and "changes committed" not in ran.stdout + ran.stderr
+    assert "no changes: the work equals its base, so no branch was made" in ran.stdout
     session_id = home.only_session()
     [close] = closes(home, session_id)
     assert close["branch"] is None and close["commit"] is None
