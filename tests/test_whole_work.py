@@ -3,6 +3,7 @@ records the branch (docs/log.md, `workspace.close`), with real git and real `cho
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -251,3 +252,29 @@ def test_remove_with_workspace_through_the_daemon_commits_the_kept_work_then_rem
     assert not home.layout.session_dir(session_id).exists()
     assert not home.layout.workspace_dir(session_id).exists()
     assert git_value(project, "show", f"chock/{session_id}:kept.txt") == "k"
+
+
+def test_a_session_from_an_older_chock_continues_with_its_first_commit_as_its_base(home, project):
+    """An older Chock made `chock/<id>` when the session started and logged no `base`: continuing such a log works
+    from its branch, and the whole diff is against the first workspace.open's commit."""
+    home.replay_instance([DONE, {"text": "", "tool_calls": [write("late.txt", "late\n")]}, DONE])
+    base = git_value(project, "rev-parse", "HEAD")
+    assert home.chock("run", "--yes", "nothing yet", cwd=project).returncode == 0
+    session_id = home.only_session()
+    log = home.layout.log_path(session_id)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for event in lines:
+        event.pop("base", None)  # as an older Chock wrote it
+        if event["type"] == "workspace.close":
+            event.update(branch=f"chock/{session_id}", commit=base)
+    log.write_text("".join(json.dumps(event) + "\n" for event in lines))
+    git(project, "branch", f"chock/{session_id}", base)  # made at the start, equal to it
+    commit_to_main(project, "person.txt", "mine\n")
+    continued = home.chock("run", "--continue", session_id, "--yes", "now write", cwd=project)
+    assert continued.returncode == 0, continued.stderr
+
+    second = opens(home, session_id)[-1]
+    assert second["base"] == second["commit"] == base
+    close = closes(home, session_id)[-1]
+    assert close["branch"] == f"chock/{session_id}" and close["base"] == base
+    assert [f["path"] for f in close["files"]] == ["late.txt"]

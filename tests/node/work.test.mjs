@@ -46,3 +46,39 @@ test("a finish that made no branch says no changes; a newer finish closes an old
   const work = other.getElementById("timeline").querySelector("div.work");
   assert.equal(work.textContent, "No changesThe work equals the session's base, so no branch was made.");
 });
+
+test("Remove refused because the session keeps its workspace says so in the page's words and offers it", async () => {
+  const { document } = view();
+  const { steering } = await import("../../chock/serve/static/steering.js");
+  const { state } = await import("../../chock/serve/static/state.js");
+  const asked = [];
+  const closed = [];
+  page.closeSession = () => closed.push(true);
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async (url, init) => {
+    asked.push(url);
+    const refused = url.endsWith("/remove");
+    const body = refused
+      ? { error: "refused", message: "session s1 keeps its workspace; `chock workspace remove s1` commits its work to "
+        + "its branch and removes it (or remove the session with --with-workspace)" }
+      : { removed: true, workspace: true };
+    return { ok: !refused, status: refused ? 422 : 200, statusText: "", text: async () => JSON.stringify(body) };
+  };
+  state.session = { host: "local", id: "s1", project: "/p" };
+  steering.reset();
+  steering.show("ended");
+  await steering.remove();
+  await steering.remove();
+  const status = document.getElementById("action-status").textContent;
+  assert.match(status, /^This session keeps its workspace\. Remove it with its workspace/);
+  assert.ok(!status.includes("--with-workspace") && !status.includes("chock workspace"), status);
+  assert.equal(document.getElementById("remove-button").textContent, "Remove with its workspace");
+  await steering.remove();
+  assert.equal(document.getElementById("remove-button").textContent,
+    "Commit its workspace to chock/s1, then remove both?");
+  await steering.remove();
+  assert.deepEqual(asked, ["/api/hosts/local/sessions/s1/remove", "/api/hosts/local/sessions/s1/remove-with-workspace"]);
+  assert.equal(closed.length, 1);
+  assert.match(document.getElementById("sessions-note").textContent, /^removed s1 and its workspace/);
+  globalThis.fetch = realFetch;
+});
