@@ -47,7 +47,8 @@ def whole(repo: Repo, base: str, commit: str) -> dict[str, Any]:
     """The fields of `workspace.close` that say what the branch at `commit` changed against `base`: `base`,
     `diff` (cut: `diff_truncated`), `files` (each `{path, status, added, deleted, binary}`) and `files_left_out`."""
     statuses, left_out = _listed(repo, ["--name-status"], base, commit, pairs=True)
-    counts, _ = _listed(repo, ["--numstat"], base, commit, pairs=False)
+    # The same files in the same order (both sorted by path), their counts for those listed.
+    counts, _ = _listed(repo, ["--numstat"], base, commit, pairs=False, most=len(statuses), budget=2 * FILES_BYTES)
     files = []
     for (status, path), count in zip(statuses, counts, strict=False):
         added, deleted, _ = count.split("\t", 2)
@@ -84,21 +85,29 @@ def _records(process: subprocess.Popen[bytes]) -> Iterator[bytes]:
         yield from records
 
 
-def _listed(repo: Repo, extra: list[str], base: str, commit: str, *, pairs: bool) -> tuple[list[Any], int]:
+def _listed(
+    repo: Repo,
+    extra: list[str],
+    base: str,
+    commit: str,
+    *,
+    pairs: bool,
+    most: int = FILES_LISTED,
+    budget: int = FILES_BYTES,
+) -> tuple[list[Any], int]:
     """The first files of `--name-status -z` (`pairs`: status, then path) or `--numstat -z` (one record each,
-    the path last), and how many more there were."""
+    the path last) — at most `most`, and `budget` bytes of their records — and how many more there were."""
     process = _run(repo, [*extra, "-z"], base, commit)
     kept: list[Any] = []
     size = more = 0
     with _finished(process, "list the files"):
         records = _records(process)
         for record in records:
-            entry: Any = record.decode("utf-8", "replace")
-            if pairs:
-                entry = (entry, next(records, b"").decode("utf-8", "replace"))
-            size += len(record) + (len(entry[1]) if pairs else 0)
-            if len(kept) < FILES_LISTED and size <= FILES_BYTES:
-                kept.append(entry)
+            path = next(records, b"") if pairs else b""
+            size += len(record) + len(path)
+            if len(kept) < most and size <= budget:
+                text = record.decode("utf-8", "replace")
+                kept.append((text, path.decode("utf-8", "replace")) if pairs else text)
             else:
                 more += 1
     return kept, more
