@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def readme_lines() -> list[str]:
 class Demo:
     """scripts/demo-run, running: its directory, the lines it printed to paste, its project and first session."""
 
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[bytes]
     directory: Path
     pasted: str
     project: Path
@@ -113,13 +114,16 @@ class Demo:
 @pytest.fixture
 def demo(home) -> Iterator[Demo]:
     env = {**home.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "CHOCK_DEMO_PORT": "0"}
-    process = subprocess.Popen([str(REPO / "scripts/demo-run")], env=env, stdout=subprocess.PIPE, text=True,
+    process = subprocess.Popen([str(REPO / "scripts/demo-run")], env=env, stdout=subprocess.PIPE,
                                start_new_session=True)  # fmt: skip
     printed = ""
     deadline = time.monotonic() + 60
-    while "no model account is asked for" not in printed and time.monotonic() < deadline:
-        printed += process.stdout.readline()  # type: ignore[union-attr]
     try:
+        # Read as it comes, with a deadline that holds when the demo prints nothing more.
+        while "no model account is asked for" not in printed and time.monotonic() < deadline:
+            if select.select([process.stdout], [], [], 1)[0]:
+                printed += os.read(process.stdout.fileno(), 65536).decode()  # type: ignore[union-attr]
+        assert "from another terminal, paste:\n" in printed, f"the demo printed no lines to paste: {printed}"
         pasted = printed.split("from another terminal, paste:\n", 1)[1].split("\n\n", 1)[0]
         assert "export CHOCK_CONFIG=" in pasted and "PATH=" in pasted, printed
         directory = Path(re.search(r"Everything lives in (\S+);", printed).group(1))  # type: ignore[union-attr]
