@@ -225,3 +225,23 @@ def _said(demo: Demo, session: str, text: str) -> bool:
         event.get("type") == "user.message" and event.get("text") == text
         for event in map(json.loads, log.read_text().splitlines())
     )
+
+
+def test_demo_shell_opens_a_shell_so_prepared_and_leaving_it_stops_the_demo(home) -> None:
+    env = {key: value for key, value in home.env.items() if not key.startswith("CHOCK_")}
+    env.update(PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", CHOCK_DEMO_PORT="0", SHELL="/bin/bash")
+    # The shell reads what a person would type: the README's `chock sessions`, then leaving it.
+    done = subprocess.run([str(REPO / "scripts/demo-run"), "--shell"], input="chock sessions\npwd\nexit\n",
+                          capture_output=True, text=True, env=env, timeout=120, start_new_session=True)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    session = re.search(r"&session=(\S+)", done.stdout).group(1)  # type: ignore[union-attr]
+    directory = Path(re.search(r"Everything lives in (\S+);", done.stdout).group(1))  # type: ignore[union-attr]
+    assert re.search(rf"^{session}\s+(running|waiting)", done.stdout, re.M), done.stdout
+    assert f"{directory}/project\n" in done.stdout  # in the demo's project
+    wait_until(lambda: not (directory / "state/daemon.sock").exists(), 20, "the daemon to stop with the shell")
+
+
+def test_demo_refuses_an_unknown_option(home) -> None:
+    done = subprocess.run([str(REPO / "scripts/demo-run"), "--bogus"], capture_output=True, text=True,
+                          env=home.env, timeout=30)  # fmt: skip
+    assert done.returncode == 2 and "--bogus" in done.stderr and "--shell" in done.stderr
