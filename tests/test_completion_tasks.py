@@ -4,6 +4,7 @@ zsh's script speaks (bash shows the ids alone); `chock say` and `chock sessions 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,3 +74,34 @@ def test_say_and_sessions_remove_complete_ids_in_bash(home, project) -> None:
     assert complete(home, ["chock", "sessions", "remove", newest, older[0][:-2]], project) == [older[0]]
     # After the session, `say` takes a message: nothing completes.
     assert complete(home, ["chock", "say", newest, ""], project) == []
+
+
+# A real interactive zsh on a pseudo-terminal (zsh's own zpty), with compinit and `chock completion zsh` loaded:
+# the line is typed, then the list of choices asked for (list-choices on Ctrl-T), until $UNTIL shows or 20 s pass.
+ZSH_LISTING = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z 'stty columns 200; PS1="> "; autoload -Uz compinit; compinit -u -D; eval "$(chock completion zsh)"'
+zpty -w z 'zle -C list-them list-choices _main_complete; bindkey "^T" list-them'
+zpty -w z "$LINE"$'\x14'
+out=""
+for i in {1..200}; do
+  zpty -r -t z chunk && out+=$chunk
+  [[ $out == *$UNTIL* ]] && break
+  sleep 0.1
+done
+print -r -- "$out"
+zpty -d z
+"""
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is installed by scripts/debian-packages.txt")
+def test_a_real_zsh_lists_each_session_with_its_task(home, project) -> None:
+    expected = _sessions(home, project)
+    oldest = list(expected.values())[-1]
+    env = {**_env(home), "LINE": "chock attach ", "UNTIL": oldest, "TERM": "xterm"}
+    done = subprocess.run(["zsh", "-f", "-c", ZSH_LISTING], capture_output=True, text=True, cwd=project, env=env,
+                          timeout=60)  # fmt: skip
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", done.stdout)
+    for session, task in expected.items():
+        assert re.search(rf"^{session}\s+--\s+{re.escape(task)}\s*$", screen, re.M), (session, task, screen)
