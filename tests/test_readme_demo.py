@@ -10,6 +10,7 @@ sessions of it, and `build` is the connection the demo's config names (its own d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -231,8 +232,7 @@ def test_demo_shell_opens_a_shell_so_prepared_and_leaving_it_stops_the_demo(home
     env = {key: value for key, value in home.env.items() if not key.startswith("CHOCK_")}
     env.update(PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", CHOCK_DEMO_PORT="0", SHELL="/bin/bash")
     # The shell reads what a person would type: the README's `chock sessions`, then leaving it.
-    done = subprocess.run([str(REPO / "scripts/demo-run"), "--shell"], input="chock sessions\npwd\nexit\n",
-                          capture_output=True, text=True, env=env, timeout=120, start_new_session=True)  # fmt: skip
+    done = _demo_run("--shell", input="chock sessions\npwd\nexit\n", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     session = re.search(r"&session=(\S+)", done.stdout).group(1)  # type: ignore[union-attr]
     directory = Path(re.search(r"Everything lives in (\S+);", done.stdout).group(1))  # type: ignore[union-attr]
@@ -242,6 +242,19 @@ def test_demo_shell_opens_a_shell_so_prepared_and_leaving_it_stops_the_demo(home
 
 
 def test_demo_refuses_an_unknown_option(home) -> None:
-    done = subprocess.run([str(REPO / "scripts/demo-run"), "--bogus"], capture_output=True, text=True,
-                          env=home.env, timeout=30)  # fmt: skip
+    done = _demo_run("--bogus", input="", env={**home.env, "CHOCK_DEMO_PORT": "0"})
     assert done.returncode == 2 and "--bogus" in done.stderr and "--shell" in done.stderr
+
+
+def _demo_run(*args: str, input: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """scripts/demo-run ARGS to its end, in a process group of its own that is ended after it (all of it, when
+    it has to be stopped: a demo that did not stop leaves no daemon behind)."""
+    process = subprocess.Popen([str(REPO / "scripts/demo-run"), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)  # fmt: skip
+    try:
+        out, err = process.communicate(input, timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
