@@ -59,6 +59,16 @@ def label(row: dict[str, Any], now: datetime | None = None) -> str:
 def pick(rows: list[dict[str, Any]]) -> str | None:
     """The id of the session chosen among `rows` (newest first) with the arrow keys and Enter, at the terminal;
     None when the person pressed Esc or Ctrl-C."""
+    try:
+        import prompt_toolkit  # noqa: F401  (a dependency; said plainly when an installation lacks it)
+    except ImportError:
+        from chock.errors import Refused
+
+        raise Refused(
+            "the picker of `chock run --continue` needs prompt_toolkit, which this installation lacks (Debian: "
+            "apt install python3-prompt-toolkit; pip: pip install prompt_toolkit); or name the session: "
+            "chock run --continue SESSION"
+        ) from None
     from prompt_toolkit.application import Application
     from prompt_toolkit.formatted_text import FormattedText
     from prompt_toolkit.key_binding import KeyBindings
