@@ -10,7 +10,7 @@ import click
 from chock.commands.completion import instance_names, session_ids
 from chock.commands.rules import command, options, pass_layout
 from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED
-from chock.errors import exit_status
+from chock.errors import EXIT_INTERRUPTED, exit_status
 from chock.paths import Layout, is_session_id
 
 
@@ -27,7 +27,8 @@ from chock.paths import Layout, is_session_id
     flag_value="",
     default=None,
     metavar="[SESSION]",
-    help="Take a session back into this terminal (default: the newest); MESSAGE is optional.",
+    help="Take a session back into this terminal (default: the newest; at a terminal, picked from the recent "
+    "ones); MESSAGE is optional.",
     shell_complete=session_ids,
 )
 @click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
@@ -73,6 +74,13 @@ def run(
     checked = next(param for param in ctx.command.params if param.name == "project")
     directory = click.Path(path_type=Path, file_okay=False)  # as PROJECT is checked, only when it is here
     project_dir = None if project is None else directory.convert(project, checked, ctx)
+    if continue_id == "" and adopt_id is None and interactive and sys.stdout.isatty() and not for_daemon:
+        from chock.commands.picker import continued
+
+        continue_id = continued(layout, project_dir)
+        if continue_id is None:
+            click.echo("nothing continued: no session was picked", err=True)
+            sys.exit(EXIT_INTERRUPTED)
     if message is None and adopt_id is None and not interactive and not after_reboot:
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
     request = RunRequest(

@@ -30,7 +30,7 @@ sessions = table_group(
 
 
 @sessions.command("remove")
-@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION...")
+@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION...", shell_complete=session_ids)
 @click.option(
     "--with-workspace", is_flag=True, help="Also remove a kept workspace (its work goes to its branch first)."
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from chock.commands.completion import session_ids
+from chock.commands.completion import first_session_id, session_ids
 from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root
 from chock.commands.shared_options import DAEMON_OPTIONS, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
@@ -49,7 +49,7 @@ def stop(
 
 
 @command()
-@click.argument("words", nargs=-1, metavar="[SESSION] [--] MESSAGE")
+@click.argument("words", nargs=-1, metavar="[SESSION] [--] MESSAGE", shell_complete=first_session_id)
 @options(PROJECT_OPTIONS)
 @pass_layout
 def say(
