@@ -11,7 +11,7 @@ is written, and `--json` lines pass `safe_json` (docs/architecture.md#what-reach
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -28,7 +28,7 @@ PLAN_MARKS = {"done": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 # What a failed attempt was, by its HTTP status (None: no answer came), as "…, retrying in 4 s" says it.
 # The events after which the model is (about to be) called: the spinner says "thinking".
 THINKING = ("session.start", "session.adopt", "workspace.open", "user.message", "assistant.message", "tool.result",
-            "turn.end", "compaction")  # fmt: skip
+            "compaction")  # fmt: skip
 RETRY_WORDS = {None: "no connection", 408: "timed out", 409: "conflict", 429: "rate limited", 529: "overloaded"}
 
 
@@ -63,12 +63,9 @@ def usage_line(usage: dict[str, float], cost: float | None) -> str:
     return text + (f" · cost {cost:.4f}" if cost is not None else "")
 
 
-def _width(out: TextIO) -> int:
-    """The terminal's width in columns (80 when it does not say)."""
-    try:
-        return os.get_terminal_size(out.fileno()).columns or 80
-    except (AttributeError, ValueError, OSError):
-        return 80
+def _width() -> int:
+    """The terminal's width in columns: `$COLUMNS`, else the terminal's, else 80."""
+    return shutil.get_terminal_size().columns
 
 
 def json_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
@@ -158,7 +155,7 @@ class TerminalView:
 
         whole, self.text = self.text[:end], self.text[end:]
         if whole.strip():
-            self.screen.write(("\n" if self.blocks else "") + rendered(whole, _width(self.out)))
+            self.screen.write(("\n" if self.blocks else "") + rendered(whole, _width()))
             self.blocks += 1
 
     def _end_stream(self) -> None:
