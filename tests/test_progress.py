@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
+
 from chock.control import daemon_protocol as dp
+from chock.terminal import notification
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import new_session, replay_config, wait_for_event
 from tests.fakes.terminal import Terminal
@@ -114,6 +117,7 @@ def test_a_say_appears_in_the_terminal_that_owns_the_session(home, project, daem
     finally:
         terminal.close()
     assert re.search(r"› \(said\)(\x1b\[[0-9;]*m)* also the weather", terminal.text())
+    assert "\x07" not in terminal.text()  # --yes: no person is asked, no bell
 
 
 def test_a_say_appears_in_chock_attach(home, project, daemon):
@@ -132,3 +136,43 @@ def test_a_say_appears_in_chock_attach(home, project, daemon):
     finally:
         terminal.close()
     assert "Heard you." in SGR.sub("", terminal.text())
+
+
+TASK = "fix\x1b]0;pwned\x07 the\ttests\n" + "a" * 200
+
+
+def test_an_approval_rings_the_bell_and_notifies_with_the_task_cut_and_cleaned(home, project):
+    home.replay_instance([
+        {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo hi"}}]},
+        {"text": "ok", "tool_calls": []},
+    ])  # fmt: skip
+    terminal = _chock(home, project, "run", TASK, TERM_PROGRAM="WezTerm")
+    try:
+        terminal.wait_for("[y/N]")
+        terminal.wait_for("\x07")
+        terminal.type("y\r")
+        assert terminal.exit_code(60) == 0
+    finally:
+        terminal.close()
+    screen = terminal.text()
+    cleaned = ("fix]0;pwned the tests " + "a" * 200)[:100]
+    assert screen.count(f"\x07\x1b]9;Chock: approval needed: {cleaned}\x07") == 1, screen
+    assert screen.count("\x07") == 2  # the bell, and the end of the one notification
+
+
+@pytest.mark.parametrize(
+    ("env", "sent"),
+    [
+        ({"TERM_PROGRAM": "iTerm.app"}, "\x1b]9;Chock: approval needed: a[2J b\x07"),
+        ({"TERM_PROGRAM": "ghostty"}, "\x1b]9;Chock: approval needed: a[2J b\x07"),
+        ({"TERM": "xterm-kitty"}, "\x1b]99;;Chock: approval needed: a[2J b\x1b\\"),
+        ({"TERM_PROGRAM": "tmux", "TERM": "screen-256color"}, ""),
+        ({"TERM": "xterm-256color"}, ""),
+    ],
+)
+def test_a_notification_is_sent_only_where_the_terminal_shows_one(monkeypatch, env, sent):
+    monkeypatch.delenv("TERM_PROGRAM", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert notification("a\x1b[2J\u202e\nb") == sent
