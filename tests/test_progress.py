@@ -176,3 +176,17 @@ def test_a_notification_is_sent_only_where_the_terminal_shows_one(monkeypatch, e
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert notification("a\x1b[2J\u202e\nb") == sent
+
+
+def test_streamed_text_is_cut_into_whole_blocks_wherever_its_deltas_split_it():
+    from chock.session.rich_text import Blocks
+
+    text = "# A\n\none\nstill one\n\n```\ncode\n\nmore code\n```\nafter\n\nlast"
+    cuts = {text.index(mark) + len(mark) for mark in ("# A\n\n", "still one\n\n", "code\n```\n", "after\n\n")}
+    for size in (1, 2, 3, 5, 8, len(text)):
+        blocks = Blocks()
+        pieces = [blocks.add(text[i : i + size]) for i in range(0, len(text), size)] + [blocks.rest()]
+        assert "".join(pieces) == text
+        ends = {len("".join(pieces[: n + 1])) for n, piece in enumerate(pieces[:-1]) if piece}
+        assert ends <= cuts, (size, pieces)  # never inside a block, nor at the blank line inside the fence
+        assert size > 1 or ends == cuts  # delta by delta: each block as soon as it is whole

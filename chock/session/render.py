@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -22,6 +22,9 @@ from chock.log.events import USAGE_FIELDS, Event, value
 from chock.session.spinner import Screen
 from chock.session.tools import summary
 from chock.terminal import as_lines, colour, safe, safe_json
+
+if TYPE_CHECKING:
+    from chock.session.rich_text import Blocks
 
 RESULT_LINES = 8  # lines of a tool's output shown at the terminal; the log keeps it whole
 PLAN_MARKS = {"done": "[x]", "in_progress": "[>]", "pending": "[ ]"}
@@ -89,7 +92,7 @@ class TerminalView:
         self.color = colour(self.out)
         self.markdown = self.color and self.screen.live
         self.streaming = False
-        self.text = ""  # streamed text not rendered yet (Markdown: up to the end of its last whole block)
+        self.text: Blocks | None = None  # Markdown: the streamed text not rendered yet
         self.blocks = 0  # blocks of this answer rendered so far
         self.task = ""  # the session's task, for the desktop notification
         self.session_id = ""  # from session.start / session.adopt, for the `chock approve` hint
@@ -142,26 +145,25 @@ class TerminalView:
             self.screen.write(safe(text, styled=self.color))
             self.streaming = True
             return
-        self.text += safe(
-            text, styled=False
-        )  # safe first, then laid out (docs/architecture.md#what-reaches-a-terminal)
-        from chock.session import rich_text
+        if self.text is None:
+            from chock.session.rich_text import Blocks
 
-        self._blocks(rich_text.complete(self.text))
+            self.text = Blocks()
+        # Made safe first, then laid out (docs/architecture.md#what-reaches-a-terminal).
+        self._blocks(self.text.add(safe(text, styled=False)))
 
-    def _blocks(self, end: int) -> None:
-        """Render the streamed text's first `end` characters as Markdown."""
+    def _blocks(self, whole: str) -> None:
+        """Render whole blocks of the streamed text as Markdown."""
         from chock.session.rich_text import rendered
 
-        whole, self.text = self.text[:end], self.text[end:]
         if whole.strip():
             self.screen.write(("\n" if self.blocks else "") + rendered(whole, _width()))
             self.blocks += 1
 
     def _end_stream(self) -> None:
-        if self.text:
-            self._blocks(len(self.text))
-        self.text, self.blocks = "", 0
+        if self.text is not None:
+            self._blocks(self.text.rest())
+        self.blocks = 0
         if self.streaming:
             self.screen.write("\n")
             self.streaming = False

@@ -29,20 +29,38 @@ def rendered(text: str, width: int) -> str:
     return re.sub(" +$", "", buffer.getvalue(), flags=re.MULTILINE)
 
 
-def complete(text: str) -> int:
-    """How much of streamed `text` is whole blocks, to be rendered now: up to its last blank line, or the last
-    line closing a fenced code block, outside such a block."""
-    end = position = 0
-    fenced = False
-    for line in text.splitlines(keepends=True):
-        position += len(line)
-        if not line.endswith("\n"):
-            break  # a line still coming
-        bare = line.strip()
-        if bare.startswith(("```", "~~~")):
-            fenced = not fenced
-            if not fenced:
-                end = position
-        elif not bare and not fenced:
-            end = position
-    return end
+class Blocks:
+    """Streamed text cut into whole Markdown blocks: `add` a delta, and get back the text of the blocks it
+    completed — up to its last blank line, or the last line closing a fenced code block, outside such a block —
+    or "". Each line is looked at once, so a long block costs its length, not its length times its deltas."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.scanned = 0  # lines up to here are looked at
+        self.end = 0  # whole blocks end here
+        self.fenced = False  # whether `scanned` is inside a fenced code block
+
+    def add(self, delta: str) -> str:
+        self.text += delta
+        while (newline := self.text.find("\n", self.scanned)) >= 0:
+            bare = self.text[self.scanned : newline].strip()
+            self.scanned = newline + 1
+            if bare.startswith(("```", "~~~")):
+                self.fenced = not self.fenced
+                if not self.fenced:
+                    self.end = self.scanned
+            elif not bare and not self.fenced:
+                self.end = self.scanned
+        return self._take(self.end)
+
+    def rest(self) -> str:
+        """What is left when the text ends: the last block, whole or not."""
+        rest = self._take(len(self.text))
+        self.fenced = False
+        return rest
+
+    def _take(self, end: int) -> str:
+        whole, self.text = self.text[:end], self.text[end:]
+        self.scanned -= end
+        self.end = 0
+        return whole

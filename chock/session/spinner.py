@@ -13,6 +13,7 @@ old log before its answer, rings nothing.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from typing import TextIO
@@ -103,6 +104,7 @@ class Screen:
                     self._ring = None
                 if self.progress and self._label is not None and (self._line_start or self._drawn):
                     line = f"{FRAMES[frame % len(FRAMES)]} {self._label} {elapsed(time.monotonic() - self._since)}"
+                    line = line[: max(1, shutil.get_terminal_size().columns - 1)]  # one line: `\r` reaches its start
                     pad = " " * max(0, self._drawn - len(line))
                     self.out.write("\r" + line + pad)
                     self.out.flush()
