@@ -26,6 +26,7 @@ from chock.terminal import as_lines, colour, safe, safe_json
 if TYPE_CHECKING:
     from chock.session.rich_text import Blocks
 
+MARKDOWN_MAX = 256 * 1024  # a block of model text longer than this is shown as it is, not laid out by rich
 RESULT_LINES = 8  # lines of a tool's output shown at the terminal; the log keeps it whole
 PLAN_MARKS = {"done": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 # What a failed attempt was, by its HTTP status (None: no answer came), as "…, retrying in 4 s" says it.
@@ -157,7 +158,8 @@ class TerminalView:
         from chock.session.rich_text import rendered
 
         if whole.strip():
-            self.screen.write(("\n" if self.blocks else "") + rendered(whole, _width()))
+            shown = rendered(whole, _width()) if len(whole) <= MARKDOWN_MAX else whole  # (too big to lay out)
+            self.screen.write(("\n" if self.blocks else "") + shown)
             self.blocks += 1
 
     def _end_stream(self) -> None:

@@ -32,35 +32,38 @@ def rendered(text: str, width: int) -> str:
 class Blocks:
     """Streamed text cut into whole Markdown blocks: `add` a delta, and get back the text of the blocks it
     completed — up to its last blank line, or the last line closing a fenced code block, outside such a block —
-    or "". Each line is looked at once, so a long block costs its length, not its length times its deltas."""
+    or "". Each character is looked at and copied a bounded number of times, so a long block costs its length,
+    not its length times its deltas (bench/terminal_markdown.py)."""
 
     def __init__(self) -> None:
-        self.text = ""
-        self.scanned = 0  # lines up to here are looked at
-        self.end = 0  # whole blocks end here
-        self.fenced = False  # whether `scanned` is inside a fenced code block
+        self.line: list[str] = []  # the line still coming, in pieces
+        self.lines: list[str] = []  # whole lines since the last end of a block
+        self.fenced = False  # whether those lines are inside a fenced code block
 
     def add(self, delta: str) -> str:
-        self.text += delta
-        while (newline := self.text.find("\n", self.scanned)) >= 0:
-            bare = self.text[self.scanned : newline].strip()
-            self.scanned = newline + 1
+        whole: list[str] = []
+        start = 0
+        while (newline := delta.find("\n", start)) >= 0:
+            self.line.append(delta[start : newline + 1])
+            line = "".join(self.line)
+            self.line = []
+            self.lines.append(line)
+            start = newline + 1
+            bare = line.strip()
             if bare.startswith(("```", "~~~")):
                 self.fenced = not self.fenced
-                if not self.fenced:
-                    self.end = self.scanned
-            elif not bare and not self.fenced:
-                self.end = self.scanned
-        return self._take(self.end)
+                ends = not self.fenced
+            else:
+                ends = not bare and not self.fenced
+            if ends:
+                whole += self.lines
+                self.lines = []
+        if start < len(delta):
+            self.line.append(delta[start:])
+        return "".join(whole)
 
     def rest(self) -> str:
         """What is left when the text ends: the last block, whole or not."""
-        rest = self._take(len(self.text))
-        self.fenced = False
+        rest = "".join(self.lines + self.line)
+        self.line, self.lines, self.fenced = [], [], False
         return rest
-
-    def _take(self, end: int) -> str:
-        whole, self.text = self.text[:end], self.text[end:]
-        self.scanned -= end
-        self.end = 0
-        return whole
