@@ -1,5 +1,6 @@
-"""Showing a session's events at a terminal: streamed text, tool calls and results, approvals, retries, the
-plan, compactions, and at the end what the run used.
+"""Showing a session's events at a terminal: streamed text (as Markdown at a colour terminal), messages, tool
+calls and results, approvals (with the bell), retries, the plan, compactions, and at the end what the run used;
+below them, while the session works, the spinner (chock/session/spinner.py).
 
 `--json` prints each event as the log's own JSON line instead, for scripts. Like every reader of the log, the
 terminal view skips an event type it does not know (docs/log.md, "Reading rules").
@@ -100,7 +101,7 @@ class TerminalView:
         self.shown_plan: list[str] = []
         self.used: dict[str, float] = {}  # what this run's calls used, said at its end
         self.cost: float | None = None
-        self.tools: dict[str, str] = {}  # a call's tool by its call id, while an approval holds it
+        self.asked: dict[str, str] = {}  # the tool each waiting approval is for, by its request id
 
     def line(self, text: str) -> None:
         self.screen.write(text)
@@ -123,12 +124,12 @@ class TerminalView:
         if kind == "tool.call":
             self.screen.doing(f"running {safe(str(event.get('name')), styled=False, one_line=True)[:40]}")
         elif kind == "approval.request" and not event.get("by_config"):
-            self.tools[str(event.get("request_id"))] = safe(str(event.get("tool")), styled=False, one_line=True)[:40]
+            self.asked[str(event.get("request_id"))] = safe(str(event.get("tool")), styled=False, one_line=True)[:40]
             self.screen.waiting(self.task)
         elif kind == "approval.answer":
             self.screen.answered()
             if event.get("answer") == "yes":
-                self.screen.doing(f"running {self.tools.pop(str(event.get('request_id')), 'the tool')}")
+                self.screen.doing(f"running {self.asked.pop(str(event.get('request_id')), 'the tool')}")
         elif kind == "assistant.delta":
             self.screen.doing("writing")
         elif kind == "provider.retry":
