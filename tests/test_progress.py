@@ -190,3 +190,13 @@ def test_streamed_text_is_cut_into_whole_blocks_wherever_its_deltas_split_it():
         ends = {len("".join(pieces[: n + 1])) for n, piece in enumerate(pieces[:-1]) if piece}
         assert ends <= cuts, (size, pieces)  # never inside a block, nor at the blank line inside the fence
         assert size > 1 or ends == cuts  # delta by delta: each block as soon as it is whole
+
+
+def test_markdown_that_would_lose_a_word_is_shown_as_written():
+    from chock.session.rich_text import rendered
+
+    assert rendered("- " * 12 + "hidden", 80) is None  # past markdown-it's nesting bound the block is dropped
+    assert rendered("![chart](https://img.example/c.png)", 80) is None  # rich shows an image without its address
+    assert rendered("x" * 120, 80) is None  # a word longer than the line would be cut in two
+    shown = rendered("- kept, _em_ &amp; `code`\n\n```python\nprint(1)\n```\n", 80)
+    assert shown is not None and "kept" in SGR.sub("", shown) and "```" not in shown

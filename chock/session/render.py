@@ -11,6 +11,8 @@ is written, and `--json` lines pass `safe_json` (docs/architecture.md#what-reach
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import shutil
 import sys
@@ -92,7 +94,8 @@ class TerminalView:
         self.out = out or sys.stdout
         self.screen = Screen(self.out)
         self.color = colour(self.out)
-        self.markdown = self.color and self.screen.live
+        # Markdown where colour and a live terminal are, and rich is installed (a missing one shows plain text).
+        self.markdown = self.color and self.screen.live and importlib.util.find_spec("rich") is not None
         self.streaming = False
         self.text: Blocks | None = None  # Markdown: the streamed text not rendered yet
         self.blocks = 0  # blocks of this answer rendered so far
@@ -159,8 +162,11 @@ class TerminalView:
         from chock.session.rich_text import rendered
 
         if whole.strip():
-            shown = rendered(whole, _width()) if len(whole) <= MARKDOWN_MAX else whole  # (too big to lay out)
-            self.screen.write(("\n" if self.blocks else "") + shown)
+            shown = None  # too big to lay out, or what rich would lose or fail on: as the model wrote it (safe)
+            if len(whole) <= MARKDOWN_MAX:
+                with contextlib.suppress(Exception):  # a fault of the view's library must not end the session
+                    shown = rendered(whole, _width())
+            self.screen.write(("\n" if self.blocks else "") + (shown or whole))
             self.blocks += 1
 
     def _end_stream(self) -> None:

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 
 from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markdown import Markdown
 
+SGR = re.compile("\x1b\\[[0-9;]*m")
+WORD = re.compile("[^\\W_]+")  # letters and digits: `_em_` is shown as `em`
+# What is not shown as words, so not counted: an entity (`&amp;` is shown as `&`), a code fence's info string.
+UNSHOWN = re.compile("&#?\\w+;|^ {0,3}(?:```|~~~).*$", re.MULTILINE)
 OSC = re.compile("\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)")
 
 
-def rendered(text: str, width: int) -> str:
-    """`text` (safe already) as Markdown laid out `width` columns wide, each line's trailing spaces removed."""
+def rendered(text: str, width: int) -> str | None:
+    """`text` (safe already) as Markdown laid out `width` columns wide, each line's trailing spaces removed; None
+    when the layout would lose a word of it (nesting past markdown-it's bound drops a block, an image hides its
+    address, a word longer than a line is cut in two): the caller shows such text as it is."""
     buffer = io.StringIO()
     console = Console(
         file=buffer, force_terminal=True, no_color=False, width=width, emoji=False, markup=False, highlight=False,
@@ -29,7 +36,10 @@ def rendered(text: str, width: int) -> str:
     view.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").parse(text)
     console.print(view)
     # The text held no ESC (it is safe), so an OSC here is rich's own: none passes, whatever rich's version does.
-    return re.sub(" +$", "", OSC.sub("", buffer.getvalue()), flags=re.MULTILINE)
+    shown = re.sub(" +$", "", OSC.sub("", buffer.getvalue()), flags=re.MULTILINE)
+    if Counter(WORD.findall(UNSHOWN.sub(" ", text))) - Counter(WORD.findall(SGR.sub("", shown))):
+        return None
+    return shown
 
 
 class Blocks:
