@@ -83,15 +83,67 @@ def safe(text: str, *, styled: bool, one_line: bool = False) -> str:
     return _pattern(one_line).sub((_STYLED if styled else _PLAIN).run, text)
 
 
-def colour(stream: TextIO | None = None) -> bool:
-    """Whether `stream` (default standard output) is a terminal that shows colour: a tty, `$TERM` not `dumb`,
-    no `$NO_COLOR`."""
+# What `--color` and `--progress` said (`auto` until a command is told otherwise): the settings `colour` and
+# `spinning` read.
+COLOR_CHOICES = ("auto", "always", "never")
+PROGRESS_CHOICES = ("auto", "never")
+_colour_choice = "auto"
+_progress_choice = "auto"
+
+
+def choose_colour(choice: str) -> None:
+    """Take `--color`: `always` and `never` beat `$NO_COLOR`, which beats the tty test (`auto`)."""
+    global _colour_choice
+    if choice not in COLOR_CHOICES:
+        raise ValueError(f"--color takes one of {', '.join(COLOR_CHOICES)}, not {choice!r}")
+    _colour_choice = choice
+
+
+def choose_progress(choice: str) -> None:
+    """Take `--progress`: `never` turns the spinner off; `auto` draws it where the output is `live`."""
+    global _progress_choice
+    if choice not in PROGRESS_CHOICES:
+        raise ValueError(f"--progress takes one of {', '.join(PROGRESS_CHOICES)}, not {choice!r}")
+    _progress_choice = choice
+
+
+def spinning(stream: TextIO | None = None) -> bool:
+    """Whether the spinner is drawn on `stream`: not with `--progress never`, else where it is `live`."""
+    return _progress_choice != "never" and live(stream)
+
+
+def live(stream: TextIO | None = None) -> bool:
+    """Whether `stream` (default standard output) is a terminal that moves its cursor: a tty, `$TERM` not `dumb`."""
     stream = stream or sys.stdout
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # no such method, or closed
         return False
-    return tty and os.environ.get("TERM") != "dumb" and not os.environ.get("NO_COLOR")
+    return tty and os.environ.get("TERM") != "dumb"
+
+
+def colour(stream: TextIO | None = None) -> bool:
+    """Whether what goes to `stream` (default standard output) may hold SGR sequences (colour, bold, dim,
+    underline, reverse video): `--color always|never` says so; else not with `$NO_COLOR` non-empty; else when
+    `stream` is `live`. The one place that decides it."""
+    if _colour_choice != "auto":
+        return _colour_choice == "always"
+    return not os.environ.get("NO_COLOR") and live(stream)
+
+
+def notification(task: str) -> str:
+    """That the session of `task` waits for approval, as a desktop notification the terminal shows, or "" when it
+    shows none: OSC 9 for iTerm2, WezTerm and ghostty (`$TERM_PROGRAM`), OSC 99 for kitty (`$TERM` xterm-kitty),
+    nothing elsewhere (tmux, screen and the rest would print it or drop it). The task has every character of the
+    rule removed (a newline or a tab becomes a space), is cut to 100 characters and follows "Chock: ", so the
+    notification never reads as ConEmu's `OSC 9;4;…` progress report and holds nothing a terminal acts on."""
+    program, term = os.environ.get("TERM_PROGRAM", ""), os.environ.get("TERM", "")
+    plain = _pattern(False).sub("", re.sub("[\t\n]+", " ", task)).strip()[:100]
+    if program in ("iTerm.app", "WezTerm", "ghostty"):
+        return f"\x1b]9;Chock: approval needed: {plain}\x07"
+    if "kitty" in term:
+        return f"\x1b]99;;Chock: approval needed: {plain}\x1b\\"
+    return ""
 
 
 def shown(text: object, stream: TextIO | None = None, *, one_line: bool = False) -> str:

@@ -38,7 +38,7 @@ UNITS = ("chock.socket", "chock.service", "chock-serve.socket", "chock-serve.ser
 # The Debian packages of the Python libraries Chock imports, plus the sandbox and git.
 RUNTIME = {
     "python3-click", "python3-keyring", "python3-secretstorage", "python3-jeepney", "python3-systemd",
-    "python3-sdnotify", "python3-httpx", "python3-aiohttp", "bubblewrap", "git",
+    "python3-sdnotify", "python3-httpx", "python3-aiohttp", "python3-rich", "bubblewrap", "git",
 }  # fmt: skip
 COMPLETIONS = {
     "bash": "/usr/share/bash-completion/completions/chock",

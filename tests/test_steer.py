@@ -250,7 +250,10 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
     replay_config(home, ATTACHED, shell="ask")
     daemon = daemons.start()
     session_id = daemon.client.call(dp.StartRequest(project, "attach to me")).session_id
-    terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
+    # (no spinner: its frames share lines with what the view shows, which is compared line by line below)
+    terminal = Terminal.chock(
+        home, "attach", session_id, "--daemon", daemon.address, "--progress", "never", cwd=project
+    )
     try:
         terminal.wait_for("y/n?")
         terminal.type("y\r")
@@ -264,7 +267,7 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
     events = home.events(session_id)
     assert events[-1]["reason"] == "completed"
     notes = ("y/n?", "(attached to session", "(the daemon went away", "(connected again)")
-    plain = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in terminal.lines()]
+    plain = [re.sub(r"\x1b\[[0-9;]*m|\x07", "", line) for line in terminal.lines()]  # (styles, the bell)
     shown = [line for line in plain if line.strip() and not line.strip().startswith(notes)]
     assert shown == [line for line in _rendered(events) if line.strip()]  # no gap, no repeat, the same lines
 

@@ -125,12 +125,17 @@ REPLAY = [
     {"text": "Done.", "tool_calls": []},
 ]  # fmt: skip
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # Chock's own styling
+# Chock's own spinner (a frame, the spaces that clear it) and bell (chock/session/spinner.py)
+SPINNER = re.compile("\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n]*|\r +\r|\x07")
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\u2028\u2029]")
 
 
 def visible(terminal: Terminal) -> str:
-    """What reached the pty with Chock's own SGR removed; the pty's `\\r\\n` as `\\n`."""
-    return SGR.sub("", terminal.text()).replace("\r\n", "\n")
+    """What reached the pty with Chock's own SGR, spinner and bells removed; the pty's `\\r\\n` as `\\n`. A
+    bell is Chock's only where a person is asked: no more of them than prompts."""
+    screen = terminal.text()
+    assert screen.count("\x07") <= screen.count("[y/N]") + screen.count("y/n?"), screen
+    return SPINNER.sub("", SGR.sub("", screen).replace("\r\n", "\n"))
 
 
 def assert_escaped(terminal: Terminal, surface: str, *, times: int = 1, joined: bool = False) -> None:

@@ -17,7 +17,7 @@ import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from chock.commands.targets import SteerFailed, ask
 from chock.control import daemon_protocol as dp
@@ -25,6 +25,9 @@ from chock.control.client import ControlClient, expect
 from chock.control.framing import ProtocolError, Unreachable
 from chock.errors import EXIT_FAILED, ChockError
 from chock.terminal import shown
+
+if TYPE_CHECKING:
+    from chock.session.render import TerminalView
 
 # How long after a dropped watch attach asks again (a restarting daemon is back within a second or two).
 RETRY_SECONDS = 0.5
@@ -157,7 +160,7 @@ class Attached:
 
 
 def attach(
-    client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None], out: TextIO,
+    client: ControlClient, project: Path, session_id: str, render: TerminalView, out: TextIO,
     keyboard: int | None, *, again: str | None = None,
 ) -> int:  # fmt: skip
     """Show the session until it is over for this view; returns the exit code (0 when left with Ctrl-C). `again`
@@ -166,8 +169,7 @@ def attach(
     def say(text: str) -> None:
         """A line of attach's own; what it quotes (a daemon's reply, a tool's name) is made safe with it."""
         text = shown(text, out)
-        out.write(text if text.endswith(" ") else text + "\n")
-        out.flush()
+        render.line(text if text.endswith(" ") else text + "\n")  # through the view's screen: after its spinner
 
     view = Attached(client, project, session_id, render, say)
     watch = _Watch(client, project, session_id)
@@ -212,5 +214,6 @@ def attach(
     finally:
         signal.signal(signal.SIGINT, previous)
         watch.done.set()
+        render.close()
     say(f"\nleft session {session_id}; it keeps running (`chock attach {again or session_id}` comes back)")
     return 0

@@ -12,7 +12,7 @@ from chock.commands.rules import command, options, pass_layout
 from chock.commands.shared_options import DAEMON_OPTIONS
 from chock.control.address import named_address
 from chock.paths import Layout
-from chock.terminal import shown
+from chock.terminal import colour, shown
 
 
 @command()
@@ -97,11 +97,9 @@ def doctor(layout: Layout, daemon_address: tuple[str, ...], port: int | None) ->
 
     findings = examine(layout, named_address(daemon_address, port=port, acting="chock doctor"))
     for finding in findings:
-        mark = (
-            click.style("ok ", fg="green")
-            if finding.ok
-            else click.style("no ", fg="red" if finding.essential else "yellow")
-        )
+        mark = "ok " if finding.ok else "no "
+        if colour():  # (never with $NO_COLOR: chock.terminal decides)
+            mark = click.style(mark, fg="green" if finding.ok else "red" if finding.essential else "yellow")
         # A finding quotes what it met (a daemon's refusal, a path, a store's words): shown safe, one line each.
         click.echo(f"{mark} {finding.name:<17} {shown(finding.detail, one_line=True)}")
         if not finding.ok and finding.fix:

@@ -21,6 +21,7 @@ from chock.commands.completion import host_names
 from chock.control.address import ENVIRONMENT
 from chock.errors import UsageError
 from chock.paths import Layout
+from chock.terminal import COLOR_CHOICES, PROGRESS_CHOICES, choose_colour, choose_progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -187,3 +188,27 @@ def project_root(project: Path | None) -> Path:
     from chock.project import find_root
 
     return find_root(project or Path.cwd())
+
+
+def view_options(function: F) -> F:
+    """`--color` and `--progress`, as the commands that show a session take them: each sets what
+    `chock.terminal` decides from (docs/architecture.md#what-reaches-a-terminal)."""
+    progress = click.option(
+        "--progress",
+        type=click.Choice(PROGRESS_CHOICES),
+        default="auto",
+        show_default=True,
+        expose_value=False,
+        callback=lambda ctx, param, value: choose_progress(value),
+        help="A spinner with the elapsed time while a model call or a tool runs (auto: at a terminal).",
+    )
+    color = click.option(
+        "--color",
+        type=click.Choice(COLOR_CHOICES),
+        default="auto",
+        show_default=True,
+        expose_value=False,
+        callback=lambda ctx, param, value: choose_colour(value),
+        help="Colour and styles; beats $NO_COLOR (auto: none with $NO_COLOR, else at a terminal).",
+    )
+    return color(progress(function))

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from chock.commands.completion import instance_names, session_ids
-from chock.commands.rules import command, options, pass_layout
+from chock.commands.rules import command, options, pass_layout, view_options
 from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED
 from chock.errors import EXIT_INTERRUPTED, exit_status
 from chock.paths import Layout, is_session_id
@@ -35,6 +35,7 @@ from chock.paths import Layout, is_session_id
 @click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
 @click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
 @options((JSON,))
+@view_options
 @click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
 @click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
 @pass_layout
@@ -92,7 +93,12 @@ def run(
     from chock.platform.journal import session_records
 
     with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
-        sys.exit(run_session(layout, request, renderer))
+        try:
+            code = run_session(layout, request, renderer)
+        finally:
+            if isinstance(renderer, render.TerminalView):
+                renderer.close()  # the spinner's line cleared before anything else is printed
+        sys.exit(code)
 
 
 def _looks_like_session_id(text: str) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from chock.commands.completion import first_session_id, session_ids
-from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root
+from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root, view_options
 from chock.commands.shared_options import DAEMON_OPTIONS, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
 from chock.errors import exit_status
@@ -74,6 +74,7 @@ def say(
 @command(epilog=exit_status("attach"))
 @click.argument("session", required=False, shell_complete=session_ids)
 @options(PROJECT_OPTIONS)
+@view_options
 @pass_layout
 def attach(
     layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None

@@ -46,6 +46,33 @@ test("renders what it rendered before", () => {
   for (const [text, html] of RENDERED) assert.equal(render(text), html, `rendering ${JSON.stringify(text)}`);
 });
 
+// What it got wrong before (issue 24): 11 of these failed against the renderer before; the other two guard what
+// must stay so (an entity in code is code, a definition in a fence is code).
+const FIXED = [
+  ["Title\n=====\n\nSub\n---\nafter", "<h3>Title</h3><h4>Sub</h4><p>after</p>"],
+  ["two lines\nof a title\n===", "<h3>two lines\nof a title</h3>"],
+  ["a &lt; b &amp;&amp; c &gt; d &#169; &#x2014; &#0; &bogus;", "<p>a &lt; b &amp;&amp; c &gt; d © — \ufffd &amp;bogus;</p>"],
+  ["`&lt;` stays in code", "<p><code>&amp;lt;</code> stays in code</p>"],
+  ["&lt;img src=x onerror=alert(1)&gt;", "<p>&lt;img src=x onerror=alert(1)&gt;</p>"],
+  ["***x*** and ***two words***", "<p><em><strong>x</strong></em> and <em><strong>two words</strong></em></p>"],
+  ["- [ ] to do\n- [x] done\n- [X] also",
+    '<ul><li class="task"><span class="check" title="to do">☐</span><p>to do</p></li>'
+    + '<li class="task"><span class="check done" title="done">☑</span><p>done</p></li>'
+    + '<li class="task"><span class="check done" title="done">☑</span><p>also</p></li></ul>'],
+  ["[the docs][Docs], [docs][] and [docs]; [unknown]\n\n[docs]: https://docs.test/a \"Title\"",
+    `<p>${A("https://docs.test/a", "the docs")}, ${A("https://docs.test/a", "docs")} and ${A("https://docs.test/a", "docs")}; [unknown]</p>`],
+  ["[run][x]\n\n[x]: javascript:alert(1)", '<p><span class="not-a-link" title="javascript:alert(1)">run</span></p>'],
+  ["```\n[x]: https://in.code\n```\n[x]", '<pre class="code"><code>[x]: https://in.code</code></pre><p>[x]</p>'],
+  ["1. one\n  - nested under it\n2. two",
+    "<ol><li><p>one</p><ul><li><p>nested under it</p></li></ul></li><li><p>two</p></li></ol>"],
+  ["- a\n\t- tab nested\n - sibling", "<ul><li><p>a</p><ul><li><p>tab nested</p></li></ul></li><li><p>sibling</p></li></ul>"],
+  ["```a `` b``` and ``x ` y``", "<p><code>a `` b</code> and <code>x ` y</code></p>"],
+];
+
+test("renders setext headings, entities, ***x***, task lists, reference links, nested lists, code spans with backticks", () => {
+  for (const [text, html] of FIXED) assert.equal(render(text), html, `rendering ${JSON.stringify(text)}`);
+});
+
 // Each adversarial text against plain text of the same length rendered in the same run: a renderer that goes
 // back over the rest of the line at each delimiter takes thousands of times as long on these.
 const SIZE = 120_000;
@@ -64,6 +91,11 @@ const ADVERSARIAL = {
   "60 K quote lines": "> x\n".repeat(60_000),
   "60 K nested items": "- ".repeat(60_000) + "x",
   "60 K item lines": "- x\n".repeat(60_000),
+  "reference-like brackets": fill("[a][b] [c][ "),
+  "unclosed entities": fill("&#1 &lt"),
+  "unclosed strong emphasis": fill("***a "),
+  "60 K definitions": "[a]: https://x.test\n".repeat(60_000) + "[a]",
+  "60 K setext lines": "a\n=\n".repeat(60_000),
 };
 
 function took(text) {

@@ -6,6 +6,7 @@
 //   sessions.js  the session list over every host, the project opened on a host, which session is open
 //   session.js   one session's view: the event stream, each event applied once and in order
 //   timeline.js  what each event type shows (`RENDER`)
+//   progress.js  what the open session does now and for how long, and how long it has run
 //   markdown.js  assistant text as Markdown, built from DOM nodes: nothing a model wrote is parsed as HTML
 //   diff.js      a file change, line by line
 //   steering.js  Stop, Remove and the message box of the open session
@@ -69,6 +70,7 @@ async function boot() {
   if (wanted.session) openSession(host, wanted.session, project);
   health();
   setInterval(health, HEALTH_EVERY_MS);
+  setInterval(() => page.view.progress?.tick(), 1000); // the open session's times
 }
 
 boot();

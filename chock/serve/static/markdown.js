@@ -5,18 +5,66 @@
 import { el } from "./dom.js";
 
 const LINK_SCHEMES = new Set(["http:", "https:", "mailto:"]);
-const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)/;
+// A backtick fence's info string holds no backtick: "```a `` b``` c" is a line of code spans, not a fence.
+const FENCE = /^ {0,3}(`{3,}(?=[^`]*$)|~{3,})\s*([^`\s]*)/;
 const HEADING = /^ {0,3}(#{1,6})\s+/; // the text after it, less a closing run of #s (`heading`)
 const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
 const QUOTE = /^ {0,3}> ?/;
 const ITEM = /^( *)([-*+]|\d{1,9}[.)])\s+/;
+const SETEXT = /^ {0,3}(=+|-+)\s*$/; // under a paragraph's lines: they are a heading
+const TASK = /^\[([ xX])\]\s+/; // a list item's first line: a task, done or not
+// A link reference definition, `[label]: address "title"`, on a line of its own.
+const DEFINITION = /^ {0,3}\[([^\]\n]{1,999})\]:\s*<?([^\s<>]+)>?(?:\s+(?:"[^"]*"|'[^']*'|\([^()]*\)))?\s*$/;
 const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$/;
+
+// The text's link reference definitions while it renders (`markdown` is synchronous and not reentrant).
+let references = new Map();
 
 /** The DocumentFragment `text` renders to. */
 export function markdown(text) {
   const root = document.createDocumentFragment();
-  blocks(String(text).replace(/\r\n?/g, "\n").split("\n"), root);
+  const lines = String(text).replace(/\r\n?/g, "\n").split("\n").map(expandTabs);
+  references = definitions(lines);
+  try {
+    blocks(lines.filter((line) => line !== DEFINED), root);
+  } finally {
+    references = new Map();
+  }
   return root;
+}
+
+// A line's leading tabs as spaces to the next multiple of 4, so that a tab-indented item nests.
+function expandTabs(line) {
+  if (!line.startsWith("\t") && !/^ {1,3}\t/.test(line)) return line;
+  let width = 0;
+  let i = 0;
+  for (; i < line.length && (line[i] === " " || line[i] === "\t"); i += 1) width = line[i] === "\t" ? width + 4 - (width % 4) : width + 1;
+  return " ".repeat(width) + line.slice(i);
+}
+
+const label = (text) => text.trim().replace(/\s+/g, " ").toLowerCase();
+const DEFINED = {}; // what a definition's line is replaced with: no line at all
+
+// The definitions outside fenced code, the first of each label kept; each one's line becomes DEFINED.
+function definitions(lines) {
+  const found = new Map();
+  let fence = null;
+  for (let i = 0; i < lines.length; i += 1) {
+    const m = FENCE.exec(lines[i]);
+    if (fence) {
+      const closing = lines[i].trim();
+      if (closing.length >= fence.length && closing === fence[0].repeat(closing.length)) fence = null;
+    } else if (m) {
+      fence = m[1];
+    } else {
+      const d = DEFINITION.exec(lines[i]);
+      if (d && (i === 0 || lines[i - 1] === DEFINED || !lines[i - 1].trim())) { // (never inside a paragraph)
+        if (!found.has(label(d[1]))) found.set(label(d[1]), d[2]);
+        lines[i] = DEFINED;
+      }
+    }
+  }
+  return found;
 }
 
 // A heading's text: what follows its #s, less trailing space and a closing run of #s after a space.
@@ -82,10 +130,17 @@ function blocks(lines, parent, depth = 0) {
       i = table(lines, i, parent);
     } else {
       const body = [];
-      for (; i < lines.length && lines[i].trim() && (!body.length || !startsBlock(lines[i])); i += 1) {
+      let level = 0;
+      for (; i < lines.length && lines[i].trim(); i += 1) {
+        if (body.length && (m = SETEXT.exec(lines[i]))) { // "Title" over "===" (or "---"): a heading
+          level = m[1][0] === "=" ? 1 : 2;
+          i += 1;
+          break;
+        }
+        if (body.length && startsBlock(lines[i])) break;
         body.push(lines[i].trim());
       }
-      parent.append(inline(body.join("\n"), el("p")));
+      parent.append(inline(body.join("\n"), el(level ? `h${level + 2}` : "p")));
     }
   }
 }
@@ -96,12 +151,14 @@ function list(lines, i, parent, depth) {
   const ordered = /\d/.test(first[2]);
   const node = el(ordered ? "ol" : "ul");
   if (ordered && parseInt(first[2], 10) !== 1) node.start = parseInt(first[2], 10);
+  // An item one space further in is a sibling; two or more, a nested list, even short of the item's text
+  // ("1. a" over "  - b"): what the writer meant, where CommonMark would start a list of its own.
   const sibling = (line) => {
     const m = ITEM.exec(line);
-    return m && m[1].length === indent && /\d/.test(m[2]) === ordered;
+    return m && m[1].length >= indent && m[1].length <= indent + 1 && /\d/.test(m[2]) === ordered;
   };
   while (i < lines.length && sibling(lines[i])) {
-    const width = ITEM.exec(lines[i])[0].length;
+    let width = ITEM.exec(lines[i])[0].length;
     const body = [lines[i].slice(width)];
     for (i += 1; i < lines.length; i += 1) {
       const line = lines[i];
@@ -111,13 +168,22 @@ function list(lines, i, parent, depth) {
         else break;
       } else if (indentOf(line) >= width) {
         body.push(line.slice(width));
+      } else if (ITEM.test(line) && indentOf(line) >= indent + 2) {
+        width = indentOf(line); // a nested list short of the item's text: the item's text column from here
+        body.push(line.slice(width));
       } else if (!startsBlock(line) && body[body.length - 1].trim()) {
         body.push(line.trim()); // a lazy continuation of its paragraph
       } else {
         break;
       }
     }
-    const item = el("li");
+    const task = TASK.exec(body[0]);
+    const item = el("li", task ? { class: "task" } : {});
+    if (task) { // "- [x] done": a mark, not a checkbox anyone could tick
+      const done = task[1] !== " ";
+      item.append(el("span", { class: done ? "check done" : "check", text: done ? "☑" : "☐", title: done ? "done" : "to do" }));
+      body[0] = body[0].slice(task[0].length);
+    }
     blocks(body, item, depth + 1);
     node.append(item);
     const next = nextFilled(lines, i);
@@ -266,6 +332,25 @@ function address(c, at) {
   return m ? [m[1], URL_TEXT.lastIndex] : null;
 }
 
+// A link by reference after its text `[…]` (from `open` to `end`): [address, end] when its label is defined.
+function reference(c, open, end) {
+  const t = c.text;
+  let name = t.slice(open + 1, end);
+  let after = end + 1;
+  if (t[after] === "[") {
+    const close = c.next("]", (k) => t[k] === "]", after + 1);
+    if (close < 0 || close >= c.newline(after)) return null;
+    if (close > after + 1) name = t.slice(after + 1, close);
+    after = close + 1;
+  }
+  const href = references.get(label(name));
+  return href === undefined ? null : [href, after];
+}
+
+const ENTITY = /&(?:#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6})|(lt|gt|amp|quot|apos|nbsp|copy|reg|trade|hellip|mdash|ndash|larr|rarr|times|middot|laquo|raquo));/y;
+const ENTITIES = { lt: "<", gt: ">", amp: "&", quot: '"', apos: "'", nbsp: "\u00a0", copy: "©", reg: "®", trade: "™",
+  hellip: "…", mdash: "—", ndash: "–", larr: "←", rarr: "→", times: "×", middot: "·", laquo: "«", raquo: "»" };
+
 function stripCode(code) {
   return code.length > 2 && code[0] === " " && code[code.length - 1] === " " && code.trim() ? code.slice(1, -1) : code;
 }
@@ -296,13 +381,23 @@ const INLINE = [
     const alt = t.slice(i + 2, end);
     return [target[1], (out) => out.append(link(target[0], [`image: ${alt || target[0]}`], "image-link"))];
   },
-  (c, i, depth) => { // [text](address)
+  (c, i, depth) => { // [text](address), or by reference: [text][label], [label][], [label]
     if (c.text[i] !== "[") return null;
     const end = linkText(c, i + 1);
-    const target = end < 0 ? null : address(c, end + 1);
+    const target = end < 0 ? null : address(c, end + 1) || reference(c, i, end);
     if (!target) return null;
     const text = c.text.slice(i + 1, end);
     return [target[1], (out) => out.append(link(target[0], [inline(text, document.createDocumentFragment(), depth + 1)]))];
+  },
+  (c, i) => { // &lt;, &amp;, &#169;, &#x2014;: the character, as text
+    if (c.text[i] !== "&") return null;
+    ENTITY.lastIndex = i;
+    const m = ENTITY.exec(c.text);
+    if (!m) return null;
+    const code = m[1] ? parseInt(m[1], 10) : m[2] ? parseInt(m[2], 16) : null;
+    const char = code === null ? ENTITIES[m[3]]
+      : code === 0 || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff) ? "\ufffd" : String.fromCodePoint(code);
+    return [ENTITY.lastIndex, (out) => out.append(char)];
   },
   (c, i) => {
     if (c.text[i] !== "<") return null;
@@ -316,6 +411,12 @@ const INLINE = [
     BARE_URL.lastIndex = i;
     const m = BARE_URL.exec(t);
     return m ? [BARE_URL.lastIndex, (out) => out.append(link(m[0], [m[0]]))] : null;
+  },
+  (c, i, depth) => { // ***strong emphasis***
+    const t = c.text;
+    const found = t[i] === "*" && delimited(c, i, "***", (x) => notSpace(x) && x !== "*",
+      (p) => notSpace(t[p - 1]) && t[p - 1] !== "*", "***");
+    return found ? [found[1], (out) => out.append(el("em", {}, inline(found[0], el("strong"), depth + 1)))] : null;
   },
   (c, i, depth) => { // **strong** or __strong__
     const t = c.text;

@@ -5,6 +5,7 @@
 import { paths } from "./api.js";
 import { $, el } from "./dom.js";
 import { rowKey } from "./hosts.js";
+import { Progress } from "./progress.js";
 import { debug, page, state } from "./state.js";
 import { steering } from "./steering.js";
 import { RENDER } from "./timeline.js";
@@ -53,6 +54,9 @@ export class SessionView {
     const known = state.rows.get(rowKey(host, id));
     $("session-task").textContent = known?.message || "";
     $("session-usage").textContent = "";
+    $("session-elapsed").textContent = "";
+    $("session-activity").hidden = true;
+    this.progress = new Progress(this.tools); // what it does now, and for how long
     $("plan").hidden = true;
     $("plan-steps").replaceChildren();
     steering.reset();
@@ -163,6 +167,7 @@ export class SessionView {
     if (!render) return; // a type this page does not know: nothing to show
     try {
       render.call(this, event);
+      this.progress.take(event);
     } catch (error) {
       console.warn(`event ${id} (${event.type}) could not be shown:`, error); // the next one may be
     }
