@@ -81,10 +81,14 @@ def run(
         for_daemon=for_daemon or after_reboot, after_reboot=after_reboot,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
+    from chock.entry import exit_now
     from chock.platform.journal import session_records
 
-    with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
-        sys.exit(run_session(layout, request, renderer))
+    try:
+        with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
+            sys.exit(run_session(layout, request, renderer))
+    except SystemExit as ended:  # the log is released: what is left is the interpreter's teardown, skipped
+        exit_now(ended.code)
 
 
 def _looks_like_session_id(text: str) -> bool:

@@ -33,6 +33,7 @@ from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
 from chock.session import instructions, reaper, sandbox, workspace
+from chock.session.hostgit import Repo
 from chock.session.ports import Ports, Sandboxed, SystemClock, ToolRunner
 from chock.session.runner import Session, Settings
 from chock.session.sockets import SessionSockets
@@ -62,6 +63,8 @@ class _Prepared:
     credential: str | None
     bwrap: str
     replay_entries: list[dict[str, Any]] | None
+    repo: Repo  # the project's, looked up once (workspace.open_project)
+    head: str  # the commit the project's HEAD named then: where a new session starts
 
 
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
@@ -136,7 +139,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:
     config = load_config(layout.config)
-    root = workspace.project_root(project or request.project or Path.cwd())
+    found = workspace.open_project(project or request.project or Path.cwd())
     instance = instances.resolve(layout, config, instance_name)
     replay_entries = None
     if instance.kind == "replay":
@@ -149,7 +152,7 @@ def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance
         raise Refused(str(error)) from None
     bwrap = sandbox.find_bwrap()
     sandbox.check_bwrap(bwrap)
-    return _Prepared(config, root, instance, credential, bwrap, replay_entries)
+    return _Prepared(config, found.root, instance, credential, bwrap, replay_entries, found.repo, found.head)
 
 
 def _begin(layout: Layout, request: RunRequest) -> _Opening:
@@ -159,8 +162,8 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
         raise UsageError("chock run needs a task: give it as an argument or on standard input")
     session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
     # The session starts from the commit HEAD names now; the project's instructions are read from that commit.
-    repo, commit = workspace.head(prepared.project)
-    found = instructions.read(repo, commit)
+    commit = prepared.head
+    found = instructions.read(prepared.repo, commit)
     said = {"instructions": found.text} if found.text else {}
     if found.note:
         said["instructions_note"] = found.note
@@ -354,7 +357,7 @@ def _place(
             workspace.remove(
                 workspace.recorded(prepared.project, session_id, Path(state.workspace), state.workspace_admin)
             )
-        worktree, commit = workspace.create(prepared.project, directory, f"chock/{session_id}", start=start)
+        worktree, commit = workspace.create(prepared.repo, directory, f"chock/{session_id}", start=start)
         if request.allow_dirty:
             workspace.copy_dirty(prepared.project, directory)
     else:  # a linked worktree records nothing about the process that made it: taking it costs no git command
