@@ -237,6 +237,23 @@ def test_etc_is_there_without_what_other_users_cannot_read(box: Sandbox) -> None
             assert fails(box, f"touch {path}/x"), path
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes a file in /etc")
+def test_etc_masks_follow_a_file_that_appears_or_vanishes_between_calls(box: Sandbox) -> None:
+    """The masks are walked once and kept: a secret file added to /etc after the first call is hidden from the
+    next, and a masked file that vanished (a lock file `useradd` removed) does not make bwrap fail."""
+    assert "root:" in ok(box, "cat /etc/passwd")  # the masks are known now
+    secret = Path("/etc") / f"chock-test-secret-{os.getpid()}"
+    try:
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"hidden\n")
+        os.close(fd)
+        assert fails(box, f"cat {secret}")
+        secret.unlink()
+        assert ok(box, "echo still runs") == "still runs\n"
+    finally:
+        secret.unlink(missing_ok=True)
+
+
 def test_writes_land_in_the_workspace_home_and_private_tmp_only(box: Sandbox, project: Path, layout: Layout) -> None:
     git_dir = box.git_dir
     for target in (
