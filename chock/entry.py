@@ -12,11 +12,9 @@ way a command ran, it ends as click ends one: a refusal is `chock: <message>` an
 
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn
 
 # The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`
 # (chock.commands.rules.Table; its click twin is made from the same module by `table_group`).
@@ -71,19 +69,3 @@ def _ended(run: Callable[[], int]) -> int:
         # Whoever read our output stopped: say nothing more, and let no flush at exit complain about it.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-
-
-def exit_now(code: object) -> NoReturn:
-    """End the process as `sys.exit(code)` would, without the interpreter's teardown (60–65 ms of freeing
-    modules after a session's end): the atexit handlers run first (the journal's flush), then stdout and
-    stderr are flushed. Only for a process whose files are closed or written with os.write (a session's log)."""
-    if code is not None and not isinstance(code, int):
-        raise SystemExit(code)  # a message to print: the ordinary exit prints it
-    status = code or 0
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            status = status or 120  # what the interpreter exits with when its last flush fails
-    os._exit(status)

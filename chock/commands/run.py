@@ -55,7 +55,7 @@ def run(
 ) -> None:
     """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
     from chock.session import render
-    from chock.session.start import RunRequest
+    from chock.session.start import RunRequest, exit_now
     from chock.session.start import run as run_session
 
     if continue_id and message is None and not _looks_like_session_id(continue_id):
@@ -81,7 +81,6 @@ def run(
         for_daemon=for_daemon or after_reboot, after_reboot=after_reboot,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
-    from chock.entry import exit_now
     from chock.platform.journal import session_records
 
     try:

@@ -350,6 +350,22 @@ class LineBuffer:
             raise self._failed
         return None
 
+    def take_lines(self, most: int) -> list[str | ProtocolError]:
+        """Up to `most` complete lines (or their errors) at once, as `next_line` would give them one by one."""
+        taken: list[str | ProtocolError] = []
+        while self._lines and len(taken) < most:
+            taken.append(self._lines.popleft())
+        return taken
+
+    def give_back(self, lines: list[str | ProtocolError]) -> None:
+        """Lines `take_lines` gave, put back first, in their order."""
+        self._lines.extendleft(reversed(lines))
+
+    @property
+    def complete(self) -> int:
+        """How many complete lines are held."""
+        return len(self._lines)
+
     @property
     def partial(self) -> bool:
         """Whether bytes of an unfinished line are held (at end of file: a request cut short)."""
