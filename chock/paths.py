@@ -6,6 +6,7 @@ Every path a client hands us that names a session goes through `check_session_id
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -69,6 +70,24 @@ def new_session_id(now: float | None = None) -> str:
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
     return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """Write `path` whole and atomically (a temporary file beside it, renamed over it; mode FILE_MODE), so a
+    reader never sees half of it. A failure leaves the old file and no temporary behind (and is not raised:
+    the status records written this way are for people to read, never worth stopping a service for)."""
+    directory, name = os.path.split(path)
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def ensure_dir(path: P) -> P:
@@ -263,6 +282,11 @@ class Layout:
     @property
     def serve_socket(self) -> Path:
         return self.state / "serve.sock"
+
+    @property
+    def serve_status_text(self) -> str:
+        """Where serve says where it listens (`serve-status.json`), as `daemon-status.json` says the daemon's."""
+        return os.path.join(self.state_dir, "serve-status.json")
 
     # Data dir -------------------------------------------------------------------------------------
 

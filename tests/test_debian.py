@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -289,3 +290,37 @@ def test_the_installed_package_is_a_socket_activated_user_service(installed: Pat
         assert seen[-1]["type"] == "session.end" and seen[-1]["reason"] == "completed"
         assert [e["id"] for e in seen] == list(range(1, len(seen) + 1))
         assert manager.unit_state("chock.service") == "active"
+
+
+def test_daemon_install_leaves_the_packages_enabled_units_working(installed: Path):
+    """A pip/venv `chock daemon install` on a machine with the package explains instead of shadowing its
+    units; written anyway (--over-package), its uninstall gives back what the person had enabled, and takes
+    back only what `chock daemon start` enabled."""
+    from chock.control.client import ControlClient
+    from tests.fakes.systemd_user import user_manager
+
+    venv_chock = str(Path(sys.executable).parent / "chock")
+    with user_manager() as manager:
+        wants = manager.unit_dir / "sockets.target.wants"
+        manager.systemctl("enable", "--now", "chock.socket")  # the person's, the package's unit
+        refused = manager.run([venv_chock, "daemon", "install"], check=False)
+        assert refused.returncode == 1 and "already installed system-wide" in refused.stderr, refused.stderr
+        assert "--over-package" in refused.stderr
+        assert not (manager.unit_dir / "chock.socket").exists()  # nothing written
+        address = f"unix:{manager.home}/.local/state/chock/daemon.sock"
+        assert ControlClient(address).ping() == 1  # the package's daemon, started by its socket
+
+        manager.run([venv_chock, "daemon", "install", "--over-package"])
+        manager.run([venv_chock, "daemon", "start"])  # enables chock-serve.socket too: that one is ours
+        assert manager.show("chock.socket", "FragmentPath")["FragmentPath"] == str(manager.unit_dir / "chock.socket")
+        said = manager.run([venv_chock, "daemon", "uninstall"]).stdout
+        assert "listening again: chock.socket" in said, said
+
+        assert manager.show("chock.socket", "FragmentPath")["FragmentPath"] == "/usr/lib/systemd/user/chock.socket"
+        assert manager.systemctl("is-enabled", "chock.socket", check=False).stdout.strip() == "enabled"
+        assert manager.unit_state("chock.socket") == "active"
+        assert os.readlink(wants / "chock.socket") == "/usr/lib/systemd/user/chock.socket"
+        assert not os.path.lexists(wants / "chock-serve.socket")  # what `daemon start` enabled is taken back
+        manager.systemctl("stop", "chock.service", check=False)  # whichever chock answered before
+        assert ControlClient(address).ping() == 1  # the package's socket starts the package's daemon again
+        assert manager.show("chock.service", "ExecStart")["ExecStart"].find("/usr/bin/chock") >= 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,3 +73,25 @@ def test_doctor_finds_the_journal_and_prints_the_lines_that_read_chocks_records(
         "journalctl --user -u chock-serve.service",
         "journalctl --user -t chock-session CHOCK_SESSION=<id>",
     ]
+
+
+def test_doctor_checks_serve_where_it_listens_and_gives_the_fix_that_fits(home, daemon):
+    """A serve on TCP says where in serve-status.json, and doctor asks it there; once it stopped, doctor is back
+    to the socket unit's path and fix."""
+    home.write_config('.{ .credentials = .{ .store = "file" } }\n')
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "chock", "serve", "--daemon", daemon.address, "--host", "127.0.0.1", "--port", "0"],
+        env=home.env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = serve.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:"), url
+        line = _line(_doctor(home, CHOCK_DAEMON=daemon.address).stdout, "serve")
+        assert line.startswith("ok ") and f"{url}: HTTP/1.1 200" in line, line
+    finally:
+        serve.terminate()
+        assert serve.wait(20) == 0
+    output = _doctor(home, CHOCK_DAEMON=daemon.address).stdout
+    line = _line(output, "serve")
+    assert line.startswith("no ") and "serve.sock" in line and url not in line, output
+    assert "systemctl --user start chock-serve.socket" in output

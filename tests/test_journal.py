@@ -111,7 +111,7 @@ def test_the_service_and_its_sessions_record_to_the_journal(tmp_path: Path) -> N
         (config / "config.zon").write_text('.{ .credentials = .{ .store = "file" } }\n')
         manager.run([CHOCK, "login", "--provider", f"openai-compat={fake.address}", "--name", "local",
                      "--model", "m1", "--password-method", "stdin"], input=KEY + "\n")  # fmt: skip
-        manager.run([CHOCK, "daemon", "install"])
+        manager.run([CHOCK, "daemon", "install", "--over-package"])
         manager.systemctl("start", "chock.socket", "chock-serve.socket")
 
         state = home / ".local" / "state" / "chock"
@@ -157,6 +157,13 @@ def test_the_service_and_its_sessions_record_to_the_journal(tmp_path: Path) -> N
         assert (child_ended["CHOCK_EXIT_CODE"], child_ended["CHOCK_REASON"]) == ("0", "completed")
         assert serve["listening"][0]["CHOCK_ADDRESSES"] == f"unix:{state / 'serve.sock'}"
         assert serve["request.forbidden"][0]["CHOCK_PEER_UID"] == str(NOBODY)
+        # Each record names the code that made it (through a helper that records for its caller, that
+        # caller), never the journal module that sent it.
+        where = {(record["CODE_FILE"].rpartition("/chock/")[2], record["CODE_FUNC"]) for record in (spawned, running)}
+        assert where == {("daemon/children.py", "_spawn"), ("commands/run.py", "run")}, where
+        assert forbidden["CODE_FILE"].endswith("/chock/daemon/accepted.py"), forbidden["CODE_FILE"]
+        assert serve["listening"][0]["CODE_FILE"].endswith("/chock/serve/app.py")
+        assert int(spawned["CODE_LINE"]) > 0
 
         # Nothing of the session's content and no credential, in any record of the journal.
         everything = json.dumps([fields(entry) for entry in manager.journal()])

@@ -51,7 +51,7 @@ def _events(home: Path, session_id: str) -> list[dict]:
 def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_its_restart(manager):
     home = manager.home
     project = _prepare_home(home, LONG_SESSION)
-    installed = manager.run([CHOCK, "daemon", "install"])
+    installed = manager.run([CHOCK, "daemon", "install", "--over-package"])
     assert "chock.socket" in installed.stdout
     unit = (manager.unit_dir / "chock.service").read_text()
     assert f"ExecStart={CHOCK} daemon --idle-exit 600" in unit  # this installation's chock, not /usr/bin's
@@ -94,7 +94,7 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
 def test_an_idle_daemon_exits_and_the_next_connect_starts_it_again(manager):
     home = manager.home
     _prepare_home(home, LONG_SESSION)
-    manager.run([CHOCK, "daemon", "install"])
+    manager.run([CHOCK, "daemon", "install", "--over-package"])
     manager.install_unit(
         "chock.service.d/idle.conf", f"[Service]\nExecStart=\nExecStart={CHOCK} daemon --idle-exit 2\n"
     )
@@ -109,7 +109,7 @@ def test_an_idle_daemon_exits_and_the_next_connect_starts_it_again(manager):
 
 
 def test_uninstall_removes_what_install_wrote(manager):
-    manager.run([CHOCK, "daemon", "install"])
+    manager.run([CHOCK, "daemon", "install", "--over-package"])
     manager.run([CHOCK, "daemon", "start"])
     manager.wait_for_state("chock.socket", "active")
     removed = manager.run([CHOCK, "daemon", "uninstall"]).stdout

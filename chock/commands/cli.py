@@ -14,7 +14,7 @@ import sys
 import click
 
 from chock import __version__
-from chock.commands import connections, machine, overview, run, service, sessions, steer, workspaces
+from chock.commands import connections, export, machine, overview, run, service, sessions, steer, workspaces
 from chock.commands.rules import Command, Subgroup
 from chock.errors import ChockError, complain
 from chock.paths import Layout
@@ -52,6 +52,7 @@ COMMANDS: tuple[click.Command, ...] = (
     sessions.sessions,
     sessions.usage,
     sessions.plan,
+    export.export,
     steer.stop,
     steer.say,
     steer.attach,

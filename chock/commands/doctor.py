@@ -5,6 +5,7 @@ Each check is one small function returning a `Finding`; none of them changes any
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -161,23 +162,66 @@ def _daemon(layout: Layout, named: Address | None = None) -> Finding:
 
 
 def _serve(layout: Layout) -> Finding:
-    path = layout.serve_socket
+    """serve wherever it listens: the listeners its `serve-status.json` names while it serves, else the
+    state dir's socket, where the socket unit listens."""
+    listeners, pid = _serve_listeners(layout)
+    if not listeners:
+        listeners = [str(layout.serve_socket)]
+    said: list[str] = []
+    failed: list[str] = []
+    for listener in listeners:
+        answer = _health(listener)
+        (said if " 200 " in f"{answer} " else failed).append(f"{listener}: {answer}")
+    if not failed:
+        return Finding("serve", True, "; ".join(said), essential=False)
+    if pid is None:
+        fix = "systemctl --user start chock-serve.socket  (or run `chock serve`)"
+    else:
+        fix = f"serve (pid {pid}) said it listens there: look at its output (journalctl --user -u chock-serve.service)"
+    return Finding("serve", False, "; ".join(failed + said), fix, essential=False)
+
+
+def _serve_listeners(layout: Layout) -> tuple[list[str], int | None]:
+    """The listeners of a serve that is running, from its record; nothing when none is (or it is gone)."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        with open(layout.serve_status_text, encoding="utf-8") as file:
+            record = json.load(file)
+        pid = int(record["pid"])
+        listeners = [str(each) for each in record["listeners"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], None
+    if record.get("state") != "serving" or not _alive(pid):
+        return [], None
+    return listeners, pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _health(listener: str) -> str:
+    """`GET /api/health` at a unix socket path or an `http://host:port/` URL: the status line, or why none."""
+    address: str | tuple[str, int]
+    if listener.startswith("http://"):
+        name = listener[len("http://") :].rstrip("/")
+        host, _, port = name.rpartition(":")
+        family, address = socket.AF_INET6 if host.startswith("[") else socket.AF_INET, (host.strip("[]"), int(port))
+    else:
+        name, family, address = "localhost", socket.AF_UNIX, listener
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(5)
-            sock.connect(str(path))
-            sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            status = sock.recv(64).split(b"\r\n", 1)[0].decode(errors="replace")
+            sock.connect(address)
+            sock.sendall(f"GET /api/health HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
+            return sock.recv(64).split(b"\r\n", 1)[0].decode(errors="replace")
     except OSError as error:
-        return Finding(
-            "serve",
-            False,
-            f"nobody answers at {path} ({error.strerror or error})",
-            "systemctl --user start chock-serve.socket  (or run `chock serve`)",
-            essential=False,
-        )
-    ok = " 200 " in f"{status} "
-    return Finding("serve", ok, f"{path}: {status}", "" if ok else "look at chock serve's output", essential=False)
+        return f"nobody answers ({error.strerror or error})"
 
 
 CHECKS: list[Callable[[Layout], Finding]] = [

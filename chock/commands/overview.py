@@ -31,6 +31,7 @@ COMMANDS = {
     "credentials": "Each instance, its address and its credential's source.",
     "daemon": "Own sessions so they outlive terminals; serve their logs.",
     "detach": "Hand a running terminal session to the daemon.",
+    "export": "A session's transcript: Markdown, self-contained HTML, or its log.",
     "doctor": "Whether each piece Chock needs works here.",
     "login": "Check a provider credential and store it.",
     "logout": "Remove an instance's stored credential.",

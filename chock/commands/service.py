@@ -23,23 +23,35 @@ daemon = table_group(
 
 
 @daemon.command("install")
+@click.option(
+    "--over-package",
+    is_flag=True,
+    help="Write them even where a package installed chock's units: yours shadow its until uninstall.",
+)
 @pass_layout
-def daemon_install(layout: Layout) -> None:
-    """Write the user units (LaunchAgents on macOS) for this installation's chock."""
+def daemon_install(layout: Layout, over_package: bool) -> None:
+    """Write the user units (LaunchAgents on macOS) for this installation's chock; where a package installed
+    them already, explain and write nothing (unless --over-package)."""
     from chock.platform import install
 
-    for path in install.install(layout):
+    for path in install.install(layout, over_package=over_package):
         click.echo(f"wrote {path}")
     click.echo("start listening with: chock daemon start  (systemctl --user enable --now chock.socket)")
 
 
 @daemon.command("uninstall")
 def daemon_uninstall() -> None:
-    """Stop the service and remove the units `chock daemon install` wrote."""
+    """Stop the service and remove the units `chock daemon install` wrote; a package's units stay as they were."""
     from chock.platform import install
 
-    for path in install.uninstall():
+    done = install.uninstall()
+    for path in done.removed:
         click.echo(f"removed {path}")
+    if not done.removed:
+        click.echo("chock daemon install wrote no units here: nothing removed")
+    if done.packaged:
+        click.echo(f"the package's units ({', '.join(done.packaged)}) stay as you had them", nl=False)
+        click.echo(f"; listening again: {', '.join(done.restarted)}" if done.restarted else "")
 
 
 @daemon.command("start")

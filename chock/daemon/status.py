@@ -23,7 +23,7 @@ import threading
 from chock.control.daemon_protocol import PROTOCOL
 from chock.errors import exit_reason
 from chock.log.events import timestamp
-from chock.paths import FILE_MODE
+from chock.paths import FILE_MODE, replace_file
 from chock.platform import journal
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
@@ -63,7 +63,7 @@ class Status:
         with self._lock:
             self._counters[name] += n
             self.dirty = True
-        journal.record(f"connection.{name}", **fields)
+        journal.record(f"connection.{name}", stacklevel=2, **fields)
 
     def gauges(self, *, active: int, watching: int, owned: list[str]) -> None:
         with self._lock:
@@ -75,7 +75,7 @@ class Status:
         with self._lock:
             self._listeners = list(addresses)
             self.dirty = True
-        journal.record("listening", addresses=", ".join(addresses))
+        journal.record("listening", stacklevel=2, addresses=", ".join(addresses))
 
     def set_state(self, state: str) -> None:
         with self._lock:
@@ -88,7 +88,7 @@ class Status:
         with self._lock:
             self._last_error = {"at": timestamp(), "where": where, "kind": kind}
             self.dirty = True
-        journal.record("error", where=where, error=kind)
+        journal.record("error", stacklevel=2, where=where, error=kind)
 
     # The files -----------------------------------------------------------------------------------
 
@@ -108,19 +108,7 @@ class Status:
             }
 
     def write(self) -> None:
-        data = (json.dumps(self.record(), indent=2) + "\n").encode()
-        directory, name = os.path.split(self.path)
-        temporary = os.path.join(directory, f".{name}.{os.getpid()}")
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+        replace_file(self.path, (json.dumps(self.record(), indent=2) + "\n").encode())
 
     def activity(self, event: str, **fields: Any) -> None:
         """Append one lifecycle line. Callers pass ids, pids, codes and verbs: never text or a path."""
@@ -142,4 +130,5 @@ def _record_activity(event: str, fields: dict[str, Any]) -> None:
         code = fields.get("exit_code")
         late = code is None and event == "session.refused"
         fields["reason"] = "it did not start in time" if late else exit_reason(code)
-    journal.record(event, "err" if event == "stop" and fields.get("reason") == "error" else None, **fields)
+    priority = "err" if event == "stop" and fields.get("reason") == "error" else None
+    journal.record(event, priority, stacklevel=3, **fields)  # the caller of `activity`

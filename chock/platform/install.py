@@ -5,10 +5,16 @@ The units are the packaged ones (`packaging/systemd/`, `packaging/launchd/`, car
 `chock/platform/units/`), with the path of the Debian package's `/usr/bin/chock` replaced by this
 installation's `chock`. Nothing here guesses: every step runs `systemctl --user` or `launchctl` and reports
 what it said.
+
+Where a package installed the units system-wide (the .deb puts them in /usr/lib/systemd/user), units written to
+`~/.config/systemd/user` would shadow them under the same names. So `install` explains and writes nothing
+unless told `over_package`, and `uninstall` never disables or stops a unit a package also provides: the person's
+`systemctl --user enable` of the package's units is theirs to undo.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +32,16 @@ SYSTEMD_SOCKETS = ("chock.socket", "chock-serve.socket")
 LAUNCHD_AGENTS = ("dev.chock.daemon", "dev.chock.serve")
 PACKAGED_CHOCK = "/usr/bin/chock"  # what the units name; rewritten for this installation
 COMMAND_TIMEOUT = 30.0
+# Where a package (or an administrator) puts user units: below ~/.config/systemd/user in systemd's search order
+# (systemd.unit(5), "User Unit Search Path").
+SYSTEM_UNIT_DIRS = (
+    "/etc/systemd/user",
+    "/usr/local/share/systemd/user",
+    "/usr/share/systemd/user",
+    "/usr/local/lib/systemd/user",
+    "/usr/lib/systemd/user",
+    "/lib/systemd/user",
+)
 
 
 class ServiceError(ChockError):
@@ -82,10 +98,24 @@ def _launchd_target(label: str = "") -> str:
     return f"gui/{os.getuid()}" + (f"/{label}" if label else "")
 
 
-def install(layout: Layout, platform: Platform | None = None) -> list[Path]:
+def packaged_units() -> dict[str, Path]:
+    """Chock's units that a package installed system-wide, by name (the first found in systemd's order)."""
+    found: dict[str, Path] = {}
+    for directory in SYSTEM_UNIT_DIRS:
+        for name in SYSTEMD_UNITS:
+            path = Path(directory, name)
+            if name not in found and path.is_file():
+                found[name] = path
+    return found
+
+
+def install(layout: Layout, platform: Platform | None = None, *, over_package: bool = False) -> list[Path]:
     """Write the units (or LaunchAgents) naming this installation's chock; return what was written."""
     platform = platform or Platform()
     directory = platform.unit_dir()
+    system_wide = {} if platform.darwin else packaged_units()
+    if system_wide and not over_package:
+        raise ServiceError(_shadow_refusal(system_wide, directory))
     directory.mkdir(parents=True, exist_ok=True)
     chock = chock_executable()
     written = []
@@ -117,23 +147,62 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def uninstall(platform: Platform | None = None) -> list[Path]:
-    """Stop the service and remove the units this command wrote (never a distro package's)."""
+def _shadow_refusal(packaged: dict[str, Path], directory: Path) -> str:
+    where = sorted({str(path.parent) for path in packaged.values()})
+    return (
+        f"chock's user units are already installed system-wide ({', '.join(sorted(packaged))} in "
+        f"{', '.join(where)}, by a package), and units written to {directory} would shadow them under the same "
+        "names. Use the package's: chock daemon start (systemctl --user enable --now chock.socket "
+        "chock-serve.socket). To run this installation's chock from the service even so: chock daemon install "
+        "--over-package (chock daemon uninstall gives the package's units back as they were)."
+    )
+
+
+@dataclass(frozen=True)
+class Uninstalled:
+    """What `uninstall` did: the files it removed, and the package's units left as the person had them."""
+
+    removed: list[Path]
+    packaged: list[str]
+    restarted: list[str]
+
+
+def uninstall(platform: Platform | None = None) -> Uninstalled:
+    """Stop the service and remove the units `install` wrote; a unit a package also provides is neither
+    disabled nor left stopped when the person had enabled the package's (its enablement is theirs)."""
     platform = platform or Platform()
     directory = platform.unit_dir()
+    names = [f"{label}.plist" for label in LAUNCHD_AGENTS] if platform.darwin else list(SYSTEMD_UNITS)
+    ours = [name for name in names if (directory / name).exists()]
+    packaged = {} if platform.darwin else packaged_units()
+    if not ours:
+        return Uninstalled([], sorted(packaged), [])  # nothing of ours: the package's units are not ours to stop
+    theirs = [name for name in packaged if _enabled_from(directory, name) == {packaged[name]}]
     stop(platform)
     removed = []
-    names = [f"{label}.plist" for label in LAUNCHD_AGENTS] if platform.darwin else list(SYSTEMD_UNITS)
-    for name in names:
-        path = directory / name
-        if path.exists():
-            if not platform.darwin:
-                _run(["systemctl", "--user", "disable", name])
-            path.unlink()
-            removed.append(path)
+    for name in ours:
+        if not platform.darwin and name not in theirs:
+            _run(["systemctl", "--user", "disable", name])
+        (directory / name).unlink()
+        removed.append(directory / name)
+    restarted = []
     if not platform.darwin:
         _checked(["systemctl", "--user", "daemon-reload"])
-    return removed
+        for name in SYSTEMD_SOCKETS:  # the package's sockets the person enabled listen again
+            if name in theirs:
+                _checked(["systemctl", "--user", "start", name])
+                restarted.append(name)
+    return Uninstalled(removed, sorted(packaged), restarted)
+
+
+def _enabled_from(directory: Path, name: str) -> set[Path]:
+    """The unit files `name`'s enablement links in `directory` point at: the package's file when the person
+    enabled the package's unit, ours when `chock daemon start` enabled the ones `install` wrote."""
+    targets = set()
+    for link in directory.glob(f"*.wants/{name}"):
+        with contextlib.suppress(OSError):
+            targets.add(Path(os.path.join(link.parent, os.readlink(link))))
+    return targets
 
 
 def start(platform: Platform | None = None) -> None:

@@ -4,8 +4,10 @@ One record per step a person operating the service asks about: listening (addres
 and why, a session spawned, adopted, refused or ended (id, reason, exit code), the idle exit, an error with
 its cause. In the journal each is sent through python-systemd's `journal.send` with `SYSLOG_IDENTIFIER`
 (`chock-daemon`, `chock-serve`, `chock-session`), a `PRIORITY` that fits (errors err, refusals warning,
-lifecycle info, details debug) and structured fields: `CHOCK_SESSION`, `CHOCK_PROJECT_KEY`, `CHOCK_VERB`,
-`CHOCK_PEER_UID`, … With no journal the same records go to stderr, one line each.
+lifecycle info, details debug), the code that made the record (`CODE_FILE`, `CODE_LINE`, `CODE_FUNC`: the
+caller of `record`, or further up by `stacklevel` for a helper that records for its caller) and structured
+fields: `CHOCK_SESSION`, `CHOCK_PROJECT_KEY`, `CHOCK_VERB`, `CHOCK_PEER_UID`, … With no journal the same
+records go to stderr, one line each.
 
 A record is an event of `EVENTS` with fields of `FIELDS`, a closed vocabulary of ids, digests, numbers,
 kinds and our own listening addresses, so no caller can put a message's text (or its length), a tool's
@@ -134,7 +136,10 @@ class Sink:
         self._thread: threading.Thread | None = None
         self._dropped = 0
 
-    def record(self, event: str, priority: str | None, fields: dict[str, object]) -> None:
+    def record(
+        self, event: str, priority: str | None, fields: dict[str, object], code: tuple[str, int, str] | None = None
+    ) -> None:
+        """Hand one record to the writer; `code` is where it was made (file, line, function) for the journal."""
         level, template = EVENTS[event]
         level = priority or level
         unknown = set(fields) - set(FIELDS)
@@ -143,7 +148,7 @@ class Sink:
         if LEVELS[level] > self.threshold:
             return
         values = {key: _clean(value) for key, value in fields.items() if value is not None}
-        self._hand_over((event, level, template.format_map(_Fields(values)), values))
+        self._hand_over((event, level, template.format_map(_Fields(values)), values, code))
 
     def flush(self, timeout: float = FLUSH_SECONDS) -> None:
         """Wait (at most `timeout`) until every record handed over so far has been written."""
@@ -189,12 +194,29 @@ class Sink:
             else:
                 self._write(send, *entry)
 
-    def _write(self, send: Any, event: str, level: str, message: str, values: dict[str, str]) -> None:
+    def _write(
+        self,
+        send: Any,
+        event: str,
+        level: str,
+        message: str,
+        values: dict[str, str],
+        code: tuple[str, int, str] | None = None,
+    ) -> None:
         fields = {FIELDS[key]: value for key, value in values.items()}
         if send is not None:
+            # Unless given its caller, python-systemd names the frame that called send(): this method.
+            where = {"CODE_FILE": code[0], "CODE_LINE": code[1], "CODE_FUNC": code[2]} if code else {}
             try:
                 priority = str(LEVELS[level])
-                send(message, PRIORITY=priority, SYSLOG_IDENTIFIER=self.identifier, **{EVENT_FIELD: event}, **fields)
+                send(
+                    message,
+                    PRIORITY=priority,
+                    SYSLOG_IDENTIFIER=self.identifier,
+                    **where,
+                    **{EVENT_FIELD: event},
+                    **fields,
+                )
                 return
             except OSError:
                 pass  # the journal went away: the record still goes somewhere a person can read it
@@ -216,11 +238,17 @@ def _journal_send() -> Any:
 _sink: Sink | None = None
 
 
-def record(event: str, priority: str | None = None, /, **fields: object) -> None:
-    """Record `event` with `fields` (keywords of FIELDS); nothing until `configure()` said where records go."""
+def record(event: str, priority: str | None = None, /, *, stacklevel: int = 1, **fields: object) -> None:
+    """Record `event` with `fields` (keywords of FIELDS); nothing until `configure()` said where records go.
+
+    The record names the code that made it: the caller, or (`stacklevel` 2, 3, …) the caller's callers, as
+    `logging` counts them, for a helper that records on behalf of whoever called it.
+    """
     sink = _sink
     if sink is not None:
-        sink.record(event, priority, fields)
+        frame = sys._getframe(stacklevel)
+        code = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        sink.record(event, priority, fields, code)
 
 
 def flush(timeout: float = FLUSH_SECONDS) -> None:
@@ -309,7 +337,8 @@ def session_records(session_id: str | None, project: Path | None, verb: str) -> 
     fields: dict[str, object] = {"session": session_id, "verb": verb}
     with contextlib.suppress(OSError):
         fields["project_key"] = project_key(project or os.getcwd())
-    record("session.running", **fields)
+    # Each record names the `with` that holds the session (past this generator and contextlib's frame).
+    record("session.running", stacklevel=3, **fields)
     code: int = EXIT_FAILED
     try:
         yield
@@ -323,8 +352,8 @@ def session_records(session_id: str | None, project: Path | None, verb: str) -> 
         code = EXIT_INTERRUPTED
         raise
     except BaseException as error:
-        record("error", where="chock run", error=error_kind(error))
+        record("error", stacklevel=3, where="chock run", error=error_kind(error))
         raise
     finally:
-        record("session.ended", reason=exit_reason(code), exit_code=code, **fields)
+        record("session.ended", stacklevel=3, reason=exit_reason(code), exit_code=code, **fields)
         flush()

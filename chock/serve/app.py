@@ -7,6 +7,7 @@ for a daemon address and the Host rule, and is what tests and the benchmark may 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import signal
@@ -154,7 +155,7 @@ def run(
     try:
         daemons = {name: AsyncControlClient(address) for name, address in named}
         hosts = ", ".join(f"{name} ({address})" if name == api.LOCAL else name for name, address in named)
-        return asyncio.run(_serve(make_app(daemons, rule), bound, idle_exit, hosts))
+        return asyncio.run(_serve(make_app(daemons, rule), bound, idle_exit, hosts, layout.serve_status_text))
     finally:
         for listener in bound:
             listener.remove()
@@ -177,13 +178,16 @@ def _hosts(layout: Layout, daemon: tuple[str, ...]) -> list[tuple[str, Address]]
     return serve_hosts(daemon, configured=configured, connections=connections, local=local)
 
 
-async def _serve(app: web.Application, bound: list[Listener], idle_exit: float | None, daemon: str) -> int:
+async def _serve(
+    app: web.Application, bound: list[Listener], idle_exit: float | None, daemon: str, status_path: str
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, _stop_on, stop, signal.Signals(signum).name)
     runner = _runner(app)
     await runner.setup()
+    started: str | None = None
     try:
         for listener in bound:
             await _site(runner, listener).start()
@@ -191,6 +195,7 @@ async def _serve(app: web.Application, bound: list[Listener], idle_exit: float |
         for url in urls:
             print(f"listening on {url}", flush=True)
         journal.record("listening", addresses=", ".join(urls))
+        started = _write_status(status_path, "serving", urls)
         manager.notify("READY=1", f"STATUS=serving {', '.join(urls)} for {daemon}")
         tasks = []
         if idle_exit:
@@ -203,9 +208,27 @@ async def _serve(app: web.Application, bound: list[Listener], idle_exit: float |
             task.cancel()
     finally:
         manager.notify("STOPPING=1")
+        if started is not None:
+            _write_status(status_path, "stopped", [], started)
         await app[api.STATE].close()  # SSE streams end first, so nothing waits on them
         await runner.cleanup()
     return 0
+
+
+def _write_status(path: str, state: str, listeners: list[str], started_at: str | None = None) -> str:
+    """`serve-status.json`: this serve's pid, state and listeners (unix socket paths, `http://host:port/`),
+    which `chock doctor` checks wherever serve listens. Returns when it started."""
+    import json
+
+    from chock.log.events import timestamp
+    from chock.paths import ensure_dir, replace_file
+
+    with contextlib.suppress(OSError):
+        ensure_dir(os.path.dirname(path))  # a serve on TCP alone may be the first to use the state dir
+    now = timestamp()
+    record = {"pid": os.getpid(), "state": state, "started_at": started_at or now, "updated_at": now}
+    replace_file(path, (json.dumps({**record, "listeners": listeners}, indent=2) + "\n").encode())
+    return started_at or now
 
 
 def _stop_on(stop: asyncio.Event, reason: str) -> None:
