@@ -77,7 +77,8 @@ def main() -> None:
         loop = asyncio.new_event_loop()
 
         async def shell_call() -> None:
-            output, code = await shell.collect(await shell.spawn(context, "true"), 30)  # type: ignore[arg-type]
+            started = await shell.spawn(context, "true")  # type: ignore[arg-type]
+            output, code = await shell.run_to_end(context, "true", 30, started)  # type: ignore[arg-type]
             assert (output, code) == ("", 0), (output, code)
 
         def search_call() -> None:

@@ -107,8 +107,9 @@ class Sandbox:
         """The bwrap process's own environment (the module's `host_environment`, at hand on the sandbox)."""
         return host_environment()
 
-    def argv(self, command: list[str], *, bwrap: str) -> list[str]:
-        """The bwrap command line running `command` in the sandbox.
+    def argv(self, command: list[str], *, bwrap: str, status_fd: int | None = None) -> list[str]:
+        """The bwrap command line running `command` in the sandbox; with `status_fd`, bwrap reports on it
+        (`--json-status-fd`), which tells its own failure to build the sandbox from the command's (`setup_failed`).
 
         Creates the HOME and knowledgebase dirs (0700) when missing, so the mount points exist; refuses when
         the workspace or its git dirs are gone, naming the path, rather than let bwrap fail in a tool call.
@@ -123,6 +124,8 @@ class Sandbox:
         mount_point = ensure_dir(home / "knowledgebase")
 
         args = [bwrap, "--unshare-all"]
+        if status_fd is not None:
+            args += ["--json-status-fd", str(status_fd)]
         if self.network:
             args.append("--share-net")
         args += ["--die-with-parent", "--cap-drop", "ALL", "--new-session"]
@@ -182,6 +185,18 @@ def _system_binds() -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     return args
+
+
+def setup_failed(status: bytes, returncode: int | None) -> bool:
+    """Whether bwrap exited before the command ran: it exits 1 having reported no `exit-code` on its status fd
+    (it reports one for every command that ran, whatever its exit). A masked `/etc` file that vanished since
+    the command line was built is the usual cause ("Can't create file at /etc/group.lock")."""
+    return returncode == 1 and b'"exit-code"' not in status
+
+
+def forget_masks() -> None:
+    """Walk `/etc` again at the next command line: bwrap could not build the sandbox from the last one."""
+    _known_masks.clear()
 
 
 @dataclass(frozen=True)
