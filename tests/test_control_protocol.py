@@ -70,7 +70,7 @@ def test_error_codes():
 def test_the_daemon_takes_these_verbs():
     assert list(dp.CONTROL.requests) == [
         "start", "adopt", "read", "list", "watch", "answer", "stop", "say", "remove",
-        "sessions", "find", "instances", "start-with",
+        "sessions", "find", "instances", "start-with", "remove-with-workspace",
     ]  # fmt: skip
     assert list(sp.APPROVAL.requests) == ["pending", "answer"]
     assert list(sp.HANDOVER.requests) == ["handover", "confirm", "stop", "say"]
@@ -113,6 +113,7 @@ REQUESTS = [
     (f"find {SID}\n".encode(), dp.FindRequest(SID), dp.CONTROL),
     (b"instances\n", dp.InstancesRequest(), dp.CONTROL),
     (b"start-with /p\twork.2\tdo\\tit\n", dp.StartWithRequest("/p", "work.2", "do\tit"), dp.CONTROL),
+    (f"remove-with-workspace /p\t{SID}\n".encode(), dp.RemoveWithWorkspaceRequest("/p", SID), dp.CONTROL),
     (b"pending\n", sp.PendingRequest(), sp.APPROVAL),
     (b"answer r1\tyes\n", sp.SessionAnswerRequest("r1", True), sp.APPROVAL),
     (b"handover\n", sp.HandoverRequest(), sp.HANDOVER),

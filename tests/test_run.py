@@ -290,7 +290,7 @@ def test_a_torn_tail_is_ignored_then_cut_and_the_conversation_resumes(home, proj
     assert messages == ["First answer.", "", "Second answer."]  # the replay resumed where it left off
     users = [e["text"] for e in events if e["type"] == "user.message"]
     assert users == ["first task", "a follow-up"]
-    assert "# demo" in git(project, "show", f"chock/{session_id}:README.md")
+    assert git(project, "branch", "--list", f"chock/{session_id}") == ""  # it changed nothing: no branch
     assert events[-1]["reason"] == "completed"
 
 

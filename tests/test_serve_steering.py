@@ -444,7 +444,7 @@ def test_remove_on_the_page_deletes_an_ended_session_and_the_list_drops_it(done_
     assert page.is_hidden("#session-pane") and "removed" in page.text_content("#sessions-note")
     assert not stack.home.layout.session_dir(session_id).exists()
     assert serve.get(f"/api/sessions?project={stack.project}").json["sessions"] == []
-    assert git_value(stack.project, "rev-parse", "--verify", f"chock/{session_id}")  # its branch stays
+    assert git_value(stack.project, "branch", "--list", f"chock/{session_id}") == ""  # it changed nothing: none
     assert page.errors == []
 
 

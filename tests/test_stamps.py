@@ -68,10 +68,9 @@ def show(project: Path, path: str) -> str:
 
 def test_an_unchanged_tree_hashes_nothing(project: Path, directory: Path) -> None:
     worktree = settled(project, directory)
-    tip = git(project, "rev-parse", BRANCH)
     assert workspace.changes(worktree) == workspace.Changes([], [], hashed=0)
     committed = commit(worktree)
-    assert (committed.commit, committed.hashed) == (tip, 0)
+    assert (committed.commit, committed.hashed, committed.branch) == (worktree.base, 0, None)
 
 
 def test_only_what_changed_is_read_and_every_kind_of_change_is_committed(project: Path, directory: Path) -> None:

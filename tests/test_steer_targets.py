@@ -87,10 +87,13 @@ def test_remove_with_chock_daemon_set_removes_through_that_daemon_and_leaves_the
     assert not (other_state / "sessions" / session_id).exists()
     assert session_id in removed.stdout and other.address in removed.stdout
 
+    # --with-workspace goes through the daemon too (`remove-with-workspace`): there, and only there.
+    shutil.copytree(home.layout.session_dir(session_id), other_state / "sessions" / session_id)
     workspace = home.chock(
         "sessions", "remove", "--with-workspace", session_id, env={"CHOCK_DAEMON": other.address}, cwd=project
     )
-    assert workspace.returncode == 2 and "$CHOCK_DAEMON" in workspace.stderr, workspace.stderr
+    assert workspace.returncode == 0, workspace.stderr
+    assert not (other_state / "sessions" / session_id).exists()
     assert home.layout.log_path(session_id).exists()
 
     mistyped = session_id[:-1] + ("0" if session_id[-1] != "0" else "1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -97,15 +98,16 @@ def test_a_repository_without_a_commit_is_refused(tmp_path: Path) -> None:
 # create -------------------------------------------------------------------------------------------------
 
 
-def test_create_adds_a_linked_worktree_on_the_branch_at_head(project: Path, directory: Path) -> None:
+def test_create_adds_a_linked_worktree_on_a_detached_head_at_head(project: Path, directory: Path) -> None:
     head = git(project, "rev-parse", "HEAD")
     worktree, commit = workspace.create(project, directory, BRANCH)
-    assert commit == head
+    assert commit == head == worktree.base
     assert (directory / "README.md").read_text() == "hello\n"
     assert git(directory, "rev-parse", "HEAD") == head
-    assert git(directory, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert subprocess.run(["git", "-C", str(directory), "symbolic-ref", "-q", "HEAD"]).returncode == 1  # detached
     assert git(directory, "status", "--porcelain") == ""  # git in the sandbox sees a clean checkout
-    assert f"worktree {directory}\nHEAD {head}\nbranch refs/heads/{BRANCH}" in worktrees(project)
+    assert f"worktree {directory}\nHEAD {head}\ndetached" in worktrees(project)
+    assert BRANCH not in git(project, "branch", "--list")  # made by a finish whose work differs from the base
     assert oct(directory.parent.stat().st_mode & 0o777) == "0o700"
     assert oct(directory.stat().st_mode & 0o777) == "0o700"
     assert worktree.admin == (project / ".git" / "worktrees" / directory.name).resolve()
@@ -157,9 +159,10 @@ def test_create_from_an_existing_branch_checks_it_out(project: Path, directory: 
     (directory / "new.txt").write_text("made by the agent\n")
     tip = finish(worktree, "first session").commit
     again = tmp_path / "data" / "workspaces" / "20261201-080000-d4e5f6"
-    assert workspace.create(project, again, BRANCH, start="HEAD")[1] == tip
+    made, commit = workspace.create(project, again, BRANCH, start=worktree.base)
+    assert commit == tip and made.base == worktree.base  # the base stays the session's first
     assert (again / "new.txt").read_text() == "made by the agent\n"
-    assert git(again, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert git(again, "rev-parse", "HEAD") == tip
 
 
 def test_create_fails_quoting_git(project: Path, directory: Path) -> None:
@@ -197,11 +200,11 @@ def test_recorded_takes_the_admin_dir_from_the_log_never_from_the_git_file(
     made, _ = workspace.create(project, directory, BRANCH)
     (directory / ".git").write_text(f"gitdir: {tmp_path}\n")  # as a tool inside the sandbox could
     session = directory.name
-    assert workspace.recorded(project, session, directory, str(made.admin)) == made
+    assert workspace.recorded(project, session, directory, str(made.admin), made.base) == made
     # A log older than the recorded admin dir: git's name for a worktree named after the session.
-    assert workspace.recorded(project, session, directory, "") == made
+    assert workspace.recorded(project, session, directory, "", made.base) == made
     with pytest.raises(ChockError, match=r"is not in .*worktrees"):
-        workspace.recorded(project, session, directory, str(tmp_path / "worktrees" / session))
+        workspace.recorded(project, session, directory, str(tmp_path / "worktrees" / session), made.base)
 
 
 # copy_dirty ---------------------------------------------------------------------------------------------
@@ -294,10 +297,11 @@ def test_finish_uses_the_persons_identity_when_configured(project: Path, directo
     assert git(project, "log", "-1", "--format=%an <%ae>", commit) == "Ada Person <ada@example.org>"
 
 
-def test_finish_without_changes_makes_no_commit(project: Path, directory: Path) -> None:
+def test_finish_without_changes_makes_no_commit_and_no_branch(project: Path, directory: Path) -> None:
     worktree, start = workspace.create(project, directory, BRANCH)
-    assert finish(worktree, "nothing to do").commit == start
-    assert git(project, "rev-parse", BRANCH) == start
+    finished = finish(worktree, "nothing to do")
+    assert finished.commit == start and finished.branch is None and finished.whole == {}
+    assert BRANCH not in git(project, "branch", "--list")
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
 
@@ -404,10 +408,11 @@ def test_a_tree_deeper_than_the_walk_goes_is_left_out_and_removed(project: Path,
 def test_remove_a_kept_worktree(project: Path, directory: Path) -> None:
     worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "untracked.txt").write_text("work in progress\n")
+    workspace.advance(worktree, workspace.commit(worktree, "kept"))
     workspace.remove(worktree)
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
-    assert git(project, "rev-parse", "--verify", BRANCH)  # the branch stays
+    assert git(project, "show", f"{BRANCH}:untracked.txt") == "work in progress"  # the branch stays
 
 
 def test_remove_tolerates_a_worktree_gone_from_disk(project: Path, directory: Path) -> None:

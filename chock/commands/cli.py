@@ -86,6 +86,7 @@ VERB_COMMANDS = {
     "stop": "stop",
     "say": "say",
     "remove": "sessions remove",
+    "remove-with-workspace": "sessions remove",  # with --with-workspace
 }
 NOT_A_COMMAND = {
     "instances": "an instance is named to the daemon (`chock run --on ADDR --instance NAME`), which refuses one "

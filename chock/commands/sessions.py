@@ -17,7 +17,7 @@ from chock.commands import listing
 from chock.commands.completion import session_ids
 from chock.commands.rules import command, options, pass_layout, project_root, table_group
 from chock.commands.shared_options import PROJECT, PROJECT_OPTIONS
-from chock.control.address import ENVIRONMENT, named_address, named_hosts
+from chock.control.address import named_address, named_hosts
 from chock.errors import Refused, UsageError
 from chock.paths import Layout
 from chock.terminal import shown
@@ -51,17 +51,13 @@ def sessions_remove(
         from chock.commands.targets import ask, target
         from chock.control import daemon_protocol as dp
 
-        if with_workspace:
-            raise UsageError(
-                "--with-workspace works on this machine only, and a daemon was named: leave out NAME:, --daemon "
-                f"and --port and unset ${ENVIRONMENT}"
-            )
         found = [
             target(layout, word, project, daemon_address, port, running=False, acting="chock sessions remove")
             for word in session_ids
         ]
         for each in found:
-            ask(each.client, dp.RemoveRequest(str(each.project), each.session_id), dp.Removed)
+            verb = dp.RemoveWithWorkspaceRequest if with_workspace else dp.RemoveRequest
+            ask(each.client, verb(str(each.project), each.session_id), dp.Removed)
             click.echo(shown(f"removed session {each.session_id} {each.where}"))
         return
     from chock.log import removal

@@ -434,6 +434,16 @@ class RemoveRequest(_SessionRequest):
     REPLY = Removed
 
 
+class RemoveWithWorkspaceRequest(_SessionRequest):
+    """`remove-with-workspace <project>\t<session id>` -> `ok removed`: a kept workspace is removed first (its work
+    committed to its branch, by `chock workspace remove` run as a child of the daemon), then the session."""
+
+    __slots__ = ()
+    verb = "remove-with-workspace"
+    REPLY = Removed
+    WAIT = SPAWN_SECONDS  # the child commits what the workspace holds, however much the agent left
+
+
 class SessionsRequest(Request):
     """`sessions` -> `<started at>\\t<row JSON>` per session of every project, newest first, at most
     MAX_SESSIONS of them (the oldest are left out), then close. The rows are `list`'s."""
@@ -481,7 +491,7 @@ def request_line_limit(head: bytes) -> int:
 # The verbs, in the order `unknown-verb` names them.
 VERBS = (
     StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest, StopRequest, SayRequest,
-    RemoveRequest, SessionsRequest, FindRequest, InstancesRequest, StartWithRequest,
+    RemoveRequest, SessionsRequest, FindRequest, InstancesRequest, StartWithRequest, RemoveWithWorkspaceRequest,
 )  # fmt: skip
 
 CONTROL = LineProtocol(

@@ -240,6 +240,35 @@ class Children:
             threading.Thread(target=_feed, args=(process, stdin), daemon=True).start()
         return child
 
+    def remove_workspace(self, session_id: str, project: str) -> None:
+        """`chock workspace remove ID` in a child, with the daemon's environment and config as a session child
+        has, waited for (READY_TIMEOUT at most): it commits the kept workspace's work to the session's branch and
+        logs that. Refusal quotes its last line when it fails."""
+        import subprocess
+
+        argv = [sys.executable, "-m", "chock", "workspace", "remove", session_id]
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=project,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env=self._environment(),
+                timeout=READY_TIMEOUT,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            raise Refusal(
+                f"removing the workspace of session {session_id} took more than {READY_TIMEOUT:g} s; it goes on "
+                f"with `chock workspace remove {session_id}` on the daemon's machine"
+            ) from None
+        except OSError as error:
+            raise Refusal(f"could not run chock workspace remove: {error.strerror or error}") from None
+        self.status.activity("session.workspace_removed", session=session_id, exit_code=done.returncode)
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"]
+            raise Refusal(f"the workspace of session {session_id} was not removed: {said[-1]}")
+
     def _environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}
         # The child reads the very config and dirs the daemon was started with (`chock --config …`).

@@ -245,10 +245,25 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
 
 def remove(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveRequest) -> None:
     """`remove <project>\t<session id>` -> `ok removed`; `error busy` while another process holds its log."""
+    _session(daemon, request.project, request.session_id)
+    _remove(daemon, reply, request)
+
+
+def remove_with_workspace(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveWithWorkspaceRequest) -> None:
+    """`remove-with-workspace <project>\t<session id>` -> `ok removed`: an ended session's kept workspace is removed
+    by `chock workspace remove ID`, a child of the daemon (which writes that log itself: the daemon writes none),
+    then the session is removed as `remove` does."""
+    entry = _session(daemon, request.project, request.session_id)
+    state = entry.state
+    if state.ended and state.end_reason != "handover" and state.workspace_kept:
+        daemon.children.remove_workspace(request.session_id, str(entry.state.project))
+    _remove(daemon, reply, request)
+
+
+def _remove(daemon: Daemon, reply: ReplyWriter, request: dp.RemoveRequest | dp.RemoveWithWorkspaceRequest) -> None:
     from chock.errors import ChockError
     from chock.log.removal import SessionBusy, remove_session
 
-    _session(daemon, request.project, request.session_id)
     try:
         remove_session(daemon.layout, request.session_id)
     except SessionBusy as busy:
@@ -308,6 +323,7 @@ VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {
     "find": find,
     "instances": instances,
     "start-with": start_with,
+    "remove-with-workspace": remove_with_workspace,
 }
 
 assert set(VERBS) == set(dp.CONTROL.requests), "every verb the codec parses has its handler here"

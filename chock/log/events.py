@@ -105,13 +105,20 @@ EVENTS: dict[str, dict[str, Field]] = {
         "directory": (TEXT, ""),
         "commit": (TEXT, ""),
         "admin": (TEXT, ""),
+        "base": (TEXT, ""),  # the commit of the session's first workspace.open ("" in older logs: that commit)
     },
     "workspace.close": {
-        "branch": (TEXT, ""),
-        "commit": (TEXT, ""),
+        "branch": ((str, NULL), ""),  # null: the work did not differ from the base, and no branch was made
+        "commit": ((str, NULL), ""),
         "removed": (FLAG, False),
         "skipped": (LIST, NONE),
         "left_out": (WHOLE, 0),
+        # The branch's whole work against the session's base (chock.session.wholediff), when a branch holds it.
+        "base": (TEXT, ""),
+        "diff": (TEXT, ""),
+        "diff_truncated": (FLAG, False),
+        "files": (LIST, NONE),  # {path, status, added, deleted, binary}
+        "files_left_out": (WHOLE, 0),
     },
     "user.message": {
         "text": (TEXT, ""),

@@ -141,7 +141,8 @@ def _workspace_open(state: SessionState, event: Event) -> None:
 
 
 def _workspace_close(state: SessionState, event: Event) -> None:
-    state.branch = str(event.get("branch", state.branch))
+    branch = event.get("branch", state.branch)
+    state.branch = branch if isinstance(branch, str) else ""  # null: no changes, no branch
 
 
 def _say(state: SessionState, event: Event, message: dict[str, Any]) -> None:

@@ -52,6 +52,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "workspace": (str,),  # the directory of the latest workspace.open
     "workspace_commit": (str,),
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
+    "workspace_base": (str,),  # the session's base: the commit of its first workspace.open
     "workspace_closed": (bool,),
     "pending_approvals": (dict,),  # request id -> {request_id, tool, summary, call_id}
     "background": (dict,),  # handle -> {handle, command}
@@ -89,6 +90,7 @@ class RowState:
         self.workspace = ""
         self.workspace_commit = ""
         self.workspace_admin = ""
+        self.workspace_base = ""
         self.workspace_closed = False
         self.pending_approvals: dict[str, dict[str, Any]] = {}
         self.background: dict[str, dict[str, Any]] = {}
@@ -293,6 +295,8 @@ def _workspace_open(state: RowState, event: Event) -> None:
     state.workspace = str(event.get("directory", ""))
     state.workspace_commit = str(event.get("commit", ""))
     state.workspace_admin = str(event.get("admin", ""))
+    # Every workspace.open carries the base; in a log older than that, the first one's commit is the base.
+    state.workspace_base = str(event.get("base") or state.workspace_base or state.workspace_commit)
     state.workspace_closed = False
 
 

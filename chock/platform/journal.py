@@ -105,6 +105,10 @@ EVENTS = {
     "session.ended": ("info", "session {session} ended: {reason} (exit code {exit_code})"),
     "session.running": ("info", "session {session} running ({verb})"),
     "session.removed": ("info", "session {session} removed (its log and scratchpad; its branch stays)"),
+    "session.workspace_removed": (
+        "info",
+        "session {session}: chock workspace remove exited {exit_code} (its kept work goes to its branch)",
+    ),
     # serve's requests and upstream watches.
     "request.forbidden": ("warning", "refused a request from uid {peer_uid}: serve answers only its own user"),
     "request.refused": ("warning", "refused a request ({status}): {reason}"),

@@ -20,6 +20,7 @@ for the first of them (`local` when it is one) below `/api` too:
     POST /api/sessions/<id>/messages {project, message}
                                                       say     -> 201 {"id": …, "how": "queued" | "continued"}
     POST /api/sessions/<id>/remove {project}          remove  -> {"removed": true}
+    POST /api/sessions/<id>/remove-with-workspace {project}   remove-with-workspace -> {"removed": true, …}
     GET  /api/health                                  the greeting -> {"ok": true, "daemon": …, "protocol": 1}
 
 A verb with no route is in `NOT_ROUTED`, with the reason (docs/protocol.md#adding-a-verb).
@@ -532,6 +533,8 @@ ROUTES = (
     Route("POST", "/sessions/{id}/messages", dp.SayRequest, _one,
           lambda verb, said: {"id": said.session_id, "how": said.how}, status=201),
     Route("POST", "/sessions/{id}/remove", dp.RemoveRequest, _one, lambda verb, _: {"removed": True}),
+    Route("POST", "/sessions/{id}/remove-with-workspace", dp.RemoveWithWorkspaceRequest, _one,
+          lambda verb, _: {"removed": True, "workspace": True}),
 )  # fmt: skip
 
 # The daemon's verbs serve offers no route for, and why (tests/test_front_tables.py: every verb is in one table).

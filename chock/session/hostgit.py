@@ -163,11 +163,13 @@ class Repo:
             raise _spawn_error(args, self.work_tree, error) from None
         return _completed(args, self.work_tree, done, check)
 
-    def stream(self, args: Sequence[str], *, stdin: int) -> subprocess.Popen[bytes]:
+    def stream(
+        self, args: Sequence[str], *, stdin: int = subprocess.DEVNULL, config: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         """Start one git command reading `stdin` (a file descriptor) and writing to a pipe the caller reads."""
         try:
             return subprocess.Popen(
-                _argv(args, ()),
+                _argv(args, config),
                 cwd=self.work_tree,
                 env=self._env(None, person=False),
                 stdin=stdin,

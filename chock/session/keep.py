@@ -47,7 +47,8 @@ def describe(layout: Layout, session_id: str) -> str:
         f"session    {state.id} ({state.status(False)}, {state.end_reason or 'no end logged'})",
         f"directory  {state.workspace}",
         f"started at {state.workspace_commit}",
-        f"branch     chock/{state.id}",
+        f"base       {state.workspace_base}",
+        f"branch     chock/{state.id}" + ("" if _has_branch(state) else " (made when the work is committed)"),
     ]
     if not Path(state.workspace).is_dir():
         return "\n".join([*lines, "changes    (the directory is gone)"])
@@ -60,8 +61,14 @@ def describe(layout: Layout, session_id: str) -> str:
     return "\n".join(lines)
 
 
+def _has_branch(state: RowState) -> bool:
+    return workspace.branch_exists(_worktree(state))
+
+
 def _worktree(state: RowState) -> workspace.Worktree:
-    return workspace.recorded(Path(state.project), state.id, Path(state.workspace), state.workspace_admin)
+    return workspace.recorded(
+        Path(state.project), state.id, Path(state.workspace), state.workspace_admin, state.workspace_base
+    )
 
 
 def remove(layout: Layout, session_id: str) -> str:
@@ -70,7 +77,6 @@ def remove(layout: Layout, session_id: str) -> str:
         log = SessionLog.take(layout.log_path(session_id))
     except LogLocked:
         raise Refused(f"session {session_id} is running: its workspace is in use") from None
-    branch = f"chock/{session_id}"
     with log:
         # Read again under the lock: a `--continue` may have taken the workspace and ended since.
         state = fold(read_events(layout.log_path(session_id)))
@@ -79,12 +85,18 @@ def remove(layout: Layout, session_id: str) -> str:
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
         worktree = _worktree(state)
-        commit, skipped = None, []
+        branch: str | None = None
+        commit, skipped, whole = None, [], {}
         if worktree.directory.is_dir():
             finished = workspace.commit(worktree, f"chock: work kept from session {session_id}")
             workspace.advance(worktree, finished)
-            commit, skipped = finished.commit, finished.skipped
-        log.append("workspace.close", branch=branch, commit=commit, removed=True, **listed("skipped", skipped))
+            branch, skipped, whole = finished.branch, finished.skipped, finished.whole
+            commit = finished.commit if branch else None
+        elif workspace.branch_exists(worktree):
+            branch = worktree.branch  # the directory is gone: whatever it committed before stays there
+        log.append("workspace.close", branch=branch, commit=commit, removed=True, **listed("skipped", skipped), **whole)
         log.sync()  # the log says where the work went before the worktree goes (docs/log.md#durability)
         workspace.remove(worktree)
+    if branch is None:
+        return f"removed {state.workspace}; it held no changes, so no branch was made"
     return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

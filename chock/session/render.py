@@ -140,6 +140,8 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
         elif kind in ("background.end", "subagent.end"):
             tail = f"exit code {s(event.get('exit_code'))}" if kind == "background.end" else "finished"
             write(style(f"◆ {s(event.get('handle'))} {tail}", fg="magenta") + "\n")
+        elif kind == "workspace.close" and event.get("branch", "") is None:
+            write(style("no changes: the work equals its base, so no branch was made", fg="green") + "\n")
         elif kind == "workspace.close":
             write(style(f"changes committed to branch {s(event.get('branch'))}", fg="green") + "\n")
             for left_out in value(event, "skipped"):

@@ -116,11 +116,13 @@ class Session:
                     self.log.sync()  # the turns' lines, before the commit they lead to
                     # Finishing walks and hashes what the agent left, however much: off the loop (a stop stops it).
                     done = await git.commit(worktree, _commit_message(self.state))
+                    # No branch when the work equals the base ("no changes"); else the branch, with its whole diff.
                     self.emit(
                         "workspace.close",
-                        branch=self.settings.branch,
-                        commit=done.commit,
+                        branch=done.branch,
+                        commit=done.commit if done.branch else None,
                         **listed("skipped", done.skipped),
+                        **done.whole,
                     )
                     self.log.sync()  # before the worktree goes (docs/log.md#durability)
                 # The log says the work is on the branch: the worktree goes, whatever is asked now.

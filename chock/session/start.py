@@ -344,20 +344,19 @@ def _place(
     request: RunRequest,
     *,
     fresh: bool,
-    start: str = "HEAD",
+    start: str = "",
 ) -> _Place:
-    """A new worktree (from `start`, the project's HEAD by default, or from the session's branch when it has
-    one), or the kept one the log records, with the sandbox that works in it; a ChockError when it cannot be
-    had."""
+    """A new worktree (from the session's branch when it has one, else from `start`: the project's HEAD for a
+    new session, the session's base for a continued one), or the kept one the log records, with the sandbox
+    that works in it; a ChockError when it cannot be had."""
+    start = start or state.workspace_base or "HEAD"
     if fresh:
         directory = layout.workspace_dir(session_id)
         ensure_dir(layout.workspaces_dir)
         if state.workspace_closed and os.path.lexists(state.workspace):
             # Its owner logged where the work went and died before removing it (docs/log.md#durability): the
             # branch holds that work, so the leftover goes before a new worktree takes its place.
-            workspace.remove(
-                workspace.recorded(prepared.project, session_id, Path(state.workspace), state.workspace_admin)
-            )
+            workspace.remove(_recorded(prepared, session_id, state, Path(state.workspace)))
         worktree, commit = workspace.create(prepared.repo, directory, f"chock/{session_id}", start=start)
         if request.allow_dirty:
             workspace.copy_dirty(prepared.project, directory)
@@ -369,9 +368,13 @@ def _place(
                 f"records that (the work it committed stays on the branch chock/{session_id}), then "
                 f"`chock run --continue {session_id}` starts again from that branch"
             )
-        worktree = workspace.recorded(prepared.project, session_id, directory, state.workspace_admin)
+        worktree = _recorded(prepared, session_id, state, directory)
     box = sandbox.for_workspace(layout, worktree, network=prepared.config.sandbox_network)
     return _Place(directory, commit, worktree, box)
+
+
+def _recorded(prepared: _Prepared, session_id: str, state: SessionState, directory: Path) -> workspace.Worktree:
+    return workspace.recorded(prepared.project, session_id, directory, state.workspace_admin, state.workspace_base)
 
 
 def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request: RunRequest, place: _Place) -> None:
@@ -379,7 +382,9 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
     prepared = opening.prepared
     worktree, directory = place.worktree, place.directory
     # The admin dir is recorded now, before any tool runs: later uses never read it from the worktree.
-    opening.emit("workspace.open", directory=str(directory), commit=place.commit, admin=str(worktree.admin))
+    opening.emit(
+        "workspace.open", directory=str(directory), commit=place.commit, admin=str(worktree.admin), base=worktree.base
+    )
     opening.runner = Sandboxed(place.sandbox, prepared.bwrap)
     instance = prepared.instance
     opening.settings = Settings(

@@ -1,4 +1,8 @@
-"""A session's workspace: a linked git worktree of the project on branch `chock/<id>`.
+"""A session's workspace: a linked git worktree of the project, on a detached HEAD.
+
+A session's work starts at its base (the commit of its first `workspace.open`) and goes to the branch
+`chock/<id>` when it finishes, which is made then, and only when the work differs from the base; a session
+whose branch exists carries on from it.
 
 The worktree and its admin dir (`<common dir>/worktrees/<id>`) are writable from the sandbox, so Chock
 records both when it makes them, before any tool runs (the `admin` field of `workspace.open`), and never
@@ -14,13 +18,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
 from chock.project import find_root
-from chock.session import hostgit, stamps, tree
+from chock.session import hostgit, stamps, tree, wholediff
 from chock.session.hostgit import GitFailed, Repo
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
@@ -100,19 +105,30 @@ def _branch_exists(repo: Repo, branch: str) -> bool:
     return repo.run(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], check=False).returncode == 0
 
 
+def branch_exists(worktree: Worktree) -> bool:
+    """Whether the session's branch exists: it is made by the first finish whose work differs from the base."""
+    return _branch_exists(worktree.repo, worktree.branch)
+
+
 def _commit_of(repo: Repo, revision: str) -> str:
     return repo.value(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"])
 
 
-def _tip(repo: Repo, branch: str) -> tuple[str, str]:
-    """The commit the branch names and its tree, with one git command."""
-    ref = f"refs/heads/{branch}"
+def _tip(worktree: Worktree) -> tuple[str, str, bool]:
+    """What the work builds on — the branch's commit when it exists, else the session's base — its tree, and
+    whether the branch exists, with one git command each."""
+    repo, ref = worktree.repo, f"refs/heads/{worktree.branch}"
     listed = repo.value(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref])
     for line in listed.splitlines():
         name, kind, commit, tree_id = line.rsplit(" ", 3)
         if name == ref and kind == "commit":
-            return commit, tree_id
-    raise ChockError(f"the branch {branch} is gone from {repo.common_dir}, so the workspace cannot be committed to it")
+            return commit, tree_id, True
+    if not worktree.base:
+        raise ChockError(
+            f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
+            "so the workspace has nothing to be committed on"
+        )
+    return worktree.base, repo.value(["rev-parse", "--verify", "--end-of-options", f"{worktree.base}^{{tree}}"]), False
 
 
 @dataclass(frozen=True)
@@ -122,16 +138,17 @@ class Worktree:
     repo: Repo  # the project
     directory: Path
     admin: Path  # <common dir>/worktrees/<name>
-    branch: str
+    branch: str  # where finishing puts the work: made then, when the work differs from `base`
+    base: str = ""  # the session's base: what a finish with no branch yet builds on ("" in logs older than it)
 
 
 def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "HEAD") -> tuple[Worktree, str]:
-    """Add a linked worktree at `directory` on `branch`; return it and the commit it starts at.
+    """Add a linked worktree at `directory` on a detached HEAD; return it and the commit it starts at.
 
-    A new branch starts at `start`. An existing branch (a completed session continued after its worktree was
-    removed) is checked out as it is, and `start` is ignored. Git makes the worktree's `.git` file and admin
-    dir but checks nothing out; `tree.write_files` writes the files. A `Repo` given as `project` (what
-    `open_project` found) saves looking it up again.
+    It starts at `branch`'s commit when the branch exists (a session that finished with changes and is
+    continued), else at `start`, the session's base. Git makes the worktree's `.git` file and admin dir but
+    checks nothing out; `tree.write_files` writes the files. No branch is made here. A `Repo` given as
+    `project` (what `open_project` found) saves looking it up again.
     """
     repo = project if isinstance(project, Repo) else _repo(project)
     directory = Path(directory).absolute()
@@ -144,13 +161,10 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
                 f"{admin} is in use by another worktree, so git cannot name this one after its session; "
                 f"remove that worktree (`git worktree remove`) or unlock it, then run again"
             )
-    if _branch_exists(repo, branch):
-        commit = _commit_of(repo, f"refs/heads/{branch}")
-        repo.run(["worktree", "add", "--no-checkout", str(directory), branch])
-    else:
-        commit = _commit_of(repo, start)
-        repo.run(["worktree", "add", "--no-checkout", "--no-track", "-b", branch, str(directory), commit])
-    worktree = Worktree(repo, directory, admin, branch)
+    base = _commit_of(repo, start)
+    commit = _commit_of(repo, f"refs/heads/{branch}") if _branch_exists(repo, branch) else base
+    repo.run(["worktree", "add", "--no-checkout", "--detach", str(directory), commit])
+    worktree = Worktree(repo, directory, admin, branch, base)
     try:
         _check_named(worktree)
         os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700
@@ -175,9 +189,10 @@ def _check_named(worktree: Worktree) -> None:
         raise ChockError(f"git did not make {worktree.admin} for the worktree {worktree.directory}")
 
 
-def recorded(project: Path, session_id: str, directory: Path, admin: str) -> Worktree:
-    """The worktree a session's log records; a log from before the admin dir was recorded names none, and
-    git's choice for a worktree named after the session is taken (never the worktree's `.git` file)."""
+def recorded(project: Path, session_id: str, directory: Path, admin: str, base: str) -> Worktree:
+    """The worktree a session's log records, with the session's base; a log from before the admin dir was
+    recorded names none, and git's choice for a worktree named after the session is taken (never the
+    worktree's `.git` file)."""
     repo = _repo(project)
     worktrees = repo.common_dir / "worktrees"
     where = Path(admin) if admin else worktrees / session_id
@@ -186,7 +201,7 @@ def recorded(project: Path, session_id: str, directory: Path, admin: str) -> Wor
             f"the admin dir {where} recorded for session {session_id} is not in {worktrees}: the project's "
             "repository moved; remove the workspace with `chock workspace remove`"
         )
-    return Worktree(repo, Path(directory), where, f"chock/{session_id}")
+    return Worktree(repo, Path(directory), where, f"chock/{session_id}", base)
 
 
 def copy_dirty(project: Path, directory: Path) -> list[str]:
@@ -258,24 +273,28 @@ def _identity(repo: Repo) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Committed:
-    commit: str  # the branch's commit after finishing (its old one when nothing changed)
+    commit: str  # the branch's commit after finishing (its old one, or the base, when nothing changed)
     skipped: list[str]  # what was left out of it, and why
-    parent: str = ""  # the branch's commit it was built on
+    parent: str = ""  # the commit it was built on: the branch's, or the base when there is no branch yet
     hashed: int = 0  # files read and hashed to build it; every other file kept the blob id its stamps recorded
+    branch: str | None = None  # the branch holding the work once `advance` ran; None: no branch, no changes
+    made_branch: bool = False  # `advance` creates the branch (it did not exist)
+    whole: dict[str, Any] = field(default_factory=dict)  # the branch's whole work against the base (wholediff)
 
 
 def commit(worktree: Worktree, message: str) -> Committed:
     """Build the commit of everything in the worktree on its branch's commit, and say what it holds; the branch
     moves to it with `advance`, and the worktree stays (it is removed with `remove` once the log says where its
-    work went).
+    work went). When a branch will hold the work, its whole diff against the session's base is said too.
 
     Building walks and hashes whatever the agent left, so a session runs it in a child it may kill
     (chock/session/offload.py): it writes only objects, which git ignores until a ref names them. The commit is
-    built from the recorded branch with a private index (the worktree's HEAD, index and `.git` file were
-    writable from the sandbox and are not consulted). No change means no commit.
+    built on the recorded branch, or on the session's base when the branch does not exist, with a private index
+    (the worktree's HEAD, index and `.git` file were writable from the sandbox and are not consulted). No change
+    means no commit, and, with no branch yet, no branch.
     """
     repo = worktree.repo
-    parent, parent_tree = _tip(repo, worktree.branch)
+    parent, parent_tree, had_branch = _tip(worktree)
     # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
     with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
         try:
@@ -293,7 +312,10 @@ def commit(worktree: Worktree, message: str) -> Committed:
             for path, (found, oid) in taken.fresh.items():
                 recording.add(path, found, oid)
             recording.close()
-    return Committed(made, [f"{path} ({why})" for path, why in taken.skipped], parent, taken.hashed)
+    skipped = [f"{path} ({why})" for path, why in taken.skipped]
+    branch = worktree.branch if had_branch or made != parent else None
+    whole = wholediff.whole(repo, worktree.base, made) if branch and worktree.base else {}
+    return Committed(made, skipped, parent, taken.hashed, branch, not had_branch and branch is not None, whole)
 
 
 def _written_tree(repo: Repo, directory: Path, parent: str, *, trust: bool) -> tuple[tree.WorktreeSnapshot, str]:
@@ -306,30 +328,32 @@ def _written_tree(repo: Repo, directory: Path, parent: str, *, trust: bool) -> t
 
 
 def advance(worktree: Worktree, committed: Committed) -> None:
-    """Move the branch to what `commit` built, from the commit it was built on (git refuses if the branch moved
-    since): one quick git command, never run where it could be killed halfway, which would leave the ref locked."""
+    """Move the branch to what `commit` built, from the commit it was built on, or create it when it did not
+    exist (git refuses if the branch moved, or was made, since): one quick git command, never run where it could
+    be killed halfway, which would leave the ref locked."""
     if committed.commit != committed.parent:
         ref = f"refs/heads/{worktree.branch}"
         message = f"chock: commit to {worktree.branch}"
-        worktree.repo.run(["update-ref", "-m", message, ref, committed.commit, committed.parent])
+        old = "" if committed.made_branch else committed.parent  # "": the ref must not exist yet
+        worktree.repo.run(["update-ref", "-m", message, ref, committed.commit, old])
 
 
 @dataclass(frozen=True)
 class Changes:
-    lines: list[str]  # "M path", "A path", "D path", "T path" against the branch's commit
+    lines: list[str]  # "M path", "A path", "D path", "T path" against the branch's commit (or the base)
     skipped: list[str]  # what a finish would leave out, and why
     hashed: int = 0  # files read and hashed to say so; every other file kept the blob id its stamps recorded
 
 
 def changes(worktree: Worktree) -> Changes:
-    """What finishing now would commit, against the branch's commit: the same computation as `finish`, trusting
-    the stamps as it does (they are not written again: the blobs hashed here are not written to the repository,
-    so no record may name them)."""
+    """What finishing now would commit, against the branch's commit (the base when there is no branch yet): the
+    same computation as `finish`, trusting the stamps as it does (they are not written again: the blobs hashed
+    here are not written to the repository, so no record may name them)."""
     repo = worktree.repo
+    parent = _tip(worktree)[0]
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
-        branch = f"refs/heads/{worktree.branch}"
-        taken = tree.snapshot(repo, worktree.directory, branch, index, write=False, trust=True)
+        taken = tree.snapshot(repo, worktree.directory, parent, index, write=False, trust=True)
         current = tree.index_keys(repo, index)
     return Changes(
         [f"{status} {path}" for status, path in tree.changes(taken.base, current)],

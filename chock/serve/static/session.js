@@ -68,7 +68,10 @@ export class SessionView {
     if (row.message && !$("session-task").textContent) $("session-task").textContent = row.message;
     if (row.project && !this.project) this.project = row.project;
     // A row older than the events shown says less than they do.
-    if (Number(row.last_event_id) >= this.lastId) this.setStatus(row.status);
+    if (Number(row.last_event_id) >= this.lastId) {
+      this.setStatus(row.status);
+      steering.keeps(row.workspace_kept);
+    }
   }
 
   setStatus(status) {

@@ -1,11 +1,15 @@
 // Steering the open session: Stop while it runs, Remove once it ended, and the message box under it —
-// a follow-up while it runs (taken in before its next model call), a continuation once it ended.
+// a follow-up while it runs (taken in before its next model call), a continuation once it ended. A session that
+// ended keeping its workspace (stopped, or failed) is removed with it: the daemon commits the workspace's work to
+// the session's branch, removes the workspace, then the session (`remove-with-workspace`).
 import { api, paths } from "./api.js";
 import { $ } from "./dom.js";
 import { page, state } from "./state.js";
 
 export const steering = {
   removeTimer: null,
+  kept: false, // the open session ended and keeps its workspace: Remove removes that too
+
 
   wire() {
     $("stop-button").addEventListener("click", () => this.stop());
@@ -17,6 +21,7 @@ export const steering = {
   },
 
   reset() {
+    this.kept = false;
     this.show("");
     this.note("action-status", "");
     this.note("say-status", "");
@@ -63,31 +68,50 @@ export const steering = {
     }
   },
 
+  /** Whether the open session keeps its workspace, as its row says (`workspace_kept`). */
+  keeps(kept) {
+    if (Boolean(kept) === this.kept) return;
+    this.kept = Boolean(kept);
+    this.disarm();
+  },
+
   disarm() {
     clearTimeout(this.removeTimer);
     $("remove-button").classList.remove("armed");
-    $("remove-button").textContent = "Remove";
+    $("remove-button").textContent = this.kept ? "Remove with its workspace" : "Remove";
   },
 
   async remove() {
     const button = $("remove-button");
+    const { id } = state.session;
     if (!button.classList.contains("armed")) { // a second click within a few seconds removes it
       button.classList.add("armed");
-      button.textContent = "Remove its log for good?";
+      button.textContent = this.kept
+        ? `Commit its workspace to chock/${id}, then remove both?`
+        : "Remove its log for good?";
       this.removeTimer = setTimeout(() => this.disarm(), 5000);
       return;
     }
+    const withWorkspace = this.kept;
     this.disarm();
     button.disabled = true;
-    const { id } = state.session;
-    this.note("action-status", "removing…");
+    this.note("action-status", withWorkspace ? "committing its workspace, then removing…" : "removing…");
     try {
-      await this.post("remove");
+      await this.post(withWorkspace ? "remove-with-workspace" : "remove");
       page.closeSession();
-      $("sessions-note").textContent = `removed ${id} (its branch chock/${id} stays)`;
+      $("sessions-note").textContent = withWorkspace
+        ? `removed ${id} and its workspace (its work is on the branch chock/${id}, if it changed anything)`
+        : `removed ${id} (its branch chock/${id} stays)`;
       page.refreshList();
     } catch (error) {
-      this.note("action-status", error.message, true);
+      if (!withWorkspace && /keeps its workspace/.test(error.message)) {
+        // The row was older than the session: say it in the page's words, and offer it.
+        this.keeps(true);
+        this.note("action-status", "This session keeps its workspace. Remove it with its workspace: the work in " +
+          `it is committed to the branch chock/${id} first, so nothing is lost.`, true);
+      } else {
+        this.note("action-status", error.message, true);
+      }
     } finally {
       button.disabled = false;
     }

@@ -6,6 +6,7 @@ import { showDiff } from "./diff.js";
 import { $, el } from "./dom.js";
 import { markdown } from "./markdown.js";
 import { page } from "./state.js";
+import { workNode } from "./work.js";
 
 /** A tool call's arguments in a line: its command, path, pattern, task or query, else its JSON cut at 80. */
 export function brief(args) {
@@ -54,7 +55,9 @@ const RENDER = {
     this.info(e, `workspace ${e.directory || ""}${e.commit ? ` at ${String(e.commit).slice(0, 10)}` : ""}`);
   },
   "workspace.close"(e) {
-    this.info(e, `changes committed to ${e.branch || "its branch"}${e.commit ? ` (${String(e.commit).slice(0, 10)})` : ""}`);
+    // Each finish shows the whole work against the base; only the newest keeps its diff open.
+    for (const older of this.timeline.querySelectorAll("details.whole-diff")) older.open = false;
+    this.add(workNode(e), e);
   },
   "user.message"(e) {
     this.endStreaming();
