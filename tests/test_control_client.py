@@ -275,6 +275,25 @@ def test_list_gives_rows_oldest_first(serve):
     assert server.received[0][1] == "list /home/me/proj"
 
 
+def test_list_read_in_one_pass_gives_each_row_as_reading_its_line_alone_does(serve):
+    """The client decodes a list's rows together; whatever the rows hold, it gives what decoding each line alone
+    gives, and a line that is not one row is refused as it always was — never read as part of its neighbours."""
+    lines = [dp.ListRow(f"2026-12-01T07:34:{n:02d}.000Z", {"id": f"s{n}", "n": n, "t": "é\t\"x\""}).encode()
+             for n in range(50)]  # fmt: skip
+    lines += [dp.ListRow("time\twith a tab", {"id": "escaped"}).encode(), b'2026-12-03T00:00:00.000Z\t {"id": "sp"} \n']
+    server = serve([HELLO_OK, b"".join(lines)])
+    got = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
+    alone = [dp.ListRow.decode(line.decode()[:-1]) for line in lines]
+    assert [(line.started_at, line.row) for line in got] == [(row.started_at, row.row) for row in alone if row]
+    assert len(got) == 52 and got[50].started_at == "time\twith a tab" and got[51].row == {"id": "sp"}
+    # Two lines whose JSON, joined, would make two objects: each alone is no row.
+    split = [b'2026-12-04T00:00:00.000Z\t{"a": 1}, {"b": [0\n', b"2026-12-04T00:00:01.000Z\t{}]}\n"]
+    server = serve([HELLO_OK, lines[0] + b"".join(split)], name="split.sock")
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
+    assert "cannot read" in caught.value.text or "expected" in caught.value.text, caught.value.text
+
+
 def test_list_of_an_unknown_project_is_empty(serve):
     server = serve([HELLO_OK, b""])
     assert ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/nowhere"), most=dp.MAX_SESSIONS) == []

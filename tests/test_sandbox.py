@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -19,7 +20,10 @@ from chock.errors import ChockError, Refused
 from chock.paths import Layout
 from chock.session import sandbox as sandbox_module
 from chock.session import workspace
+from chock.session.ports import Launch, Sandboxed
 from chock.session.sandbox import Sandbox, find_bwrap, for_workspace, host_environment
+from chock.session.tools.shell import Shell
+from chock.session.tools.tool import ToolRefused
 from tests.fakes.projects import git_value as git
 from tests.fakes.projects import make_project
 from tests.fakes.sessions import no_process_left
@@ -235,6 +239,62 @@ def test_etc_is_there_without_what_other_users_cannot_read(box: Sandbox) -> None
         else:
             assert ok(box, f"ls -A {path}") == "", path
             assert fails(box, f"touch {path}/x"), path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes a file in /etc")
+def test_etc_masks_follow_a_file_that_appears_or_vanishes_between_calls(box: Sandbox) -> None:
+    """The masks are walked once and kept: a secret file added to /etc after the first call is hidden from the
+    next, and a masked file that vanished (a lock file `useradd` removed) does not make bwrap fail."""
+    assert "root:" in ok(box, "cat /etc/passwd")  # the masks are known now
+    secret = Path("/etc") / f"chock-test-secret-{os.getpid()}"
+    try:
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"hidden\n")
+        os.close(fd)
+        assert fails(box, f"cat {secret}")
+        secret.unlink()
+        assert ok(box, "echo still runs") == "still runs\n"
+    finally:
+        secret.unlink(missing_ok=True)
+
+
+class _Vanishing(Sandboxed):
+    """The session's runner, while a masked /etc file is removed between its command line and bwrap's start (as
+    `useradd` removes its lock file)."""
+
+    def shell(self, command: str) -> Launch:
+        launch = super().shell(command)
+        for name in os.listdir("/etc"):
+            if name.startswith(f"chock-test-lock-{os.getpid()}"):
+                os.unlink(f"/etc/{name}")
+        return launch
+
+
+class _Context:
+    def __init__(self, runner: Sandboxed) -> None:
+        self.runner = runner
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes a file in /etc")
+def test_a_masked_file_gone_before_bwrap_starts_costs_one_more_start_and_the_command_runs_once(box: Sandbox) -> None:
+    """bwrap cannot bind over a mask that vanished ("Can't create file at …"): the tool call walks /etc again
+    and starts the command once more; the command itself ran exactly once."""
+    lock = Path("/etc") / f"chock-test-lock-{os.getpid()}"
+    try:
+        os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        runner = _Vanishing(box, find_bwrap())
+        said = asyncio.run(Shell().run(_Context(runner), {"command": "echo ran >> ran.txt; echo done"}))  # type: ignore[arg-type]
+        assert said == "done\n"
+        assert (box.workspace / "ran.txt").read_text() == "ran\n"
+        # A command that fails on its own is not started again.
+        lock.touch(mode=0o600)
+        os.chmod(lock, 0o600)
+        with pytest.raises(ToolRefused) as refused:
+            asyncio.run(Shell().run(_Context(runner), {"command": "echo once >> once.txt; exit 1"}))  # type: ignore[arg-type]
+        assert "[exit code 1]" in str(refused.value) and "bwrap" not in str(refused.value)
+        assert (box.workspace / "once.txt").read_text() == "once\n"
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def test_writes_land_in_the_workspace_home_and_private_tmp_only(box: Sandbox, project: Path, layout: Layout) -> None:

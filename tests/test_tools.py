@@ -116,6 +116,34 @@ def test_a_line_longer_than_the_bound_is_cut_and_never_held_whole(root):
     assert peak < 8 * 1024 * 1024
 
 
+# Lines that a search of many lines at once could get wrong: a match across lines, CRLF, an empty line,
+# a character cut by nothing but invalid UTF-8, and anchors.
+TRICKY = (
+    b"alpha\nbeta gamma\r\n\nalpha beta\n\xff\xfebroken alpha\nword\r\n   \n"
+    b"a\nb a b\n\xc3\xa9t\xc3\xa9 alpha\nend without newline alpha"
+)
+CROSSING = ["alpha\\s+beta", "^beta", "beta$", "(?s)a.b", "a\\s+b", "^$", "\\balpha\\b", "[^z]{4}\\n", "a", "x*",
+            "\\Aalpha", "(?<=a )b", "t\\S+ alpha$", "\\s$", "$", "alpha$"]  # fmt: skip
+
+
+@pytest.mark.parametrize("run", [confined.RUN, 7])
+def test_search_finds_exactly_what_searching_each_line_alone_finds(root, monkeypatch, run):
+    """However the file is read (one run of lines, or runs of a few bytes that cut lines apart), each line is
+    reported exactly when the pattern matches in it alone, with its number."""
+    monkeypatch.setattr(confined, "RUN", run)
+    (root / "t.txt").write_bytes(TRICKY)
+    lines = TRICKY.decode("utf-8", "replace").splitlines(keepends=True)
+    for pattern in CROSSING:
+        expected = [
+            f"t.txt:{number}:{line.rstrip()}"
+            for number, line in enumerate(lines, 1)
+            if re.search(pattern, line.replace("\r\n", "\n"))
+        ]
+        output, is_error = call(root, "search", pattern=pattern)
+        assert not is_error
+        assert output.splitlines() == (expected or ["(no matches)"]), pattern
+
+
 def test_a_match_deep_in_a_long_line_is_shown_around_the_match(root):
     (root / "min.js").write_text("x" * 5000 + "FINDME" + "y" * 5000 + "\n")
     output, _ = call(root, "search", pattern="FINDME")

@@ -57,7 +57,7 @@ def run(
 ) -> None:
     """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
     from chock.session import render
-    from chock.session.start import RunRequest
+    from chock.session.start import RunRequest, exit_now
     from chock.session.start import run as run_session
 
     if continue_id and message is None and not _looks_like_session_id(continue_id):
@@ -92,13 +92,16 @@ def run(
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
     from chock.platform.journal import session_records
 
-    with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
-        try:
-            code = run_session(layout, request, renderer)
-        finally:
-            if isinstance(renderer, render.TerminalView):
-                renderer.close()  # the spinner's line cleared before anything else is printed
-        sys.exit(code)
+    try:
+        with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
+            try:
+                code = run_session(layout, request, renderer)
+            finally:
+                if isinstance(renderer, render.TerminalView):
+                    renderer.close()  # the spinner's line cleared before anything else is printed
+            sys.exit(code)
+    except SystemExit as ended:  # the log is released: what is left is the interpreter's teardown, skipped
+        exit_now(ended.code)
 
 
 def _looks_like_session_id(text: str) -> bool:

@@ -19,7 +19,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 from typing import TypeVar
 
 from chock.control import daemon_protocol as dp
@@ -125,6 +124,21 @@ class Pump:
             self.connection.receive_data(data)
         return event
 
+    def fill(self, lines: int, timeout: float | None, what: str) -> None:
+        """Receive until `lines` complete lines are held or the peer has closed (each wait at most `timeout` for
+        it as a whole), so that they can be decoded together."""
+        deadline = Deadline(timeout, time.monotonic)
+        connection = self.connection
+        while connection.held() < lines and not connection.closed:
+            self.sock.settimeout(deadline.left(connection.peer, what))
+            try:
+                data = self.sock.recv(_CHUNK)
+            except TimeoutError:
+                continue  # the deadline above says so
+            except OSError:
+                data = b""  # a reset is the peer going away, like end of file
+            connection.receive_data(data)
+
     def reply(self, timeout: float | None, what: str) -> ReplyLine:
         """The next line of a reply that must come: end of file first is `unreachable`."""
         event = self.next_event(timeout, what)
@@ -164,6 +178,29 @@ class ReplyStream:
                 event = self._pump.next_event(self._idle, self._what)
         finally:
             self.close()
+
+    def rest(self, most: int) -> list[ReplyLine]:
+        """The stream's lines to its end, at most `most`: what came is read as it comes, then every line held is
+        decoded in one pass where the item type can (`ClientConnection.items`), else one by one."""
+        lines: list[ReplyLine] = []
+        first, self._first = self._first, None
+        if isinstance(first, ReplyLine):
+            lines.append(first)
+        elif first is not None:
+            return lines  # the stream ended before its first line
+        connection = self._pump.connection
+        while len(lines) < most:
+            if connection.batches():  # it ends when the peer closes: what is on its way is read first
+                self._pump.fill(most - len(lines), self._idle, self._what)
+                batch = connection.items(most - len(lines))
+                if batch:
+                    lines += batch
+                    continue
+            event = self._pump.next_event(self._idle, self._what)
+            if not isinstance(event, ReplyLine):
+                break
+            lines.append(event)
+        return lines
 
     def close(self) -> None:
         self._pump.close()
@@ -227,7 +264,7 @@ class ControlClient:
         that ends by itself (`list`, `sessions`, `read`), never for a `watch`."""
         stream = self.stream(request)
         try:
-            return list(islice(stream, most))
+            return stream.rest(most)
         finally:
             stream.close()
 

@@ -330,6 +330,23 @@ class ClientConnection:
         else:
             self._replies.feed(data)
 
+    def batches(self) -> bool:
+        """The reply being received is a stream whose items `items` decodes together: its item type has
+        `decode_many`, it has no end line (it ends when the peer closes), and no line may come at any time."""
+        request = self._request
+        if self._state != "reply" or request is None or request.END is not None or self.protocol.anytime:
+            return False
+        return hasattr(request.ITEM, "decode_many")
+
+    def held(self) -> int:
+        """How many complete lines are received and not yet read."""
+        return self._replies.complete
+
+    @property
+    def closed(self) -> bool:
+        """The peer closed its end: nothing more will be received."""
+        return self._eof
+
     @property
     def replying(self) -> bool:
         """A reply (or the greeting's answer) is still to come."""
@@ -369,6 +386,22 @@ class ClientConnection:
         if self._state != "reply" or self._request is None:
             raise unreadable(line, f"nothing from the {self.peer} (no request is waiting for a reply)")
         return self._reply(line, self._request)
+
+    def items(self, most: int) -> list[ReplyLine] | None:
+        """Every item of the stream being replied that is already received (at most `most`), decoded in one pass
+        by the item type's `decode_many`; None when they cannot be read so — no item type with `decode_many`,
+        a header still to come, lines that may come at any time, or a line among them that is not an item (an
+        error, the end): then `next_event` reads them, one by one, as it always does."""
+        request = self._request
+        if request is None or not self.batches() or not (request.REPLY is None or self._header_seen):
+            return None
+        many = request.ITEM.decode_many  # type: ignore[union-attr]  # batches() says it has one
+        lines = self._replies.take_lines(most)
+        texts = [line for line in lines if isinstance(line, str)]
+        decoded = many(texts) if len(texts) == len(lines) else None
+        if decoded is None:
+            self._replies.give_back(lines)
+        return decoded
 
     def _reply(self, line: str, request: Request) -> ReplyLine:
         if request.REPLY is not None and not self._header_seen:

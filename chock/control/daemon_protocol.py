@@ -34,6 +34,10 @@ def _dumps(value: dict[str, object]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
+# The scanner behind `json.loads` (its C one): a value at an offset and where it ends, with no whitespace skipped.
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
 def _json_object(text: str) -> dict[str, object] | None:
     try:
         value = json.loads(text)
@@ -129,6 +133,25 @@ class ListRow(ReplyLine):
             return cls(f.unescape(started_at), row)
         except f.ProtocolError:
             return None
+
+    @classmethod
+    def decode_many(cls, lines: list[str]) -> list[ReplyLine] | None:
+        """`decode` of each line in one pass, each row's JSON read by the C scanner `json.loads` itself uses,
+        without its per-call wrapping; None unless every line is a row as `decode` reads it (a line with
+        anything else, an escaped time, or a space around its JSON is then read alone, by `decode`)."""
+        decoded: list[ReplyLine] = []
+        for line in lines:
+            started_at, tab, text = line.partition("\t")
+            if not tab or "\\" in started_at:
+                return None
+            try:
+                row, end = _scan(text, 0)
+            except (StopIteration, ValueError, RecursionError):
+                return None
+            if end != len(text) or not isinstance(row, dict):
+                return None
+            decoded.append(cls(started_at, row))
+        return decoded
 
 
 class InstanceRow(ReplyLine):

@@ -301,6 +301,9 @@ class LineBuffer:
     def feed(self, data: bytes) -> None:
         if self._failed is not None or not data:
             return
+        if isinstance(self._limit, int):
+            self._feed_split(data, self._limit)
+            return
         view = memoryview(data)
         start = 0
         while start < len(data):
@@ -309,11 +312,7 @@ class LineBuffer:
             limit = self._limit_for(data, start)
             if len(self._partial) + (end - start) > limit:
                 # Refused before the excess is copied: a 2 MiB line costs at most `limit` bytes here.
-                note = f" ({self._note})" if self._note else ""
-                self._failed = ProtocolError(
-                    ErrorCode.TOO_LARGE, f"a line may hold at most {size(limit)} here{note}; this one is longer"
-                )
-                self._partial = bytearray()
+                self._refuse(limit)
                 return
             self._partial += view[start:end]
             if newline < 0:
@@ -321,6 +320,33 @@ class LineBuffer:
             self._lines.append(self._decode(bytes(self._partial)))
             self._partial.clear()
             start = newline + 1
+
+    def _feed_split(self, data: bytes, limit: int) -> None:
+        """`feed` under one bound for every line: `data` split at its newlines in one pass."""
+        pieces = data.split(b"\n")
+        rest = pieces.pop()  # after the last newline: a line not ended yet
+        if pieces and self._partial:
+            if len(self._partial) + len(pieces[0]) > limit:
+                self._refuse(limit)
+                return
+            pieces[0] = bytes(self._partial) + pieces[0]
+            self._partial.clear()
+        for piece in pieces:
+            if len(piece) > limit:
+                self._refuse(limit)
+                return
+            self._lines.append(self._decode(piece))
+        if len(self._partial) + len(rest) > limit:
+            self._refuse(limit)
+            return
+        self._partial += rest
+
+    def _refuse(self, limit: int) -> None:
+        note = f" ({self._note})" if self._note else ""
+        self._failed = ProtocolError(
+            ErrorCode.TOO_LARGE, f"a line may hold at most {size(limit)} here{note}; this one is longer"
+        )
+        self._partial = bytearray()
 
     def _limit_for(self, data: bytes, start: int) -> int:
         if isinstance(self._limit, int):
@@ -349,6 +375,22 @@ class LineBuffer:
         if self._failed is not None:
             raise self._failed
         return None
+
+    def take_lines(self, most: int) -> list[str | ProtocolError]:
+        """Up to `most` complete lines (or their errors) at once, as `next_line` would give them one by one."""
+        taken: list[str | ProtocolError] = []
+        while self._lines and len(taken) < most:
+            taken.append(self._lines.popleft())
+        return taken
+
+    def give_back(self, lines: list[str | ProtocolError]) -> None:
+        """Lines `take_lines` gave, put back first, in their order."""
+        self._lines.extendleft(reversed(lines))
+
+    @property
+    def complete(self) -> int:
+        """How many complete lines are held."""
+        return len(self._lines)
 
     @property
     def partial(self) -> bool:

@@ -111,12 +111,27 @@ class RowState:
         for start in _row_lines(data):
             end = data.index(b"\n", start) + 1
             usage = usage_line.match(data, start, end)
-            event = _usage_event(usage) if usage is not None else decode(data[start:end])
+            if usage is not None:  # most of a row's lines: added as `_usage` would, with no event built
+                self._add_usage(usage)
+                continue
+            event = decode(data[start:end])
             if event is not None:
                 self.apply(event)
         last = _last_id(data)
         if last is not None:
             self.last_event_id = last
+
+    def _add_usage(self, usage: re.Match[bytes]) -> None:
+        """What `apply` of the usage event a `_USAGE` match spells does (`_usage`: a JSON number with a fraction or
+        an exponent is a float, any other an int), but for its id, which `feed` sets from its data's last line."""
+        self.input_tokens += int(usage[2])
+        self.output_tokens += int(usage[3])
+        if usage[4] is not None:
+            self.cache_read_tokens += int(usage[4])
+            self.cache_write_tokens += int(usage[5])
+        if usage[6] is not None:
+            cost = usage[6]
+            self.cost = (self.cost or 0.0) + (float(cost) if any(c in cost for c in b".eE") else int(cost))
 
     # What the fold says -------------------------------------------------------------------------------
 
@@ -374,20 +389,6 @@ def _compiled(pattern: bytes) -> re.Pattern[bytes]:
     """A pattern above, compiled on the first fold rather than at import: the daemon imports this module on
     a start a client waits on (docs/architecture.md#start-up)."""
     return re.compile(pattern)
-
-
-def _usage_event(match: re.Match[bytes]) -> Event:
-    """The event `decode` would give for a line `_USAGE` matched (a JSON number with a fraction or an exponent
-    is a float, any other an int)."""
-    event: Event = {"id": int(match[1]), "type": "usage", "input_tokens": int(match[2]), "output_tokens": int(match[3])}
-    if match[4] is not None:
-        event["cache_read_tokens"], event["cache_write_tokens"] = int(match[4]), int(match[5])
-    if match[6] is not None:
-        cost = match[6]
-        event["cost"] = float(cost) if any(c in cost for c in b".eE") else int(cost)
-    if match[7] is not None:
-        event["for"] = match[7].decode()
-    return event
 
 
 def _row_lines(data: bytes) -> list[int]:

@@ -11,6 +11,7 @@ conversation is provider-neutral (the fold of the session log builds it); each w
     anthropic.py  the Messages API wire: `WIRE`, its request body and its stream's reader, no I/O
     openai.py     the chat-completions wire (`aiand`, `openai-compat`), the same way
     retry.py      which failures before an answer's first byte are tried again, and how long to wait
+    lean_http.py  httpx, imported without its command-line tool
     transport.py  HTTP for both wires: the streamed POST (`HTTPProvider`) with its retries, and `GET /models`
     replay.py     the `replay` kind, a file of answers played back
     registry.py   kind → wire, `make_provider`, and the credential check `chock login` runs

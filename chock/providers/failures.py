@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from chock.providers import ProviderError
 from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS
+from chock.providers.lean_http import httpx
 
 # The provider's own message is quoted; a proxy's HTML error page is not a message, and a long one is cut.
 QUOTE_LIMIT = 300

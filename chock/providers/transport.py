@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-
-import httpx
 
 from chock.providers import ProviderError, Reply, Retrying, TextDelta, retry
 from chock.providers.failures import (
@@ -27,6 +26,7 @@ from chock.providers.failures import (
     transport_failure,
     unusable_credential,
 )
+from chock.providers.lean_http import httpx
 from chock.providers.wire import StreamReader, Wire
 
 # Opening a connection is quick or it is not going to happen.
@@ -51,6 +51,14 @@ def header_safe(credential: str | None) -> bool:
     """A key travels in a header: printable ASCII with no space (RFC 9110 §5.5 field values are visible
     characters; httpx encodes them as ASCII). A line break left by a paste is the usual offender."""
     return credential is None or all("!" <= c <= "~" for c in credential)
+
+
+def verifies(address: str) -> bool:
+    """Whether a client for `address` loads the certificate store (35–40 ms at every start): an https address
+    does; a plain-http one never speaks TLS (redirects are not followed), unless a proxy named in the
+    environment might carry it, and then the store is loaded as for https."""
+    plain = address.lower().startswith("http://")
+    return not plain or any(name.lower().endswith("_proxy") for name in os.environ)
 
 
 # How a wait is waited: asyncio.sleep, or the session's clock (chock.session.ports.Clock.sleep).
@@ -229,7 +237,7 @@ class HTTPProvider:
         # its own `asyncio.run` gets a fresh client rather than a pool bound to a closed loop.
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT)
+            self._client = httpx.AsyncClient(timeout=STREAM_TIMEOUT, verify=verifies(self.address))
             self._loop = loop
         return self._client
 

@@ -82,13 +82,17 @@ def _completed(
     return done
 
 
-def discover(path: Path) -> subprocess.CompletedProcess[bytes]:
-    """`git rev-parse` of the person's own directory `path`, the one place git looks for a repository.
+def discover(path: Path, *, head: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """`git rev-parse` of the person's own directory `path`, the one place git looks for a repository: its
+    top, git dir and common dir, one a line, and with `head` a fourth line, the commit HEAD names (exit 1 and
+    no fourth line when HEAD names none) — one git process for all a session's start asks.
 
     It reads `path`'s `.git` as the person's git would (under their config, so their `safe.directory`
     applies); everything after names what it found explicitly. Never called on a workspace.
     """
     args = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"]
+    if head:
+        args += ["--verify", "--quiet", "--end-of-options", "HEAD^{commit}"]
     try:
         return subprocess.run(
             _argv(args, ()),

@@ -10,6 +10,7 @@ in-process with the replay provider, a runner without bwrap, a clock the test mo
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cwd: Path | None = None
+    # bwrap's status (`--json-status-fd`): the pipe's write end goes to the process, the read end stays here
+    status: tuple[int, int] | None = None
 
 
 class ToolRunner(Protocol):
@@ -79,8 +82,9 @@ class Sandboxed:
     bwrap: str
 
     def shell(self, command: str) -> Launch:
-        argv = self.sandbox.argv(["/bin/sh", "-c", command], bwrap=self.bwrap)
-        return Launch(argv, self.sandbox.host_environment())
+        read, write = os.pipe()
+        argv = self.sandbox.argv(["/bin/sh", "-c", command], bwrap=self.bwrap, status_fd=write)
+        return Launch(argv, self.sandbox.host_environment(), status=(read, write))
 
 
 class SocketServer(Protocol):

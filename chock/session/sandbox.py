@@ -107,8 +107,9 @@ class Sandbox:
         """The bwrap process's own environment (the module's `host_environment`, at hand on the sandbox)."""
         return host_environment()
 
-    def argv(self, command: list[str], *, bwrap: str) -> list[str]:
-        """The bwrap command line running `command` in the sandbox.
+    def argv(self, command: list[str], *, bwrap: str, status_fd: int | None = None) -> list[str]:
+        """The bwrap command line running `command` in the sandbox; with `status_fd`, bwrap reports on it
+        (`--json-status-fd`), which tells its own failure to build the sandbox from the command's (`setup_failed`).
 
         Creates the HOME and knowledgebase dirs (0700) when missing, so the mount points exist; refuses when
         the workspace or its git dirs are gone, naming the path, rather than let bwrap fail in a tool call.
@@ -123,6 +124,8 @@ class Sandbox:
         mount_point = ensure_dir(home / "knowledgebase")
 
         args = [bwrap, "--unshare-all"]
+        if status_fd is not None:
+            args += ["--json-status-fd", str(status_fd)]
         if self.network:
             args.append("--share-net")
         args += ["--die-with-parent", "--cap-drop", "ALL", "--new-session"]
@@ -184,12 +187,62 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _hidden(root: str) -> Iterator[tuple[str, str]]:
-    """("file" | "dir", path) for each entry below `root` that the machine's other users cannot read."""
+def setup_failed(status: bytes, returncode: int | None) -> bool:
+    """Whether bwrap exited before the command ran: it exits 1 having reported no `exit-code` on its status fd
+    (it reports one for every command that ran, whatever its exit). A masked `/etc` file that vanished since
+    the command line was built is the usual cause ("Can't create file at /etc/group.lock")."""
+    return returncode == 1 and b'"exit-code"' not in status
+
+
+def forget_masks() -> None:
+    """Walk `/etc` again at the next command line: bwrap could not build the sandbox from the last one."""
+    _known_masks.clear()
+
+
+@dataclass(frozen=True)
+class _Masks:
+    """The entries below a root that the machine's other users cannot read, and the identity (mtime and ctime)
+    of every directory read to find them: an entry added, removed or renamed in one of them, or a directory's
+    own mode changed, changes them."""
+
+    masked: tuple[tuple[str, str], ...]
+    directories: tuple[tuple[str, int, int], ...]
+
+    def current(self) -> bool:
+        for path, mtime, ctime in self.directories:
+            try:
+                now = os.stat(path, follow_symlinks=False)
+            except OSError:
+                return False
+            if (now.st_mtime_ns, now.st_ctime_ns) != (mtime, ctime):
+                return False
+        return True
+
+
+_known_masks: dict[str, _Masks] = {}
+
+
+def _hidden(root: str) -> tuple[tuple[str, str], ...]:
+    """("file" | "dir", path) for each entry below `root` that the machine's other users cannot read.
+
+    Walked once, then again only when a directory it read changed (a stat of each, ~160 for /etc, where the
+    walk stats every entry, ~1,300). A file whose mode alone changed (`chmod o-r`) in a directory that did not
+    is masked from the session's next start on."""
+    known = _known_masks.get(root)
+    if known is None or not known.current():
+        directories: list[tuple[str, int, int]] = []
+        masked = tuple(_walk(root, directories))
+        known = _known_masks[root] = _Masks(masked, tuple(directories))
+    return known.masked
+
+
+def _walk(root: str, directories: list[tuple[str, int, int]]) -> Iterator[tuple[str, str]]:
     try:
+        identity = os.stat(root, follow_symlinks=False)
         entries = list(os.scandir(root))
     except OSError:
         return
+    directories.append((root, identity.st_mtime_ns, identity.st_ctime_ns))
     for entry in entries:
         try:
             mode = entry.stat(follow_symlinks=False).st_mode
@@ -199,6 +252,6 @@ def _hidden(root: str) -> Iterator[tuple[str, str]]:
             if mode & (stat.S_IROTH | stat.S_IXOTH) != stat.S_IROTH | stat.S_IXOTH:
                 yield "dir", entry.path
             else:
-                yield from _hidden(entry.path)
+                yield from _walk(entry.path, directories)
         elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
             yield "file", entry.path

@@ -9,6 +9,7 @@ continuing rules: the workspace is taken over only when the log proves nobody is
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import os
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from chock import instances
 from chock.config import Config, load_config
@@ -33,6 +34,7 @@ from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
 from chock.session import instructions, reaper, sandbox, workspace
+from chock.session.hostgit import Repo
 from chock.session.ports import Ports, Sandboxed, SystemClock, ToolRunner
 from chock.session.runner import Session, Settings
 from chock.session.sockets import SessionSockets
@@ -62,6 +64,8 @@ class _Prepared:
     credential: str | None
     bwrap: str
     replay_entries: list[dict[str, Any]] | None
+    repo: Repo  # the project's, looked up once (workspace.open_project)
+    head: str  # the commit the project's HEAD named then: where a new session starts
 
 
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
@@ -136,7 +140,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:
     config = load_config(layout.config)
-    root = workspace.project_root(project or request.project or Path.cwd())
+    found = workspace.open_project(project or request.project or Path.cwd())
     instance = instances.resolve(layout, config, instance_name)
     replay_entries = None
     if instance.kind == "replay":
@@ -149,7 +153,7 @@ def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance
         raise Refused(str(error)) from None
     bwrap = sandbox.find_bwrap()
     sandbox.check_bwrap(bwrap)
-    return _Prepared(config, root, instance, credential, bwrap, replay_entries)
+    return _Prepared(config, found.root, instance, credential, bwrap, replay_entries, found.repo, found.head)
 
 
 def _begin(layout: Layout, request: RunRequest) -> _Opening:
@@ -159,8 +163,8 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
         raise UsageError("chock run needs a task: give it as an argument or on standard input")
     session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
     # The session starts from the commit HEAD names now; the project's instructions are read from that commit.
-    repo, commit = workspace.head(prepared.project)
-    found = instructions.read(repo, commit)
+    commit = prepared.head
+    found = instructions.read(prepared.repo, commit)
     said = {"instructions": found.text} if found.text else {}
     if found.note:
         said["instructions_note"] = found.note
@@ -353,7 +357,7 @@ def _place(
             # Its owner logged where the work went and died before removing it (docs/log.md#durability): the
             # branch holds that work, so the leftover goes before a new worktree takes its place.
             workspace.remove(_recorded(prepared, session_id, state, Path(state.workspace)))
-        worktree, commit = workspace.create(prepared.project, directory, f"chock/{session_id}", start=start)
+        worktree, commit = workspace.create(prepared.repo, directory, f"chock/{session_id}", start=start)
         if request.allow_dirty:
             workspace.copy_dirty(prepared.project, directory)
     else:  # a linked worktree records nothing about the process that made it: taking it costs no git command
@@ -507,3 +511,19 @@ def _single_threaded_loop() -> asyncio.AbstractEventLoop:
         watcher.attach_loop(loop)
         asyncio.set_child_watcher(watcher)
     return loop
+
+
+def exit_now(code: object) -> NoReturn:
+    """End the process as `sys.exit(code)` would, without the interpreter's teardown (60–65 ms of freeing
+    modules after a session's end): the atexit handlers run first (the journal's flush), then stdout and
+    stderr are flushed. Only for a process whose files are closed or written with os.write (a session's log)."""
+    if code is not None and not isinstance(code, int):
+        raise SystemExit(code)  # a message to print: the ordinary exit prints it
+    status = code or 0
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 120  # what the interpreter exits with when its last flush fails
+    os._exit(status)

@@ -37,20 +37,38 @@ def _paths(done: subprocess.CompletedProcess[bytes]) -> list[str]:
 
 def _discover(path: Path) -> tuple[Repo | None, str]:
     """The repository containing the person's directory `path`, or None and git's complaint."""
-    done = hostgit.discover(path)
+    repo, _, detail = _lookup(path, head=False)
+    return repo, detail
+
+
+def _lookup(path: Path, *, head: bool) -> tuple[Repo | None, str | None, str]:
+    """The repository containing `path`, with `head` the commit its HEAD names (None when there is none
+    yet), in one git process; or None and git's complaint."""
+    done = hostgit.discover(path, head=head)
     lines = done.stdout.decode(errors="surrogateescape").splitlines()
-    if done.returncode != 0 or len(lines) != 3:
-        return None, done.stderr.decode(errors="replace").strip()
-    top, git_dir, common = (Path(line).resolve() for line in lines)
-    return Repo(git_dir=git_dir, common_dir=common, work_tree=top), ""
+    found = len(lines) == 4 if head and done.returncode == 0 else len(lines) == 3
+    if not found or done.returncode not in ((0, 1) if head else (0,)):
+        return None, None, done.stderr.decode(errors="replace").strip()
+    top, git_dir, common = (Path(line).resolve() for line in lines[:3])
+    return Repo(git_dir=git_dir, common_dir=common, work_tree=top), lines[3] if len(lines) == 4 else None, ""
 
 
-def project_root(path: Path) -> Path:
-    """The top of the git work tree holding `path` as every command finds it (`chock.project.find_root`),
+@dataclass(frozen=True)
+class Project:
+    """The person's project as a session's start finds it: the top of its work tree, its repository, and the
+    commit HEAD names (where a new session starts)."""
+
+    root: Path
+    repo: Repo
+    head: str
+
+
+def open_project(path: Path) -> Project:
+    """The project holding `path` as every command finds it (`chock.project.find_root`), with one git process,
     refused unless git works there and its repository has a commit: a workspace is made from the committed
     HEAD."""
     root = find_root(path)
-    repo, detail = _discover(root)
+    repo, commit, detail = _lookup(root, head=True)
     if repo is None:
         raise Refused(f"git cannot work in {root}: {detail or 'it finds no repository there'}")
     if repo.work_tree != root:
@@ -58,12 +76,17 @@ def project_root(path: Path) -> Path:
             f"git takes the work tree of {root} to be {repo.work_tree} (core.worktree?): chock works in a "
             "repository whose work tree holds its .git"
         )
-    if repo.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], check=False).returncode != 0:
+    if commit is None:
         raise Refused(
             f"{root} has no commit yet: chock run builds its workspace from the committed HEAD, "
             "so make a first commit (`git add` and `git commit`) and run it again"
         )
-    return root
+    return Project(root, repo, commit)
+
+
+def project_root(path: Path) -> Path:
+    """The top of the work tree `open_project` finds."""
+    return open_project(path).root
 
 
 def _repo(project: Path) -> Repo:
@@ -89,12 +112,6 @@ def branch_exists(worktree: Worktree) -> bool:
 
 def _commit_of(repo: Repo, revision: str) -> str:
     return repo.value(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"])
-
-
-def head(project: Path) -> tuple[Repo, str]:
-    """The project's repository and the commit its HEAD names now: where a new session starts."""
-    repo = _repo(project)
-    return repo, _commit_of(repo, "HEAD")
 
 
 def _tip(worktree: Worktree) -> tuple[str, str, bool]:
@@ -125,14 +142,15 @@ class Worktree:
     base: str = ""  # the session's base: what a finish with no branch yet builds on ("" in logs older than it)
 
 
-def create(project: Path, directory: Path, branch: str, *, start: str = "HEAD") -> tuple[Worktree, str]:
+def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "HEAD") -> tuple[Worktree, str]:
     """Add a linked worktree at `directory` on a detached HEAD; return it and the commit it starts at.
 
     It starts at `branch`'s commit when the branch exists (a session that finished with changes and is
     continued), else at `start`, the session's base. Git makes the worktree's `.git` file and admin dir but
-    checks nothing out; `tree.write_files` writes the files. No branch is made here.
+    checks nothing out; `tree.write_files` writes the files. No branch is made here. A `Repo` given as
+    `project` (what `open_project` found) saves looking it up again.
     """
-    repo = _repo(project)
+    repo = project if isinstance(project, Repo) else _repo(project)
     directory = Path(directory).absolute()
     admin = repo.common_dir / "worktrees" / directory.name
     ensure_dir(directory.parent)

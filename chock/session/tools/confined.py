@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterator
 from io import BufferedReader, FileIO
@@ -21,6 +22,7 @@ from pathlib import Path
 from chock.session.tools.tool import ToolRefused
 
 CHUNK = 64 * 1024  # one read; what is held of a line being read through
+RUN = 1024 * 1024  # one read of `Scan.runs`: whole lines searched at once
 # Bytes one call may read through, across every file it opens: a bound on its time (a few seconds), so that
 # a search of a tree of generated files, or an offset far into a log, ends with a note instead of running on.
 SCAN_LIMIT = 256 * 1024 * 1024
@@ -124,6 +126,7 @@ class Scan:
         self.left = SCAN_LIMIT
         self.spent = False  # the call stopped reading because its bound ran out
         self.binary = ""  # where the last file read showed it is not text (a NUL byte), or ""
+        self.long_lines = 0  # of the last file read, the lines searched in their first bytes only
 
     def _read(self, handle: BufferedReader, size: int) -> bytes:
         data = handle.readline(min(size, self.left + 1))
@@ -159,6 +162,63 @@ class Scan:
                     self.binary = f"a NUL byte in line {number}"
                     return
                 ended = part.endswith(b"\n")
+
+    def runs(self, handle: BufferedReader, keep: int) -> Iterator[tuple[int, bytes, int]]:
+        """What `lines` gives, in runs of whole lines read `RUN` bytes at a time: (the number of the run's first
+        line, its lines, how many of them were cut at `keep` bytes). Each line but perhaps the file's last ends
+        with a newline; a cut line is its first `keep` bytes and a newline. A NUL byte ends the text as in
+        `lines`; the call's bound ends it before the line that does not fit."""
+        self.binary = ""
+        if b"\0" in handle.peek(BINARY_PROBE)[:BINARY_PROBE]:
+            self.binary = f"a NUL byte in its first {BINARY_PROBE} bytes"
+            return
+        number, rest, skipping = 1, b"", False  # rest: an unended line's first bytes (at most `keep`)
+        while data := self._read_run(handle):
+            nul = data.find(b"\0")
+            if nul >= 0:
+                data = data[:nul]
+            if skipping:  # the tail of a line already cut
+                end = data.find(b"\n")
+                skipping = end < 0
+                data = b"" if skipping else data[end + 1 :]
+            text = rest + data
+            last = text.rfind(b"\n") + 1
+            whole, rest = text[:last], text[last:]
+            long = 0
+            if len(whole) > keep:
+                whole, long = _cut_long_lines(whole, keep)
+            if len(rest) > keep and nul < 0:
+                whole, rest, skipping, long = whole + rest[:keep] + b"\n", b"", True, long + 1
+            if whole:
+                yield number, whole, long
+                number += whole.count(b"\n")
+            if nul >= 0:
+                self.binary = f"a NUL byte in line {number}"
+                if rest:
+                    yield number, rest[:keep], 0
+                return
+        if rest and not self.spent:
+            yield number, rest, 0
+
+    def _read_run(self, handle: BufferedReader) -> bytes:
+        data = handle.read(min(RUN, self.left + 1))
+        if len(data) > self.left:  # more is there than the call may read
+            self.spent, self.left = True, 0
+            return data[: len(data) - 1]
+        self.left -= len(data)
+        return data
+
+
+def _cut_long_lines(lines: bytes, keep: int) -> tuple[bytes, int]:
+    """`lines` with each line longer than `keep` bytes cut to its first `keep` (its newline kept), and how many."""
+    cut = 0
+
+    def first(match: re.Match[bytes]) -> bytes:
+        nonlocal cut
+        cut += 1
+        return match[0][:keep]
+
+    return re.sub(rb"(?m)^[^\n]{%d,}" % (keep + 1), first, lines), cut
 
 
 class Walk:

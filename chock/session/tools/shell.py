@@ -8,11 +8,14 @@ session stopping) kills the command's sandbox too, at any moment of it (chock.se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import os
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from chock.log.events import TOOL_OUTPUT_LIMIT, cut
-from chock.session import reaper
+from chock.session import reaper, sandbox
 from chock.session.tools.tool import Context, Tool, ToolRefused
 
 SHELL_TIMEOUT_SECONDS = 600.0
@@ -73,11 +76,11 @@ class Shell(Tool):
         command, timeout = command_of(args), timeout_of(args)
         if args.get("background"):
             handle = context.handle("bg")
-            process = await spawn(context, command)
+            started = await spawn(context, command)
             context.emit("background.start", handle=handle, kind="shell", command=command)
-            context.track(handle, finish_background(context, handle, command, process))
+            context.track(handle, finish_background(context, handle, command, started))
             return f"started background command {handle}; its exit code and output arrive as a note when it ends"
-        output, code = await collect(await spawn(context, command), timeout)
+        output, code = await run_to_end(context, command, timeout, await spawn(context, command))
         if code is None:
             raise ToolRefused(f"{output}\n[killed after {timeout:g} s]".lstrip("\n"))
         if code != 0:
@@ -85,7 +88,54 @@ class Shell(Tool):
         return output
 
 
-async def spawn(context: Context, command: str) -> asyncio.subprocess.Process:
+@dataclass
+class Started:
+    """A command's process, and the read end of bwrap's status pipe when the runner gave it one."""
+
+    process: asyncio.subprocess.Process
+    status: int | None = None
+
+    def setup_failed(self, code: int | None) -> bool:
+        """Whether bwrap could not build the sandbox, so the command never ran (`sandbox.setup_failed`); the
+        status pipe is read without waiting (something of the sandbox may hold its write end) and closed."""
+        if self.status is None:
+            return False
+        status, self.status = self.status, None
+        try:
+            os.set_blocking(status, False)
+            with contextlib.suppress(BlockingIOError):
+                said = os.read(status, 65536)
+                return sandbox.setup_failed(said, code)
+            return sandbox.setup_failed(b"", code)
+        finally:
+            os.close(status)
+
+    def close(self) -> None:
+        if self.status is not None:
+            os.close(self.status)
+            self.status = None
+
+
+async def run_to_end(context: Context, command: str, timeout: float | None, started: Started) -> tuple[str, int | None]:
+    """The output and exit code of a started command; when bwrap could not build its sandbox (a masked `/etc`
+    file vanished since the command line was built), `/etc` is walked again and the command started once more:
+    it had not run."""
+    try:
+        output, code = await collect(started.process, timeout)
+        failed = started.setup_failed(code)
+    finally:
+        started.close()
+    if failed:
+        sandbox.forget_masks()
+        again = await spawn(context, command)
+        try:
+            output, code = await collect(again.process, timeout)
+        finally:
+            again.close()
+    return output, code
+
+
+async def spawn(context: Context, command: str) -> Started:
     """`command` as the session's tool runner starts it (under its sandbox), in a process group of its own.
 
     A cancel never interrupts the creation half-way: asyncio's own clean-up would kill the outer bwrap alone,
@@ -93,6 +143,7 @@ async def spawn(context: Context, command: str) -> asyncio.subprocess.Process:
     cancel goes on.
     """
     launch = context.runner.shell(command)  # bwrap's command line in `chock run` (chock.session.ports)
+    read, write = launch.status if launch.status is not None else (None, None)
     creating = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *launch.argv,
@@ -102,16 +153,28 @@ async def spawn(context: Context, command: str) -> asyncio.subprocess.Process:
             env=launch.env,
             cwd=launch.cwd,
             start_new_session=True,
+            pass_fds=() if write is None else (write,),
         )
     )
     cancelled: asyncio.CancelledError | None = None
-    while not creating.done():
-        try:
-            await asyncio.wait([creating])
-        except asyncio.CancelledError as error:
-            cancelled = error
+    try:
+        while not creating.done():
+            try:
+                await asyncio.wait([creating])
+            except asyncio.CancelledError as error:
+                cancelled = error
+    finally:
+        if write is not None:
+            os.close(write)  # the process holds its own copy
     if cancelled is None:
-        return creating.result()
+        try:
+            return Started(creating.result(), read)
+        except BaseException:
+            if read is not None:
+                os.close(read)
+            raise
+    if read is not None:
+        os.close(read)
     if not creating.cancelled() and creating.exception() is None:
         await kill(creating.result())
     raise cancelled
@@ -124,8 +187,8 @@ async def kill(process: asyncio.subprocess.Process) -> None:
     await reaper.wait_killed(process)
 
 
-async def finish_background(context: Context, handle: str, command: str, process: asyncio.subprocess.Process) -> None:
-    output, code = await collect(process, None)
+async def finish_background(context: Context, handle: str, command: str, started: Started) -> None:
+    output, code = await run_to_end(context, command, None, started)
     output, cut_fields = cut(output)
     context.emit(
         "background.end",

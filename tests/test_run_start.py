@@ -1,0 +1,67 @@
+"""`chock run` starts lean (docs/architecture.md#start-up): before its first request to the provider it has
+imported only what the session uses — not httpx's command-line tool (rich, pygments) that Debian's httpx
+imports on its own — measured under Debian's python3 with this checkout, as the installed package runs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import chock
+from tests.fakes.providers import FakeProvider
+
+DEBIAN_PYTHON = "/usr/bin/python3"
+CHECKOUT = str(Path(chock.__file__).resolve().parents[1])
+
+# Every top-level package (standard library or not) `chock run` imports before its first request, beyond
+# what a bare interpreter has imported at its start (and those httpx tries and finds absent, like h2 or
+# brotli): a new one here is a cost every session's start pays.
+BEFORE_FIRST_REQUEST = {
+    "__future__", "_ast", "_asyncio", "_bisect", "_blake2", "_bz2", "_collections", "_compat_pickle",
+    "_compression", "_contextvars", "_ctypes", "_datetime", "_functools", "_hashlib", "_heapq", "_json", "_locale",
+    "_lzma", "_opcode", "_operator", "_pickle", "_posixsubprocess", "_queue", "_random", "_sha512", "_socket",
+    "_sre", "_ssl", "_string", "_struct", "_typing", "_uuid", "_weakrefset", "_winapi", "anyio", "array", "ast",
+    "asyncio", "atexit", "base64", "binascii", "bisect", "brotli", "brotlicffi", "bz2", "calendar", "certifi",
+    "chock", "click", "collections", "concurrent", "contextlib", "contextvars", "copy", "copyreg", "ctypes",
+    "dataclasses", "datetime", "difflib", "dis", "email", "encodings", "enum", "errno", "fcntl", "fnmatch",
+    "functools", "gettext", "glob", "grp", "h11", "h2", "hashlib", "heapq", "hmac", "http", "httpcore", "httpx",
+    "idna", "importlib", "inspect", "ipaddress", "itertools", "json", "keyword", "linecache", "locale", "logging",
+    "lzma", "math", "mimetypes", "msvcrt", "netrc", "nt", "ntpath", "numbers", "opcode", "operator", "org",
+    "pathlib", "pickle", "platform", "pwd", "queue", "quopri", "random", "re", "reprlib", "rfc3986", "runpy",
+    "secrets", "select", "selectors", "shlex", "shutil", "signal", "sniffio", "socket", "socksio", "ssl", "string",
+    "struct", "subprocess", "tempfile", "termios", "textwrap", "threading", "token", "tokenize", "traceback", "tty",
+    "types", "typing", "unicodedata", "urllib", "uuid", "warnings", "weakref", "winreg", "zlib",
+}  # fmt: skip
+# What Debian's httpx 0.23 imports for its command-line tool, which a session never runs.
+NEVER = {"rich", "pygments", "markdown_it", "mdurl", "attr"}
+
+
+def _imported(importtime: str) -> set[str]:
+    """The modules an `-X importtime` report names."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
+
+
+def test_chock_run_reaches_its_first_request_having_imported_a_fixed_list(home, project, tmp_path):
+    report = tmp_path / "importtime"
+    at_request: list[int] = []
+
+    def answer(body: dict) -> dict:
+        at_request.append(report.stat().st_size)  # -X importtime writes each import as it ends, unbuffered
+        return {"text": "Done."}
+
+    with FakeProvider(kind="openai", key=None).answer_with(answer) as fake, report.open("w") as stderr:
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "openai-compat={fake.address}", .model = "m" }} }} }}\n'
+        )
+        done = subprocess.run(
+            [DEBIAN_PYTHON, "-X", "importtime", "-m", "chock", "run", "--yes", "say hello"],
+            env={**home.env, "PYTHONPATH": CHECKOUT}, cwd=project, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, report.read_text()[-2000:]
+    assert "Done." in done.stdout
+    bare = subprocess.run([DEBIAN_PYTHON, "-X", "importtime", "-c", "pass"], capture_output=True, text=True)
+    imported = _imported(report.read_text()[: at_request[0]]) - _imported(bare.stderr)
+    assert not imported & NEVER, sorted(imported & NEVER)
+    packages = {name.split(".")[0] for name in imported}
+    assert packages <= BEFORE_FIRST_REQUEST, sorted(packages - BEFORE_FIRST_REQUEST)
