@@ -21,6 +21,7 @@ from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
 from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
+from tests.fakes.terminal import Terminal
 
 INSTANCE = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
 
@@ -254,3 +255,67 @@ def test_config_rules_carry_their_file_and_line(home):
     (rule,) = loaded.approvals_rules
     assert (rule.id, rule.verdict, rule.pattern) == ("c1", "deny", "git push")
     assert rule.origin == "~/.config/chock/config.zon line 4"
+
+
+def test_yes_answers_what_would_ask_and_never_a_deny_rule(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "git push origin main"), shell("c2", "echo asked")]},
+                  {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",\n        .rules = .{ .{ .deny = "git push" } },')  # fmt: skip
+    result = home.chock("run", "--yes", "push it", cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = home.events(home.only_session())
+    assert [(a["answer"], a["via"]) for a in of(events, "approval.answer")] == [("no", "rule"), ("yes", "config")]
+    results = {e["call_id"]: e for e in of(events, "tool.result")}
+    assert results["c1"]["is_error"] and "denied by rule `git push`" in results["c1"]["output"]
+    assert "asked" in results["c2"]["output"]
+
+
+def test_a_session_rule_holds_when_the_session_is_continued(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "ls -a")]}, {"text": "Done.", "tool_calls": []},
+                  {"text": "", "tool_calls": [shell("c2", "ls -l")]}, {"text": "Done again.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    process = running(home, project)
+    try:
+        session_id = new_session(home)
+        asked = wait_for_event(home, session_id, "approval.request")
+        with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as session:
+            session.call(SessionAnswerWithRequest(asked["request_id"], True, "session", "ls"))
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    continued = home.chock("run", "--continue", session_id, "list them long", cwd=project, timeout=60)
+    assert continued.returncode == 0, continued.stderr
+    answers = of(home.events(session_id), "approval.answer")
+    assert [(a["via"], a.get("rule")) for a in answers] == [("socket", "ls"), ("rule", "ls")]
+    listed = home.chock("rules", "--project", str(project)).stdout
+    assert listed.startswith("no rules")  # the session has ended: its rules ended with it
+
+
+def test_the_terminal_offers_always_in_this_project_with_the_proposal_and_saves_the_rule_as_edited(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "git diff --stat")]},
+                  {"text": "", "tool_calls": [shell("c2", "git diff HEAD")]},
+                  {"text": "", "tool_calls": [shell("c3", "git log -1")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    terminal = Terminal.chock(home, "run", "look at the diff", cwd=project)
+    try:
+        terminal.wait_for("saving the rule `git diff`")
+        terminal.type("p\r")
+        terminal.wait_for("Enter keeps `git diff`")
+        terminal.type("git; x\r")  # not a rule: said why, and asked again
+        terminal.wait_for("not saved:")
+        terminal.type("\r")
+        terminal.wait_for("saving the rule `git log`")  # `git diff HEAD` was not asked
+        terminal.type("n use the plan instead\r")
+        terminal.wait_for("session ended")
+        assert terminal.exit_code() == 0
+    finally:
+        terminal.close()
+    events = home.events(home.only_session())
+    answers = [(a["answer"], a["via"], a.get("scope"), a.get("rule"), a.get("note")) for a in
+               of(events, "approval.answer")]  # fmt: skip
+    assert answers == [
+        ("yes", "terminal", "project", "git diff", None),
+        ("yes", "rule", "project", "git diff", None),
+        ("no", "terminal", None, None, "use the plan instead"),
+    ]
+    assert "said: use the plan instead" in of(events, "tool.result")[-1]["output"]
