@@ -131,9 +131,9 @@ class RuleSet:
         parsed = simple_commands(text)
         verdicts: list[_Part] = [self._command(command, default) for command in parsed.commands]
         if parsed.unsure:
-            verdicts.append(
-                _Part("ask", (), f"asks: dash and bash may read this command differently ({parsed.unsure})")
-            )
+            unsure = max("ask", default, key=_STRICTNESS.__getitem__)
+            why = f"dash and bash may read this command differently ({parsed.unsure})"
+            verdicts.append(_Part(unsure, (), f"{'asks' if unsure == 'ask' else 'denied by the default'}: {why}"))
         if not verdicts:
             verdicts.append(_Part(default, (), f"the command runs nothing: the default is {default}"))
         verdict = max((part.verdict for part in verdicts), key=_STRICTNESS.__getitem__)
