@@ -184,6 +184,8 @@ def test_mcp_rules_by_tool_and_by_server() -> None:
         ("mcp:srv/*", "mcp:srv/*"),
         ("sudo", "sudo"),
         ("./run.sh test", "./run.sh test"),
+        ("grep 'a;b|c'", "grep 'a;b|c'"),
+        ("grep '$x' \\(", "grep '$x' '('"),
     ],
 )
 def test_check_pattern_normalises(text: str, pattern: str) -> None:
@@ -256,6 +258,7 @@ def test_check_pattern_refuses_with_what_to_write(text: str, message: str) -> No
         ("python3 -m pytest", "python3 -m pytest", True, "runs whatever code"),
         ("node build.js", "node build.js", True, "runs whatever code"),
         ("bash scripts/test", "bash scripts/test", True, "runs whatever code"),
+        ("python x.py 'a;b' '$(x)' '`y`'", "python x.py 'a;b' '$(x)' '`y`'", True, "runs whatever code"),
         ("npx prettier --check .", "npx prettier --check .", True, "`npx` runs whatever"),
         ("uv run pytest -x", "uv run pytest -x", True, "`uv run` runs whatever"),
         ("docker run --rm img", "docker run --rm img", True, "`docker` runs whatever"),

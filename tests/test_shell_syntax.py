@@ -90,6 +90,8 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ('echo "a\\\nb"', [L("echo", "ab")]),
     ("echo 'a\\\nb'", [L("echo", "a\\\nb")]),
     ("a &\\\n& b", "continuation inside an operator"),
+    ("a |\\\n b", [L("a"), L("b")]),
+    ("a ;\\\n b", [L("a"), L("b")]),
     # subshells, groups, compound commands
     ("(cd x && make)", [L("cd", "x"), L("make")]),
     ("( a ; b )", [L("a"), L("b")]),

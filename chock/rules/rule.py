@@ -24,6 +24,8 @@ _FORBIDDEN = {
     ";": "`;`", "&": "`&`", "|": "`|`", "<": "a redirection", ">": "a redirection", "(": "`(`", ")": "`)`",
     "`": "a backquote", "$": "`$`", "\n": "a newline",
 }  # fmt: skip
+# Quoted text, where the characters a pattern may not hold are plain characters.
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\$`]|\\.)*\"|\\[^\n]")
 _SHAPE = "write the command's leading words (`git diff`), `tool:<name>` or `mcp:<server>/<tool>`"
 # Where a text the reader is unsure of is cut into words for deny and ask rules (best effort).
 _CRUDE_SPLIT = re.compile(r"[\s;&|()<>{}`$\"'\\]+")
@@ -72,7 +74,7 @@ def check_pattern(text: str) -> str:
         if not slash or not _NAME.fullmatch(server) or not (tool == "*" or _NAME.fullmatch(tool)):
             raise ValueError(f"`{pattern}` names no MCP tool: write `mcp:<server>/<tool>` or `mcp:<server>/*`")
         return pattern
-    for char in pattern:
+    for char in _QUOTED.sub("_", pattern):
         if char in _FORBIDDEN:
             name = _FORBIDDEN[char]
             raise ValueError(

@@ -366,7 +366,10 @@ class _Reader:
         for op in (";;&", ";;", ";&", "&&", "||", "|&", "&>>", "&>"):
             if s.startswith(op, i):
                 return op
-        if s.startswith("\\\n", i + 1):
+        j = i + 1
+        while s.startswith("\\\n", j):
+            j += 2
+        if j > i + 1 and s[i : i + 1] + s[j : j + 1] in (";;", ";&", "&&", "||", "|&", "&>"):
             raise _Unsure("a line continuation inside an operator")
         return s[i]
 
