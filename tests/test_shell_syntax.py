@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from chock.rules import Rule, RuleSet, simple_commands
+from chock.rules import Rule, RuleSet, check_pattern, propose, simple_commands
 from chock.rules.shell_syntax import MAX_DEPTH
 
 
@@ -489,3 +489,16 @@ def test_the_reader_reads_no_files_and_starts_nothing(tmp_path: Path) -> None:
     before = sorted(os.listdir(tmp_path))
     simple_commands(f"touch {tmp_path}/x > {tmp_path}/y; $(touch {tmp_path}/z)")
     assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("text", [text for text, _ in TABLE], ids=[repr(text)[:60] for text, _ in TABLE])
+def test_every_row_is_decided_and_its_proposal_is_a_pattern(text: str) -> None:
+    """Whatever the text, a decision and a proposal come back, and a proposal is a pattern check_pattern takes."""
+    rules = RuleSet([Rule("allow", "pytest", "the test", "c0"), Rule("deny", "rm", "the test", "c1")])
+    for default in ("allow", "ask", "deny"):
+        assert rules.decide("shell", text, default).reason
+    proposal = propose(text)
+    if proposal.pattern:
+        assert check_pattern(proposal.pattern) == proposal.pattern
+    else:
+        assert proposal.why.startswith("no rule can be proposed")

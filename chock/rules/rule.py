@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from chock.rules.programs import inner_starts, program, shell_code
-from chock.rules.shell_syntax import MAX_DEPTH, Command, simple_commands, simple_commands_at_depth
+from chock.rules.shell_syntax import MAX_DEPTH, Command, join_words, simple_commands, simple_commands_at_depth
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
@@ -96,7 +96,7 @@ def check_pattern(text: str) -> str:
     command = parsed.commands[0]
     if command.why and not command.literal and _syntax_why(command):
         raise ValueError(f"`{pattern}` is not literal words ({command.why}): {_SHAPE}")
-    return shlex.join(command.words)
+    return join_words(command.words)
 
 
 def _syntax_why(command: Command) -> bool:
@@ -220,7 +220,7 @@ def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:
 
 
 def _shown(command: Command) -> str:
-    text = shlex.join(command.words) if command.words else "(a redirection alone)"
+    text = join_words(command.words) if command.words else "(a redirection alone)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
