@@ -60,7 +60,7 @@ class _HereDoc:
 def simple_commands(text: str) -> Parsed:
     """The simple commands of `text` as dash reads it: pipelines, lists, subshells, groups, compound commands and
     command substitutions flattened, each substitution's commands before the command holding it."""
-    reader = _Reader(text)
+    reader = _GrammarReader(text)
     first = _precheck(text)
     if first:
         return Parsed((), first)
@@ -83,7 +83,7 @@ def _precheck(text: str) -> str:
     return ""
 
 
-class _Reader(WordReader):
+class _GrammarReader(WordReader):
     def __init__(self, text: str, nested: bool = False) -> None:
         super().__init__(text, nested)
         self.commands: list[Command] = []
@@ -447,7 +447,7 @@ def _continued(line: str) -> bool:
 
 def simple_commands_at_depth(text: str, depth: int, nested: bool = False) -> Parsed:
     """`simple_commands` of a text nested `depth` levels deep (a backquoted command, a `sh -c` argument)."""
-    reader = _Reader(text, nested)
+    reader = _GrammarReader(text, nested)
     try:
         reader.list_(0, depth, None)
     except Unsure as error:
