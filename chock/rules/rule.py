@@ -7,6 +7,7 @@ any matching rule beats the default; a shell text is decided command by command 
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable
@@ -114,11 +115,11 @@ class RuleSet:
         self._shell: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
         self._tools: dict[str, list[Rule]] = {}
         for rule in self.rules:
-            if rule.pattern.startswith(("tool:", "mcp:")):
+            compiled = _compiled(rule.pattern)
+            if compiled is None:
                 self._tools.setdefault(rule.pattern, []).append(rule)
-                continue
-            words = tuple(shlex.split(rule.pattern))
-            self._shell.setdefault(program(words[0]), []).append((words, rule))
+            else:
+                self._shell.setdefault(compiled[0], []).append((compiled[1], rule))
 
     def decide(self, tool: str, command: str | None, default: Verdict) -> Decision:
         """What the call of `tool` (with `command`, the shell text, for "shell") gets."""
@@ -199,6 +200,18 @@ class _Part:
     verdict: Verdict
     rules: tuple[Rule, ...]
     reason: str = field(default="")
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> tuple[str, tuple[str, ...]] | None:
+    """A shell pattern's program and words, None for a tool's (a session builds its RuleSet at every decision:
+    each pattern is split once)."""
+    if pattern.startswith(("tool:", "mcp:")):
+        return None
+    words = tuple(shlex.split(pattern))
+    if not words:
+        raise ValueError(f"a rule's pattern is empty: {_SHAPE}")
+    return program(words[0]), words
 
 
 def _starts(words: tuple[str, ...], rule_words: tuple[str, ...], exact: bool) -> bool:
