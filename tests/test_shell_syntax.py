@@ -145,7 +145,9 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("pytest >&file", "redirection to a file"),
     # here-documents
     ("cat <<EOF\nhello\nEOF", [N("here-document", "cat")]),
-    ("pytest <<EOF\n$(rm -rf x)\nEOF\ngit diff", [N("here-document", "pytest"), L("git", "diff")]),
+    ("pytest <<EOF\n$(rm -rf x)\nEOF\ngit diff", [N("here-document", "pytest"), L("rm", "-rf", "x"), L("git", "diff")]),
+    ("cat <<EOF\na `id` \\$(no) \\`no\\` $x ${y:-$(z)}\nEOF", [N("here-document", "cat"), L("id"), L("z")]),
+    ("cat <<EOF\n$(cat <<F\n$(id)\nF\n)\nEOF", [N("here-document", "cat"), N("here-document", "cat"), L("id")]),
     ("cat <<'EOF'\nrm -rf x\nEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
     ("cat <<-EOF\n\tbody\n\tEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
     ("cat <<EOF; echo mid\nbody\nEOF\necho after", [N("here-document", "cat"), L("echo", "mid"), L("echo", "after")]),
@@ -451,8 +453,19 @@ def test_each_allow_rule_does_allow_its_own_command(rule: str) -> None:
         "echo " + "${x:-" * 10_000 + "}" * 10_000,
         "echo " + '"$(' * 10_000 + ")" * 10_000,
         "echo `" + "$(" * 100 + "x" + ")" * 100 + "`",
+        "cat <<E0\n"
+        + "".join(f"$(cat <<E{k}\n" for k in range(1, 3000))
+        + "".join(f"E{k}\n)\n" for k in range(2999, 0, -1))
+        + "E0",
     ],
-    ids=["command substitutions", "subshells", "parameter expansions", "quoted substitutions", "backquotes"],
+    ids=[
+        "command substitutions",
+        "subshells",
+        "parameter expansions",
+        "quoted substitutions",
+        "backquotes",
+        "here-documents",
+    ],
 )
 def test_deep_nesting_is_unsure_not_a_crash(text: str) -> None:
     parsed = simple_commands(text)

@@ -10,12 +10,14 @@ then the whole command asks.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
 from chock.rules.programs import command_why
 from chock.rules.shell_words import ASSIGNMENT, BASH_ASSIGNMENT, MAX_DEPTH, NAME, SEPARATORS, Unsure, Word, WordReader
 
+_BODY_SPECIAL = re.compile(r"[\\$`]")
 # Reserved words (XCU 2.4) and where they leave the reader: still at a command's start.
 _OPENERS = {"if": "fi", "while": "done", "until": "done", "{": "}"}
 _MIDDLES = {"then", "else", "elif", "do"}
@@ -121,7 +123,7 @@ class _GrammarReader(WordReader):
                 return i
             c = s[i]
             if c == "\n":
-                i = self.heredoc_bodies(i + 1)
+                i = self.heredoc_bodies(i + 1, depth)
                 continue
             if c in ";&|":
                 op = self.operator(i)
@@ -193,7 +195,7 @@ class _GrammarReader(WordReader):
         name, i = match.group(), match.end()
         i = self.skip_blanks(i)
         items: list[str] = []
-        i = self.skip_blanks_newlines(i)
+        i = self.skip_blanks_newlines(i, depth)
         if self.s.startswith("in", i) and (i + 2 >= self.n or self.s[i + 2] in " \t\n;"):
             i += 2
             while True:
@@ -206,7 +208,7 @@ class _GrammarReader(WordReader):
                 items.append(word.text)
         if i < self.n and self.s[i] == ";":
             i += 1
-        i = self.skip_blanks_newlines(i)
+        i = self.skip_blanks_newlines(i, depth)
         if not (self.s.startswith("do", i) and (i + 2 >= self.n or self.s[i + 2] in " \t\n;")):
             raise Unsure("`for` without `do`: sh refuses the command")
         self.commands.append(
@@ -219,12 +221,12 @@ class _GrammarReader(WordReader):
         if i >= self.n or self.s[i] in SEPARATORS:
             raise Unsure("`case` without a word: sh refuses the command")
         _, i = self.word(i, depth)
-        i = self.skip_blanks_newlines(i)
+        i = self.skip_blanks_newlines(i, depth)
         if not (self.s.startswith("in", i) and (i + 2 >= self.n or self.s[i + 2] in " \t\n")):
             raise Unsure("`case` without `in`: sh refuses the command")
         i += 2
         while True:
-            i = self.skip_blanks_newlines(i)
+            i = self.skip_blanks_newlines(i, depth)
             if i >= self.n:
                 raise Unsure("`case` without `esac`: sh refuses the command")
             if self.s.startswith("esac", i) and (i + 4 >= self.n or self.s[i + 4] in SEPARATORS):
@@ -384,11 +386,14 @@ class _GrammarReader(WordReader):
             raise Unsure(f"bash reads `{op}{target.text}` as a redirection to a file, dash refuses it")
         return target.why, i, False
 
-    def heredoc_bodies(self, i: int) -> int:
-        """Past the bodies of the here-documents started on the line that ends just before `i`."""
+    def heredoc_bodies(self, i: int, depth: int) -> int:
+        """Past the bodies of the here-documents started on the line that ends just before `i`; the commands of
+        the substitutions in an unquoted body are read too (for deny and ask rules)."""
         s = self.s
         for doc in self.heredocs:
+            start = i
             while True:
+                body_end = i
                 if i >= self.n:
                     raise Unsure(f"the here-document is never ended by `{doc.delimiter}`")
                 end = s.find("\n", i)
@@ -402,14 +407,33 @@ class _GrammarReader(WordReader):
                 i = end + 1
                 if (line.lstrip("\t") if doc.strip_tabs else line) == doc.delimiter:
                     break
+            if not doc.quoted:
+                self.body_substitutions(s[start:body_end], depth)
         self.heredocs.clear()
         return min(i, self.n)
 
-    def skip_blanks_newlines(self, i: int) -> int:
+    def body_substitutions(self, body: str, depth: int) -> None:
+        """The commands of the substitutions in an unquoted here-document's body."""
+        if "$" not in body and "`" not in body:
+            return
+        reader = _GrammarReader(body, nested=True)
+        j = 0
+        while True:
+            match = _BODY_SPECIAL.search(body, j)
+            if match is None:
+                break
+            j = match.start()
+            if body[j] == "\\":
+                j += 2
+                continue
+            j = reader.dollar_or_backquote(j, depth + 1, in_quotes=True)[0]
+        self.commands.extend(reader.commands)
+
+    def skip_blanks_newlines(self, i: int, depth: int) -> int:
         while True:
             i = self.skip_blanks(i)
             if i < self.n and self.s[i] == "\n":
-                i = self.heredoc_bodies(i + 1)
+                i = self.heredoc_bodies(i + 1, depth)
                 continue
             return i
 
