@@ -166,6 +166,7 @@ def test_mcp_rules_by_tool_and_by_server() -> None:
     assert set_.decide("mcp:git/push", None, "allow").verdict == "ask"
     assert set_.decide("mcp:git/log", None, "ask").verdict == "ask"
     assert set_.decide("mcp:docsx/search", None, "deny").verdict == "deny"
+    assert set_.decide("mcp:docs/a/b", None, "ask").verdict == "allow"
     assert set_.decide("mcp:docs/search", None, "ask").rules[0].pattern == "mcp:docs/*"
 
 

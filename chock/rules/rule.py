@@ -124,7 +124,7 @@ class RuleSet:
     def decide(self, tool: str, command: str | None, default: Verdict) -> Decision:
         """What the call of `tool` (with `command`, the shell text, for "shell") gets."""
         if tool != "shell":
-            keys = [f"tool:{tool}"] if not tool.startswith("mcp:") else [tool, tool.rsplit("/", 1)[0] + "/*"]
+            keys = [f"tool:{tool}"] if not tool.startswith("mcp:") else [tool, tool.partition("/")[0] + "/*"]
             matched = [rule for key in keys for rule in self._tools.get(key, ())]
             if not matched:
                 return Decision(default, (), f"no rule names {_tool_name(tool)}: the default is {default}")
@@ -233,7 +233,7 @@ def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:
 
 
 def _shown(command: Command) -> str:
-    text = join_words(command.words) if command.words else "(a redirection alone)"
+    text = " ".join(command.words) if command.words else "(a redirection alone)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
