@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from chock.rules.programs import inner_starts, program, shell_code
+from chock.rules.programs import command_why, inner_starts, program, shell_code
 from chock.rules.shell_syntax import MAX_DEPTH, Command, join_words, simple_commands, simple_commands_at_depth
 
 Verdict = Literal["allow", "ask", "deny"]
@@ -95,15 +95,9 @@ def check_pattern(text: str) -> str:
     if len(parsed.commands) != 1 or not parsed.commands[0].words:
         raise ValueError(f"`{pattern}` is not one command's words: {_SHAPE}")
     command = parsed.commands[0]
-    if command.why and not command.literal and _syntax_why(command):
+    if command.why and command.why != command_why(command.words):  # `sudo` is a fine word for a deny rule
         raise ValueError(f"`{pattern}` is not literal words ({command.why}): {_SHAPE}")
     return join_words(command.words)
-
-
-def _syntax_why(command: Command) -> bool:
-    """Whether a command is not literal because of its words (not because of the program it names: `sudo` and
-    `env` are fine words for a deny rule)."""
-    return command.why.startswith(("a ", "an ", "the program word"))
 
 
 class RuleSet:
