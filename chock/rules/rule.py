@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from chock.rules.programs import command_why, inner_starts, program, shell_code
-from chock.rules.shell_syntax import MAX_DEPTH, Command, join_words, simple_commands, simple_commands_at_depth
+from chock.rules.shell_syntax import MAX_DEPTH, SimpleCommand, join_words, simple_commands, simple_commands_at_depth
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
@@ -132,7 +132,7 @@ class RuleSet:
         verdicts: list[_Part] = [self._command(command, default) for command in parsed.commands]
         if parsed.unsure and self._shell:  # best effort: the commands past where the reader stopped
             words = tuple(word for word in _CRUDE_SPLIT.split(text) if word)
-            strict = self._strict(Command(words, False, parsed.unsure), _INNER_SHELLS) if words else []
+            strict = self._strict(SimpleCommand(words, False, parsed.unsure), _INNER_SHELLS) if words else []
             if strict:
                 verdict = max((rule.verdict for rule in strict), key=_STRICTNESS.__getitem__)
                 verdicts.append(_Part(verdict, tuple(rule for rule in strict if rule.verdict == verdict)))
@@ -152,7 +152,7 @@ class RuleSet:
             return Decision(verdict, chosen, reason)
         return Decision(verdict, (), deciding[0].reason)
 
-    def _command(self, command: Command, default: Verdict) -> _Part:
+    def _command(self, command: SimpleCommand, default: Verdict) -> _Part:
         strict = self._strict(command, 0)
         if strict:
             verdict = max((rule.verdict for rule in strict), key=_STRICTNESS.__getitem__)
@@ -170,7 +170,7 @@ class RuleSet:
             return _Part("allow", allowed, "")
         return _Part(default, (), f"no rule matches `{shown}`: the default is {default}")
 
-    def _strict(self, command: Command, depth: int) -> list[Rule]:
+    def _strict(self, command: SimpleCommand, depth: int) -> list[Rule]:
         """The deny and ask rules matching `command`, looking through programs that run their arguments."""
         if not command.words or not self._shell:
             return []
@@ -226,7 +226,7 @@ def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:
     return f"{done} by rule{'s' if len(rules) > 1 else ''} {named}"
 
 
-def _shown(command: Command) -> str:
+def _shown(command: SimpleCommand) -> str:
     text = " ".join(command.words) if command.words else "(a redirection alone)"
     return text if len(text) <= 80 else text[:77] + "..."
 

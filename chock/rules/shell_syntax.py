@@ -32,7 +32,7 @@ _BASH_WORDS = {
 
 
 @dataclass(frozen=True, slots=True)
-class Command:
+class SimpleCommand:
     """One simple command: its words after quote removal with redirections removed (words[0] the program), and
     whether an allow rule can ever match it (`why` says why not)."""
 
@@ -43,12 +43,16 @@ class Command:
     nested: bool = False  # it runs inside a command substitution of another command
 
 
+# The contract's name for it (docs/approvals.md#matching); chock/commands/rules.py has a click Command.
+Command = SimpleCommand
+
+
 @dataclass(frozen=True, slots=True)
 class Parsed:
     """Every simple command of a text in order; `unsure` says why dash and bash may read it differently (or dash
     may refuse it), and then the whole text asks."""
 
-    commands: tuple[Command, ...]
+    commands: tuple[SimpleCommand, ...]
     unsure: str = ""
 
 
@@ -88,7 +92,7 @@ def _precheck(text: str) -> str:
 class _GrammarReader(WordReader):
     def __init__(self, text: str, nested: bool = False) -> None:
         super().__init__(text, nested)
-        self.commands: list[Command] = []
+        self.commands: list[SimpleCommand] = []
         self.heredocs: list[_HereDoc] = []
 
     def backquoted_commands(self, text: str, depth: int) -> None:
@@ -212,7 +216,7 @@ class _GrammarReader(WordReader):
         if not (self.s.startswith("do", i) and (i + 2 >= self.n or self.s[i + 2] in " \t\n;")):
             raise Unsure("`for` without `do`: sh refuses the command")
         self.commands.append(
-            Command(("for", name, *items), False, f"a for loop assigns the variable {name}", nested=self.nested)
+            SimpleCommand(("for", name, *items), False, f"a for loop assigns the variable {name}", nested=self.nested)
         )
         return i + 2
 
@@ -283,7 +287,7 @@ class _GrammarReader(WordReader):
                     close = self.skip_blanks(i + 1)
                     if close < self.n and s[close] == ")":
                         self.commands.append(
-                            Command((words[0].text,), False, "a function definition", nested=self.nested)
+                            SimpleCommand((words[0].text,), False, "a function definition", nested=self.nested)
                         )
                         return close + 1
                 raise Unsure("a `(` inside a command: sh refuses the command")
@@ -309,7 +313,7 @@ class _GrammarReader(WordReader):
         elif assigned:
             why = why or "an assignment before the command changes what it runs"
         if not texts:
-            self.commands.append(Command((), False, why or "a redirection alone", redirected, self.nested))
+            self.commands.append(SimpleCommand((), False, why or "a redirection alone", redirected, self.nested))
             return
         if not why:
             for n, word in enumerate(words[assigned:]):
@@ -318,7 +322,7 @@ class _GrammarReader(WordReader):
                     break
         if not why:
             why = command_why(texts)
-        self.commands.append(Command(texts, not why, why, redirected, self.nested))
+        self.commands.append(SimpleCommand(texts, not why, why, redirected, self.nested))
 
     def end_of_command(self, i: int) -> int:
         """After a command: the operator that ends it (and the index after it), at a command's start again."""
