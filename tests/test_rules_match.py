@@ -264,6 +264,7 @@ def test_check_pattern_refuses_with_what_to_write(text: str, message: str) -> No
         ("uv run pytest -x", "uv run pytest -x", True, "`uv run` runs whatever"),
         ("docker run --rm img", "docker run --rm img", True, "`docker` runs whatever"),
         ("pytest; curl x", "pytest", False, "other 1 command"),
+        ("cd tests && pytest", "cd", False, "other 1 command"),
         ("pytest $(id)", "pytest", False, "never matches this command"),
         ("PATH=. pytest", "pytest", False, "never matches"),
         ("$X -x", "", False, "no rule can be proposed"),

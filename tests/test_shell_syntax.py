@@ -206,6 +206,7 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("trap 'rm -rf x' EXIT", [N("trap", "trap", "rm -rf x", "EXIT")]),
     ("eval pytest", [N("eval", "eval", "pytest")]),
     ("hash -p ./x git", [N("hash", "hash", "-p", "./x", "git")]),
+    ("let x=1", [N("let", "let", "x=1")]),
     # programs that run their arguments
     ("env pytest", [N("`env` runs", "env", "pytest")]),
     ("env -i PATH=. pytest", [N("`env` runs", "env", "-i", "PATH=.", "pytest")]),
@@ -283,6 +284,7 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("exec {fd}>log", "file descriptor variable"),
     ("echo $((a)+(b))", "arithmetic"),
     ("echo $(($(id)))", "arithmetic"),
+    ("echo $[1 + 2]", "`$[…]`"),
     # syntax dash refuses: unsure
     ("echo 'a", "never closed"),
     ('echo "a', "never closed"),

@@ -28,6 +28,7 @@ BUILTINS = {
     "enable": "`enable` loads builtins",
     "shopt": "`shopt` changes how bash reads later commands",
     "fc": "`fc` runs commands from the history",
+    "let": "`let` sets variables later commands see",
 }
 
 # Programs that run (some of) their arguments as a program.

@@ -31,6 +31,10 @@ _RUNNING_SUBCOMMANDS = {
 }  # fmt: skip
 
 
+# Builtins whose arguments are directories: the program alone is proposed.
+_DIRECTORY_BUILTINS = {"cd", "pushd", "popd"}
+
+
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """The proposed pattern ("" when none can be), whether it is the whole command line, and why (shown with the
@@ -72,7 +76,7 @@ def propose(command: str) -> Proposal:
     if whole:
         return Proposal(join_words(words), True, "; ".join([whole, *notes]))
     taken = [words[0]]
-    for word in words[1:MAX_WORDS]:
+    for word in words[1:MAX_WORDS] if name not in _DIRECTORY_BUILTINS else ():
         if not _SUBCOMMAND.fullmatch(word) or word.startswith("-"):
             break
         taken.append(word)

@@ -166,6 +166,8 @@ class WordReader:
             return end, s[i:end], "a command substitution `$(…)`"
         if nxt == "{":
             return self.braced(i, depth)
+        if nxt == "[" and not in_quotes:
+            raise Unsure("bash reads `$[…]` as arithmetic, dash as `$` and a glob")
         if (nxt == "'" or nxt == '"') and not in_quotes:
             raise Unsure(f"bash reads `${nxt}…{nxt}` as a quoted string, dash as `$` and a quote")
         if nxt and nxt in _SPECIAL_PARAMETER:
