@@ -75,6 +75,13 @@ def test_the_decision_names_the_rules_that_decided_and_where_they_came_from() ->
     assert smuggled.rules == ()
 
 
+def test_a_reason_stays_one_short_line_however_many_rules_decided() -> None:
+    set_ = rules(*(("allow", f"tool{n}") for n in range(100)))
+    decision = set_.decide("shell", "; ".join(f"tool{n} x" for n in range(100)), "ask")
+    assert decision.verdict == "allow" and len(decision.rules) == 100
+    assert decision.reason.endswith("and 97 more") and len(decision.reason) < 200
+
+
 # -- shell words -----------------------------------------------------------------------------------------------
 
 

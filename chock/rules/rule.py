@@ -30,6 +30,8 @@ _QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\$`]|\\.)*\"|\\[^\n]")
 _SHAPE = "write the command's leading words (`git diff`), `tool:<name>` or `mcp:<server>/<tool>`"
 # Where a text the reader is unsure of is cut into words for deny and ask rules (best effort).
 _CRUDE_SPLIT = re.compile(r"[\s;&|()<>{}`$\"'\\]+")
+# How many rules a reason names (a text of many commands may be decided by many).
+_NAMED = 3
 # How deep `sh -c 'sh -c …'` is followed for deny and ask rules.
 _INNER_SHELLS = 3
 
@@ -222,8 +224,9 @@ def _starts(words: tuple[str, ...], rule_words: tuple[str, ...], exact: bool) ->
 
 def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:
     done = {"allow": "allowed", "ask": "asks", "deny": "denied"}[verdict]
-    named = ", ".join(f"`{rule.pattern}` ({rule.origin})" for rule in rules)
-    return f"{done} by rule{'s' if len(rules) > 1 else ''} {named}"
+    named = ", ".join(f"`{rule.pattern}` ({rule.origin})" for rule in rules[:_NAMED])
+    more = f" and {len(rules) - _NAMED} more" if len(rules) > _NAMED else ""
+    return f"{done} by rule{'s' if len(rules) > 1 else ''} {named}{more}"
 
 
 def _shown(command: SimpleCommand) -> str:
