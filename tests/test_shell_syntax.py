@@ -65,6 +65,20 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("echo {}", [L("echo", "{}")]),
     ("echo é ü 日本", [L("echo", "é", "ü", "日本")]),
     ("echo\u00a0x", [L("echo\u00a0x")]),
+    # what agents send most
+    (
+        "cd /work && pytest -q tests/test_a.py 2>&1 | tail -20",
+        [L("cd", "/work"), L("pytest", "-q", "tests/test_a.py"), L("tail", "-20")],
+    ),
+    ("python -m pytest -x -q 2>&1 | head -50", [L("python", "-m", "pytest", "-x", "-q"), L("head", "-50")]),
+    ("sed -n '1,20p' chock/x.py", [L("sed", "-n", "1,20p", "chock/x.py")]),
+    ("git log --oneline -5 && git status --short", [L("git", "log", "--oneline", "-5"), L("git", "status", "--short")]),
+    ("test -d build || mkdir -p build", [L("test", "-d", "build"), L("mkdir", "-p", "build")]),
+    ("grep -rn 'def main' --include='*.py' .", [L("grep", "-rn", "def main", "--include=*.py", ".")]),
+    ("grep -rn foo --include=*.py .", [N("glob", "grep", "-rn", "foo", "--include=*.py", ".")]),
+    ("npm test -- --watch=false", [L("npm", "test", "--", "--watch=false")]),
+    ('ls -la; echo "exit: $?"', [L("ls", "-la"), N("parameter expansion `$?`", "echo", "exit: $?")]),
+    ("cat > a.py << 'EOF'\nimport os\nEOF", [N("here-document", "cat")]),
     # lists, pipelines, separators
     ("pytest;curl x|sh", [L("pytest"), L("curl", "x"), L("sh")]),
     ("pytest ; git diff", [L("pytest"), L("git", "diff")]),
