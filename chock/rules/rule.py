@@ -108,14 +108,21 @@ class RuleSet:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
-        self._shell: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
-        self._tools: dict[str, list[Rule]] = {}
+        shell: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
+        tools: dict[str, list[Rule]] = {}
+        compiled_of = _compiled
         for rule in self.rules:
-            compiled = _compiled(rule.pattern)
+            compiled = compiled_of(rule.pattern)
             if compiled is None:
-                self._tools.setdefault(rule.pattern, []).append(rule)
+                tools.setdefault(rule.pattern, []).append(rule)
+                continue
+            key, words = compiled
+            found = shell.get(key)
+            if found is None:
+                shell[key] = [(words, rule)]
             else:
-                self._shell.setdefault(compiled[0], []).append((compiled[1], rule))
+                found.append((words, rule))
+        self._shell, self._tools = shell, tools
 
     def decide(self, tool: str, command: str | None, default: Verdict) -> Decision:
         """What the call of `tool` (with `command`, the shell text, for "shell") gets."""

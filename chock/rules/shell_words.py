@@ -22,6 +22,8 @@ _BRACE_EXPANSION = re.compile(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}")
 _BRACED_PARAMETER = re.compile(r"(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-]|-)(:[-=?+]|[-=?+]|%%|%|##|#|)")
 _SPECIAL_PARAMETER = "@*#?-$!0123456789"
 SEPARATORS = " \t\n;&|()<>"
+_ENDS_WORD = " \t\n;&|)<>"  # not `(`: a word just before one is an extended glob or a function's name
+_SPECIAL_IN_PLAIN = re.compile(r"[*?\[{~]")
 
 
 class Unsure(Exception):
@@ -55,6 +57,10 @@ class WordReader:
     def word(self, i: int, depth: int, in_brace: bool = False) -> tuple[Word, int]:
         """The word at `i` (in `${…}` when `in_brace`, where only an unquoted `}` ends it)."""
         s, n = self.s, self.n
+        if not in_brace:  # the common word: ordinary characters only, nothing a glob or a brace could make of them
+            match = _PLAIN.match(s, i)
+            if match and (match.end() == n or s[match.end()] in _ENDS_WORD) and not _SPECIAL_IN_PLAIN.search(match[0]):
+                return Word(match[0], "", False, match[0]), match.end()
         start = i
         text: list[str] = []
         plain: list[str] = []
