@@ -5,7 +5,6 @@ rule never matches them (docs/approvals.md#matching); deny and ask rules look th
 
 from __future__ import annotations
 
-import os
 import re
 
 # Builtins that run, define or redirect what later commands are.
@@ -78,7 +77,7 @@ _RUNS_A_PROGRAM = {
 
 def program(word: str) -> str:
     """The program's name: the last part of a path."""
-    return os.path.basename(word) or word
+    return word.rpartition("/")[2] or word
 
 
 def command_why(words: tuple[str, ...]) -> str:

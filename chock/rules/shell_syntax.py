@@ -402,12 +402,14 @@ class _GrammarReader(WordReader):
                     raise Unsure(f"the here-document is never ended by `{doc.delimiter}`")
                 end = s.find("\n", i)
                 end = self.n if end < 0 else end
-                line = s[i:end]
-                while not doc.quoted and _continued(line) and end < self.n:  # `\` newline joins lines
+                pieces = [s[i:end]]
+                while not doc.quoted and _continued(pieces[-1]) and end < self.n:  # `\` newline joins lines
                     nxt = s.find("\n", end + 1)
                     nxt = self.n if nxt < 0 else nxt
-                    line = line[:-1] + s[end + 1 : nxt]
+                    pieces[-1] = pieces[-1][:-1]
+                    pieces.append(s[end + 1 : nxt])
                     end = nxt
+                line = "".join(pieces)
                 i = end + 1
                 if (line.lstrip("\t") if doc.strip_tabs else line) == doc.delimiter:
                     break
