@@ -43,6 +43,8 @@ def check(one: RuleSet, many: RuleSet) -> None:
     assert many.decide("shell", "pytest -x && git diff --stat", "deny").verdict == "allow"
     assert one.decide("shell", "pytest -x && git diff --stat", "deny").verdict == "deny"
     assert many.decide("shell", "env git sub20 x", "allow").verdict == "deny"
+    continued = simple_commands("cat <<E\n" + "abcdefgh\\\n" * 100_000 + "x\nE\necho")  # once quadratic
+    assert [command.words for command in continued.commands] == [("cat",), ("echo",)], continued.unsure
     parsed = simple_commands(MEGABYTE)
     assert not parsed.unsure and len(parsed.commands) == 2 * (1_048_576 // len(UNIT))
     assert parsed.commands[0].words == ("pytest", "-x", "tests/a b.py", "-k", "c and d")
