@@ -155,7 +155,7 @@ def test_always_in_this_project_holds_for_its_next_session_not_another_project_u
     wait_for_end(home, elsewhere, "completed")
     assert home.chock("rules", "--daemon", daemon.address, "--project", str(other)).stdout.startswith("no rules")
 
-    removed = home.chock("rules", "remove", rule_id, "--daemon", daemon.address, "--project", str(project))
+    removed = home.chock("rules", "--daemon", daemon.address, "--project", str(project), "remove", rule_id)
     assert removed.returncode == 0, removed.stderr
     (rules_file,) = home.layout.state.joinpath("rules").glob("*.json")  # on the host, never in the repository
     assert '"ls"' not in rules_file.read_text()
