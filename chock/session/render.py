@@ -244,9 +244,7 @@ class TerminalView:
                     + "\n"
                 )
         elif kind == "approval.answer" and event.get("via") != "config":
-            self.screen.write(
-                self._style(f"  {self._s(event.get('answer'))} (via {self._s(event.get('via'))})", fg="yellow") + "\n"
-            )
+            self.screen.write(self._style(f"  {self._s(_answered(event))}", fg="yellow") + "\n")
         elif kind in ("background.start", "subagent.start"):
             what = event.get("command") or event.get("task")
             self.screen.write(
@@ -308,3 +306,18 @@ class TerminalView:
 def terminal_renderer(out: TextIO | None = None) -> TerminalView:
     """The terminal view of `chock run` and `chock attach`."""
     return TerminalView(out)
+
+
+def _answered(event: Event) -> str:
+    """How an approval was answered, in words: by which rule, that nobody answered in time, or who answered and
+    what the answer saved or told the model (docs/approvals.md)."""
+    answer, via = value(event, "answer"), value(event, "via")
+    rule, scope, note = value(event, "rule"), value(event, "scope"), value(event, "note")
+    if via == "rule":
+        return f"{answer} by rule `{rule}` ({scope})"
+    if via == "timeout":
+        return f"{answer}: nobody answered within .approvals.timeout, and the model was told so"
+    said = f"{answer} (via {via})"
+    if scope in ("session", "project") and rule:
+        said += f", and always in this {scope}: `{rule}`"
+    return f"{said}: {note}" if note else said
