@@ -229,7 +229,7 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
     [
         (
             ".{ .colour = 1 }",
-            "unknown key .colour (known keys in the config: instance, instances, approvals, sandbox, credentials, "
+            "unknown key .colour (known keys in the config: instance, instances, budget, approvals, sandbox, credentials, "
             "after_reboot, connections, serve)",
         ),
         (
@@ -244,12 +244,12 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         (
             '.{ .instances = .{ .w = .{ .kind = "aiand", .url = "x" } } }',
             "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token, retries, price, "
-            "context_window)",
+            "context_window, budget)",
         ),
         (
             '.{ .instances = .{ .@"my-box" = .{ .kind = "aiand", .@"a b" = 1 } } }',
             'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, model, '
-            "token, retries, price, context_window)",
+            "token, retries, price, context_window, budget)",
         ),
     ],
 )
@@ -270,7 +270,7 @@ def test_unknown_keys_are_named_with_their_path(tmp_path, text, message):
         (
             '.{ .instances = .{ .a = .{ .model = "m" } } }',
             ".instances.a has no .kind (kinds: anthropic, aiand, openai-compat, replay); an entry without one may "
-            "hold only .retries, .price, .context_window, for the `chock login` instance of that name",
+            "hold only .retries, .price, .context_window, .budget, for the `chock login` instance of that name",
         ),
         (".{ .instances = .{ .a = .{ .kind = 5 } } }", ".instances.a.kind must be a string (got 5)"),
         (
@@ -380,7 +380,7 @@ def test_a_price_costs_cache_reads_and_writes_at_their_own_price_or_the_inputs()
         (
             ".price = .{ .input = 3, .output = 1, .cache = 1 }",
             "unknown key .instances.w.price.cache (known keys in .instances.w.price: input, output, cache_read, "
-            "cache_write)",
+            "cache_write, currency)",
         ),
     ],
 )
