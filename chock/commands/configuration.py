@@ -16,11 +16,13 @@ from typing import Any
 
 import click
 
-from chock import zon
 from chock.commands.rules import group, pass_layout
-from chock.config import KEYS, Key, load_config
 from chock.paths import Layout
 from chock.terminal import shown
+
+TYPE_CHECKING = False  # chock.config and chock.zon are imported by the commands (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.config import Key
 
 HIDDEN = "set (hidden)"
 
@@ -37,6 +39,9 @@ class Shown:
 
 def in_force(path: Path, env: dict[str, str]) -> list[Shown]:
     """Every key of the table with the value in force, for the config at `path` (validated by the caller)."""
+    from chock import zon
+    from chock.config import KEYS
+
     try:
         data = zon.load(path, placed=True)
     except FileNotFoundError:
@@ -55,6 +60,8 @@ def in_force(path: Path, env: dict[str, str]) -> list[Shown]:
 def _expand(key: Key, segments: list[str], node: Any, prefix: str, path: Path, *, entry: str = "") -> list[Shown]:
     """The values of `key` under `node` (the struct at `prefix`, None when it is absent from the file); `entry` is
     the named entry `prefix` is in."""
+    from chock import zon
+
     segment, rest = segments[0], segments[1:]
     if segment == "NAME":
         if not isinstance(node, dict):
@@ -105,6 +112,8 @@ def _where(path: Path, line: int | None) -> str:
 
 def _one_line(value: Any) -> str:
     """A value as ZON, on one line."""
+    from chock import zon
+
     if isinstance(value, dict):
         if not value:
             return ".{}"
@@ -116,6 +125,8 @@ def _one_line(value: Any) -> str:
 
 def _overridden(item: Shown, env: dict[str, str]) -> Shown:
     """A value a CHOCK_* variable overrides is the variable's, named with what it overrides."""
+    from chock.config import KEYS
+
     for key in KEYS:
         if key.env and key.path == item.path and env.get(key.env):
             over = "" if item.origin == "default" else f", over {item.origin}"
@@ -143,6 +154,8 @@ def config(ctx: click.Context, layout: Layout) -> None:
     `man 5 chock-config` describes every key."""
     if ctx.invoked_subcommand is not None:
         return
+    from chock.config import load_config
+
     path = layout.config
     loaded = load_config(path)  # refused as every command refuses it (exit 3)
     state = "" if loaded.exists else "; it does not exist, so every value is its default"
@@ -159,6 +172,8 @@ def config(ctx: click.Context, layout: Layout) -> None:
 def check(file: Path) -> None:
     """Whether FILE is a config.zon Chock accepts: exit 0 when it is, 3 (with the error loading it gives) when not,
     2 on a usage error (no FILE, or one that does not exist)."""
+    from chock.config import load_config
+
     load_config(file)
     click.echo(shown(f"{file}: valid", one_line=True))
     sys.stdout.flush()
