@@ -68,3 +68,23 @@ def test_a_budget_over_an_instance_priced_in_another_currency_is_refused_with_it
     assert ".budget (5.00 EUR) covers instance 'cheap', but its .price is in USD" in refused.stderr
     assert '.instances.cheap.price in EUR (.currency = "EUR")' in refused.stderr
     assert not home.layout.sessions_dir.exists() or not any(home.layout.sessions_dir.iterdir())
+
+
+def test_a_subagents_calls_count_against_the_budget(home, project):
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(
+            text="",
+            tool_calls=[{"id": "t0", "name": "subagent", "args": {"task": "find the greeting"}}],
+            input_tokens=1000,
+        )
+        # The parent's second call and the subagent's only one, in whichever order they come: 1.00 EUR each.
+        fake.script(text="Noted.", input_tokens=1000)
+        fake.script(text="Noted.", input_tokens=1000)
+        fake.script(text="Never asked for.", input_tokens=1000)
+        configure(home, fake, 2.5)
+        done = home.chock("run", "ask a subagent", cwd=project)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert len(fake.calls) == 3
+    events = home.events(home.only_session())
+    assert [(usage.get("for", ""), usage["cost"]) for usage in of_type(events, "usage")].count(("subagent", 1.0)) == 1
+    assert of_type(events, "session.end")[-1]["reason"] == "budget"
