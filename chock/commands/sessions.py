@@ -114,7 +114,8 @@ def usage(
     layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None, all_hosts: bool
 ) -> None:
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
-    total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named (its
+    total; with the cost, in its currency, when the instance has a `.price` in config.zon, and the budget a session
+    is held to (`, past it` when it ended there). Read through the daemon named (its
     host's `--project` given absolute, as a path there), else the state dir's when it answers, else the state dir
     itself; with --all, every project's on every host (or each --daemon), a HOST column first."""
     if all_hosts:
