@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chock.config import Config, ConfigError, InstanceConfig, Price, Tuning, load_config
+from chock.config import Budget, Config, ConfigError, InstanceConfig, Price, Tuning, load_config
 from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import EXIT_REFUSED
 from chock.providers.kinds import DEFAULT_ADDRESSES, KINDS, KindError, parse_kind
@@ -482,3 +482,49 @@ def test_after_reboot_takes_list_or_resume(tmp_path, value):
 def test_after_reboot_refuses_anything_else_when_the_file_is_read(tmp_path):
     message = refusal(tmp_path, '.{ .after_reboot = "restart" }')
     assert message == '.after_reboot must be one of list, resume (got "restart")'
+
+
+# ---- currencies and budgets ----------------------------------------------------------------------
+
+
+def test_a_price_without_a_currency_is_in_usd_and_a_budget_reads_as_written(tmp_path):
+    path = write(tmp_path, """.{ .budget = .{ .amount = 5, .currency = "EUR" }, .instances = .{
+        .a = .{ .kind = "aiand", .price = .{ .input = 1, .output = 2, .currency = "EUR" } },
+        .b = .{ .kind = "aiand", .price = .{ .input = 1, .output = 2 },
+                .budget = .{ .amount = 1.5, .currency = "USD" } },
+    } }""")  # fmt: skip
+    config = load_config(path)
+    assert config.budget == Budget(5.0, "EUR")
+    assert config.instances["a"].tuning.price == Price(1.0, 2.0, currency="EUR")
+    assert config.instances["b"].tuning.price == Price(1.0, 2.0, currency="USD")
+    assert config.instances["b"].tuning.budget == Budget(1.5, "USD")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '.{ .instances = .{ .w = .{ .kind = "aiand", .budget = .{ .amount = 1.0, .currency = "EUR" } } } }',
+            ".instances.w.budget (1.00 EUR) covers instance 'w', but it has no .price",
+        ),
+        (
+            '.{ .instances = .{ .w = .{ .retries = 1, .price = .{ .input = 1, .output = 1, .currency = "USD" },\n'
+            '    .budget = .{ .amount = 1.0, .currency = "EUR" } } } }',
+            ".instances.w.budget (1.00 EUR) covers instance 'w', but its .price is in USD",
+        ),
+        (
+            '.{ .budget = .{ .amount = 1.0, .currency = "eur" } }',
+            '.budget.currency must be an ISO 4217 currency code, three capital letters as "EUR" (got "eur")',
+        ),
+        (
+            '.{ .budget = .{ .amount = -1, .currency = "EUR" } }',
+            ".budget.amount must be a number of at least 0, what one session may spend (got -1)",
+        ),
+        (
+            '.{ .budget = .{ .currency = "EUR" } }',
+            ".budget has no .amount, as in .budget = .{ .amount = 5.0, .currency",
+        ),
+    ],
+)
+def test_budget_refusals_name_the_key(tmp_path, text, message):
+    assert refusal(tmp_path, text).startswith(message)
