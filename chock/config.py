@@ -28,25 +28,106 @@ APPROVALS = ("ask", "allow", "deny")
 AFTER_REBOOT = ("list", "resume")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
-TOP_KEYS = ("instance", "instances", "approvals", "sandbox", "credentials", "after_reboot", "connections", "serve")
-# How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` of the
-# same name (whose own entry has no room for them).
-TUNING_KEYS = ("retries", "price", "context_window")
-INSTANCE_KEYS = ("kind", "address", "model", "token", *TUNING_KEYS)
-PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+
+@dataclass(frozen=True)
+class Key:
+    """One key of config.zon: its path (`NAME` stands for a name the person chooses), its type as written, its
+    default as `chock config` and the manual say it, and what it means. A `secret` is never shown; `env` is the
+    variable that overrides it."""
+
+    path: str
+    type: str
+    default: str
+    meaning: str
+    secret: bool = False
+    env: str | None = None
+
+
+# Every key there is, in the order the manual and `chock config` give them. What validation accepts (the unknown
+# key refusals), `chock config`, `chock config check` and `man 5 chock-config` all read this one table.
+KEYS: tuple[Key, ...] = (
+    Key(".instance", "string", "the only instance, when there is one",
+        "The instance a session uses when `chock run` names none."),
+    Key(".instances.NAME.kind", "string", "none: the entry tunes the `chock login` instance NAME",
+        "anthropic, aiand, openai-compat=URL or replay=FILE (relative to this file's directory)."),
+    Key(".instances.NAME.address", "string", "the kind's (after =, else the provider's)",
+        "Where the provider is; overrides the =VALUE of .kind."),
+    Key(".instances.NAME.model", "string", "the provider's default", "The model asked for."),
+    Key(".instances.NAME.token", "string", "none: the credential stores' (chock login)",
+        "The credential sent to the provider.", secret=True),
+    Key(".instances.NAME.retries", "whole number 0-10", "2",
+        "How often a call that failed before its answer began is sent again."),
+    Key(".instances.NAME.price.input", "number", "none: calls are not priced",
+        "What a million input tokens cost."),
+    Key(".instances.NAME.price.output", "number", "none", "What a million output tokens cost."),
+    Key(".instances.NAME.price.cache_read", "number", "the input price", "What a million tokens read from the "
+        "prompt cache cost."),
+    Key(".instances.NAME.price.cache_write", "number", "the input price", "What a million tokens written to the "
+        "prompt cache cost."),
+    Key(".instances.NAME.price.currency", "ISO 4217 code", '"USD"', "The currency of the price, three capital "
+        "letters; a price written without one is in USD."),
+    Key(".instances.NAME.context_window", "whole number of tokens", "the model family's, else none",
+        "Past 80% of it the session has the model summarize the work so far."),
+    Key(".instances.NAME.budget.amount", "number", "the global .budget",
+        "What one session on this instance may spend, counted over all its calls."),
+    Key(".instances.NAME.budget.currency", "ISO 4217 code", "none (required with .amount)",
+        "The budget's currency: the instance's .price must be in it."),
+    Key(".budget.amount", "number", "none: no bound",
+        "What one session may spend, counted over all its calls, continues, compactions and subagents included; "
+        "past it the session ends (reason budget, exit 1) and continues once the budget is raised."),
+    Key(".budget.currency", "ISO 4217 code", "none (required with .amount)",
+        "The budget's currency: every instance it covers needs a .price in it."),
+    Key(".approvals.shell", "ask | allow | deny", '"ask"', "What a shell command no rule names gets."),
+    Key(".approvals.rules", "list of .{ .allow/.ask/.deny = PATTERN }", "none",
+        "Rules that decide calls without asking (docs/approvals.md); deny beats ask beats allow."),
+    Key(".approvals.timeout", '"<n>s", "<n>m" or "<n>h"', "none: a question waits for its answer",
+        "An approval unanswered this long is a no (1s to 7 days)."),
+    Key(".sandbox.network", "true | false", "false", "Whether tools in the sandbox reach the network."),
+    Key(".credentials.store", "secret_service | keychain | file | secretspec", "the OS keystore",
+        "Where `chock login` keeps credentials."),
+    Key(".after_reboot", "list | resume", '"list"',
+        "What the daemon does with the sessions a reboot interrupted: list them, or carry them on."),
+    Key(".connections.NAME", "address", "none", "A daemon on another machine (docs/remote.md), as "
+        '"ssh://me@build.lan"; --daemon NAME reaches it.'),
+    Key(".serve.daemons", "list of names", '"local"',
+        "The hosts `chock serve` is a client of: local or connections' names.", env="CHOCK_DAEMON"),
+)  # fmt: skip
+
+
+def children(prefix: str) -> tuple[str, ...]:
+    """The names of the keys directly under `prefix` (`""` is the top; `.instances.NAME` an instance), in order."""
+    found: list[str] = []
+    for key in KEYS:
+        if key.path.startswith(prefix + "."):
+            name = key.path[len(prefix) + 1 :].split(".", 1)[0]
+            if name not in found:
+                found.append(name)
+    return tuple(found)
+
+
+TOP_KEYS = children("")
+# How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` instance of
+# the same name (whose own entry has no room for them).
+TUNING_KEYS = ("retries", "price", "context_window", "budget")
+INSTANCE_KEYS = children(".instances.NAME")
+PRICE_KEYS = children(".instances.NAME.price")
+BUDGET_KEYS = children(".budget")
+# A price or a budget written without a currency (every config.zon before currencies) is in US dollars, the
+# currency the providers' price lists use.
+DEFAULT_CURRENCY = "USD"
 # Sending a failed call again more than this many times only delays the error a person has to act on.
 MAX_RETRIES = 10
 # No model worth running has a smaller window: the system prompt and the tools alone take a good part of it.
 MIN_CONTEXT_WINDOW = 1000
 MAX_CONTEXT_WINDOW = 100_000_000
-APPROVALS_KEYS = ("shell", "rules", "timeout")
+APPROVALS_KEYS = children(".approvals")
 RULE_VERDICTS = ("allow", "ask", "deny")
 # `.approvals.timeout`: `<n>s`, `<n>m` or `<n>h`, from a second to a week (docs/approvals.md#a-deadline).
 TIMEOUT_UNITS = {"s": 1, "m": 60, "h": 3600}
 MAX_TIMEOUT = 7 * 24 * 3600
-SANDBOX_KEYS = ("network",)
-CREDENTIALS_KEYS = ("store",)
-SERVE_KEYS = ("daemons",)
+SANDBOX_KEYS = children(".sandbox")
+CREDENTIALS_KEYS = children(".credentials")
+SERVE_KEYS = children(".serve")
 
 
 class ConfigError(Refused):
@@ -55,13 +136,14 @@ class ConfigError(Refused):
 
 @dataclass(frozen=True)
 class Price:
-    """What a million tokens cost, in whatever currency the person wrote it in; cache reads and writes cost the
-    input price unless said otherwise."""
+    """What a million tokens cost, in `currency` (ISO 4217); cache reads and writes cost the input price unless
+    said otherwise."""
 
     input: float
     output: float
     cache_read: float | None = None
     cache_write: float | None = None
+    currency: str = DEFAULT_CURRENCY
 
     def cost(self, usage: dict[str, int]) -> float:
         """The cost of one call's `usage` (a `usage` event's fields)."""
@@ -78,12 +160,25 @@ class Price:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What one session may spend over all its calls, in `currency` (ISO 4217)."""
+
+    amount: float
+    currency: str
+
+    def __str__(self) -> str:
+        return f"{self.amount:.2f} {self.currency}"
+
+
+@dataclass(frozen=True)
 class Tuning:
-    """How an instance is used: None is the default (the retry policy's, the model family's window, no price)."""
+    """How an instance is used: None is the default (the retry policy's, the model family's window, no price, the
+    global budget)."""
 
     retries: int | None = None
     price: Price | None = None
     context_window: int | None = None
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +210,7 @@ class Config:
     instances: dict[str, InstanceConfig] = field(default_factory=dict)
     # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
     tunings: dict[str, Tuning] = field(default_factory=dict)
+    budget: Budget | None = None  # every session's, unless its instance has a .budget of its own
     approvals_shell: str = "ask"
     approvals_rules: tuple[ConfigRule, ...] = ()
     approvals_timeout: float | None = None  # seconds; None: an approval waits until it is answered
@@ -140,6 +236,26 @@ def load_config(path: Path, *, platform: str = sys.platform) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror or exc}") from None
     return _Reader(path, platform).config(data)
+
+
+def session_budget(config: Config, name: str, tuning: Tuning) -> Budget | None:
+    """The budget a session on instance `name` is held to: its own `.budget`, else the global one. Refused when
+    the instance has no `.price` in the budget's currency: its calls could not be counted against it."""
+    own = tuning.budget is not None
+    budget = tuning.budget or config.budget
+    if budget is None:
+        return None
+    price = tuning.price
+    if price is not None and price.currency == budget.currency:
+        return budget
+    where = f".instances{zon.dot_name(name)}"
+    said = f"{where}.budget" if own else ".budget"
+    has = f"its .price is in {price.currency}" if price is not None else "it has no .price"
+    raise ConfigError(
+        f"{config.path}: {said} ({budget}) covers instance {name!r}, but {has}: its calls could not be counted "
+        f'against the budget. Give {where}.price in {budget.currency} (.currency = "{budget.currency}"), or '
+        f"{where} a .budget of its own in {price.currency if price else 'the currency of a price you add'}"
+    )
 
 
 def _parse_error(error: zon.ZonError, path: Path) -> str:
@@ -227,6 +343,8 @@ class _Reader:
         fields: dict[str, Any] = {}
         if "instance" in top:
             fields["instance"] = self.string(top["instance"], ".instance")
+        if "budget" in top:
+            fields["budget"] = self.budget(top["budget"], ".budget")
         if "instances" in top:
             fields.update(self.instances(top["instances"]))
         if "approvals" in top:
@@ -241,7 +359,10 @@ class _Reader:
             fields["connections"] = self.connections(top["connections"])
         if "serve" in top:
             fields["serve_daemons"] = self.serve(top["serve"], fields.get("connections", {}))
-        return Config(path=self.path, exists=True, **fields)
+        config = Config(path=self.path, exists=True, **fields)
+        for name, tuning in [*((n, i.tuning) for n, i in config.instances.items()), *config.tunings.items()]:
+            session_budget(config, name, tuning)  # refused now, not when a session starts
+        return config
 
     def instances(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -303,7 +424,8 @@ class _Reader:
             )
         if "price" in entry:
             price = self.price(entry["price"], f"{where}.price")
-        return Tuning(retries=retries, price=price, context_window=window)
+        budget = self.budget(entry["budget"], f"{where}.budget") if "budget" in entry else None
+        return Tuning(retries=retries, price=price, context_window=window, budget=budget)
 
     def whole(self, value: Any, where: str, low: int, high: int, unit: str) -> int:
         """A whole number from `low` to `high`."""
@@ -323,13 +445,32 @@ class _Reader:
                 )
         amounts: dict[str, float] = {}
         for key, amount in section.items():
-            if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 <= amount < float("inf"):
-                raise self.error(
-                    f"{where}.{key} must be a number of at least 0, the price of a million tokens "
-                    f"(got {zon.as_written(amount)})"
-                )
-            amounts[key] = float(amount)
-        return Price(**amounts)
+            if key != "currency":
+                amounts[key] = self.amount(amount, f"{where}.{key}", "the price of a million tokens")
+        currency = self.currency(section["currency"], f"{where}.currency") if "currency" in section else None
+        return Price(**amounts, currency=currency or DEFAULT_CURRENCY)
+
+    def amount(self, value: Any, where: str, what: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise self.error(f"{where} must be a number of at least 0, {what} (got {zon.as_written(value)})")
+        return float(value)
+
+    def currency(self, value: Any, where: str) -> str:
+        """An ISO 4217 code: three capital letters, as "EUR"."""
+        if not isinstance(value, str) or not (len(value) == 3 and value.isascii() and value.isalpha()
+                                              and value.isupper()):  # fmt: skip
+            raise self.error(f'{where} must be an ISO 4217 currency code, three capital letters as "EUR" '
+                             f"(got {zon.as_written(value)})")  # fmt: skip
+        return str(value)
+
+    def budget(self, value: Any, where: str) -> Budget:
+        """`.budget = .{ .amount = 5.0, .currency = "EUR" }`: both are needed (a budget in no currency is no bound)."""
+        section = self.struct(value, where, BUDGET_KEYS)
+        for key in BUDGET_KEYS:
+            if key not in section:
+                raise self.error(f'{where} has no .{key}, as in {where} = .{{ .amount = 5.0, .currency = "EUR" }}')
+        amount = self.amount(section["amount"], f"{where}.amount", "what one session may spend")
+        return Budget(amount, self.currency(section["currency"], f"{where}.currency"))
 
     def connections(self, value: Any) -> dict[str, Address]:
         """`.connections = .{ .build = "ssh://me@build.lan" }`: each name a connection's, each value an address."""

@@ -104,6 +104,18 @@ class Placed(str):
     line: int
 
 
+class Fields(dict[str, Any]):
+    """A struct of the file (`placed=True`) that knows the 1-based line of each field's name: `lines[name]`."""
+
+    lines: dict[str, int]
+
+
+class Items(list[Any]):
+    """A list of the file (`placed=True`) that knows the 1-based line each item starts on: `lines[index]`."""
+
+    lines: list[int]
+
+
 def _placed(value: str, line: int) -> Placed:
     text = Placed(value)
     text.line = line
@@ -112,7 +124,7 @@ def _placed(value: str, line: int) -> Placed:
 
 def loads(text: str, *, source: str | None = None, placed: bool = False) -> Any:
     """Parse one ZON value from `text`; `source` (a file name) prefixes every error message. `placed`: every string
-    is a `Placed`, which knows its line."""
+    is a `Placed`, every struct a `Fields` and every list an `Items`, which know their lines."""
     return _Parser(text, source, placed).parse_document()
 
 
@@ -460,8 +472,12 @@ class _Parser:
             return self.struct(opened, depth)
         return self.list(opened, depth)
 
+    def line_of(self, token: _Token) -> int:
+        return _line_column(self.tokenizer.text, token.pos)[0]
+
     def struct(self, opened: _Token, depth: int) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = Fields() if self.placed else {}
+        lines: dict[str, int] = {}
         first_seen: dict[str, _Token] = {}
         while True:
             name = self.peek()
@@ -476,15 +492,24 @@ class _Parser:
                 )
             self.expect(T_EQUALS, f"'=' after field name {shown}")
             first_seen[name.value] = name
+            if self.placed:
+                lines[name.value] = self.line_of(name)
             fields[name.value] = self.value(depth)
             if self.end_of_item(opened, f"the value of {shown}"):
+                if isinstance(fields, Fields):
+                    fields.lines = lines
                 return fields
 
     def list(self, opened: _Token, depth: int) -> list[Any]:
-        items = []
+        items: list[Any] = Items() if self.placed else []
+        lines: list[int] = []
         while True:
+            if self.placed:
+                lines.append(self.line_of(self.peek()))
             items.append(self.value(depth))
             if self.end_of_item(opened, "a list item"):
+                if isinstance(items, Items):
+                    items.lines = lines
                 return items
 
     def end_of_item(self, opened: _Token, after: str) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chock.config import Config, ConfigError, InstanceConfig, Price, Tuning, load_config
+from chock.config import Budget, Config, ConfigError, InstanceConfig, Price, Tuning, load_config
 from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import EXIT_REFUSED
 from chock.providers.kinds import DEFAULT_ADDRESSES, KINDS, KindError, parse_kind
@@ -229,8 +229,8 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
     [
         (
             ".{ .colour = 1 }",
-            "unknown key .colour (known keys in the config: instance, instances, approvals, sandbox, credentials, "
-            "after_reboot, connections, serve)",
+            "unknown key .colour (known keys in the config: instance, instances, budget, approvals, sandbox, "
+            "credentials, after_reboot, connections, serve)",
         ),
         (
             ".{ .approvals = .{ .files = .ask } }",
@@ -244,12 +244,12 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         (
             '.{ .instances = .{ .w = .{ .kind = "aiand", .url = "x" } } }',
             "unknown key .instances.w.url (known keys in .instances.w: kind, address, model, token, retries, price, "
-            "context_window)",
+            "context_window, budget)",
         ),
         (
             '.{ .instances = .{ .@"my-box" = .{ .kind = "aiand", .@"a b" = 1 } } }',
             'unknown key .instances.@"my-box".@"a b" (known keys in .instances.@"my-box": kind, address, model, '
-            "token, retries, price, context_window)",
+            "token, retries, price, context_window, budget)",
         ),
     ],
 )
@@ -270,7 +270,7 @@ def test_unknown_keys_are_named_with_their_path(tmp_path, text, message):
         (
             '.{ .instances = .{ .a = .{ .model = "m" } } }',
             ".instances.a has no .kind (kinds: anthropic, aiand, openai-compat, replay); an entry without one may "
-            "hold only .retries, .price, .context_window, for the `chock login` instance of that name",
+            "hold only .retries, .price, .context_window, .budget, for the `chock login` instance of that name",
         ),
         (".{ .instances = .{ .a = .{ .kind = 5 } } }", ".instances.a.kind must be a string (got 5)"),
         (
@@ -380,7 +380,7 @@ def test_a_price_costs_cache_reads_and_writes_at_their_own_price_or_the_inputs()
         (
             ".price = .{ .input = 3, .output = 1, .cache = 1 }",
             "unknown key .instances.w.price.cache (known keys in .instances.w.price: input, output, cache_read, "
-            "cache_write)",
+            "cache_write, currency)",
         ),
     ],
 )
@@ -482,3 +482,49 @@ def test_after_reboot_takes_list_or_resume(tmp_path, value):
 def test_after_reboot_refuses_anything_else_when_the_file_is_read(tmp_path):
     message = refusal(tmp_path, '.{ .after_reboot = "restart" }')
     assert message == '.after_reboot must be one of list, resume (got "restart")'
+
+
+# ---- currencies and budgets ----------------------------------------------------------------------
+
+
+def test_a_price_without_a_currency_is_in_usd_and_a_budget_reads_as_written(tmp_path):
+    path = write(tmp_path, """.{ .budget = .{ .amount = 5, .currency = "EUR" }, .instances = .{
+        .a = .{ .kind = "aiand", .price = .{ .input = 1, .output = 2, .currency = "EUR" } },
+        .b = .{ .kind = "aiand", .price = .{ .input = 1, .output = 2 },
+                .budget = .{ .amount = 1.5, .currency = "USD" } },
+    } }""")  # fmt: skip
+    config = load_config(path)
+    assert config.budget == Budget(5.0, "EUR")
+    assert config.instances["a"].tuning.price == Price(1.0, 2.0, currency="EUR")
+    assert config.instances["b"].tuning.price == Price(1.0, 2.0, currency="USD")
+    assert config.instances["b"].tuning.budget == Budget(1.5, "USD")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '.{ .instances = .{ .w = .{ .kind = "aiand", .budget = .{ .amount = 1.0, .currency = "EUR" } } } }',
+            ".instances.w.budget (1.00 EUR) covers instance 'w', but it has no .price",
+        ),
+        (
+            '.{ .instances = .{ .w = .{ .retries = 1, .price = .{ .input = 1, .output = 1, .currency = "USD" },\n'
+            '    .budget = .{ .amount = 1.0, .currency = "EUR" } } } }',
+            ".instances.w.budget (1.00 EUR) covers instance 'w', but its .price is in USD",
+        ),
+        (
+            '.{ .budget = .{ .amount = 1.0, .currency = "eur" } }',
+            '.budget.currency must be an ISO 4217 currency code, three capital letters as "EUR" (got "eur")',
+        ),
+        (
+            '.{ .budget = .{ .amount = -1, .currency = "EUR" } }',
+            ".budget.amount must be a number of at least 0, what one session may spend (got -1)",
+        ),
+        (
+            '.{ .budget = .{ .currency = "EUR" } }',
+            ".budget has no .amount, as in .budget = .{ .amount = 5.0, .currency",
+        ),
+    ],
+)
+def test_budget_refusals_name_the_key(tmp_path, text, message):
+    assert refusal(tmp_path, text).startswith(message)

@@ -143,6 +143,7 @@ def test_package_carries_the_units_the_program_and_the_manual(deb: Path):
     pages = {p for p in paths if p.startswith("/usr/share/man/man1/")}
     for name in ["chock", *commands()]:
         assert f"/usr/share/man/man1/{name}.1.gz" in pages, f"no manual page for {name}"
+    assert "/usr/share/man/man5/chock-config.5.gz" in paths, "no manual page for config.zon"
     # Shell completion where bash-completion, zsh and fish look for a command's.
     for path in COMPLETIONS.values():
         assert path in paths, path

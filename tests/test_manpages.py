@@ -25,10 +25,10 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "SOURCE_DATE_EPOCH": "0"}
     subprocess.run([sys.executable, REPO / "debian" / "make-manpages", out], env=env, check=True, timeout=60)
     rendered = {}
-    for page in out.glob("*.1"):
+    for page in [*out.glob("*.1"), *out.glob("*.5")]:
         done = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, check=True, timeout=60,
                               env={**os.environ, "MANWIDTH": "200", "MAN_KEEP_FORMATTING": ""})  # fmt: skip
-        rendered[page.stem] = done.stdout
+        rendered[page.stem if page.suffix == ".1" else page.name] = done.stdout
     return rendered
 
 
@@ -83,3 +83,18 @@ def test_chock_help_names_the_exit_codes_of_run(home) -> None:
         assert "Exit status of chock run: 0 completed, 1 failed, 2 usage error, 3 refused before starting" in text
         assert "8 handed over to the daemon, 130 interrupted." in text
     assert "Exit status of chock detach: 0 handed over" in " ".join(home.chock("detach", "--help").stdout.split())
+
+
+def test_the_config_page_lists_every_key_of_the_table_with_its_default(pages) -> None:
+    from chock.config import KEYS
+
+    text = pages["chock-config.5"]
+    assert text.startswith("CHOCK-CONFIG(5)")
+    keys = section(text, "KEYS")
+    listed = re.findall(r"^ {7}(\.\S+)$", keys, re.M)
+    assert listed == [key.path for key in KEYS]
+    flat = " ".join(keys.split())
+    for key in KEYS:
+        assert f"Default: {key.default}." in flat, key.path
+    assert "Overridden by $CHOCK_DAEMON." in flat
+    assert "chock-config(1)" in section(text, "SEE ALSO")

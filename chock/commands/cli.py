@@ -16,6 +16,7 @@ import click
 from chock import __version__
 from chock.commands import (
     approval_rules,
+    configuration,
     connections,
     export,
     machine,
@@ -76,6 +77,7 @@ COMMANDS: tuple[click.Command, ...] = (
     machine.credentials,
     machine.doctor,
     machine.completion,
+    configuration.config,
     service.daemon,
     service.serve,
     connections.connections,

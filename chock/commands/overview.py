@@ -27,6 +27,7 @@ COMMANDS = {
     "approve": "Answer the requests a session on this machine is waiting on.",
     "attach": "Follow a session through the daemon, as `chock run` shows one.",
     "completion": "Print the shell completion script for bash, zsh or fish.",
+    "config": "The configuration in force, and where each value came from.",
     "connections": "Each daemon on another machine config.zon names, and its state.",
     "credentials": "Each instance, its address and its credential's source.",
     "daemon": "Own sessions so they outlive terminals; serve their logs.",

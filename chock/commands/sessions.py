@@ -110,7 +110,8 @@ def usage(
     layout: Layout, project: Path | None, daemon_address: tuple[str, ...], port: int | None, all_hosts: bool
 ) -> None:
     """Tokens used by each session of this project (and read from or written to the prompt cache), and in
-    total; with the cost when the instance has a `.price` in config.zon. Read through the daemon named (its
+    total; with the cost, in its currency, when the instance has a `.price` in config.zon, and the budget a session
+    is held to (`, past it` when it ended there). Read through the daemon named (its
     host's `--project` given absolute, as a path there), else the state dir's when it answers, else the state dir
     itself; with --all, every project's on every host (or each --daemon), a HOST column first."""
     if all_hosts:
@@ -146,24 +147,27 @@ def _print_usage(rows: list[dict[str, Any]], per_host: bool, *, on: str | None =
     width = max((len(str(row.get("host", ""))) for row in rows), default=0)
     priced = any(_cost(row) is not None for row in rows)
     totals: dict[str, dict[str, int]] = {}
-    costs: dict[str, float] = {}
+    costs: dict[str, dict[str, float]] = {}  # by host ("" for all), by currency
     for row in rows:
         counts = {name: _count(row.get(name)) for name in USAGE_FIELDS}
         host = f"{row['host']!s:<{width}}  " if "host" in row else ""
-        line = f"{host}{row.get('id')!s}  {_usage_columns(counts, _cost(row), priced)}"
+        spent = _spent(row)
+        line = f"{host}{row.get('id')!s}  {_usage_columns(counts, spent, priced)}{_against_budget(row)}"
         click.echo(shown(f"{line}  {listing.preview(str(row.get('message') or ''))}", one_line=True))
         for key in {"", *([str(row["host"])] if "host" in row else [])}:
             total = totals.setdefault(key, dict.fromkeys(USAGE_FIELDS, 0))
             for name in USAGE_FIELDS:
                 total[name] += counts[name]
-            costs[key] = costs.get(key, 0.0) + (_cost(row) or 0.0)
+            for currency, amount in spent.items():
+                by_currency = costs.setdefault(key, {})
+                by_currency[currency] = by_currency.get(currency, 0.0) + amount
     hosts = sorted({str(row["host"]) for row in rows if "host" in row})
     label = 22 + (width + 2 if width else 0)  # under the host and the session id
     for host in hosts if per_host else ():
-        click.echo(shown(f"{'total on ' + host:<{label}}  {_usage_columns(totals[host], costs[host], priced)}"))
+        click.echo(shown(f"{'total on ' + host:<{label}}  {_usage_columns(totals[host], costs.get(host, {}), priced)}"))
     named = f" on {on or hosts[0]}" if on or len(hosts) == 1 else ""
     total = totals.get("", dict.fromkeys(USAGE_FIELDS, 0))
-    click.echo(shown(f"{'total' + named:<{label}}  {_usage_columns(total, costs.get('', 0.0), priced)}"))
+    click.echo(shown(f"{'total' + named:<{label}}  {_usage_columns(total, costs.get('', {}), priced)}"))
 
 
 def _count(value: object) -> int:
@@ -176,13 +180,38 @@ def _cost(row: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _usage_columns(counts: dict[str, int], cost: float | None, priced: bool) -> str:
+def _currency(row: dict[str, Any]) -> str:
+    """The row's currency when it is an ISO 4217 code (a daemon's row is untrusted); a priced row from before
+    currencies is in USD (chock.config.DEFAULT_CURRENCY)."""
+    value = row.get("currency")
+    if isinstance(value, str) and len(value) == 3 and value.isascii() and value.isalpha() and value.isupper():
+        return value
+    return "USD"
+
+
+def _spent(row: dict[str, Any]) -> dict[str, float]:
+    """What the row's session cost, by currency (empty when no call was priced)."""
+    cost = _cost(row)
+    return {} if cost is None else {_currency(row): cost}
+
+
+def _against_budget(row: dict[str, Any]) -> str:
+    """`  budget 10.00 EUR` (`, past it` when the session ended by it) for a session held to a budget."""
+    budget = _cost({"cost": row.get("budget")})
+    if budget is None:
+        return ""
+    past = ", past it" if row.get("end_reason") == "budget" else ""
+    return f"  budget {budget:.2f} {_currency(row)}{past}"
+
+
+def _usage_columns(counts: dict[str, int], spent: dict[str, float], priced: bool) -> str:
     text = (
         f"in {counts['input_tokens']:>9}  out {counts['output_tokens']:>9}  "
         f"cache read {counts['cache_read_tokens']:>9}  write {counts['cache_write_tokens']:>9}"
     )
     if priced:
-        text += f"  cost {cost:>9.4f}" if cost is not None else f"  cost {'-':>9}"
+        amounts = " + ".join(f"{amount:>9.4f} {currency}" for currency, amount in sorted(spent.items()))
+        text += f"  cost {amounts or '-'.rjust(9)}"
     return text
 
 

@@ -41,6 +41,10 @@ LIST_BYTES = 64 * 1024
 # provider's own words for them are mapped to these.
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
+# Why an owner lets go, as `session.end` says it: the work is done; it failed; it was handed over; it was stopped;
+# it spent past its `.budget` (exit 1, continuable once the budget is raised).
+END_REASONS = ("completed", "error", "handover", "interrupted", "budget")
+
 
 # The declarations -----------------------------------------------------------------------------------------
 #
@@ -72,6 +76,13 @@ COMMON: dict[str, Field] = {
 }
 _CARRIED = ("truncated", "bytes")  # what a writer may give any event; `id`, `at` and `type` are the log's own
 
+# What an owner counts the session's spend in, as it records itself in `session.start` and `session.adopt`: its
+# instance's price currency ("" with no price) and the session's budget in it (null: none).
+SPENDING: dict[str, Field] = {
+    "currency": (TEXT, ""),
+    "budget": ((int, float, NULL), None),
+}
+
 # Where an owner runs, as it records itself in `session.start` and `session.adopt` (chock/platform/host.py).
 OWNER_PLACE: dict[str, Field] = {
     "pid": ((int, NULL), None),
@@ -93,6 +104,7 @@ EVENTS: dict[str, dict[str, Field]] = {
         **OWNER_PLACE,
         "instructions": (TEXT, ""),
         "instructions_note": (TEXT, ""),
+        **SPENDING,
     },
     "session.adopt": {
         "session": (TEXT, ""),
@@ -100,6 +112,7 @@ EVENTS: dict[str, dict[str, Field]] = {
         "approve_all": (FLAG, False),
         **OWNER_PLACE,
         "after": (TEXT, ""),
+        **SPENDING,
     },
     "workspace.open": {
         "directory": (TEXT, ""),

@@ -49,6 +49,8 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "ended_at": (str,),
     **{name: EVENTS["usage"][name][0] for name in USAGE_FIELDS},  # summed over the `usage` events
     "cost": EVENTS["usage"]["cost"][0],  # summed too; None: no call was priced
+    "currency": EVENTS["session.start"]["currency"][0],  # the latest span's: its price's currency
+    "budget": EVENTS["session.start"]["budget"][0],  # the latest span's budget; None: none
     "workspace": (str,),  # the directory of the latest workspace.open
     "workspace_commit": (str,),
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
@@ -87,6 +89,8 @@ class RowState:
         self.cache_read_tokens = 0
         self.cache_write_tokens = 0
         self.cost: float | None = None
+        self.currency = ""
+        self.budget: float | None = None
         self.workspace = ""
         self.workspace_commit = ""
         self.workspace_admin = ""
@@ -195,6 +199,8 @@ class RowState:
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cost": self.cost,
+            "currency": self.currency,
+            "budget": self.budget,
         }
 
     # Copies and the cache's form ----------------------------------------------------------------------
@@ -259,6 +265,9 @@ def _begin_span(state: RowState, event: Event, owner: str) -> None:
     state.owner_machine = _text(event, "machine_id")
     state.owner_boot = _text(event, "boot_id")
     state.owner_host = _text(event, "host")
+    state.currency = _text(event, "currency")
+    budget = event.get("budget")
+    state.budget = budget if isinstance(budget, int | float) and not isinstance(budget, bool) else None
     state.ended = False
     state.end_reason = ""
     state.exit_code = None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chock.config import Price
+from chock.config import Budget, Price
 from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
 from chock.log.events import Event, cut, listed
@@ -45,6 +45,17 @@ class HandedOver(Exception):
     """The lock has changed hands; this process must exit 8 and touch nothing more."""
 
 
+class OverBudget(ChockError):
+    """The session has spent past its `.budget`: it ends (`session.end {reason: "budget"}`, exit 1), and a
+    `--continue` carries it on once the budget is raised."""
+
+    def __init__(self, session_id: str, budget: Budget, spent: float) -> None:
+        super().__init__(
+            f"this session has spent {spent:.4f} {budget.currency}, past its budget of {budget} (.budget in "
+            f"config.zon); raise the budget, then `chock run --continue {session_id}` carries it on"
+        )
+
+
 @dataclass
 class Settings:
     session_id: str
@@ -62,6 +73,7 @@ class Settings:
     summarizer: Provider | None = None  # what writes a compaction's summary, when not the session's provider
     rules: asking.Rules = field(default_factory=asking.Rules)  # config.zon's rules and where the project's live
     approval_timeout: float | None = None  # `.approvals.timeout` in seconds; None: a question waits for its answer
+    budget: Budget | None = None  # what the whole session may spend, in its price's currency; None: no bound
 
 
 class Session:
@@ -139,6 +151,9 @@ class Session:
             with contextlib.suppress(LogWriteFailed):
                 self._end_abnormally("error", EXIT_FAILED, error=str(failed))
             raise
+        except OverBudget as over:
+            self._end_abnormally("budget", EXIT_FAILED, error=str(over))
+            return EXIT_FAILED
         except CancelledByStop:
             self._end_abnormally("interrupted", EXIT_INTERRUPTED, via=self.steering.stop_via or "signal")
             return EXIT_INTERRUPTED
@@ -208,8 +223,10 @@ class Session:
             call_model = True
 
     async def turn_boundary(self) -> None:
-        """Between turns: the only place a handover ask is answered (docs/architecture.md#detach)."""
+        """Between turns: the only place a handover ask is answered (docs/architecture.md#detach). A session past
+        its budget (a subagent's calls, or a continue before the budget was raised) ends here."""
         self.log.sync()
+        self._check_budget()
         handover = self.handover
         if not handover.open:
             return
@@ -242,6 +259,7 @@ class Session:
         window = compaction.session_window(settings.context_window, self.state)
         request = compaction.CallSetup(summarizer, tool_specs, system, window, settings.price)
         await compaction.compact_if_needed(self.state, request, self.emit)
+        self._check_budget()
         try:
             reply = await calls.call(
                 self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
@@ -252,12 +270,25 @@ class Session:
             # The estimate fell short (or the window is not known): the provider's refusal says so instead, and
             # the window it teaches is logged with the compaction. A second refusal ends the session.
             await compaction.compact_if_needed(self.state, request, self.emit, refused=error)
+            self._check_budget()
             reply = await calls.call(
                 self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
             )
         self.emit("assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls])
         calls.record_usage(self.emit, reply.usage, settings.price)
+        self._check_budget()
         return reply
+
+    def _check_budget(self) -> None:
+        """After each call: the session's whole spend (every span's priced `usage` events, compactions and
+        subagents included, folded from the log) past its budget ends it."""
+        budget, spent = self.settings.budget, self.state.cost or 0.0
+        if budget is not None and spent > budget.amount:
+            raise OverBudget(self.settings.session_id, budget, spent)
+
+    def record_usage(self, usage: dict[str, int], purpose: str) -> None:
+        """Log a call made for the session elsewhere (a subagent's), priced as the session's own calls are."""
+        calls.record_usage(self.emit, usage, self.settings.price, purpose)
 
     def _system_prompt(self) -> str:
         return instructions.system_prompt(tools.SYSTEM_PROMPT, self.state.instructions)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from chock import instances
-from chock.config import Config, load_config
+from chock.config import Budget, Config, load_config, session_budget
 from chock.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, ChockError, Refused, UsageError
 from chock.log import catalog
 from chock.log.events import Event
@@ -67,6 +67,7 @@ class _Prepared:
     replay_entries: list[dict[str, Any]] | None
     repo: Repo  # the project's, looked up once (workspace.open_project)
     head: str  # the commit the project's HEAD named then: where a new session starts
+    budget: Budget | None  # refused before anything is written when the instance has no price in its currency
 
 
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
@@ -143,6 +144,7 @@ def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance
     config = load_config(layout.config)
     found = workspace.open_project(project or request.project or Path.cwd())
     instance = instances.resolve(layout, config, instance_name)
+    budget = session_budget(config, instance.name, instance.tuning)
     replay_entries = None
     if instance.kind == "replay":
         from chock.providers.replay import load_entries
@@ -154,7 +156,7 @@ def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance
         raise Refused(str(error)) from None
     bwrap = sandbox.find_bwrap()
     sandbox.check_bwrap(bwrap)
-    return _Prepared(config, found.root, instance, credential, bwrap, replay_entries, found.repo, found.head)
+    return _Prepared(config, found.root, instance, credential, bwrap, replay_entries, found.repo, found.head, budget)
 
 
 def _begin(layout: Layout, request: RunRequest) -> _Opening:
@@ -188,6 +190,7 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
             owner="daemon" if request.session_id else "terminal",
             approve_all=request.yes,
             **host.owner(),
+            **_spending(prepared),
             **said,
         )
         opening.log.sync()  # the first line, and the new log's name, before the worktree is made
@@ -247,6 +250,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         approve_all=not request.for_daemon and (state.approve_all or request.yes),
         **host.owner(),
         **({"after": interrupted} if interrupted else {}),
+        **_spending(prepared),
     )
     with opening.ended_on_failure():
         _open_workspace(layout, opening, session_id, request, place)
@@ -256,6 +260,12 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     last = state.conversation[-1] if state.conversation else None
     opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
     return opening
+
+
+def _spending(prepared: _Prepared) -> dict[str, Any]:
+    """What this span counts the session's spend in (docs/log.md): its price's currency and its budget."""
+    price, budget = prepared.instance.tuning.price, prepared.budget
+    return {"currency": price.currency if price else "", "budget": budget.amount if budget else None}
 
 
 def _remembered(layout: Layout, session_id: str) -> Remember:
@@ -410,6 +420,7 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         context_window=_context_window(instance, request.model or opening.state.model or None),
         rules=asking.Rules(tuple(config_rules(prepared.config.approvals_rules)), layout, str(prepared.project)),
         approval_timeout=prepared.config.approvals_timeout,
+        budget=prepared.budget,
     )
 
 

@@ -103,6 +103,20 @@ test("the usage line and the plan panel add up what the events say", () => {
   assert.deepEqual(shown(document), []);
 });
 
+test("the cost is shown in the span's currency against its budget, and a budget end says so", () => {
+  const { document, view } = fresh();
+  feed(view, [
+    { type: "session.start", message: "task", currency: "EUR", budget: 2.5 },
+    { type: "usage", input_tokens: 1000, output_tokens: 0, cost: 1 },
+    { type: "usage", input_tokens: 1000, output_tokens: 0, cost: 2 },
+    { type: "session.end", reason: "budget", exit_code: 1, error: "past its budget" },
+  ]);
+  assert.equal(document.getElementById("session-usage").textContent,
+    "2,000 in · 0 out tokens · cost 3.0000 EUR of a budget of 2.50 EUR");
+  const [end] = shown(document).filter(([type]) => type === "session.end");
+  assert.match(end[1], /Stopped at its budget · exit 1/);
+});
+
 test("an approval card: its buttons, then the answer in their place", () => {
   const { document, view, refreshed } = fresh();
   feed(view, [

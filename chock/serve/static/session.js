@@ -40,7 +40,7 @@ export class SessionView {
     this.tools = new Map();      // call_id -> {details, output, state}
     this.approvals = new Map();  // request_id -> card
     this.streaming = null;       // the assistant block that deltas go into
-    this.usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: null };
+    this.usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: null, currency: "", budget: null };
     this.messages = 0;           // user.message events so far: the first is the task
     this.status = "";            // running, waiting, ended, … as the row or the latest events say
     this.ended = false;
@@ -76,6 +76,13 @@ export class SessionView {
       this.setStatus(row.status);
       steering.keeps(row.workspace_kept);
     }
+  }
+
+  // What the session's spend is counted in, as its latest span says (session.start / session.adopt): the price's
+  // currency and the budget, shown with the cost.
+  spending(e) {
+    this.usage.currency = /^[A-Z]{3}$/.test(e.currency || "") ? e.currency : "";
+    this.usage.budget = typeof e.budget === "number" ? e.budget : null;
   }
 
   setStatus(status) {

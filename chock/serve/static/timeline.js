@@ -39,6 +39,7 @@ export function durationText(ms) {
 /** What each event type shows, called with the SessionView as `this`. */
 const RENDER = {
   "session.start"(e) {
+    this.spending(e);
     if (e.message) $("session-task").textContent = e.message;
     const parts = ["started", e.instance && `instance ${e.instance}`, e.model && `model ${e.model}`,
       e.owner && `by ${e.owner}`, e.approve_all && "approving everything"].filter(Boolean);
@@ -47,6 +48,7 @@ const RENDER = {
     this.info(e, parts.join(" · "));
   },
   "session.adopt"(e) {
+    this.spending(e);
     this.ended = false;
     this.setStatus("running");
     this.info(e, `taken over by the ${e.via || "daemon"}${e.pid ? ` (pid ${e.pid})` : ""}`);
@@ -173,7 +175,9 @@ const RENDER = {
     if (typeof e.cost === "number") usage.cost = (usage.cost || 0) + e.cost;
     const cached = usage.cacheRead || usage.cacheWrite
       ? ` (${usage.cacheRead.toLocaleString()} cache read, ${usage.cacheWrite.toLocaleString()} written)` : "";
-    const cost = usage.cost === null ? "" : ` · cost ${usage.cost.toFixed(4)}`;
+    const currency = usage.currency ? ` ${usage.currency}` : "";
+    const budget = typeof usage.budget === "number" ? ` of a budget of ${usage.budget.toFixed(2)}${currency}` : "";
+    const cost = usage.cost === null ? "" : ` · cost ${usage.cost.toFixed(4)}${currency}${budget}`;
     $("session-usage").textContent =
       `${usage.input.toLocaleString()} in${cached} · ${usage.output.toLocaleString()} out tokens${cost}`;
   },
@@ -227,6 +231,7 @@ const RENDER = {
     const failed = reason !== "completed" && reason !== "handover";
     const words = {
       completed: "Completed", error: "Failed", handover: "Handed over", interrupted: "Interrupted",
+      budget: "Stopped at its budget",
     }[reason] || reason;
     this.ended = reason !== "handover";
     this.setStatus(reason === "handover" ? "handed-over" : "ended");

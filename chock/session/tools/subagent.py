@@ -61,4 +61,4 @@ async def research(context: Context, handle: str, request: dict[str, Any]) -> No
         result, usage = f"the subagent failed: {last[0]}", (0, 0)
     context.emit("subagent.end", handle=handle, result=result)
     if any(usage):
-        context.emit("usage", input_tokens=usage[0], output_tokens=usage[1])
+        context.record_usage({"input_tokens": usage[0], "output_tokens": usage[1]}, "subagent")

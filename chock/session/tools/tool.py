@@ -62,6 +62,10 @@ class Context(Files, Protocol):
         """What the next subagent's process needs to reach the session's instance (a replay: its entries)."""
         ...
 
+    def record_usage(self, usage: dict[str, int], purpose: str) -> None:
+        """Log the usage of calls made for the session elsewhere, priced as its own (its budget counts them)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Result:
