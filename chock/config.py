@@ -9,7 +9,9 @@ The only I/O is reading the one file; a `.token` is kept as written and never ap
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,11 @@ MAX_RETRIES = 10
 # No model worth running has a smaller window: the system prompt and the tools alone take a good part of it.
 MIN_CONTEXT_WINDOW = 1000
 MAX_CONTEXT_WINDOW = 100_000_000
-APPROVALS_KEYS = ("shell",)
+APPROVALS_KEYS = ("shell", "rules", "timeout")
+RULE_VERDICTS = ("allow", "ask", "deny")
+# `.approvals.timeout`: `<n>s`, `<n>m` or `<n>h`, from a second to a week (docs/approvals.md#a-deadline).
+TIMEOUT_UNITS = {"s": 1, "m": 60, "h": 3600}
+MAX_TIMEOUT = 7 * 24 * 3600
 SANDBOX_KEYS = ("network",)
 CREDENTIALS_KEYS = ("store",)
 SERVE_KEYS = ("daemons",)
@@ -92,6 +98,17 @@ class InstanceConfig:
 
 
 @dataclass(frozen=True)
+class ConfigRule:
+    """One rule of `.approvals.rules`: its verdict, its pattern (as `chock.rules.rule.check_pattern` normalised
+    it), its id (`c<N>`, the N-th rule) and its origin (the file and line a person finds it at)."""
+
+    verdict: str
+    pattern: str
+    id: str
+    origin: str
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path  # where it was read from (it may not exist)
     instance: str | None = None
@@ -99,6 +116,8 @@ class Config:
     # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
     tunings: dict[str, Tuning] = field(default_factory=dict)
     approvals_shell: str = "ask"
+    approvals_rules: tuple[ConfigRule, ...] = ()
+    approvals_timeout: float | None = None  # seconds; None: an approval waits until it is answered
     sandbox_network: bool = False
     credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
     after_reboot: str = "list"
@@ -113,7 +132,7 @@ def load_config(path: Path, *, platform: str = sys.platform) -> Config:
     """Read and validate the config at `path`; a missing file is an empty config (`exists=False`)."""
     path = Path(path)
     try:
-        data = zon.load(path, source=str(path))
+        data = zon.load(path, source=str(path), placed=True)
     except FileNotFoundError:
         return Config(path=path)
     except zon.ZonError as exc:
@@ -136,6 +155,24 @@ def _parse_error(error: zon.ZonError, path: Path) -> str:
         f"{path}: line {error.line}, column {error.column}: {expected} (what stands there is not shown: "
         "the line holds a .token)"
     )
+
+
+def _shown_path(path: Path) -> str:
+    """A file's path as a person reads it: `~/…` under the home directory."""
+    home = os.path.expanduser("~")
+    text = str(path.absolute())
+    return "~" + text[len(home) :] if home not in ("", "/") and text.startswith(home + "/") else text
+
+
+def _check_tool(pattern: str, where: str, error: Callable[[str], ConfigError]) -> None:
+    """A `tool:<name>` rule must name a tool a session has (a misspelt one would never match anything)."""
+    if not pattern.startswith("tool:"):
+        return
+    from chock.session.tools import SESSION_TOOLS
+
+    name = pattern[len("tool:") :]
+    if name not in SESSION_TOOLS:
+        raise error(f"{where}: there is no tool named {name!r}; the tools are {', '.join(SESSION_TOOLS)}")
 
 
 def _kind_of(value: Any) -> str:
@@ -343,9 +380,60 @@ class _Reader:
 
     def approvals(self, value: Any) -> dict[str, Any]:
         section = self.struct(value, ".approvals", APPROVALS_KEYS)
-        if "shell" not in section:
-            return {}
-        return {"approvals_shell": self.choice(section["shell"], ".approvals.shell", APPROVALS)}
+        fields: dict[str, Any] = {}
+        if "shell" in section:
+            fields["approvals_shell"] = self.choice(section["shell"], ".approvals.shell", APPROVALS)
+        if "rules" in section:
+            fields["approvals_rules"] = self.rules(section["rules"])
+        if "timeout" in section:
+            fields["approvals_timeout"] = self.timeout(section["timeout"])
+        return fields
+
+    def rules(self, value: Any) -> tuple[ConfigRule, ...]:
+        """`.approvals.rules`: a list of `.{ .allow = "git status" }` (or `.ask`, `.deny`), each checked as a
+        pattern (chock.rules.rule.check_pattern) and a `tool:<name>` naming a tool there is."""
+        if value == {}:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(
+                f'.approvals.rules must be a list .{{ .{{ .allow = "git status" }}, ... }} '
+                f"(got {zon.as_written(value)})"
+            )
+        from chock.rules.rule import check_pattern  # only for a config that has rules (docs/architecture.md#start-up)
+
+        shown = _shown_path(self.path)
+        rules = []
+        for index, entry in enumerate(value):
+            where = f".approvals.rules[{index}]"
+            item = self.struct(entry, where, RULE_VERDICTS)
+            if len(item) != 1:
+                raise self.error(f"{where} must hold exactly one of .allow, .ask or .deny (got {len(item)})")
+            [(verdict, pattern)] = item.items()
+            line = getattr(pattern, "line", 0)
+            at = f" (line {line})" if line else ""
+            pattern = self.string(pattern, f"{where}.{verdict}")
+            try:
+                pattern = check_pattern(pattern)
+            except ValueError as refusal:
+                raise self.error(f"{where}.{verdict}{at}: {refusal}") from None
+            _check_tool(pattern, f"{where}.{verdict}{at}", self.error)
+            origin = f"{shown} line {line}" if line else f"{shown} {where}"
+            rules.append(ConfigRule(verdict, pattern, f"c{index + 1}", origin))
+        return tuple(rules)
+
+    def timeout(self, value: Any) -> float:
+        """`.approvals.timeout`: `<n>s`, `<n>m` or `<n>h`, between 1 s and 7 days."""
+        where = ".approvals.timeout"
+        text = self.string(value, where)
+        number, unit = text[:-1], text[-1:]
+        if unit not in TIMEOUT_UNITS or not number.isascii() or not number.isdigit() or len(number) > 9:
+            raise self.error(
+                f'{where} must be a whole number and s, m or h, like "30m" or "2h" (got {zon.as_written(value)})'
+            )
+        seconds = int(number) * TIMEOUT_UNITS[unit]
+        if not 1 <= seconds <= MAX_TIMEOUT:
+            raise self.error(f"{where} must be between 1s and 7 days (168h); got {text}")
+        return float(seconds)
 
     def sandbox(self, value: Any) -> dict[str, Any]:
         section = self.struct(value, ".sandbox", SANDBOX_KEYS)

@@ -96,12 +96,27 @@ class EnumLiteral(str):
         return f"EnumLiteral({str.__repr__(self)})"
 
 
-def loads(text: str, *, source: str | None = None) -> Any:
-    """Parse one ZON value from `text`; `source` (a file name) prefixes every error message."""
-    return _Parser(text, source).parse_document()
+class Placed(str):
+    """A string of the file that knows its 1-based `line` (`loads(..., placed=True)`): what a message or a rule's
+    origin names ("config.zon line 12"). A `str`, equal to the same text."""
+
+    __slots__ = ("line",)
+    line: int
 
 
-def load(path: str | Path, *, source: str | None = None) -> Any:
+def _placed(value: str, line: int) -> Placed:
+    text = Placed(value)
+    text.line = line
+    return text
+
+
+def loads(text: str, *, source: str | None = None, placed: bool = False) -> Any:
+    """Parse one ZON value from `text`; `source` (a file name) prefixes every error message. `placed`: every string
+    is a `Placed`, which knows its line."""
+    return _Parser(text, source, placed).parse_document()
+
+
+def load(path: str | Path, *, source: str | None = None, placed: bool = False) -> Any:
     """Read and parse the ZON file at `path`, naming it in errors. OSError (a missing file too) propagates."""
     path = Path(path)
     source = str(path) if source is None else source
@@ -112,7 +127,7 @@ def load(path: str | Path, *, source: str | None = None) -> Any:
         before = data[: exc.start].decode("utf-8")
         line, column = _line_column(before, len(before))
         raise ZonError("the file is not UTF-8 text", line=line, column=column, source=source) from None
-    return loads(text, source=source)
+    return loads(text, source=source, placed=placed)
 
 
 def dumps(value: Any, indent: int = 4) -> str:
@@ -374,8 +389,9 @@ def _show(text: str) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str, source: str | None) -> None:
+    def __init__(self, text: str, source: str | None, placed: bool = False) -> None:
         self.tokenizer = _Tokenizer(text, source)
+        self.placed = placed
         self._tokens = self.tokenizer.tokens()
         self._ahead: list[_Token] = []
 
@@ -419,6 +435,8 @@ class _Parser:
             if depth >= MAX_DEPTH:
                 raise self.tokenizer.error(f"nested deeper than {MAX_DEPTH} levels", token.pos)
             return self.braced(depth + 1)
+        if token.kind == T_STRING and self.placed:
+            return _placed(self.take().value, _line_column(self.tokenizer.text, token.pos)[0])
         if token.kind in (T_STRING, T_NUMBER):
             return self.take().value
         if token.kind == T_DOT_NAME:

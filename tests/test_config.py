@@ -234,7 +234,7 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         ),
         (
             ".{ .approvals = .{ .files = .ask } }",
-            "unknown key .approvals.files (known keys in .approvals: shell)",
+            "unknown key .approvals.files (known keys in .approvals: shell, rules, timeout)",
         ),
         (".{ .sandbox = .{ .net = true } }", "unknown key .sandbox.net (known keys in .sandbox: network)"),
         (

@@ -70,9 +70,9 @@ def test_error_codes():
 def test_the_daemon_takes_these_verbs():
     assert list(dp.CONTROL.requests) == [
         "start", "adopt", "read", "list", "watch", "answer", "stop", "say", "remove",
-        "sessions", "find", "instances", "start-with",
+        "sessions", "find", "instances", "start-with", "answer-with", "rules", "rule-remove",
     ]  # fmt: skip
-    assert list(sp.APPROVAL.requests) == ["pending", "answer"]
+    assert list(sp.APPROVAL.requests) == ["pending", "answer", "answer-with"]
     assert list(sp.HANDOVER.requests) == ["handover", "confirm", "stop", "say"]
 
 
@@ -113,6 +113,23 @@ REQUESTS = [
     (f"find {SID}\n".encode(), dp.FindRequest(SID), dp.CONTROL),
     (b"instances\n", dp.InstancesRequest(), dp.CONTROL),
     (b"start-with /p\twork.2\tdo\\tit\n", dp.StartWithRequest("/p", "work.2", "do\tit"), dp.CONTROL),
+    (
+        f"answer-with /p\t{SID}\tr1\tyes\tproject\tgit diff\t\n".encode(),
+        dp.AnswerWithRequest("/p", SID, "r1", True, "project", "git diff", ""),
+        dp.CONTROL,
+    ),
+    (
+        f"answer-with /p\t{SID}\tr1\tno\tonce\t\tnot now:\\tuse the\\nfixture\n".encode(),
+        dp.AnswerWithRequest("/p", SID, "r1", False, "once", "", "not now:\tuse the\nfixture"),
+        dp.CONTROL,
+    ),
+    (b"rules /p\n", dp.RulesRequest("/p"), dp.CONTROL),
+    (b"rule-remove /p\tp1a2b3c4d\n", dp.RuleRemoveRequest("/p", "p1a2b3c4d"), dp.CONTROL),
+    (
+        b"answer-with r1\tyes\tsession\tpytest\t\n",
+        sp.SessionAnswerWithRequest("r1", True, "session", "pytest"),
+        sp.APPROVAL,
+    ),
     (b"pending\n", sp.PendingRequest(), sp.APPROVAL),
     (b"answer r1\tyes\n", sp.SessionAnswerRequest("r1", True), sp.APPROVAL),
     (b"handover\n", sp.HandoverRequest(), sp.HANDOVER),
@@ -171,6 +188,13 @@ BAD = [
     (f"answer /p\t{SID}\thas space\tyes", ErrorCode.BAD_REQUEST),
     (f"answer p\t{SID}\tr1\tyes", ErrorCode.BAD_REQUEST),
     ("list /p\0", ErrorCode.BAD_REQUEST),
+    (f"answer-with /p\t{SID}\tr1\tyes\talways\tpytest\t", ErrorCode.BAD_REQUEST),
+    (f"answer-with /p\t{SID}\tr1\tyes\tproject\t \t", ErrorCode.BAD_REQUEST),
+    (f"answer-with /p\t{SID}\tr1\tno\tproject\tpytest\t", ErrorCode.BAD_REQUEST),
+    (f"answer-with /p\t{SID}\tr1\tyes\tonce\t\tnote with a yes", ErrorCode.BAD_REQUEST),
+    (f"answer-with /p\t{SID}\tr1\tyes\tonce\t", ErrorCode.BAD_REQUEST),
+    ("rule-remove /p\tP1", ErrorCode.BAD_REQUEST),
+    ("rule-remove /p\t../x", ErrorCode.BAD_REQUEST),
 ]
 
 
@@ -181,9 +205,8 @@ def test_the_server_refuses_bad_requests_with_their_code(line, code):
 
 def test_refusals_name_what_was_wrong():
     assert "../../etc/passwd" in text_of(server_takes, b"adopt /p\t../../etc/passwd\n")
-    assert "start, adopt, read, list, watch, answer, stop, say, remove, sessions, find, instances, start-with" in (
-        text_of(server_takes, b"status /p\n")
-    )
+    verbs = "start, adopt, read, list, watch, answer, stop, say, remove, sessions, find, instances, start-with"
+    assert verbs + ", answer-with, rules, rule-remove" in (text_of(server_takes, b"status /p\n"))
 
 
 def test_a_request_refuses_to_be_built_wrong_so_nothing_wrong_is_sent():
@@ -192,6 +215,21 @@ def test_a_request_refuses_to_be_built_wrong_so_nothing_wrong_is_sent():
     assert code_of(dp.ReadRequest, SID, True) == ErrorCode.BAD_REQUEST
     assert code_of(dp.StartRequest("/p", "x" * f.MAX_MESSAGE_LINE).encode) == ErrorCode.TOO_LARGE
     assert code_of(dp.StartRequest("/p", "bad \udc80").encode) == ErrorCode.BAD_REQUEST
+
+
+def test_a_note_is_at_most_4_kib_and_one_that_size_travels_whole_however_it_escapes():
+    note = "\\" * 4096  # every byte doubles when escaped
+    line = dp.AnswerWithRequest("/p", SID, "r1", False, "once", "", note).encode()
+    assert server_takes(line).note == note
+    assert "at most 4 KiB" in text_of(dp.AnswerWithRequest, "/p", SID, "r1", False, "once", "", note + "x")
+    assert "at most 4 KiB" in text_of(sp.SessionAnswerWithRequest, "r1", False, "once", "", "é" * 2049)
+
+
+def test_a_rule_line_travels_with_its_origin():
+    row = dp.RuleRow("c3", "deny", "git push", "~/.config/chock/config.zon line 12")
+    assert row.encode() == b"rule c3\tdeny\tgit push\t~/.config/chock/config.zon line 12\n"
+    assert dp.RuleRow.decode(row.encode().decode().rstrip("\n")) == row
+    assert dp.RuleRow.decode("rule c3\tmaybe\tgit\tx") is None
 
 
 @pytest.mark.parametrize("name", ["", "-x", "--model=m", "a b", "work/../x", ".hidden", "x" * 65, "naïve"])

@@ -14,7 +14,7 @@ import sys
 import click
 
 from chock import __version__
-from chock.commands import connections, machine, overview, run, service, sessions, steer, workspaces
+from chock.commands import approval_rules, connections, machine, overview, run, service, sessions, steer, workspaces
 from chock.commands.rules import Command, Subgroup
 from chock.errors import ChockError, complain
 from chock.paths import Layout
@@ -56,6 +56,7 @@ COMMANDS: tuple[click.Command, ...] = (
     steer.say,
     steer.attach,
     steer.approve,
+    approval_rules.rules,
     steer.detach,
     workspaces.workspace,
     machine.login,
@@ -85,6 +86,9 @@ VERB_COMMANDS = {
     "stop": "stop",
     "say": "say",
     "remove": "sessions remove",
+    "answer-with": "approve",
+    "rules": "rules",
+    "rule-remove": "rules remove",
 }
 NOT_A_COMMAND = {
     "instances": "an instance is named to the daemon (`chock run --on ADDR --instance NAME`), which refuses one "

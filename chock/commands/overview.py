@@ -35,6 +35,7 @@ COMMANDS = {
     "login": "Check a provider credential and store it.",
     "logout": "Remove an instance's stored credential.",
     "plan": "The plan a session keeps.",
+    "rules": "The approval rules in force for this project, and where each came from.",
     "run": "Work on a task in a sandboxed worktree, here or --on a daemon.",
     "say": "Tell a session more: queued, or carried on by the daemon.",
     "serve": "A browser front end: purely a client of the daemon.",

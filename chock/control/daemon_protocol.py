@@ -26,6 +26,44 @@ PROTOCOL = 1
 # — arrives before the client gives up.
 SPAWN_SECONDS = 120.0
 
+# A "no" may carry a message for the model, at most this many bytes of UTF-8 (docs/approvals.md).
+NOTE_LIMIT = 4 * 1024
+# A rule an answer saves: a command's first words, or a whole command line a person approves whole.
+RULE_LIMIT = 4 * 1024
+SCOPES = ("once", "session", "project")
+# An `answer-with` line: its note and rule, each escaped (twice its size at worst), and the rest.
+ANSWER_WITH_LINE = 2 * (NOTE_LIMIT + RULE_LIMIT) + f.MAX_LINE
+
+
+def _answer_text(name: str, value: str, limit: int) -> str:
+    if not isinstance(value, str) or "\0" in value:
+        raise f.bad_request(f"the {name} holds a NUL character, which no line may carry")
+    size = len(value.encode("utf-8", "replace"))
+    if size > limit:
+        raise f.bad_request(f"the {name} is {size:,} bytes; at most {f.size(limit)} is taken: say it shorter")
+    return value
+
+
+def check_answer(yes: bool, scope: str, rule: str, note: str) -> tuple[bool, str, str, str]:
+    """What `answer-with` carries beyond the ids, checked as the request is built (by the daemon and the session
+    alike): yes or no; the scope, `once`, `session` or `project`; the rule to save (its pattern is the session's
+    to check, as the session saves it), needed past `once`; the note a no gives the model. Each text is at most
+    4 KiB of UTF-8."""
+    if not isinstance(yes, bool):
+        raise f.bad_request("the answer must be yes or no")
+    if scope not in SCOPES:
+        raise f.bad_request(f"the scope must be once, session or project (got {f.show(str(scope))})")
+    rule = _answer_text("rule", rule, RULE_LIMIT)
+    note = _answer_text("note", note, NOTE_LIMIT)
+    if scope != "once" and not rule.strip():
+        raise f.bad_request(f"an answer for the {scope} names the rule it saves, and the rule is empty")
+    if scope != "once" and not yes:
+        raise f.bad_request(f"only a yes is saved as a rule for the {scope}; a no holds once")
+    if yes and note:
+        raise f.bad_request("a note goes with a no (it is what the model is told); a yes carries none")
+    return yes, scope, rule, note
+
+
 # --------------------------------------------------------------------------------------------------------
 # Replies
 
@@ -225,6 +263,56 @@ class Answered(Bare):
     WHAT = "`ok answered`"
 
 
+class RuleRow(ReplyLine):
+    """`rule <id>\\t<verdict>\\t<pattern>\\t<origin>`: one rule of `rules`, the origin a line a person reads
+    (docs/approvals.md#where-rules-live)."""
+
+    __slots__ = ("id", "origin", "pattern", "verdict")
+    WHAT = "rule <id>\\t<verdict>\\t<pattern>\\t<origin>"
+
+    def __init__(self, id: str, verdict: str, pattern: str, origin: str) -> None:
+        self.id = id
+        self.verdict = verdict
+        self.pattern = pattern
+        self.origin = origin
+
+    def encode(self) -> bytes:
+        fields = (self.id, self.verdict, self.pattern, self.origin)
+        return f.reply_line("rule " + "\t".join(f.reply_field(field) for field in fields))
+
+    @classmethod
+    def decode(cls, line: str) -> RuleRow | None:
+        if not line.startswith("rule "):
+            return None
+        try:
+            fields = [f.unescape(field) for field in line[len("rule ") :].split("\t")]
+            if len(fields) != 4 or fields[1] not in VERDICTS:
+                return None
+            return cls(rule_id(fields[0]), *fields[1:])
+        except f.ProtocolError:
+            return None
+
+
+class RuleRemoved(Bare):
+    """`ok removed`: the rule is gone; the next approval of every session of the project is decided without it."""
+
+    __slots__ = ()
+    LINE = "ok removed"
+    WHAT = "`ok removed`"
+
+
+VERDICTS = ("allow", "ask", "deny")
+_RULE_ID = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def rule_id(value: str) -> str:
+    """A rule's id as `rules` lists it: `c3` (config.zon's third rule), `p<8 hex>` (project), `s<8 hex>`
+    (session): a lower-case letter, then 1 to 31 lower-case letters or digits."""
+    if isinstance(value, str) and 2 <= len(value) <= 32 and value[0].isalpha() and _RULE_ID.issuperset(value):
+        return value
+    raise f.bad_request(f"{f.show(str(value))} is not a rule id (as `chock rules` lists them: c3, p1a2b3c4d, …)")
+
+
 # --------------------------------------------------------------------------------------------------------
 # Requests
 
@@ -372,6 +460,67 @@ class AnswerRequest(Request):
         return (self.project, self.session_id, self.request_id, "yes" if self.yes else "no")
 
 
+class AnswerWithRequest(Request):
+    """`answer-with <project>\\t<session id>\\t<request id>\\t<yes|no>\\t<once|session|project>\\t<rule>\\t<note>`
+    -> `ok answered`: `answer` that may save a rule for the session or the project, or give the model a note with
+    a no. Relayed to the session's approval.sock as `answer-with`; an older session refuses it (`unknown-verb`),
+    and the client then offers yes or no only, saying why."""
+
+    __slots__ = ("note", "project", "request_id", "rule", "scope", "session_id", "yes")
+    ATTRS = ("project", "session_id", "request_id", "yes", "scope", "rule", "note")
+    verb = "answer-with"
+    FIELDS = ("project", "session id", "request id", "yes|no", "once|session|project", "rule", "note")
+    LIMIT = ANSWER_WITH_LINE
+    REPLY = Answered
+
+    def __init__(
+        self, project: str, session_id: str, request_id: str, yes: bool, scope: str = "once", rule: str = "",
+        note: str = "",
+    ) -> None:  # fmt: skip
+        self.project = f.absolute_project(project)
+        self.session_id = f.session_id(session_id)
+        self.request_id = f.request_id(request_id)
+        self.yes, self.scope, self.rule, self.note = check_answer(yes, scope, rule, note)
+
+    @classmethod
+    def from_fields(cls, fields: list[str]) -> AnswerWithRequest:
+        return cls(fields[0], fields[1], fields[2], f.yes_no(fields[3]), *fields[4:])
+
+    def fields(self) -> tuple[str, ...]:
+        yes = "yes" if self.yes else "no"
+        return (self.project, self.session_id, self.request_id, yes, self.scope, self.rule, self.note)
+
+
+class RulesRequest(Request):
+    """`rules <project>` -> `rule <id>\\t<verdict>\\t<pattern>\\t<origin>` per rule in force for the project's
+    sessions on this host (config.zon's, the project's, and each running session's), then close."""
+
+    __slots__ = ("project",)
+    ATTRS = ("project",)
+    verb = "rules"
+    FIELDS = ("project",)
+    ITEM = RuleRow
+
+    def __init__(self, project: str) -> None:
+        self.project = f.absolute_project(project)
+
+
+class RuleRemoveRequest(Request):
+    """`rule-remove <project>\\t<rule id>` -> `ok removed`; a rule of config.zon is `error refused` naming its
+    file and line (a person's file, which Chock never writes)."""
+
+    __slots__ = ("project", "rule_id")
+    ATTRS = ("project", "rule_id")
+    verb = "rule-remove"
+    FIELDS = ("project", "rule id")
+    REPLY = RuleRemoved
+    WAIT = SPAWN_SECONDS
+
+    def __init__(self, project: str, rule_id_: str) -> None:
+        self.project = f.absolute_project(project)
+        self.rule_id = rule_id(rule_id_)
+
+
 class StopRequest(_SessionRequest):
     """`stop <project>\t<session id>` -> `ok stopped`, once the session's log holds its end.
 
@@ -451,14 +600,18 @@ _MESSAGE_VERBS = (b"start ", b"start-with ", b"say ")
 
 
 def request_line_limit(head: bytes) -> int:
-    """The bound of a request line, from its first bytes: a `start` or `say` line carries a whole message."""
-    return f.MAX_MESSAGE_LINE if head.startswith(_MESSAGE_VERBS) else f.MAX_LINE
+    """The bound of a request line, from its first bytes: a `start` or `say` line carries a whole message, an
+    `answer-with` line a rule and a note."""
+    if head.startswith(_MESSAGE_VERBS):
+        return f.MAX_MESSAGE_LINE
+    return ANSWER_WITH_LINE if head.startswith(b"answer-with ") else f.MAX_LINE
 
 
 # The verbs, in the order `unknown-verb` names them.
 VERBS = (
     StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest, StopRequest, SayRequest,
-    RemoveRequest, SessionsRequest, FindRequest, InstancesRequest, StartWithRequest,
+    RemoveRequest, SessionsRequest, FindRequest, InstancesRequest, StartWithRequest, AnswerWithRequest,
+    RulesRequest, RuleRemoveRequest,
 )  # fmt: skip
 
 CONTROL = LineProtocol(
@@ -469,6 +622,7 @@ CONTROL = LineProtocol(
     one_verb=True,
     line_limit=request_line_limit,
     limit_note=(
-        f"{f.size(f.MAX_MESSAGE_LINE)} for start, start-with and say, {f.size(f.MAX_LINE)} for any other request"
+        f"{f.size(f.MAX_MESSAGE_LINE)} for start, start-with and say, {f.size(ANSWER_WITH_LINE)} for answer-with, "
+        f"{f.size(f.MAX_LINE)} for any other request"
     ),
 )

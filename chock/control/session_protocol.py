@@ -6,6 +6,8 @@ write: the session writes its own log.
 
     approval.sock   pending                       -> request <request id>\\t<tool>\\t<summary> (each), then end
                     answer <request id>\\t<yes|no> -> ok answered | error not-pending <text>
+                    answer-with <request id>\\t<yes|no>\\t<once|session|project>\\t<rule>\\t<note>
+                                                  -> ok answered | error not-pending <text> | error bad-request
     handover.sock   handover                      -> busy <background> <subagents> (zero or more), then ready
                     confirm                       -> released; the session closes and exits 8
                     stop                          -> ended interrupted; the session stops now and exits 130
@@ -17,6 +19,7 @@ write: the session writes its own log.
 from __future__ import annotations
 
 from chock.control import framing as f
+from chock.control.daemon_protocol import ANSWER_WITH_LINE, check_answer
 from chock.control.daemon_protocol import Answered as Answered  # the session answers an approval as the daemon does
 from chock.control.message import Bare, LineProtocol, ReplyLine, Request
 
@@ -167,6 +170,29 @@ class SessionAnswerRequest(Request):
         return (self.request_id, "yes" if self.yes else "no")
 
 
+class SessionAnswerWithRequest(Request):
+    """`answer-with <request id>\\t<yes|no>\\t<once|session|project>\\t<rule>\\t<note>` on approval.sock:
+    an answer that may become a rule of the session or of the project, or a no with a note for the model."""
+
+    __slots__ = ("note", "request_id", "rule", "scope", "yes")
+    ATTRS = ("request_id", "yes", "scope", "rule", "note")
+    verb = "answer-with"
+    FIELDS = ("request id", "yes|no", "once|session|project", "rule", "note")
+    LIMIT = ANSWER_WITH_LINE
+    REPLY = Answered
+
+    def __init__(self, request_id: str, yes: bool, scope: str = "once", rule: str = "", note: str = "") -> None:
+        self.request_id = f.request_id(request_id)
+        self.yes, self.scope, self.rule, self.note = check_answer(yes, scope, rule, note)
+
+    @classmethod
+    def from_fields(cls, fields: list[str]) -> SessionAnswerWithRequest:
+        return cls(fields[0], f.yes_no(fields[1]), *fields[2:])
+
+    def fields(self) -> tuple[str, ...]:
+        return (self.request_id, "yes" if self.yes else "no", self.scope, self.rule, self.note)
+
+
 class HandoverRequest(Request):
     """`handover`: ask the session to let go at its next turn boundary (`busy` lines, then `ready`)."""
 
@@ -207,8 +233,11 @@ class SessionSayRequest(Request):
 
 
 def request_line_limit(head: bytes) -> int:
-    """The bound of a request line, from its first bytes: a `say` line carries a whole message."""
-    return f.MAX_MESSAGE_LINE if head.startswith(b"say ") else f.MAX_LINE
+    """The bound of a request line, from its first bytes: a `say` line carries a whole message, an `answer-with`
+    line a rule and a note."""
+    if head.startswith(b"say "):
+        return f.MAX_MESSAGE_LINE
+    return ANSWER_WITH_LINE if head.startswith(b"answer-with ") else f.MAX_LINE
 
 
 def _session_protocol(*requests: type[Request]) -> LineProtocol:
@@ -220,9 +249,12 @@ def _session_protocol(*requests: type[Request]) -> LineProtocol:
         one_verb=False,
         anytime=(Ended,),
         line_limit=request_line_limit,
-        limit_note=f"{f.size(f.MAX_MESSAGE_LINE)} for say, {f.size(f.MAX_LINE)} for any other request",
+        limit_note=(
+            f"{f.size(f.MAX_MESSAGE_LINE)} for say, {f.size(ANSWER_WITH_LINE)} for answer-with, "
+            f"{f.size(f.MAX_LINE)} for any other request"
+        ),
     )
 
 
-APPROVAL = _session_protocol(PendingRequest, SessionAnswerRequest)
+APPROVAL = _session_protocol(PendingRequest, SessionAnswerRequest, SessionAnswerWithRequest)
 HANDOVER = _session_protocol(HandoverRequest, ConfirmRequest, SessionStopRequest, SessionSayRequest)

@@ -186,6 +186,30 @@ class Children:
 
         self._wait(child, ready, run_log=run_log, offset=offset)
 
+    def remove_rule(self, project: str, rule_id: str) -> None:
+        """Remove a project rule by running `chock rules remove <id> --here` in the project, with the daemon's
+        environment: the child writes the rules file under its lock, the daemon never does. Its refusal (a config
+        rule, an id nobody has) is `error refused <its last line>`."""
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "chock", "rules", "remove", rule_id, "--here"],
+                cwd=project,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env=self._environment(),
+                timeout=READY_TIMEOUT,
+                check=False,
+            )
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
+            raise Refusal(f"{project} cannot be a project here ({error.strerror or type(error).__name__})") from None
+        except subprocess.TimeoutExpired:
+            raise Refusal(f"removing rule {rule_id} did not finish within {READY_TIMEOUT:g} s") from None
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise Refusal(said[-1] if said else f"removing rule {rule_id} failed (exit {done.returncode})")
+
     def _new_output(self, sessions: Path) -> tuple[str, Path, int]:
         for _ in range(100):
             session_id = new_session_id()

@@ -194,6 +194,39 @@ def answer(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerRequest) -> Non
     reply.answer(dp.Answered())
 
 
+def answer_with(daemon: Daemon, reply: ReplyWriter, request: dp.AnswerWithRequest) -> None:
+    """`answer-with <project>\t<session id>\t<request id>\t<yes|no>\t<scope>\t<rule>\t<note>` -> `ok answered`,
+    relayed as `answer-with` to approval.sock; the session checks and saves the rule (the daemon writes nothing).
+    An older session's `unknown-verb` is passed on as it came, so the client can fall back to yes or no."""
+    from chock.control.session_protocol import SessionAnswerWithRequest
+
+    _session(daemon, request.project, request.session_id)
+    relayed = SessionAnswerWithRequest(request.request_id, request.yes, request.scope, request.rule, request.note)
+    _relay(daemon, request.session_id, "approval", relayed)
+    reply.answer(dp.Answered())
+
+
+def rules(daemon: Daemon, reply: ReplyWriter, request: dp.RulesRequest) -> None:
+    """`rules <project>` -> `rule <id>\t<verdict>\t<pattern>\t<origin>` per rule in force for the project's
+    sessions on this host: config.zon's, the project's and each running session's (chock.session.rule_sources)."""
+    from chock.errors import ChockError
+    from chock.session.rule_sources import rules_in_force
+
+    try:
+        found = rules_in_force(daemon.layout, request.project, daemon.catalog)
+    except ChockError as refusal:
+        raise ProtocolError(ErrorCode.REFUSED, str(refusal)) from None
+    reply.send(b"".join(dp.RuleRow(rule.id, rule.verdict, rule.pattern, rule.origin).encode() for rule in found))
+
+
+def rule_remove(daemon: Daemon, reply: ReplyWriter, request: dp.RuleRemoveRequest) -> None:
+    """`rule-remove <project>\t<rule id>` -> `ok removed`. The daemon writes no rule itself: a project rule is
+    removed by a `chock rules remove --here` child, under the rules file's lock; a config rule is refused naming its
+    file and line, a session rule as docs/approvals.md says."""
+    daemon.children.remove_rule(request.project, request.rule_id)
+    reply.answer(dp.RuleRemoved())
+
+
 def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
     """`stop <project>\t<session id>` -> `ok stopped` once the session's log holds its end and its owner has let go
     of it (STOP_WAIT at most), so a `remove` or `--continue` right after finds the session free.
@@ -280,7 +313,8 @@ def _relay(daemon: Daemon, session_id: str, kind: str, request: Request) -> Repl
             "has just ended",
         ) from None
     except ProtocolError as error:  # the session's own refusal (`not-pending`), or a reply it could not read
-        code = ErrorCode.NOT_PENDING if error.code == ErrorCode.NOT_PENDING else ErrorCode.UNREACHABLE
+        passed_on = (ErrorCode.NOT_PENDING, ErrorCode.UNKNOWN_VERB, ErrorCode.BAD_REQUEST)  # an older session, a rule
+        code = error.code if error.code in passed_on else ErrorCode.UNREACHABLE
         raise ProtocolError(code, error.text) from None
     except (ChockError, OSError) as error:
         raise ProtocolError(ErrorCode.UNREACHABLE, f"session {session_id}'s {kind} socket failed: {error}") from None
@@ -308,6 +342,9 @@ VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {
     "find": find,
     "instances": instances,
     "start-with": start_with,
+    "answer-with": answer_with,
+    "rules": rules,
+    "rule-remove": rule_remove,
 }
 
 assert set(VERBS) == set(dp.CONTROL.requests), "every verb the codec parses has its handler here"

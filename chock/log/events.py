@@ -142,11 +142,18 @@ EVENTS: dict[str, dict[str, Field]] = {
         "summary": (TEXT, ""),
         "call_id": (TEXT, ""),
         "by_config": (FLAG, False),
+        "rule": (TEXT, ""),
+        "propose": (TEXT, ""),
+        "propose_whole": (FLAG, False),
+        "propose_why": (TEXT, ""),
     },
     "approval.answer": {
         "request_id": (TEXT, ""),
         "answer": (TEXT, ""),
         "via": (TEXT, ""),
+        "rule": (TEXT, ""),
+        "scope": (TEXT, "once"),
+        "note": (TEXT, ""),
     },
     "background.start": {
         "handle": (TEXT, ""),

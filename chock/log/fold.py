@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Iterable
 from typing import Any
 
-from chock.log.events import Event, decode
+from chock.log.events import Event, decode, value
 from chock.log.row import RowState, count
 
 # What a compacted conversation starts with: the task, and the model's own summary of the work so far.
@@ -34,7 +34,7 @@ class SessionState(RowState):
     __slots__ = (
         "approve_all", "assistant_messages", "branch", "compactions", "context_items", "context_tokens",
         "conversation", "conversation_ids", "ends", "error", "instance", "instructions", "learned_window", "model",
-        "plan", "span_start_id", "subagent_results", "workspace_open_id",
+        "plan", "session_rules", "span_start_id", "subagent_results", "workspace_open_id",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -61,6 +61,8 @@ class SessionState(RowState):
         self.branch = ""
         self.ends: list[int] = []  # ids of every session.end, for the takeover proof
         self.subagent_results = 0  # how many subagents have ended: the replay cursor of their entries
+        # What "always in this session" answers saved, oldest first: `{pattern, origin}` (docs/approvals.md).
+        self.session_rules: list[dict[str, str]] = []
 
     def apply(self, event: Event) -> None:
         """Fold one event in: its row fields, then the rest; unknown types and fields are ignored."""
@@ -225,6 +227,24 @@ def cut_message(message: dict[str, Any], limit: int) -> dict[str, Any]:
     return {**message, key: f"{kept}\n[… cut when the conversation was compacted: {len(data)} bytes in all]"}
 
 
+def saved_rule(session_id: str, event: Event) -> dict[str, str] | None:
+    """What an `approval.answer` saved for its session, `{pattern, origin}`: a person's yes for the session that
+    names a rule; None for any other event."""
+    if event.get("type") != "approval.answer" or value(event, "via") == "rule":
+        return None
+    if value(event, "answer") != "yes" or value(event, "scope") != "session" or not value(event, "rule"):
+        return None
+    at = value(event, "at")[:16].replace("T", " ")
+    origin = f"session {session_id}, answer {value(event, 'request_id')}, {at} UTC"
+    return {"pattern": value(event, "rule"), "origin": origin}
+
+
+def _approval_answer(state: SessionState, event: Event) -> None:
+    saved = saved_rule(state.id, event)
+    if saved is not None:
+        state.session_rules.append(saved)
+
+
 def _plan(state: SessionState, event: Event) -> None:
     steps = event.get("steps")
     if isinstance(steps, list):
@@ -249,4 +269,5 @@ _HANDLERS = {
     "usage": _usage,
     "compaction": _compaction,
     "plan": _plan,
+    "approval.answer": _approval_answer,
 }

@@ -539,6 +539,9 @@ NOT_ROUTED = {
     "adopt": "a handover is asked by the terminal that holds the session (`chock detach`); a browser holds none",
     "find": "every route names its project, from the list the page holds; `find` serves a client that has an "
     "id alone (`chock run --on ADDR --continue ID`)",
+    "answer-with": "the page answers yes or no (`answer`); answers that become rules are `chock approve`'s for now",
+    "rules": "rules are listed and removed at the command line (`chock rules`); the page does not show them yet",
+    "rule-remove": "rules are listed and removed at the command line (`chock rules remove`)",
 }
 
 

@@ -344,7 +344,8 @@ class Session:
             while not self.approvals.answered(request_id):
                 self._answered.clear()
                 await self._answered.wait()
-            answer, via = self.approvals.take(request_id)
+            taken = self.approvals.take(request_id)
+            answer, via = taken.answer, taken.via
         finally:
             self.approvals.withdraw(request_id)
             if prompt is not None:

@@ -237,8 +237,15 @@ class SessionSockets:
         if isinstance(event, sp.PendingRequest):
             items = [sp.PendingItem(item.request_id, item.tool, item.summary) for item in self._approvals.pending()]
             return [*items, sp.PendingEnd()]
-        if isinstance(event, sp.SessionAnswerRequest):
-            if self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket"):
+        if isinstance(event, sp.SessionAnswerRequest | sp.SessionAnswerWithRequest):
+            more = {}
+            if isinstance(event, sp.SessionAnswerWithRequest):
+                more = {"scope": event.scope, "rule": event.rule, "note": event.note}
+            try:
+                taken = self._approvals.answer(event.request_id, "yes" if event.yes else "no", "socket", **more)
+            except ValueError as refusal:  # the rule to save is not one (chock.rules.rule.check_pattern's words)
+                return [ProtocolError(ErrorCode.BAD_REQUEST, f"the rule cannot be saved: {refusal}")]
+            if taken:
                 waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 self._unlogged[event.request_id] = (client, waiting)
                 return waiting
