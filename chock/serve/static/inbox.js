@@ -17,7 +17,8 @@ const AGE_EVERY_MS = 5000;
 
 export const inbox = {
   sessions: new Map(), // rowKey -> {row, after, pending: Map(request id -> event), reading}
-  selected: "",        // the selected item's key
+  selected: "",        // the selected item's key: the oldest, until the person moves (`chosen`)
+  chosen: false,
   told: new Set(),     // sessions told of by a notification while they wait
   announced: new Set(),
   reads: 0,
@@ -133,7 +134,8 @@ export function render() {
     }
   }
   list.replaceChildren(...made);
-  if (!all.some((item) => item.key === inbox.selected)) inbox.selected = all[0]?.key || "";
+  if (!all.some((item) => item.key === inbox.selected)) inbox.chosen = false;
+  if (!inbox.chosen) inbox.selected = all[0]?.key || "";
   for (const node of made) node.setAttribute("aria-selected", String(node.dataset.key === inbox.selected));
   $("inbox").hidden = all.length === 0;
   $("inbox-count").textContent = all.length ? String(all.length) : "";
@@ -156,7 +158,7 @@ function itemNode(item) {
   node.querySelector(".note").setAttribute("role", "status");
   node.addEventListener("click", (e) => {
     if (e.target?.closest?.(".form")) return;
-    inbox.selected = item.key;
+    Object.assign(inbox, { selected: item.key, chosen: true });
     render();
   });
   return node;
@@ -180,7 +182,7 @@ async function answer(item, choice) {
     const at = Math.max(0, items().findIndex((each) => each.key === item.key));
     inbox.sessions.get(rowKey(item.row.host, item.row.id))?.pending.delete(String(item.event.request_id));
     const next = items();
-    inbox.selected = next[Math.min(at, next.length - 1)]?.key || "";
+    Object.assign(inbox, { selected: next[Math.min(at, next.length - 1)]?.key || "", chosen: at > 0 });
     $("inbox-live").textContent = `${choice.answer === "yes" ? "Approved" : "Denied"}: ${item.event.summary || item.event.tool}`;
     render();
     page.refreshList();
@@ -243,7 +245,7 @@ export function onKey(event) {
   const item = all[index];
   const move = { j: 1, k: -1 }[event.key];
   if (move) {
-    inbox.selected = all[Math.min(all.length - 1, Math.max(0, index + move))].key;
+    Object.assign(inbox, { selected: all[Math.min(all.length - 1, Math.max(0, index + move))].key, chosen: true });
     render();
     nodeOf(selectedItem())?.scrollIntoView?.({ block: "nearest" });
   } else if (event.key === "y") answer(item, { answer: "yes" });

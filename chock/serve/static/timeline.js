@@ -35,6 +35,21 @@ export function durationText(ms) {
   return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
 }
 
+/** A tool call waiting for a person is shown so, not as running. */
+function waitingFor(tool) {
+  if (!tool) return;
+  tool.stateNode.textContent = "waiting for approval";
+  tool.details.setAttribute("data-state", "waiting");
+}
+
+/** Once answered, a call runs (its duration counted from the answer, not from the call) or was denied. */
+function answeredFor(tool, e) {
+  if (!tool || tool.details.getAttribute("data-state") !== "waiting") return;
+  tool.details.setAttribute("data-state", e.answer === "yes" ? "running" : "denied");
+  tool.stateNode.textContent = e.answer === "yes" ? "running…" : "denied";
+  if (e.answer === "yes" && e.at) tool.at = e.at;
+}
+
 /** What each event type shows, called with the SessionView as `this`. */
 const RENDER = {
   "session.start"(e) {
@@ -127,6 +142,8 @@ const RENDER = {
       el("div", { class: "row buttons" }, approve, deny, note));
     card.setAttribute("data-request-id", e.request_id || "");
     card.setAttribute("data-tool", e.tool || "tool");
+    card.setAttribute("data-call-id", e.call_id || "");
+    if (!e.by_config) waitingFor(this.tools.get(e.call_id));
     const send = async (answer) => {
       approve.disabled = deny.disabled = true;
       note.className = "note";
@@ -156,6 +173,7 @@ const RENDER = {
       return;
     }
     card.classList.add("done");
+    answeredFor(this.tools.get(card.dataset.callId), e);
     card.querySelector(".who").textContent = `Approval · ${card.dataset.tool || "tool"}`;
     const buttons = card.querySelector(".buttons");
     buttons.replaceChildren(el("span", { class: "answered", text: words }));
