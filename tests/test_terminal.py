@@ -204,7 +204,7 @@ def test_approve_and_attach_show_every_attack_escaped(home, project, daemon):
     wait_for_event(home, session_id, "approval.request", lambda e: e["summary"] == PRINTF)
     attached = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
     try:
-        wait_count(attached, "y/n?", 1, after="printf")
+        wait_count(attached, "Approve?", 1, after="printf")
         attached.type("y\r")
         assert attached.exit_code(60) == 0, attached.text()
     finally:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from chock.terminal import as_lines, colour, shown
+from chock.terminal import as_lines, colour, safe, shown
 
 # The most a "no" message carries, in UTF-8 bytes (the session and the daemon refuse more).
 NOTE_MOST = 4096
@@ -77,10 +77,11 @@ def question(request: dict[str, Any], *, more: bool) -> str:
     """The line that asks: the choices, with the proposal "always" would save (and why it is the whole command)."""
     if not more:
         return "Approve? y or n: "
-    proposed = proposal(request)
+    proposed = safe(proposal(request), styled=False, one_line=True)
     if not proposed:
         return "Approve? y, n [message], s RULE (always in this session), p RULE (always in this project): "
     why = str(request.get("propose_why") or "") if request.get("propose_whole") else ""
+    why = safe(why, styled=False, one_line=True)
     note = f" ({why})" if why else ""
     return (
         f"Approve? y, n [message], s [rule] (always in this session), p [rule] (always in this project); "
