@@ -212,8 +212,12 @@ def rules(daemon: Daemon, reply: ReplyWriter, request: dp.RulesRequest) -> None:
     from chock.errors import ChockError
     from chock.session.rule_sources import rules_in_force
 
+    catalog = daemon.catalog
+    with _COLD_LIST:
+        entries = catalog.of_project(request.project)
+    running = [e.session_id for e in entries if e.state.status(catalog.alive(e)) in ("running", "waiting")]
     try:
-        found = rules_in_force(daemon.layout, request.project, daemon.catalog)
+        found = rules_in_force(daemon.layout, request.project, running)
     except ChockError as refusal:
         raise ProtocolError(ErrorCode.REFUSED, str(refusal)) from None
     reply.send(b"".join(dp.RuleRow(rule.id, rule.verdict, rule.pattern, rule.origin).encode() for rule in found))

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,8 @@ from chock.log.events import Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.session import calls, compaction, instructions, reaper, tools
+from chock.rules.rule import check_pattern
+from chock.session import asking, calls, compaction, instructions, reaper, tools
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.ports import Ports, ToolRunner, wait_set
@@ -39,7 +39,6 @@ from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import ToolRefused
 from chock.session.workspace import Worktree
-from chock.terminal import as_lines, colour, safe
 
 
 class HandedOver(Exception):
@@ -61,6 +60,8 @@ class Settings:
     price: Price | None = None  # the instance's, when config.zon gives one: usage events then carry a cost
     context_window: int | None = None  # tokens; None: the conversation is never compacted
     summarizer: Provider | None = None  # what writes a compaction's summary, when not the session's provider
+    rules: asking.Rules = field(default_factory=asking.Rules)  # config.zon's rules and where the project's live
+    approval_timeout: float | None = None  # `.approvals.timeout` in seconds; None: a question waits for its answer
 
 
 class Session:
@@ -84,7 +85,7 @@ class Session:
         self._work = Nursery(on_done=self._wake.set)  # background commands and subagents by handle
         self._stop_scope = StopScope()  # a stop cancels the turns and the commit, never the rest of the end
         self._answered = asyncio.Event()  # an approval request was answered
-        self.approvals = Approvals(on_answer=lambda request_id: self._answered.set())
+        self.approvals = Approvals(on_answer=lambda request_id: self._answered.set(), check_rule=check_pattern)
         self.handover = Handover(clock=ports.clock.now)
         self.steering = Steering(on_say=self._wake.set, on_stop=self._stop_scope.stop)
         self.sockets = ports.serve(self.approvals, self.handover, self.steering, self._wake.set)
@@ -267,7 +268,12 @@ class Session:
     async def _tool(self, call: ToolCall) -> None:
         self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
         result = await tools.dispatch(
-            tools.SESSION_TOOLS, self, call.name, call.args, approve=lambda: self._approve(call), ready=self.log.sync
+            tools.SESSION_TOOLS,
+            self,
+            call.name,
+            call.args,
+            approve=lambda asks: self._approve(call, asks),
+            ready=self.log.sync,
         )
         output, cut_fields = cut(result.output)
         diff = {"diff": result.diff} if result.diff else {}  # bounded by the tool (chock.session.tools.diff)
@@ -309,83 +315,114 @@ class Session:
 
     # Approvals ----------------------------------------------------------------------------------------
 
-    async def _approve(self, call: ToolCall) -> None:
-        policy = "allow" if self.state.approve_all else self.settings.shell_policy
+    async def _approve(self, call: ToolCall, asks: bool) -> None:
+        """Decide the call by the rules in force (chock.session.asking); a call no rule matches of a tool that does
+        not ask runs with nothing logged. Returns when it may run; raises ToolRefused, naming why, when not."""
+        settings, state = self.settings, self.state
+        default = ("allow" if state.approve_all else settings.shell_policy) if asks else "allow"
+        decision = asking.decide(settings.rules, state, call.name, call.args, default)
+        if not decision.rules and not asks:
+            return
         request_id = f"r{self.log.last_id + 1}"
         summary = tools.summary(call.name, call.args)
-        if policy in ("allow", "deny"):  # answered by config (or --yes): the log still says who decided
-            self.emit(
-                "approval.request",
-                request_id=request_id,
-                tool=call.name,
-                summary=summary,
-                call_id=call.call_id,
-                by_config=True,
-            )
-            self.emit(
-                "approval.answer", request_id=request_id, answer="yes" if policy == "allow" else "no", via="config"
-            )
-            if policy == "deny":
+        verdict, ruled = decision.verdict, decision.rules[0] if decision.rules else None
+        if verdict == "ask" and state.approve_all:  # --yes answers yes where a person would be asked
+            verdict, ruled = "allow", None
+        if verdict != "ask":  # decided by a rule, by .approvals.shell or by --yes: the log still says who decided
+            named = {"rule": ruled.pattern} if ruled is not None else {}
+            self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary,
+                      call_id=call.call_id, by_config=True, **named)  # fmt: skip
+            answer = "yes" if verdict == "allow" else "no"
+            if ruled is not None:
+                scope = RULE_SCOPES.get(ruled.id[:1], "config")
+                self.emit("approval.answer", request_id=request_id, answer=answer, via="rule", scope=scope, **named)
+            else:
+                self.emit("approval.answer", request_id=request_id, answer=answer, via="config")
+            if verdict == "deny" and ruled is not None:
+                raise ToolRefused(f"this call did not run: {decision.reason}. Do without it, or ask the person")
+            if verdict == "deny":
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
+        await self._ask(call, request_id, summary)
+
+    async def _ask(self, call: ToolCall, request_id: str, summary: str) -> None:
+        """Wait for a person's answer (or the deadline of `.approvals.timeout`), log it, and save the rule an
+        "always" answer gives; raises ToolRefused, with the person's note, for a no."""
+        proposal = asking.proposal(call.name, call.args)
         self.approvals.open(request_id, call.name, summary)
-        self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id)
+        self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id,
+                  **proposal)  # fmt: skip
         prompt = None
         if self.settings.interactive:
-            prompt = asyncio.ensure_future(_terminal_answer(_question(call.name, summary)))
+            question = asking.question(call.name, summary, proposal["propose"], proposal.get("propose_why", ""))
+            prompt = asyncio.ensure_future(asking.terminal_answer(question, proposal["propose"]))
 
-            def answered_at_terminal(task: asyncio.Task[str | None]) -> None:
-                answer = None if task.cancelled() else task.result()
-                if answer is not None:
-                    self.approvals.answer(request_id, answer, "terminal")
+            def answered_at_terminal(task: asyncio.Task[asking.TerminalAnswer | None]) -> None:
+                given = None if task.cancelled() else task.result()
+                if given is not None:
+                    self.approvals.answer(request_id, given.answer, "terminal", scope=given.scope, rule=given.rule,
+                                          note=given.note)  # fmt: skip
 
             prompt.add_done_callback(answered_at_terminal)
+        timeout, clock = self.settings.approval_timeout, self.ports.clock
+        began = clock.now()
         try:
             while not self.approvals.answered(request_id):
                 self._answered.clear()
-                await self._answered.wait()
+                if timeout is None:
+                    await self._answered.wait()
+                elif clock.now() - began >= timeout:
+                    self.approvals.answer(request_id, "no", "timeout")
+                else:
+                    await wait_set(self._answered, timeout - (clock.now() - began), clock)
             taken = self.approvals.take(request_id)
-            answer, via = taken.answer, taken.via
         finally:
             self.approvals.withdraw(request_id)
             if prompt is not None:
                 prompt.cancel()
-        self.emit("approval.answer", request_id=request_id, answer=answer, via=via)
-        self.log.sync()  # before `ok answered` (and the command it authorises)
+        saves = {"scope": taken.scope, "rule": taken.rule} if taken.scope != "once" else {}
+        noted = {"note": taken.note} if taken.note else {}
+        answered = self.emit("approval.answer", request_id=request_id, answer=taken.answer, via=taken.via, **saves,
+                             **noted)  # fmt: skip
+        self.log.sync()  # before `ok answered` (and the command it authorises, and the rule it saves)
+        if taken.scope == "project":
+            self._save_project_rule(taken.rule, request_id, str(answered.get("at", "")))
         self.sockets.answer_logged(request_id)
-        if answer != "yes":
-            raise ToolRefused("the person declined this command")
+        if taken.answer == "yes":
+            return
+        if taken.via == "timeout":
+            raise ToolRefused(
+                f"nobody answered within {_duration(timeout or 0)} (the person's .approvals.timeout), so this call did "
+                "not run; carry on without it, or ask again later"
+            )
+        if taken.note:
+            raise ToolRefused(f"the person declined this call, and said: {taken.note}")
+        raise ToolRefused("the person declined this command")
+
+    def _save_project_rule(self, pattern: str, request_id: str, at: str) -> None:
+        """Save an "always in this project" rule in the project's file on this host; a failure is said at the
+        terminal (the answer stands, once)."""
+        from chock.session.rule_sources import save_project_rule
+
+        rules = self.settings.rules
+        if rules.layout is None:
+            return
+        origin = f"session {self.settings.session_id}, answer {request_id}, {at[:16].replace('T', ' ')} UTC"
+        try:
+            save_project_rule(rules.layout, rules.project, pattern, origin)
+        except (ChockError, OSError, ValueError) as error:
+            sys.stderr.write(f"the rule `{pattern}` was not saved for the project: {error}\n")
 
 
-def _question(tool: str, summary: str) -> str:
-    """The terminal's approval prompt: the command exactly as it will run, one line per line, every character
-    a terminal would act on shown escaped (docs/architecture.md#what-reaches-a-terminal)."""
-    styled = colour(sys.stderr)
-    command = as_lines(summary, styled=styled)
-    ask = "? [y/N] " if command.endswith("\n") else " ? [y/N] "
-    return f"Allow {safe(tool, styled=styled, one_line=True)}:{command}{ask}"
+# Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).
+RULE_SCOPES = {"c": "config", "p": "project", "s": "session"}
 
 
-async def _terminal_answer(question: str) -> str | None:
-    """Ask at the terminal without blocking the loop; 'yes', 'no', or None when stdin closed."""
-    loop = asyncio.get_running_loop()
-    sys.stderr.write(question)
-    sys.stderr.flush()
-    line: asyncio.Future[bytes] = loop.create_future()
-    fd = sys.stdin.fileno()
-
-    def readable() -> None:
-        if not line.done():
-            line.set_result(os.read(fd, 1024))
-
-    loop.add_reader(fd, readable)
-    try:
-        data = await line
-    finally:
-        loop.remove_reader(fd)
-    if not data:
-        return None
-    return "yes" if data.strip().lower() in (b"y", b"yes") else "no"
+def _duration(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def _commit_message(state: SessionState) -> str:

@@ -32,8 +32,9 @@ from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
-from chock.session import instructions, reaper, sandbox, workspace
+from chock.session import asking, instructions, reaper, sandbox, workspace
 from chock.session.ports import Ports, Sandboxed, SystemClock, ToolRunner
+from chock.session.rule_sources import config_rules
 from chock.session.runner import Session, Settings
 from chock.session.sockets import SessionSockets
 
@@ -398,6 +399,8 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         subagent_blocks=_subagent_blocks(prepared),
         price=instance.tuning.price,
         context_window=_context_window(instance, request.model or opening.state.model or None),
+        rules=asking.Rules(config_rules(prepared.config.approvals_rules), layout, str(prepared.project)),
+        approval_timeout=prepared.config.approvals_timeout,
     )
 
 

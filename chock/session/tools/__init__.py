@@ -58,14 +58,15 @@ async def dispatch(
     context: Files,
     name: str,
     args: dict[str, Any],
-    approve: Callable[[], Awaitable[None]] | None = None,
+    approve: Callable[[bool], Awaitable[None]] | None = None,
     ready: Callable[[], None] = lambda: None,
 ) -> Result:
     """Run one call through `table`: its output, whether it is the tool's error, and any diff.
 
     The tool's own refusals, OS errors and arguments of the wrong shape are the model's to read and fix,
-    never a crash of the session. A tool that asks approval runs only after `approve` returns, and any tool only
-    after `ready` (the session syncs its log there: docs/log.md#durability).
+    never a crash of the session. Any call runs only after `approve(asks)` returns (the rules decide it; `asks`:
+    the tool asks a person when no rule does), and only after `ready` (the session syncs its log there:
+    docs/log.md#durability). With no `approve`, a tool that asks is refused.
     """
     try:
         tool = table.get(name)
@@ -81,7 +82,8 @@ async def dispatch(
                 )
             if approve is None:
                 raise ToolRefused(f"{name} needs a person's approval, and nobody here can give it")
-            await approve()
+        if approve is not None:  # every call is decided by the rules in force; `asks` gives the default
+            await approve(tool.asks_approval)
         ready()
         done = await tool.run(context, args)  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
         return done if isinstance(done, Result) else Result(done)

@@ -1,0 +1,218 @@
+"""Rules and how a call is decided by them (docs/approvals.md#matching).
+
+A rule names a shell command by its leading words (`git diff`), a built-in tool as `tool:<name>`, or an MCP tool
+as `mcp:<server>/<tool>` or `mcp:<server>/*`. Among the rules that match a call deny beats ask beats allow, and
+any matching rule beats the default; a shell text is decided command by command and the strictest wins.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from chock.rules.programs import inner_words, program, shell_code
+from chock.rules.shell_syntax import MAX_DEPTH, Command, simple_commands, simple_commands_at_depth
+
+Verdict = Literal["allow", "ask", "deny"]
+VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
+_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_FORBIDDEN = {
+    ";": "`;`", "&": "`&`", "|": "`|`", "<": "a redirection", ">": "a redirection", "(": "`(`", ")": "`)`",
+    "`": "a backquote", "$": "`$`", "\n": "a newline",
+}  # fmt: skip
+_SHAPE = "write the command's leading words (`git diff`), `tool:<name>` or `mcp:<server>/<tool>`"
+# How deep `sh -c 'sh -c …'` is followed for deny and ask rules.
+_INNER_SHELLS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule: its verdict, its pattern (as `check_pattern` returns it), where it came from (a line a person
+    reads) and its short stable id (`c3`, `p<hash8>`, `s<hash8>`)."""
+
+    verdict: Verdict
+    pattern: str
+    origin: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a call gets, the rules that decided it (empty when the default or an unsure parse did) and one line
+    naming them."""
+
+    verdict: Verdict
+    rules: tuple[Rule, ...]
+    reason: str
+
+
+def check_pattern(text: str) -> str:
+    """The pattern `text` normalised (`git  "diff"` is `git diff`), or ValueError saying what to write instead."""
+    pattern = text.strip()
+    if not pattern:
+        raise ValueError(f"a rule's pattern is empty: {_SHAPE}")
+    if pattern.startswith("tool:"):
+        name = pattern[5:]
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"`{pattern}` names no tool: write `tool:<name>`, e.g. `tool:write_file`")
+        if name == "shell":
+            raise ValueError(
+                "`tool:shell` is not a rule: shell commands are named by their words (`git diff`), and "
+                ".approvals.shell is what every other command gets"
+            )
+        return pattern
+    if pattern.startswith("mcp:"):
+        server, slash, tool = pattern[4:].partition("/")
+        if not slash or not _NAME.fullmatch(server) or not (tool == "*" or _NAME.fullmatch(tool)):
+            raise ValueError(f"`{pattern}` names no MCP tool: write `mcp:<server>/<tool>` or `mcp:<server>/*`")
+        return pattern
+    for char, name in _FORBIDDEN.items():
+        if char in pattern:
+            raise ValueError(
+                f"`{pattern}` holds {name}: a shell rule is a command's leading words only, and matches that "
+                "command followed by anything (a rule per command; no operators, redirections or expansions)"
+            )
+    if re.search(r"(^|\s)#", pattern):
+        raise ValueError(f"`{pattern}` holds a comment (`#`): {_SHAPE}")
+    if pattern.endswith((":*", " *", "*")):
+        raise ValueError(
+            f"`{pattern}` ends in `*`: a shell rule is leading words and already matches anything after them; "
+            f"write `{pattern.rstrip(':* ')}`"
+        )
+    parsed = simple_commands(pattern)
+    if parsed.unsure:
+        raise ValueError(f"`{pattern}` is not a plain command: {parsed.unsure}")
+    if len(parsed.commands) != 1 or not parsed.commands[0].words:
+        raise ValueError(f"`{pattern}` is not one command's words: {_SHAPE}")
+    command = parsed.commands[0]
+    if command.why and not command.literal and _syntax_why(command):
+        raise ValueError(f"`{pattern}` is not literal words ({command.why}): {_SHAPE}")
+    return shlex.join(command.words)
+
+
+def _syntax_why(command: Command) -> bool:
+    """Whether a command is not literal because of its words (not because of the program it names: `sudo` and
+    `env` are fine words for a deny rule)."""
+    return command.why.startswith(("a ", "an ", "the program word"))
+
+
+class RuleSet:
+    """Rules compiled once: shell rules indexed by program, tool rules by name, so a decision looks only at the
+    rules that could match."""
+
+    def __init__(self, rules: Iterable[Rule]) -> None:
+        self.rules = tuple(rules)
+        self._shell: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
+        self._tools: dict[str, list[Rule]] = {}
+        for rule in self.rules:
+            if rule.pattern.startswith(("tool:", "mcp:")):
+                self._tools.setdefault(rule.pattern, []).append(rule)
+                continue
+            words = tuple(shlex.split(rule.pattern))
+            self._shell.setdefault(program(words[0]), []).append((words, rule))
+
+    def decide(self, tool: str, command: str | None, default: Verdict) -> Decision:
+        """What the call of `tool` (with `command`, the shell text, for "shell") gets."""
+        if tool != "shell":
+            keys = [f"tool:{tool}"] if not tool.startswith("mcp:") else [tool, tool.rsplit("/", 1)[0] + "/*"]
+            matched = [rule for key in keys for rule in self._tools.get(key, ())]
+            if not matched:
+                return Decision(default, (), f"no rule names {_tool_name(tool)}: the default is {default}")
+            verdict = max((rule.verdict for rule in matched), key=_STRICTNESS.__getitem__)
+            chosen = tuple(rule for rule in matched if rule.verdict == verdict)
+            return Decision(verdict, chosen, _by(verdict, chosen))
+        return self._decide_shell(command or "", default)
+
+    def _decide_shell(self, text: str, default: Verdict) -> Decision:
+        parsed = simple_commands(text)
+        verdicts: list[_Part] = [self._command(command, default) for command in parsed.commands]
+        if parsed.unsure:
+            verdicts.append(
+                _Part("ask", (), f"asks: dash and bash may read this command differently ({parsed.unsure})")
+            )
+        if not verdicts:
+            verdicts.append(_Part(default, (), f"the command runs nothing: the default is {default}"))
+        verdict = max((part.verdict for part in verdicts), key=_STRICTNESS.__getitem__)
+        deciding = [part for part in verdicts if part.verdict == verdict]
+        chosen = tuple(dict.fromkeys(rule for part in deciding for rule in part.rules))
+        if chosen:
+            reason = _by(verdict, chosen)
+            if any(not part.rules for part in deciding):
+                reason += "; " + next(part.reason for part in deciding if not part.rules)
+            return Decision(verdict, chosen, reason)
+        return Decision(verdict, (), deciding[0].reason)
+
+    def _command(self, command: Command, default: Verdict) -> _Part:
+        strict = self._strict(command, 0)
+        if strict:
+            verdict = max((rule.verdict for rule in strict), key=_STRICTNESS.__getitem__)
+            return _Part(verdict, tuple(rule for rule in strict if rule.verdict == verdict), "")
+        shown = _shown(command)
+        if not command.literal:
+            return _Part(default, (), f"no allow rule can match `{shown}` ({command.why}): the default is {default}")
+        words = command.words
+        allowed = tuple(
+            rule
+            for rule_words, rule in self._shell.get(program(words[0]), ())
+            if rule.verdict == "allow" and _starts(words, rule_words, exact=True)
+        )
+        if allowed:
+            return _Part("allow", allowed, "")
+        return _Part(default, (), f"no rule matches `{shown}`: the default is {default}")
+
+    def _strict(self, command: Command, depth: int) -> list[Rule]:
+        """The deny and ask rules matching `command`, looking through programs that run their arguments."""
+        if not command.words or not self._shell:
+            return []
+        candidates = [command.words]
+        if not command.literal:
+            candidates += inner_words(command.words)
+        matched = [
+            rule
+            for words in candidates
+            for rule_words, rule in self._shell.get(program(words[0]), ())
+            if rule.verdict != "allow" and _starts(words, rule_words, exact=False)
+        ]
+        code = shell_code(command.words) if not command.literal else None
+        if code is not None and depth < _INNER_SHELLS:
+            for inner in simple_commands_at_depth(code, MAX_DEPTH - 8).commands:
+                matched += self._strict(inner, depth + 1)
+        return matched
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    verdict: Verdict
+    rules: tuple[Rule, ...]
+    reason: str = field(default="")
+
+
+def _starts(words: tuple[str, ...], rule_words: tuple[str, ...], exact: bool) -> bool:
+    """Whether `words` start with the rule's words; the program by its exact word for an allow rule, by its
+    name for the others (`/usr/bin/git push` is still `git push` to a deny rule)."""
+    if len(words) < len(rule_words):
+        return False
+    if exact:
+        same = words[0] == rule_words[0]
+    else:
+        same = program(words[0]) == program(rule_words[0])
+    return same and words[1 : len(rule_words)] == rule_words[1:]
+
+
+def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:
+    done = {"allow": "allowed", "ask": "asks", "deny": "denied"}[verdict]
+    named = ", ".join(f"`{rule.pattern}` ({rule.origin})" for rule in rules)
+    return f"{done} by rule{'s' if len(rules) > 1 else ''} {named}"
+
+
+def _shown(command: Command) -> str:
+    text = shlex.join(command.words) if command.words else "(a redirection alone)"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _tool_name(tool: str) -> str:
+    return tool if tool.startswith("mcp:") else f"tool:{tool}"

@@ -1,0 +1,148 @@
+"""How a session decides a tool call, and asks a person at its terminal (docs/approvals.md).
+
+Every call is decided by the rules in force — config.zon's, the project's (read again at every call, so a rule
+saved or removed by any session of the project holds at once) and the session's own (folded from its log) —
+through `chock.rules.rule.RuleSet`. A call no rule matches gets the default: `.approvals.shell` for a shell
+command (`allow` under `--yes`), `allow` for a built-in tool that does not ask. `--yes` turns an ask into a yes
+and never a deny. Rules decide whether a call runs; they never change the sandbox it runs in.
+
+The terminal prompt offers yes once, no (with a message for the model after `n `), always in this session and
+always in this project, showing the proposal the `approval.request` event carries; the person may edit the rule
+before it is saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from chock.control.daemon_protocol import NOTE_LIMIT
+from chock.log.fold import SessionState
+from chock.rules.rule import Decision, Rule, RuleSet, check_pattern
+from chock.terminal import as_lines, colour, safe
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chock.paths import Layout
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a session decides its calls by, apart from its log: config.zon's rules, and where the project's live
+    (None: a session with no project rules, as a test builds one)."""
+
+    config: tuple[Rule, ...] = ()
+    layout: Layout | None = None
+    project: str = ""
+
+    def in_force(self, state: SessionState) -> RuleSet:
+        """Config's, the project's as its file says now, then the session's own."""
+        from chock.session.rule_sources import project_rules, session_rules
+
+        found = list(self.config)
+        if self.layout is not None:
+            found += project_rules(self.layout, self.project)
+        found += session_rules(state.id, state.session_rules)
+        return RuleSet(found)
+
+
+def command_of(name: str, args: dict[str, Any]) -> str | None:
+    """The shell command text of a call, for a shell call only."""
+    return str(args.get("command", "")) if name == "shell" else None
+
+
+def decide(rules: Rules, state: SessionState, name: str, args: dict[str, Any], default: str) -> Decision:
+    return rules.in_force(state).decide(name, command_of(name, args), default)  # type: ignore[arg-type]
+
+
+def proposal(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The `propose*` fields of `approval.request`: the rule "always" would save."""
+    command = command_of(name, args)
+    if command is None:
+        return {"propose": f"tool:{name}"}
+    from chock.rules.proposal import propose
+
+    made = propose(command)
+    fields: dict[str, Any] = {"propose": made.pattern}
+    if made.whole:
+        fields["propose_whole"] = True
+    if made.why:
+        fields["propose_why"] = made.why
+    return fields
+
+
+@dataclass(frozen=True)
+class TerminalAnswer:
+    answer: str  # yes | no
+    scope: str = "once"
+    rule: str = ""
+    note: str = ""
+
+
+def question(tool: str, summary: str, propose: str, why: str) -> str:
+    """The terminal's approval prompt: the command exactly as it will run, one line per line, every character
+    a terminal would act on shown escaped (docs/architecture.md#what-reaches-a-terminal), then the choices."""
+    styled = colour(sys.stderr)
+    command = as_lines(summary, styled=styled)
+    ask = "? [y/N] " if command.endswith("\n") else " ? [y/N] "
+    choices = ""
+    if propose:
+        shown = safe(propose, styled=styled, one_line=True)
+        because = f" ({safe(why, styled=styled, one_line=True)})" if why else ""
+        choices = (
+            f"y yes once · n no (`n <why>` tells the model why) · s always in this session · p always in this "
+            f"project, saving the rule `{shown}`{because}\n"
+        )
+    return f"{choices}Allow {safe(tool, styled=styled, one_line=True)}:{command}{ask}"
+
+
+async def read_line() -> str | None:
+    """One line typed at the terminal, without blocking the loop; None when stdin closed."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[bytes] = loop.create_future()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not line.done():
+            line.set_result(os.read(fd, 8192))
+
+    loop.add_reader(fd, readable)
+    try:
+        data = await line
+    finally:
+        loop.remove_reader(fd)
+    return data.decode("utf-8", "replace") if data else None
+
+
+async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None:
+    """Ask at the terminal: `y`, `n` or `n <message>`, `s` or `p` (then the rule, Enter keeping the proposal);
+    anything else is no. None when stdin closed."""
+    sys.stderr.write(question_)
+    sys.stderr.flush()
+    typed = await read_line()
+    if typed is None:
+        return None
+    word, _, rest = typed.strip().partition(" ")
+    word = word.lower()
+    if word in ("y", "yes"):
+        return TerminalAnswer("yes")
+    if word in ("s", "p") and propose:
+        scope = "session" if word == "s" else "project"
+        while True:
+            sys.stderr.write(f"rule to save for the {scope} (Enter keeps `{safe(propose, one_line=True)}`): ")
+            sys.stderr.flush()
+            edited = await read_line()
+            if edited is None:
+                return None
+            try:
+                return TerminalAnswer("yes", scope, check_pattern(edited.strip() or propose))
+            except ValueError as refusal:
+                sys.stderr.write(f"not saved: {safe(str(refusal), one_line=True)}\n")
+    note = rest.strip() if word in ("n", "no") else ""
+    data = note.encode("utf-8")
+    if len(data) > NOTE_LIMIT:
+        note = data[:NOTE_LIMIT].decode("utf-8", "ignore")
+    return TerminalAnswer("no", note=note)

@@ -1,0 +1,256 @@
+"""Approval rules in real sessions (issue 23, docs/approvals.md): config.zon's rules decide calls with no question
+and refuse a denied one before its sandbox starts; "always in this project" answers hold for the project's next
+session and not another project's, until `chock rules remove`; a no's message reaches the model; an unanswered
+question ends as no at `.approvals.timeout`. Real `chock run` and daemons, real bubblewrap, replay and loopback
+providers."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from chock.config import ConfigError, load_config
+from chock.control import daemon_protocol as dp
+from chock.control.client import ControlClient, SessionClient
+from chock.control.framing import ProtocolError
+from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
+from tests.fakes.projects import make_project
+from tests.fakes.providers import FakeProvider
+from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
+
+INSTANCE = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
+
+
+def shell(call_id: str, command: str) -> dict:
+    return {"call_id": call_id, "name": "shell", "args": {"command": command}}
+
+
+def config(home, entries: list[dict], approvals: str) -> Path:
+    home.write_replay("demo.jsonl", entries)
+    return home.write_config(f".{{\n    {INSTANCE},\n    .approvals = .{{\n{approvals}\n    }},\n}}\n")
+
+
+def counting_bwrap(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A `bwrap` first on PATH that notes each command line it is given, then runs the real one."""
+    directory, calls = tmp_path / "bin", tmp_path / "bwrap-calls"
+    directory.mkdir()
+    wrapper = directory / "bwrap"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\nexec /usr/bin/bwrap "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": f"{directory}:{os.environ['PATH']}"}, calls
+
+
+def of(events: list[dict], kind: str, call_id: str | None = None) -> list[dict]:
+    return [e for e in events if e["type"] == kind and (call_id is None or e.get("call_id") == call_id)]
+
+
+def answer_for(events: list[dict], request: dict) -> dict:
+    return next(e for e in events if e["type"] == "approval.answer" and e["request_id"] == request["request_id"])
+
+
+RULED = [
+    {"text": "", "tool_calls": [shell("c1", "echo allowed-ran")]},
+    {"text": "", "tool_calls": [shell("c2", "git push origin main")]},
+    {"text": "", "tool_calls": [shell("c3", "printf asked-ran")]},
+    {"text": "Done.", "tool_calls": []},
+]
+
+RULES = """        .shell = "ask",
+        .rules = .{
+            .{ .allow = "echo" },
+            .{ .deny = "git push" },
+        },"""
+
+
+def test_a_session_with_rules_runs_the_allowed_refuses_the_denied_before_bwrap_and_asks_the_rest(
+    home, project, daemons, tmp_path
+):
+    path = config(home, RULED, RULES)
+    env, bwrap_calls = counting_bwrap(tmp_path)
+    daemon = daemons.start(env=env)
+    client = ControlClient(daemon.address)
+    session_id = client.call(dp.StartRequest(str(project), "three commands")).session_id
+    asked = wait_for_event(home, session_id, "approval.request", lambda e: not e.get("by_config"))
+    assert (asked["summary"], asked["propose"]) == ("printf asked-ran", "printf asked-ran")
+    client.call(dp.AnswerWithRequest(str(project), session_id, asked["request_id"], True))
+    wait_for_end(home, session_id, "completed")
+
+    events = home.events(session_id)
+    allowed, denied, _ = of(events, "approval.request")
+    assert (allowed.get("by_config"), allowed.get("rule"), denied.get("by_config"), denied.get("rule")) == (
+        True, "echo", True, "git push",
+    )  # fmt: skip
+    assert {k: answer_for(events, allowed).get(k) for k in ("answer", "via", "rule", "scope")} == {
+        "answer": "yes", "via": "rule", "rule": "echo", "scope": "config",
+    }  # fmt: skip
+    assert (answer_for(events, denied)["answer"], answer_for(events, denied)["via"]) == ("no", "rule")
+    assert (answer_for(events, asked)["answer"], answer_for(events, asked)["via"]) == ("yes", "socket")
+    results = {e["call_id"]: e for e in of(events, "tool.result")}
+    assert "allowed-ran" in results["c1"]["output"] and "asked-ran" in results["c3"]["output"]
+    assert results["c2"]["is_error"] and "git push" in results["c2"]["output"]
+    assert "config.zon line 7" in results["c2"]["output"]  # the rule, named with its file and line
+    ran = bwrap_calls.read_text()
+    assert "echo allowed-ran" in ran and "printf asked-ran" in ran
+    assert "git push" not in ran  # refused before any sandbox started
+
+    listed = home.chock("rules", "--daemon", daemon.address, "--project", str(project), cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:3] == ["c1", "allow", "echo"] and lines[0].endswith(f"{path.name} line 6")
+    assert lines[1].split()[:4] == ["c2", "deny", "git", "push"] and lines[1].endswith(f"{path.name} line 7")
+    assert "~/.config/chock/config.zon line 7" in lines[1]
+    refused = home.chock("rules", "remove", "c2", "--daemon", daemon.address, "--project", str(project))
+    assert refused.returncode != 0 and "config.zon line 7" in refused.stderr and "never writes" in refused.stderr
+
+
+ONE_COMMAND = [{"text": "", "tool_calls": [shell("c1", "ls -a")]}, {"text": "Done.", "tool_calls": []}]
+
+
+def start(client: ControlClient, project: Path) -> str:
+    return client.call(dp.StartRequest(str(project), "one command")).session_id
+
+
+def test_always_in_this_project_holds_for_its_next_session_not_another_project_until_removed(
+    home, project, daemon, tmp_path
+):
+    config(home, ONE_COMMAND, '        .shell = "ask",')
+    client = ControlClient(daemon.address)
+    first = start(client, project)
+    asked = wait_for_event(home, first, "approval.request")
+    assert asked["propose"] == "ls"
+    client.call(dp.AnswerWithRequest(str(project), first, asked["request_id"], True, "project", asked["propose"]))
+    wait_for_end(home, first, "completed")
+    answer = of(home.events(first), "approval.answer")[0]
+    assert (answer["scope"], answer["rule"], answer["via"]) == ("project", "ls", "socket")
+
+    listed = home.chock("rules", "--daemon", daemon.address, "--project", str(project)).stdout.splitlines()
+    assert len(listed) == 1 and listed[0].split()[1:3] == ["allow", "ls"], listed
+    assert f"session {first}, answer {asked['request_id']}" in listed[0]
+    rule_id = listed[0].split()[0]
+    assert rule_id.startswith("p")
+
+    second = start(client, project)  # asks nothing: the project's rule decides
+    wait_for_end(home, second, "completed")
+    (decided,) = of(home.events(second), "approval.answer")
+    assert (decided["via"], decided["rule"], decided["scope"]) == ("rule", "ls", "project")
+
+    other = make_project(tmp_path / "other")
+    elsewhere = start(client, other)  # another project's session is asked
+    asked_there = wait_for_event(home, elsewhere, "approval.request")
+    assert not asked_there.get("by_config")
+    client.call(dp.AnswerRequest(str(other), elsewhere, asked_there["request_id"], False))
+    wait_for_end(home, elsewhere, "completed")
+    assert home.chock("rules", "--daemon", daemon.address, "--project", str(other)).stdout.startswith("no rules")
+
+    removed = home.chock("rules", "remove", rule_id, "--daemon", daemon.address, "--project", str(project))
+    assert removed.returncode == 0, removed.stderr
+    (rules_file,) = home.layout.state.joinpath("rules").glob("*.json")  # on the host, never in the repository
+    assert '"ls"' not in rules_file.read_text()
+    third = start(client, project)  # asked again
+    asked_again = wait_for_event(home, third, "approval.request")
+    assert not asked_again.get("by_config")
+    client.call(dp.AnswerRequest(str(project), third, asked_again["request_id"], True))
+    wait_for_end(home, third, "completed")
+    again = home.chock("rules", "remove", rule_id, "--daemon", daemon.address, "--project", str(project))
+    assert again.returncode != 0 and f"no rule {rule_id}" in again.stderr
+
+
+def running(home, project: Path, message: str = "do it") -> subprocess.Popen[str]:
+    process = home.spawn("run", message, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)  # fmt: skip
+    return process
+
+
+def test_a_no_with_a_message_reaches_the_model_in_its_next_request(home, project):
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(text="", tool_calls=[{"id": "c1", "name": "shell", "args": {"command": "rm -rf build"}}])
+        fake.script(text="Understood.")
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "fake-model" }} }}, '
+            '.approvals = .{ .shell = "ask" } }\n'
+        )
+        process = running(home, project)
+        try:
+            session_id = new_session(home)
+            asked = wait_for_event(home, session_id, "approval.request")
+            note = "not the build dir:\tuse `make clean` instead"
+            with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as session:
+                session.call(SessionAnswerWithRequest(asked["request_id"], False, "once", "", note))
+            process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert process.returncode == 0
+        (answer,) = of(home.events(session_id), "approval.answer")
+        assert (answer["answer"], answer.get("note")) == ("no", note)
+        sent = fake.calls[1]["messages"][-1]["content"][0]
+        assert sent["type"] == "tool_result" and note in str(sent["content"])
+
+
+def test_an_unanswered_question_ends_as_no_at_the_timeout_and_the_session_carries_on(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "echo never")]}, {"text": "Carried on.", "tool_calls": []}],
+           '        .shell = "ask",\n        .timeout = "2s",')  # fmt: skip
+    result = home.chock("run", "wait for me", cwd=project, timeout=60)
+    assert result.returncode == 0, result.stderr
+    events = home.events(home.only_session())
+    (answer,) = of(events, "approval.answer")
+    assert (answer["answer"], answer["via"]) == ("no", "timeout")
+    (told,) = of(events, "tool.result")
+    assert told["is_error"] and "nobody answered within 2s" in told["output"] and "never\n" not in told["output"]
+    assert of(events, "assistant.message")[-1]["text"] == "Carried on."
+
+
+def test_a_session_rule_answered_over_the_socket_holds_for_the_rest_of_the_session(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "echo one")]},
+                  {"text": "", "tool_calls": [shell("c2", "echo two")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    process = running(home, project)
+    try:
+        session_id = new_session(home)
+        asked = wait_for_event(home, session_id, "approval.request")
+        with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as session:
+            with pytest.raises(ProtocolError) as refused:
+                session.call(SessionAnswerWithRequest(asked["request_id"], True, "session", "echo; curl x"))
+            assert refused.value.code == "bad-request" and "cannot be saved" in refused.value.text
+            session.call(SessionAnswerWithRequest(asked["request_id"], True, "session", "echo"))
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    answers = of(home.events(session_id), "approval.answer")
+    assert [(a["via"], a.get("scope"), a.get("rule")) for a in answers] == [
+        ("socket", "session", "echo"), ("rule", "session", "echo"),
+    ]  # fmt: skip
+    assert not (home.layout.state / "rules").exists()  # a session's rule is in its log only
+
+
+@pytest.mark.parametrize(
+    ("approvals", "refusal"),
+    [
+        ('.rules = .{ .{ .allow = "git; rm" } }', "line 1"),
+        ('.rules = .{ .{ .allow = "tool:wrte_file" } }', "no tool named 'wrte_file'"),
+        ('.rules = .{ .{ .allow = "ls", .deny = "ls" } }', "exactly one of .allow, .ask or .deny"),
+        ('.rules = .{ .{ .permit = "ls" } }', "unknown key .approvals.rules[0].permit"),
+        ('.timeout = "0s"', "between 1s and 7 days"),
+        ('.timeout = "8d"', 'like "30m"'),
+        ('.timeout = "169h"', "between 1s and 7 days"),
+    ],
+)
+def test_config_refuses_a_bad_rule_or_timeout_naming_it(home, approvals, refusal):
+    path = home.write_config(f".{{ .approvals = .{{ {approvals} }} }}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert refusal in str(refused.value) and str(path) in str(refused.value)
+
+
+def test_config_rules_carry_their_file_and_line(home):
+    path = home.write_config(
+        '.{ .approvals = .{\n  .timeout = "30m",\n  .rules = .{\n    .{ .deny = "git   push" },\n  },\n} }\n'
+    )
+    loaded = load_config(path)
+    assert loaded.approvals_timeout == 1800
+    (rule,) = loaded.approvals_rules
+    assert (rule.id, rule.verdict, rule.pattern) == ("c1", "deny", "git push")
+    assert rule.origin == "~/.config/chock/config.zon line 4"
