@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from chock.control import daemon_protocol as dp
+from tests.fakes.projects import make_project
 from tests.fakes.serve import running_stack
 from tests.fakes.sessions import wait_for_end, wait_for_event
 from tests.fakes.wait import wait_until
@@ -66,11 +67,13 @@ def test_three_sessions_waiting_are_answered_in_order_from_the_keyboard_alone(ho
         page.keyboard.type("not this one: read the README first")
         page.keyboard.press("Enter")
         wait_until(lambda: page.title() == "(1 waiting) Chock", 15, "the title to count one")
-        # a, the rule (the proposal, or typed where the event has none), Enter: the third, always in the session.
+        # a: the proposal the request's event carries, edited, Enter: the third, always in the session.
         page.keyboard.press("a")
         rule = page.wait_for_selector("#inbox-list li input.rule")
-        if not rule.input_value():
-            page.keyboard.type("echo")
+        proposed = next(e for e in home.events(sessions[2]) if e["type"] == "approval.request")["propose"]
+        assert proposed and rule.input_value() == proposed
+        page.keyboard.press("Control+A")
+        page.keyboard.type("echo")
         page.keyboard.press("Enter")
         wait_until(lambda: page.title() == "Chock", 15, "the title without a count")
         page.wait_for_selector("#inbox", state="hidden")
@@ -83,4 +86,63 @@ def test_three_sessions_waiting_are_answered_in_order_from_the_keyboard_alone(ho
         assert [(e["answer"], e["scope"], e["rule"]) for e in third] == [("yes", "session", "echo")]
         result = next(e for e in home.events(sessions[1]) if e["type"] == "tool.result")
         assert "not this one: read the README first" in result["output"]
+        assert errors == []
+
+
+LS = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "ls -a"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_always_in_this_project_answered_on_the_page_holds_for_the_projects_next_session_until_removed(
+    home, project, daemons, chromium, tmp_path
+):
+    with running_stack(home, project, daemons, LS) as stack:
+        serve = stack.start_serve()
+        page = chromium.new_page(viewport={"width": 1100, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"http://127.0.0.1:{serve.port}/")
+
+        def start(where) -> str:
+            return stack.client.call(dp.StartRequest(where, "list the files")).session_id
+
+        def asked(session_id: str) -> None:
+            page.wait_for_selector(f"#inbox-list li[data-session='{session_id}']", timeout=30000)
+
+        first = start(stack.project)
+        asked(first)
+        page.keyboard.press("A")  # always, in this project
+        rule = page.wait_for_selector("#inbox-list li input.rule")
+        assert rule.input_value() == "ls"  # the proposal of `ls -a`, from the request's event
+        assert page.locator("#inbox-list li select.scope").input_value() == "project"
+        page.keyboard.press("Enter")
+        wait_for_end(home, first, "completed")
+        (saved,) = answers(home, first)
+        assert (saved["answer"], saved["scope"], saved["rule"]) == ("yes", "project", "ls")
+
+        second = start(stack.project)  # nobody is asked: the project's rule decides
+        wait_for_end(home, second, "completed")
+        (decided,) = answers(home, second)
+        assert (decided["via"], decided["rule"]) == ("rule", "ls")
+
+        other = make_project(tmp_path / "other")
+        elsewhere = start(other)  # another project's session is asked, on the page
+        asked(elsewhere)
+        page.keyboard.press("y")
+        wait_for_end(home, elsewhere, "completed")
+        assert [e["via"] for e in answers(home, elsewhere)] == ["socket"]
+
+        listed = home.chock("rules", "--daemon", stack.daemon.address, "--project", str(stack.project))
+        (line,) = listed.stdout.splitlines()
+        removed = home.chock("rules", "remove", line.split()[0], "--daemon", stack.daemon.address,
+                             "--project", str(stack.project))  # fmt: skip
+        assert removed.returncode == 0, removed.stderr
+        third = start(stack.project)  # asked again
+        asked(third)
+        page.keyboard.press("y")
+        wait_for_end(home, third, "completed")
+        assert [(e["via"], e.get("scope", "once")) for e in answers(home, third)] == [("socket", "once")]
+        wait_until(lambda: page.title() == "Chock", 15, "the title without a count")
         assert errors == []

@@ -1,6 +1,7 @@
 """A daemon of an older Chock: protocol 1, the real codec, and only the nine verbs Chock served before `sessions`,
 `find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`) — so each of those is
-answered `error unknown-verb`, in the older daemon's own words, exactly as such a daemon answers it. A verb it knows is refused (`refused`): no test needs more of it."""
+answered `error unknown-verb`, in the older daemon's own words, exactly as such a daemon answers it. A verb it knows
+is refused (`refused`): no test needs more of it."""
 
 from __future__ import annotations
 

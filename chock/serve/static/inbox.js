@@ -133,7 +133,7 @@ export function render() {
       $("inbox-live").textContent = `Approval waiting on ${item.row.host}: ${item.event.tool || "tool"} for “${item.row.message || item.row.id}”`;
     }
   }
-  list.replaceChildren(...made);
+  place(list, made);
   if (!all.some((item) => item.key === inbox.selected)) inbox.chosen = false;
   if (!inbox.chosen) inbox.selected = all[0]?.key || "";
   for (const node of made) node.setAttribute("aria-selected", String(node.dataset.key === inbox.selected));
@@ -142,6 +142,19 @@ export function render() {
   const count = Math.max(waitingCount(), all.length);
   document.title = count ? `(${count} waiting) Chock` : "Chock";
   debug.inbox = all.map((item) => item.key);
+}
+
+/** Make `list`'s children `nodes`, in order, moving only those out of place: a node taken out and put back
+ * loses the focus, and a form being typed in must keep it. */
+function place(list, nodes) {
+  const keep = new Set(nodes);
+  for (const child of Array.from(list.children)) if (!keep.has(child)) child.remove();
+  nodes.forEach((node, index) => {
+    const here = list.children[index];
+    if (here === node) return;
+    if (here) here.before(node);
+    else list.append(node);
+  });
 }
 
 function itemNode(item) {
