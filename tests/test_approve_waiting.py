@@ -1,17 +1,22 @@
-"""`chock approve` with no session (docs/architecture.md#approvals): every waiting session of this project answered in
-turn, oldest first, from standard input; `--all` over this machine and another host (a daemon of its own state
-directory, named in config.zon's `.connections`, as tests/test_remote_names.py makes one). Real daemons run real
-`chock run` children on a replay instance whose shell calls ask.
+"""Answers at a terminal (docs/architecture.md#approvals): `chock approve` with no session answers every waiting
+session of this project in turn, oldest first, from standard input; `--all` over this machine and another host (a
+daemon of its own state directory, named in config.zon's `.connections`, as tests/test_remote_names.py makes one);
+`chock attach` on a pty offers a no with a message and always with the proposal. Real daemons run real `chock run`
+children on a replay instance whose shell calls ask.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from chock.commands.answering import Choice
+from chock.commands.approve import Answering
 from chock.control import daemon_protocol as dp
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.paths import Layout
 from tests.fakes.projects import make_project
-from tests.fakes.sessions import wait_for_end, wait_for_event
+from tests.fakes.sessions import replay_config, wait_for_end, wait_for_event
+from tests.fakes.terminal import Terminal
 
 ASKS = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo one-ran"}}]},
@@ -35,12 +40,13 @@ def test_approve_with_no_session_answers_this_projects_waiting_sessions_in_turn_
     elsewhere = daemon.client.call(dp.StartRequest(str(other), "another project's")).session_id
     wait_for_event(home, elsewhere, "approval.request")
 
-    result = home.chock("approve", input="x\ny\nn\n", cwd=project)
+    result = home.chock("approve", input="x\np echo; sh\ny\nn\n", cwd=project)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.index(f"session {first} on local: first task") < out.index(f"session {second} on local: second task")
     assert "shell: echo one-ran" in out
     assert "type y, n, n MESSAGE, s, s RULE, p or p RULE" in out  # `x` is no answer: asked again
+    assert "not answered: the rule cannot be saved: `echo; sh` holds `;`" in out  # nor is a rule that is none
     assert "another project's" not in out
     wait_for_end(home, first, "completed")
     wait_for_end(home, second, "completed")
@@ -81,3 +87,55 @@ def test_approve_all_answers_every_projects_sessions_on_every_host(home, tmp_pat
     assert answers(there, remote_id) == [("yes", "socket")]
     refused = home.chock("approve", "--all", "--project", str(project), cwd=away)
     assert refused.returncode == 2 and "leave out --project" in refused.stderr
+
+
+TWO = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "rm -rf build"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c2", "name": "shell", "args": {"command": "git diff --stat"}}]},
+    {"text": "", "tool_calls": [{"call_id": "c3", "name": "shell", "args": {"command": "git diff HEAD"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_attach_offers_a_no_with_a_message_and_always_with_the_proposal_at_a_terminal(home, project, daemon):
+    replay_config(home, TWO, shell="ask")
+    session_id = daemon.client.call(dp.StartRequest(str(project), "two kinds of answer")).session_id
+    terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
+    try:
+        terminal.wait_for("the rule proposed is `rm`")
+        terminal.type("s rm; curl x | sh\r")  # a rule that is no rule: refused by the session, asked again
+        terminal.wait_for("not answered")
+        terminal.type("n not here: the build directory is mine\r")
+        terminal.wait_for("the rule proposed is `git diff`")
+        terminal.type("s\r")  # always in this session, as proposed: the next `git diff …` asks nobody
+        assert terminal.exit_code(60) == 0, terminal.text()
+    finally:
+        terminal.close()
+    answered = [e for e in home.events(session_id) if e["type"] == "approval.answer"]
+    assert [(e["answer"], e.get("scope", "once"), e.get("note", ""), e["via"]) for e in answered] == [
+        ("no", "once", "not here: the build directory is mine", "socket"),
+        ("yes", "session", "", "socket"),
+        ("yes", "session", "", "rule"),
+    ]
+
+
+def test_an_answer_a_host_is_too_old_for_is_said_and_asked_again_as_yes_or_no():
+    asked: list[bool] = []
+    said: list[str] = []
+    sent: list[Choice] = []
+
+    def ask(request: dict, more: bool) -> Choice:
+        asked.append(more)
+        return Choice(True, "project", "ls") if more else Choice(True)
+
+    def send(request_id: str, choice: Choice) -> None:
+        if not choice.plain:
+            raise ProtocolError(ErrorCode.UNKNOWN_VERB, "the daemon at x knows no verb answer-with")
+        sent.append(choice)
+
+    answering = Answering(ask, said.append)
+    assert answering.one({"request_id": "r1"}, send, "on build")
+    assert answering.one({"request_id": "r2"}, send, "on build")  # asked yes or no at once: build is known older
+    assert asked == [True, False, False]
+    assert sent == [Choice(True), Choice(True)]
+    assert "the Chock on build is older and takes a plain yes or no only" in said[0]

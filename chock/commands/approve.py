@@ -38,7 +38,8 @@ class ApproveFailed(ChockError):
 
 class Answering:
     """One person answering requests in turn: `ask` for each answer, `send` it; an `answer-with` a host refuses as
-    an unknown verb is said (why) and the request asked again with yes or no only, as is every later one."""
+    an unknown verb is said (why) and the request asked again with yes or no only, as is every later one there; an
+    answer refused as a bad request (a rule that is none) is said and asked again."""
 
     def __init__(self, ask: Ask, say: Say) -> None:
         self.ask = ask
@@ -56,6 +57,9 @@ class Answering:
                 if error.code == ErrorCode.UNKNOWN_VERB and not choice.plain:
                     self.say(older_why(where))
                     self.older.add(where)
+                    continue
+                if error.code == ErrorCode.BAD_REQUEST:  # a rule that is none, a note too long: asked again
+                    self.say(f"{request_id}: not answered: {error.text}")
                     continue
                 if error.code != ErrorCode.NOT_PENDING:
                     raise ApproveFailed(f"{request_id} was not answered {where} ({error.code}): {error.text}") from None

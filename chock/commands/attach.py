@@ -142,7 +142,7 @@ class Attached:
 
     def answer(self, request: dict[str, Any], choice: Choice) -> None:
         """Send `choice` for `request` through the daemon; one the daemon or session is too old for is said so,
-        and the request asked again with yes or no only."""
+        and the request asked again with yes or no only; one refused (a rule that is none) is asked again."""
         project, request_id = str(self.project), str(request.get("request_id"))
         try:
             if choice.plain:
@@ -160,6 +160,10 @@ class Attached:
                 self.ask()
                 return
             self.say(f"  (not answered: {error.text})")
+            if error.code != ErrorCode.NOT_PENDING:
+                self.pending.insert(0, request)  # still waiting: asked again
+            if self.pending:
+                self.ask()
             return
         if self.pending:
             self.ask()
