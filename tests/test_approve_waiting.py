@@ -7,6 +7,7 @@ children on a replay instance whose shell calls ask.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 from chock.commands.answering import Choice
@@ -99,10 +100,15 @@ TWO = [
 
 def test_attach_offers_a_no_with_a_message_and_always_with_the_proposal_at_a_terminal(home, project, daemon):
     replay_config(home, TWO, shell="ask")
-    session_id = daemon.client.call(dp.StartRequest(str(project), "two kinds of answer")).session_id
-    terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
+    task = "two kinds\x1b]0;owned\x07 of answer\u202e"
+    session_id = daemon.client.call(dp.StartRequest(str(project), task)).session_id
+    argv = [sys.executable, "-m", "chock", "attach", session_id, "--daemon", daemon.address]
+    terminal = Terminal(argv, {**home.env, "TERM": "xterm-256color", "TERM_PROGRAM": "WezTerm"}, project)
     try:
         terminal.wait_for("the rule proposed is `rm`")
+        # The bell, and a desktop notification naming the task with its control characters removed.
+        told = b"\x07\x1b]9;Chock: a session waits for your approval: two kinds]0;owned of answer\x07"
+        assert told in terminal.screen
         terminal.type("s rm; curl x | sh\r")  # a rule that is no rule: refused by the session, asked again
         terminal.wait_for("not answered")
         terminal.type("n not here: the build directory is mine\r")

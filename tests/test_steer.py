@@ -252,7 +252,7 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
     session_id = daemon.client.call(dp.StartRequest(project, "attach to me")).session_id
     terminal = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
     try:
-        terminal.wait_for("Approve?")
+        terminal.wait_for("\a  Approve?")  # the bell rings as the session starts to wait
         terminal.type("y\r")
         terminal.wait_for("a.txt")
         daemon.kill()  # the daemon goes away while the session thinks; the session lives on
@@ -264,7 +264,7 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
     events = home.events(session_id)
     assert events[-1]["reason"] == "completed"
     notes = ("Approve?", "(attached to session", "(the daemon went away", "(connected again)")
-    plain = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in terminal.lines()]
+    plain = [re.sub(r"\x1b\[[0-9;]*m", "", line).replace("\a  Approve?", "  Approve?") for line in terminal.lines()]
     shown = [line for line in plain if line.strip() and not line.strip().startswith(notes)]
     assert shown == [line for line in _rendered(events) if line.strip()]  # no gap, no repeat, the same lines
 

@@ -129,8 +129,9 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u
 
 
 def visible(terminal: Terminal) -> str:
-    """What reached the pty with Chock's own SGR removed; the pty's `\\r\\n` as `\\n`."""
-    return SGR.sub("", terminal.text()).replace("\r\n", "\n")
+    """What reached the pty with Chock's own SGR and attach's own bell (as a question begins) removed; the pty's
+    `\\r\\n` as `\\n`."""
+    return SGR.sub("", terminal.text()).replace("\r\n", "\n").replace("\a  Approve?", "  Approve?")
 
 
 def assert_escaped(terminal: Terminal, surface: str, *, times: int = 1, joined: bool = False) -> None:

@@ -5,7 +5,8 @@ daemon's `watch`. A dropped connection or a daemon restart resumes from the last
 missed and nothing is shown twice. A line typed while the session works is sent as `say`; `/stop` stops the
 session; while an approval is pending a line is its answer (chock/commands/answering.py: y, n [message], s [rule],
 p [rule]), sent through the daemon's `answer` or `answer-with` (a daemon or session too old for `answer-with` is
-said so, and from then on yes or no is asked). Ctrl-C leaves the session running. When the session ends, attach
+said so, and from then on yes or no is asked); the terminal rings (chock/commands/attention.py) when the session
+starts to wait. Ctrl-C leaves the session running. When the session ends, attach
 prints its end and exits with the session's exit code; when it is abandoned, it says how to take it back and exits 1.
 """
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chock.commands.answering import Choice, older_why, parse, question
+from chock.commands.attention import attention
 from chock.commands.targets import SteerFailed, ask
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
@@ -74,9 +76,11 @@ class Attached:
 
     def __init__(
         self, client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None],
-        say: Callable[[str], None],
+        say: Callable[[str], None], ring: Callable[[str], None] = lambda task: None,
     ) -> None:  # fmt: skip
         self.client = client
+        self.ring = ring  # the bell (and a desktop notification) when the session starts to wait: its task
+        self.task = ""
         self.project = project
         self.session_id = session_id
         self.render = render
@@ -92,6 +96,7 @@ class Attached:
         """Take in one thing the watch heard; the exit code once the session is over for this view."""
         if kind == "row":
             self.status = str(value.get("status", ""))
+            self.task = str(value.get("message", ""))
             if self._lost:
                 self.say("(connected again)")
                 self._lost = False
@@ -124,6 +129,7 @@ class Attached:
         if kind == "approval.request" and not event.get("by_config"):
             self.pending.append(event)
             if len(self.pending) == 1:
+                self.ring(self.task)
                 self.ask()
         elif kind == "approval.answer":
             head = self.pending[0] if self.pending else None
@@ -203,7 +209,13 @@ def attach(
         out.write(text if text.endswith(" ") else text + "\n")
         out.flush()
 
-    view = Attached(client, project, session_id, render, say)
+    def ring(task: str) -> None:
+        """The bell, and OSC 9 where the terminal shows it (chock/commands/attention.py): a terminal only."""
+        if out.isatty():
+            out.write(attention(task))
+            out.flush()
+
+    view = Attached(client, project, session_id, render, say, ring)
     watch = _Watch(client, project, session_id)
     # Ctrl-C sets a flag the loop reads before it takes in anything else, rather than raising wherever the loop
     # happens to be: raised as it returned, it would escape as "Aborted!" (exit 1), and a watch whose ssh the same
