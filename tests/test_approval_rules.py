@@ -7,20 +7,27 @@ providers."""
 from __future__ import annotations
 
 import os
+import socket
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from chock.config import ConfigError, load_config
 from chock.control import daemon_protocol as dp
+from chock.control import session_protocol as sp
 from chock.control.client import ControlClient, SessionClient
+from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import ProtocolError
+from chock.control.greeting import Greeted
+from chock.control.message import LineProtocol
 from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
 from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
+from tests.fakes.terminal import Terminal
 
 INSTANCE = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
 
@@ -254,3 +261,114 @@ def test_config_rules_carry_their_file_and_line(home):
     (rule,) = loaded.approvals_rules
     assert (rule.id, rule.verdict, rule.pattern) == ("c1", "deny", "git push")
     assert rule.origin == "~/.config/chock/config.zon line 4"
+
+
+def test_yes_answers_what_would_ask_and_never_a_deny_rule(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "git push origin main"), shell("c2", "echo asked")]},
+                  {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",\n        .rules = .{ .{ .deny = "git push" } },')  # fmt: skip
+    result = home.chock("run", "--yes", "push it", cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = home.events(home.only_session())
+    assert [(a["answer"], a["via"]) for a in of(events, "approval.answer")] == [("no", "rule"), ("yes", "config")]
+    results = {e["call_id"]: e for e in of(events, "tool.result")}
+    assert results["c1"]["is_error"] and "denied by rule `git push`" in results["c1"]["output"]
+    assert "asked" in results["c2"]["output"]
+
+
+def test_a_session_rule_holds_when_the_session_is_continued(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "ls -a")]}, {"text": "Done.", "tool_calls": []},
+                  {"text": "", "tool_calls": [shell("c2", "ls -l")]}, {"text": "Done again.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    process = running(home, project)
+    try:
+        session_id = new_session(home)
+        asked = wait_for_event(home, session_id, "approval.request")
+        with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as session:
+            session.call(SessionAnswerWithRequest(asked["request_id"], True, "session", "ls"))
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    continued = home.chock("run", "--continue", session_id, "list them long", cwd=project, timeout=60)
+    assert continued.returncode == 0, continued.stderr
+    answers = of(home.events(session_id), "approval.answer")
+    assert [(a["via"], a.get("rule")) for a in answers] == [("socket", "ls"), ("rule", "ls")]
+    listed = home.chock("rules", "--project", str(project)).stdout
+    assert listed.startswith("no rules")  # the session has ended: its rules ended with it
+
+
+def test_the_terminal_offers_always_in_this_project_with_the_proposal_and_saves_the_rule_as_edited(home, project):
+    config(home, [{"text": "", "tool_calls": [shell("c1", "git diff --stat")]},
+                  {"text": "", "tool_calls": [shell("c2", "git diff HEAD")]},
+                  {"text": "", "tool_calls": [shell("c3", "git log -1")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    terminal = Terminal.chock(home, "run", "look at the diff", cwd=project)
+    try:
+        terminal.wait_for("saving the rule `git diff`")
+        terminal.type("p\r")
+        terminal.wait_for("Enter keeps `git diff`")
+        terminal.type("git; x\r")  # not a rule: said why, and asked again
+        terminal.wait_for("not saved:")
+        terminal.type("\r")
+        terminal.wait_for("saving the rule `git log`")  # `git diff HEAD` was not asked
+        terminal.type("n use the plan instead\r")
+        terminal.wait_for("session ended")
+        assert terminal.exit_code() == 0
+    finally:
+        terminal.close()
+    events = home.events(home.only_session())
+    answers = [(a["answer"], a["via"], a.get("scope"), a.get("rule"), a.get("note")) for a in
+               of(events, "approval.answer")]  # fmt: skip
+    assert answers == [
+        ("yes", "terminal", "project", "git diff", None),
+        ("yes", "rule", "project", "git diff", None),
+        ("no", "terminal", None, None, "use the plan instead"),
+    ]
+    assert "said: use the plan instead" in of(events, "tool.result")[-1]["output"]
+
+
+def older_approval_socket(path: Path) -> threading.Thread:
+    """An approval.sock as a session of an older Chock serves it: `pending` and `answer` only, so `answer-with`
+    is answered `error unknown-verb` in its own words (the codec's)."""
+    protocol = LineProtocol(sp.SESSION_NAME, sp.SESSION_PROTOCOL, server="session", one_verb=False,
+                            requests=(sp.PendingRequest, sp.SessionAnswerRequest))  # fmt: skip
+    path.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            codec = ServerConnection(protocol)
+            while True:
+                try:
+                    event = codec.next_event()
+                except ProtocolError as refusal:
+                    conn.sendall(codec.send(refusal))
+                    continue
+                if event is NEED_DATA:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    codec.receive_data(data)
+                elif isinstance(event, Greeted):
+                    conn.sendall(codec.greeting_reply())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_daemon_passes_on_an_older_sessions_unknown_verb_so_the_client_can_offer_yes_or_no(home, project, daemon):
+    config(home, ONE_COMMAND, '        .shell = "ask",')
+    client = ControlClient(daemon.address)
+    session_id = start(client, project)
+    asked = wait_for_event(home, session_id, "approval.request")
+    served = older_approval_socket(home.layout.session_socket(session_id, "approval"))
+    with pytest.raises(ProtocolError) as refused:
+        client.call(dp.AnswerWithRequest(str(project), session_id, asked["request_id"], True, "project", "ls"))
+    assert refused.value.code == "unknown-verb" and "answer-with" in refused.value.text
+    served.join(10)
+    client.call(dp.StopRequest(str(project), session_id))
+    assert not (home.layout.state / "rules").exists()

@@ -119,10 +119,10 @@ def _git_config(args: tuple[str, ...]) -> bool:
     return False
 
 
-def inner_words(words: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Best effort for deny and ask rules: the commands `words` may run as a program — every later word that
-    could be one when the program runs its arguments (`env git push` holds `git push`)."""
-    return [words[n:] for n in range(1, len(words)) if not words[n].startswith("-") and "=" not in words[n]]
+def inner_starts(words: tuple[str, ...]) -> list[int]:
+    """Best effort for deny and ask rules: where in `words` a command it runs may start — every later word that
+    could name a program when the program runs its arguments (`env git push` holds `git push`)."""
+    return [n for n in range(1, len(words)) if not words[n].startswith("-") and "=" not in words[n]]
 
 
 def shell_code(words: tuple[str, ...]) -> str | None:

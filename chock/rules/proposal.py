@@ -42,9 +42,9 @@ class Proposal:
 def propose(command: str) -> Proposal:
     """The "always" rule proposed for the shell text `command`."""
     parsed = simple_commands(command)
-    commands = [c for c in parsed.commands if c.words]
-    if not commands:
-        why = parsed.unsure or "the command runs no program"
+    commands = [c for c in parsed.commands if c.words and not c.nested]
+    if not commands or commands[0].why.startswith("the program word"):
+        why = parsed.unsure or (commands[0].why if commands else "the command runs no program")
         return Proposal("", False, f"no rule can be proposed: {why}")
     first = commands[0]
     words = first.words

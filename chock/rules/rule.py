@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from chock.rules.programs import inner_words, program, shell_code
+from chock.rules.programs import inner_starts, program, shell_code
 from chock.rules.shell_syntax import MAX_DEPTH, Command, simple_commands, simple_commands_at_depth
 
 Verdict = Literal["allow", "ask", "deny"]
@@ -25,6 +25,8 @@ _FORBIDDEN = {
     "`": "a backquote", "$": "`$`", "\n": "a newline",
 }  # fmt: skip
 _SHAPE = "write the command's leading words (`git diff`), `tool:<name>` or `mcp:<server>/<tool>`"
+# Where a text the reader is unsure of is cut into words for deny and ask rules (best effort).
+_CRUDE_SPLIT = re.compile(r"[\s;&|()<>{}`$\"'\\]+")
 # How deep `sh -c 'sh -c …'` is followed for deny and ask rules.
 _INNER_SHELLS = 3
 
@@ -70,8 +72,9 @@ def check_pattern(text: str) -> str:
         if not slash or not _NAME.fullmatch(server) or not (tool == "*" or _NAME.fullmatch(tool)):
             raise ValueError(f"`{pattern}` names no MCP tool: write `mcp:<server>/<tool>` or `mcp:<server>/*`")
         return pattern
-    for char, name in _FORBIDDEN.items():
-        if char in pattern:
+    for char in pattern:
+        if char in _FORBIDDEN:
+            name = _FORBIDDEN[char]
             raise ValueError(
                 f"`{pattern}` holds {name}: a shell rule is a command's leading words only, and matches that "
                 "command followed by anything (a rule per command; no operators, redirections or expansions)"
@@ -130,10 +133,16 @@ class RuleSet:
     def _decide_shell(self, text: str, default: Verdict) -> Decision:
         parsed = simple_commands(text)
         verdicts: list[_Part] = [self._command(command, default) for command in parsed.commands]
+        if parsed.unsure and self._shell:  # best effort: the commands past where the reader stopped
+            words = tuple(word for word in _CRUDE_SPLIT.split(text) if word)
+            strict = self._strict(Command(words, False, parsed.unsure), _INNER_SHELLS) if words else []
+            if strict:
+                verdict = max((rule.verdict for rule in strict), key=_STRICTNESS.__getitem__)
+                verdicts.append(_Part(verdict, tuple(rule for rule in strict if rule.verdict == verdict)))
         if parsed.unsure:
-            verdicts.append(
-                _Part("ask", (), f"asks: dash and bash may read this command differently ({parsed.unsure})")
-            )
+            unsure = max("ask", default, key=_STRICTNESS.__getitem__)
+            why = f"dash and bash may read this command differently ({parsed.unsure})"
+            verdicts.append(_Part(unsure, (), f"{'asks' if unsure == 'ask' else 'denied by the default'}: {why}"))
         if not verdicts:
             verdicts.append(_Part(default, (), f"the command runs nothing: the default is {default}"))
         verdict = max((part.verdict for part in verdicts), key=_STRICTNESS.__getitem__)
@@ -168,14 +177,13 @@ class RuleSet:
         """The deny and ask rules matching `command`, looking through programs that run their arguments."""
         if not command.words or not self._shell:
             return []
-        candidates = [command.words]
-        if not command.literal:
-            candidates += inner_words(command.words)
+        words = command.words
+        starts = [0, *inner_starts(words)] if not command.literal else [0]
         matched = [
             rule
-            for words in candidates
-            for rule_words, rule in self._shell.get(program(words[0]), ())
-            if rule.verdict != "allow" and _starts(words, rule_words, exact=False)
+            for start in starts
+            for rule_words, rule in self._shell.get(program(words[start]), ())
+            if rule.verdict != "allow" and _starts(words[start : start + len(rule_words)], rule_words, exact=False)
         ]
         code = shell_code(command.words) if not command.literal else None
         if code is not None and depth < _INNER_SHELLS:

@@ -50,7 +50,8 @@ class Command:
     words: tuple[str, ...]
     literal: bool = True
     why: str = ""
-    redirected: bool = False
+    redirected: bool = False  # it had redirections (dropped from `words`)
+    nested: bool = False  # it runs inside a command substitution of another command
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,8 @@ def _precheck(text: str) -> str:
 
 
 class _Reader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, nested: bool = False) -> None:
+        self.nested = nested  # inside a command substitution
         self.s = text
         self.n = len(text)
         self.commands: list[Command] = []
@@ -228,7 +230,9 @@ class _Reader:
         i = self.skip_blanks_newlines(i)
         if not (self.s.startswith("do", i) and (i + 2 >= self.n or self.s[i + 2] in " \t\n;")):
             raise _Unsure("`for` without `do`: sh refuses the command")
-        self.commands.append(Command(("for", name, *items), False, f"a for loop assigns the variable {name}"))
+        self.commands.append(
+            Command(("for", name, *items), False, f"a for loop assigns the variable {name}", nested=self.nested)
+        )
         return i + 2
 
     def case_(self, i: int, depth: int) -> int:
@@ -297,7 +301,9 @@ class _Reader:
                 if len(words) == 1 and not redirected:
                     close = self.skip_blanks(i + 1)
                     if close < self.n and s[close] == ")":
-                        self.commands.append(Command((words[0].text,), False, "a function definition"))
+                        self.commands.append(
+                            Command((words[0].text,), False, "a function definition", nested=self.nested)
+                        )
                         return close + 1
                 raise _Unsure("a `(` inside a command: sh refuses the command")
             if c in _SEPARATORS:
@@ -322,7 +328,7 @@ class _Reader:
         elif assigned:
             why = why or "an assignment before the command changes what it runs"
         if not texts:
-            self.commands.append(Command((), False, why or "a redirection alone", redirected))
+            self.commands.append(Command((), False, why or "a redirection alone", redirected, self.nested))
             return
         if not why:
             for n, word in enumerate(words[assigned:]):
@@ -331,7 +337,7 @@ class _Reader:
                     break
         if not why:
             why = command_why(texts)
-        self.commands.append(Command(texts, not why, why, redirected))
+        self.commands.append(Command(texts, not why, why, redirected, self.nested))
 
     def end_of_command(self, i: int) -> int:
         """After a command: the operator that ends it (and the index after it), at a command's start again."""
@@ -527,7 +533,9 @@ class _Reader:
         if nxt == "(":
             if s.startswith("((", i + 1):
                 return self.arithmetic(i)
+            nested, self.nested = self.nested, True
             end = self.list_(i + 2, depth + 1, ")")
+            self.nested = nested
             return end, s[i:end], "a command substitution `$(…)`"
         if nxt == "{":
             return self.braced(i, depth)
@@ -558,7 +566,7 @@ class _Reader:
             j = k + 2
         if depth + 1 > MAX_DEPTH:
             raise _Unsure(f"the command nests deeper than {MAX_DEPTH} levels")
-        nested = simple_commands_at_depth("".join(inner), depth + 1)
+        nested = simple_commands_at_depth("".join(inner), depth + 1, nested=True)
         self.commands.extend(nested.commands)
         if nested.unsure:
             raise _Unsure(nested.unsure)
@@ -629,9 +637,9 @@ def _continued(line: str) -> bool:
     return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
-def simple_commands_at_depth(text: str, depth: int) -> Parsed:
+def simple_commands_at_depth(text: str, depth: int, nested: bool = False) -> Parsed:
     """`simple_commands` of a text nested `depth` levels deep (a backquoted command, a `sh -c` argument)."""
-    reader = _Reader(text)
+    reader = _Reader(text, nested)
     try:
         reader.list_(0, depth, None)
     except _Unsure as error:

@@ -131,8 +131,11 @@ async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None
         return TerminalAnswer("yes")
     if word in ("s", "p") and propose:
         scope = "session" if word == "s" else "project"
+        styled = colour(sys.stderr)
         while True:
-            sys.stderr.write(f"rule to save for the {scope} (Enter keeps `{safe(propose, one_line=True)}`): ")
+            sys.stderr.write(
+                f"rule to save for the {scope} (Enter keeps `{safe(propose, styled=styled, one_line=True)}`): "
+            )
             sys.stderr.flush()
             edited = await read_line()
             if edited is None:
@@ -140,7 +143,7 @@ async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None
             try:
                 return TerminalAnswer("yes", scope, check_pattern(edited.strip() or propose))
             except ValueError as refusal:
-                sys.stderr.write(f"not saved: {safe(str(refusal), one_line=True)}\n")
+                sys.stderr.write(f"not saved: {safe(str(refusal), styled=styled, one_line=True)}\n")
     note = rest.strip() if word in ("n", "no") else ""
     data = note.encode("utf-8")
     if len(data) > NOTE_LIMIT:

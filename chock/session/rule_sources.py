@@ -20,8 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
+from chock.config import ConfigRule
 from chock.errors import ChockError, Refused
 from chock.paths import Layout, ensure_dir, path_name
 from chock.platform.flock import lock_within
@@ -157,9 +159,9 @@ def session_rules(session_id: str, saved: list[dict[str, str]]) -> list[Rule]:
     return list(rules.values())
 
 
-def config_rules(config_rules_: tuple[object, ...]) -> list[Rule]:
+def config_rules(given: Iterable[ConfigRule]) -> list[Rule]:
     """config.zon's rules (`chock.config.ConfigRule`) as rules."""
-    return [Rule(rule.verdict, rule.pattern, rule.origin, rule.id) for rule in config_rules_]  # type: ignore[attr-defined]
+    return [Rule(rule.verdict, rule.pattern, rule.origin, rule.id) for rule in given]  # type: ignore[arg-type]
 
 
 def logged_session_rules(layout: Layout, session_id: str) -> list[Rule]:

@@ -399,7 +399,7 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         subagent_blocks=_subagent_blocks(prepared),
         price=instance.tuning.price,
         context_window=_context_window(instance, request.model or opening.state.model or None),
-        rules=asking.Rules(config_rules(prepared.config.approvals_rules), layout, str(prepared.project)),
+        rules=asking.Rules(tuple(config_rules(prepared.config.approvals_rules)), layout, str(prepared.project)),
         approval_timeout=prepared.config.approvals_timeout,
     )
 

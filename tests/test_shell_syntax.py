@@ -1,0 +1,480 @@
+"""The shell reader of docs/approvals.md#matching: a table of commands and the simple commands dash reads in them
+(checked against dash itself where the commands can run), every way issue 23 lists of running a second program
+past an allow rule (each must ask), and the reader's bounds (nesting, size, bytes no command line carries)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from chock.rules import Rule, RuleSet, simple_commands
+from chock.rules.shell_syntax import MAX_DEPTH
+
+
+class Expect(NamedTuple):
+    words: tuple[str, ...]
+    literal: bool
+    why: str  # a part of Command.why
+
+
+def L(*words: str) -> Expect:
+    """A literal simple command: an allow rule can match it."""
+    return Expect(words, True, "")
+
+
+def N(why: str, *words: str) -> Expect:
+    """A simple command no allow rule can match, and a part of why."""
+    return Expect(words, False, why)
+
+
+# text -> its simple commands in order, or (a str) a part of why the reader is unsure.
+TABLE: list[tuple[str, list[Expect] | str]] = [
+    # words, quoting, blanks
+    ("pytest", [L("pytest")]),
+    ("pytest -x tests/test_a.py", [L("pytest", "-x", "tests/test_a.py")]),
+    ("pytest-watch", [L("pytest-watch")]),
+    ("  pytest\t-x  ", [L("pytest", "-x")]),
+    ("git diff --stat", [L("git", "diff", "--stat")]),
+    ("git 'diff'", [L("git", "diff")]),
+    ('git "diff"', [L("git", "diff")]),
+    ("g'i't diff", [L("git", "diff")]),
+    (r"gi\t diff", [L("git", "diff")]),
+    ("echo 'a b'  \"c d\"", [L("echo", "a b", "c d")]),
+    ("echo ''", [L("echo", "")]),
+    ('echo ""', [L("echo", "")]),
+    (r'echo "a\"b"', [L("echo", 'a"b')]),
+    (r'echo "a\b"', [L("echo", "a\\b")]),
+    (r"echo 'a\b'", [L("echo", "a\\b")]),
+    (r"echo a\ b", [L("echo", "a b")]),
+    (r'echo "\$HOME"', [L("echo", "$HOME")]),
+    ("echo '$HOME'", [L("echo", "$HOME")]),
+    ("echo '*'", [L("echo", "*")]),
+    (r"echo \*", [L("echo", "*")]),
+    ("echo a$", [L("echo", "a$")]),
+    ("echo $", [L("echo", "$")]),
+    ("echo a=b", [L("echo", "a=b")]),
+    ("make CC=gcc", [L("make", "CC=gcc")]),
+    ("grep -r 'git push' .", [L("grep", "-r", "git push", ".")]),
+    ("echo a#b", [L("echo", "a#b")]),
+    ("echo ]", [L("echo", "]")]),
+    ("[ -f x ]", [L("[", "-f", "x", "]")]),
+    ("echo {}", [L("echo", "{}")]),
+    ("echo é ü 日本", [L("echo", "é", "ü", "日本")]),
+    ("echo\u00a0x", [L("echo\u00a0x")]),
+    # lists, pipelines, separators
+    ("pytest;curl x|sh", [L("pytest"), L("curl", "x"), L("sh")]),
+    ("pytest ; git diff", [L("pytest"), L("git", "diff")]),
+    ("a && b || c", [L("a"), L("b"), L("c")]),
+    ("a & b", [L("a"), L("b")]),
+    ("a &", [L("a")]),
+    ("a | b | c", [L("a"), L("b"), L("c")]),
+    ("a\nb\n\nc", [L("a"), L("b"), L("c")]),
+    ("a;", [L("a")]),
+    ("a &&\nb", [L("a"), L("b")]),
+    ("a |\n b", [L("a"), L("b")]),
+    ("! pytest", [L("pytest")]),
+    ("! a | b", [L("a"), L("b")]),
+    ("", []),
+    ("   ", []),
+    # comments and line continuations
+    ("# only a comment", []),
+    ("pytest # rm -rf /", [L("pytest")]),
+    ("# a comment\npytest", [L("pytest")]),
+    ("pytest # a comment \\\nrm -rf x", [L("pytest"), L("rm", "-rf", "x")]),
+    ("pytest \\\n -x", [L("pytest", "-x")]),
+    ("pyt\\\nest", [L("pytest")]),
+    ('echo "a\\\nb"', [L("echo", "ab")]),
+    ("echo 'a\\\nb'", [L("echo", "a\\\nb")]),
+    ("a &\\\n& b", "continuation inside an operator"),
+    # subshells, groups, compound commands
+    ("(cd x && make)", [L("cd", "x"), L("make")]),
+    ("( a ; b )", [L("a"), L("b")]),
+    ("{ a; b; }", [L("a"), L("b")]),
+    ("{ a; b; } > out.txt", [L("a"), L("b")]),
+    ("(a) | b", [L("a"), L("b")]),
+    ("if true; then pytest; fi", [L("true"), L("pytest")]),
+    ("if a; then b; elif c; then d; else e; fi", [L("a"), L("b"), L("c"), L("d"), L("e")]),
+    ("if a\nthen\n  b\nfi", [L("a"), L("b")]),
+    ("while a; do b; done", [L("a"), L("b")]),
+    ("until a; do b; done", [L("a"), L("b")]),
+    ("while a; do b; done > log", [L("a"), L("b")]),
+    ("case x in a) pytest;; b|c) ls;; esac", [L("pytest"), L("ls")]),
+    ("case x in (a) b;; esac", [L("b")]),
+    ("case x in a) ;; esac", []),
+    ("case x in\n a)\n  b\n  ;;\n *) c;;\nesac", [L("b"), L("c")]),
+    ("case $1 in a) b;; esac", [L("b")]),
+    ("for f in a b; do pytest $f; done", [N("for loop", "for", "f", "a", "b"), N("parameter", "pytest", "$f")]),
+    ("for f; do echo x; done", [N("for loop", "for", "f"), L("echo", "x")]),
+    ("echo if then fi", [L("echo", "if", "then", "fi")]),
+    ("echo }", [L("echo", "}")]),
+    ("'if' true", [L("if", "true")]),
+    ("if a; then b", "never closed"),
+    ("fi", "closes nothing"),
+    ("done", "closes nothing"),
+    ("}", "closes nothing"),
+    ("esac", "closes nothing"),
+    ("(a", "never closed"),
+    ("a)", "closes nothing"),
+    ("for 1 in a; do b; done", "variable name"),
+    ("case x in a) b; esac", [L("b")]),
+    # redirections: a plain file name does not stop a match, an expansion does
+    ("pytest > out.txt", [L("pytest")]),
+    ("pytest >out.txt 2>&1", [L("pytest")]),
+    ("pytest 2>/dev/null", [L("pytest")]),
+    ("pytest < in.txt", [L("pytest")]),
+    ("pytest >> log.txt", [L("pytest")]),
+    ("pytest >| log.txt", [L("pytest")]),
+    ("pytest <> f", [L("pytest")]),
+    ("pytest 3>&-", [L("pytest")]),
+    ("> out.txt pytest -x", [L("pytest", "-x")]),
+    ("2>err pytest", [L("pytest")]),
+    ("pytest 2>'a b'", [L("pytest")]),
+    ("echo 2 > x", [L("echo", "2")]),
+    ("pytest > $out", [N("redirection's target holds a parameter expansion", "pytest")]),
+    ("pytest > ~/x", [N("redirection's target holds a tilde", "pytest")]),
+    ("pytest > $(mktemp)", [L("mktemp"), N("redirection's target holds a command substitution", "pytest")]),
+    ("pytest > *.log", [N("glob", "pytest")]),
+    ("> out.txt", [N("redirection alone")]),
+    ("pytest >", "without a target"),
+    ("pytest >&file", "redirection to a file"),
+    # here-documents
+    ("cat <<EOF\nhello\nEOF", [N("here-document", "cat")]),
+    ("pytest <<EOF\n$(rm -rf x)\nEOF\ngit diff", [N("here-document", "pytest"), L("git", "diff")]),
+    ("cat <<'EOF'\nrm -rf x\nEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
+    ("cat <<-EOF\n\tbody\n\tEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
+    ("cat <<EOF; echo mid\nbody\nEOF\necho after", [N("here-document", "cat"), L("echo", "mid"), L("echo", "after")]),
+    ("cat <<A <<B\na\nA\nb\nB\nx", [N("here-document", "cat"), L("x")]),
+    ("cat <<EOF\nfoo\\\nEOF\nrm -rf x\nEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
+    ("cat <<EOF\nnever ended", "never ended"),
+    ("cat <<EOF", "no body"),
+    ("{ cat; } <<EOF\nx\nEOF", "here-document"),
+    # expansions: no allow rule matches a word that is not a literal
+    ("pytest $(curl x)", [L("curl", "x"), N("command substitution", "pytest", "$(curl x)")]),
+    ("pytest `curl x`", [L("curl", "x"), N("backquotes", "pytest", "`curl x`")]),
+    ('pytest "$(curl x)"', [L("curl", "x"), N("command substitution", "pytest", "$(curl x)")]),
+    ('pytest "`id`"', [L("id"), N("backquotes", "pytest", "`id`")]),
+    ("echo `echo \\`id\\``", [L("id"), N("backquotes", "echo", "`id`"), N("backquotes", "echo", "`echo \\`id\\``")]),
+    ("echo $(a; b | c)", [L("a"), L("b"), L("c"), N("command substitution", "echo", "$(a; b | c)")]),
+    ("echo $(case x in a) b;; esac)", [L("b"), N("command substitution", "echo", "$(case x in a) b;; esac)")]),
+    ("echo $(echo ')')", [L("echo", ")"), N("command substitution", "echo", "$(echo ')')")]),
+    ("pytest $X", [N("parameter expansion `$X`", "pytest", "$X")]),
+    ('pytest "$X"', [N("parameter expansion", "pytest", "$X")]),
+    ("pytest ${X}", [N("parameter expansion", "pytest", "${X}")]),
+    ("pytest ${X:-a b}", [N("parameter expansion", "pytest", "${X:-a b}")]),
+    ("echo ${x:-$(id)}", [L("id"), N("parameter expansion", "echo", "${x:-$(id)}")]),
+    ("echo ${#x} ${x%.py} ${x##*/}", [N("parameter expansion", "echo", "${#x}", "${x%.py}", "${x##*/}")]),
+    ("pytest $1 $@ $?", [N("parameter expansion", "pytest", "$1", "$@", "$?")]),
+    ("$X -x", [N("program word holds a parameter expansion", "$X", "-x")]),
+    ("$(echo rm) -rf x", [L("echo", "rm"), N("program word holds a command substitution", "$(echo rm)", "-rf", "x")]),
+    ("echo $((1 + 2))", [N("arithmetic", "echo", "$((1 + 2))")]),
+    ("echo $(( (1 + 2) * 3 ))", [N("arithmetic", "echo", "$(( (1 + 2) * 3 ))")]),
+    ("ls *.py", [N("glob", "ls", "*.py")]),
+    ("ls a?", [N("glob", "ls", "a?")]),
+    ("ls [ab].py", [N("glob", "ls", "[ab].py")]),
+    ("py* -x", [N("program word holds a glob", "py*", "-x")]),
+    ("cat ~/.ssh/id_rsa", [N("tilde", "cat", "~/.ssh/id_rsa")]),
+    ("echo 'a'$b", [N("parameter", "echo", "a$b")]),
+    # assignments
+    ("PATH=. pytest", [N("assignment before the command", "pytest")]),
+    ("A=1 B=2 pytest -x", [N("assignment before the command", "pytest", "-x")]),
+    ('A="x y" pytest', [N("assignment before the command", "pytest")]),
+    ("PATH=.", [N("assignment as a command of its own", "PATH=.")]),
+    ("PATH=.; pytest", [N("assignment as a command of its own", "PATH=."), L("pytest")]),
+    ("export PATH=.", [N("export", "export", "PATH=.")]),
+    ("readonly X=1", [N("readonly", "readonly", "X=1")]),
+    ("local X=1", [N("local", "local", "X=1")]),
+    ("'A=1' pytest", [L("A=1", "pytest")]),
+    # function definitions and builtins that run or define code
+    ("pytest() { rm -rf x; }; pytest", [N("function definition", "pytest"), L("rm", "-rf", "x"), L("pytest")]),
+    ("f () (a)", [N("function definition", "f"), L("a")]),
+    ("alias pytest='rm -rf x'", [N("alias", "alias", "pytest=rm -rf x")]),
+    ("unalias ls", [N("unalias", "unalias", "ls")]),
+    ("exec pytest", [N("exec", "exec", "pytest")]),
+    ("exec 3>log", [N("exec", "exec")]),
+    ("command pytest", [N("`command`", "command", "pytest")]),
+    ("builtin echo x", [N("builtin", "builtin", "echo", "x")]),
+    (". ./env.sh", [N("`.` runs a file", ".", "./env.sh")]),
+    ("source ./env.sh", [N("source", "source", "./env.sh")]),
+    ("trap 'rm -rf x' EXIT", [N("trap", "trap", "rm -rf x", "EXIT")]),
+    ("eval pytest", [N("eval", "eval", "pytest")]),
+    ("hash -p ./x git", [N("hash", "hash", "-p", "./x", "git")]),
+    # programs that run their arguments
+    ("env pytest", [N("`env` runs", "env", "pytest")]),
+    ("env -i PATH=. pytest", [N("`env` runs", "env", "-i", "PATH=.", "pytest")]),
+    ("/usr/bin/env pytest", [N("`env` runs", "/usr/bin/env", "pytest")]),
+    ("sudo pytest", [N("`sudo` runs", "sudo", "pytest")]),
+    ("pytest | xargs rm", [L("pytest"), N("`xargs` runs", "xargs", "rm")]),
+    ("timeout 5 pytest", [N("`timeout` runs", "timeout", "5", "pytest")]),
+    ("nice -n 5 pytest", [N("`nice` runs", "nice", "-n", "5", "pytest")]),
+    ("nohup pytest", [N("`nohup` runs", "nohup", "pytest")]),
+    ("time pytest", [N("`time` runs", "time", "pytest")]),
+    ("stdbuf -o0 pytest", [N("`stdbuf` runs", "stdbuf", "-o0", "pytest")]),
+    ("watch pytest", [N("`watch` runs", "watch", "pytest")]),
+    ("flock /tmp/l pytest", [N("`flock` runs", "flock", "/tmp/l", "pytest")]),
+    ("find . -exec rm {} +", [N("find -exec", "find", ".", "-exec", "rm", "{}", "+")]),
+    ("find . -execdir rm {} ;", [N("find -exec", "find", ".", "-execdir", "rm", "{}")]),
+    ("find . -execdir rm {} \\;", [N("find -exec", "find", ".", "-execdir", "rm", "{}", ";")]),
+    ("find . -ok rm {} +", [N("find -exec", "find", ".", "-ok", "rm", "{}", "+")]),
+    ("find . -name '*.py'", [L("find", ".", "-name", "*.py")]),
+    ("git -c core.pager=x log", [N("git -c", "git", "-c", "core.pager=x", "log")]),
+    ("git --config-env=core.pager=X log", [N("git -c", "git", "--config-env=core.pager=X", "log")]),
+    ("git --exec-path=. log", [N("git -c", "git", "--exec-path=.", "log")]),
+    ("git log -c", [L("git", "log", "-c")]),
+    ("git -C sub status", [L("git", "-C", "sub", "status")]),
+    ("python -c 'import os'", [N("python -c", "python", "-c", "import os")]),
+    ("python3 -c x", [N("python3 -c", "python3", "-c", "x")]),
+    ("python3.11 -Bc x", [N("-c", "python3.11", "-Bc", "x")]),
+    ("python x.py -c", [L("python", "x.py", "-c")]),
+    ("bash -c 'git push'", [N("bash -c", "bash", "-c", "git push")]),
+    ("sh -ec x", [N("sh -c", "sh", "-ec", "x")]),
+    ("dash -c x", [N("dash -c", "dash", "-c", "x")]),
+    ("bash script.sh", [L("bash", "script.sh")]),
+    ("perl -e 'system 1'", [N("perl -e", "perl", "-e", "system 1")]),
+    ("ruby -e x", [N("ruby -e", "ruby", "-e", "x")]),
+    ("node -e x", [N("node -e", "node", "-e", "x")]),
+    ("node --eval x", [N("node -e", "node", "--eval", "x")]),
+    ("php -r x", [N("php -r", "php", "-r", "x")]),
+    ("awk '{print $1}' f", [N("awk", "awk", "{print $1}", "f")]),
+    # where bash and dash read the text differently: unsure
+    ("[[ -f x ]]", "[["),
+    ("echo $'a\\nb'", "$'"),
+    ('echo $"a"', '$"'),
+    ("diff <(a) <(b)", "process substitution"),
+    ("cat >(a)", "process substitution"),
+    ("pytest &> log", "both outputs"),
+    ("pytest &>> log", "both outputs"),
+    ("pytest |& cat", "both outputs"),
+    ("echo {a,b}", "brace expansion"),
+    ("echo x{1..3}", "brace expansion"),
+    ("cp a.{py,bak}", "brace expansion"),
+    ("function f { a; }", "function"),
+    ("((i++))", "(("),
+    ("ls !(x)", "extended glob"),
+    ("ls @(a|b)", "extended glob"),
+    ("case x in a) b;& c) d;; esac", "fall-through"),
+    ("case x in a) b;;& esac", "fall-through"),
+    ("echo ${x//a/b}", "`${…}`"),
+    ("echo ${x:0:2}", "`${…}`"),
+    ("echo ${!x}", "`${…}`"),
+    ("echo ${x^^}", "`${…}`"),
+    ("a=(1 2)", "array"),
+    ("a+=1", "assignment"),
+    ("a[1]=x", "assignment"),
+    ("select x in a; do b; done", "select"),
+    ("coproc a", "coproc"),
+    ("cat <<< x", "here-string"),
+    ("exec {fd}>log", "file descriptor variable"),
+    ("echo $((a)+(b))", "arithmetic"),
+    ("echo $(($(id)))", "arithmetic"),
+    # syntax dash refuses: unsure
+    ("echo 'a", "never closed"),
+    ('echo "a', "never closed"),
+    ("echo `a", "never closed"),
+    ("echo $(a", "never closed"),
+    ("a |", "no command after"),
+    ("a && ", "no command after"),
+    ("; a", "where a command should be"),
+    ("a ;; b", "where a command should be"),
+    ("a (b)", "`(`"),
+    # bytes no command line carries, CRLF, non-UTF-8
+    ("pytest\x00rm", "NUL"),
+    ("pytest\r\n", "carriage return"),
+    ("pytest \udcff", "UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), TABLE, ids=[repr(text)[:60] for text, _ in TABLE])
+def test_table(text: str, expected: list[Expect] | str) -> None:
+    parsed = simple_commands(text)
+    if isinstance(expected, str):
+        assert expected in parsed.unsure, parsed
+        return
+    assert not parsed.unsure, parsed
+    got = [(c.words, c.literal) for c in parsed.commands]
+    assert got == [(e.words, e.literal) for e in expected], parsed
+    for command, want in zip(parsed.commands, expected, strict=True):
+        assert want.why in command.why, (command, want.why)
+        assert command.literal == (command.why == "")
+
+
+def test_the_table_covers_at_least_150_commands() -> None:
+    assert len(TABLE) >= 150
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dash itself: where a row's commands all run, in order, they are what the table says.
+
+RUNS = [
+    text
+    for text, expected in TABLE
+    if not isinstance(expected, str)
+    and expected
+    and all(e.literal for e in expected)
+    and not text.rstrip().endswith("&")
+    and " & " not in text
+    and not any(word in text for word in ("if", "while", "until", "case", "||", "!", "true", "cd", "echo", "["))
+]
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PATH of programs that each append their name and arguments to $STUBLOG and exit 0."""
+    root = tmp_path_factory.mktemp("stubs")
+    names = {e.words[0] for text in RUNS for e in TABLE_BY_TEXT[text]}
+    for name in names:
+        stub = root / name
+        stub.write_text('#!/bin/dash\nprintf \'%s\\037\' "${0##*/}" "$@" "$(printf \'\\036\')" >> "$STUBLOG"\n')
+        stub.chmod(0o755)
+    return root
+
+
+TABLE_BY_TEXT = {text: expected for text, expected in TABLE if not isinstance(expected, str)}
+
+
+@pytest.mark.parametrize("text", RUNS, ids=[repr(text)[:60] for text in RUNS])
+def test_dash_runs_what_the_table_says(text: str, stubs: Path, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    (tmp_path / "in.txt").write_text("")
+    env = {"PATH": str(stubs), "STUBLOG": str(log), "HOME": str(tmp_path)}
+    subprocess.run(["/usr/bin/dash", "-c", text], cwd=tmp_path, env=env, timeout=30, check=False)
+    records = log.read_text().split("\x1e\x1f")[:-1] if log.exists() else []
+    ran = sorted(tuple(record.split("\x1f")[:-1]) for record in records)
+    assert ran == sorted(e.words for e in TABLE_BY_TEXT[text])
+
+
+def test_dash_runs_through_the_comment_continuation_as_the_table_says() -> None:
+    """The row the reader would get wrong if it joined `\\` newline before finding comments."""
+    assert "pytest # a comment \\\nrm -rf x" in RUNS
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Smuggling: for every allow rule below, a command built to run a second program past it asks.
+
+ALLOW = ["pytest", "git diff", "git log", "git status", "ls", "cat", "npm run test", "make", "grep", "find", "echo"]
+SMUGGLE = [
+    "{r} $(curl x)",
+    "{r} `curl x`",
+    '{r} "$(curl x)"',
+    "{r}; sh -c x",
+    "{r} && bash -c x",
+    "{r} <<EOF\n$(curl x)\nEOF",
+    "PATH=. {r}",
+    "PATH=.; {r}",
+    "export PATH=.; {r}",
+    "env {r}",
+    "env PATH=. {r}",
+    "{r} | xargs rm",
+    "{r} | sh",
+    "find . -exec {r} {{}} +",
+    "find . -exec rm {{}} +",
+    "git -c core.pager=x log",
+    "git -c core.pager=x {r}",
+    "python -c 'import os; os.system(\"x\")'; {r}",
+    "bash -c '{r}'",
+    "sh -c '{r}; curl x'",
+    "exec {r}",
+    ". ./evil; {r}",
+    "source ./evil; {r}",
+    "alias {r}='curl x'; {r}",
+    "{r}() {{ curl x; }}; {r}",
+    "eval {r}",
+    "eval '{r}; curl x'",
+    "trap 'curl x' EXIT; {r}",
+    "command {r}",
+    "builtin {r}",
+    "timeout 5 {r}",
+    "nice {r}",
+    "nohup {r}",
+    "time {r}",
+    "stdbuf -o0 {r}",
+    "watch {r}",
+    "flock /tmp/l {r}",
+    "sudo {r}",
+    "$X {r}",
+    "{r} $X",
+    "{r} > $HOME/x",
+    "{r} &> x",
+    "{r} <(curl x)",
+    "{r} $'\\x41'",
+    "[[ -n x ]] && {r}",
+    "{r} {{a,b}}",
+    "{r}\r",
+    "{r}\x00; curl x",
+    "{r} 'unclosed",
+    "for PATH in .; do {r}; done",
+    "{r} ; $(curl x)",
+    "{r} # \\\ncurl x",
+    "{r} \\\n; curl x",
+]
+
+
+@pytest.mark.parametrize("rule", ALLOW)
+@pytest.mark.parametrize("template", SMUGGLE)
+def test_a_second_program_smuggled_past_an_allow_rule_asks(rule: str, template: str) -> None:
+    rules = RuleSet([Rule("allow", pattern, "the test", f"c{n}") for n, pattern in enumerate(ALLOW)])
+    text = template.format(r=rule)
+    assert rules.decide("shell", text, "ask").verdict == "ask", text
+    assert rules.decide("shell", text, "deny").verdict == "deny", text
+
+
+@pytest.mark.parametrize("rule", ALLOW)
+def test_each_allow_rule_does_allow_its_own_command(rule: str) -> None:
+    """The smuggling test can fail: the same rules let the plain command through."""
+    rules = RuleSet([Rule("allow", pattern, "the test", f"c{n}") for n, pattern in enumerate(ALLOW)])
+    assert rules.decide("shell", f"{rule} -x 'a b' > out.txt", "deny").verdict == "allow"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bounds: nesting deeper than MAX_DEPTH is unsure (never a RecursionError), and the reader is linear.
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo " + "$(" * 10_000 + "x" + ")" * 10_000,
+        "( " * 100_000 + "x" + ")" * 100_000,
+        "echo " + "${x:-" * 10_000 + "}" * 10_000,
+        "echo " + '"$(' * 10_000 + ")" * 10_000,
+        "echo `" + "$(" * 100 + "x" + ")" * 100 + "`",
+    ],
+    ids=["command substitutions", "subshells", "parameter expansions", "quoted substitutions", "backquotes"],
+)
+def test_deep_nesting_is_unsure_not_a_crash(text: str) -> None:
+    parsed = simple_commands(text)
+    assert "nests deeper" in parsed.unsure or "never closed" in parsed.unsure, parsed.unsure
+
+
+def test_groups_and_compound_commands_nest_without_recursion() -> None:
+    """Groups, ifs and loops are kept on a list, not the stack: any depth is read."""
+    parsed = simple_commands("f() " + "{ if a; then " * 5_000 + "x; " + "fi; } " * 5_000)
+    assert not parsed.unsure
+    assert parsed.commands[-1].words == ("x",)
+    assert len(parsed.commands) == 5_002
+
+
+def test_nesting_up_to_the_limit_is_read() -> None:
+    depth = MAX_DEPTH - 1
+    parsed = simple_commands("echo " + "$(echo " * depth + "x" + ")" * depth)
+    assert not parsed.unsure
+    assert parsed.commands[0].words == ("echo", "x")
+    assert len(parsed.commands) == depth + 1
+
+
+def test_a_megabyte_command_is_read_whole() -> None:
+    unit = "pytest -x 'tests/a b.py' && git diff --stat > out.txt; "
+    text = unit * (1_048_576 // len(unit))
+    parsed = simple_commands(text)
+    assert not parsed.unsure
+    assert len(parsed.commands) == 2 * (1_048_576 // len(unit))
+    assert parsed.commands[-1].words == ("git", "diff", "--stat")
+
+
+def test_the_reader_reads_no_files_and_starts_nothing(tmp_path: Path) -> None:
+    """Pure: a command naming files and programs leaves the directory as it was."""
+    before = sorted(os.listdir(tmp_path))
+    simple_commands(f"touch {tmp_path}/x > {tmp_path}/y; $(touch {tmp_path}/z)")
+    assert sorted(os.listdir(tmp_path)) == before
