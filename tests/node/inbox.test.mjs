@@ -106,3 +106,24 @@ test("always proposes what the event carries, never recomputed; how long a reque
   assert.equal(age("2026-01-01T07:50:00Z", now), "2 h 10 min");
   assert.equal(age("not a time", now), "");
 });
+
+test("a waiting session is read from its tail, and whole only when the tail holds fewer requests than its row", async () => {
+  fresh();
+  const asked = [];
+  const saved = inbox.read;
+  inbox.read = async (row, after) => {
+    asked.push([row.id, after]);
+    return { events: after ? [{ id: 4990, type: "tool.call" }] : [ask(7, "r1", "t"), { id: 5000, type: "usage" }] };
+  };
+  try {
+    noticeWaiting([{ host: "local", id: "s1", status: "waiting", pending_approvals: 1, last_event_id: 5000 }]);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(asked, [["s1", 4000], ["s1", 0]]);
+    assert.deepEqual(items().map((item) => item.key), ["local/s1/r1"]);
+    noticeWaiting([{ host: "local", id: "s1", status: "waiting", pending_approvals: 1, last_event_id: 5000 }]);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(asked.length, 2, "nothing new: nothing read");
+  } finally {
+    inbox.read = saved;
+  }
+});

@@ -13,10 +13,12 @@ import { debug, page } from "./state.js";
 const MOST_SESSIONS = 64;  // sessions the inbox reads at most (the oldest waiting ones first)
 const MOST_PENDING = 256;  // requests a session may hold open; a log claiming more is cut there
 const READS_AT_ONCE = 3;   // logs read at the same moment (serve writes at most 8 replies at once)
+const TAIL = 1000;        // a session is first read from this many events before its last: a request waits near
+                          // the end; only when the tail holds fewer than the row says is the whole log read
 const AGE_EVERY_MS = 5000;
 
 export const inbox = {
-  sessions: new Map(), // rowKey -> {row, after, pending: Map(request id -> event), reading}
+  sessions: new Map(), // rowKey -> {row, after, pending: Map(request id -> event), reading, read, whole}
   selected: "",        // the selected item's key: the oldest, until the person moves (`chosen`)
   chosen: false,
   told: new Set(),     // sessions told of by a notification while they wait
@@ -60,7 +62,7 @@ export function waitingCount() {
   let count = 0;
   for (const entry of inbox.sessions.values()) {
     if (entry.row.status !== "waiting") continue;
-    count += entry.after ? entry.pending.size : Math.max(1, Number(entry.row.pending_approvals) || 0);
+    count += entry.read ? entry.pending.size : Math.max(1, Number(entry.row.pending_approvals) || 0);
   }
   return count;
 }
@@ -83,7 +85,10 @@ export function noticeWaiting(rows) {
   }
   for (const row of now) {
     const key = rowKey(row.host, row.id);
-    if (!inbox.sessions.has(key)) inbox.sessions.set(key, { row, after: 0, pending: new Map(), reading: false });
+    if (!inbox.sessions.has(key)) {
+      const after = Math.max(0, (Number(row.last_event_id) || 0) - TAIL);
+      inbox.sessions.set(key, { row, after, pending: new Map(), reading: false, read: false, whole: after === 0 });
+    }
   }
   readOn();
   render();
@@ -99,7 +104,14 @@ function readOn() {
     entry.reading = true;
     inbox.reads += 1;
     inbox.read(row, entry.after)
-      .then((data) => fold(entry, (data && data.events) || []))
+      .then((data) => {
+        fold(entry, (data && data.events) || []);
+        entry.read = true;
+        if (!entry.whole && entry.pending.size < (Number(entry.row.pending_approvals) || 0)) {
+          Object.assign(entry, { after: 0, whole: true, read: false }); // an older request: the whole log
+          entry.pending.clear();
+        }
+      })
       .catch(() => {}) // the list's note says when a host does not answer; the next poll reads again
       .finally(() => {
         entry.reading = false;
