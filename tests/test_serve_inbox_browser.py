@@ -139,10 +139,15 @@ def test_always_in_this_project_answered_on_the_page_holds_for_the_projects_next
         removed = home.chock("rules", "remove", line.split()[0], "--daemon", stack.daemon.address,
                              "--project", str(stack.project))  # fmt: skip
         assert removed.returncode == 0, removed.stderr
-        third = start(stack.project)  # asked again
+        third = start(stack.project)  # asked again: answered this time from the session's own view
         asked(third)
-        page.keyboard.press("y")
+        page.click(f"#inbox-list li[data-session='{third}']")
+        page.keyboard.press("Enter")
+        page.click("#timeline .approval button.more")
+        page.fill("#timeline .approval textarea.message", "not again")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#timeline .approval .answered:has-text('the model was told: not again')")
         wait_for_end(home, third, "completed")
-        assert [(e["via"], e.get("scope", "once")) for e in answers(home, third)] == [("socket", "once")]
+        assert [(e["answer"], e["via"], e["note"]) for e in answers(home, third)] == [("no", "socket", "not again")]
         wait_until(lambda: page.title() == "Chock", 15, "the title without a count")
         assert errors == []

@@ -3,6 +3,7 @@
 // the project), through `answer-with`. A host whose Chock is older refuses that verb (`unknown-verb`): it is
 // remembered, and from then on the page offers it yes and no only and says why.
 import { api, paths } from "./api.js";
+import { el } from "./dom.js";
 
 /** The most a "no" message carries to the model, in UTF-8 bytes (the session refuses more). */
 export const NOTE_MOST = 4096;
@@ -47,4 +48,33 @@ export async function send(row, event, choice, call = api) {
     }
     throw error;
   }
+}
+
+/** The form of an answer that says more than yes: `kind` "no" (a message for the model) or "always" (the rule
+ * proposed, to edit, and its scope); `submit(choice)` on Enter or its button, `close()` on Escape or Cancel. */
+export function answerForm(event, kind, scope, submit, close) {
+  const text = kind === "no"
+    ? el("textarea", { class: "text message", rows: 2, maxLength: NOTE_MOST,
+      placeholder: "Why not (optional): the model reads this as the tool's result" })
+    : el("input", { class: "text rule", value: proposal(event), spellcheck: false });
+  text.setAttribute("aria-label", kind === "no" ? "Message to the model" : "The rule to save");
+  const scopes = el("select", { class: "scope" },
+    el("option", { value: "session", text: "always in this session" }),
+    el("option", { value: "project", text: "always in this project" }));
+  scopes.value = scope;
+  scopes.setAttribute("aria-label", "Where the rule holds");
+  const why = event.propose_whole && event.propose_why ? el("p", { class: "why", text: event.propose_why }) : null;
+  const form = el("form", { class: `answer ${kind}` }, text, kind === "no" ? null : scopes, why,
+    el("button", { type: "submit", text: kind === "no" ? "Deny" : "Allow always" }),
+    el("button", { type: "button", class: "secondary cancel", text: "Cancel" }));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    submit(kind === "no" ? { answer: "no", note: text.value } : { answer: "yes", scope: scopes.value, rule: text.value });
+  });
+  form.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") close();
+    else if (e.key === "Enter" && !e.shiftKey && e.target === text) { e.preventDefault(); form.requestSubmit(); }
+  });
+  form.querySelector(".cancel").addEventListener("click", close);
+  return form;
 }

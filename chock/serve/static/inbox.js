@@ -5,7 +5,7 @@
 // counts them; an ARIA live region announces each new one; one that arrives while the page is behind is a
 // notification (permission asked once, after a click, never on load). Everything shown is text, never HTML.
 import { api, paths } from "./api.js";
-import { NOTE_MOST, older, olderWhy, proposal, send } from "./answer.js";
+import { answerForm, older, olderWhy, send } from "./answer.js";
 import { $, el } from "./dom.js";
 import { rowKey } from "./hosts.js";
 import { debug, page } from "./state.js";
@@ -227,35 +227,10 @@ function openForm(item, kind, scope = "session") {
     if (kind === "no") answer(item, { answer: "no" });
     return;
   }
-  const text = kind === "no"
-    ? el("textarea", { class: "message", rows: 2, maxLength: NOTE_MOST,
-      placeholder: "Why not (optional): the model reads this as the tool's result" })
-    : el("input", { class: "rule", value: proposal(item.event), spellcheck: false });
-  text.setAttribute("aria-label", kind === "no" ? "Message to the model" : "The rule to save");
-  const scopes = el("select", { class: "scope" },
-    el("option", { value: "session", text: "always in this session" }),
-    el("option", { value: "project", text: "always in this project" }));
-  scopes.value = scope;
-  scopes.setAttribute("aria-label", "Where the rule holds");
-  const why = item.event.propose_whole && item.event.propose_why
-    ? el("p", { class: "why", text: item.event.propose_why }) : null;
-  const form = el("form", { class: `answer ${kind}` }, text, kind === "no" ? null : scopes, why,
-    el("button", { type: "submit", text: kind === "no" ? "Deny" : "Allow always" }),
-    el("button", { type: "button", class: "secondary cancel", text: "Cancel" }));
   const close = () => { holder.replaceChildren(); node.focus?.(); };
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    if (kind === "no") answer(item, { answer: "no", note: text.value });
-    else answer(item, { answer: "yes", scope: scopes.value, rule: text.value });
-    close();
-  });
-  form.addEventListener("keydown", (e) => {
-    if (e.key === "Escape") close();
-    else if (e.key === "Enter" && !e.shiftKey && e.target === text) { e.preventDefault(); form.requestSubmit(); }
-  });
-  form.querySelector(".cancel").addEventListener("click", close);
+  const form = answerForm(item.event, kind, scope, (choice) => { answer(item, choice); close(); }, close);
   holder.replaceChildren(form);
-  text.focus();
+  form.querySelector(".text").focus();
 }
 
 /** The inbox's keys, while nothing editable has the focus: j/k move, y yes, n no (with a message), a always in

@@ -1,6 +1,7 @@
 // The timeline: what each event type shows (`RENDER`, called with the SessionView as `this`), and the words
 // for a tool call's arguments, output and duration. The types are the ones chock/log/events.py declares
 // (tests/test_events.py holds the two to the same names); a type not here is shown as nothing.
+import { answerForm, send as sendMore } from "./answer.js";
 import { api, paths } from "./api.js";
 import { showDiff } from "./diff.js";
 import { $, el } from "./dom.js";
@@ -135,11 +136,14 @@ const RENDER = {
     this.endStreaming();
     const approve = el("button", { type: "button", class: "approve", text: "Approve" });
     const deny = el("button", { type: "button", class: "deny", text: "Deny" });
+    const more = el("button", { type: "button", class: "secondary more", text: "Deny with a message…" });
+    const always = el("button", { type: "button", class: "secondary always", text: "Always…" });
     const note = el("span", { class: "note" });
+    const holder = el("div", { class: "form" });
     const card = el("div", { class: "item approval" },
       el("div", { class: "who", text: `Approval needed · ${e.tool || "tool"}` }),
       el("p", { class: "summary", text: e.summary || "" }),
-      el("div", { class: "row buttons" }, approve, deny, note));
+      el("div", { class: "row buttons" }, approve, deny, more, always, note), holder);
     card.setAttribute("data-request-id", e.request_id || "");
     card.setAttribute("data-tool", e.tool || "tool");
     card.setAttribute("data-call-id", e.call_id || "");
@@ -161,13 +165,30 @@ const RENDER = {
     };
     approve.addEventListener("click", () => send("yes"));
     deny.addEventListener("click", () => send("no"));
+    const row = { host: this.host, id: this.id, project: this.project };
+    const open = (kind) => { // the answers that say more than yes or no, as the inbox offers them (answer.js)
+      const close = () => holder.replaceChildren();
+      holder.replaceChildren(answerForm(e, kind, "session", (choice) => {
+        close();
+        note.className = "note";
+        note.textContent = "sending…";
+        sendMore(row, e, choice).then(() => { note.textContent = choice.answer === "yes" ? "approved" : "denied"; },
+          (error) => { note.textContent = error.message; note.className = "note bad"; });
+      }, close));
+      holder.querySelector(".text").focus();
+    };
+    more.addEventListener("click", () => open("no"));
+    always.addEventListener("click", () => open("always"));
     this.approvals.set(e.request_id, card);
     this.add(card, e);
     if (!e.by_config) page.refreshList(); // the list says who waits: the tab's title, a notification
   },
   "approval.answer"(e) {
     const card = this.approvals.get(e.request_id);
-    const words = `${e.answer === "yes" ? "Approved" : "Denied"}${e.via ? ` (${e.via})` : ""}`;
+    const scope = e.scope && e.scope !== "once" ? ` · always in this ${e.scope}: ${e.rule || ""}` : "";
+    const byRule = e.via === "rule" && e.rule ? ` · by rule ${e.rule}` : "";
+    const told = e.note ? ` · the model was told: ${e.note}` : "";
+    const words = `${e.answer === "yes" ? "Approved" : "Denied"}${e.via ? ` (${e.via})` : ""}${scope}${byRule}${told}`;
     if (!card) {
       this.info(e, words);
       return;
@@ -177,6 +198,7 @@ const RENDER = {
     card.querySelector(".who").textContent = `Approval · ${card.dataset.tool || "tool"}`;
     const buttons = card.querySelector(".buttons");
     buttons.replaceChildren(el("span", { class: "answered", text: words }));
+    card.querySelector(".form")?.replaceChildren();
     card.setAttribute("data-answer", e.answer || "");
   },
   "usage"(e) {
