@@ -208,6 +208,7 @@ def test_an_unanswered_question_ends_as_no_at_the_timeout_and_the_session_carrie
     (told,) = of(events, "tool.result")
     assert told["is_error"] and "nobody answered within 2s" in told["output"] and "never\n" not in told["output"]
     assert of(events, "assistant.message")[-1]["text"] == "Carried on."
+    assert "no: nobody answered within .approvals.timeout" in result.stdout  # the terminal says why
 
 
 def test_a_session_rule_answered_over_the_socket_holds_for_the_rest_of_the_session(home, project):
@@ -271,6 +272,7 @@ def test_yes_answers_what_would_ask_and_never_a_deny_rule(home, project):
     assert result.returncode == 0, result.stderr
     events = home.events(home.only_session())
     assert [(a["answer"], a["via"]) for a in of(events, "approval.answer")] == [("no", "rule"), ("yes", "config")]
+    assert "no by rule `git push` (config)" in result.stdout
     results = {e["call_id"]: e for e in of(events, "tool.result")}
     assert results["c1"]["is_error"] and "denied by rule `git push`" in results["c1"]["output"]
     assert "asked" in results["c2"]["output"]

@@ -75,6 +75,13 @@ def test_the_decision_names_the_rules_that_decided_and_where_they_came_from() ->
     assert smuggled.rules == ()
 
 
+def test_a_reason_stays_one_short_line_however_many_rules_decided() -> None:
+    set_ = rules(*(("allow", f"tool{n}") for n in range(100)))
+    decision = set_.decide("shell", "; ".join(f"tool{n} x" for n in range(100)), "ask")
+    assert decision.verdict == "allow" and len(decision.rules) == 100
+    assert decision.reason.endswith("and 97 more") and len(decision.reason) < 200
+
+
 # -- shell words -----------------------------------------------------------------------------------------------
 
 
@@ -166,6 +173,7 @@ def test_mcp_rules_by_tool_and_by_server() -> None:
     assert set_.decide("mcp:git/push", None, "allow").verdict == "ask"
     assert set_.decide("mcp:git/log", None, "ask").verdict == "ask"
     assert set_.decide("mcp:docsx/search", None, "deny").verdict == "deny"
+    assert set_.decide("mcp:docs/a/b", None, "ask").verdict == "allow"
     assert set_.decide("mcp:docs/search", None, "ask").rules[0].pattern == "mcp:docs/*"
 
 
@@ -184,6 +192,8 @@ def test_mcp_rules_by_tool_and_by_server() -> None:
         ("mcp:srv/*", "mcp:srv/*"),
         ("sudo", "sudo"),
         ("./run.sh test", "./run.sh test"),
+        ("grep 'a;b|c'", "grep 'a;b|c'"),
+        ("grep '$x' \\(", "grep '$x' '('"),
     ],
 )
 def test_check_pattern_normalises(text: str, pattern: str) -> None:
@@ -256,10 +266,12 @@ def test_check_pattern_refuses_with_what_to_write(text: str, message: str) -> No
         ("python3 -m pytest", "python3 -m pytest", True, "runs whatever code"),
         ("node build.js", "node build.js", True, "runs whatever code"),
         ("bash scripts/test", "bash scripts/test", True, "runs whatever code"),
+        ("python x.py 'a;b' '$(x)' '`y`'", "python x.py 'a;b' '$(x)' '`y`'", True, "runs whatever code"),
         ("npx prettier --check .", "npx prettier --check .", True, "`npx` runs whatever"),
         ("uv run pytest -x", "uv run pytest -x", True, "`uv run` runs whatever"),
         ("docker run --rm img", "docker run --rm img", True, "`docker` runs whatever"),
         ("pytest; curl x", "pytest", False, "other 1 command"),
+        ("cd tests && pytest", "cd", False, "other 1 command"),
         ("pytest $(id)", "pytest", False, "never matches this command"),
         ("PATH=. pytest", "pytest", False, "never matches"),
         ("$X -x", "", False, "no rule can be proposed"),

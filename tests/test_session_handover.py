@@ -179,7 +179,8 @@ def test_the_first_answer_wins_and_later_ones_are_refused():
     assert approvals.answer("r1", "yes", "socket")
     assert not approvals.answer("r1", "no", "terminal")
     assert answered == ["r1"] and approvals.answered("r1") and approvals.pending() == []
-    assert approvals.take("r1") == ("yes", "socket")
+    taken = approvals.take("r1")
+    assert (taken.answer, taken.via, taken.scope, taken.rule, taken.note) == ("yes", "socket", "once", "", "")
     assert not approvals.answer("r1", "no", "socket")  # taken: not waiting any more
 
 
@@ -241,7 +242,8 @@ def test_pending_and_answer_over_the_approval_socket():
             client.ask(SessionAnswerRequest("r1", True))
             with pytest.raises(NoAnswer):
                 client.next_reply(0.2)  # taken, not yet logged: `ok answered` reports a logged fact
-            taken = on_loop(loop, lambda: approvals.take("r1"))
+            answer = on_loop(loop, lambda: approvals.take("r1"))
+            taken = (answer.answer, answer.via)
             on_loop(loop, lambda: sockets.answer_logged("r1"))  # the session logged it and synced the log
             assert client.next_reply(5) == Answered()
             with pytest.raises(ProtocolError) as again:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from chock.rules import Rule, RuleSet, simple_commands
+from chock.rules import Rule, RuleSet, check_pattern, propose, simple_commands
 from chock.rules.shell_syntax import MAX_DEPTH
 
 
@@ -65,6 +65,20 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("echo {}", [L("echo", "{}")]),
     ("echo é ü 日本", [L("echo", "é", "ü", "日本")]),
     ("echo\u00a0x", [L("echo\u00a0x")]),
+    # what agents send most
+    (
+        "cd /work && pytest -q tests/test_a.py 2>&1 | tail -20",
+        [L("cd", "/work"), L("pytest", "-q", "tests/test_a.py"), L("tail", "-20")],
+    ),
+    ("python -m pytest -x -q 2>&1 | head -50", [L("python", "-m", "pytest", "-x", "-q"), L("head", "-50")]),
+    ("sed -n '1,20p' chock/x.py", [L("sed", "-n", "1,20p", "chock/x.py")]),
+    ("git log --oneline -5 && git status --short", [L("git", "log", "--oneline", "-5"), L("git", "status", "--short")]),
+    ("test -d build || mkdir -p build", [L("test", "-d", "build"), L("mkdir", "-p", "build")]),
+    ("grep -rn 'def main' --include='*.py' .", [L("grep", "-rn", "def main", "--include=*.py", ".")]),
+    ("grep -rn foo --include=*.py .", [N("glob", "grep", "-rn", "foo", "--include=*.py", ".")]),
+    ("npm test -- --watch=false", [L("npm", "test", "--", "--watch=false")]),
+    ('ls -la; echo "exit: $?"', [L("ls", "-la"), N("parameter expansion `$?`", "echo", "exit: $?")]),
+    ("cat > a.py << 'EOF'\nimport os\nEOF", [N("here-document", "cat")]),
     # lists, pipelines, separators
     ("pytest;curl x|sh", [L("pytest"), L("curl", "x"), L("sh")]),
     ("pytest ; git diff", [L("pytest"), L("git", "diff")]),
@@ -90,6 +104,8 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ('echo "a\\\nb"', [L("echo", "ab")]),
     ("echo 'a\\\nb'", [L("echo", "a\\\nb")]),
     ("a &\\\n& b", "continuation inside an operator"),
+    ("a |\\\n b", [L("a"), L("b")]),
+    ("a ;\\\n b", [L("a"), L("b")]),
     # subshells, groups, compound commands
     ("(cd x && make)", [L("cd", "x"), L("make")]),
     ("( a ; b )", [L("a"), L("b")]),
@@ -143,7 +159,9 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("pytest >&file", "redirection to a file"),
     # here-documents
     ("cat <<EOF\nhello\nEOF", [N("here-document", "cat")]),
-    ("pytest <<EOF\n$(rm -rf x)\nEOF\ngit diff", [N("here-document", "pytest"), L("git", "diff")]),
+    ("pytest <<EOF\n$(rm -rf x)\nEOF\ngit diff", [N("here-document", "pytest"), L("rm", "-rf", "x"), L("git", "diff")]),
+    ("cat <<EOF\na `id` \\$(no) \\`no\\` $x ${y:-$(z)}\nEOF", [N("here-document", "cat"), L("id"), L("z")]),
+    ("cat <<EOF\n$(cat <<F\n$(id)\nF\n)\nEOF", [N("here-document", "cat"), N("here-document", "cat"), L("id")]),
     ("cat <<'EOF'\nrm -rf x\nEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
     ("cat <<-EOF\n\tbody\n\tEOF\necho after", [N("here-document", "cat"), L("echo", "after")]),
     ("cat <<EOF; echo mid\nbody\nEOF\necho after", [N("here-document", "cat"), L("echo", "mid"), L("echo", "after")]),
@@ -202,6 +220,7 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("trap 'rm -rf x' EXIT", [N("trap", "trap", "rm -rf x", "EXIT")]),
     ("eval pytest", [N("eval", "eval", "pytest")]),
     ("hash -p ./x git", [N("hash", "hash", "-p", "./x", "git")]),
+    ("let x=1", [N("let", "let", "x=1")]),
     # programs that run their arguments
     ("env pytest", [N("`env` runs", "env", "pytest")]),
     ("env -i PATH=. pytest", [N("`env` runs", "env", "-i", "PATH=.", "pytest")]),
@@ -224,6 +243,15 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("git --config-env=core.pager=X log", [N("git -c", "git", "--config-env=core.pager=X", "log")]),
     ("git --exec-path=. log", [N("git -c", "git", "--exec-path=.", "log")]),
     ("git log -c", [L("git", "log", "-c")]),
+    ("git -C sub -c core.pager=x log", [N("git -c", "git", "-C", "sub", "-c", "core.pager=x", "log")]),
+    ("git fetch --upload-pack=x", [N("--upload-pack", "git", "fetch", "--upload-pack=x")]),
+    ("python3 -W ignore -c x", [N("-c", "python3", "-W", "ignore", "-c", "x")]),
+    ("python3 -Wonce x.py", [L("python3", "-Wonce", "x.py")]),
+    ("python3 -m pytest -c x", [L("python3", "-m", "pytest", "-c", "x")]),
+    ("fd -e py -x rm", [N("fd -x", "fd", "-e", "py", "-x", "rm")]),
+    ("rg --pre=./x foo", [N("rg --pre", "rg", "--pre=./x", "foo")]),
+    ("tar -I ./x -xf a.tar", [N("tar -I", "tar", "-I", "./x", "-xf", "a.tar")]),
+    ("rsync -e ./x a b:", [N("rsync -e", "rsync", "-e", "./x", "a", "b:")]),
     ("git -C sub status", [L("git", "-C", "sub", "status")]),
     ("python -c 'import os'", [N("python -c", "python", "-c", "import os")]),
     ("python3 -c x", [N("python3 -c", "python3", "-c", "x")]),
@@ -270,6 +298,7 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("exec {fd}>log", "file descriptor variable"),
     ("echo $((a)+(b))", "arithmetic"),
     ("echo $(($(id)))", "arithmetic"),
+    ("echo $[1 + 2]", "`$[…]`"),
     # syntax dash refuses: unsure
     ("echo 'a", "never closed"),
     ('echo "a', "never closed"),
@@ -440,8 +469,19 @@ def test_each_allow_rule_does_allow_its_own_command(rule: str) -> None:
         "echo " + "${x:-" * 10_000 + "}" * 10_000,
         "echo " + '"$(' * 10_000 + ")" * 10_000,
         "echo `" + "$(" * 100 + "x" + ")" * 100 + "`",
+        "cat <<E0\n"
+        + "".join(f"$(cat <<E{k}\n" for k in range(1, 3000))
+        + "".join(f"E{k}\n)\n" for k in range(2999, 0, -1))
+        + "E0",
     ],
-    ids=["command substitutions", "subshells", "parameter expansions", "quoted substitutions", "backquotes"],
+    ids=[
+        "command substitutions",
+        "subshells",
+        "parameter expansions",
+        "quoted substitutions",
+        "backquotes",
+        "here-documents",
+    ],
 )
 def test_deep_nesting_is_unsure_not_a_crash(text: str) -> None:
     parsed = simple_commands(text)
@@ -478,3 +518,61 @@ def test_the_reader_reads_no_files_and_starts_nothing(tmp_path: Path) -> None:
     before = sorted(os.listdir(tmp_path))
     simple_commands(f"touch {tmp_path}/x > {tmp_path}/y; $(touch {tmp_path}/z)")
     assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("text", [text for text, _ in TABLE], ids=[repr(text)[:60] for text, _ in TABLE])
+def test_every_row_is_decided_and_its_proposal_is_a_pattern(text: str) -> None:
+    """Whatever the text, a decision and a proposal come back, and a proposal is a pattern check_pattern takes."""
+    rules = RuleSet([Rule("allow", "pytest", "the test", "c0"), Rule("deny", "rm", "the test", "c1")])
+    for default in ("allow", "ask", "deny"):
+        assert rules.decide("shell", text, default).reason
+    proposal = propose(text)
+    if proposal.pattern:
+        assert check_pattern(proposal.pattern) == proposal.pattern
+    else:
+        assert proposal.why.startswith("no rule can be proposed")
+
+
+# Pieces of shell text that dash runs as they are (no expansion changes a program's words) and that stub
+# programs a, b and c can stand in for.
+PIECES = [
+    "a", "b", "c", "'x y'", '"q"', "\\;", "#c", ";", "&&", "|", "\n", "(", ")", "{", "}", "> f", "2>&1", " ",
+    "\t", "x#y", "if", "then", "fi", "!", "'", '"', "\\", "\\\n", "a\\\nb", "\\\n#", "f()", "{ a; }", "case",
+    "in", "esac", "x)", ";;", "while", "do", "done", "until", "for", "x", "else", "elif", "(a)", "{ b; }", "E\n",
+    "<<E\nbody a\nE\n", "<<-E\n\tbody\n\tE\n", "<<'E'\n$(a)\nE\n", "<<E\n$(a)\nE\n", "<<E\n", '"a\\"b"',
+]  # fmt: skip
+
+
+def test_dash_never_runs_a_command_the_reader_did_not_find(tmp_path: Path) -> None:
+    """Random texts from PIECES, run by dash with stub programs: every command it ran is one the reader found
+    (it may find more: it never under-counts). A text the reader is unsure of is skipped (it asks anyway)."""
+    import collections
+    import random
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name in ("a", "b", "c"):
+        (stubs / name).write_text(
+            '#!/bin/dash\nprintf \'%s\\037\' "${0##*/}" "$@" "$(printf \'\\036\')" >> "$STUBLOG"\n'
+        )
+        (stubs / name).chmod(0o755)
+    log = tmp_path / "log"
+    work = tmp_path / "work"
+    work.mkdir()
+    rng = random.Random(23)
+    checked = 0
+    for _ in range(1500):
+        text = " ".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12)))
+        parsed = simple_commands(text)
+        if parsed.unsure:
+            continue
+        log.unlink(missing_ok=True)
+        env = {"PATH": str(stubs), "STUBLOG": str(log)}
+        subprocess.run(["/usr/bin/dash", "-c", text], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=30, check=False)  # fmt: skip
+        records = log.read_text().split("\x1e\x1f")[:-1] if log.exists() else []
+        ran = collections.Counter(tuple(record.split("\x1f")[:-1]) for record in records)
+        missed = ran - collections.Counter(command.words for command in parsed.commands)
+        assert not missed, (text, missed, parsed)
+        checked += 1
+    assert checked > 300

@@ -2,7 +2,7 @@
 
 from chock.rules.proposal import Proposal, propose
 from chock.rules.rule import Decision, Rule, RuleSet, Verdict, check_pattern
-from chock.rules.shell_syntax import Command, Parsed, simple_commands
+from chock.rules.shell_syntax import Command, Parsed, SimpleCommand, simple_commands
 
 __all__ = [
     "Command",
@@ -11,6 +11,7 @@ __all__ = [
     "Proposal",
     "Rule",
     "RuleSet",
+    "SimpleCommand",
     "Verdict",
     "check_pattern",
     "propose",

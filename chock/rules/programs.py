@@ -5,7 +5,6 @@ rule never matches them (docs/approvals.md#matching); deny and ask rules look th
 
 from __future__ import annotations
 
-import os
 import re
 
 # Builtins that run, define or redirect what later commands are.
@@ -28,6 +27,7 @@ BUILTINS = {
     "enable": "`enable` loads builtins",
     "shopt": "`shopt` changes how bash reads later commands",
     "fc": "`fc` runs commands from the history",
+    "let": "`let` sets variables later commands see",
 }
 
 # Programs that run (some of) their arguments as a program.
@@ -63,11 +63,21 @@ INTERPRETERS = {
 _PYTHON = re.compile(r"(python|pypy)[0-9.]*")
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _GIT_CONFIG = ("-c", "--config-env", "--exec-path")
+_GIT_TAKES_ARGUMENT = {"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--list-cmds"}
+# Options that make a program start another one named in the arguments.
+_RUNS_A_PROGRAM = {
+    "fd": ("-x", "--exec", "-X", "--exec-batch"),
+    "fdfind": ("-x", "--exec", "-X", "--exec-batch"),
+    "rg": ("--pre",),
+    "tar": ("-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script", "-F"),
+    "rsync": ("-e", "--rsh", "--rsync-path"),
+    "git": ("--upload-pack", "--receive-pack", "--exec"),
+}
 
 
 def program(word: str) -> str:
     """The program's name: the last part of a path."""
-    return os.path.basename(word) or word
+    return word.rpartition("/")[2] or word
 
 
 def command_why(words: tuple[str, ...]) -> str:
@@ -84,7 +94,7 @@ def command_why(words: tuple[str, ...]) -> str:
         return "`git -c` sets configuration that can run a program"
     if name in SHELLS and any(_short_option(word, "c") for word in args):
         return f"`{name} -c` runs its argument as shell code"
-    if _PYTHON.fullmatch(name) and any(_short_option(word, "c") for word in _options(args)):
+    if _PYTHON.fullmatch(name) and _python_code(args):
         return f"`{name} -c` runs code given on the command line"
     if name in ("awk", "gawk", "mawk", "nawk"):
         return f"`{name}` runs its first argument as a program that can start others"
@@ -93,15 +103,30 @@ def command_why(words: tuple[str, ...]) -> str:
         return f"`{name} {options[0]}` runs code given on the command line"
     if name == "deno" and args[:1] == ("eval",):
         return "`deno eval` runs code given on the command line"
+    for option in _RUNS_A_PROGRAM.get(name, ()):
+        if any(word == option or word.startswith(option + "=") for word in args):
+            return f"`{name} {option}` runs a program"
     return ""
 
 
-def _options(args: tuple[str, ...]) -> tuple[str, ...]:
-    """The options before the first operand (a script's own options are its own)."""
-    for n, word in enumerate(args):
-        if word == "--" or not word.startswith("-") or word == "-":
-            return args[:n]
-    return args
+def _python_code(args: tuple[str, ...]) -> bool:
+    """Whether python's own options (before a script or `-m`) hold `-c`; `-W` and `-X` take an argument."""
+    skip = False
+    for word in args:
+        if skip:
+            skip = False
+            continue
+        if not word.startswith("-") or word in ("-", "--") or word.startswith("--"):
+            return False
+        for n, letter in enumerate(word[1:], 1):
+            if letter == "c":
+                return True
+            if letter == "m":
+                return False
+            if letter in "WX":
+                skip = n == len(word) - 1
+                break
+    return False
 
 
 def _short_option(word: str, letter: str) -> bool:
@@ -111,11 +136,16 @@ def _short_option(word: str, letter: str) -> bool:
 
 def _git_config(args: tuple[str, ...]) -> bool:
     """Whether git's own options (before its subcommand) set configuration or where its programs are."""
+    skip = False
     for word in args:
+        if skip:
+            skip = False
+            continue
         if not word.startswith("-"):
             return False
         if word.startswith(_GIT_CONFIG):
             return True
+        skip = word in _GIT_TAKES_ARGUMENT
     return False
 
 

@@ -10,9 +10,11 @@ import shlex
 from dataclasses import dataclass
 
 from chock.rules.programs import INTERPRETERS, SHELLS, program
-from chock.rules.shell_syntax import simple_commands
+from chock.rules.shell_syntax import join_words, simple_commands
 
 MAX_WORDS = 3
+# Commands that name no program (a loop's header, a definition, an assignment alone): never proposed.
+_NOT_PROGRAMS = ("a for loop", "a function definition", "an assignment as a command of its own")
 # A word the proposal may take after the program: a subcommand's name, not an argument.
 _SUBCOMMAND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:@+-]*")
 _PYTHON = re.compile(r"(python|pypy)[0-9.]*")
@@ -29,6 +31,10 @@ _RUNNING_SUBCOMMANDS = {
 }  # fmt: skip
 
 
+# Builtins whose arguments are directories: the program alone is proposed.
+_DIRECTORY_BUILTINS = {"cd", "pushd", "popd"}
+
+
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """The proposed pattern ("" when none can be), whether it is the whole command line, and why (shown with the
@@ -42,7 +48,7 @@ class Proposal:
 def propose(command: str) -> Proposal:
     """The "always" rule proposed for the shell text `command`."""
     parsed = simple_commands(command)
-    commands = [c for c in parsed.commands if c.words and not c.nested]
+    commands = [c for c in parsed.commands if c.words and not c.nested and not c.why.startswith(_NOT_PROGRAMS)]
     if not commands or commands[0].why.startswith("the program word"):
         why = parsed.unsure or (commands[0].why if commands else "the command runs no program")
         return Proposal("", False, f"no rule can be proposed: {why}")
@@ -68,10 +74,10 @@ def propose(command: str) -> Proposal:
     else:
         whole = ""
     if whole:
-        return Proposal(shlex.join(words), True, "; ".join([whole, *notes]))
+        return Proposal(join_words(words), True, "; ".join([whole, *notes]))
     taken = [words[0]]
-    for word in words[1:MAX_WORDS]:
+    for word in words[1:MAX_WORDS] if name not in _DIRECTORY_BUILTINS else ():
         if not _SUBCOMMAND.fullmatch(word) or word.startswith("-"):
             break
         taken.append(word)
-    return Proposal(shlex.join(taken), False, "; ".join(notes))
+    return Proposal(join_words(tuple(taken)), False, "; ".join(notes))

@@ -7,14 +7,15 @@ any matching rule beats the default; a shell text is decided command by command 
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from chock.rules.programs import inner_starts, program, shell_code
-from chock.rules.shell_syntax import MAX_DEPTH, Command, simple_commands, simple_commands_at_depth
+from chock.rules.programs import command_why, inner_starts, program, shell_code
+from chock.rules.shell_syntax import MAX_DEPTH, SimpleCommand, join_words, simple_commands, simple_commands_at_depth
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
@@ -24,9 +25,13 @@ _FORBIDDEN = {
     ";": "`;`", "&": "`&`", "|": "`|`", "<": "a redirection", ">": "a redirection", "(": "`(`", ")": "`)`",
     "`": "a backquote", "$": "`$`", "\n": "a newline",
 }  # fmt: skip
+# Quoted text, where the characters a pattern may not hold are plain characters.
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\$`]|\\.)*\"|\\[^\n]")
 _SHAPE = "write the command's leading words (`git diff`), `tool:<name>` or `mcp:<server>/<tool>`"
 # Where a text the reader is unsure of is cut into words for deny and ask rules (best effort).
 _CRUDE_SPLIT = re.compile(r"[\s;&|()<>{}`$\"'\\]+")
+# How many rules a reason names (a text of many commands may be decided by many).
+_NAMED = 3
 # How deep `sh -c 'sh -c …'` is followed for deny and ask rules.
 _INNER_SHELLS = 3
 
@@ -72,7 +77,7 @@ def check_pattern(text: str) -> str:
         if not slash or not _NAME.fullmatch(server) or not (tool == "*" or _NAME.fullmatch(tool)):
             raise ValueError(f"`{pattern}` names no MCP tool: write `mcp:<server>/<tool>` or `mcp:<server>/*`")
         return pattern
-    for char in pattern:
+    for char in _QUOTED.sub("_", pattern):
         if char in _FORBIDDEN:
             name = _FORBIDDEN[char]
             raise ValueError(
@@ -92,15 +97,9 @@ def check_pattern(text: str) -> str:
     if len(parsed.commands) != 1 or not parsed.commands[0].words:
         raise ValueError(f"`{pattern}` is not one command's words: {_SHAPE}")
     command = parsed.commands[0]
-    if command.why and not command.literal and _syntax_why(command):
+    if command.why and command.why != command_why(command.words):  # `sudo` is a fine word for a deny rule
         raise ValueError(f"`{pattern}` is not literal words ({command.why}): {_SHAPE}")
-    return shlex.join(command.words)
-
-
-def _syntax_why(command: Command) -> bool:
-    """Whether a command is not literal because of its words (not because of the program it names: `sudo` and
-    `env` are fine words for a deny rule)."""
-    return command.why.startswith(("a ", "an ", "the program word"))
+    return join_words(command.words)
 
 
 class RuleSet:
@@ -109,19 +108,26 @@ class RuleSet:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
-        self._shell: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
-        self._tools: dict[str, list[Rule]] = {}
+        shell: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
+        tools: dict[str, list[Rule]] = {}
+        compiled_of = _compiled
         for rule in self.rules:
-            if rule.pattern.startswith(("tool:", "mcp:")):
-                self._tools.setdefault(rule.pattern, []).append(rule)
+            compiled = compiled_of(rule.pattern)
+            if compiled is None:
+                tools.setdefault(rule.pattern, []).append(rule)
                 continue
-            words = tuple(shlex.split(rule.pattern))
-            self._shell.setdefault(program(words[0]), []).append((words, rule))
+            key, words = compiled
+            found = shell.get(key)
+            if found is None:
+                shell[key] = [(words, rule)]
+            else:
+                found.append((words, rule))
+        self._shell, self._tools = shell, tools
 
     def decide(self, tool: str, command: str | None, default: Verdict) -> Decision:
         """What the call of `tool` (with `command`, the shell text, for "shell") gets."""
         if tool != "shell":
-            keys = [f"tool:{tool}"] if not tool.startswith("mcp:") else [tool, tool.rsplit("/", 1)[0] + "/*"]
+            keys = [f"tool:{tool}"] if not tool.startswith("mcp:") else [tool, tool.partition("/")[0] + "/*"]
             matched = [rule for key in keys for rule in self._tools.get(key, ())]
             if not matched:
                 return Decision(default, (), f"no rule names {_tool_name(tool)}: the default is {default}")
@@ -135,7 +141,7 @@ class RuleSet:
         verdicts: list[_Part] = [self._command(command, default) for command in parsed.commands]
         if parsed.unsure and self._shell:  # best effort: the commands past where the reader stopped
             words = tuple(word for word in _CRUDE_SPLIT.split(text) if word)
-            strict = self._strict(Command(words, False, parsed.unsure), _INNER_SHELLS) if words else []
+            strict = self._strict(SimpleCommand(words, False, parsed.unsure), _INNER_SHELLS) if words else []
             if strict:
                 verdict = max((rule.verdict for rule in strict), key=_STRICTNESS.__getitem__)
                 verdicts.append(_Part(verdict, tuple(rule for rule in strict if rule.verdict == verdict)))
@@ -155,7 +161,7 @@ class RuleSet:
             return Decision(verdict, chosen, reason)
         return Decision(verdict, (), deciding[0].reason)
 
-    def _command(self, command: Command, default: Verdict) -> _Part:
+    def _command(self, command: SimpleCommand, default: Verdict) -> _Part:
         strict = self._strict(command, 0)
         if strict:
             verdict = max((rule.verdict for rule in strict), key=_STRICTNESS.__getitem__)
@@ -173,7 +179,7 @@ class RuleSet:
             return _Part("allow", allowed, "")
         return _Part(default, (), f"no rule matches `{shown}`: the default is {default}")
 
-    def _strict(self, command: Command, depth: int) -> list[Rule]:
+    def _strict(self, command: SimpleCommand, depth: int) -> list[Rule]:
         """The deny and ask rules matching `command`, looking through programs that run their arguments."""
         if not command.words or not self._shell:
             return []
@@ -199,6 +205,18 @@ class _Part:
     reason: str = field(default="")
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> tuple[str, tuple[str, ...]] | None:
+    """A shell pattern's program and words, None for a tool's (a session builds its RuleSet at every decision:
+    each pattern is split once)."""
+    if pattern.startswith(("tool:", "mcp:")):
+        return None
+    words = tuple(shlex.split(pattern))
+    if not words:
+        raise ValueError(f"a rule's pattern is empty: {_SHAPE}")
+    return program(words[0]), words
+
+
 def _starts(words: tuple[str, ...], rule_words: tuple[str, ...], exact: bool) -> bool:
     """Whether `words` start with the rule's words; the program by its exact word for an allow rule, by its
     name for the others (`/usr/bin/git push` is still `git push` to a deny rule)."""
@@ -213,12 +231,13 @@ def _starts(words: tuple[str, ...], rule_words: tuple[str, ...], exact: bool) ->
 
 def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:
     done = {"allow": "allowed", "ask": "asks", "deny": "denied"}[verdict]
-    named = ", ".join(f"`{rule.pattern}` ({rule.origin})" for rule in rules)
-    return f"{done} by rule{'s' if len(rules) > 1 else ''} {named}"
+    named = ", ".join(f"`{rule.pattern}` ({rule.origin})" for rule in rules[:_NAMED])
+    more = f" and {len(rules) - _NAMED} more" if len(rules) > _NAMED else ""
+    return f"{done} by rule{'s' if len(rules) > 1 else ''} {named}{more}"
 
 
-def _shown(command: Command) -> str:
-    text = shlex.join(command.words) if command.words else "(a redirection alone)"
+def _shown(command: SimpleCommand) -> str:
+    text = " ".join(command.words) if command.words else "(a redirection alone)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -133,7 +133,7 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
                     style(f"  answer it here, or from another terminal: chock approve {s(session_id)}", dim=True) + "\n"
                 )
         elif kind == "approval.answer" and event.get("via") != "config":
-            write(style(f"  {s(event.get('answer'))} (via {s(event.get('via'))})", fg="yellow") + "\n")
+            write(style(f"  {s(_answered(event))}", fg="yellow") + "\n")
         elif kind in ("background.start", "subagent.start"):
             what = event.get("command") or event.get("task")
             write(style(f"◆ {s(event.get('handle'))} started", fg="magenta") + command(what).rstrip("\n") + "\n")
@@ -174,3 +174,18 @@ def terminal_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
             write(style(text, fg="green" if reason == "completed" else "red", bold=True) + "\n")
 
     return render
+
+
+def _answered(event: Event) -> str:
+    """How an approval was answered, in words: by which rule, that nobody answered in time, or who answered and
+    what the answer saved or told the model (docs/approvals.md)."""
+    answer, via = value(event, "answer"), value(event, "via")
+    rule, scope, note = value(event, "rule"), value(event, "scope"), value(event, "note")
+    if via == "rule":
+        return f"{answer} by rule `{rule}` ({scope})"
+    if via == "timeout":
+        return f"{answer}: nobody answered within .approvals.timeout, and the model was told so"
+    said = f"{answer} (via {via})"
+    if scope in ("session", "project") and rule:
+        said += f", and always in this {scope}: `{rule}`"
+    return f"{said}: {note}" if note else said
