@@ -188,7 +188,8 @@ const RENDER = {
     const scope = e.scope && e.scope !== "once" ? ` · always in this ${e.scope}: ${e.rule || ""}` : "";
     const byRule = e.via === "rule" && e.rule ? ` · by rule ${e.rule}` : "";
     const told = e.note ? ` · the model was told: ${e.note}` : "";
-    const words = `${e.answer === "yes" ? "Approved" : "Denied"}${e.via ? ` (${e.via})` : ""}${scope}${byRule}${told}`;
+    const late = e.via === "timeout" ? " · nobody answered within .approvals.timeout" : "";
+    const words = `${e.answer === "yes" ? "Approved" : "Denied"}${e.via ? ` (${e.via})` : ""}${scope}${byRule}${told}${late}`;
     if (!card) {
       this.info(e, words);
       return;
