@@ -181,6 +181,7 @@ def approve_waiting(layout: Layout, listed: list[Any], project: Path | None, ask
     """Every waiting session of the hosts' rows (`listed`: chock.commands.every_host.Listed, each host's rows),
     of `project` only when one is given, oldest first, answered in turn: a session of this machine's state
     directory over its approval.sock, any other through its host's daemon. Returns how many were answered."""
+    from chock.commands.listing import preview
     from chock.commands.targets import Target
     from chock.control.client import ControlClient
 
@@ -197,7 +198,7 @@ def approve_waiting(layout: Layout, listed: list[Any], project: Path | None, ask
     answering, answered = Answering(ask, say), 0
     for each, row in rows:
         session_id = str(row.get("id", ""))
-        say(f"session {session_id} on {each.host}: {row.get('message') or '(no task)'}")
+        say(f"session {session_id} on {each.host}: {preview(str(row.get('message') or '(no task)'), 80)}")
         try:
             if each.address is None:
                 answered += approve(layout, session_id, ask, say, answering)
