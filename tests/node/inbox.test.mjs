@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { older, proposal, send } from "../../chock/serve/static/answer.js";
+import { exactly, older, proposal, send } from "../../chock/serve/static/answer.js";
 import { age, fold, inbox, items, noticeWaiting, onKey } from "../../chock/serve/static/inbox.js";
 import { install } from "./dom.mjs";
 
@@ -126,4 +126,13 @@ test("a waiting session is read from its tail, and whole only when the tail hold
   } finally {
     inbox.read = saved;
   }
+});
+
+test("a command is shown exactly: what a browser would hide or reorder is shown as its escape", () => {
+  install();
+  const nodes = exactly("ls \u202e#\x1b]0;x\x07 done\nnext\tline");
+  const text = nodes.map((node) => (typeof node === "string" ? node : node.textContent)).join("");
+  assert.equal(text, "ls \\u202e#\\u001b]0;x\\u0007 done\nnext\tline");
+  assert.equal(nodes.filter((node) => typeof node !== "string").length, 3);
+  assert.deepEqual(exactly("plain"), ["plain"]);
 });

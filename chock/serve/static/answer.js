@@ -5,6 +5,25 @@
 import { api, paths } from "./api.js";
 import { el } from "./dom.js";
 
+// What a browser would act on or hide in a command: C0 and C1 controls but tab and newline, soft hyphen, Arabic
+// letter mark, zero-widths and bidi marks, embeddings, overrides and isolates, word joiners, BOM, line and
+// paragraph separators. The command an approval asks about is shown exactly, so each is shown as its escape.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\u2028\u2029]/g;
+
+/** `text` as nodes: itself, with each character of HIDDEN as a marked `\uXXXX` (the terminal shows them so). */
+export function exactly(text) {
+  const nodes = [];
+  let at = 0;
+  for (const match of String(text).matchAll(HIDDEN)) {
+    if (match.index > at) nodes.push(text.slice(at, match.index));
+    const code = match[0].codePointAt(0).toString(16).padStart(4, "0");
+    nodes.push(el("span", { class: "escaped", text: `\\u${code}` }));
+    at = match.index + match[0].length;
+  }
+  if (at < text.length) nodes.push(text.slice(at));
+  return nodes;
+}
+
 /** The most a "no" message carries to the model, in UTF-8 bytes (the session refuses more). */
 export const NOTE_MOST = 4096;
 

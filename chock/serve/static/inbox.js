@@ -5,7 +5,7 @@
 // counts them; an ARIA live region announces each new one; one that arrives while the page is behind is a
 // notification (permission asked once, after a click, never on load). Everything shown is text, never HTML.
 import { api, paths } from "./api.js";
-import { answerForm, older, olderWhy, send } from "./answer.js";
+import { answerForm, exactly, older, olderWhy, send } from "./answer.js";
 import { $, el } from "./dom.js";
 import { rowKey } from "./hosts.js";
 import { debug, page } from "./state.js";
@@ -174,7 +174,7 @@ function itemNode(item) {
   const node = el("li", { class: "inbox-item", "data-key": item.key, "data-host": row.host, "data-session": row.id,
     "data-request-id": String(event.request_id), tabIndex: -1 },
     el("div", { class: "what" }, el("span", { class: "tool", text: event.tool || "tool" }),
-      el("code", { class: "command", text: event.summary || "" })),
+      el("code", { class: "command" }, ...exactly(String(event.summary || "")))),
     el("div", { class: "sub" }, el("span", { class: "host", text: row.host }),
       el("span", { class: "task", text: row.message || row.id }), el("span", { class: "age" })),
     el("div", { class: "form" }),

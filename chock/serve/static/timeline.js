@@ -1,7 +1,7 @@
 // The timeline: what each event type shows (`RENDER`, called with the SessionView as `this`), and the words
 // for a tool call's arguments, output and duration. The types are the ones chock/log/events.py declares
 // (tests/test_events.py holds the two to the same names); a type not here is shown as nothing.
-import { answerForm, send as sendMore } from "./answer.js";
+import { answerForm, exactly, send as sendMore } from "./answer.js";
 import { api, paths } from "./api.js";
 import { showDiff } from "./diff.js";
 import { $, el } from "./dom.js";
@@ -142,7 +142,7 @@ const RENDER = {
     const holder = el("div", { class: "form" });
     const card = el("div", { class: "item approval" },
       el("div", { class: "who", text: `Approval needed · ${e.tool || "tool"}` }),
-      el("p", { class: "summary", text: e.summary || "" }),
+      el("p", { class: "summary" }, ...exactly(String(e.summary || ""))),
       el("div", { class: "row buttons" }, approve, deny, more, always, note), holder);
     card.setAttribute("data-request-id", e.request_id || "");
     card.setAttribute("data-tool", e.tool || "tool");
