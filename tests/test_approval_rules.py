@@ -6,6 +6,7 @@ providers."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -374,3 +375,27 @@ def test_the_daemon_passes_on_an_older_sessions_unknown_verb_so_the_client_can_o
     served.join(10)
     client.call(dp.StopRequest(str(project), session_id))
     assert not (home.layout.state / "rules").exists()
+
+
+def test_a_subagent_decides_its_calls_by_the_sessions_tool_rules(home, project):
+    def answer(body: dict) -> dict:
+        content = body["messages"][-1]["content"]
+        results = [c for c in content if isinstance(c, dict) and c.get("type") == "tool_result"]
+        if "sub-agent" in json.dumps(body.get("system")):
+            if results:
+                return {"text": "what read_file said: " + json.dumps(results[0]["content"])}
+            return {"tool_calls": [{"id": "r1", "name": "read_file", "args": {"path": "README.md"}}]}
+        if len(body["messages"]) == 1:
+            return {"tool_calls": [{"id": "s1", "name": "subagent", "args": {"task": "read the readme"}}]}
+        return {"text": "Done."}
+
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(answer)
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "fake-model" }} }}, '
+            '.approvals = .{ .rules = .{ .{ .deny = "tool:read_file" } } } }\n'
+        )
+        result = home.chock("run", "ask a subagent", cwd=project, timeout=90)
+    assert result.returncode == 0, result.stderr
+    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    assert "denied by rule `tool:read_file`" in ended["result"], ended["result"]

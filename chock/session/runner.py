@@ -311,6 +311,9 @@ class Session:
             ordinal = self.state.subagent_results + len(self.state.subagents)
             blocks = self.settings.subagent_blocks
             spec["entries"] = blocks[ordinal] if ordinal < len(blocks) else []
+        # The tool rules in force as it starts: a subagent decides its own calls by them (it asks nobody).
+        in_force = self.settings.rules.in_force(self.state).rules
+        spec["rules"] = [[r.verdict, r.pattern, r.origin, r.id] for r in in_force if r.pattern.startswith("tool:")]
         return spec
 
     # Approvals ----------------------------------------------------------------------------------------

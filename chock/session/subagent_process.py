@@ -1,13 +1,14 @@
 """A subagent's process: its own conversation with the session's instance, and the read-only tools.
 
 The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model and
-retries, its credential if any, and for a replay its block of entries) and reads one JSON answer from our
-stdout. The credential travels only over that pipe: never argv, never the environment.
+retries, its credential if any, the tool rules in force, and for a replay its block of entries) and reads one
+JSON answer from our stdout. The credential travels only over that pipe: never argv, never the environment.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any
 
 from chock.errors import ChockError
 from chock.providers import Provider, Reply
+from chock.rules.rule import Rule, RuleSet
 from chock.session import reaper, tools
+from chock.session.tools.tool import ToolRefused
 
 MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
 
@@ -46,6 +49,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             retries=request.get("retries"),
         )
     conversation: list[dict[str, Any]] = [{"role": "user", "text": str(request["task"])}]
+    rules = RuleSet(Rule(*entry) for entry in request.get("rules") or [])
     usage = [0, 0]
     try:
         for _ in range(MAX_TURNS):
@@ -67,7 +71,8 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             if not reply.tool_calls:
                 return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
             for call in reply.tool_calls:
-                result = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args)
+                approve = functools.partial(_decide, rules, call.name)
+                result = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args, approve=approve)
                 conversation.append(
                     {
                         "role": "tool",
@@ -84,6 +89,16 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
         }
     finally:
         await provider.aclose()
+
+
+async def _decide(rules: RuleSet, name: str, asks: bool) -> None:
+    """A subagent's call, decided by the session's tool rules: a deny is the tool's error naming the rule, and so
+    is an ask, since a subagent has nobody to ask (docs/approvals.md)."""
+    decision = rules.decide(name, None, "ask" if asks else "allow")
+    if decision.verdict == "deny":
+        raise ToolRefused(f"this call did not run: {decision.reason}")
+    if decision.verdict == "ask":
+        raise ToolRefused(f"this call needs a person's approval ({decision.reason}), and a subagent cannot ask one")
 
 
 def main() -> None:
