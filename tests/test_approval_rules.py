@@ -11,6 +11,7 @@ import os
 import socket
 import stat
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def test_always_in_this_project_holds_for_its_next_session_not_another_project_u
     wait_for_end(home, elsewhere, "completed")
     assert home.chock("rules", "--daemon", daemon.address, "--project", str(other)).stdout.startswith("no rules")
 
-    removed = home.chock("rules", "remove", rule_id, "--daemon", daemon.address, "--project", str(project))
+    removed = home.chock("rules", "--daemon", daemon.address, "--project", str(project), "remove", rule_id)
     assert removed.returncode == 0, removed.stderr
     (rules_file,) = home.layout.state.joinpath("rules").glob("*.json")  # on the host, never in the repository
     assert '"ls"' not in rules_file.read_text()
@@ -399,3 +400,17 @@ def test_a_subagent_decides_its_calls_by_the_sessions_tool_rules(home, project):
     assert result.returncode == 0, result.stderr
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert "denied by rule `tool:read_file`" in ended["result"], ended["result"]
+
+
+def test_sessions_saving_project_rules_at_once_lose_none(home, project):
+    """Eight processes save a rule each into one project's file at the same moment: the lock keeps all eight."""
+    script = (
+        "import sys; from chock.paths import Layout; from chock.session.rule_sources import save_project_rule; "
+        "save_project_rule(Layout.from_env(), sys.argv[1], f'make target{sys.argv[2]}', 'a test')"
+    )
+    savers = [subprocess.Popen([sys.executable, "-c", script, str(project), str(n)], env=home.env) for n in range(8)]
+    assert [saver.wait(60) for saver in savers] == [0] * 8
+    from chock.session.rule_sources import project_rules
+
+    saved = sorted(rule.pattern for rule in project_rules(home.layout, project))
+    assert saved == [f"make target{n}" for n in range(8)]

@@ -77,7 +77,8 @@ def rules(
     """The approval rules this project's sessions decide by, each with its id and where it came from: config.zon
     (file and line), the project (which session saved it, and when) or a running session. Through the daemon
     named by --daemon, --port or $CHOCK_DAEMON, else this machine's."""
-    if ctx.invoked_subcommand is not None:
+    if ctx.invoked_subcommand is not None:  # `chock rules --daemon X remove ID`: the options hold for `remove` too
+        ctx.meta[GROUP_OPTIONS] = (project, daemon_address, port)
         return
     from chock.control import daemon_protocol as dp
     from chock.control.client import ControlClient, expect
@@ -102,6 +103,9 @@ def rules(
         click.echo(shown(f"{rule_id:<10} {verdict:<5} {pattern:<{width}}  {origin}", one_line=True))
 
 
+GROUP_OPTIONS = "chock.rules.options"
+
+
 @rules.command("remove")
 @click.argument("rule_id", metavar="ID")
 @click.option("--here", is_flag=True, hidden=True, help="Remove it in this machine's state dir (the daemon's child).")
@@ -115,6 +119,9 @@ def rules_remove(
     from chock.control import daemon_protocol as dp
     from chock.control.client import ControlClient, expect
 
+    given = click.get_current_context().meta.get(GROUP_OPTIONS)
+    if given is not None:
+        project, daemon_address, port = project or given[0], daemon_address or given[1], port or given[2]
     checked = dp.rule_id(rule_id)
     named = None if here else named_address(daemon_address, port=port, acting="chock rules remove")
     root = _root(project, named)

@@ -102,10 +102,12 @@ class _Locked:
             os.close(self._fd)
             raise RuleRefused(f"{self.path} stayed locked by another writer for {LOCK_WAIT:g} s; try again")
         try:
-            text = self.path.read_text(encoding="utf-8")
+            return _parse(self.path.read_text(encoding="utf-8"), self.path)
         except FileNotFoundError:
             return []
-        return _parse(text, self.path)
+        except BaseException:
+            os.close(self._fd)  # __exit__ is not called for an __enter__ that raised
+            raise
 
     def write(self, rules: list[Rule]) -> None:
         from chock.credentials.files import write_private
