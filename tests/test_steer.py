@@ -255,7 +255,7 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
         home, "attach", session_id, "--daemon", daemon.address, "--progress", "never", cwd=project
     )
     try:
-        terminal.wait_for("y/n?")
+        terminal.wait_for("\a  Approve?")  # the bell rings as the session starts to wait
         terminal.type("y\r")
         terminal.wait_for("a.txt")
         daemon.kill()  # the daemon goes away while the session thinks; the session lives on
@@ -266,7 +266,7 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
         terminal.close()
     events = home.events(session_id)
     assert events[-1]["reason"] == "completed"
-    notes = ("y/n?", "(attached to session", "(the daemon went away", "(connected again)")
+    notes = ("Approve?", "(attached to session", "(the daemon went away", "(connected again)")
     plain = [re.sub(r"\x1b\[[0-9;]*m|\x07", "", line) for line in terminal.lines()]  # (styles, the bell)
     shown = [line for line in plain if line.strip() and not line.strip().startswith(notes)]
     assert shown == [line for line in _rendered(events) if line.strip()]  # no gap, no repeat, the same lines

@@ -134,8 +134,9 @@ def visible(terminal: Terminal) -> str:
     """What reached the pty with Chock's own SGR, spinner and bells removed; the pty's `\\r\\n` as `\\n`. A
     bell is Chock's only where a person is asked: no more of them than prompts."""
     screen = terminal.text()
-    assert screen.count("\x07") <= screen.count("[y/N]") + screen.count("y/n?"), screen
-    return SPINNER.sub("", SGR.sub("", screen).replace("\r\n", "\n"))
+    asked = screen.count("[y/N]") + screen.count("y/n?") + screen.count("Approve?")
+    assert screen.count("\x07") <= asked, screen
+    return SPINNER.sub("", SGR.sub("", screen).replace("\r\n", "\n")).replace("\x07", "")
 
 
 def assert_escaped(terminal: Terminal, surface: str, *, times: int = 1, joined: bool = False) -> None:
@@ -209,7 +210,7 @@ def test_approve_and_attach_show_every_attack_escaped(home, project, daemon):
     wait_for_event(home, session_id, "approval.request", lambda e: e["summary"] == PRINTF)
     attached = Terminal.chock(home, "attach", session_id, "--daemon", daemon.address, cwd=project)
     try:
-        wait_count(attached, "y/n?", 1, after="printf")
+        wait_count(attached, "Approve?", 1, after="printf")
         attached.type("y\r")
         assert attached.exit_code(60) == 0, attached.text()
     finally:

@@ -3,9 +3,11 @@
 The view is the one `chock run` shows — `chock.session.render`'s renderer over the same events — fed by the
 daemon's `watch`. A dropped connection or a daemon restart resumes from the last event shown, so nothing is
 missed and nothing is shown twice. A line typed while the session works is sent as `say`; `/stop` stops the
-session; while an approval is pending the prompt takes only y or n, and the answer goes through the daemon's
-`answer`. Ctrl-C leaves the session running. When the session ends, attach prints its end and exits with the
-session's exit code; when it is abandoned, it says how to take it back and exits 1.
+session; while an approval is pending a line is its answer (chock/commands/answering.py: y, n [message], s [rule],
+p [rule]), sent through the daemon's `answer` or `answer-with` (a daemon or session too old for `answer-with` is
+said so, and from then on yes or no is asked); the terminal rings (chock/commands/attention.py) when the session
+starts to wait. Ctrl-C leaves the session running. When the session ends, attach
+prints its end and exits with the session's exit code; when it is abandoned, it says how to take it back and exits 1.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from chock.commands.answering import Choice, older_why, parse, question
+from chock.commands.attention import attention
 from chock.commands.targets import SteerFailed, ask
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
-from chock.control.framing import ProtocolError, Unreachable
+from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.errors import EXIT_FAILED, ChockError
 from chock.terminal import shown
 
@@ -75,9 +79,11 @@ class Attached:
 
     def __init__(
         self, client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None],
-        say: Callable[[str], None],
+        say: Callable[[str], None], ring: Callable[[str], None] = lambda task: None,
     ) -> None:  # fmt: skip
         self.client = client
+        self.ring = ring  # the bell (and a desktop notification) when the session starts to wait: its task
+        self.task = ""
         self.project = project
         self.session_id = session_id
         self.render = render
@@ -86,12 +92,14 @@ class Attached:
         self.status = ""
         self.exit_code: int | None = None
         self.pending: list[dict[str, Any]] = []  # approval requests waiting, oldest first
+        self.older = False  # `answer-with` was refused as unknown: yes or no only from here on
         self._lost = False
 
     def heard(self, kind: str, value: Any) -> int | None:
         """Take in one thing the watch heard; the exit code once the session is over for this view."""
         if kind == "row":
             self.status = str(value.get("status", ""))
+            self.task = str(value.get("message", ""))
             if self._lost:
                 self.say("(connected again)")
                 self._lost = False
@@ -123,29 +131,61 @@ class Attached:
         kind = event.get("type")
         if kind == "approval.request" and not event.get("by_config"):
             self.pending.append(event)
-            self.say("  y/n? ")
+            if len(self.pending) == 1:
+                self.ring(self.task)
+                self.ask()
         elif kind == "approval.answer":
+            head = self.pending[0] if self.pending else None
             self.pending = [p for p in self.pending if p.get("request_id") != event.get("request_id")]
+            if self.pending and head is not self.pending[0]:
+                self.ask()  # the one asked was answered elsewhere: the next is asked
         elif kind in ("session.start", "session.adopt"):
             self.pending, self.exit_code = [], None
         elif kind == "session.end" and event.get("reason") != "handover":
             code = event.get("exit_code")
             self.exit_code = code if isinstance(code, int) else EXIT_FAILED
 
+    def ask(self) -> None:
+        """The question for the oldest request waiting."""
+        self.say("  " + question(self.pending[0], more=not self.older))
+
+    def answer(self, request: dict[str, Any], choice: Choice) -> None:
+        """Send `choice` for `request` through the daemon; one the daemon or session is too old for is said so,
+        and the request asked again with yes or no only; one refused (a rule that is none) is asked again."""
+        project, request_id = str(self.project), str(request.get("request_id"))
+        try:
+            if choice.plain:
+                self.client.call(dp.AnswerRequest(project, self.session_id, request_id, choice.yes))
+            else:
+                verb = dp.AnswerWithRequest(
+                    project, self.session_id, request_id, choice.yes, choice.scope, choice.rule, choice.note
+                )
+                self.client.call(verb)
+        except ProtocolError as error:
+            if error.code == ErrorCode.UNKNOWN_VERB and not choice.plain:
+                self.older = True
+                self.say(f"  ({older_why('this session runs on')})")
+                self.pending.insert(0, request)
+                self.ask()
+                return
+            self.say(f"  (not answered: {error.text})")
+            if error.code != ErrorCode.NOT_PENDING:
+                self.pending.insert(0, request)  # still waiting: asked again
+            if self.pending:
+                self.ask()
+            return
+        if self.pending:
+            self.ask()
+
     def typed(self, line: str) -> None:
         """One line from the terminal: an answer while an approval waits, else `/stop` or a message."""
         text = line.strip()
         if self.pending:
-            answer = {"y": True, "yes": True, "n": False, "no": False}.get(text.lower())
-            if answer is None:
-                self.say(f"  {self.pending[0].get('tool')} waits for an answer: y or n? ")
+            choice = parse(text, self.pending[0], more=not self.older)
+            if not isinstance(choice, Choice):
+                self.say(f"  ({choice}) ")
                 return
-            request = self.pending.pop(0)
-            try:
-                request_id = str(request.get("request_id"))
-                self.client.call(dp.AnswerRequest(str(self.project), self.session_id, request_id, answer))
-            except ProtocolError as error:
-                self.say(f"  (not answered: {error.text})")
+            self.answer(self.pending.pop(0), choice)
             return
         if not text:
             return
@@ -171,7 +211,13 @@ def attach(
         text = shown(text, out)
         render.line(text if text.endswith(" ") else text + "\n")  # through the view's screen: after its spinner
 
-    view = Attached(client, project, session_id, render, say)
+    def ring(task: str) -> None:
+        """The bell, and OSC 9 where the terminal shows it (chock/commands/attention.py): a terminal only."""
+        if out.isatty():
+            out.write(attention(task))
+            out.flush()
+
+    view = Attached(client, project, session_id, render, say, ring)
     watch = _Watch(client, project, session_id)
     # Ctrl-C sets a flag the loop reads before it takes in anything else, rather than raising wherever the loop
     # happens to be: raised as it returned, it would escape as "Aborted!" (exit 1), and a watch whose ssh the same

@@ -32,11 +32,13 @@ Show = Callable[[list[dict[str, Any]]], None]
 
 @dataclass
 class Listed:
-    """What one host answered: its rows (newest first), or why it did not."""
+    """What one host answered: its rows (newest first), or why it did not; its address (None: this machine, read
+    as `chock sessions` reads it)."""
 
     host: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     why: str | None = None
+    address: Address | None = None
 
 
 def hosts_to_list(daemon: tuple[str, ...], port: int | None) -> list[tuple[str, Address | None]]:
@@ -51,9 +53,9 @@ def hosts_to_list(daemon: tuple[str, ...], port: int | None) -> list[tuple[str, 
 def list_one(layout: Layout, read: Read, host: str, address: Address | None) -> Listed:
     """One host's rows; a host that does not answer (or refuses) is its reason."""
     try:
-        return Listed(host, read(layout, address)[:MAX_SESSIONS])
+        return Listed(host, read(layout, address)[:MAX_SESSIONS], address=address)
     except ChockError as error:
-        return Listed(host, why=str(error))
+        return Listed(host, why=str(error), address=address)
 
 
 def list_every_host(layout: Layout, read: Read, hosts: list[tuple[str, Address | None]]) -> list[Listed]:

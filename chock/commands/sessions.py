@@ -12,11 +12,10 @@ from typing import Any
 
 import click
 
-from chock.argv import Option
 from chock.commands import listing
 from chock.commands.completion import session_ids
 from chock.commands.rules import command, options, pass_layout, project_root, table_group
-from chock.commands.shared_options import PROJECT, PROJECT_OPTIONS
+from chock.commands.shared_options import EVERY_HOST, PROJECT, PROJECT_OPTIONS
 from chock.control.address import named_address, named_hosts
 from chock.errors import Refused, UsageError
 from chock.paths import Layout
@@ -91,16 +90,6 @@ def sessions_prune(layout: Layout, before: str, with_workspace: bool, project: P
         click.echo(shown(f"kept session {session_id}: {why}"))
     if not removed and not kept:
         click.echo(f"no session of this project ended before {before}")
-
-
-# `chock usage --all`: the sessions of every project, on every host or those named.
-EVERY_HOST = Option(
-    "--all",
-    "all_hosts",
-    bool,
-    "",
-    "Every project's sessions on every host (this machine and each connection; each --daemon given, if any).",
-)
 
 
 @command()

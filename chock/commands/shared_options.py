@@ -43,6 +43,15 @@ PORT = Option("--port", "port", int, "PORT", "Shorthand for --daemon 127.0.0.1:P
 
 JSON = Option("--json", "as_json", bool, "", "Print JSON lines, one object each.")
 
+# `chock usage --all` and `chock approve --all`: the sessions of every project, on every host or those named.
+EVERY_HOST = Option(
+    "--all",
+    "all_hosts",
+    bool,
+    "",
+    "Every project's sessions on every host (this machine and each connection; each --daemon given, if any).",
+)
+
 # The options naming a daemon, as every command that can act through one takes them.
 DAEMON_OPTIONS = (DAEMON, PORT)
 

@@ -16,11 +16,11 @@ import click
 
 from chock.commands.completion import first_session_id, session_ids
 from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root, view_options
-from chock.commands.shared_options import DAEMON_OPTIONS, PROJECT_OPTIONS
+from chock.commands.shared_options import EVERY_HOST, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
-from chock.errors import exit_status
+from chock.errors import UsageError, exit_status
 from chock.paths import Layout
-from chock.terminal import as_lines, colour, shown
+from chock.terminal import shown
 
 
 def _address(layout: Layout, daemon_address: tuple[str, ...], port: int | None) -> Address:
@@ -98,23 +98,57 @@ def attach(
 
 
 @command()
-@click.argument("session", shell_complete=session_ids)
-@options(DAEMON_OPTIONS)
+@click.argument("session", required=False, shell_complete=session_ids)
+@options((*PROJECT_OPTIONS, EVERY_HOST))
 @pass_layout
-def approve(layout: Layout, session: str, daemon_address: tuple[str, ...], port: int | None) -> None:
-    """Answer the requests a session is waiting on: on this machine over its own socket, or on another host
-    (NAME:SESSION, or --daemon NAME|ADDR SESSION) through that host's daemon."""
-    from chock.commands.approve import approve as approve_session
-    from chock.commands.approve import approve_through
+def approve(
+    layout: Layout, session: str | None, project: Path | None, daemon_address: tuple[str, ...], port: int | None,
+    all_hosts: bool,
+) -> None:  # fmt: skip
+    """Answer what sessions wait on: SESSION's requests (on this machine over its own socket, or NAME:SESSION /
+    --daemon NAME|ADDR SESSION through that host's daemon), else every waiting session of this project in turn,
+    oldest first (--all: of every project on every host).
 
-    def ask(request_id: str, tool: str, summary: str) -> bool:
+    Each answer is one line: y (yes, once), n [MESSAGE] (no; the message goes to the model), s [RULE] (yes, and
+    always in this session), p [RULE] (yes, and always in this project); the rule proposed is shown, and a RULE
+    given replaces it."""
+    from chock.commands.answering import Choice, parse, question, shown_request
+    from chock.commands.approve import approve as approve_session
+    from chock.commands.approve import approve_through, approve_waiting
+
+    def ask(request: dict[str, object], more: bool) -> Choice:
         # The command exactly as it will run, one line per line (docs/architecture.md#what-reaches-a-terminal).
-        click.echo(shown(f"{request_id}  {tool}:", one_line=True) + as_lines(summary, styled=colour()).rstrip("\n"))
-        return click.confirm("Approve?", default=False)
+        click.echo(shown_request(request))
+        while True:
+            line = click.prompt(shown(question(request, more=more), one_line=True), default="", show_default=False,
+                                prompt_suffix="")  # fmt: skip
+            choice = parse(line, request, more=more)
+            if isinstance(choice, Choice):
+                return choice
+            click.echo(shown(choice))
 
     def say(text: str) -> None:
         click.echo(shown(text))
 
+    if session is None:
+        if all_hosts and project is not None:
+            raise UsageError("--all answers every project's sessions; leave out --project (or leave out --all)")
+        from chock.commands import listing
+        from chock.commands.every_host import Listed, hosts_to_list, list_every_host
+
+        if all_hosts:
+            listed = list_every_host(layout, listing.every_row, hosts_to_list(daemon_address, port))
+        else:
+            address = named_address(daemon_address, port=port, acting="chock approve")
+            hosts = named_hosts(daemon_address, port=port)
+            rows = listing.project_rows(layout, project, address)
+            listed = [Listed(hosts[0][0] if hosts else LOCAL, rows, address=address)]
+        approve_waiting(layout, listed, None, ask, say)
+        if any(each.why is not None for each in listed):
+            raise SystemExit(1)
+        return
+    if all_hosts or project is not None:
+        raise UsageError(f"{session} names the session; leave out --all and --project")
     if named_hosts(daemon_address, port=port) is not None or ":" in session:
         from chock.commands.targets import target
 

@@ -16,6 +16,8 @@ for the first of them (`local` when it is one) below `/api` too:
     GET  /api/sessions/<id>/watch?project=P&after=N   watch   -> text/event-stream (one upstream per session)
     POST /api/sessions/<id>/answer {project, request_id, answer}
                                                       answer  -> {"answered": true}
+    POST /api/sessions/<id>/answer-with {project, request_id, answer, scope?, rule?, note?}
+                                                      answer-with -> {"answered": true, "scope": …}
     POST /api/sessions/<id>/stop {project}            stop    -> {"stopped": true} once its log holds its end
     POST /api/sessions/<id>/messages {project, message}
                                                       say     -> 201 {"id": …, "how": "queued" | "continued"}
@@ -271,6 +273,7 @@ _BODY_TEXT = (
     "message",
     "request_id",
 )  # request fields a POST body gives, each a non-empty string
+_BODY_OPTIONAL = {"scope": "once", "rule": "", "note": ""}  # ones it may leave out (`answer-with`'s), and their default
 
 
 async def _verb_request(request: web.Request, route: Route) -> Request:
@@ -287,6 +290,11 @@ async def _verb_request(request: web.Request, route: Route) -> Request:
     if request.method == "POST":
         body = await _body(request, *[name for name in names if name in _BODY_TEXT])
         values.update({name: body[name] for name in names if name in _BODY_TEXT})
+        for name in (name for name in names if name in _BODY_OPTIONAL):
+            value = body.get(name, _BODY_OPTIONAL[name])
+            if not isinstance(value, str):
+                raise _refuse(400, f"the request body's {name!r} must be a string")
+            values[name] = value
         if "yes" in names:
             values["yes"] = _yes(body.get("answer"))
     elif "project" in names:
@@ -529,6 +537,8 @@ ROUTES = (
     Route("GET", "/sessions/{id}/watch", dp.WatchRequest, _events_stream),
     Route("POST", "/sessions/{id}/answer", dp.AnswerRequest, _one,
           lambda verb, _: {"answered": True, "answer": "yes" if verb.yes else "no"}),
+    Route("POST", "/sessions/{id}/answer-with", dp.AnswerWithRequest, _one,
+          lambda verb, _: {"answered": True, "answer": "yes" if verb.yes else "no", "scope": verb.scope}),
     Route("POST", "/sessions/{id}/stop", dp.StopRequest, _one, lambda verb, _: {"stopped": True}),
     Route("POST", "/sessions/{id}/messages", dp.SayRequest, _one,
           lambda verb, said: {"id": said.session_id, "how": said.how}, status=201),
@@ -542,7 +552,6 @@ NOT_ROUTED = {
     "adopt": "a handover is asked by the terminal that holds the session (`chock detach`); a browser holds none",
     "find": "every route names its project, from the list the page holds; `find` serves a client that has an "
     "id alone (`chock run --on ADDR --continue ID`)",
-    "answer-with": "the page answers yes or no (`answer`); answers that become rules are `chock approve`'s for now",
     "rules": "rules are listed and removed at the command line (`chock rules`); the page does not show them yet",
     "rule-remove": "rules are listed and removed at the command line (`chock rules remove`)",
 }

@@ -1,6 +1,7 @@
 """A daemon of an older Chock: protocol 1, the real codec, and only the nine verbs Chock served before `sessions`,
-`find`, `instances` and `start-with` — so each of those is answered `error unknown-verb`, in the older daemon's own
-words, exactly as such a daemon answers it. A verb it knows is refused (`refused`): no test needs more of it."""
+`find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`) — so each of those is
+answered `error unknown-verb`, in the older daemon's own words, exactly as such a daemon answers it. A verb it knows
+is refused (`refused`): no test needs more of it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from chock.control.message import LineProtocol, Request
 from tests.fakes.daemon import short_dir
 
 OLD_VERBS = tuple(
-    request for request in dp.VERBS if request.verb not in ("sessions", "find", "instances", "start-with")
+    request
+    for request in dp.VERBS
+    if request.verb not in ("sessions", "find", "instances", "start-with", "answer-with", "rules", "rule-remove")
 )
 OLD_CONTROL = LineProtocol(dp.CONTROL_NAME, 1, server="daemon", requests=OLD_VERBS, one_verb=True)
 

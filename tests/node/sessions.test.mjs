@@ -66,10 +66,10 @@ test("the list shows the newest session first, the open one marked", () => {
   assert.equal(document.getElementById("sessions-empty").textContent, "No sessions yet.");
 });
 
-test("the tab's title counts the waiting sessions, and each is told of once while the page is behind", () => {
+test("the tab's title counts the waiting approvals, and each is told of once while the page is behind", () => {
   const document = fresh({ inFront: false });
   noticeWaiting(ROWS);
-  assert.equal(document.title, "(2 waiting) Chock");
+  assert.equal(document.title, "(3 waiting) Chock", "s2 waits on two, s5 on one");
   assert.deepEqual(Notification.made.map((note) => note.tag),
     ["chock-approval-local/s2", "chock-approval-local/s5"]);
   noticeWaiting(ROWS);

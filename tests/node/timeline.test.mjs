@@ -124,15 +124,21 @@ test("an approval card: its buttons, then the answer in their place", () => {
     { type: "approval.request", request_id: "r2", tool: "edit_file", summary: "edit x", by_config: true },
     { type: "approval.answer", request_id: "r1", answer: "yes", via: "browser" },
     { type: "approval.answer", request_id: "r9", answer: "no" },
+    { type: "approval.request", request_id: "r3", tool: "shell", summary: "ls -a" },
+    { type: "approval.answer", request_id: "r3", answer: "yes", via: "socket", scope: "project", rule: "ls" },
+    { type: "approval.request", request_id: "r4", tool: "shell", summary: "rm x" },
+    { type: "approval.answer", request_id: "r4", answer: "no", via: "socket", note: "not <b>that</b>" },
   ]);
   const cards = document.getElementById("timeline").querySelectorAll("div.approval");
-  assert.deepEqual(cards.map((card) => card.getAttribute("data-request-id")), ["r1", "r2"]);
+  assert.deepEqual(cards.map((card) => card.getAttribute("data-request-id")), ["r1", "r2", "r3", "r4"]);
+  assert.equal(cards[2].querySelector(".answered").textContent, "Approved (socket) · always in this project: ls");
+  assert.equal(cards[3].querySelector(".answered").textContent, "Denied (socket) · the model was told: not <b>that</b>");
   assert.equal(cards[0].textContent, "Approval · bashrm -rf buildApproved (browser)");
   assert.ok(cards[0].classList.contains("done"));
   assert.equal(cards[0].getAttribute("data-answer"), "yes");
-  assert.equal(cards[1].textContent, "Approval needed · edit_fileedit xApproveDeny");
-  assert.equal(refreshed.length, 1, "a request the configuration answers does not make the list look again");
-  assert.deepEqual(shown(document).at(-1), ["approval.answer", "Denied"]);
+  assert.equal(cards[1].textContent, "Approval needed · edit_fileedit xApproveDenyDeny with a message…Always…");
+  assert.equal(refreshed.length, 3, "a request the configuration answers does not make the list look again");
+  assert.ok(shown(document).some(([type, text]) => type === "approval.answer" && text === "Denied"), "r9: no card");
 });
 
 test("an event is applied once, in id order; a gap asks again from the last one", () => {

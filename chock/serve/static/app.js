@@ -10,12 +10,13 @@
 //   markdown.js  assistant text as Markdown, built from DOM nodes: nothing a model wrote is parsed as HTML
 //   diff.js      a file change, line by line
 //   steering.js  Stop, Remove and the message box of the open session
-//   inbox.js     sessions waiting for an approval: the tab's title and notifications
+//   inbox.js     every approval waiting, on every host: the inbox, its keys, the tab's title, notifications
+//   answer.js    an approval's answer: yes, no with a message, always (a rule), and what an older host takes
 //   dom.js       `$` and `el`
 // Everything shown comes from serve's API, which is a mapping of the daemon's verbs (docs/architecture.md#serve).
 import { api, paths } from "./api.js";
 import { $ } from "./dom.js";
-import { askToNotifyOnce } from "./inbox.js";
+import { askToNotifyOnce, wireInbox } from "./inbox.js";
 import { refreshHosts } from "./hosts.js";
 import {
   closeSession, followList, openSession, readHash, refreshList, setProject, showRecent, startSession,
@@ -58,6 +59,7 @@ async function boot() {
   });
   $("back").addEventListener("click", closeSession);
   steering.wire();
+  wireInbox();
   document.addEventListener("click", askToNotifyOnce, { once: true });
   showRecent();
   await refreshHosts();

@@ -1,6 +1,7 @@
 // The timeline: what each event type shows (`RENDER`, called with the SessionView as `this`), and the words
 // for a tool call's arguments, output and duration. The types are the ones chock/log/events.py declares
 // (tests/test_events.py holds the two to the same names); a type not here is shown as nothing.
+import { answerForm, exactly, send as sendMore } from "./answer.js";
 import { api, paths } from "./api.js";
 import { showDiff } from "./diff.js";
 import { $, el } from "./dom.js";
@@ -34,6 +35,21 @@ export function durationText(ms) {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
   return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+}
+
+/** A tool call waiting for a person is shown so, not as running. */
+function waitingFor(tool) {
+  if (!tool) return;
+  tool.stateNode.textContent = "waiting for approval";
+  tool.details.setAttribute("data-state", "waiting");
+}
+
+/** Once answered, a call runs (its duration counted from the answer, not from the call) or was denied. */
+function answeredFor(tool, e) {
+  if (!tool || tool.details.getAttribute("data-state") !== "waiting") return;
+  tool.details.setAttribute("data-state", e.answer === "yes" ? "running" : "denied");
+  tool.stateNode.textContent = e.answer === "yes" ? "running…" : "denied";
+  if (e.answer === "yes" && e.at) tool.at = e.at;
 }
 
 /** What each event type shows, called with the SessionView as `this`. */
@@ -125,13 +141,18 @@ const RENDER = {
     this.endStreaming();
     const approve = el("button", { type: "button", class: "approve", text: "Approve" });
     const deny = el("button", { type: "button", class: "deny", text: "Deny" });
+    const more = el("button", { type: "button", class: "secondary more", text: "Deny with a message…" });
+    const always = el("button", { type: "button", class: "secondary always", text: "Always…" });
     const note = el("span", { class: "note" });
+    const holder = el("div", { class: "form" });
     const card = el("div", { class: "item approval" },
       el("div", { class: "who", text: `Approval needed · ${e.tool || "tool"}` }),
-      el("p", { class: "summary", text: e.summary || "" }),
-      el("div", { class: "row buttons" }, approve, deny, note));
+      el("p", { class: "summary" }, ...exactly(String(e.summary || ""))),
+      el("div", { class: "row buttons" }, approve, deny, more, always, note), holder);
     card.setAttribute("data-request-id", e.request_id || "");
     card.setAttribute("data-tool", e.tool || "tool");
+    card.setAttribute("data-call-id", e.call_id || "");
+    if (!e.by_config) waitingFor(this.tools.get(e.call_id));
     const send = async (answer) => {
       approve.disabled = deny.disabled = true;
       note.className = "note";
@@ -149,21 +170,41 @@ const RENDER = {
     };
     approve.addEventListener("click", () => send("yes"));
     deny.addEventListener("click", () => send("no"));
+    const row = { host: this.host, id: this.id, project: this.project };
+    const open = (kind) => { // the answers that say more than yes or no, as the inbox offers them (answer.js)
+      const close = () => holder.replaceChildren();
+      holder.replaceChildren(answerForm(e, kind, "session", (choice) => {
+        close();
+        note.className = "note";
+        note.textContent = "sending…";
+        sendMore(row, e, choice).then(() => { note.textContent = choice.answer === "yes" ? "approved" : "denied"; },
+          (error) => { note.textContent = error.message; note.className = "note bad"; });
+      }, close));
+      holder.querySelector(".text").focus();
+    };
+    more.addEventListener("click", () => open("no"));
+    always.addEventListener("click", () => open("always"));
     this.approvals.set(e.request_id, card);
     this.add(card, e);
     if (!e.by_config) page.refreshList(); // the list says who waits: the tab's title, a notification
   },
   "approval.answer"(e) {
     const card = this.approvals.get(e.request_id);
-    const words = `${e.answer === "yes" ? "Approved" : "Denied"}${e.via ? ` (${e.via})` : ""}`;
+    const scope = e.scope && e.scope !== "once" ? ` · always in this ${e.scope}: ${e.rule || ""}` : "";
+    const byRule = e.via === "rule" && e.rule ? ` · by rule ${e.rule}` : "";
+    const told = e.note ? ` · the model was told: ${e.note}` : "";
+    const late = e.via === "timeout" ? " · nobody answered within .approvals.timeout" : "";
+    const words = `${e.answer === "yes" ? "Approved" : "Denied"}${e.via ? ` (${e.via})` : ""}${scope}${byRule}${told}${late}`;
     if (!card) {
       this.info(e, words);
       return;
     }
     card.classList.add("done");
+    answeredFor(this.tools.get(card.dataset.callId), e);
     card.querySelector(".who").textContent = `Approval · ${card.dataset.tool || "tool"}`;
     const buttons = card.querySelector(".buttons");
     buttons.replaceChildren(el("span", { class: "answered", text: words }));
+    card.querySelector(".form")?.replaceChildren();
     card.setAttribute("data-answer", e.answer || "");
   },
   "usage"(e) {
