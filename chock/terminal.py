@@ -133,15 +133,20 @@ def colour(stream: TextIO | None = None) -> bool:
 
 def notification(task: str) -> str:
     """That the session of `task` waits for approval, as a desktop notification the terminal shows, or "" when it
-    shows none: OSC 9 for iTerm2, WezTerm and ghostty (`$TERM_PROGRAM`), OSC 99 for kitty (`$TERM` xterm-kitty),
-    nothing elsewhere (tmux, screen and the rest would print it or drop it). The task has every character of the
-    rule removed (a newline or a tab becomes a space), is cut to 100 characters and follows "Chock: ", so the
-    notification never reads as ConEmu's `OSC 9;4;…` progress report and holds nothing a terminal acts on."""
-    program, term = os.environ.get("TERM_PROGRAM", ""), os.environ.get("TERM", "")
+    shows none: OSC 9 for iTerm2, WezTerm and ghostty (`$TERM_PROGRAM`) and foot, OSC 99 for kitty, nothing
+    elsewhere — nor under tmux or screen, which swallow it or pass it to a terminal that may print it. The task
+    has every character of the rule removed (a newline or a tab becomes a space), is cut to 100 characters and
+    follows "Chock: ", so the notification never reads as ConEmu's `OSC 9;4;…` progress report and holds nothing
+    a terminal acts on. The terminal view (chock/session/spinner.py) writes it after the bell, in `run` and
+    `attach` alike."""
+    environ = os.environ
+    program, term = environ.get("TERM_PROGRAM", ""), environ.get("TERM", "")
+    if environ.get("TMUX") or environ.get("STY") or term.startswith(("screen", "tmux")):
+        return ""
     plain = _pattern(False).sub("", re.sub("[\t\n]+", " ", task)).strip()[:100]
-    if program in ("iTerm.app", "WezTerm", "ghostty"):
+    if program in ("iTerm.app", "WezTerm", "ghostty") or term.startswith("foot"):
         return f"\x1b]9;Chock: approval needed: {plain}\x07"
-    if "kitty" in term:
+    if "kitty" in term or "KITTY_WINDOW_ID" in environ:
         return f"\x1b]99;;Chock: approval needed: {plain}\x1b\\"
     return ""
 

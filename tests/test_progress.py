@@ -167,11 +167,14 @@ def test_an_approval_rings_the_bell_and_notifies_with_the_task_cut_and_cleaned(h
         ({"TERM_PROGRAM": "ghostty"}, "\x1b]9;Chock: approval needed: a[2J b\x07"),
         ({"TERM": "xterm-kitty"}, "\x1b]99;;Chock: approval needed: a[2J b\x1b\\"),
         ({"TERM_PROGRAM": "tmux", "TERM": "screen-256color"}, ""),
+        ({"TERM_PROGRAM": "WezTerm", "TMUX": "/tmp/tmux-0/default,1,0"}, ""),  # tmux inside WezTerm: not shown
+        ({"TERM": "foot"}, "\x1b]9;Chock: approval needed: a[2J b\x07"),
         ({"TERM": "xterm-256color"}, ""),
     ],
 )
 def test_a_notification_is_sent_only_where_the_terminal_shows_one(monkeypatch, env, sent):
-    monkeypatch.delenv("TERM_PROGRAM", raising=False)
+    for variable in ("TERM_PROGRAM", "TMUX", "STY", "KITTY_WINDOW_ID"):
+        monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("TERM", "xterm")
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -5,9 +5,10 @@ daemon's `watch`. A dropped connection or a daemon restart resumes from the last
 missed and nothing is shown twice. A line typed while the session works is sent as `say`; `/stop` stops the
 session; while an approval is pending a line is its answer (chock/commands/answering.py: y, n [message], s [rule],
 p [rule]), sent through the daemon's `answer` or `answer-with` (a daemon or session too old for `answer-with` is
-said so, and from then on yes or no is asked); the terminal rings (chock/commands/attention.py) when the session
-starts to wait. Ctrl-C leaves the session running. When the session ends, attach
-prints its end and exits with the session's exit code; when it is abandoned, it says how to take it back and exits 1.
+said so, and from then on yes or no is asked); the view rings the bell (and sends the desktop notification
+`chock.terminal.notification` says the terminal shows) when the session starts to wait, as `chock run`'s does.
+Ctrl-C leaves the session running. When the session ends, attach prints its end and exits with the session's exit
+code; when it is abandoned, it says how to take it back and exits 1.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from chock.commands.answering import Choice, older_why, parse, question
-from chock.commands.attention import attention
 from chock.commands.targets import SteerFailed, ask
 from chock.control import daemon_protocol as dp
 from chock.control.client import ControlClient, expect
@@ -79,11 +79,9 @@ class Attached:
 
     def __init__(
         self, client: ControlClient, project: Path, session_id: str, render: Callable[[dict[str, Any]], None],
-        say: Callable[[str], None], ring: Callable[[str], None] = lambda task: None,
+        say: Callable[[str], None],
     ) -> None:  # fmt: skip
         self.client = client
-        self.ring = ring  # the bell (and a desktop notification) when the session starts to wait: its task
-        self.task = ""
         self.project = project
         self.session_id = session_id
         self.render = render
@@ -99,7 +97,6 @@ class Attached:
         """Take in one thing the watch heard; the exit code once the session is over for this view."""
         if kind == "row":
             self.status = str(value.get("status", ""))
-            self.task = str(value.get("message", ""))
             if self._lost:
                 self.say("(connected again)")
                 self._lost = False
@@ -132,7 +129,6 @@ class Attached:
         if kind == "approval.request" and not event.get("by_config"):
             self.pending.append(event)
             if len(self.pending) == 1:
-                self.ring(self.task)
                 self.ask()
         elif kind == "approval.answer":
             head = self.pending[0] if self.pending else None
@@ -211,13 +207,7 @@ def attach(
         text = shown(text, out)
         render.line(text if text.endswith(" ") else text + "\n")  # through the view's screen: after its spinner
 
-    def ring(task: str) -> None:
-        """The bell, and OSC 9 where the terminal shows it (chock/commands/attention.py): a terminal only."""
-        if out.isatty():
-            out.write(attention(task))
-            out.flush()
-
-    view = Attached(client, project, session_id, render, say, ring)
+    view = Attached(client, project, session_id, render, say)
     watch = _Watch(client, project, session_id)
     # Ctrl-C sets a flag the loop reads before it takes in anything else, rather than raising wherever the loop
     # happens to be: raised as it returned, it would escape as "Aborted!" (exit 1), and a watch whose ssh the same
