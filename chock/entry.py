@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 # The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`
-# (chock.commands.rules.Table; its click twin is made from the same module by `table_group`).
+# (chock.commands.base.Table; its click twin is made from the same module by `table_group`).
 FAST = {"daemon": "chock.daemon.options", "sessions": "chock.commands.listing", "dial-stdio": "chock.commands.dial"}
 
 

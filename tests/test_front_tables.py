@@ -17,7 +17,7 @@ import click
 import pytest
 
 from chock.commands import cli
-from chock.commands.rules import on_daemon, through_daemon
+from chock.commands.base import on_daemon, through_daemon
 from chock.control import daemon_protocol as dp
 from chock.daemon import verbs
 from chock.serve import api

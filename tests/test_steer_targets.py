@@ -11,8 +11,8 @@ import shutil
 
 import click
 
+from chock.commands.base import through_daemon
 from chock.commands.cli import main
-from chock.commands.rules import through_daemon
 from tests.fakes.sessions import replay_config
 from tests.fakes.wait import wait_until
 
@@ -114,6 +114,9 @@ THROUGH_DAEMON = {
     "say": ("say", "{local}", "hello"),
     "attach": ("attach", "{local}"),
     "approve": ("approve", "{local}"),
+    "export": ("export", "{local}"),
+    "rules": ("rules",),
+    "rules remove": ("rules", "remove", "p0a1b2c3d"),
     "detach": ("detach",),
     "doctor": ("doctor",),
     "serve": ("serve",),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from chock.commands.rules import group, options, pass_layout
+from chock.commands.base import group, options, pass_layout
 from chock.commands.shared_options import PROJECT_OPTIONS
 from chock.control.address import Address, named_address
 from chock.errors import Refused
@@ -121,7 +121,8 @@ def rules_remove(
 
     given = click.get_current_context().meta.get(GROUP_OPTIONS)
     if given is not None:
-        project, daemon_address, port = project or given[0], daemon_address or given[1], port or given[2]
+        project, daemon_address = project or given[0], daemon_address or given[1]
+        port = port if port is not None else given[2]
     checked = dp.rule_id(rule_id)
     named = None if here else named_address(daemon_address, port=port, acting="chock rules remove")
     root = _root(project, named)

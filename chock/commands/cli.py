@@ -27,7 +27,7 @@ from chock.commands import (
     steer,
     workspaces,
 )
-from chock.commands.rules import Command, Subgroup
+from chock.commands.base import Command, Subgroup
 from chock.errors import ChockError, complain
 from chock.paths import Layout
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from chock.commands.rules import group, pass_layout
+from chock.commands.base import group, pass_layout
 from chock.paths import Layout
 from chock.terminal import shown
 

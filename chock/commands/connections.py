@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import click
 
 from chock.commands import dial
-from chock.commands.rules import command, pass_layout, table_group
+from chock.commands.base import command, pass_layout, table_group
 from chock.control.address import Address
 from chock.errors import ChockError
 from chock.paths import Layout

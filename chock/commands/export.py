@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from chock.commands.base import command, options, pass_layout
 from chock.commands.completion import session_ids
-from chock.commands.rules import command, options, pass_layout
 from chock.commands.shared_options import PROJECT_OPTIONS
 from chock.paths import Layout
 from chock.terminal import shown

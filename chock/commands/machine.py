@@ -7,8 +7,8 @@ import sys
 
 import click
 
+from chock.commands.base import command, options, pass_layout
 from chock.commands.completion import SHELLS, instance_names
-from chock.commands.rules import command, options, pass_layout
 from chock.commands.shared_options import DAEMON_OPTIONS
 from chock.control.address import named_address
 from chock.paths import Layout

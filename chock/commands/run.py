@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from chock.commands.base import command, options, pass_layout, view_options
 from chock.commands.completion import instance_names, session_ids
-from chock.commands.rules import command, options, pass_layout, view_options
 from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED
 from chock.errors import EXIT_INTERRUPTED, exit_status
 from chock.paths import Layout, is_session_id

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from chock.commands.rules import command, options, pass_layout, table_group
+from chock.commands.base import command, options, pass_layout, table_group
 from chock.commands.shared_options import DAEMON
 from chock.daemon import options as daemon_options
 from chock.paths import Layout

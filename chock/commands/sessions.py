@@ -13,8 +13,8 @@ from typing import Any
 import click
 
 from chock.commands import listing
+from chock.commands.base import command, options, pass_layout, project_root, table_group
 from chock.commands.completion import session_ids
-from chock.commands.rules import command, options, pass_layout, project_root, table_group
 from chock.commands.shared_options import EVERY_HOST, PROJECT, PROJECT_OPTIONS
 from chock.control.address import named_address, named_hosts
 from chock.errors import Refused, UsageError

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
+from chock.commands.base import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root, view_options
 from chock.commands.completion import first_session_id, session_ids
-from chock.commands.rules import WORDS_BEFORE_DASHES, command, options, pass_layout, project_root, view_options
 from chock.commands.shared_options import EVERY_HOST, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
 from chock.errors import UsageError, exit_status

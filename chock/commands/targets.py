@@ -187,7 +187,7 @@ def target(
 ) -> Target:
     """The session a command names, on the host it names (see the module); NoSession (exit 2) when no host named
     holds it, and nothing is sent. `acting` is the command, for its refusals."""
-    from chock.commands.rules import project_root
+    from chock.commands.base import project_root
 
     host, session_id = split_host(word) if word is not None else (None, None)
     if host is not None and (daemon or port is not None):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
+from chock.commands.base import group, pass_layout
 from chock.commands.completion import session_ids
-from chock.commands.rules import group, pass_layout
 from chock.paths import Layout
 from chock.terminal import shown
 

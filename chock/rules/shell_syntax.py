@@ -43,7 +43,7 @@ class SimpleCommand:
     nested: bool = False  # it runs inside a command substitution of another command
 
 
-# The contract's name for it (docs/approvals.md#matching); chock/commands/rules.py has a click Command.
+# The contract's name for it (docs/approvals.md#matching); chock/commands/base.py has a click Command.
 Command = SimpleCommand
 
 

@@ -89,7 +89,7 @@ class Shell(Tool):
 
 
 @dataclass
-class Started:
+class Spawned:
     """A command's process, and the read end of bwrap's status pipe when the runner gave it one."""
 
     process: asyncio.subprocess.Process
@@ -116,7 +116,7 @@ class Started:
             self.status = None
 
 
-async def run_to_end(context: Context, command: str, timeout: float | None, started: Started) -> tuple[str, int | None]:
+async def run_to_end(context: Context, command: str, timeout: float | None, started: Spawned) -> tuple[str, int | None]:
     """The output and exit code of a started command; when bwrap could not build its sandbox (a masked `/etc`
     file vanished since the command line was built), `/etc` is walked again and the command started once more:
     it had not run."""
@@ -135,7 +135,7 @@ async def run_to_end(context: Context, command: str, timeout: float | None, star
     return output, code
 
 
-async def spawn(context: Context, command: str) -> Started:
+async def spawn(context: Context, command: str) -> Spawned:
     """`command` as the session's tool runner starts it (under its sandbox), in a process group of its own.
 
     A cancel never interrupts the creation half-way: asyncio's own clean-up would kill the outer bwrap alone,
@@ -168,7 +168,7 @@ async def spawn(context: Context, command: str) -> Started:
             os.close(write)  # the process holds its own copy
     if cancelled is None:
         try:
-            return Started(creating.result(), read)
+            return Spawned(creating.result(), read)
         except BaseException:
             if read is not None:
                 os.close(read)
@@ -187,7 +187,7 @@ async def kill(process: asyncio.subprocess.Process) -> None:
     await reaper.wait_killed(process)
 
 
-async def finish_background(context: Context, handle: str, command: str, started: Started) -> None:
+async def finish_background(context: Context, handle: str, command: str, started: Spawned) -> None:
     output, code = await run_to_end(context, command, None, started)
     output, cut_fields = cut(output)
     context.emit(
