@@ -19,6 +19,7 @@ from pathlib import Path
 from chock.control.address import Address
 from chock.errors import ChockError
 from chock.paths import Layout
+from chock.platform.host import process_alive
 
 
 @dataclass(frozen=True)
@@ -190,19 +191,9 @@ def _serve_listeners(layout: Layout) -> tuple[list[str], int | None]:
         listeners = [str(each) for each in record["listeners"]]
     except (OSError, ValueError, KeyError, TypeError):
         return [], None
-    if record.get("state") != "serving" or not _alive(pid):
+    if record.get("state") != "serving" or not process_alive(pid, None):
         return [], None
     return listeners, pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _health(listener: str) -> str:

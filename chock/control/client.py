@@ -114,30 +114,27 @@ class Pump:
         whole; the peer's refusal is raised as a ProtocolError."""
         deadline = Deadline(timeout, time.monotonic)
         while (event := self.connection.next_event()) is NEED_DATA:
-            self.sock.settimeout(deadline.left(self.connection.peer, what))
-            try:
-                data = self.sock.recv(_CHUNK)
-            except TimeoutError:
-                continue  # the deadline above says so
-            except OSError:
-                data = b""  # a reset is the peer going away, like end of file
-            self.connection.receive_data(data)
+            self._receive(deadline, what)
         return event
 
     def fill(self, lines: int, timeout: float | None, what: str) -> None:
         """Receive until `lines` complete lines are held or the peer has closed (each wait at most `timeout` for
         it as a whole), so that they can be decoded together."""
         deadline = Deadline(timeout, time.monotonic)
-        connection = self.connection
-        while connection.held() < lines and not connection.closed:
-            self.sock.settimeout(deadline.left(connection.peer, what))
-            try:
-                data = self.sock.recv(_CHUNK)
-            except TimeoutError:
-                continue  # the deadline above says so
-            except OSError:
-                data = b""  # a reset is the peer going away, like end of file
-            connection.receive_data(data)
+        while self.connection.held() < lines and not self.connection.closed:
+            self._receive(deadline, what)
+
+    def _receive(self, deadline: Deadline, what: str) -> None:
+        """One read from the peer into the connection, waiting at most what is left of `deadline` (which raises,
+        naming `what`, once none is)."""
+        self.sock.settimeout(deadline.left(self.connection.peer, what))
+        try:
+            data = self.sock.recv(_CHUNK)
+        except TimeoutError:
+            return  # the deadline says so at the next call
+        except OSError:
+            data = b""  # a reset is the peer going away, like end of file
+        self.connection.receive_data(data)
 
     def reply(self, timeout: float | None, what: str) -> ReplyLine:
         """The next line of a reply that must come: end of file first is `unreachable`."""

@@ -187,28 +187,12 @@ class Children:
         self._wait(child, ready, run_log=run_log, offset=offset)
 
     def remove_rule(self, project: str, rule_id: str) -> None:
-        """Remove a project rule by running `chock rules remove <id> --here` in the project, with the daemon's
-        environment: the child writes the rules file under its lock, the daemon never does. Its refusal (a config
-        rule, an id nobody has) is `error refused <its last line>`."""
-        import subprocess
-
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "chock", "rules", "remove", rule_id, "--here"],
-                cwd=project,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                env=self._environment(),
-                timeout=READY_TIMEOUT,
-                check=False,
-            )
-        except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
-            raise Refusal(f"{project} cannot be a project here ({error.strerror or type(error).__name__})") from None
-        except subprocess.TimeoutExpired:
-            raise Refusal(f"removing rule {rule_id} did not finish within {READY_TIMEOUT:g} s") from None
-        if done.returncode != 0:
-            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise Refusal(said[-1] if said else f"removing rule {rule_id} failed (exit {done.returncode})")
+        """Remove a project rule by running `chock rules remove <id> --here` in the project: the child writes the
+        rules file under its lock, the daemon never does. Its refusal (a config rule, an id nobody has) is
+        `error refused <its last line>`."""
+        code, said = self._run_chock(["rules", "remove", rule_id, "--here"], project, f"removing rule {rule_id}")
+        if code != 0:
+            raise Refusal(said)
 
     def _new_output(self, sessions: Path) -> tuple[str, Path, int]:
         for _ in range(100):
@@ -265,15 +249,23 @@ class Children:
         return child
 
     def remove_workspace(self, session_id: str, project: str) -> None:
-        """`chock workspace remove ID` in a child, with the daemon's environment and config as a session child
-        has, waited for (READY_TIMEOUT at most): it commits the kept workspace's work to the session's branch and
-        logs that. Refusal quotes its last line when it fails."""
+        """`chock workspace remove ID` in a child: it commits the kept workspace's work to the session's branch
+        and logs that. Refusal quotes its last line when it fails."""
+        doing = f"removing the workspace of session {session_id}"
+        code, said = self._run_chock(["workspace", "remove", session_id], project, doing)
+        self.status.activity("session.workspace_removed", session=session_id, exit_code=code)
+        if code != 0:
+            raise Refusal(f"the workspace of session {session_id} was not removed: {said}")
+
+    def _run_chock(self, args: list[str], project: str, doing: str) -> tuple[int, str]:
+        """`chock ARGS` run in `project` with the daemon's environment and config, as a session child has, and
+        waited for (READY_TIMEOUT at most): its exit code and the last line of its stderr. Whatever such a child
+        writes (a log, a rules file) it writes itself: the daemon never does."""
         import subprocess
 
-        argv = [sys.executable, "-m", "chock", "workspace", "remove", session_id]
         try:
             done = subprocess.run(
-                argv,
+                [sys.executable, "-m", "chock", *args],
                 cwd=project,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -283,15 +275,15 @@ class Children:
             )
         except subprocess.TimeoutExpired:
             raise Refusal(
-                f"removing the workspace of session {session_id} took more than {READY_TIMEOUT:g} s; it goes on "
-                f"with `chock workspace remove {session_id}` on the daemon's machine"
+                f"{doing} took more than {READY_TIMEOUT:g} s; it goes on with `chock {' '.join(args[:2])}` on the "
+                "daemon's machine"
             ) from None
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
+            raise Refusal(f"{project} cannot be a project here ({error.strerror or type(error).__name__})") from None
         except OSError as error:
-            raise Refusal(f"could not run chock workspace remove: {error.strerror or error}") from None
-        self.status.activity("session.workspace_removed", session=session_id, exit_code=done.returncode)
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"]
-            raise Refusal(f"the workspace of session {session_id} was not removed: {said[-1]}")
+            raise Refusal(f"{doing}: could not run chock ({error.strerror or error})") from None
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return done.returncode, said[-1] if said else f"exit status {done.returncode}"
 
     def _environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}
