@@ -124,3 +124,24 @@ def test_a_provider_reporting_negative_or_absurd_token_counts_cannot_lower_the_s
         (5, 1.005),
     ]
     assert of_type(events, "session.end")[-1]["reason"] == "budget"
+
+
+def test_a_continue_under_a_budget_in_another_currency_than_the_spend_so_far_is_refused(home, project):
+    # 3.00 USD spent, then the config prices the instance in EUR under a 3.50 EUR budget: the dollars are not euros,
+    # so the continue is refused (before anything is written) rather than counting them as 3.00 EUR.
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        script_reads(fake, 2)
+        fake.script(text="Done.", input_tokens=1000)
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "fake-model", '
+            f"{PRICED.replace('EUR', 'USD')} }} }} }}\n"
+        )
+        assert home.chock("run", "read app.py twice", cwd=project).returncode == 0
+        session = home.only_session()
+        before = home.events(session)
+        configure(home, fake, 3.5)
+        refused = home.chock("run", "--continue", session, "and once more", cwd=project)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "has spent 3.0000 USD" in refused.stderr and "3.50 EUR" in refused.stderr, refused.stderr
+        assert len(fake.calls) == 3
+    assert home.events(session) == before
