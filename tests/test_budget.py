@@ -88,3 +88,60 @@ def test_a_subagents_calls_count_against_the_budget(home, project):
     events = home.events(home.only_session())
     assert [(usage.get("for", ""), usage["cost"]) for usage in of_type(events, "usage")].count(("subagent", 1.0)) == 1
     assert of_type(events, "session.end")[-1]["reason"] == "budget"
+
+
+def test_a_provider_reporting_negative_or_absurd_token_counts_cannot_lower_the_spend(home, project):
+    # Output tokens cost as much as input ones here: a count of -1e9 would be a credit of a million euros.
+    with FakeProvider(kind="openai-compat", key=None) as fake:
+        fake.script(
+            text="",
+            tool_calls=[{"id": "t0", "name": "read_file", "args": {"path": "app.py"}}],
+            input_tokens=1000,
+            output_tokens=-(10**9),
+        )
+        fake.script(
+            text="",
+            tool_calls=[{"id": "t1", "name": "read_file", "args": {"path": "app.py"}}],
+            input_tokens=1000,
+            output_tokens=10**400,  # past any float: no count, rather than a crash or an infinite cost
+        )
+        script_reads(fake, 3)
+        fake.script(text="Done.", input_tokens=1000)
+        home.write_config(
+            f'.{{ .budget = .{{ .amount = 2.5, .currency = "EUR" }}, .instances = .{{ .remote = .{{ '
+            f'.kind = "openai-compat={fake.address}", .model = "fake-model", '
+            '.price = .{ .input = 1000.0, .output = 1000.0, .currency = "EUR" } } } }\n'
+        )
+        stopped = home.chock("run", "read app.py", cwd=project)
+        assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+        assert len(fake.calls) == 3, (
+            stopped.stdout + stopped.stderr
+        )  # 1.00, 2.00, 3.00 EUR: the reported counts below zero or past 2**53 count nothing
+    events = home.events(home.only_session())
+    assert [(usage["output_tokens"], usage["cost"]) for usage in of_type(events, "usage")] == [
+        (0, 1.0),
+        (0, 1.0),
+        (5, 1.005),
+    ]
+    assert of_type(events, "session.end")[-1]["reason"] == "budget"
+
+
+def test_a_continue_under_a_budget_in_another_currency_than_the_spend_so_far_is_refused(home, project):
+    # 3.00 USD spent, then the config prices the instance in EUR under a 3.50 EUR budget: the dollars are not euros,
+    # so the continue is refused (before anything is written) rather than counting them as 3.00 EUR.
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        script_reads(fake, 2)
+        fake.script(text="Done.", input_tokens=1000)
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "fake-model", '
+            f"{PRICED.replace('EUR', 'USD')} }} }} }}\n"
+        )
+        assert home.chock("run", "read app.py twice", cwd=project).returncode == 0
+        session = home.only_session()
+        before = home.events(session)
+        configure(home, fake, 3.5)
+        refused = home.chock("run", "--continue", session, "and once more", cwd=project)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "has spent 3.0000 USD" in refused.stderr and "3.50 EUR" in refused.stderr, refused.stderr
+        assert len(fake.calls) == 3
+    assert home.events(session) == before

@@ -4,6 +4,7 @@ Enter, the one picked continued (not the newest); Esc continues nothing; a task'
 from __future__ import annotations
 
 import os
+import re
 
 from tests.fakes.terminal import Terminal
 
@@ -91,3 +92,19 @@ def test_only_the_picker_imports_prompt_toolkit(home, project) -> None:
         done, loaded = chock_loading(home, *args, cwd=project)
         assert done.returncode == 0, done.stderr
         assert not {name for name in loaded if name.startswith(("prompt_toolkit", "chock.commands.picker"))}, args
+
+
+def test_with_no_color_the_picker_writes_no_bold_nor_reverse_video(home, project) -> None:
+    _two_sessions(home, project)
+    home.env["NO_COLOR"] = "1"
+    terminal = _picker(home, project)
+    try:
+        terminal.wait_for("the older task")
+        terminal.type(ESC)
+        assert terminal.exit_code() == 130
+    finally:
+        terminal.close()
+    # The chosen line is marked with `>`; no SGR but a reset (prompt_toolkit's own, after each redraw).
+    styled = {sgr for sgr in re.findall(rb"\x1b\[([0-9;]*)m", terminal.screen) if sgr not in (b"", b"0")}
+    assert styled == set(), styled
+    assert "> " in terminal.text()

@@ -609,6 +609,21 @@ def test_message_stream_sums_cached_input_and_reads_empty_tool_input() -> None:
     )  # fmt: skip
 
 
+def test_message_stream_counts_no_negative_fractional_or_huge_usage() -> None:
+    # A count below zero would lower the session's spend under its .budget; one past a float's range failed the call.
+    reader = MessageStream("https://api.anthropic.com/v1", "work")
+    usage = {"input_tokens": 3, "cache_read_input_tokens": -(10**9), "cache_creation_input_tokens": 10**400}
+    lines = [
+        "data: " + json.dumps({"type": "message_start", "message": {"usage": {**usage, "output_tokens": 1}}}),
+        "data: " + json.dumps({"type": "message_delta", "delta": {}, "usage": {"output_tokens": -5}}),
+        "data: " + json.dumps({"type": "message_delta", "delta": {}, "usage": {"output_tokens": 2.5}}),
+        'data: {"type": "message_stop"}',
+    ]
+    for line in lines:
+        reader.feed_line(line)
+    assert reader.usage() == {"input_tokens": 3, "output_tokens": 1, "cache_read_tokens": 0, "cache_write_tokens": 0}
+
+
 def test_message_stream_tool_call_cut_by_max_tokens_is_an_error() -> None:
     reader = MessageStream("https://api.anthropic.com/v1", "work")
     for event in [

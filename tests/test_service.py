@@ -175,3 +175,20 @@ def test_chock_resume_service_starts_the_daemon_with_the_manager_and_it_carries_
         adopt = next(e for e in events if e["type"] == "session.adopt")
         assert (adopt["via"], adopt["after"], adopt["approve_all"]) == ("daemon", "reboot", False)
         assert events[-1]["reason"] == "completed"
+
+
+def test_uninstall_reads_a_relative_enablement_link_as_the_unit_it_names(tmp_path: Path) -> None:
+    """An enablement link a dotfiles manager (GNU stow) or a person wrote relative names the package's unit as
+    much as systemctl's absolute one: `chock daemon uninstall` must see that the person enabled the package's
+    unit, so as not to disable it (systemd resolves the link from its own directory)."""
+    from chock.platform.install import _enabled_from
+
+    tmp_path = tmp_path.resolve()
+    package = tmp_path / "usr/lib/systemd/user"
+    package.mkdir(parents=True)
+    (package / "chock.socket").write_text((PACKAGED / "chock.socket").read_text())
+    units = tmp_path / "home/.config/systemd/user"
+    (units / "sockets.target.wants").mkdir(parents=True)
+    (units / "sockets.target.wants/chock.socket").symlink_to("../../../../../usr/lib/systemd/user/chock.socket")
+    assert (units / "sockets.target.wants/chock.socket").resolve() == package / "chock.socket"
+    assert _enabled_from(units, "chock.socket") == {package / "chock.socket"}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.paths import Layout
-from chock.terminal import safe
+from chock.terminal import colour, safe
 
 # What can be carried on in this terminal: a running or waiting session has an owner, which refuses a second.
 _TAKEN = ("running", "waiting")
@@ -75,6 +75,7 @@ def pick(rows: list[dict[str, Any]]) -> str | None:
     from prompt_toolkit.layout import FormattedTextControl, HSplit, Layout, Window
 
     labels = [label(row) for row in rows]
+    styled = colour()  # `--color never` or `NO_COLOR`: no bold, no reverse video; the `>` marks the choice
     chosen = [0]
     keys = KeyBindings()
 
@@ -99,10 +100,10 @@ def pick(rows: list[dict[str, Any]]) -> str | None:
         event.app.exit(result=None)
 
     def lines() -> FormattedText:
-        shown = [("bold", "Continue which session? (↑/↓, Enter; Esc: none)\n")]
+        shown = [("bold" if styled else "", "Continue which session? (↑/↓, Enter; Esc: none)\n")]
         for index, text in enumerate(labels):
             mark = "> " if index == chosen[0] else "  "
-            shown.append(("reverse" if index == chosen[0] else "", f"{mark}{text}\n"))
+            shown.append(("reverse" if styled and index == chosen[0] else "", f"{mark}{text}\n"))
         return FormattedText(shown)
 
     body = Window(FormattedTextControl(lines, focusable=True, show_cursor=False), height=len(rows) + 1)

@@ -14,7 +14,6 @@ unless told `over_package`, and `uninstall` never disables or stops a unit a pac
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -177,7 +176,7 @@ def uninstall(platform: Platform | None = None) -> Uninstalled:
     packaged = {} if platform.darwin else packaged_units()
     if not ours:
         return Uninstalled([], sorted(packaged), [])  # nothing of ours: the package's units are not ours to stop
-    theirs = [name for name in packaged if _enabled_from(directory, name) == {packaged[name]}]
+    theirs = [name for name in packaged if _enabled_from(directory, name) == {Path(os.path.realpath(packaged[name]))}]
     stop(platform)
     removed = []
     for name in ours:
@@ -196,13 +195,10 @@ def uninstall(platform: Platform | None = None) -> Uninstalled:
 
 
 def _enabled_from(directory: Path, name: str) -> set[Path]:
-    """The unit files `name`'s enablement links in `directory` point at: the package's file when the person
-    enabled the package's unit, ours when `chock daemon start` enabled the ones `install` wrote."""
-    targets = set()
-    for link in directory.glob(f"*.wants/{name}"):
-        with contextlib.suppress(OSError):
-            targets.add(Path(os.path.join(link.parent, os.readlink(link))))
-    return targets
+    """The unit files `name`'s enablement links in `directory` point at, each as its real path (a relative link, as
+    GNU stow writes, is read from where the link really is, as systemd reads it): the package's file when the
+    person enabled the package's unit, ours when `chock daemon start` enabled the ones `install` wrote."""
+    return {Path(os.path.realpath(link)) for link in directory.glob(f"*.wants/{name}") if link.is_symlink()}
 
 
 def start(platform: Platform | None = None) -> None:

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from chock.providers import ToolCall
-from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
+from chock.providers.wire import StreamReader, Wire, event_data, sse_field, token_count, tool_args
 
 API_VERSION = "2023-06-01"
 # The output budget of one call: 8192 is accepted by every current Claude model (it is Claude 3.5 Haiku's
@@ -192,13 +192,13 @@ class MessageStream(StreamReader):
     def _count_usage(self, usage: dict[str, Any]) -> None:
         # message_start holds the input side; message_delta the cumulative output (and, lately, input again).
         for field in INPUT_USAGE_FIELDS:
-            if isinstance(usage.get(field), int):
-                self._input[field] = usage[field]
+            if (count := token_count(usage.get(field))) is not None:
+                self._input[field] = count
         self.input_tokens = sum(self._input.values())
         self.cache_read_tokens = self._input.get("cache_read_input_tokens", 0)
         self.cache_write_tokens = self._input.get("cache_creation_input_tokens", 0)
-        if isinstance(usage.get("output_tokens"), int):
-            self.output_tokens = usage["output_tokens"]
+        if (count := token_count(usage.get("output_tokens"))) is not None:
+            self.output_tokens = count
 
     def _args(self, block: dict[str, Any]) -> dict[str, Any]:
         raw = "".join(block["json"])

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from chock.providers import ToolCall
-from chock.providers.wire import StreamReader, Wire, event_data, sse_field, tool_args
+from chock.providers.wire import StreamReader, Wire, event_data, sse_field, token_count, tool_args
 
 DONE = "[DONE]"
 
@@ -144,13 +144,13 @@ class ChatStream(StreamReader):
             raise self.failed(json.dumps(chunk))
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.input_tokens = usage.get("prompt_tokens") or self.input_tokens
-            self.output_tokens = usage.get("completion_tokens") or self.output_tokens
+            self.input_tokens = token_count(usage.get("prompt_tokens")) or self.input_tokens
+            self.output_tokens = token_count(usage.get("completion_tokens")) or self.output_tokens
             # Servers that cache prompts say how much of `prompt_tokens` came from the cache; none says what
             # it wrote to it.
             details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-                self.cache_read_tokens = details["cached_tokens"]
+            if isinstance(details, dict) and (cached := token_count(details.get("cached_tokens"))) is not None:
+                self.cache_read_tokens = cached
         added: list[str] = []
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:

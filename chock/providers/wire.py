@@ -16,6 +16,17 @@ from typing import Any
 from chock.providers import USAGE_FIELDS, ProviderError, Reply, ToolCall
 from chock.providers.failures import broken_tool_call, describe, not_an_api_stream, stream_failure
 
+# The most tokens one count may say: 2**53, the largest whole number every JSON reader (the page's too) keeps
+# exact, and a cost that stays a finite float at any price.
+MOST_TOKENS = 2**53
+
+
+def token_count(found: object) -> int | None:
+    """A token count the provider reported, or None when it is none: a whole number from 0 to MOST_TOKENS. A
+    string, a fraction, a bool, a negative or a larger number is not counted, so no report can lower what the
+    session has spent (its `.budget`), make its cost infinite, or fail the call."""
+    return found if type(found) is int and 0 <= found <= MOST_TOKENS else None
+
 
 class StreamReader:
     """What both wires' readers keep, with no I/O: the answer's text so far, its usage, and whether the stream

@@ -232,6 +232,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         # Everything that can refuse is settled before the first write: a refusal leaves the log as it was.
         state = fold(read_events(path))
         prepared = _prepare(layout, request, Path(state.project), request.instance or state.instance)
+        _check_currency(session_id, state, prepared.budget)
         moved, interrupted = _check_takeover(state, request, adopting)
         place = _place(layout, prepared, session_id, state, request, fresh=not moved)
     except ChockError as error:
@@ -260,6 +261,19 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
     last = state.conversation[-1] if state.conversation else None
     opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
     return opening
+
+
+def _check_currency(session_id: str, state: SessionState, budget: Budget | None) -> None:
+    """A budget counts the session's whole spend, so what it spent so far must be in the budget's currency (the
+    latest span's: docs/log.md): dollars are never counted as euros. Refused before anything is written."""
+    if budget is None or not state.cost or state.currency == budget.currency:
+        return
+    spent = f"{state.cost:.4f} {state.currency}" if state.currency else f"{state.cost:.4f} in a currency unknown"
+    raise Refused(
+        f"session {session_id} has spent {spent}, and its budget of {budget} (.budget in config.zon) cannot count "
+        f"it: a session's spend is counted in one currency. Price the instance in {state.currency or 'it'} again "
+        "(.price's .currency) with a .budget in it, or continue it with no .budget, or start a new session"
+    )
 
 
 def _spending(prepared: _Prepared) -> dict[str, Any]:

@@ -96,6 +96,9 @@ const ADVERSARIAL = {
   "unclosed strong emphasis": fill("***a "),
   "60 K definitions": "[a]: https://x.test\n".repeat(60_000) + "[a]",
   "60 K setext lines": "a\n=\n".repeat(60_000),
+  "spaces under a table's head": "a|b\n" + " ".repeat(SIZE) + "x",
+  "spaces after a table's rule": "a|b\n|---" + " ".repeat(SIZE) + "x",
+  "spaces in a link's address": "[a](" + " ".repeat(SIZE) + "x",
 };
 
 function took(text) {

@@ -15,7 +15,8 @@ const SETEXT = /^ {0,3}(=+|-+)\s*$/; // under a paragraph's lines: they are a he
 const TASK = /^\[([ xX])\]\s+/; // a list item's first line: a task, done or not
 // A link reference definition, `[label]: address "title"`, on a line of its own.
 const DEFINITION = /^ {0,3}\[([^\]\n]{1,999})\]:\s*<?([^\s<>]+)>?(?:\s+(?:"[^"]*"|'[^']*'|\([^()]*\)))?\s*$/;
-const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$/;
+// No two runs of spaces meet without a "|" between them: a line of spaces costs its length, not its square.
+const TABLE_RULE = /^\s*(?:\|\s*)?:?-+:?\s*(?:\|\s*:?-+:?\s*)*(?:\|\s*)?$/;
 
 // The text's link reference definitions while it renders (`markdown` is synchronous and not reentrant).
 let references = new Map();
@@ -229,8 +230,10 @@ function link(raw, children, kind = "") {
 }
 
 // What follows `](`: the address, an optional title, and `)`. Anchored where it starts, and every part stops at
-// a character the part before cannot hold, so a try costs the length of what it reads.
-const URL_TEXT = new RegExp(String.raw`\s*<?([^\s<>()]*(?:\([^\s<>()]*\)[^\s<>()]*)*)>?(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\s*\)`, "y");
+// a character the part before cannot hold, so a try costs the length of what it reads: each run of spaces is
+// taken whole (`(?=(\s*))\n`, an atomic group), never given back to the next one to try again.
+const URL_TEXT = new RegExp(String.raw`(?=(\s*))\1<?([^\s<>()]*(?:\([^\s<>()]*\)[^\s<>()]*)*)>?(?=(\s*))\3` +
+  String.raw`(?:(?<=\s)(?:"[^"\n]*"|'[^'\n]*')(?=(\s*))\4)?\)`, "y");
 const AUTOLINK = /<((?:https?:\/\/|mailto:)[^\s<>]+)>/iy;
 const BARE_URL = /(?:https?:\/\/|mailto:)[^\s<>]*[^\s<>.,;:!?'")\]*_~]/iy;
 const WORD = /[\p{L}\p{N}]/u;
@@ -329,7 +332,7 @@ function address(c, at) {
   if (c.text[at] !== "(") return null;
   URL_TEXT.lastIndex = at + 1;
   const m = URL_TEXT.exec(c.text);
-  return m ? [m[1], URL_TEXT.lastIndex] : null;
+  return m ? [m[2], URL_TEXT.lastIndex] : null;
 }
 
 // A link by reference after its text `[…]` (from `open` to `end`): [address, end] when its label is defined.
