@@ -208,7 +208,7 @@ def test_the_server_refuses_bad_requests_with_their_code(line, code):
 def test_refusals_name_what_was_wrong():
     assert "../../etc/passwd" in text_of(server_takes, b"adopt /p\t../../etc/passwd\n")
     verbs = "start, adopt, read, list, watch, answer, stop, say, remove, sessions, find, instances, start-with"
-    assert verbs + ", answer-with, rules, rule-remove" in (text_of(server_takes, b"status /p\n"))
+    assert verbs + ", remove-with-workspace, answer-with, rules, rule-remove" in (text_of(server_takes, b"status /p\n"))
 
 
 def test_a_request_refuses_to_be_built_wrong_so_nothing_wrong_is_sent():

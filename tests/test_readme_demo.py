@@ -202,6 +202,10 @@ def test_every_command_of_using_it_and_steering_works_against_the_demo(demo: Dem
     run("chock stop", (stopped,))
     running.communicate(timeout=60)
     assert running.returncode == 130 and demo.rows()[stopped]["end_reason"] == "interrupted"
+    asking, running = demo.waiting_session('chock run "add a --verbose flag"')
+    run("chock approve", (f"session {asking} on local", "approved"), input="y\n")  # each waiting one, in turn
+    running.communicate(timeout=60)
+    assert running.returncode == 0
     run("chock sessions remove <session>", (session,), **{"<session>": session})  # the first, completed one
     assert session not in demo.rows()
     branches = subprocess.run(["git", "-C", str(demo.project), "branch", "--list", f"chock/{session}"],
@@ -214,6 +218,10 @@ def test_every_command_of_using_it_and_steering_works_against_the_demo(demo: Dem
         input="y, once asked")  # fmt: skip
     (built,) = set(demo.rows()) - before
     run("chock attach build:<session>", ("session ended: completed",), **{"<session>": built})
+    run("chock export <session> --format html -o session.html", ("events written to session.html",),
+        **{"<session>": handed})  # fmt: skip
+    page = (demo.project / "session.html").read_text()
+    assert "Content-Security-Policy" in page and "also update the changelog" in page
 
     skipped = {line for line in lines if line.startswith(NOT_RUN)}
     assert set(lines) == ran | skipped, set(lines) - ran - skipped

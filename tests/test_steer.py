@@ -255,7 +255,8 @@ def test_attach_shows_what_run_shows_answers_an_approval_and_rides_out_a_daemon_
         home, "attach", session_id, "--daemon", daemon.address, "--progress", "never", cwd=project
     )
     try:
-        terminal.wait_for("\a  Approve?")  # the bell rings as the session starts to wait
+        terminal.wait_for("  Approve?")
+        terminal.wait_for("\a")  # the view rings the bell a tick after the session starts to wait
         terminal.type("y\r")
         terminal.wait_for("a.txt")
         daemon.kill()  # the daemon goes away while the session thinks; the session lives on

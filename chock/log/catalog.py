@@ -122,7 +122,7 @@ class Catalog:
         found = [entry for entry in self._looks(self.index.sessions_of(real), key) if entry is not None]
         entries = [entry for entry in found if entry.project_real == real]
         self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
-        return entries
+        return sorted(entries, key=started)
 
     def warm(self, project: str | os.PathLike[str]) -> bool:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
@@ -146,7 +146,7 @@ class Catalog:
             group = [entry for entry in self._looks(ids, key) if entry is not None]
             self._save(key, group)
             entries += group
-        return sorted(entries, key=lambda entry: entry.session_id)
+        return sorted(entries, key=started)
 
     def newest(self, project: str | os.PathLike[str], *, running: bool = False) -> str | None:
         """The newest session of `project` (only a running or waiting one, with running=True)."""
@@ -382,6 +382,12 @@ def _next_line(fd: int, offset: int, size: int) -> int | None:
 
 
 # For the commands: one look at the state dir each -------------------------------------------------------
+
+
+def started(entry: Entry) -> tuple[str, str]:
+    """The order of sessions, oldest first: when each started (to the millisecond), then its id, so two started in
+    one second keep their order (an id holds only the second)."""
+    return entry.state.started_at, entry.session_id
 
 
 def rows(layout: Layout, project: Path | str) -> list[dict[str, Any]]:
