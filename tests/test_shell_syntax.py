@@ -106,6 +106,13 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("a &\\\n& b", "continuation inside an operator"),
     ("a |\\\n b", [L("a"), L("b")]),
     ("a ;\\\n b", [L("a"), L("b")]),
+    ("PA\\\nTH=. pytest", [N("assignment before the command", "pytest")]),
+    ("i\\\nf true; then pytest; fi", [L("true"), L("pytest")]),
+    ('pytest "$\\\n(curl x)"', "continuation right after `$`"),
+    ("pytest $\\\nHOME", "continuation right after `$`"),
+    ("cat <<E\n$\\\n(curl x)\nE", "continuation right after `$`"),
+    ("echo \"${x:-'a'}\"", "`'` inside"),
+    ('case a in "${x:-\'}") ;; esac; curl x; case a in "\'}") ;; esac', "`'` inside"),
     # subshells, groups, compound commands
     ("(cd x && make)", [L("cd", "x"), L("make")]),
     ("( a ; b )", [L("a"), L("b")]),
@@ -438,6 +445,10 @@ SMUGGLE = [
     "{r} ; $(curl x)",
     "{r} # \\\ncurl x",
     "{r} \\\n; curl x",
+    '{r} "$\\\n(curl x)"',
+    "{r} $\\\n(curl x)",
+    'case a in "${{x:-\'}}") ;; esac; curl x; case a in "\'}}") ;; esac; {r}',
+    "A\\\nB=1 {r}",
 ]
 
 

@@ -61,10 +61,10 @@ class WordReader:
             match = _PLAIN.match(s, i)
             if match and (match.end() == n or s[match.end()] in _ENDS_WORD) and not _SPECIAL_IN_PLAIN.search(match[0]):
                 return Word(match[0], "", False, match[0]), match.end()
-        start = i
         text: list[str] = []
         plain: list[str] = []
         plain_start = ""
+        starting = True  # only unquoted characters and line continuations so far: `PA\<newline>TH=.` assigns
         why = ""
         quoted = False
         pattern = _PLAIN_IN_BRACE if in_brace else _PLAIN
@@ -72,8 +72,8 @@ class WordReader:
             match = pattern.match(s, i)
             if match:
                 part = match.group()
-                if i == start:
-                    plain_start = part
+                if starting:
+                    plain_start += part
                 text.append(part)
                 plain.append(part)
                 i = match.end()
@@ -83,10 +83,12 @@ class WordReader:
                 if s.startswith("\n", i + 1):
                     i += 2
                     continue
+                starting = False
                 quoted = True
                 text.append(s[i + 1 : i + 2] or "\\")
                 i += 2
             elif c == "'":
+                starting = False
                 end = s.find("'", i + 1)
                 if end < 0:
                     raise Unsure("a `'` is never closed: sh refuses the command")
@@ -94,11 +96,13 @@ class WordReader:
                 text.append(s[i + 1 : end])
                 i = end + 1
             elif c == '"':
+                starting = False
                 i, inner = self.double_quoted(i + 1, depth)
                 quoted = True
                 text.append(inner[0])
                 why = why or inner[1]
             elif c == "`" or c == "$":
+                starting = False
                 i, part, part_why = self.dollar_or_backquote(i, depth)
                 text.append(part)
                 why = why or part_why
@@ -163,6 +167,8 @@ class WordReader:
         if s[i] == "`":
             return self.backquoted(i, depth)
         nxt = s[i + 1 : i + 2]
+        if nxt == "\\" and s.startswith("\n", i + 2):  # sh joins the lines first: `$\<newline>(…)` is `$(…)`
+            raise Unsure("a line continuation right after `$`: what it expands is not what was shown")
         if nxt == "(":
             if s.startswith("((", i + 1):
                 return self.arithmetic(i)
@@ -171,7 +177,7 @@ class WordReader:
             self.nested = nested
             return end, s[i:end], "a command substitution `$(…)`"
         if nxt == "{":
-            return self.braced(i, depth)
+            return self.braced(i, depth, in_quotes)
         if nxt == "[" and not in_quotes:
             raise Unsure("bash reads `$[…]` as arithmetic, dash as `$` and a glob")
         if (nxt == "'" or nxt == '"') and not in_quotes:
@@ -224,7 +230,9 @@ class WordReader:
             j += 1
         raise Unsure("a `$((` is never closed: sh refuses the command")
 
-    def braced(self, i: int, depth: int) -> tuple[int, str, str]:
+    def braced(self, i: int, depth: int, in_quotes: bool = False) -> tuple[int, str, str]:
+        """`${…}` at `i`; within double quotes or a here-document a `'` in it is a quote to some forms of sh and a
+        plain character to others (`"${x:-'}"` ends at the first `}` in dash), so it is unsure."""
         s = self.s
         match = _BRACED_PARAMETER.match(s, i + 2)
         if not match or (match.group(1) and match.group(3)):
@@ -236,6 +244,8 @@ class WordReader:
             _, j = self.word(j, depth + 1, in_brace=True)
         if j >= self.n or s[j] != "}":
             raise Unsure("bash reads this `${…}` form, dash refuses it")
+        if in_quotes and "'" in s[i:j]:
+            raise Unsure('a `\'` inside `"${…}"`: sh reads it as a quote in some forms and as a character in others')
         return j + 1, s[i : j + 1], f"a parameter expansion `{s[i : j + 1]}`"
 
     def skip_blanks(self, i: int) -> int:
