@@ -280,6 +280,18 @@ def test_yes_answers_what_would_ask_and_never_a_deny_rule(home, project):
     assert "asked" in results["c2"]["output"]
 
 
+def test_yes_never_overrides_a_shell_default_of_deny(home, project):
+    """`.approvals.shell = "deny"` is no question `--yes` could answer: the command is refused, as without it."""
+    config(home, [{"text": "", "tool_calls": [shell("c1", "echo ran > ran.txt")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "deny",')  # fmt: skip
+    result = home.chock("run", "--yes", "write it", cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = home.events(home.only_session())
+    assert [(a["answer"], a["via"]) for a in of(events, "approval.answer")] == [("no", "config")]
+    assert of(events, "tool.result", "c1")[0]["is_error"]
+    assert not (project / "ran.txt").exists()
+
+
 def test_a_session_rule_holds_when_the_session_is_continued(home, project):
     config(home, [{"text": "", "tool_calls": [shell("c1", "ls -a")]}, {"text": "Done.", "tool_calls": []},
                   {"text": "", "tool_calls": [shell("c2", "ls -l")]}, {"text": "Done again.", "tool_calls": []}],

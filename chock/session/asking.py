@@ -3,7 +3,7 @@
 Every call is decided by the rules in force — config.zon's, the project's (read again at every call, so a rule
 saved or removed by any session of the project holds at once) and the session's own (folded from its log) —
 through `chock.rules.rule.RuleSet`. A call no rule matches gets the default: `.approvals.shell` for a shell
-command (`allow` under `--yes`), `allow` for a built-in tool that does not ask. `--yes` turns an ask into a yes
+command, `allow` for a built-in tool that does not ask. `--yes` turns an ask into a yes
 and never a deny. Rules decide whether a call runs; they never change the sandbox it runs in.
 
 The terminal prompt offers yes once, no (with a message for the model after `n `), always in this session and
