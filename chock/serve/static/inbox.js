@@ -234,7 +234,8 @@ function openForm(item, kind, scope = "session") {
 }
 
 /** The inbox's keys, while nothing editable has the focus: j/k move, y yes, n no (with a message), a always in
- * this session, A always in this project (each rule editable first), Enter opens the session. */
+ * this session, A always in this project (each rule editable first), Enter opens the session. Only j and k repeat
+ * when held down. */
 export function onKey(event) {
   if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
   const target = event.target;
@@ -244,6 +245,7 @@ export function onKey(event) {
   const index = Math.max(0, all.findIndex((item) => item.key === inbox.selected));
   const item = all[index];
   const move = { j: 1, k: -1 }[event.key];
+  if (event.repeat && !move) return; // a key held down answers one approval, never the one that moves up under it
   if (move) {
     Object.assign(inbox, { selected: all[Math.min(all.length - 1, Math.max(0, index + move))].key, chosen: true });
     render();
