@@ -168,6 +168,20 @@ def test_always_in_this_project_holds_for_its_next_session_not_another_project_u
     assert again.returncode != 0 and f"no rule {rule_id}" in again.stderr
 
 
+def test_the_daemons_child_runs_chock_never_a_chock_package_in_the_project(home, project, daemon):
+    """`rule-remove` runs `python -m chock … --here` in the project, which an agent's merged branch may have given a
+    `chock/` package: Python must not put the project first on its path (that is code outside the sandbox)."""
+    marker = project.parent / "project-code-ran"
+    (project / "chock").mkdir()
+    (project / "chock" / "__init__.py").write_text("")
+    (project / "chock" / "__main__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    client = ControlClient(daemon.address)
+    with pytest.raises(ProtocolError) as refused:
+        client.call(dp.RuleRemoveRequest(str(project), "p0123abcd"))
+    assert refused.value.code == "refused" and "no rule p0123abcd" in refused.value.text
+    assert not marker.exists()
+
+
 def running(home, project: Path, message: str = "do it") -> subprocess.Popen[str]:
     process = home.spawn("run", message, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)  # fmt: skip
@@ -412,6 +426,33 @@ def test_a_subagent_decides_its_calls_by_the_sessions_tool_rules(home, project):
     assert result.returncode == 0, result.stderr
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert "denied by rule `tool:read_file`" in ended["result"], ended["result"]
+
+
+def test_a_subagent_runs_chock_never_a_chock_package_in_the_project(home, project):
+    """The session starts its subagent as `python -m chock.session.subagent_process` in the project: a `chock/` an
+    agent's merged branch put there must not be what runs (the `chock` command, a console script, never puts the
+    working directory on Python's path; tests run it as `python -P -m chock` alike)."""
+    marker = project.parent / "project-code-ran"
+    (project / "chock").mkdir()
+    (project / "chock" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+
+    def answer(body: dict) -> dict:
+        if "sub-agent" in json.dumps(body.get("system")):
+            return {"text": "nothing to read"}
+        if len(body["messages"]) == 1:
+            return {"tool_calls": [{"id": "s1", "name": "subagent", "args": {"task": "read the readme"}}]}
+        return {"text": "Done."}
+
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(answer)
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "m" }} }} }}\n'
+        )
+        result = home.chock("run", "ask a subagent", cwd=project, timeout=90)
+    assert result.returncode == 0, result.stderr
+    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    assert ended["result"] == "nothing to read"
+    assert not marker.exists()
 
 
 def test_sessions_saving_project_rules_at_once_lose_none(home, project):
