@@ -112,6 +112,8 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("pytest $\\\nHOME", "continuation right after `$`"),
     ("cat <<E\n$\\\n(curl x)\nE", "continuation right after `$`"),
     ("echo \"${x:-'a'}\"", "`'` inside"),
+    ('echo "`echo \\"a b\\"`"', [L("echo", "a b"), N("backquotes", "echo", '`echo \\"a b\\"`')]),
+    ('cat <<E\n`echo \\"a b\\"`\nE', [N("here-document", "cat"), L("echo", "a b")]),
     ('case a in "${x:-\'}") ;; esac; curl x; case a in "\'}") ;; esac', "`'` inside"),
     # subshells, groups, compound commands
     ("(cd x && make)", [L("cd", "x"), L("make")]),
@@ -449,6 +451,7 @@ SMUGGLE = [
     "{r} $\\\n(curl x)",
     'case a in "${{x:-\'}}") ;; esac; curl x; case a in "\'}}") ;; esac; {r}',
     "A\\\nB=1 {r}",
+    'case "`echo \\"\'\\"; curl x; echo \\"\'\\"`" in a) ;; esac; {r}',
 ]
 
 

@@ -165,7 +165,7 @@ class WordReader:
         literal — "" for a `$` that starts nothing)."""
         s = self.s
         if s[i] == "`":
-            return self.backquoted(i, depth)
+            return self.backquoted(i, depth, in_quotes)
         nxt = s[i + 1 : i + 2]
         if nxt == "\\" and s.startswith("\n", i + 2):  # sh joins the lines first: `$\<newline>(…)` is `$(…)`
             raise Unsure("a line continuation right after `$`: what it expands is not what was shown")
@@ -189,8 +189,11 @@ class WordReader:
             return match.end(), s[i : match.end()], f"a parameter expansion `{s[i : match.end()]}`"
         return i + 1, "$", ""
 
-    def backquoted(self, i: int, depth: int) -> tuple[int, str, str]:
+    def backquoted(self, i: int, depth: int, in_quotes: bool = False) -> tuple[int, str, str]:
+        """A backquoted command substitution at `i`: a `\\` before `$`, a backquote or `\\` is removed from the
+        command's text, and within double quotes or a here-document before `"` too (as dash does)."""
         s = self.s
+        escaped = ("$", "`", "\\", '"') if in_quotes else ("$", "`", "\\")
         j = i + 1
         inner: list[str] = []
         while True:
@@ -203,7 +206,7 @@ class WordReader:
             if s[k] == "`":
                 break
             nxt = s[k + 1 : k + 2]
-            inner.append(nxt if nxt in ("$", "`", "\\") else s[k : k + 2])
+            inner.append(nxt if nxt in escaped else s[k : k + 2])
             j = k + 2
         if depth + 1 > MAX_DEPTH:
             raise Unsure(f"the command nests deeper than {MAX_DEPTH} levels")
