@@ -207,6 +207,8 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("echo 'a'$b", [N("parameter", "echo", "a$b")]),
     # assignments
     ("PATH=. pytest", [N("assignment before the command", "pytest")]),
+    ("read PATH < path.txt", [N("`read` sets variables", "read", "PATH")]),
+    ("getopts ab PATH", [N("`getopts` sets variables", "getopts", "ab", "PATH")]),
     ("A=1 B=2 pytest -x", [N("assignment before the command", "pytest", "-x")]),
     ('A="x y" pytest', [N("assignment before the command", "pytest")]),
     ("PATH=.", [N("assignment as a command of its own", "PATH=.")]),
@@ -403,6 +405,7 @@ SMUGGLE = [
     "PATH=. {r}",
     "PATH=.; {r}",
     "export PATH=.; {r}",
+    "read PATH < path.txt; {r}",
     "env {r}",
     "env PATH=. {r}",
     "{r} | xargs rm",

@@ -28,6 +28,8 @@ BUILTINS = {
     "shopt": "`shopt` changes how bash reads later commands",
     "fc": "`fc` runs commands from the history",
     "let": "`let` sets variables later commands see",
+    "read": "`read` sets variables later commands see (`read PATH < file`)",
+    "getopts": "`getopts` sets variables later commands see",
 }
 
 # Programs that run (some of) their arguments as a program.
