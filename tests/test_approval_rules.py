@@ -30,6 +30,7 @@ from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
 from tests.fakes.terminal import Terminal
+from tests.fakes.wait import wait_until
 
 INSTANCE = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
 
@@ -355,6 +356,25 @@ def test_the_terminal_offers_always_in_this_project_with_the_proposal_and_saves_
         ("no", "terminal", None, None, "use the plan instead"),
     ]
     assert "said: use the plan instead" in of(events, "tool.result")[-1]["output"]
+
+
+def test_keys_typed_before_a_question_is_asked_never_answer_it(home, project):
+    """A `y` typed ahead (a second one, an Enter too many, keys meant for something else) is not an answer to a
+    question the person has not seen yet: the terminal's prompt drops what was typed before it asked."""
+    config(home, [{"text": "", "tool_calls": [shell("c1", "echo one")]},
+                  {"text": "", "tool_calls": [shell("c2", "echo two")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    terminal = Terminal.chock(home, "run", "say two things", cwd=project)
+    try:
+        terminal.wait_for("[y/N]")
+        terminal.type("y\ry\r")  # the second `y` is typed before the second question is asked
+        wait_until(lambda: terminal.read() or terminal.screen.count(b"[y/N]") == 2, 30, "the second question")
+        terminal.type("n\r")
+        terminal.wait_for("session ended")
+    finally:
+        terminal.close()
+    answers = [(a["answer"], a["via"]) for a in of(home.events(home.only_session()), "approval.answer")]
+    assert answers == [("yes", "terminal"), ("no", "terminal")]
 
 
 def older_approval_socket(path: Path) -> threading.Thread:

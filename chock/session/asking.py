@@ -14,8 +14,10 @@ before it is saved.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+import termios
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +121,10 @@ async def read_line() -> str | None:
 
 async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None:
     """Ask at the terminal: `y`, `n` or `n <message>`, `s` or `p` (then the rule, Enter keeping the proposal);
-    anything else is no. None when stdin closed."""
+    anything else is no. None when stdin closed. What was typed before the question is dropped first: keys typed
+    ahead are not an answer to a question the person has not seen."""
+    with contextlib.suppress(OSError, termios.error):
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
     sys.stderr.write(question_)
     sys.stderr.flush()
     typed = await read_line()
