@@ -37,6 +37,9 @@ WRAPPERS = {
     "env", "sudo", "doas", "su", "runuser", "pkexec", "xargs", "parallel", "timeout", "nice", "ionice", "nohup",
     "time", "stdbuf", "watch", "flock", "setsid", "setpriv", "chroot", "unshare", "nsenter", "taskset", "chrt",
     "strace", "ltrace", "valgrind", "busybox", "script", "systemd-run", "bwrap", "firejail", "catchsegv",
+    "xvfb-run", "dbus-run-session", "dbus-launch", "fakeroot", "faketime", "unbuffer", "nocache", "chronic",
+    "prlimit", "numactl", "cgexec", "sg", "torsocks", "proxychains", "proxychains4", "entr", "systemd-inhibit",
+    "ssh-agent", "gosu", "su-exec", "setarch", "linux32", "linux64", "caffeinate",
 }  # fmt: skip
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "tcsh", "csh", "yash", "posh"}
