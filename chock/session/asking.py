@@ -14,17 +14,15 @@ before it is saved.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sys
-import termios
 from dataclasses import dataclass
 from typing import Any
 
 from chock.control.daemon_protocol import NOTE_LIMIT
 from chock.log.fold import SessionState
 from chock.rules.rule import Decision, Rule, RuleSet, check_pattern
-from chock.terminal import as_lines, colour, safe
+from chock.terminal import as_lines, colour, drop_typed_ahead, safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,8 +121,7 @@ async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None
     """Ask at the terminal: `y`, `n` or `n <message>`, `s` or `p` (then the rule, Enter keeping the proposal);
     anything else is no. None when stdin closed. What was typed before the question is dropped first: keys typed
     ahead are not an answer to a question the person has not seen."""
-    with contextlib.suppress(OSError, termios.error):
-        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    drop_typed_ahead(sys.stdin.fileno())
     sys.stderr.write(question_)
     sys.stderr.flush()
     typed = await read_line()
