@@ -112,6 +112,7 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("pytest $\\\nHOME", "continuation right after `$`"),
     ("cat <<E\n$\\\n(curl x)\nE", "continuation right after `$`"),
     ("echo \"${x:-'a'}\"", "`'` inside"),
+    ("echo $(cat <<E); curl x\nbody\nE", "no body before the `)`"),
     ('echo "`echo \\"a b\\"`"', [L("echo", "a b"), N("backquotes", "echo", '`echo \\"a b\\"`')]),
     ('cat <<E\n`echo \\"a b\\"`\nE', [N("here-document", "cat"), L("echo", "a b")]),
     ('case a in "${x:-\'}") ;; esac; curl x; case a in "\'}") ;; esac', "`'` inside"),

@@ -54,6 +54,10 @@ class WordReader:
         """Read the commands of a backquoted command substitution's text (the grammar's)."""
         raise NotImplementedError
 
+    def open_heredocs(self) -> int:
+        """How many here-documents wait for their bodies (the grammar's)."""
+        return 0
+
     def word(self, i: int, depth: int, in_brace: bool = False) -> tuple[Word, int]:
         """The word at `i` (in `${…}` when `in_brace`, where only an unquoted `}` ends it)."""
         s, n = self.s, self.n
@@ -172,9 +176,11 @@ class WordReader:
         if nxt == "(":
             if s.startswith("((", i + 1):
                 return self.arithmetic(i)
-            nested, self.nested = self.nested, True
+            nested, self.nested, open_before = self.nested, True, self.open_heredocs()
             end = self.list_(i + 2, depth + 1, ")")
             self.nested = nested
+            if self.open_heredocs() > open_before:  # dash runs the lines after the `)` as commands
+                raise Unsure("a here-document begun in `$(…)` has no body before the `)`: dash and bash differ")
             return end, s[i:end], "a command substitution `$(…)`"
         if nxt == "{":
             return self.braced(i, depth, in_quotes)
