@@ -154,6 +154,22 @@ def _git_config(args: tuple[str, ...]) -> bool:
     return False
 
 
+def subcommand_at(words: tuple[str, ...]) -> int:
+    """Where the subcommand of `words` is, past the program's own options: git's (`git -C x push` is `push`);
+    1 for every other program."""
+    if program(words[0]) != "git":
+        return 1
+    skip = False
+    for n, word in enumerate(words[1:], 1):
+        if skip:
+            skip = False
+            continue
+        if not word.startswith("-"):
+            return n
+        skip = word in _GIT_TAKES_ARGUMENT or word in ("-c", "--config-env")
+    return len(words)
+
+
 def inner_starts(words: tuple[str, ...]) -> list[int]:
     """Best effort for deny and ask rules: where in `words` a command it runs may start — every later word that
     could name a program when the program runs its arguments (`env git push` holds `git push`)."""
