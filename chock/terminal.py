@@ -181,3 +181,13 @@ def safe_json(line: str) -> str:
     `\\uXXXX` escape: the same value, and nothing in it a terminal acts on. (json escapes C0 itself, but neither
     DEL, C1, Cf nor U+2028; every such character stands inside a string, where the escape means it.)"""
     return line if line.isprintable() else _pattern(False).sub(_json_escape, line)
+
+
+def drop_typed_ahead(fd: int) -> None:
+    """Drop what was typed at the terminal `fd` and not read yet, before a question is asked: keys typed ahead are
+    no answer to a question the person has not seen (a pipe, or no terminal, is left as it is)."""
+    import contextlib
+    import termios
+
+    with contextlib.suppress(OSError, termios.error):
+        termios.tcflush(fd, termios.TCIFLUSH)

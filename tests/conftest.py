@@ -52,7 +52,7 @@ class Home:
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "chock", *args], input=input if input is not None else "",
+            [sys.executable, "-P", "-m", "chock", *args], input=input if input is not None else "",
             capture_output=True, text=True, cwd=cwd, timeout=timeout, env={**self.env, **(env or {})},
         )  # fmt: skip
 
@@ -66,7 +66,7 @@ class Home:
     ) -> subprocess.Popen[str]:
         """`chock ARGS` in the background (run by `prefix`, a command that runs the rest, when given)."""
         return subprocess.Popen(
-            [*prefix, sys.executable, "-m", "chock", *args],
+            [*prefix, sys.executable, "-P", "-m", "chock", *args],
             cwd=cwd, env={**self.env, **(env or {})}, text=True, **kwargs,
         )  # fmt: skip
 

@@ -30,6 +30,7 @@ from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
 from tests.fakes.terminal import Terminal
+from tests.fakes.wait import wait_until
 
 INSTANCE = '.instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }'
 
@@ -168,6 +169,20 @@ def test_always_in_this_project_holds_for_its_next_session_not_another_project_u
     assert again.returncode != 0 and f"no rule {rule_id}" in again.stderr
 
 
+def test_the_daemons_child_runs_chock_never_a_chock_package_in_the_project(home, project, daemon):
+    """`rule-remove` runs `python -m chock … --here` in the project, which an agent's merged branch may have given a
+    `chock/` package: Python must not put the project first on its path (that is code outside the sandbox)."""
+    marker = project.parent / "project-code-ran"
+    (project / "chock").mkdir()
+    (project / "chock" / "__init__.py").write_text("")
+    (project / "chock" / "__main__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    client = ControlClient(daemon.address)
+    with pytest.raises(ProtocolError) as refused:
+        client.call(dp.RuleRemoveRequest(str(project), "p0123abcd"))
+    assert refused.value.code == "refused" and "no rule p0123abcd" in refused.value.text
+    assert not marker.exists()
+
+
 def running(home, project: Path, message: str = "do it") -> subprocess.Popen[str]:
     process = home.spawn("run", message, cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)  # fmt: skip
@@ -280,6 +295,18 @@ def test_yes_answers_what_would_ask_and_never_a_deny_rule(home, project):
     assert "asked" in results["c2"]["output"]
 
 
+def test_yes_never_overrides_a_shell_default_of_deny(home, project):
+    """`.approvals.shell = "deny"` is no question `--yes` could answer: the command is refused, as without it."""
+    config(home, [{"text": "", "tool_calls": [shell("c1", "echo ran > ran.txt")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "deny",')  # fmt: skip
+    result = home.chock("run", "--yes", "write it", cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = home.events(home.only_session())
+    assert [(a["answer"], a["via"]) for a in of(events, "approval.answer")] == [("no", "config")]
+    assert of(events, "tool.result", "c1")[0]["is_error"]
+    assert not (project / "ran.txt").exists()
+
+
 def test_a_session_rule_holds_when_the_session_is_continued(home, project):
     config(home, [{"text": "", "tool_calls": [shell("c1", "ls -a")]}, {"text": "Done.", "tool_calls": []},
                   {"text": "", "tool_calls": [shell("c2", "ls -l")]}, {"text": "Done again.", "tool_calls": []}],
@@ -329,6 +356,25 @@ def test_the_terminal_offers_always_in_this_project_with_the_proposal_and_saves_
         ("no", "terminal", None, None, "use the plan instead"),
     ]
     assert "said: use the plan instead" in of(events, "tool.result")[-1]["output"]
+
+
+def test_keys_typed_before_a_question_is_asked_never_answer_it(home, project):
+    """A `y` typed ahead (a second one, an Enter too many, keys meant for something else) is not an answer to a
+    question the person has not seen yet: the terminal's prompt drops what was typed before it asked."""
+    config(home, [{"text": "", "tool_calls": [shell("c1", "echo one")]},
+                  {"text": "", "tool_calls": [shell("c2", "echo two")]}, {"text": "Done.", "tool_calls": []}],
+           '        .shell = "ask",')  # fmt: skip
+    terminal = Terminal.chock(home, "run", "say two things", cwd=project)
+    try:
+        terminal.wait_for("[y/N]")
+        terminal.type("y\ry\r")  # the second `y` is typed before the second question is asked
+        wait_until(lambda: terminal.read() or terminal.screen.count(b"[y/N]") == 2, 30, "the second question")
+        terminal.type("n\r")
+        terminal.wait_for("session ended")
+    finally:
+        terminal.close()
+    answers = [(a["answer"], a["via"]) for a in of(home.events(home.only_session()), "approval.answer")]
+    assert answers == [("yes", "terminal"), ("no", "terminal")]
 
 
 def older_approval_socket(path: Path) -> threading.Thread:
@@ -400,6 +446,33 @@ def test_a_subagent_decides_its_calls_by_the_sessions_tool_rules(home, project):
     assert result.returncode == 0, result.stderr
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert "denied by rule `tool:read_file`" in ended["result"], ended["result"]
+
+
+def test_a_subagent_runs_chock_never_a_chock_package_in_the_project(home, project):
+    """The session starts its subagent as `python -m chock.session.subagent_process` in the project: a `chock/` an
+    agent's merged branch put there must not be what runs (the `chock` command, a console script, never puts the
+    working directory on Python's path; tests run it as `python -P -m chock` alike)."""
+    marker = project.parent / "project-code-ran"
+    (project / "chock").mkdir()
+    (project / "chock" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+
+    def answer(body: dict) -> dict:
+        if "sub-agent" in json.dumps(body.get("system")):
+            return {"text": "nothing to read"}
+        if len(body["messages"]) == 1:
+            return {"tool_calls": [{"id": "s1", "name": "subagent", "args": {"task": "read the readme"}}]}
+        return {"text": "Done."}
+
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(answer)
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "m" }} }} }}\n'
+        )
+        result = home.chock("run", "ask a subagent", cwd=project, timeout=90)
+    assert result.returncode == 0, result.stderr
+    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    assert ended["result"] == "nothing to read"
+    assert not marker.exists()
 
 
 def test_sessions_saving_project_rules_at_once_lose_none(home, project):

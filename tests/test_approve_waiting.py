@@ -18,6 +18,7 @@ from chock.paths import Layout
 from tests.fakes.projects import make_project
 from tests.fakes.sessions import replay_config, wait_for_end, wait_for_event
 from tests.fakes.terminal import Terminal
+from tests.fakes.wait import wait_until
 
 ASKS = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo one-ran"}}]},
@@ -88,6 +89,28 @@ def test_approve_all_answers_every_projects_sessions_on_every_host(home, tmp_pat
     assert answers(there, remote_id) == [("yes", "socket")]
     refused = home.chock("approve", "--all", "--project", str(project), cwd=away)
     assert refused.returncode == 2 and "leave out --project" in refused.stderr
+
+
+def test_approve_at_a_terminal_takes_no_answer_typed_before_the_request_was_shown(home, daemon, project):
+    """`chock approve` answering in turn at a terminal: a second `y` typed with the first is no answer to the
+    second request, which was not on the screen yet."""
+    home.replay_instance(ASKS)
+    first = daemon.client.call(dp.StartRequest(str(project), "first task")).session_id
+    wait_for_event(home, first, "approval.request")
+    second = daemon.client.call(dp.StartRequest(str(project), "second task")).session_id
+    wait_for_event(home, second, "approval.request")
+    terminal = Terminal.chock(home, "approve", cwd=project)
+    try:
+        terminal.wait_for("Approve?")
+        terminal.type("y\ry\r")
+        wait_until(lambda: terminal.read() or terminal.screen.count(b"Approve?") == 2, 30, "the second request")
+        terminal.type("n\r")
+        assert terminal.exit_code() == 0, terminal.text()
+    finally:
+        terminal.close()
+    wait_for_end(home, second, "completed")
+    assert answers(home, first) == [("yes", "socket")]
+    assert answers(home, second) == [("no", "socket")]
 
 
 TWO = [

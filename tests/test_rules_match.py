@@ -136,6 +136,11 @@ def test_an_allow_rule_matches_whole_leading_words(rule: str, command: str, matc
         "git() { :; }; git push",
         "PATH=. git push",
         "[[ -n x ]] && git push",
+        "git -C . push",  # git's own options before its subcommand
+        "git --no-pager push origin",
+        "git -C sub --git-dir .git --work-tree=. push",
+        "git -c user.name=x push",
+        "sudo git -C . push",
     ],
 )
 def test_a_deny_rule_looks_through_what_runs_its_arguments(command: str) -> None:

@@ -89,6 +89,34 @@ def test_three_sessions_waiting_are_answered_in_order_from_the_keyboard_alone(ho
         assert errors == []
 
 
+def test_a_key_held_down_answers_one_approval_not_the_next(home, project, daemons, chromium):
+    """A `y` held a little long repeats: the repeats must not answer the approval that moves up under it, which
+    the person has not read."""
+    with running_stack(home, project, daemons, STEPS) as stack:
+        serve = stack.start_serve()
+        page = chromium.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"http://127.0.0.1:{serve.port}/")
+        sessions = []
+        for task in ("first task", "second task"):
+            sessions.append(stack.client.call(dp.StartRequest(stack.project, task)).session_id)
+            wait_for_event(home, sessions[-1], "approval.request")
+        page.wait_for_selector("#inbox-list li >> nth=1", timeout=30000)  # both read, not only counted
+        page.locator("body").focus()
+        page.keyboard.down("y")
+        wait_until(lambda: page.title() == "(1 waiting) Chock", 15, "the title to count one")
+        page.keyboard.down("y")  # the same key, still down: a repeat
+        item = page.locator("#inbox-list li").nth(0)
+        assert item.get_attribute("data-session") == sessions[1]
+        assert item.locator(".note").text_content() == ""  # nothing sent for it
+        page.keyboard.up("y")
+        page.keyboard.press("n")
+        page.wait_for_selector("#inbox-list li textarea.message")
+        page.keyboard.press("Enter")
+        for session_id in sessions:
+            wait_for_end(home, session_id, "completed")
+        assert [e["answer"] for e in answers(home, sessions[1])] == ["no"]
+
+
 LS = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "ls -a"}}]},
     {"text": "Done.", "tool_calls": []},

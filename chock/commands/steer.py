@@ -20,7 +20,7 @@ from chock.commands.shared_options import EVERY_HOST, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
 from chock.errors import UsageError, exit_status
 from chock.paths import Layout
-from chock.terminal import shown
+from chock.terminal import drop_typed_ahead, shown
 
 
 def _address(layout: Layout, daemon_address: tuple[str, ...], port: int | None) -> Address:
@@ -119,6 +119,7 @@ def approve(
     def ask(request: dict[str, object], more: bool) -> Choice:
         # The command exactly as it will run, one line per line (docs/architecture.md#what-reaches-a-terminal).
         click.echo(shown_request(request))
+        drop_typed_ahead(sys.stdin.fileno())  # what was typed before this request was shown answers nothing
         while True:
             line = click.prompt(shown(question(request, more=more), one_line=True), default="", show_default=False,
                                 prompt_suffix="")  # fmt: skip

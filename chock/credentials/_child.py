@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chock import module_argv
 from chock.credentials.refusals import (
     FILE_STORE_HINT,
     CredentialError,
@@ -75,7 +76,7 @@ def keystore_timeout(environ: Mapping[str, str] | None = None) -> float:
 
 
 def child_command() -> list[str]:
-    return [sys.executable, "-m", "chock.credentials._child"]
+    return module_argv("chock.credentials._child")
 
 
 def _child_env() -> dict[str, str]:

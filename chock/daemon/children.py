@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 
+from chock import module_argv
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
 from chock.log.reader import owner_alive
@@ -216,7 +216,7 @@ class Children:
             # The project is the child's working directory, not an argument: argv is visible to every user
             # (and the journal keeps a sender's command line), and a project's path is the person's business.
             process = subprocess.Popen(
-                [sys.executable, "-m", "chock", "run", *args],
+                [*module_argv("chock"), "run", *args],
                 cwd=project,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=output,
@@ -265,7 +265,7 @@ class Children:
 
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "chock", *args],
+                [*module_argv("chock"), *args],
                 cwd=project,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,

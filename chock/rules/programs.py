@@ -28,6 +28,8 @@ BUILTINS = {
     "shopt": "`shopt` changes how bash reads later commands",
     "fc": "`fc` runs commands from the history",
     "let": "`let` sets variables later commands see",
+    "read": "`read` sets variables later commands see (`read PATH < file`)",
+    "getopts": "`getopts` sets variables later commands see",
 }
 
 # Programs that run (some of) their arguments as a program.
@@ -35,6 +37,9 @@ WRAPPERS = {
     "env", "sudo", "doas", "su", "runuser", "pkexec", "xargs", "parallel", "timeout", "nice", "ionice", "nohup",
     "time", "stdbuf", "watch", "flock", "setsid", "setpriv", "chroot", "unshare", "nsenter", "taskset", "chrt",
     "strace", "ltrace", "valgrind", "busybox", "script", "systemd-run", "bwrap", "firejail", "catchsegv",
+    "xvfb-run", "dbus-run-session", "dbus-launch", "fakeroot", "faketime", "unbuffer", "nocache", "chronic",
+    "prlimit", "numactl", "cgexec", "sg", "torsocks", "proxychains", "proxychains4", "entr", "systemd-inhibit",
+    "ssh-agent", "gosu", "su-exec", "setarch", "linux32", "linux64", "caffeinate",
 }  # fmt: skip
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "tcsh", "csh", "yash", "posh"}
@@ -147,6 +152,22 @@ def _git_config(args: tuple[str, ...]) -> bool:
             return True
         skip = word in _GIT_TAKES_ARGUMENT
     return False
+
+
+def subcommand_at(words: tuple[str, ...]) -> int:
+    """Where the subcommand of `words` is, past the program's own options: git's (`git -C x push` is `push`);
+    1 for every other program."""
+    if program(words[0]) != "git":
+        return 1
+    skip = False
+    for n, word in enumerate(words[1:], 1):
+        if skip:
+            skip = False
+            continue
+        if not word.startswith("-"):
+            return n
+        skip = word in _GIT_TAKES_ARGUMENT or word in ("-c", "--config-env")
+    return len(words)
 
 
 def inner_starts(words: tuple[str, ...]) -> list[int]:

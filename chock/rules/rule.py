@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from chock.rules.programs import command_why, inner_starts, program, shell_code
+from chock.rules.programs import command_why, inner_starts, program, shell_code, subcommand_at
 from chock.rules.shell_syntax import MAX_DEPTH, SimpleCommand, join_words, simple_commands, simple_commands_at_depth
 
 Verdict = Literal["allow", "ask", "deny"]
@@ -189,7 +189,7 @@ class RuleSet:
             rule
             for start in starts
             for rule_words, rule in self._shell.get(program(words[start]), ())
-            if rule.verdict != "allow" and _starts(words[start : start + len(rule_words)], rule_words, exact=False)
+            if rule.verdict != "allow" and _starts(words[start:], rule_words, exact=False)
         ]
         code = shell_code(command.words) if not command.literal else None
         if code is not None and depth < _INNER_SHELLS:
@@ -219,14 +219,19 @@ def _compiled(pattern: str) -> tuple[str, tuple[str, ...]] | None:
 
 def _starts(words: tuple[str, ...], rule_words: tuple[str, ...], exact: bool) -> bool:
     """Whether `words` start with the rule's words; the program by its exact word for an allow rule, by its
-    name for the others (`/usr/bin/git push` is still `git push` to a deny rule)."""
+    name for the others, which also look past the program's own options (`/usr/bin/git -C x push` is still
+    `git push` to a deny rule)."""
     if len(words) < len(rule_words):
         return False
     if exact:
-        same = words[0] == rule_words[0]
-    else:
-        same = program(words[0]) == program(rule_words[0])
-    return same and words[1 : len(rule_words)] == rule_words[1:]
+        return words[0] == rule_words[0] and words[1 : len(rule_words)] == rule_words[1:]
+    if program(words[0]) != program(rule_words[0]):
+        return False
+    rest = rule_words[1:]
+    if words[1 : len(rule_words)] == rest:
+        return True
+    at = subcommand_at(words)
+    return at > 1 and words[at : at + len(rest)] == rest
 
 
 def _by(verdict: Verdict, rules: tuple[Rule, ...]) -> str:

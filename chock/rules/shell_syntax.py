@@ -95,6 +95,9 @@ class _GrammarReader(WordReader):
         self.commands: list[SimpleCommand] = []
         self.heredocs: list[_HereDoc] = []
 
+    def open_heredocs(self) -> int:
+        return len(self.heredocs)
+
     def backquoted_commands(self, text: str, depth: int) -> None:
         nested = simple_commands_at_depth(text, depth, nested=True)
         self.commands.extend(nested.commands)

@@ -54,6 +54,10 @@ class WordReader:
         """Read the commands of a backquoted command substitution's text (the grammar's)."""
         raise NotImplementedError
 
+    def open_heredocs(self) -> int:
+        """How many here-documents wait for their bodies (the grammar's)."""
+        return 0
+
     def word(self, i: int, depth: int, in_brace: bool = False) -> tuple[Word, int]:
         """The word at `i` (in `${…}` when `in_brace`, where only an unquoted `}` ends it)."""
         s, n = self.s, self.n
@@ -61,10 +65,10 @@ class WordReader:
             match = _PLAIN.match(s, i)
             if match and (match.end() == n or s[match.end()] in _ENDS_WORD) and not _SPECIAL_IN_PLAIN.search(match[0]):
                 return Word(match[0], "", False, match[0]), match.end()
-        start = i
         text: list[str] = []
         plain: list[str] = []
         plain_start = ""
+        starting = True  # only unquoted characters and line continuations so far: `PA\<newline>TH=.` assigns
         why = ""
         quoted = False
         pattern = _PLAIN_IN_BRACE if in_brace else _PLAIN
@@ -72,8 +76,8 @@ class WordReader:
             match = pattern.match(s, i)
             if match:
                 part = match.group()
-                if i == start:
-                    plain_start = part
+                if starting:
+                    plain_start += part
                 text.append(part)
                 plain.append(part)
                 i = match.end()
@@ -83,10 +87,12 @@ class WordReader:
                 if s.startswith("\n", i + 1):
                     i += 2
                     continue
+                starting = False
                 quoted = True
                 text.append(s[i + 1 : i + 2] or "\\")
                 i += 2
             elif c == "'":
+                starting = False
                 end = s.find("'", i + 1)
                 if end < 0:
                     raise Unsure("a `'` is never closed: sh refuses the command")
@@ -94,11 +100,13 @@ class WordReader:
                 text.append(s[i + 1 : end])
                 i = end + 1
             elif c == '"':
+                starting = False
                 i, inner = self.double_quoted(i + 1, depth)
                 quoted = True
                 text.append(inner[0])
                 why = why or inner[1]
             elif c == "`" or c == "$":
+                starting = False
                 i, part, part_why = self.dollar_or_backquote(i, depth)
                 text.append(part)
                 why = why or part_why
@@ -161,17 +169,21 @@ class WordReader:
         literal — "" for a `$` that starts nothing)."""
         s = self.s
         if s[i] == "`":
-            return self.backquoted(i, depth)
+            return self.backquoted(i, depth, in_quotes)
         nxt = s[i + 1 : i + 2]
+        if nxt == "\\" and s.startswith("\n", i + 2):  # sh joins the lines first: `$\<newline>(…)` is `$(…)`
+            raise Unsure("a line continuation right after `$`: what it expands is not what was shown")
         if nxt == "(":
             if s.startswith("((", i + 1):
                 return self.arithmetic(i)
-            nested, self.nested = self.nested, True
+            nested, self.nested, open_before = self.nested, True, self.open_heredocs()
             end = self.list_(i + 2, depth + 1, ")")
             self.nested = nested
+            if self.open_heredocs() > open_before:  # dash runs the lines after the `)` as commands
+                raise Unsure("a here-document begun in `$(…)` has no body before the `)`: dash and bash differ")
             return end, s[i:end], "a command substitution `$(…)`"
         if nxt == "{":
-            return self.braced(i, depth)
+            return self.braced(i, depth, in_quotes)
         if nxt == "[" and not in_quotes:
             raise Unsure("bash reads `$[…]` as arithmetic, dash as `$` and a glob")
         if (nxt == "'" or nxt == '"') and not in_quotes:
@@ -183,8 +195,11 @@ class WordReader:
             return match.end(), s[i : match.end()], f"a parameter expansion `{s[i : match.end()]}`"
         return i + 1, "$", ""
 
-    def backquoted(self, i: int, depth: int) -> tuple[int, str, str]:
+    def backquoted(self, i: int, depth: int, in_quotes: bool = False) -> tuple[int, str, str]:
+        """A backquoted command substitution at `i`: a `\\` before `$`, a backquote or `\\` is removed from the
+        command's text, and within double quotes or a here-document before `"` too (as dash does)."""
         s = self.s
+        escaped = ("$", "`", "\\", '"') if in_quotes else ("$", "`", "\\")
         j = i + 1
         inner: list[str] = []
         while True:
@@ -197,7 +212,7 @@ class WordReader:
             if s[k] == "`":
                 break
             nxt = s[k + 1 : k + 2]
-            inner.append(nxt if nxt in ("$", "`", "\\") else s[k : k + 2])
+            inner.append(nxt if nxt in escaped else s[k : k + 2])
             j = k + 2
         if depth + 1 > MAX_DEPTH:
             raise Unsure(f"the command nests deeper than {MAX_DEPTH} levels")
@@ -224,7 +239,9 @@ class WordReader:
             j += 1
         raise Unsure("a `$((` is never closed: sh refuses the command")
 
-    def braced(self, i: int, depth: int) -> tuple[int, str, str]:
+    def braced(self, i: int, depth: int, in_quotes: bool = False) -> tuple[int, str, str]:
+        """`${…}` at `i`; within double quotes or a here-document a `'` in it is a quote to some forms of sh and a
+        plain character to others (`"${x:-'}"` ends at the first `}` in dash), so it is unsure."""
         s = self.s
         match = _BRACED_PARAMETER.match(s, i + 2)
         if not match or (match.group(1) and match.group(3)):
@@ -236,6 +253,8 @@ class WordReader:
             _, j = self.word(j, depth + 1, in_brace=True)
         if j >= self.n or s[j] != "}":
             raise Unsure("bash reads this `${…}` form, dash refuses it")
+        if in_quotes and "'" in s[i:j]:
+            raise Unsure('a `\'` inside `"${…}"`: sh reads it as a quote in some forms and as a character in others')
         return j + 1, s[i : j + 1], f"a parameter expansion `{s[i : j + 1]}`"
 
     def skip_blanks(self, i: int) -> int:

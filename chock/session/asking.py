@@ -3,7 +3,7 @@
 Every call is decided by the rules in force — config.zon's, the project's (read again at every call, so a rule
 saved or removed by any session of the project holds at once) and the session's own (folded from its log) —
 through `chock.rules.rule.RuleSet`. A call no rule matches gets the default: `.approvals.shell` for a shell
-command (`allow` under `--yes`), `allow` for a built-in tool that does not ask. `--yes` turns an ask into a yes
+command, `allow` for a built-in tool that does not ask. `--yes` turns an ask into a yes
 and never a deny. Rules decide whether a call runs; they never change the sandbox it runs in.
 
 The terminal prompt offers yes once, no (with a message for the model after `n `), always in this session and
@@ -22,7 +22,7 @@ from typing import Any
 from chock.control.daemon_protocol import NOTE_LIMIT
 from chock.log.fold import SessionState
 from chock.rules.rule import Decision, Rule, RuleSet, check_pattern
-from chock.terminal import as_lines, colour, safe
+from chock.terminal import as_lines, colour, drop_typed_ahead, safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,7 +119,9 @@ async def read_line() -> str | None:
 
 async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None:
     """Ask at the terminal: `y`, `n` or `n <message>`, `s` or `p` (then the rule, Enter keeping the proposal);
-    anything else is no. None when stdin closed."""
+    anything else is no. None when stdin closed. What was typed before the question is dropped first: keys typed
+    ahead are not an answer to a question the person has not seen."""
+    drop_typed_ahead(sys.stdin.fileno())
     sys.stderr.write(question_)
     sys.stderr.flush()
     typed = await read_line()

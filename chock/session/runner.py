@@ -355,7 +355,7 @@ class Session:
         """Decide the call by the rules in force (chock.session.asking); a call no rule matches of a tool that does
         not ask runs with nothing logged. Returns when it may run; raises ToolRefused, naming why, when not."""
         settings, state = self.settings, self.state
-        default = ("allow" if state.approve_all else settings.shell_policy) if asks else "allow"
+        default = settings.shell_policy if asks else "allow"  # --yes answers an ask below, never a deny
         decision = asking.decide(settings.rules, state, call.name, call.args, default)
         if not decision.rules and not asks:
             return

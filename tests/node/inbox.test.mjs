@@ -6,6 +6,7 @@ import test from "node:test";
 
 import { exactly, older, proposal, send } from "../../chock/serve/static/answer.js";
 import { age, fold, inbox, items, noticeWaiting, onKey } from "../../chock/serve/static/inbox.js";
+import { page } from "../../chock/serve/static/state.js";
 import { install } from "./dom.mjs";
 
 const ask = (id, request_id, at, extra = {}) =>
@@ -74,6 +75,14 @@ test("j and k move, and the oldest stays selected until the person moves", () =>
   key("j", { tagName: "TEXTAREA" }); // typing in a box is typing, not a key of the inbox
   assert.equal(inbox.selected, "local/s1/r1");
   assert.equal(prevented, 3);
+  const opened = [];
+  page.openSession = (host, id) => opened.push(id);
+  key("Enter", { tagName: "SUMMARY" }); // Enter on a tool call's summary opens it, not the inbox's session
+  key("Enter", { tagName: "A" }); // nor on a link
+  assert.deepEqual(opened, []);
+  assert.equal(prevented, 3);
+  key("Enter");
+  assert.deepEqual(opened, ["s1"]);
 });
 
 test("a plain answer goes as `answer`; a message or always as `answer-with`; an older host is offered yes/no only", async () => {

@@ -233,17 +233,22 @@ function openForm(item, kind, scope = "session") {
   form.querySelector(".text").focus();
 }
 
-/** The inbox's keys, while nothing editable has the focus: j/k move, y yes, n no (with a message), a always in
- * this session, A always in this project (each rule editable first), Enter opens the session. */
+// Elements that take keys of their own (typing, Enter to follow or to open): the inbox's keys are theirs there.
+const ACTIVE = ["INPUT", "TEXTAREA", "SELECT", "BUTTON", "A", "SUMMARY"];
+
+/** The inbox's keys, while nothing editable or active has the focus: j/k move, y yes, n no (with a message), a always in
+ * this session, A always in this project (each rule editable first), Enter opens the session. Only j and k repeat
+ * when held down. */
 export function onKey(event) {
   if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
   const target = event.target;
-  if (target && (["INPUT", "TEXTAREA", "SELECT", "BUTTON"].includes(target.tagName) || target.isContentEditable)) return;
+  if (target && (ACTIVE.includes(target.tagName) || target.isContentEditable)) return;
   const all = items();
   if (!all.length) return;
   const index = Math.max(0, all.findIndex((item) => item.key === inbox.selected));
   const item = all[index];
   const move = { j: 1, k: -1 }[event.key];
+  if (event.repeat && !move) return; // a key held down answers one approval, never the one that moves up under it
   if (move) {
     Object.assign(inbox, { selected: all[Math.min(all.length - 1, Math.max(0, index + move))].key, chosen: true });
     render();

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from typing import Any, ClassVar
 
+from chock import module_argv
 from chock.session import reaper
 from chock.session.tools.tool import Context, Tool, ToolRefused
 
@@ -42,7 +42,7 @@ class Subagent(Tool):
 async def research(context: Context, handle: str, request: dict[str, Any]) -> None:
     """Run the child to its end and log its result (and what it cost)."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chock.session.subagent_process",
+        *module_argv("chock.session.subagent_process"),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
