@@ -447,7 +447,10 @@ class Session:
         try:
             save_project_rule(rules.layout, rules.project, pattern, origin)
         except (ChockError, OSError, ValueError) as error:
-            sys.stderr.write(f"the rule `{pattern}` was not saved for the project: {error}\n")
+            from chock.terminal import shown
+
+            said = f"the rule `{pattern}` was not saved for the project: {error}"  # the pattern is the agent's words
+            sys.stderr.write(shown(said, sys.stderr, one_line=True) + "\n")
 
 
 # Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).
