@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chock.control.daemon_protocol import NOTE_LIMIT
@@ -37,16 +37,35 @@ class Rules:
     config: tuple[Rule, ...] = ()
     layout: Layout | None = None
     project: str = ""
+    # The last RuleSet built, by what it was built from: the project file's identity and the session's rules.
+    _last: dict[object, RuleSet] = field(default_factory=dict, compare=False, repr=False)
 
     def in_force(self, state: SessionState) -> RuleSet:
-        """Config's, the project's as its file says now, then the session's own."""
-        from chock.session.rule_sources import project_rules, session_rules
+        """Config's, the project's as its file says now, then the session's own. The project's file is looked at
+        every call; it is read and the rules compiled again only when it or the session's rules changed (the
+        file is only ever replaced whole, so a new one is a new inode)."""
+        from chock.session.rule_sources import project_rules, project_rules_path, session_rules
 
-        found = list(self.config)
+        identity: tuple[int, ...] | None = ()
         if self.layout is not None:
-            found += project_rules(self.layout, self.project)
-        found += session_rules(state.id, state.session_rules)
-        return RuleSet(found)
+            try:
+                found = os.stat(project_rules_path(self.layout, self.project))
+                identity = (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+            except FileNotFoundError:
+                identity = ()
+            except OSError:
+                identity = None  # read it, and let the read say what is wrong
+        key = (identity, tuple(tuple(sorted(saved.items())) for saved in state.session_rules))
+        if identity is not None and key in self._last:
+            return self._last[key]
+        rules = list(self.config)
+        if self.layout is not None:
+            rules += project_rules(self.layout, self.project)
+        rules += session_rules(state.id, state.session_rules)
+        built = RuleSet(rules)
+        self._last.clear()
+        self._last[key] = built
+        return built
 
 
 def command_of(name: str, args: dict[str, Any]) -> str | None:
