@@ -152,6 +152,7 @@ def test_another_hosts_session_by_name_and_by_address(home, tmp_path, daemons, p
     by_name = home.chock("export", f"build:{session}", "--format", "jsonl", cwd=away)
     assert by_name.returncode == 0, by_name.stderr
     assert by_name.stdout.encode() == there.log_path(session).read_bytes()
+    assert f"session {session} on build" in by_name.stderr, by_name.stderr  # which host it acted on
     by_address = home.chock("export", "--daemon", build.address, session, cwd=away)
     assert by_address.returncode == 0, by_address.stderr
     assert "## 1. Session started ` 20260101-000003-000003 `" in by_address.stdout

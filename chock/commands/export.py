@@ -60,8 +60,9 @@ def export(
         terminal = sys.stdout.isatty()
         sys.stdout.flush()
         sink = Destination(sys.stdout.buffer, terminal=terminal, styled=terminal and colour())
-        export(found.client, found.session_id, form, sink)
+        count = export(found.client, found.session_id, form, sink)
         sys.stdout.buffer.flush()
+        click.echo(shown(f"session {found.session_id} {found.where}: {count} events ({form})", sys.stderr), err=True)
         return
     with written_to(output) as handle:
         count = export(found.client, found.session_id, form, Destination(handle, terminal=False, styled=False))
