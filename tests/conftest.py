@@ -76,6 +76,13 @@ class Home:
         complete = self.layout.log_path(session_id).read_bytes().split(b"\n")[:-1]
         return [json.loads(line) for line in complete]
 
+    def sessions_by_start(self) -> list[str]:
+        """This home's sessions in the order they started (to the millisecond, then id), as Chock orders them:
+        two sessions can share an id's second."""
+        ids = os.listdir(self.layout.sessions_dir)
+        started = {sid: json.loads(self.layout.log_path(sid).read_bytes().split(b"\n", 1)[0])["at"] for sid in ids}
+        return sorted(ids, key=lambda sid: (started[sid], sid))
+
     def only_session(self) -> str:
         ids = sorted(os.listdir(self.layout.sessions_dir))
         assert len(ids) == 1, ids

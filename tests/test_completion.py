@@ -35,7 +35,7 @@ def test_bash_completes_commands_sessions_and_instances(home, project) -> None:
     first = home.chock("run", "one", cwd=project)
     second = home.chock("run", "two", cwd=project)
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
-    older, newer = sorted(os.listdir(home.layout.sessions_dir))
+    older, newer = home.sessions_by_start()
 
     assert complete(home, ["chock", "st"], project) == ["stop"]
     assert complete(home, ["chock", "daemon", "st"], project) == ["start", "status", "stop"]

@@ -14,7 +14,7 @@ from chock.credentials import _child
 from chock.credentials.refusals import NoLoginKeychain, StoreLocked, StoreTimeout, StoreUnavailable
 from chock.credentials.stores.keychain import KeychainStore, keychain_error
 
-CHILD = [sys.executable, "-m", "chock.credentials._child"]
+CHILD = [sys.executable, "-P", "-m", "chock.credentials._child"]
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ Enter, the one picked continued (not the newest); Esc continues nothing; a task'
 
 from __future__ import annotations
 
-import os
 import re
 
 from tests.fakes.terminal import Terminal
@@ -17,7 +16,7 @@ def _two_sessions(home, project, first: str = "the older task", second: str = "t
     for task in (first, second):
         done = home.chock("run", task, cwd=project)
         assert done.returncode == 0, done.stderr
-    older, newer = sorted(os.listdir(home.layout.sessions_dir))
+    older, newer = home.sessions_by_start()
     return older, newer
 
 

@@ -363,7 +363,7 @@ def test_remove_racing_continue_lets_one_win_and_nothing_is_appended_to_a_remove
     outcomes = set()
     for _ in range(4):
         assert home.chock("run", "quick", cwd=project).returncode == 0
-        session_id = sorted(os.listdir(home.layout.sessions_dir))[-1]
+        session_id = home.sessions_by_start()[-1]
         results: dict[str, subprocess.CompletedProcess[str]] = {}
 
         def run(name, *args, results=results):
