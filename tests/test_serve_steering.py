@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.log.reader import owner_alive
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.projects import git_value
@@ -274,6 +275,13 @@ def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_th
                 "tool_calls": "not a list", "diff": 42}  # fmt: skip
     with open(stack.home.layout.log_path(session_id), "a") as log:
         log.write(json.dumps(stranger) + "\n")
+
+    # The daemon learns of a line appended to an ended session's log from inotify: the page is opened once its
+    # row counts it (a busy machine may deliver that a moment later), or it would rightly read to the end before.
+    def counted() -> bool:
+        return stack.client.call(dp.FindRequest(session_id)).row["last_event_id"] == stranger["id"]
+
+    wait_until(counted, 30, "the daemon to see the appended line")
 
     page = open_page(chromium, stack, serve.port, session_id)
     wait_until(lambda: stranger["id"] in page.evaluate("window.chock.seen"), 30, "the page to reach the stranger")
