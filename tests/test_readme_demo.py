@@ -246,6 +246,8 @@ def test_demo_shell_opens_a_shell_so_prepared_and_leaving_it_stops_the_demo(home
     directory = Path(re.search(r"Everything lives in (\S+);", done.stdout).group(1))  # type: ignore[union-attr]
     assert re.search(rf"^{session}\s+(running|waiting)", done.stdout, re.M), done.stdout
     assert f"{directory}/project\n" in done.stdout  # in the demo's project
+    # Leaving it stopped it all: the demo's session too, which as any daemon's session would outlive its daemon.
+    assert not _processes_of(directory), _processes_of(directory)
     wait_until(lambda: not (directory / "state/daemon.sock").exists(), 20, "the daemon to stop with the shell")
 
 
@@ -266,3 +268,16 @@ def _demo_run(*args: str, input: str, env: dict[str, str]) -> subprocess.Complet
             os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _processes_of(directory: Path) -> list[int]:
+    """The processes that run with the demo's state dir (its daemon, serve and sessions)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if f"CHOCK_STATE_DIR={directory}/state".encode() in environ.split(b"\0"):
+            found.append(int(pid))
+    return found

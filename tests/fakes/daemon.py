@@ -14,6 +14,7 @@ At the end every daemon is killed, then every session still holding its log's lo
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -84,6 +85,7 @@ class Daemons:
     home: Any  # tests.conftest.Home
     tmp: Path
     started: list[Daemon] = field(default_factory=list)
+    state_dirs: list[Path] = field(default_factory=list)  # other than the home's, from a daemon's env
 
     def spawn(
         self, *args: str, socket_path: Path | None = None, prefix: Sequence[str] = (), env: dict[str, str] | None = None
@@ -91,6 +93,8 @@ class Daemons:
         """`chock daemon --socket PATH ARGS` (run by `prefix`, when given; `env` over the home's), not waited for;
         killed at the end like every other."""
         path = socket_path or short_dir() / "d.sock"
+        if env and env.get("CHOCK_STATE_DIR"):
+            self.state_dirs.append(Path(env["CHOCK_STATE_DIR"]))
         stderr_path = self.tmp / f"daemon-{len(self.started)}-{time.monotonic_ns()}.err"
         process = self.home.spawn(
             "daemon", "--socket", str(path), *args, prefix=prefix, env=env,
@@ -119,6 +123,8 @@ class Daemons:
         for daemon in self.started:
             daemon.kill()
         kill_sessions(self.home)
+        for state in self.state_dirs:
+            kill_sessions(self.home, state / "sessions")
 
 
 @contextlib.contextmanager
@@ -130,16 +136,18 @@ def running_daemons(home: Any, tmp: Path) -> Iterator[Daemons]:
         daemons.cleanup()
 
 
-def kill_sessions(home: Any) -> None:
-    """Every session still holding its log's lock is killed, with its process group."""
-    sessions = home.layout.sessions_dir
+def kill_sessions(home: Any, sessions: Path | None = None) -> None:
+    """Every session still holding its log's lock (in the home's state dir, or `sessions`) is killed, with its
+    process group."""
+    sessions = sessions or home.layout.sessions_dir
     if not sessions.exists():
         return
     for name in os.listdir(sessions):
         log = sessions / name / "log.jsonl"
         if not log.exists() or not owner_alive(log):
             continue
-        pids = [e.get("pid") for e in home.events(name) if e["type"] in ("session.start", "session.adopt")]
+        events = [json.loads(line) for line in log.read_bytes().split(b"\n")[:-1]]
+        pids = [e.get("pid") for e in events if e["type"] in ("session.start", "session.adopt")]
         for pid in filter(None, pids[-1:]):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
