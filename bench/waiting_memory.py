@@ -76,6 +76,25 @@ def wait_for(what: str, ready: Any, processes: list[subprocess.Popen[str]], seco
         time.sleep(0.2)
 
 
+def make_project(path: Path) -> Path:
+    """A repository of one file in one commit."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "one file")
+    return path
+
+
+def sessions_projects(root: Path) -> dict[str, str]:
+    """Each session's project, as its `session.start` says."""
+    sessions = _common.layout(root).state / "sessions"
+    return {
+        session_id: json.loads((sessions / session_id / "log.jsonl").open().readline())["project"]
+        for session_id in events(root)
+    }
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values) / MIB:6.2f} {statistics.median(values) / MIB:6.2f} {max(values) / MIB:6.2f} MiB"
 
@@ -91,19 +110,15 @@ def main() -> None:
             f'.{{ .instances = .{{ .fake = .{{ .kind = "openai-compat={fake.address}", .model = "m" }} }},\n'
             '   .approvals = .{ .shell = "ask" } }\n'
         )
-        project = root / "project"
-        project.mkdir()
-        git(project, "init", "-q", "-b", "main")
-        (project / "README.md").write_text("hello\n")
-        git(project, "add", "-A")
-        git(project, "commit", "-q", "-m", "one file")
+        # One project each: `git worktree add`s started at once in one repository race in git itself.
+        projects = [make_project(root / f"project{index}") for index in range(count)]
         env = _common.environment(root)
         anchor = subprocess.Popen([_common.python(), "-c", "import time; time.sleep(1e9)"], start_new_session=True)
         sessions: list[subprocess.Popen[str]] = []
         try:
             for index in range(count):
                 sessions.append(subprocess.Popen(
-                    _common.chock("run", f"task {index}"), env=env, cwd=project, start_new_session=True,
+                    _common.chock("run", f"task {index}"), env=env, cwd=projects[index], start_new_session=True,
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                 ))  # fmt: skip
             wait_for(f"all {count} wait for approval",
@@ -113,7 +128,7 @@ def main() -> None:
             held = [pss(p.pid) for p in sessions]
             bare = pss(anchor.pid)
             started = time.monotonic()
-            for session_id in events(root):
+            for session_id, project in sessions_projects(root).items():
                 answered = subprocess.run(_common.chock("approve", session_id), env=env, cwd=project,
                                           input="y\n", capture_output=True, text=True)  # fmt: skip
                 assert answered.returncode == 0, answered.stderr
