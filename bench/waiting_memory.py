@@ -1,9 +1,9 @@
 """What a session waiting on a person holds: Pss of N sessions waiting for an approval (docs/architecture.md#approvals).
 
-N `chock run` sessions are started as a terminal starts one and leaves it (each under `setsid`, with no
-terminal: they wait on their approval.sock) against a loopback openai-compat provider (tests/fakes/providers.py)
-whose first answer asks for a shell call. Once every one waits, the Pss of each session process and its
-children (/proc/PID/smaps_rollup) is summed per session; the anchor is a bare sleeping
+N `chock run` sessions, one project each, are started as a terminal starts one and leaves it (each under
+`setsid`, with no terminal: they wait on their approval.sock) against a loopback openai-compat provider
+(tests/fakes/providers.py) whose first answer asks for a shell call. Once every one waits, the Pss of each
+session process and its children (/proc/PID/smaps_rollup) is summed per session; the anchor is a bare sleeping
 `python3 -c 'import time; time.sleep(1e9)'` measured the same way in the same run. Then every session is answered
 yes through `chock approve`: each must run its command, make its second call and complete, and nothing may be
 left running. The goal: 100 waiting sessions at <= 12 MiB Pss each (>= 2,000 per 24 GiB).
@@ -29,7 +29,7 @@ import _common
 from finish_changed import git
 
 from tests.fakes.providers import FakeProvider
-from tests.fakes.sessions import alive, descendants
+from tests.fakes.sessions import alive, descendants, processes_with
 
 GOAL_MIB = 12.0
 MIB = 1024 * 1024
@@ -124,7 +124,7 @@ def main() -> None:
             wait_for(f"all {count} wait for approval",
                      lambda: sum("approval.request" in e for e in events(root).values()) == count,
                      sessions, 60 + 3 * count)  # fmt: skip
-            time.sleep(1.0)  # what a waiting session drops, it drops as it begins to wait
+            time.sleep(1.0)  # a waiting session gives back what it holds for nothing just after it logs the request
             held = [pss(p.pid) for p in sessions]
             bare = pss(anchor.pid)
             started = time.monotonic()
@@ -135,17 +135,17 @@ def main() -> None:
             for process in sessions:
                 assert process.wait(60 + count - (time.monotonic() - started)) == 0, process.stderr.read()  # type: ignore[union-attr]
         finally:
-            left = {p.pid for p in sessions if p.poll() is None} | {d for p in sessions for d in descendants(p.pid)}
             for process in sessions:
                 if process.poll() is None:
                     process.kill()
             anchor.send_signal(signal.SIGTERM)
             anchor.wait()
+        left = alive({p.pid for p in sessions}) | processes_with(str(root))  # a sandboxed command names its workspace
         logs = events(root)
         assert len(logs) == count, f"{len(logs)} logs for {count} sessions"
         for session_id, kinds in logs.items():
             assert kinds[-1] == "session.end" and kinds.count("tool.result") == 1, (session_id, kinds)
-        assert not alive(left), f"left running after every session ended: {sorted(alive(left))}"
+        assert not left, f"left running after every session ended: {sorted(left)}"
         results = [fake_call for fake_call in fake.calls if any(m.get("role") == "tool" for m in fake_call["messages"])]
         assert len(results) == count and all(COMMAND.split()[1] in json.dumps(r) for r in results)
     if options.quick:
