@@ -1,5 +1,7 @@
 """A session waiting on a person holds as little as it can (docs/architecture.md#approvals): no connection to its
-provider stays open through the wait, and the next call after the answer opens a fresh one."""
+provider stays open through the wait (a call reads its stream only to the wire's last event, so its connection is
+closed, not pooled) and the call after the answer opens a fresh one; what it freed before the wait goes back to
+the kernel."""
 
 from __future__ import annotations
 
