@@ -31,7 +31,7 @@ from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
 from chock.rules.rule import check_pattern
-from chock.session import asking, calls, compaction, instructions, reaper, tools
+from chock.session import asking, calls, compaction, holding, instructions, reaper, tools
 from chock.session.approvals import Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.ports import Ports, ToolRunner, wait_set
@@ -400,6 +400,7 @@ class Session:
                                           note=given.note)  # fmt: skip
 
             prompt.add_done_callback(answered_at_terminal)
+        holding.shed()  # a person may take hours: hold as little as the wait needs
         timeout, clock = self.settings.approval_timeout, self.ports.clock
         began = clock.now()
         try:
