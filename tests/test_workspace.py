@@ -446,3 +446,30 @@ def test_remove_a_worktree_whose_git_file_and_admin_dir_were_tampered_with(
     assert str(directory) not in worktrees(project)
     # The branch is free again: a continued session can check it out.
     workspace.create(project, directory, BRANCH)
+
+
+def _create_at_once(project: Path, directory: Path, count: int) -> list[str]:
+    """`count` worktrees of `project` created at once, each from its own thread; what each refusal said."""
+    errors: list[str] = []
+
+    def one(i: int) -> None:
+        try:
+            workspace.create(project, directory / f"s{i}", f"chock/s{i}")
+        except ChockError as error:
+            errors.append(str(error))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_sessions_started_at_once_in_one_project_each_get_their_worktree(tmp_path: Path) -> None:
+    """`git worktree add` reads every other worktree's admin dir, and fails on one a concurrent add has half
+    made ("failed to read …/commondir"): sixteen started at once, three times over, all succeed."""
+    for round_ in range(3):
+        project = make_project(tmp_path / f"p{round_}")
+        assert _create_at_once(project, tmp_path / f"w{round_}", 16) == []
+        assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 17  # the project and its 16

@@ -14,16 +14,19 @@ directories without following a symlink (docs/architecture.md, "What the sandbox
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
+from chock.platform.flock import lock_within
 from chock.project import find_root
 from chock.session import hostgit, stamps, tree, wholediff
 from chock.session.hostgit import GitFailed, Repo
@@ -154,16 +157,17 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
     directory = Path(directory).absolute()
     admin = repo.common_dir / "worktrees" / directory.name
     ensure_dir(directory.parent)
-    if os.path.lexists(admin):  # a worktree gone without its admin dir: git would pick another name
-        repo.run(["worktree", "prune"])
-        if os.path.lexists(admin):
-            raise Refused(
-                f"{admin} is in use by another worktree, so git cannot name this one after its session; "
-                f"remove that worktree (`git worktree remove`) or unlock it, then run again"
-            )
     base = _commit_of(repo, start)
     commit = _commit_of(repo, f"refs/heads/{branch}") if _branch_exists(repo, branch) else base
-    repo.run(["worktree", "add", "--no-checkout", "--detach", str(directory), commit])
+    with _one_at_a_time(repo):
+        if os.path.lexists(admin):  # a worktree gone without its admin dir: git would pick another name
+            repo.run(["worktree", "prune"])
+            if os.path.lexists(admin):
+                raise Refused(
+                    f"{admin} is in use by another worktree, so git cannot name this one after its session; "
+                    f"remove that worktree (`git worktree remove`) or unlock it, then run again"
+                )
+        repo.run(["worktree", "add", "--no-checkout", "--detach", str(directory), commit])
     worktree = Worktree(repo, directory, admin, branch, base)
     try:
         _check_named(worktree)
@@ -368,4 +372,26 @@ def remove(worktree: Worktree) -> None:
     stamps.remove(worktree.directory)
     tree.delete(worktree.directory)
     tree.delete(worktree.admin)
-    worktree.repo.run(["worktree", "prune"])
+    with _one_at_a_time(worktree.repo):
+        worktree.repo.run(["worktree", "prune"])
+
+
+# How long a session waits for another one adding or pruning a worktree of the same repository.
+WORKTREE_LOCK_SECONDS = 60.0
+
+
+@contextlib.contextmanager
+def _one_at_a_time(repo: Repo) -> Iterator[None]:
+    """Hold the repository's worktree lock (`<common dir>/chock-worktrees.lock`, flock): `git worktree add` reads
+    every other worktree's admin dir, and one that a concurrent add has half made fails it ("failed to read
+    …/commondir"), so sessions started at once in one project add (and prune) their worktrees in turn."""
+    fd = os.open(repo.common_dir / "chock-worktrees.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        if not lock_within(fd, WORKTREE_LOCK_SECONDS, 0.02):
+            raise Refused(
+                f"another Chock has been adding a worktree to {repo.common_dir} for over "
+                f"{WORKTREE_LOCK_SECONDS:g} s; try again once it is done"
+            )
+        yield
+    finally:
+        os.close(fd)
