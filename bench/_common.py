@@ -193,6 +193,11 @@ def timed(function: Callable[[], object], repeats: int) -> list[float]:
     return samples
 
 
+def median_time(function: Callable[[], object], repeats: int) -> float:
+    """The median of `timed`'s seconds."""
+    return statistics.median(timed(function, repeats))
+
+
 def stopwatch(function: Callable[[], object]) -> Callable[[], float]:
     """A call that runs `function` and returns the seconds it took."""
 

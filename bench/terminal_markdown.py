@@ -14,9 +14,6 @@ deltas, against `safe` over the same deltas (which every delta passes anyway) in
 from __future__ import annotations
 
 import re
-import statistics
-import time
-from collections.abc import Callable
 
 import _common
 
@@ -49,15 +46,6 @@ def cut(pieces: list[str]) -> str:
     return "".join(blocks.add(safe(piece, styled=False)) for piece in pieces) + blocks.rest()
 
 
-def timed(work: Callable[[], object], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
-
-
 def main() -> None:
     parser = _common.arguments(__doc__ or "", "64 kB; assert correctness only")
     options = _common.parse(parser)
@@ -73,17 +61,16 @@ def main() -> None:
     times = {}
     for megabytes in (1, 8):
         pieces = deltas(block(megabytes << 20))
-        baseline = timed(lambda pieces=pieces: [safe(piece, styled=False) for piece in pieces], 3)
-        measured = timed(lambda pieces=pieces: cut(pieces), 3)
+        baseline = _common.median_time(lambda pieces=pieces: [safe(piece, styled=False) for piece in pieces], 3)
+        measured = _common.median_time(lambda pieces=pieces: cut(pieces), 3)
         times[megabytes] = measured
         print(f"{megabytes} MB block in {DELTA}-character deltas: cut {measured * 1e3:7.1f} ms, "
               f"safe alone {baseline * 1e3:6.1f} ms, ratio {measured / baseline:5.1f}")  # fmt: skip
     print(f"8 MB / (8 × 1 MB) = {times[8] / (8 * times[1]):.2f} (near 1: linear)")
     text = safe(ANSWER, styled=False)
     rendered(text, 100)  # rich's first use imports and builds its tables
-    print(
-        f"a {len(ANSWER) / 1024:.1f} kB answer laid out by rich: {timed(lambda: rendered(text, 100), 5) * 1e3:.1f} ms"
-    )
+    laid_out = _common.median_time(lambda: rendered(text, 100), 5)
+    print(f"a {len(ANSWER) / 1024:.1f} kB answer laid out by rich: {laid_out * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

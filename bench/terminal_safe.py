@@ -11,9 +11,6 @@ run. Prints each as a ratio to that baseline, and the 8 MB time over eight times
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import _common
 
 from chock.terminal import escape, safe
@@ -34,15 +31,6 @@ def reference(text: str) -> str:
     return "".join(escape(char) if safe(char, styled=False) != char else char for char in text)
 
 
-def timed(work, repeats: int) -> float:  # type: ignore[no-untyped-def]
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
-
-
 def main() -> None:
     parser = _common.arguments(__doc__ or "", "256 kB; assert correctness only")
     options = _common.parse(parser)
@@ -59,8 +47,8 @@ def main() -> None:
         times = {}
         for megabytes in (1, 8):
             text = make(megabytes << 20)
-            baseline = timed(lambda text=text: text.encode("utf-8"), 5)
-            measured = timed(lambda text=text: safe(text, styled=True), 5)
+            baseline = _common.median_time(lambda text=text: text.encode("utf-8"), 5)
+            measured = _common.median_time(lambda text=text: safe(text, styled=True), 5)
             times[megabytes] = measured
             print(f"{make.__name__:>9} {megabytes} MB: safe {measured * 1e3:7.1f} ms, encode {baseline * 1e3:6.1f} ms, "
                   f"ratio {measured / baseline:6.1f}")  # fmt: skip
