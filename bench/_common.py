@@ -193,6 +193,12 @@ def timed(function: Callable[[], object], repeats: int) -> list[float]:
     return samples
 
 
+def spread(values: Sequence[float], *, scale: float = 1000.0, unit: str = "ms", digits: int = 1) -> str:
+    """Low, median and high of `values`, each times `scale`, in `unit` (seconds as milliseconds by default)."""
+    low, median, high = (value * scale for value in (min(values), statistics.median(values), max(values)))
+    return f"{low:8.{digits}f} {median:8.{digits}f} {high:8.{digits}f} {unit}"
+
+
 def median_time(function: Callable[[], object], repeats: int) -> float:
     """The median of `timed`'s seconds."""
     return statistics.median(timed(function, repeats))

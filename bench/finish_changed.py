@@ -99,10 +99,6 @@ def measure(root: Path, files: int, rounds: int) -> dict[str, list[float]]:
     return samples
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values) * 1000:8.1f} {statistics.median(values) * 1000:8.1f} {max(values) * 1000:8.1f} ms"
-
-
 def main() -> None:
     parser = _common.arguments(__doc__ or "", "300 files, 2 rounds; asserts correctness only")
     parser.add_argument("--files", type=int, action="append", help="measure this many files (again for more)")
@@ -119,7 +115,7 @@ def main() -> None:
             print(f"{files:,} files, {CHANGED} changed, {rounds} rounds (low / median / high):")
             for name, values in samples.items():
                 ratio = statistics.median(values) / base
-                print(f"  {name:<11} {spread(values)}   {ratio:5.2f}x git status")
+                print(f"  {name:<11} {_common.spread(values)}   {ratio:5.2f}x git status")
             print(f"  files hashed by the first finish: {sorted(int(n) for n in hashed)}")
             print(f"  goal: finish <= {GOAL}x git status")
     if options.quick:

@@ -10,18 +10,12 @@ low / median / high over the rounds, each a fresh daemon; a warm `list` and the 
 
 from __future__ import annotations
 
-import statistics
-
 import _common
 from _state import make_project, write_sessions
 from scaling import check, forget_cache, listed
 
 EVENTS = 100
 GOAL_SECONDS = 1.0
-
-
-def spread(values: list[float]) -> str:
-    return f"{min(values) * 1000:8.1f} {statistics.median(values) * 1000:8.1f} {max(values) * 1000:8.1f} ms"
 
 
 def main() -> None:
@@ -47,8 +41,8 @@ def main() -> None:
         print(f"list_cold: quick mode: {rounds} daemons listed all {sessions} sessions with no cache")
         return
     print(f"{sessions:,} sessions x {EVENTS} events, {rounds} daemons (low / median / high):")
-    print(f"  first list, no row cache  {spread(cold)}   (goal < {GOAL_SECONDS:g} s)")
-    print(f"  the next list             {spread(warm)}")
+    print(f"  first list, no row cache  {_common.spread(cold)}   (goal < {GOAL_SECONDS:g} s)")
+    print(f"  the next list             {_common.spread(warm)}")
 
 
 if __name__ == "__main__":

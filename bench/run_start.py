@@ -66,10 +66,6 @@ def worktree_add(project: Path, where: Path, *, bare: bool) -> float:
     return took
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values) * 1000:7.1f} {statistics.median(values) * 1000:7.1f} {max(values) * 1000:7.1f} ms"
-
-
 def main() -> None:
     parser = _common.arguments(__doc__ or "", "2 rounds, one file; asserts the session completes", installed=True)
     parser.add_argument("--rounds", type=int, default=15, help="rounds per repository (15)")
@@ -97,7 +93,7 @@ def main() -> None:
             ratio = statistics.median(samples["chock run to first request"]) / statistics.median(samples[baseline])
             print(f"{files:,} file(s), {rounds} rounds (low / median / high):")
             for name, values in samples.items():
-                print(f"  {name:<36} {spread(values)}")
+                print(f"  {name:<36} {_common.spread(values)}")
             print(f"  ratio of medians {ratio:.2f}x (goal <= {GOALS[files]}x)")
     if options.quick:
         print("run_start: quick mode: chock run reached its provider and completed, 2 rounds")

@@ -57,10 +57,6 @@ def timed(call: object) -> float:
     return time.perf_counter() - began
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values) * 1000:7.2f} {statistics.median(values) * 1000:7.2f} {max(values) * 1000:7.2f} ms"
-
-
 def main() -> None:
     options = _common.parse(_common.arguments(__doc__ or "", "3 rounds, a 1 MB file; asserts the outputs only"))
     rounds, size = (3, 1_000_000) if options.quick else (40, 10_000_000)
@@ -110,8 +106,8 @@ def main() -> None:
         measured, baseline = samples[name][name], samples[name][base]
         ratio = statistics.median(measured) / statistics.median(baseline)
         print(f"{name} (low / median / high over {rounds} rounds):")
-        print(f"  {name:<26} {spread(measured)}")
-        print(f"  {base:<26} {spread(baseline)}")
+        print(f"  {name:<26} {_common.spread(measured, digits=2)}")
+        print(f"  {base:<26} {_common.spread(baseline, digits=2)}")
         print(f"  ratio of medians {ratio:.2f}x (goal <= {GOALS[name]}x)")
 
 

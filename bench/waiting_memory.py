@@ -95,10 +95,6 @@ def sessions_projects(root: Path) -> dict[str, str]:
     }
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values) / MIB:6.2f} {statistics.median(values) / MIB:6.2f} {max(values) / MIB:6.2f} MiB"
-
-
 def main() -> None:
     parser = _common.arguments(__doc__ or "", "3 sessions: asserts each waits, then completes", installed=True)
     parser.add_argument("--sessions", type=int, default=100, help="sessions waiting at once (100)")
@@ -154,7 +150,7 @@ def main() -> None:
         return
     median = statistics.median(held)
     print(f"{count} sessions waiting for approval, openai-compat provider (low / median / high):")
-    print(f"  chock run, per session          {spread(held)}")
+    print(f"  chock run, per session          {_common.spread(held, scale=1 / MIB, unit='MiB', digits=2)}")
     print(f"  sleeping python3 (anchor)       {bare / MIB:6.2f} MiB")
     print(f"  sum {sum(held) / MIB:,.1f} MiB; median {median / bare:.2f}x the anchor; "
           f"{24 * 1024 * MIB / median:,.0f} per 24 GiB (goal: <= {GOAL_MIB:.0f} MiB each)")  # fmt: skip

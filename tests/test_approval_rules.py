@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from chock.config import ConfigError, load_config
 from chock.control import daemon_protocol as dp
-from chock.control import session_protocol as sp
 from chock.control.client import ControlClient, SessionClient
-from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import ProtocolError
-from chock.control.greeting import Greeted
-from chock.control.message import LineProtocol
 from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
+from tests.fakes.old_daemon import OLD_APPROVAL, OldDaemon
 from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.sessions import new_session, wait_for_end, wait_for_event
@@ -377,49 +372,20 @@ def test_keys_typed_before_a_question_is_asked_never_answer_it(home, project):
     assert answers == [("yes", "terminal"), ("no", "terminal")]
 
 
-def older_approval_socket(path: Path) -> threading.Thread:
-    """An approval.sock as a session of an older Chock serves it: `pending` and `answer` only, so `answer-with`
-    is answered `error unknown-verb` in its own words (the codec's)."""
-    protocol = LineProtocol(sp.SESSION_NAME, sp.SESSION_PROTOCOL, server="session", one_verb=False,
-                            requests=(sp.PendingRequest, sp.SessionAnswerRequest))  # fmt: skip
-    path.unlink()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(1)
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        with conn, listener:
-            codec = ServerConnection(protocol)
-            while True:
-                try:
-                    event = codec.next_event()
-                except ProtocolError as refusal:
-                    conn.sendall(codec.send(refusal))
-                    continue
-                if event is NEED_DATA:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    codec.receive_data(data)
-                elif isinstance(event, Greeted):
-                    conn.sendall(codec.greeting_reply())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return thread
-
-
 def test_the_daemon_passes_on_an_older_sessions_unknown_verb_so_the_client_can_offer_yes_or_no(home, project, daemon):
     config(home, ONE_COMMAND, '        .shell = "ask",')
     client = ControlClient(daemon.address)
     session_id = start(client, project)
     asked = wait_for_event(home, session_id, "approval.request")
-    served = older_approval_socket(home.layout.session_socket(session_id, "approval"))
-    with pytest.raises(ProtocolError) as refused:
-        client.call(dp.AnswerWithRequest(str(project), session_id, asked["request_id"], True, "project", "ls"))
+    path = home.layout.session_socket(session_id, "approval")
+    path.unlink()  # in its place, an approval.sock as a session of an older Chock serves it
+    older = OldDaemon(path, OLD_APPROVAL)
+    try:
+        with pytest.raises(ProtocolError) as refused:
+            client.call(dp.AnswerWithRequest(str(project), session_id, asked["request_id"], True, "project", "ls"))
+    finally:
+        older.close()
     assert refused.value.code == "unknown-verb" and "answer-with" in refused.value.text
-    served.join(10)
     client.call(dp.StopRequest(str(project), session_id))
     assert not (home.layout.state / "rules").exists()
 

@@ -1,7 +1,8 @@
 """A daemon of an older Chock: protocol 1, the real codec, and only the nine verbs Chock served before `sessions`,
 `find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`) — so each of those is
 answered `error unknown-verb`, in the older daemon's own words, exactly as such a daemon answers it. A verb it knows
-is refused (`refused`): no test needs more of it."""
+is refused (`refused`): no test needs more of it. With OLD_APPROVAL it is a session's approval.sock of that
+older Chock instead: `pending` and `answer` only."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from chock.control import daemon_protocol as dp
+from chock.control import session_protocol as sp
 from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
@@ -24,13 +26,21 @@ OLD_VERBS = tuple(
     if request.verb not in ("sessions", "find", "instances", "start-with", "answer-with", "rules", "rule-remove")
 )
 OLD_CONTROL = LineProtocol(dp.CONTROL_NAME, 1, server="daemon", requests=OLD_VERBS, one_verb=True)
+OLD_APPROVAL = LineProtocol(
+    sp.SESSION_NAME,
+    sp.SESSION_PROTOCOL,
+    server="session",
+    requests=(sp.PendingRequest, sp.SessionAnswerRequest),
+    one_verb=False,
+)
 
 
 class OldDaemon:
-    """Listens on a unix socket of its own; `address` is what a client is given."""
+    """Listens on a unix socket of its own, speaking `protocol`; `address` is what a client is given."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, protocol: LineProtocol = OLD_CONTROL) -> None:
         self.path = path
+        self.protocol = protocol
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
         self.listener.listen(8)
@@ -52,7 +62,7 @@ class OldDaemon:
                 self._answer(conn)
 
     def _answer(self, conn: socket.socket) -> None:
-        codec = ServerConnection(OLD_CONTROL)
+        codec = ServerConnection(self.protocol)
         while True:
             try:
                 event = codec.next_event()
