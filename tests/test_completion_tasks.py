@@ -42,8 +42,14 @@ def _env(home) -> dict[str, str]:
     return {**home.env, "PATH": f"{BIN}:{os.environ['PATH']}"}
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is installed by scripts/debian-packages.txt")
+def _needs(shell: str) -> None:
+    """A real shell, as every real component of the suite: missing, the test fails saying how to get it."""
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not installed: run scripts/system-packages (debian-packages.txt lists it)")
+
+
 def test_fish_shows_each_session_with_its_task(home, project) -> None:
+    _needs("fish")
     expected = _sessions(home, project)
     script = 'chock completion fish | source; complete -C "chock attach "; complete -C "chock say 2"'
     done = subprocess.run(["fish", "--no-config", "-c", script], capture_output=True, text=True, cwd=project,
@@ -95,8 +101,8 @@ zpty -d z
 """
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is installed by scripts/debian-packages.txt")
 def test_a_real_zsh_lists_each_session_with_its_task(home, project) -> None:
+    _needs("zsh")
     expected = _sessions(home, project)
     oldest = list(expected.values())[-1]
     env = {**_env(home), "LINE": "chock attach ", "UNTIL": oldest, "TERM": "xterm"}
