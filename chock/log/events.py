@@ -43,7 +43,8 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 
 # Why an owner lets go, as `session.end` says it: the work is done; it failed; it was handed over; it was stopped;
 # it spent past its `.budget` (exit 1, continuable once the budget is raised).
-END_REASONS = ("completed", "error", "handover", "interrupted", "budget")
+# it moved to another host (`moved`: on the source, once the target adopted it; docs/remote.md#moving-a-session).
+END_REASONS = ("completed", "error", "handover", "interrupted", "budget", "moved")
 
 
 # The declarations -----------------------------------------------------------------------------------------
@@ -113,12 +114,15 @@ EVENTS: dict[str, dict[str, Field]] = {
         **OWNER_PLACE,
         "after": (TEXT, ""),
         **SPENDING,
+        "from": (TEXT, ""),  # via: move, on the target: the source's host name
+        "project": (TEXT, ""),  # via: move, on the target: the project there
     },
     "workspace.open": {
         "directory": (TEXT, ""),
         "commit": (TEXT, ""),
         "admin": (TEXT, ""),
         "base": (TEXT, ""),  # the commit of the session's first workspace.open ("" in older logs: that commit)
+        "machine_id": (TEXT, ""),  # the machine that made it: only its own are taken over or removed there
     },
     "workspace.close": {
         "branch": ((str, NULL), ""),  # null: the work did not differ from the base, and no branch was made
@@ -148,6 +152,8 @@ EVENTS: dict[str, dict[str, Field]] = {
         "call_id": (TEXT, ""),
         "name": (TEXT, ""),
         "args": (OBJECT, EMPTY),
+        "server": (TEXT, ""),  # an MCP tool's server ("" for a built-in tool)
+        "tool": (TEXT, ""),  # an MCP tool's own name on its server (`name` is the one the model was given)
     },
     "tool.result": {
         "call_id": (TEXT, ""),
@@ -155,6 +161,18 @@ EVENTS: dict[str, dict[str, Field]] = {
         "output": (TEXT, ""),
         "is_error": (FLAG, False),
         "diff": (TEXT, ""),
+        "server": (TEXT, ""),
+    },
+    "mcp.server": {
+        "server": (TEXT, ""),
+        "state": (TEXT, ""),  # started, skipped, failed, restarted, stopped
+        "origin": (TEXT, ""),  # config, or project (.chock/mcp.zon)
+        "reason": (TEXT, ""),
+        "tools": (WHOLE, 0),
+    },
+    "mcp.tools": {
+        "server": (TEXT, ""),
+        "names": (LIST, NONE),  # the model's names of the server's tools, as of this turn boundary
     },
     "approval.request": {
         "request_id": (TEXT, ""),
@@ -224,6 +242,7 @@ EVENTS: dict[str, dict[str, Field]] = {
         "exit_code": ((int, NULL), None),
         "error": (TEXT, ""),
         "via": (TEXT, ""),
+        "to": (TEXT, ""),  # handover or moved to another host: its host name
     },
 }
 

@@ -137,6 +137,15 @@ const RENDER = {
     tool.details.classList.toggle("error", Boolean(e.is_error));
     tool.details.setAttribute("data-result-event-id", String(e.id));
   },
+  "mcp.server"(e) {
+    const why = e.reason ? `: ${e.reason}` : "";
+    const count = e.state === "started" ? ` (${e.tools || 0} tools)` : "";
+    this.info(e, `MCP server ${e.server || "?"} ${e.state || ""}${count}${why}`);
+  },
+  "mcp.tools"(e) {
+    const names = Array.isArray(e.names) ? e.names.join(", ") : "";
+    this.info(e, `MCP server ${e.server || "?"} changed its tools: ${names || "none"}`);
+  },
   "approval.request"(e) {
     this.endStreaming();
     const approve = el("button", { type: "button", class: "approve", text: "Approve" });
