@@ -1,0 +1,7 @@
+"""MCP servers: a session's own tools from the Model Context Protocol (docs/mcp.md).
+
+- jsonrpc_client: the client as a sans-I/O state machine (bytes in, events out, bytes to send)
+- line_messages: stdio's framing, one message a line, bounded
+- stdio_pump: whole messages over a started process's stdin and stdout; its stderr's tail kept
+- server_link: `ServerLink`, one connected server: the client driven over a pump by one reader task
+"""
