@@ -132,8 +132,8 @@ def test_garbage_is_named_when_the_call_it_broke_times_out() -> None:
 def test_a_ten_megabyte_result_fails_the_call_and_the_link_goes_on() -> None:
     @linked()
     async def _(link: ServerLink) -> None:
-        with pytest.raises(McpError, match="a message of more than 4 MiB"):
-            await link.call_tool("big", {"megabytes": 10}, timeout=30)
+        with pytest.raises(McpError, match="fake failed: it sent a message of more than 4 MiB"):
+            await link.call_tool("big", {"megabytes": 10}, timeout=30)  # failed as it came, not timed out
         assert text(await link.call_tool("echo", {"text": "after"}, timeout=10)) == "after"
 
 
