@@ -18,8 +18,9 @@ from chock.mcp.server_link import MAX_LISTED_TOOLS, McpError, ServerLink
 from chock.mcp.stdio_pump import STDERR_TAIL, StdioPump, open_stdio
 
 FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
-# The pinned reference server; CI installs it (scripts/npm-packages.txt).
+# The reference server, pinned in scripts/npm-packages.txt, which scripts/system-packages installs.
 EVERYTHING = "mcp-server-everything"
+NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"
 FAKE_TOOLS = 13
 
 
@@ -71,6 +72,12 @@ def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_a_server_that_writes_a_banner_to_stdout_still_starts() -> None:
+    @linked("--banner", "docs-mcp 1.0 listening on stdio")
+    async def _(link: ServerLink) -> None:
+        assert text(await link.call_tool("echo", {"text": "ok"}, timeout=10)) == "ok"
+
+
 def test_calls_return_structured_unstructured_and_error_results() -> None:
     @linked()
     async def _(link: ServerLink) -> None:
@@ -78,7 +85,7 @@ def test_calls_return_structured_unstructured_and_error_results() -> None:
         assert added.structured == {"sum": 5} and text(added) == "5" and not added.is_error
         failed = await link.call_tool("fail", {}, timeout=10)
         assert failed.is_error and text(failed) == "this tool always fails"
-        with pytest.raises(McpError, match="refused tools/call: Unknown tool: nope"):
+        with pytest.raises(McpError, match="fake failed tools/call: Unknown tool: nope"):
             await link.call_tool("nope", {}, timeout=10)
 
 
@@ -250,9 +257,10 @@ def test_close_kills_a_server_that_ignores_its_stdin_and_keeps_only_a_stderr_tai
 
 def test_the_reference_server_everything_over_stdio() -> None:
     """The pinned `@modelcontextprotocol/server-everything` (scripts/npm-packages.txt), as the host has it."""
+    [pin] = [line for line in NPM_PACKAGES.read_text().splitlines() if "server-everything" in line]
     assert shutil.which(EVERYTHING), (
-        f"{EVERYTHING} is not installed: run `npm install -g $(cat scripts/npm-packages.txt)` (as root, "
-        "or with a prefix on PATH)"
+        f"{EVERYTHING} is not on PATH: install the pinned reference server, `npm install -g {pin}` "
+        "(scripts/system-packages does, from scripts/npm-packages.txt)"
     )
     progress: list[tuple[float, float | None, str]] = []
 

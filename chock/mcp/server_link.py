@@ -226,7 +226,7 @@ class ServerLink:
             if self._ended is not None:  # forgotten: nothing more is sent on a link that ended
                 self.client.cancel(request_id, "link ended")
         if isinstance(event, rpc.Failed):
-            raise McpError(f"MCP server {self.name} refused {method}: {quoted(event.message)} (code {event.code})")
+            raise McpError(f"MCP server {self.name} failed {method}: {quoted(event.message)} (code {event.code})")
         return event
 
     def _cancel(self, request_id: int, reason: str) -> None:
