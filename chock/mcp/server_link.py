@@ -78,6 +78,7 @@ class ServerLink:
         self._background: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the link is down, once it is
         self._garbage = 0
         self._last_garbage = ""
@@ -93,14 +94,17 @@ class ServerLink:
     # Sending
 
     async def _flush(self) -> None:
+        """Send everything queued, in order. Cancelled mid-write, the message stays whole in the pump's buffer."""
         async with self._send_lock:
-            for message in self.client.data_to_send():
-                await self._pump.send(message)
+            while messages := self.client.data_to_send():
+                for message in messages:
+                    await self._pump.send(message)
 
     def _flush_later(self) -> None:
-        """Send what is queued from a task of its own: for a caller that must not wait (one being cancelled)."""
-        if self._ended is None:
-            self._spawn(self._flush_quietly())
+        """Send what is queued from one task of its own: for the reader, which must go on reading while a server
+        that reads slowly (or not at all) takes its answers, and for a caller that must not wait (one cancelled)."""
+        if self._ended is None and (self._flusher is None or self._flusher.done()):
+            self._flusher = self._spawn(self._flush_quietly())
 
     async def _flush_quietly(self) -> None:
         with contextlib.suppress(ChockError, OSError):
@@ -124,7 +128,7 @@ class ServerLink:
                 message = await self._pump.receive()
                 for event in self.client.receive(message, self._now()):
                     self._dispatch(event)
-                await self._flush()  # answers to the server's pings and refusals, sent in turn
+                self._flush_later()  # answers to the server's pings and refusals
         except PumpClosed as closed:
             self._end(f"{closed}{self._stderr()}")
         except OSError as error:
@@ -193,7 +197,7 @@ class ServerLink:
         if action not in rpc.ELICITATION_ACTIONS:
             action, content = "cancel", None
         self.client.answer_elicitation(event.request_id, action, content)
-        await self._flush_quietly()
+        self._flush_later()
 
     # Requests
 
@@ -208,11 +212,11 @@ class ServerLink:
         self._waiters[request_id] = future
         self._ensure_reader()
         try:
-            try:
-                await self._flush()
-            except (PumpClosed, OSError) as error:
-                self._end(f"{error}{self._stderr()}")
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout):  # the write too: a server may stop reading
+                try:
+                    await self._flush()
+                except (PumpClosed, OSError) as error:
+                    self._end(f"{error}{self._stderr()}")
                 event = await future
         except TimeoutError:
             self._cancel(request_id, "timed out")
@@ -246,10 +250,9 @@ class ServerLink:
         deadline = self._now() + deadline_seconds
         request_id = self.client.initialize(self._now(), deadline)
         await self._ask(request_id, "initialize", deadline - self._now(), deadline_seconds)
-        version = self.client.negotiated_version
         if hasattr(self._pump, "protocol_version"):
-            self._pump.protocol_version = version
-        await self._flush()  # notifications/initialized
+            self._pump.protocol_version = self.client.negotiated_version
+        # notifications/initialized is queued: it goes out ahead of the first tools/list
         return await self._list(deadline, deadline_seconds)
 
     async def list_tools(self, deadline_seconds: float) -> list[dict[str, Any]]:

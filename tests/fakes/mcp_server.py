@@ -17,6 +17,7 @@ Its tools (always offered, in this order):
     flood {count}      -> sends `count` notifications/progress and notifications/message, then answers
     requests {count}   -> sends `count` pings and sampling/createMessage requests, then answers
     die {}             -> writes to stderr and exits with status 3 without answering
+    deaf {}            -> answers, then never reads its stdin again (a client writing to it blocks)
     env {}             -> the server's environment as JSON text (what reached it)
 
 Switches, for what happens before any call:
@@ -96,7 +97,10 @@ class Server:
             },
             *(
                 {"name": name, "description": f"The {name} tool", "inputSchema": {"type": "object"}}
-                for name in ("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env")
+                for name in (
+                    *("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env"),
+                    "deaf",
+                )
             ),
             *(
                 {"name": f"tool-{n:05d}", "description": "One of many", "inputSchema": {"type": "object"}}
@@ -200,6 +204,9 @@ class Server:
             self.initialize(request_id, params)
         elif method == "tools/list":
             self.list_tools(request_id, params)
+        elif method == "tools/call" and params.get("name") == "deaf":
+            text(request_id, "not listening")
+            time.sleep(3600)
         elif method == "tools/call":
             threading.Thread(target=self.call, args=(request_id, params), daemon=True).start()
         elif method == "ping":
