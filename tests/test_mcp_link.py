@@ -57,6 +57,17 @@ def text(result: Any) -> str:
     return "".join(block.get("text", "") for block in result.content)
 
 
+def test_ten_thousand_tools_are_all_read() -> None:
+    async def main() -> None:
+        link = ServerLink(
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"])
+        )
+        assert len(await link.start(20)) == FAKE_TOOLS + 10_000  # which to keep is the supervisor's choice
+        await link.close()
+
+    asyncio.run(main())
+
+
 def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
     async def body(link: ServerLink) -> None:
         assert link.client.negotiated_version == "2025-11-25"
@@ -176,7 +187,8 @@ def test_a_server_that_fails_to_start_is_shown_escaped() -> None:
         (("--hang-initialize",), "did not answer initialize within 1 s"),
         (("--garbage-initialize",), "could not read"),
         (("--version", "2024-11-05"), "speaks MCP revision '2024-11-05'"),
-        (("--tools", "10000", "--page-size", "500"), f"lists more than {MAX_LISTED_TOOLS} tools"),
+        (("--tools", "20000", "--page-size", "2000"), f"lists more than {MAX_LISTED_TOOLS:,} tools"),
+        (("--tools", "100", "--page-size", "1", "--tool-bytes", "400000"), "tools/list runs past 16 MiB"),
         (("--schema-bytes", str(5 * 1024 * 1024)), "a message of more than 4 MiB"),
     ],
 )

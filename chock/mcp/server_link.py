@@ -19,10 +19,12 @@ from chock.mcp import jsonrpc_client as rpc
 from chock.mcp.jsonrpc_client import McpClient, ToolResult
 from chock.terminal import safe
 
-# A server's tools/list may run to this many pages and this many tools before it is refused: past the bounds
-# Chock offers a model (chock/mcp/supervisor.py), so that a server cannot page forever.
+# A server's tools/list may run to this many pages, tools and bytes before it is refused, so that a server cannot
+# page forever nor grow what Chock holds: far past what a model is offered (chock/mcp/supervisor.py keeps 128
+# tools of a server, chosen by name, so the whole list is read).
 MAX_PAGES = 256
-MAX_LISTED_TOOLS = 1024
+MAX_LISTED_TOOLS = 16_384
+MAX_LISTED_BYTES = 16 * 1024 * 1024
 
 ProgressCallback = Callable[[float, float | None, str], None]
 ElicitCallback = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
@@ -81,6 +83,7 @@ class ServerLink:
         self._flusher: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the link is down, once it is
         self._garbage = 0
+        self._received = 0  # bytes of every message read
         self._last_garbage = ""
         self._progress_tokens = 0
 
@@ -126,6 +129,7 @@ class ServerLink:
         try:
             while True:
                 message = await self._pump.receive()
+                self._received += len(message)
                 for event in self.client.receive(message, self._now()):
                     self._dispatch(event)
                 self._flush_later()  # answers to the server's pings and refusals
@@ -261,13 +265,18 @@ class ServerLink:
     async def _list(self, deadline: float, budget: float) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
+        received = self._received
         for _ in range(MAX_PAGES):
             request_id = self.client.list_tools(cursor, self._now(), deadline)
             page = await self._ask(request_id, "tools/list", deadline - self._now(), budget)
             assert isinstance(page, rpc.ToolsListed)
             tools.extend(page.tools)
             if len(tools) > MAX_LISTED_TOOLS:
-                raise McpError(f"MCP server {self.name} lists more than {MAX_LISTED_TOOLS} tools: refused")
+                raise McpError(f"MCP server {self.name} lists more than {MAX_LISTED_TOOLS:,} tools: refused")
+            if self._received - received > MAX_LISTED_BYTES:
+                raise McpError(
+                    f"MCP server {self.name}'s tools/list runs past {MAX_LISTED_BYTES // (1024 * 1024)} MiB: refused"
+                )
             cursor = page.next_cursor
             if cursor is None:
                 return tools

@@ -26,6 +26,7 @@ Switches, for what happens before any call:
     --tools N             offer N more tools, tool-00000 …
     --page-size N         tools/list pages of N tools (default: all on one page)
     --schema-bytes N      give `echo` an inputSchema of about N bytes
+    --tool-bytes N        give each of the --tools more a description of N bytes
     --hang-initialize     never answer initialize
     --garbage-initialize  answer initialize with a line that is not JSON
     --die-initialize      exit with status 4 on initialize, after writing to stderr
@@ -103,7 +104,7 @@ class Server:
                 )
             ),
             *(
-                {"name": f"tool-{n:05d}", "description": "One of many", "inputSchema": {"type": "object"}}
+                {"name": f"tool-{n:05d}", "description": "m" * options.tool_bytes, "inputSchema": {"type": "object"}}
                 for n in range(options.tools)
             ),
         ]
@@ -224,6 +225,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--schema-bytes", type=int, default=0)
+    parser.add_argument("--tool-bytes", type=int, default=9)
     parser.add_argument("--hang-initialize", action="store_true")
     parser.add_argument("--garbage-initialize", action="store_true")
     parser.add_argument("--die-initialize", action="store_true")
