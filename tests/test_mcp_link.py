@@ -21,7 +21,7 @@ FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
 # The reference server, pinned in scripts/npm-packages.txt, which scripts/system-packages installs.
 EVERYTHING = "mcp-server-everything"
 NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"
-FAKE_TOOLS = 14
+FAKE_TOOLS = 13
 
 
 def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink], Awaitable[None]]], None]:
@@ -140,9 +140,8 @@ def test_a_server_that_never_answers_is_a_bounded_error_and_the_link_goes_on() -
 
 
 def test_a_server_that_stops_reading_cannot_hold_a_call_past_its_timeout() -> None:
-    @linked()
+    @linked("--deaf")
     async def _(link: ServerLink) -> None:
-        assert text(await link.call_tool("deaf", {}, timeout=10)) == "not listening"
         for _ in range(2):  # a megabyte fills the pipe: the write itself waits, within the call's time
             with pytest.raises(McpError, match=r"did not answer tools/call within 0\.5 s"):
                 await asyncio.wait_for(link.call_tool("echo", {"text": "z" * 1_000_000}, timeout=0.5), 60)
