@@ -147,6 +147,46 @@ def test_a_server_that_stops_reading_cannot_hold_a_call_past_its_timeout() -> No
                 await asyncio.wait_for(link.call_tool("echo", {"text": "z" * 1_000_000}, timeout=0.5), 60)
 
 
+class GatedPump(StdioPump):
+    """The stdio pump, whose send of a message holding one of `gates`' markers waits for that gate once written:
+    a pipe's slow drain, where a cancellation finds it."""
+
+    def __init__(self, pump: StdioPump, gates: dict[bytes, asyncio.Event]) -> None:
+        self.__dict__.update(pump.__dict__)
+        self.gates = gates
+        self.waiting: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def send(self, message: bytes) -> None:
+        await super().send(message)
+        for marker, gate in self.gates.items():
+            if marker in message:
+                self.waiting.put_nowait(marker)
+                await gate.wait()
+
+
+def test_a_call_cancelled_while_it_writes_loses_no_other_message() -> None:
+    async def main() -> None:
+        gates = {b'"text":"p"': asyncio.Event(), b'"text":"a"': asyncio.Event()}
+        pump = GatedPump(await open_stdio([sys.executable, str(FAKE)]), gates)
+        link = ServerLink("fake", pump)
+        await link.start(20)
+        first = asyncio.ensure_future(link.call_tool("echo", {"text": "p"}, timeout=20))
+        assert await pump.waiting.get() == b'"text":"p"'  # holds the write while a and b queue behind it
+        second = asyncio.ensure_future(link.call_tool("echo", {"text": "a"}, timeout=20))
+        other = asyncio.ensure_future(link.call_tool("echo", {"text": "b"}, timeout=5))
+        await asyncio.sleep(0.1)
+        gates[b'"text":"p"'].set()
+        # p's flush goes on to send what queued behind it: a's write waits, b's is next
+        assert await pump.waiting.get() == b'"text":"a"'
+        first.cancel()  # the call whose task is writing gives up, mid-send of another's message
+        await asyncio.sleep(0.1)
+        gates[b'"text":"a"'].set()
+        assert text(await other) == "b" and text(await second) == "a"
+        await link.close()
+
+    asyncio.run(main())
+
+
 def test_garbage_is_named_when_the_call_it_broke_times_out() -> None:
     @linked()
     async def _(link: ServerLink) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -79,6 +80,7 @@ class ServerLink:
         self._elicitations: dict[str | int, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
+        self._unsent: deque[bytes] = deque()
         self._reader: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the link is down, once it is
@@ -97,11 +99,13 @@ class ServerLink:
     # Sending
 
     async def _flush(self) -> None:
-        """Send everything queued, in order. Cancelled mid-write, the message stays whole in the pump's buffer."""
+        """Send everything queued, in order, each message taken off the queue as its send begins: a send that is
+        cancelled loses no message after it (and stdio's, once begun, is whole in the pipe's buffer)."""
         async with self._send_lock:
-            while messages := self.client.data_to_send():
-                for message in messages:
-                    await self._pump.send(message)
+            self._unsent.extend(self.client.data_to_send())
+            while self._unsent:
+                await self._pump.send(self._unsent.popleft())
+                self._unsent.extend(self.client.data_to_send())
 
     def _flush_later(self) -> None:
         """Send what is queued from one task of its own: for the reader, which must go on reading while a server
