@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chock.mcp.server_link import MAX_LISTED_TOOLS, McpError, ServerLink
+from chock.mcp.server_link import MAX_LISTED_TOOLS, McpError, McpRefused, ServerLink
 from chock.mcp.stdio_pump import STDERR_TAIL, StdioPump, open_stdio
 
 FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
@@ -96,7 +96,7 @@ def test_calls_return_structured_unstructured_and_error_results() -> None:
         assert added.structured == {"sum": 5} and text(added) == "5" and not added.is_error
         failed = await link.call_tool("fail", {}, timeout=10)
         assert failed.is_error and text(failed) == "this tool always fails"
-        with pytest.raises(McpError, match="fake failed tools/call: Unknown tool: nope"):
+        with pytest.raises(McpRefused, match="fake failed tools/call: Unknown tool: nope"):
             await link.call_tool("nope", {}, timeout=10)
 
 
