@@ -22,6 +22,8 @@ FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
 EVERYTHING = "mcp-server-everything"
 NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"
 FAKE_TOOLS = 13
+# What a server is given of the environment here: nothing of the person's (the sandbox gives no more).
+ENV = {"PATH": os.environ["PATH"]}
 
 
 def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink], Awaitable[None]]], None]:
@@ -29,7 +31,7 @@ def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink],
 
     def run(body: Callable[[ServerLink], Awaitable[None]]) -> None:
         async def main() -> None:
-            link = ServerLink("fake", await open_stdio([sys.executable, str(FAKE), *switches]), **callbacks)
+            link = ServerLink("fake", await open_stdio([sys.executable, str(FAKE), *switches], ENV), **callbacks)
             try:
                 await link.start(20)
                 await body(link)
@@ -42,7 +44,7 @@ def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink],
 
 
 async def start_failure(*switches: str, deadline: float = 20) -> str:
-    pump = await open_stdio([sys.executable, str(FAKE), *switches])
+    pump = await open_stdio([sys.executable, str(FAKE), *switches], ENV)
     link = ServerLink("fake", pump)
     try:
         with pytest.raises(McpError) as failure:
@@ -60,7 +62,7 @@ def text(result: Any) -> str:
 def test_ten_thousand_tools_are_all_read() -> None:
     async def main() -> None:
         link = ServerLink(
-            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"])
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"], ENV)
         )
         assert len(await link.start(20)) == FAKE_TOOLS + 10_000  # which to keep is the supervisor's choice
         await link.close()
@@ -74,7 +76,9 @@ def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
         assert len(await link.list_tools(20)) == FAKE_TOOLS + 10
 
     async def main() -> None:
-        link = ServerLink("fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10", "--page-size", "3"]))
+        link = ServerLink(
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10", "--page-size", "3"], ENV)
+        )
         tools = await link.start(20)
         assert [tool["name"] for tool in tools][:3] == ["echo", "add", "fail"] and len(tools) == FAKE_TOOLS + 10
         await body(link)
@@ -167,7 +171,7 @@ class GatedPump(StdioPump):
 def test_a_call_cancelled_while_it_writes_loses_no_other_message() -> None:
     async def main() -> None:
         gates = {b'"text":"p"': asyncio.Event(), b'"text":"a"': asyncio.Event()}
-        pump = GatedPump(await open_stdio([sys.executable, str(FAKE)]), gates)
+        pump = GatedPump(await open_stdio([sys.executable, str(FAKE)], ENV), gates)
         link = ServerLink("fake", pump)
         await link.start(20)
         first = asyncio.ensure_future(link.call_tool("echo", {"text": "p"}, timeout=20))
@@ -302,7 +306,7 @@ def test_no_variable_is_passed_but_those_given() -> None:
 def test_close_kills_a_server_that_ignores_its_stdin_and_keeps_only_a_stderr_tail() -> None:
     async def main() -> StdioPump:
         script = "import sys, time; sys.stderr.write('e' * 100_000 + 'the end'); sys.stderr.flush(); time.sleep(600)"
-        pump = await open_stdio([sys.executable, "-c", script])
+        pump = await open_stdio([sys.executable, "-c", script], ENV)
         link = ServerLink("sleepy", pump)
         with pytest.raises(McpError, match="did not answer initialize"):
             await link.start(0.5)
@@ -325,7 +329,7 @@ def test_the_reference_server_everything_over_stdio() -> None:
     progress: list[tuple[float, float | None, str]] = []
 
     async def main() -> None:
-        pump = await open_stdio([EVERYTHING, "stdio"])
+        pump = await open_stdio([EVERYTHING, "stdio"], ENV)
         link = ServerLink("everything", pump)
         tools = {tool["name"]: tool for tool in await link.start(20)}
         assert link.client.negotiated_version == "2025-11-25"
