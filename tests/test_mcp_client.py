@@ -141,7 +141,14 @@ def test_progress_reaches_the_call_by_its_token_and_stops_with_its_answer() -> N
     params = {"progressToken": "t1", "progress": 1, "total": 4, "message": "one"}
     assert feed(client, {**note, "params": params}) == [rpc.Progress(request_id, 1.0, 4.0, "one")]
     assert feed(client, {**note, "params": {"progressToken": "other", "progress": 1}}) == []
-    assert feed(client, {**note, "params": {"progressToken": "t1", "progress": "half"}}) == []
+    for odd in ("half", 10**400, None, True):  # 10**400 is past any float: ignored, never an OverflowError
+        assert feed(client, {**note, "params": {"progressToken": "t1", "progress": odd}}) == []
+    assert (
+        client.receive(
+            b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1e400}}', 0
+        )
+        == []
+    )
     feed(client, answer(request_id, {"content": []}))
     assert feed(client, {**note, "params": params}) == []  # the call is over
     with pytest.raises(ValueError, match="already in use"):
@@ -324,7 +331,7 @@ def test_no_mangled_message_raises() -> None:
         json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": 1.5, "message": ["x"]}}),
     ]
     shuffle = random.Random(26)
-    values: list[object] = [None, True, 1, -1, 1.5, "x", [], {}, [1], {"a": None}]
+    values: list[object] = [None, True, 1, -1, 1.5, 10**400, "x", [], {}, [1], {"a": None}]
     for _ in range(3000):
         message = json.loads(shuffle.choice(samples))
         path = message

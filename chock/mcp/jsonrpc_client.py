@@ -12,8 +12,9 @@ method a server asks for are answered `-32601`. Notifications and requests from 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 PROTOCOL_VERSION = "2025-11-25"
 # What a server may answer `initialize` with: this revision and the two before it, whose tools and
@@ -158,8 +159,15 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def _number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _finite(value: object) -> float | None:
+    """A JSON number as a finite float, or None (not a number, or past what a float holds)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _id(value: object) -> bool:
@@ -415,11 +423,11 @@ class McpClient:
         if method == "notifications/progress":
             token, progress, total = params.get("progressToken"), params.get("progress"), params.get("total")
             request_id = self._progress.get(token) if _id(token) else None  # type: ignore[arg-type]
-            if request_id is None or not _number(progress) or not (total is None or _number(total)):
+            number, most = _finite(progress), _finite(total)
+            if request_id is None or number is None or (total is not None and most is None):
                 return []
             text = params.get("message")
-            shown = _cut(text) if isinstance(text, str) else ""
-            return [Progress(request_id, float(progress), None if total is None else float(total), shown)]
+            return [Progress(request_id, number, most, _cut(text) if isinstance(text, str) else "")]
         if method == "notifications/tools/list_changed":
             return [ToolsChanged()]
         if method == "notifications/cancelled":
