@@ -266,6 +266,7 @@ def test_a_batch_is_each_of_its_messages() -> None:
         (b"\xff\xfe", "not JSON"),
         (b"[" * 200_000 + b"]" * 200_000, "not JSON"),
         (b"[]", "an empty batch"),
+        (b"[" + b"1," * 1_000_000 + b"1]", "a batch of 1,000,001 messages (past 256)"),
         (b'"hello"', "not a JSON-RPC 2.0 message"),
         (b'{"jsonrpc": "1.0", "id": 1, "result": {}}', "not a JSON-RPC 2.0 message"),
         (b'{"jsonrpc": "2.0", "method": 5}', "a method that is not a string"),

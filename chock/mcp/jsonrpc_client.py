@@ -22,6 +22,9 @@ PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 NOTIFICATIONS_PER_SECOND = 100
+# Messages in one batch (revisions before 2025-06-18 allowed them): past this the batch is garbage, so that four
+# mebibytes of `[1,1,…]` are not two million events.
+MAX_BATCH = 256
 # Answers to a server's own requests (pings, refusals) waiting to be sent: past this, one that does not read what
 # it is sent gets no more, so that its requests cannot grow what Chock holds.
 MAX_QUEUED_ANSWERS = 1024
@@ -323,6 +326,8 @@ class McpClient:
         if isinstance(value, list):
             if not value:
                 return [Garbage("an empty batch")]
+            if len(value) > MAX_BATCH:
+                return [Garbage(f"a batch of {len(value):,} messages (past {MAX_BATCH})")]
             events: list[Event] = []
             for item in value:
                 events.extend(self._one(item, now))
