@@ -219,11 +219,14 @@ def test_an_elicitation_the_server_withdrew_is_not_answered() -> None:
     assert sent(client) == []
 
 
-def test_url_elicitation_is_refused_and_open_elicitations_are_bounded() -> None:
+def test_url_elicitation_is_refused_and_elicitations_are_bounded() -> None:
     client = ready()
     url = {"mode": "url", "message": "Sign in", "url": "https://x.example", "elicitationId": "1"}
     assert feed(client, {"jsonrpc": "2.0", "id": "u", "method": "elicitation/create", "params": url}) == []
     assert sent(client)[0]["error"]["code"] == -32602
+    long = {"message": "?" * 20_000, "requestedSchema": {"type": "object"}}
+    assert feed(client, {"jsonrpc": "2.0", "id": "l", "method": "elicitation/create", "params": long}) == []
+    assert "at most 16,384 characters" in sent(client)[0]["error"]["message"]
     form = {"message": "?", "requestedSchema": {"type": "object"}}
     for n in range(rpc.MAX_OPEN_ELICITATIONS + 1):
         events = feed(client, {"jsonrpc": "2.0", "id": n, "method": "elicitation/create", "params": form})

@@ -30,6 +30,8 @@ MAX_BATCH = 256
 MAX_QUEUED_ANSWERS = 1024
 # Elicitations a server may hold open at once; one more is declined at once (a person answers one at a time).
 MAX_OPEN_ELICITATIONS = 4
+# What a person is shown of one: its message and its requested schema, each at most this long (as JSON).
+MAX_ELICITATION_CHARS = 16 * 1024
 
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -469,6 +471,13 @@ class McpClient:
             return []
         if not isinstance(message, str) or not isinstance(schema, dict):
             self._error(request_id, INVALID_PARAMS, "an elicitation needs a message and a requestedSchema")
+            return []
+        if len(message) > MAX_ELICITATION_CHARS or len(json.dumps(schema)) > MAX_ELICITATION_CHARS:
+            self._error(
+                request_id,
+                INVALID_PARAMS,
+                f"an elicitation's message and schema are at most {MAX_ELICITATION_CHARS:,} characters each",
+            )
             return []
         if request_id in self._elicitations:
             self._error(request_id, INVALID_PARAMS, "an elicitation with this id is already open")
