@@ -22,6 +22,8 @@ PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 NOTIFICATIONS_PER_SECOND = 100
+# The `Garbage` reason of a message past MAX_MESSAGE_BYTES: an answer may have been lost in it.
+OVERSIZED = f"a message of more than {MAX_MESSAGE_BYTES // (1024 * 1024)} MiB (the bound)"
 # Messages in one batch (revisions before 2025-06-18 allowed them): past this the batch is garbage, so that four
 # mebibytes of `[1,1,…]` are not two million events.
 MAX_BATCH = 256
@@ -318,7 +320,7 @@ class McpClient:
     def receive(self, message: bytes, now: float) -> list[Event]:
         """Take one whole message from the server (an object, or a batch of them): what it meant, as events."""
         if len(message) > MAX_MESSAGE_BYTES:
-            return [Garbage(f"a message of more than {MAX_MESSAGE_BYTES // (1024 * 1024)} MiB (the bound)")]
+            return [Garbage(OVERSIZED)]
         try:
             value = json.loads(message, parse_constant=_reject_constant)
         except RecursionError:

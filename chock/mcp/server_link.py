@@ -172,7 +172,7 @@ class ServerLink:
         elif isinstance(event, rpc.Garbage):
             self._garbage += 1
             self._last_garbage = event.reason
-            if event.reason.startswith("a message of more than"):
+            if event.reason == rpc.OVERSIZED:
                 self._fail_all(f"it sent {event.reason}")
         else:
             future = self._waiters.pop(event.request_id, None)
