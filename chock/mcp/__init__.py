@@ -1,6 +1,11 @@
-"""MCP: a session's own tools from Model Context Protocol servers (docs/mcp.md).
+"""MCP servers: a session's own tools from the Model Context Protocol (docs/mcp.md).
 
-confinement.py   the bubblewrap command line one stdio server runs under
-tool_names.py    the names the model is given for servers' tools (`mcp__<server>__<tool>`)
-supervisor.py    a session's servers: started in parallel, bounded, restarted once, stopped
+- jsonrpc_client: the client as a sans-I/O state machine (bytes in, events out, bytes to send)
+- line_messages: stdio's framing, one message a line, bounded
+- stdio_pump: whole messages over a started process's stdin and stdout; its stderr's tail kept
+- server_link: `ServerLink`, one connected server: the client driven over a pump by one reader task
+- confinement: the bubblewrap command line one stdio server runs under
+- tool_names: the names the model is given for servers' tools (`mcp__<server>__<tool>`)
+- result_text: what the model reads of a tool's result, bounded; images and binaries described
+- supervisor: `McpServers`, a session's servers: started in parallel, bounded, restarted once, stopped
 """
