@@ -13,9 +13,9 @@ import json
 import shutil
 import socket
 import threading
-from types import SimpleNamespace
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -206,7 +206,7 @@ def test_code_the_agent_can_rewrite_is_never_a_server(layout, places, marker):
         link.symlink_to(program)
         for argv0 in (str(program), str(link)):
             refused = ServerSpec(name="evil", origin="project", command=(argv0, marker))
-            with pytest.raises(Refused, match="inside .* which the agent can rewrite"):
+            with pytest.raises(Refused, match=r"inside .* which the agent can rewrite"):
                 confinement.server_argv(
                     refused, layout=layout, workspace=places["workspace"], project=places["project"]
                 )

@@ -2,7 +2,8 @@
 
 Standard library only (it runs under the system's python3, in the sandbox, with nothing of the repository on
 its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools10000`,
-`schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its tool list grows each call).
+`schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its tool list
+grows by one at each call).
 Further arguments are ignored (tests pass a marker there, to find its processes). Its tools, by name:
 
     echo     {"text"}: the text back
