@@ -133,6 +133,23 @@ def secrets_of(person_home: Path, layout: Layout) -> list[str]:
     return [str(person_home / ".ssh" / "id_ed25519"), str(layout.tokens_path)]
 
 
+def peak_reset() -> int:
+    """Reset this process's peak resident size (Linux: clear_refs 5); its resident size now, in bytes."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status("VmRSS")
+
+
+def peak() -> int:
+    return _status("VmHWM")
+
+
+def _status(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {key} in /proc/self/status")
+
+
 # The sandbox ----------------------------------------------------------------------------------------------
 
 
@@ -294,7 +311,10 @@ def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layou
             await run.servers.stop()
         return run, results
 
+    before = peak_reset()
     run, results = asyncio.run(scenario())
+    grown = peak() - before
+    assert grown < 16 * 2**20, f"the session's peak memory grew {grown:,} bytes reading a 10 MB result"
     for name in ("big", "garbage"):
         assert results[name].is_error
         assert len(results[name].output.encode()) < 64 * 1024
