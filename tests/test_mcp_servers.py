@@ -339,6 +339,23 @@ def test_a_call_past_its_timeout_is_the_tools_error(layout, places, marker):
     assert echoed.output == "back" and not echoed.is_error
 
 
+def test_a_refusal_is_the_tools_error_and_a_server_that_dies_is_started_again(layout, places, marker):
+    async def scenario() -> tuple[Run, list[Any]]:
+        run = Run(layout, places, [spec(places, marker)])
+        await run.servers.start()
+        try:
+            calls = [("refuse", {}), ("echo", {"text": "one"}), ("die", {}), ("echo", {"text": "two"})]
+            return run, [await run.call(f"mcp__probe__{name}", args) for name, args in calls]
+        finally:
+            await run.servers.stop()
+
+    run, (refused, one, died, two) = asyncio.run(scenario())
+    assert refused.is_error and "refused tools/call: refuse takes no arguments" in refused.output
+    assert (one.output, two.output) == ("one", "two")
+    assert died.is_error and "was restarted" in died.output
+    assert run.states("probe") == ["started", "restarted", "stopped"]
+
+
 def test_a_notification_flood_does_not_stall_a_call(layout, places, marker):
     async def scenario() -> Any:
         run = Run(layout, places, [spec(places, marker, "flood")])
@@ -386,6 +403,9 @@ def test_stop_cancels_a_call_and_leaves_no_process(layout, places, marker):
 
     result = asyncio.run(scenario())
     assert result.is_error and "stopped with the session" in result.output
+    told = (layout.mcp_home(places["project"], "probe") / "cancelled").read_text().splitlines()
+    (cancelled,) = [json.loads(line) for line in told]  # the hung call's, and nothing else
+    assert isinstance(cancelled["requestId"], int) and cancelled["reason"]
 
 
 def test_the_tool_adapter_asks_and_shows_server_tool_and_arguments(layout, places, marker):

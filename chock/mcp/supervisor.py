@@ -24,7 +24,7 @@ from chock.errors import ChockError
 from chock.mcp import confinement, tool_names
 from chock.mcp.declarations import ServerSpec
 from chock.mcp.result_text import MAX_RESULT_BYTES, bounded, result_text
-from chock.mcp.server_link import McpError, ServerLink
+from chock.mcp.server_link import McpError, McpRefused, ServerLink
 from chock.mcp.stdio_pump import StdioPump
 from chock.paths import Layout
 from chock.session import reaper, sandbox
@@ -117,16 +117,20 @@ class McpServers:
 
     async def _start(self, server: _Server) -> bool:
         """Open `server` and list its tools; on failure log why and leave it failed."""
+        name = server.spec.name
         try:
             await self._open(server)
             return True
         except ChockError as error:
-            await self._close(server)
-            server.state, server.reason = "failed", str(error)
-            self._emit(
-                "mcp.server", server=server.spec.name, state="failed", origin=server.spec.origin, reason=str(error)
-            )
-            return False
+            why = str(error)
+        except OSError as error:
+            why = f"MCP server {name} could not start: {error.strerror or error}"
+        except Exception as error:  # a bug of ours, or of a pump: the server is left out, never the session's end
+            why = f"MCP server {name} could not start: {error!r}"
+        await self._close(server)
+        server.state, server.reason = "failed", why
+        self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
+        return False
 
     async def _open(self, server: _Server) -> None:
         spec = server.spec
@@ -298,7 +302,9 @@ class McpServers:
                     await calling
                 raise
             return Result(f"MCP server {tool.server} was stopped with the session during this call", is_error=True)
-        except McpError as error:
+        except McpRefused as error:  # the server is up and said no (arguments it rejects, an unknown tool)
+            return Result(str(error), is_error=True)
+        except (ChockError, OSError) as error:  # it died, hung past its timeout or wrote garbage
             return Result(await self._failed(server, generation, str(error)), is_error=True)
         finally:
             server.calls.discard(calling)

@@ -10,7 +10,8 @@ Further arguments are ignored (tests pass a marker there, to find its processes)
     probe    {"read": [paths], "write": path, "connect": port}: what succeeded, what failed and how
     big      a 10 MB text result
     garbage  a line of invalid JSON instead of a result
-    hang     never answers
+    hang     never answers (a `notifications/cancelled` it is sent is written to $HOME/cancelled)
+    refuse   a JSON-RPC error
     die      exits at once
 """
 
@@ -22,7 +23,7 @@ import socket
 import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "well"
-TOOLS = ["echo", "probe", "big", "garbage", "hang", "die"]
+TOOLS = ["echo", "probe", "big", "garbage", "hang", "die", "refuse"]
 extra = 0
 
 
@@ -78,6 +79,9 @@ def call(request_id: object, name: str, args: dict) -> None:
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if name == "hang":
         return
+    if name == "refuse":
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": "refuse takes no arguments"}})
+        return
     if name == "die":
         os._exit(3)
     if name == "garbage":
@@ -98,6 +102,9 @@ def main() -> None:
         message = json.loads(line)
         method, request_id = message.get("method"), message.get("id")
         if request_id is None:
+            if method == "notifications/cancelled":
+                with open(os.path.join(os.environ["HOME"], "cancelled"), "a") as file:
+                    file.write(json.dumps(message.get("params")) + "\n")
             continue  # a notification
         if MODE == "flood":
             progress = {"progressToken": "none", "progress": 1}
