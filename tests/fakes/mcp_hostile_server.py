@@ -12,6 +12,7 @@ Further arguments are ignored (tests pass a marker there, to find its processes)
     garbage  a line of invalid JSON instead of a result
     hang     never answers (a `notifications/cancelled` it is sent is written to $HOME/cancelled)
     refuse   a JSON-RPC error
+    steps    three progress notifications (when asked for them), then "done"
     die      exits at once
 """
 
@@ -23,7 +24,7 @@ import socket
 import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "well"
-TOOLS = ["echo", "probe", "big", "garbage", "hang", "die", "refuse"]
+TOOLS = ["echo", "probe", "big", "garbage", "hang", "die", "refuse", "steps"]
 extra = 0
 
 
@@ -72,7 +73,7 @@ def probe(args: dict) -> dict:
     return said
 
 
-def call(request_id: object, name: str, args: dict) -> None:
+def call(request_id: object, name: str, args: dict, token: object) -> None:
     global extra
     if MODE == "list-changed":
         extra += 1
@@ -88,8 +89,14 @@ def call(request_id: object, name: str, args: dict) -> None:
         sys.stdout.write("{this is not json\n")
         sys.stdout.flush()
         return
+    if name == "steps" and token is not None:
+        for step in (1, 2, 3):
+            params = {"progressToken": token, "progress": step, "total": 3, "message": f"step {step}"}
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
     if name == "big":
         text = "x" * (10 * 1024 * 1024)
+    elif name == "steps":
+        text = "done"
     elif name == "probe":
         text = json.dumps(probe(args))
     else:
@@ -123,7 +130,8 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
         elif method == "tools/call":
             params = message.get("params", {})
-            call(request_id, params.get("name", ""), params.get("arguments") or {})
+            token = (params.get("_meta") or {}).get("progressToken")
+            call(request_id, params.get("name", ""), params.get("arguments") or {}, token)
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:
