@@ -70,6 +70,12 @@ class _Server:
     reason: str = ""
     calls: set[asyncio.Task[Any]] = field(default_factory=set)
     generation: int = 0
+    capped: int = 0  # of its listed tools, how many were past the session's MAX_TOOLS
+
+    def said(self) -> str:
+        """What was dropped of its tools, in words."""
+        capped = f"{self.capped:,} tools dropped past the {MAX_TOOLS} a session may have" if self.capped else ""
+        return "; ".join(filter(None, [self.reason, capped]))
 
 
 class McpServers:
@@ -111,7 +117,7 @@ class McpServers:
                     server=server.spec.name,
                     state="started",
                     origin=server.spec.origin,
-                    reason=server.reason,
+                    reason=server.said(),
                     tools=sum(1 for tool in self._tools.values() if tool.server == server.spec.name),
                 )
 
@@ -232,12 +238,8 @@ class McpServers:
         for server in self._servers.values():
             if server.state != "started":
                 continue
-            for tool in server.listed:
-                if len(tools) == MAX_TOOLS:
-                    server.reason = "; ".join(
-                        filter(None, [server.reason, f"tools dropped past the {MAX_TOOLS} a session may have"])
-                    )
-                    break
+            server.capped = max(0, len(server.listed) - (MAX_TOOLS - len(tools)))
+            for tool in server.listed[: len(server.listed) - server.capped]:
                 description = tool.get("description")
                 model_name = names[server.spec.name, tool["name"]]
                 tools[model_name] = McpTool(
