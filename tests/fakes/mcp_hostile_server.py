@@ -1,10 +1,10 @@
 """A stdio MCP server that misbehaves on purpose, or probes its sandbox: run by /usr/bin/python3 inside one.
 
 Standard library only (it runs under the system's python3, in the sandbox, with nothing of the repository on
-its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools10000`,
-`schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its tool list
-grows by one at each call).
-Further arguments are ignored (tests pass a marker there, to find its processes). Its tools, by name:
+its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools<N>`
+(N tools), `schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its
+tool list grows by one at each call). Further arguments are ignored (tests pass a marker there, to find its
+processes). Its tools, by name:
 
     echo     {"text"}: the text back
     probe    {"read": [paths], "write": path, "connect": port}: what succeeded, what failed and how
@@ -38,8 +38,8 @@ def tool(name: str, schema: dict | None = None) -> dict:
 
 
 def tools() -> list[dict]:
-    if MODE == "tools10000":
-        return [tool(f"t{index:05}") for index in range(10000)]
+    if MODE.startswith("tools"):  # tools1000: that many
+        return [tool(f"t{index:05}") for index in range(int(MODE.removeprefix("tools")))]
     if MODE in ("schema1mb", "schema5mb"):
         size = (1 if MODE == "schema1mb" else 5) * 1024 * 1024
         huge = {"type": "object", "properties": {"x": {"type": "string", "description": "x" * size}}}
