@@ -92,7 +92,8 @@ def servers_for_session(
     if not trust.trusted(layout, found.project, found.data):
         before = trust.last_trusted(layout, found.project)
         if ask is None:
-            why = untrusted_reason(found, before)
+            why = f"{untrusted_reason(found, before)}, and nobody was there to ask: run `chock mcp trust` in "
+            why += str(found.project)
             return specs, skipped + [(spec.name, why) for spec in wanted]
         if not ask(trust_question(found, before)):
             return specs, skipped + [(spec.name, DECLINED) for spec in wanted]
@@ -101,12 +102,9 @@ def servers_for_session(
 
 
 def untrusted_reason(found: Declaration, before: bytes | None) -> str:
-    """Why a declaration's servers were not started, and what to do."""
+    """That a declaration is not (or no longer) the one trusted on this host."""
     what = "changed since it was trusted" if before is not None else "not trusted"
-    return (
-        f"{found.source} is {what} on this host, and nobody was there to ask: run `chock mcp trust` in "
-        f"{found.project} to trust it"
-    )
+    return f"{found.source} is {what} on this host"
 
 
 def trust_question(found: Declaration, before: bytes | None, *, styled: bool | None = None) -> str:
