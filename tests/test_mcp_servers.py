@@ -277,6 +277,13 @@ def test_what_a_server_may_not_ask_for_is_refused_before_it_starts(layout, place
         argv(command=(PYTHON, str(layout.tokens_path)))
     with pytest.raises(Refused, match="Chock's own files"):
         argv(command=(PYTHON, str(layout.data.parent)))
+    with pytest.raises(Refused, match="not a file or directory a server may be given"):
+        argv(command=(PYTHON, "/proc/self/environ"))  # the session's own environment
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(places["script"].parent / "daemon.sock"))
+    with pytest.raises(Refused, match="no socket or device"):
+        argv(command=(PYTHON, str(places["script"].parent / "daemon.sock")))
+    listening.close()
     assert argv(command=("python3",))[-1] == "python3"  # a bare name, found on the sandbox's PATH
 
 
