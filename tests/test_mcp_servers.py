@@ -306,6 +306,20 @@ def test_a_server_that_never_answers_initialize_is_left_out(layout, places, mark
     assert run.states("probe") == ["started", "stopped"]
 
 
+def test_a_server_that_exits_at_start_is_left_out_with_what_it_said(layout, places, marker):
+    async def scenario() -> Run:
+        gone = ServerSpec(name="gone", origin="config", command=(PYTHON, "-c", "import sys; sys.exit('no config')"))
+        run = Run(layout, places, [gone, spec(places, marker)])
+        await run.servers.start()
+        await run.servers.stop()
+        return run
+
+    run = asyncio.run(scenario())
+    (reason,) = [fields["reason"] for type, fields in run.events if fields["server"] == "gone"]
+    assert "no config" in reason
+    assert [tool.server for tool in run.servers.tools()][0] == "probe"
+
+
 def test_a_thousand_tools_are_cut_to_128_and_a_huge_schema_is_dropped(layout, places, marker):
     async def scenario() -> Run:
         specs = [
