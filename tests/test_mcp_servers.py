@@ -290,6 +290,24 @@ def test_what_a_server_may_not_ask_for_is_refused_before_it_starts(layout, place
 # Bounds and failures -----------------------------------------------------------------------------------
 
 
+def test_servers_start_at_once(layout, places, marker):
+    """Each server answers initialize only once the other is up: started one after the other, the first would
+    wait for the second until its start deadline."""
+
+    async def scenario() -> Run:
+        specs = [
+            spec(places, marker, "meet:a:b", name="a", workspace="write"),
+            spec(places, marker, "meet:b:a", name="b", workspace="write"),
+        ]
+        run = Run(layout, places, specs, start_seconds=30)
+        await run.servers.start()
+        await run.servers.stop()
+        return run
+
+    run = asyncio.run(scenario())
+    assert (run.states("a"), run.states("b")) == (["started", "stopped"], ["started", "stopped"])
+
+
 def test_a_server_that_never_answers_initialize_is_left_out(layout, places, marker):
     async def scenario() -> Run:
         run = Run(
