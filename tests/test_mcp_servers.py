@@ -502,6 +502,24 @@ def test_stop_cancels_a_call_and_leaves_no_process(layout, places, marker):
     assert isinstance(cancelled["requestId"], int) and cancelled["reason"]
 
 
+def test_stop_during_a_restart_leaves_no_process(layout, places, marker):
+    started = layout.mcp_home(places["project"], "probe") / "started"
+
+    async def scenario() -> Any:
+        run = Run(layout, places, [spec(places, marker, "once")], start_seconds=60)
+        await run.servers.start()
+        calling = asyncio.ensure_future(run.call("mcp__probe__die", {}))
+        while len(started.read_text().splitlines()) < 2:  # the restarted server is up, and will never answer
+            await asyncio.sleep(0.01)
+        await run.servers.stop()
+        result = await calling
+        assert not processes_with(marker)
+        return result
+
+    result = asyncio.run(scenario())
+    assert result.is_error and "the session stopped while MCP server probe was being started again" in result.output
+
+
 def test_the_tool_adapter_asks_and_shows_server_tool_and_arguments(layout, places, marker):
     async def scenario() -> tuple[ServerTool, Any, list[bool]]:
         run = Run(layout, places, [spec(places, marker)])
