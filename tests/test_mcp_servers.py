@@ -502,6 +502,30 @@ def test_stop_cancels_a_call_and_leaves_no_process(layout, places, marker):
     assert isinstance(cancelled["requestId"], int) and cancelled["reason"]
 
 
+def test_a_cancelled_call_tells_the_server_and_is_cancelled(layout, places, marker):
+    told = layout.mcp_home(places["project"], "probe") / "cancelled"
+
+    async def scenario() -> None:
+        run = Run(layout, places, [spec(places, marker)])
+        await run.servers.start()
+        try:
+            calling = asyncio.ensure_future(run.call("mcp__probe__hang", {}))
+            await asyncio.sleep(0.2)
+            calling.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await calling
+            for _ in range(1000):  # the server is told in a task of its own
+                if told.exists():
+                    break
+                await asyncio.sleep(0.01)
+            assert (await run.call("mcp__probe__echo", {"text": "after"})).output == "after"
+        finally:
+            await run.servers.stop()
+
+    asyncio.run(scenario())
+    assert len(told.read_text().splitlines()) == 1
+
+
 def test_stop_during_a_restart_leaves_no_process(layout, places, marker):
     started = layout.mcp_home(places["project"], "probe") / "started"
 

@@ -310,7 +310,7 @@ class McpServers:
         except asyncio.CancelledError:
             if not calling.cancelled():  # our caller was cancelled (the session stopped the call): pass it on
                 calling.cancel()
-                with contextlib.suppress(asyncio.CancelledError, McpError):
+                with contextlib.suppress(asyncio.CancelledError, ChockError, OSError):
                     await calling
                 raise
             return Result(f"MCP server {tool.server} was stopped with the session during this call", is_error=True)
