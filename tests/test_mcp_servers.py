@@ -518,6 +518,7 @@ def test_a_cancelled_call_tells_the_server_and_is_cancelled(layout, places, mark
                 if told.exists():
                     break
                 await asyncio.sleep(0.01)
+            assert told.exists(), "the server was not told the call was cancelled"
             assert (await run.call("mcp__probe__echo", {"text": "after"})).output == "after"
         finally:
             await run.servers.stop()
