@@ -18,8 +18,9 @@ from chock.mcp.server_link import MAX_LISTED_TOOLS, McpError, ServerLink
 from chock.mcp.stdio_pump import STDERR_TAIL, StdioPump, open_stdio
 
 FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
-# The pinned reference server; CI installs it (scripts/npm-packages.txt).
+# The reference server, pinned in scripts/npm-packages.txt, which scripts/system-packages installs.
 EVERYTHING = "mcp-server-everything"
+NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"
 FAKE_TOOLS = 13
 
 
@@ -56,6 +57,17 @@ def text(result: Any) -> str:
     return "".join(block.get("text", "") for block in result.content)
 
 
+def test_ten_thousand_tools_are_all_read() -> None:
+    async def main() -> None:
+        link = ServerLink(
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"])
+        )
+        assert len(await link.start(20)) == FAKE_TOOLS + 10_000  # which to keep is the supervisor's choice
+        await link.close()
+
+    asyncio.run(main())
+
+
 def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
     async def body(link: ServerLink) -> None:
         assert link.client.negotiated_version == "2025-11-25"
@@ -71,6 +83,12 @@ def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_a_server_that_writes_a_banner_to_stdout_still_starts() -> None:
+    @linked("--banner", "docs-mcp 1.0 listening on stdio")
+    async def _(link: ServerLink) -> None:
+        assert text(await link.call_tool("echo", {"text": "ok"}, timeout=10)) == "ok"
+
+
 def test_calls_return_structured_unstructured_and_error_results() -> None:
     @linked()
     async def _(link: ServerLink) -> None:
@@ -78,7 +96,7 @@ def test_calls_return_structured_unstructured_and_error_results() -> None:
         assert added.structured == {"sum": 5} and text(added) == "5" and not added.is_error
         failed = await link.call_tool("fail", {}, timeout=10)
         assert failed.is_error and text(failed) == "this tool always fails"
-        with pytest.raises(McpError, match="refused tools/call: Unknown tool: nope"):
+        with pytest.raises(McpError, match="fake failed tools/call: Unknown tool: nope"):
             await link.call_tool("nope", {}, timeout=10)
 
 
@@ -121,6 +139,14 @@ def test_a_server_that_never_answers_is_a_bounded_error_and_the_link_goes_on() -
         assert text(await link.call_tool("echo", {"text": "next"}, timeout=10)) == "next"
 
 
+def test_a_server_that_stops_reading_cannot_hold_a_call_past_its_timeout() -> None:
+    @linked("--deaf")
+    async def _(link: ServerLink) -> None:
+        for _ in range(2):  # a megabyte fills the pipe: the write itself waits, within the call's time
+            with pytest.raises(McpError, match=r"did not answer tools/call within 0\.5 s"):
+                await asyncio.wait_for(link.call_tool("echo", {"text": "z" * 1_000_000}, timeout=0.5), 60)
+
+
 def test_garbage_is_named_when_the_call_it_broke_times_out() -> None:
     @linked()
     async def _(link: ServerLink) -> None:
@@ -160,7 +186,8 @@ def test_a_server_that_fails_to_start_is_shown_escaped() -> None:
         (("--hang-initialize",), "did not answer initialize within 1 s"),
         (("--garbage-initialize",), "could not read"),
         (("--version", "2024-11-05"), "speaks MCP revision '2024-11-05'"),
-        (("--tools", "10000", "--page-size", "500"), f"lists more than {MAX_LISTED_TOOLS} tools"),
+        (("--tools", "20000", "--page-size", "2000"), f"lists more than {MAX_LISTED_TOOLS:,} tools"),
+        (("--tools", "100", "--page-size", "1", "--tool-bytes", "400000"), "tools/list runs past 16 MiB"),
         (("--schema-bytes", str(5 * 1024 * 1024)), "a message of more than 4 MiB"),
     ],
 )
@@ -250,9 +277,10 @@ def test_close_kills_a_server_that_ignores_its_stdin_and_keeps_only_a_stderr_tai
 
 def test_the_reference_server_everything_over_stdio() -> None:
     """The pinned `@modelcontextprotocol/server-everything` (scripts/npm-packages.txt), as the host has it."""
+    [pin] = [line for line in NPM_PACKAGES.read_text().splitlines() if "server-everything" in line]
     assert shutil.which(EVERYTHING), (
-        f"{EVERYTHING} is not installed: run `npm install -g $(cat scripts/npm-packages.txt)` (as root, "
-        "or with a prefix on PATH)"
+        f"{EVERYTHING} is not on PATH: install the pinned reference server, `npm install -g {pin}` "
+        "(scripts/system-packages does, from scripts/npm-packages.txt)"
     )
     progress: list[tuple[float, float | None, str]] = []
 

@@ -25,7 +25,9 @@ Switches, for what happens before any call:
     --tools N             offer N more tools, tool-00000 …
     --page-size N         tools/list pages of N tools (default: all on one page)
     --schema-bytes N      give `echo` an inputSchema of about N bytes
+    --tool-bytes N        give each of the --tools more a description of N bytes
     --hang-initialize     never answer initialize
+    --deaf                answer tools/list, then never read stdin again (a client writing to it blocks)
     --garbage-initialize  answer initialize with a line that is not JSON
     --die-initialize      exit with status 4 on initialize, after writing to stderr
     --stderr TEXT         write TEXT to stderr at start
@@ -99,7 +101,7 @@ class Server:
                 for name in ("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env")
             ),
             *(
-                {"name": f"tool-{n:05d}", "description": "One of many", "inputSchema": {"type": "object"}}
+                {"name": f"tool-{n:05d}", "description": "m" * options.tool_bytes, "inputSchema": {"type": "object"}}
                 for n in range(options.tools)
             ),
         ]
@@ -200,6 +202,8 @@ class Server:
             self.initialize(request_id, params)
         elif method == "tools/list":
             self.list_tools(request_id, params)
+            if self.options.deaf:
+                time.sleep(3600)
         elif method == "tools/call":
             threading.Thread(target=self.call, args=(request_id, params), daemon=True).start()
         elif method == "ping":
@@ -217,7 +221,9 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--schema-bytes", type=int, default=0)
+    parser.add_argument("--tool-bytes", type=int, default=9)
     parser.add_argument("--hang-initialize", action="store_true")
+    parser.add_argument("--deaf", action="store_true")
     parser.add_argument("--garbage-initialize", action="store_true")
     parser.add_argument("--die-initialize", action="store_true")
     parser.add_argument("--stderr")
