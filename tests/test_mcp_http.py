@@ -244,14 +244,23 @@ def test_a_404_for_the_session_closes_the_pump_saying_the_session_ended() -> Non
     run(main)
 
 
-@pytest.mark.parametrize("shape", ["json", "event-stream"])
+@pytest.mark.parametrize("shape", ["json", "json-unsized", "event-stream"])
 def test_a_10_mb_answer_is_that_calls_error_and_is_not_read_whole(shape: str) -> None:
     huge = "x" * (10 * 1024 * 1024)
 
     async def on_post(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         value = result(body, {"text": huge})
         if shape == "json":
-            return web.json_response(value)
+            return web.json_response(value)  # its Content-Length says how big, before a byte of it is read
+        if shape == "json-unsized":
+            response = web.StreamResponse(headers={"content-type": "application/json"})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            encoded = json.dumps(value).encode()
+            for start in range(0, len(encoded), 1 << 20):
+                await response.write(encoded[start : start + (1 << 20)])
+            await response.write_eof()
+            return response
         return await sse(request, [message(value)])
 
     async def main() -> None:
@@ -267,11 +276,20 @@ def test_a_10_mb_answer_is_that_calls_error_and_is_not_read_whole(shape: str) ->
     run(main)
 
 
-def test_a_server_that_never_answers_is_bounded_by_the_timeout() -> None:
+@pytest.mark.parametrize("manner", ["silent", "dribbling"])
+def test_a_server_that_never_answers_is_bounded_by_the_timeout(manner: str) -> None:
     async def main() -> None:
         async def on_post(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
-            await server.stopping.wait()
-            return web.Response(status=500)
+            if manner == "silent":
+                await server.stopping.wait()
+                return web.Response(status=500)
+            # A comment now and then: the connection is never quiet long enough for a read timeout.
+            response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await response.prepare(request)
+            while not server.stopping.is_set():
+                await response.write(b": still thinking\n\n")
+                await asyncio.sleep(0.05)
+            return response
 
         async with FakeServer(on_post) as server:
             pump = HttpPump(server.url, bearer=TOKEN, timeout=0.5)
