@@ -202,6 +202,25 @@ def test_the_servers_own_messages_arrive_on_a_listening_get_stream() -> None:
     run(main)
 
 
+def test_a_server_without_a_get_stream_is_used_all_the_same() -> None:
+    async def on_get(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        return web.Response(status=404)  # no GET route at all: not even the 405 the transport asks for
+
+    async def main() -> None:
+        async with FakeServer(on_get=on_get) as server:
+            pump = HttpPump(server.url, bearer=None, timeout=30)
+            await pump.send(request(1, "initialize"))
+            await receive(pump)
+            await pump.send(notification("notifications/initialized"))
+            while not any(name == "GET" for name, _, _ in server.requests):
+                await asyncio.sleep(0.01)
+            await pump.send(request(2, "tools/list"))
+            assert (await receive(pump))["result"] == {"echo": "tools/list"}
+            await pump.close()
+
+    run(main)
+
+
 def test_a_redirect_is_not_followed_and_the_token_never_reaches_its_target() -> None:
     async def main() -> None:
         async with FakeServer() as elsewhere:
@@ -329,9 +348,9 @@ def test_http_errors_answer_the_call_without_the_token() -> None:
 @pytest.mark.parametrize(
     ("url", "why"),
     [
-        ("http://example.com/mcp", "loopback"),
-        ("http://10.0.0.1:8080/mcp", "loopback"),
-        ("ftp://127.0.0.1/mcp", "https"),
+        ("http://example.com/mcp", "only to this machine"),
+        ("http://10.0.0.1:8080/mcp", "only to this machine"),
+        ("ftp://127.0.0.1/mcp", "https://"),
         ("https://user:pw@example.com/mcp", "chock login"),
     ],
 )
