@@ -1,7 +1,7 @@
 """The official MCP client conformance suite, run against Chock's client (docs/mcp.md).
 
 `@modelcontextprotocol/conformance` (pinned in tests/mcp-conformance/package.json, with the node >= 22 it needs;
-scripts/mcp-conformance-install installs both, and scripts/test runs it) starts each client scenario's server
+scripts/test installs both with `npm ci --prefix tests/mcp-conformance`) starts each client scenario's server
 and runs scripts/mcp-conformance-client against it: ServerLink over HttpPump, the code a session uses. Every
 scenario it selects for revision 2025-11-25 must pass with no warning, except `auth/*` (OAuth: Chock sends a
 stored bearer token and does no authorization flow).
@@ -22,7 +22,7 @@ SUITE = "@modelcontextprotocol/conformance"
 REVISION = "2025-11-25"
 # Those the pinned suite selects today: a suite that selected none of them would pass vacuously.
 KNOWN = {"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"}
-INSTALL = "run scripts/mcp-conformance-install (npm ci of tests/mcp-conformance/package.json)"
+INSTALL = "run `npm ci --prefix tests/mcp-conformance` (scripts/test does)"
 
 
 def installed_suite() -> tuple[Path, Path]:
