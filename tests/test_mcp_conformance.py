@@ -55,7 +55,8 @@ def test_every_client_scenario_but_auth_passes(tmp_path: Path) -> None:
     for scenario in scenarios:
         results = tmp_path / "results"
         run = subprocess.run(
-            [node, suite, "client", "--command", client, "--scenario", scenario, "-o", results],
+            [node, suite, "client", "--command", client, "--scenario", scenario, "--spec-version", REVISION,
+             "-o", results],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,
         )  # fmt: skip
         if run.returncode != 0:  # a failed or warning check, a timeout, or the client's own failure
