@@ -48,7 +48,7 @@ SESSION_HEADER = "mcp-session-id"
 
 
 class HttpPump:
-    """One server's Streamable HTTP transport, implementing server_link.Pump."""
+    """One server's Streamable HTTP transport: a server_link.McpPump."""
 
     def __init__(self, url: str, *, bearer: str | None, timeout: float) -> None:
         self.url = check_url(url, f"MCP server URL {shown_address(url)!r}")
