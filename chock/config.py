@@ -20,6 +20,7 @@ from chock import zon
 from chock.control.endpoint import CONNECTION_NAME, LOCAL, Address, BadAddress, parse_address
 from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import Refused
+from chock.mcp.declarations import DeclarationError, ServerSpec, parse_servers
 from chock.providers.kinds import KINDS, KindError, kind_address, split_kind
 
 APPROVALS = ("ask", "allow", "deny")
@@ -91,6 +92,16 @@ KEYS: tuple[Key, ...] = (
         '"ssh://me@build.lan"; --daemon NAME reaches it.'),
     Key(".serve.daemons", "list of names", '"local"',
         "The hosts `chock serve` is a client of: local or connections' names.", env="CHOCK_DAEMON"),
+    Key(".mcp.servers.NAME.command", "list of strings", "none (one of .command, .url)",
+        'An MCP server run in its sandbox over stdio, by its argv: .{ "docs-mcp", "--stdio" } (docs/mcp.md).'),
+    Key(".mcp.servers.NAME.url", "https URL", "none", "A remote MCP server's Streamable HTTP address (http only "
+        "to this machine)."),
+    Key(".mcp.servers.NAME.credential", "string", "none", "The `chock login --provider mcp=URL` credential sent "
+        "to .url's origin, and nowhere else."),
+    Key(".mcp.servers.NAME.network", "true | false", "false", "Whether a stdio server reaches the network."),
+    Key(".mcp.servers.NAME.workspace", "read | write", '"read"', "Whether a stdio server may write the "
+        "workspace (never with .network)."),
+    Key(".mcp.servers.NAME.timeout", "seconds, 1-3600", "120", "How long one call of the server's tools may take."),
 )  # fmt: skip
 
 
@@ -221,6 +232,7 @@ class Config:
     connections: dict[str, Address] = field(default_factory=dict)
     # The hosts `chock serve` is a client of when no --daemon names them: `local` or connections' names.
     serve_daemons: tuple[str, ...] = ()
+    mcp: dict[str, ServerSpec] = field(default_factory=dict)  # `.mcp.servers`, by name (chock.mcp.declarations)
     exists: bool = False
 
 
@@ -359,6 +371,11 @@ class _Reader:
             fields["connections"] = self.connections(top["connections"])
         if "serve" in top:
             fields["serve_daemons"] = self.serve(top["serve"], fields.get("connections", {}))
+        if "mcp" in top:
+            try:
+                fields["mcp"] = parse_servers(top["mcp"], ".mcp", origin="config")
+            except DeclarationError as error:
+                raise self.error(str(error)) from None
         config = Config(path=self.path, exists=True, **fields)
         for name, tuning in [*((n, i.tuning) for n, i in config.instances.items()), *config.tunings.items()]:
             session_budget(config, name, tuning)  # refused now, not when a session starts

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from chock.config import Config, Tuning
 from chock.errors import Refused
 from chock.paths import Layout
-from chock.providers.kinds import DEFAULT_ADDRESSES, REPLAY
+from chock.providers.kinds import DEFAULT_ADDRESSES, MCP_SERVER, REPLAY
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,14 @@ class Instance:
 
 
 def available(layout: Layout, config: Config) -> dict[str, Instance]:
-    """Every instance this person has, config.zon's winning over the index's of the same name."""
+    """Every instance this person has, config.zon's winning over the index's of the same name. A credential for
+    an MCP server (`chock login --provider mcp=URL`) is in the index too, and is no instance."""
     from chock.credentials.instance_index import read_index
 
     found = {
         name: Instance(name, entry.kind, entry.address, entry.model, "index", config.tunings.get(name, Tuning()))
         for name, entry in read_index(layout).items()
+        if entry.kind != MCP_SERVER
     }
     for name, entry in config.instances.items():
         found[name] = Instance(name, entry.kind, entry.address, entry.model, "config", entry.tuning)

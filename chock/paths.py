@@ -321,6 +321,10 @@ class Layout:
     def toolchains_dir(self, project: Path) -> Path:
         return self.project_dir(project) / "toolchains"
 
+    def mcp_home(self, project: Path, server: str) -> Path:
+        """A stdio MCP server's private HOME for one project: its own, never bound into an agent's sandbox."""
+        return self.data / "mcp" / project_key(project) / server
+
     # Cache dir: nothing here is the truth; everything can be deleted at any time ------------------
 
     @property

@@ -230,7 +230,7 @@ def test_approvals_shell_as_enum_literal_is_shown_as_written(tmp_path):
         (
             ".{ .colour = 1 }",
             "unknown key .colour (known keys in the config: instance, instances, budget, approvals, sandbox, "
-            "credentials, after_reboot, connections, serve)",
+            "credentials, after_reboot, connections, serve, mcp)",
         ),
         (
             ".{ .approvals = .{ .files = .ask } }",

@@ -21,7 +21,8 @@ from chock.terminal import colour, shown
     "provider_text",
     required=True,
     metavar="KIND[=URL]",
-    help="anthropic, aiand, or openai-compat=URL (anthropic=URL / aiand=URL for another address).",
+    help="anthropic, aiand, or openai-compat=URL (anthropic=URL / aiand=URL for another address); mcp=URL for "
+    "a remote MCP server.",
 )
 @click.option("--name", help="The instance's name (default: the kind).")
 @click.option("--model", help="The model this instance asks by default.")

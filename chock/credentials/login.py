@@ -3,6 +3,10 @@
     chock login --provider KIND[=URL] [--name NAME] [--model M] [--password-method prompt|stdin|file=PATH]
                 [--replace]
 
+`--provider mcp=URL` stores a credential for a remote MCP server instead (docs/mcp.md#credentials): its index
+entry's address is the URL's origin, the only origin it is ever sent to. It is not checked against anything
+first: MCP has no request that proves a credential without starting a session with the server.
+
 The replace question comes before the credential is read, so answering no costs nothing; with nobody to
 ask (a pipe, `--password-method file=…`, CI) a name that exists is refused instead, because silence is not
 a yes: only `--replace` replaces, and `--name <another name>` stores beside it. The credential is checked
@@ -33,7 +37,7 @@ from chock.credentials.stores.file import FileStore
 from chock.credentials.stores.secretspec import env_name
 from chock.errors import ChockError, UsageError
 from chock.paths import Layout
-from chock.providers.kinds import CREDENTIAL_KINDS, parse_kind
+from chock.providers.kinds import CREDENTIAL_KINDS, MCP_SERVER, parse_kind
 
 PASSWORD_METHODS = "prompt, stdin or file=PATH"
 # An instance name is a word a person types: letters, digits, `_`, `.`, `-`; short enough for any keystore.
@@ -84,6 +88,8 @@ def login(
     terminal = sys.stdin.isatty() if interactive is None else interactive
     ci = bool(environ.get("CI"))
     kind, address = _provider(provider_text)
+    if kind == MCP_SERVER and model is not None:
+        raise UsageError("--model is for a model provider; an MCP server's credential (mcp=URL) has no model")
     instance = kind if name is None else name
     _check_name(instance)
     method, secret_file = _password_method(password_method, terminal)
@@ -104,7 +110,8 @@ def login(
     store = open_store(store_name, layout, can_prompt=terminal and not ci)
     store.check(instance)  # a store that cannot work says so before a secret is typed
     secret = _read_secret(method, secret_file, kind, instance, read_hidden, stdin)
-    _check_with_provider(check, kind, address, secret)
+    if kind != MCP_SERVER:
+        _check_with_provider(check, kind, address, secret)
 
     entry = IndexEntry(kind=kind, address=address, model=model, stored=store_name)
     with login_lock(layout):
@@ -163,13 +170,27 @@ def replace_question(instance: str, existing: IndexEntry) -> str:
 
 
 def _provider(text: str) -> tuple[str, str]:
+    if text.partition("=")[0] == MCP_SERVER:
+        return MCP_SERVER, _mcp_origin(text.partition("=")[2])
     kind, address = parse_kind(text)
     if kind not in CREDENTIAL_KINDS:
         raise UsageError(
             f"kind {kind} takes no credential, so there is nothing to log in to; "
-            f"chock login takes --provider {' | '.join(CREDENTIAL_KINDS[:2])} | openai-compat=URL"
+            f"chock login takes --provider {' | '.join(CREDENTIAL_KINDS[:2])} | openai-compat=URL | mcp=URL"
         )
     return kind, address
+
+
+def _mcp_origin(url: str) -> str:
+    """`mcp=URL`: the origin a remote MCP server's credential is bound to (https, or http to this machine)."""
+    from chock.mcp.declarations import DeclarationError, check_url, origin_of
+
+    if not url:
+        raise UsageError("--provider mcp=URL needs the server's URL, as mcp=https://tracker.example/mcp")
+    try:
+        return origin_of(check_url(url, "--provider mcp=URL"))
+    except DeclarationError as error:
+        raise UsageError(str(error)) from None
 
 
 def _check_name(instance: str) -> None:

@@ -14,9 +14,11 @@ touches a keystore.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from chock.config import Config
 from chock.credentials.files import check_private
@@ -25,6 +27,10 @@ from chock.credentials.refusals import CredentialError
 from chock.credentials.stores import STORE_NAMES, open_store
 from chock.credentials.stores.file import FileStore
 from chock.paths import Layout
+from chock.providers.kinds import MCP_SERVER
+
+if TYPE_CHECKING:
+    from chock.mcp.declarations import ServerSpec
 
 CONFIG_SOURCE = "config.zon"
 TOKENS_SOURCE = "tokens.zon"
@@ -71,6 +77,44 @@ def lookup(
         check_private(config.path, f"the .token of instance {instance_name!r}")
         return configured.token
     return FileStore(layout.tokens_path).get(instance_name)
+
+
+def mcp_credential(layout: Layout, config: Config, spec: ServerSpec, *, can_prompt: bool | None = None) -> str | None:
+    """The credential a remote MCP server's entry names (`.credential`), or None when it names none. Given only
+    when `chock login --provider mcp=URL` stored it for the very origin of the entry's `.url` (scheme, host and
+    port): an entry pointed elsewhere, by a mistake or by anyone who can edit config.zon, is refused, and the
+    credential is never sent there. The refusal names the origins, never a value."""
+    if not spec.credential:
+        return None
+    from chock.mcp.declarations import origin_of
+
+    name, wanted = spec.credential, origin_of(spec.url)
+    login = shlex.quote("mcp=" + spec.url)
+    entry = read_index(layout).get(name)
+    where = f"{config.path}: .mcp.servers.{spec.name}.credential"
+    if entry is None or entry.kind != MCP_SERVER:
+        what = "no credential" if entry is None else f"a {entry.kind} instance's credential, not an MCP server's,"
+        raise CredentialError(
+            f"{where} names {name!r}, but chock login stored {what} by that name; store it with "
+            f"`chock login --provider {login} --name {name}`"
+        )
+    if entry.address != wanted:
+        raise CredentialError(
+            f"{where} names {name!r}, which was stored for {entry.address}, but the server's .url is at {wanted}: "
+            f"it is sent only to the origin it was stored for. Log in for this origin (`chock login --provider "
+            f"{login} --name {name} --replace`), or fix .url"
+        )
+    if entry.stored not in STORE_NAMES:
+        raise CredentialError(f"{layout.instances_path}: {name!r} is stored in {entry.stored!r}, which is not a store")
+    if can_prompt is None:
+        can_prompt = sys.stdin.isatty() and not os.environ.get("CI")
+    found = open_store(entry.stored, layout, can_prompt=can_prompt).get(name)
+    if found is None:
+        raise CredentialError(
+            f"{where} names {name!r}, but the {entry.stored} store no longer holds it; run `chock login "
+            f"--provider {login} --name {name} --replace`"
+        )
+    return found
 
 
 def sources(layout: Layout, config: Config) -> list[Source]:

@@ -22,6 +22,10 @@ KINDS = (ANTHROPIC, AIAND, OPENAI_COMPAT, REPLAY)
 # The kinds that send a credential; replay reads a file and sends nothing anywhere.
 CREDENTIAL_KINDS = (ANTHROPIC, AIAND, OPENAI_COMPAT)
 
+# Not an instance kind: what `chock login --provider mcp=URL` stores, a credential for a remote MCP server
+# (docs/mcp.md#credentials), its index entry's address the URL's origin. No session talks to it as a model.
+MCP_SERVER = "mcp"
+
 # A kind's own address. `openai-compat` has none: it is always `openai-compat=<url>`.
 DEFAULT_ADDRESSES = {
     ANTHROPIC: "https://api.anthropic.com/v1",

@@ -116,6 +116,29 @@ def version() -> str:
     return done.stdout.decode(errors="replace").strip()
 
 
+# The modes of a file git holds as a regular file (not a symlink, a submodule or a tree).
+REGULAR_MODES = ("100644", "100755")
+
+
+@dataclass(frozen=True)
+class CommittedFile:
+    """One entry of a commit's tree, as `git ls-tree -l` gives it (`kind` blob, tree or commit)."""
+
+    mode: str
+    kind: str
+    oid: str
+    size: int
+
+    @property
+    def regular(self) -> bool:
+        """A regular file: never a symlink, whatever it points at."""
+        return self.kind == "blob" and self.mode in REGULAR_MODES
+
+    def what(self) -> str:
+        """What it is when it is not a regular file, for a note saying why it was not read."""
+        return "a symlink" if self.mode == "120000" else "not a regular file"
+
+
 @dataclass(frozen=True)
 class Repo:
     """A repository named by explicit paths: the person's project, as `discover` found it.
@@ -178,6 +201,28 @@ class Repo:
             )
         except OSError as error:
             raise _spawn_error(args, self.work_tree, error) from None
+
+    def tree_entry(self, commit: str, path: str) -> CommittedFile | None:
+        """The entry at `path` (from the top) in `commit`'s tree, or None when there is none."""
+        listing = self.run(["ls-tree", "-z", "-l", "--full-tree", commit, "--", path]).stdout
+        if not listing:
+            return None
+        fields = listing.split(b"\t", 1)[0].decode("ascii", "replace").split()
+        if len(fields) != 4:
+            return CommittedFile("", "", "", 0)
+        mode, kind, oid, size = fields
+        return CommittedFile(mode, kind, oid, int(size) if size.isdigit() else 0)
+
+    def blob_head(self, oid: str, limit: int) -> bytes:
+        """The first `limit` bytes of a blob, however large it is."""
+        process = self.stream(["cat-file", "blob", oid], stdin=subprocess.DEVNULL)
+        assert process.stdout is not None
+        try:
+            return process.stdout.read(limit)
+        finally:
+            process.stdout.close()
+            process.kill()
+            process.wait()
 
     def value(
         self, args: Sequence[str], *, index: Path | None = None, config: Sequence[str] = (), input: bytes | None = None

@@ -10,7 +10,6 @@ this machine or another, builds the same system prompt from the log alone.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 
 from chock.session.hostgit import Repo
@@ -19,7 +18,6 @@ NAME = "AGENTS.md"
 # The bound Codex puts on a project's instructions (`project_doc_max_bytes`): enough for any real guide, small
 # enough to leave the context window to the work.
 LIMIT = 32 * 1024
-REGULAR_MODES = ("100644", "100755")
 
 
 @dataclass(frozen=True)
@@ -30,35 +28,20 @@ class ProjectInstructions:
 
 def read(repo: Repo, commit: str) -> ProjectInstructions:
     """`AGENTS.md` at the root of `commit`, bounded to `LIMIT` bytes."""
-    listing = repo.run(["ls-tree", "-z", "-l", "--full-tree", commit, "--", NAME]).stdout
-    if not listing:
+    entry = repo.tree_entry(commit, NAME)
+    if entry is None:
         return ProjectInstructions()
-    fields = listing.split(b"\t", 1)[0].decode("ascii", "replace").split()
-    mode, kind, oid, size = fields if len(fields) == 4 else ("", "", "", "")
-    if kind != "blob" or mode not in REGULAR_MODES:
-        what = "a symlink" if mode == "120000" else "not a regular file"
+    if not entry.regular:
         return ProjectInstructions(
-            note=f"{NAME} at the project root is {what} in commit {commit[:12]}, so it was not read: "
+            note=f"{NAME} at the project root is {entry.what()} in commit {commit[:12]}, so it was not read: "
             f"commit the instructions as a regular file"
         )
-    whole = int(size)
-    text = _head(repo, oid, LIMIT).decode("utf-8", "ignore" if whole > LIMIT else "replace")
+    whole = entry.size
+    text = repo.blob_head(entry.oid, LIMIT).decode("utf-8", "ignore" if whole > LIMIT else "replace")
     if whole <= LIMIT:
         return ProjectInstructions(text=text)
     cut = f"{NAME} is {whole:,} bytes; only its first {LIMIT // 1024} KiB are used"
     return ProjectInstructions(text=f"{text}\n[{cut}]", note=cut)
-
-
-def _head(repo: Repo, oid: str, limit: int) -> bytes:
-    """The first `limit` bytes of a blob, however large it is."""
-    process = repo.stream(["cat-file", "blob", oid], stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    try:
-        return process.stdout.read(limit)
-    finally:
-        process.stdout.close()
-        process.kill()
-        process.wait()
 
 
 def system_prompt(base: str, instructions: str) -> str:

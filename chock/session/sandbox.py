@@ -61,7 +61,7 @@ def find_bwrap(path: str | None = None) -> str:
 
 def check_bwrap(bwrap: str) -> None:
     """Refuse before anything starts when bwrap is there but cannot build a sandbox (no namespaces, …)."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *_system_binds(), "--", "true"]
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *system_binds(), "--", "true"]
     try:
         done = subprocess.run(argv, env=host_environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -123,19 +123,7 @@ class Sandbox:
         knowledgebase = ensure_dir(self.knowledgebase).resolve()
         mount_point = ensure_dir(home / "knowledgebase")
 
-        args = [bwrap, "--unshare-all"]
-        if status_fd is not None:
-            args += ["--json-status-fd", str(status_fd)]
-        if self.network:
-            args.append("--share-net")
-        args += ["--die-with-parent", "--cap-drop", "ALL", "--new-session"]
-        args += _system_binds()
-        for kind, path in _hidden(MASKED_ROOT):
-            if kind == "file":
-                args += ["--ro-bind", "/dev/null", path]
-            else:
-                args += ["--tmpfs", path, "--remount-ro", path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args = isolation(bwrap, network=self.network, status_fd=status_fd)
         # Order matters: /tmp's tmpfs first, so paths below /tmp (tests) are bound on top of it; .git
         # read-only before its worktree admin dir read-write over it; HOME before the knowledgebase in it.
         args += ["--bind", str(worktree), str(worktree)]
@@ -177,7 +165,28 @@ def for_workspace(layout: Layout, worktree: Worktree, *, network: bool = False) 
     )
 
 
-def _system_binds() -> list[str]:
+def isolation(bwrap: str, *, network: bool, status_fd: int | None = None) -> list[str]:
+    """The start of every sandbox's command line (a tool's, an MCP server's): every namespace unshared (the
+    network too unless `network`), no capability, bound to its parent's life and in a session of its own; the
+    system directories read-only with what other users cannot read in `/etc` masked; a private `/tmp`, minimal
+    `/proc` and `/dev`. What a sandbox may see beyond that is bound after it."""
+    args = [bwrap, "--unshare-all"]
+    if status_fd is not None:
+        args += ["--json-status-fd", str(status_fd)]
+    if network:
+        args.append("--share-net")
+    args += ["--die-with-parent", "--cap-drop", "ALL", "--new-session"]
+    args += system_binds()
+    for kind, path in _hidden(MASKED_ROOT):
+        if kind == "file":
+            args += ["--ro-bind", "/dev/null", path]
+        else:
+            args += ["--tmpfs", path, "--remount-ro", path]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def system_binds() -> list[str]:
+    """The system directories, read-only (symlinks recreated as they are)."""
     args: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
