@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,7 +42,8 @@ MAX_DESCRIPTION_BYTES = 4 * 1024
 __all__ = ["MAX_RESULT_BYTES", "McpServers", "McpTool"]
 
 Progress = Callable[[float, float | None, str], None]
-Elicit = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
+# (server, message, requested schema) -> (action, content): the session is told which server asks.
+Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class McpServers:
             spec.name,
             pump,
             on_tools_changed=lambda: self._tools_changed(server, generation),
-            on_elicit=self._on_elicit,
+            on_elicit=functools.partial(self._on_elicit, spec.name) if self._on_elicit is not None else None,
         )
         try:
             listed = await asyncio.wait_for(server.link.start(self._start_seconds), self._start_seconds)
