@@ -34,8 +34,9 @@ SHOWN_SCHEMA_BYTES = 2048
 class McpTable:
     """The tools the session's model may call, and the servers behind its MCP ones."""
 
-    def __init__(self, servers: McpPort) -> None:
+    def __init__(self, servers: McpPort, on_progress: Callable[[str, float, float | None, str], None]) -> None:
         self._servers = servers
+        self._on_progress = on_progress  # (model name, progress, total, message)
         self.table: dict[str, Tool] = dict(tools.SESSION_TOOLS)
         self._served: dict[str, McpTool] = {}
         self._stopping: asyncio.Future[None] | None = None
@@ -51,7 +52,9 @@ class McpTable:
         if listed:  # a session with no server never loads the MCP modules
             from chock.session.tools.mcp_tool import ServerTool
 
-            self.table.update((tool.model_name, ServerTool(self._servers, tool)) for tool in listed)  # type: ignore[arg-type]
+            for tool in listed:
+                progress = functools.partial(self._on_progress, tool.model_name)
+                self.table[tool.model_name] = ServerTool(self._servers, tool, on_progress=progress)  # type: ignore[arg-type]
 
     def take_changes(self) -> list[tuple[str, list[str]]]:
         """The servers whose list changed since the last boundary, with their tools' model names; the table holds

@@ -101,7 +101,9 @@ class Session:
         self.handover = Handover(clock=ports.clock.now)
         self.steering = Steering(on_say=self._wake.set, on_stop=self._stop_scope.stop)
         self.sockets = ports.serve(self.approvals, self.handover, self.steering, self._wake.set)
-        self.mcp = mcp_wiring.McpTable(ports.mcp(self.emit, self._elicit))
+        # A renderer that shows an MCP call's progress (the terminal view) has `tool_progress`; it is never logged.
+        shown = getattr(render, "tool_progress", None)
+        self.mcp = mcp_wiring.McpTable(ports.mcp(self.emit, self._elicit), shown or _not_shown)
         self._calling: ToolCall | None = None  # the loop's call in flight: an elicitation asks about it
 
     # The log ------------------------------------------------------------------------------------------
@@ -518,6 +520,10 @@ class Session:
 
             said = f"the rule `{pattern}` was not saved for the project: {error}"  # the pattern is the agent's words
             sys.stderr.write(shown(said, sys.stderr, one_line=True) + "\n")
+
+
+def _not_shown(name: str, progress: float, total: float | None, message: str) -> None:
+    return None
 
 
 # Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).
