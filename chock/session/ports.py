@@ -28,8 +28,6 @@ from chock.session.steering import Steering
 
 if TYPE_CHECKING:
     from chock.log.events import Event
-    from chock.mcp.supervisor import McpTool
-    from chock.session.tools.tool import Result
 
 
 class Clock(Protocol):
@@ -139,21 +137,17 @@ Progress = Callable[[float, float | None, str], None]  # progress, total, messag
 
 class McpPort(Protocol):
     """A session's MCP servers (chock.mcp.supervisor.McpServers): started with the session, their tools told to the
-    model after the built-in ones, each call carried out, a changed list taken at a turn boundary, all stopped."""
+    model after the built-in ones, each call carried out, a changed list taken at a turn boundary, all stopped.
+    Its tools are `chock.mcp.supervisor.McpTool`s and a call gives a `chock.session.tools.tool.Result`, typed Any
+    here: the tools import this module."""
 
     async def start(self) -> None: ...
 
-    def tools(self) -> list[McpTool]: ...
+    def tools(self) -> list[Any]: ...
 
     def take_changes(self) -> list[tuple[str, list[str]]]: ...
 
-    async def call(
-        self,
-        tool: McpTool,
-        arguments: dict[str, Any],
-        *,
-        on_progress: Callable[[float, float | None, str], None] | None = None,
-    ) -> Result: ...
+    async def call(self, tool: Any, arguments: dict[str, Any], *, on_progress: Progress | None = None) -> Any: ...
 
     async def stop(self) -> None: ...
 
@@ -170,13 +164,13 @@ class NoMcpServers:
     async def start(self) -> None:
         return None
 
-    def tools(self) -> list[McpTool]:
+    def tools(self) -> list[Any]:
         return []
 
     def take_changes(self) -> list[tuple[str, list[str]]]:
         return []
 
-    async def call(self, tool: McpTool, arguments: dict[str, Any], *, on_progress: Any = None) -> Result:
+    async def call(self, tool: Any, arguments: dict[str, Any], *, on_progress: Any = None) -> Any:
         raise AssertionError("a session with no MCP server was asked to call one")
 
     async def stop(self) -> None:
