@@ -1,6 +1,6 @@
 """One connected MCP server: the sans-I/O client (chock/mcp/jsonrpc_client.py) driven over a pump.
 
-A `Pump` carries whole messages (stdio: chock/mcp/stdio_pump.py; Streamable HTTP: chock/mcp/http_pump.py). One
+An `McpPump` carries whole messages (stdio: chock/mcp/stdio_pump.py; Streamable HTTP: chock/mcp/http_pump.py). One
 reader task takes every message the server sends and hands each answer to the call waiting for it; a server's
 own requests (ping, elicitation) never wait behind a call, and an elicitation is asked in a task of its own.
 Whatever the server does — dies, hangs, writes what is not MCP — a call ends in a `ToolResult` or an `McpError`
@@ -22,7 +22,7 @@ from chock.terminal import safe
 # A server's tools/list may run to this many pages and this many tools before it is refused: past the bounds
 # Chock offers a model (chock/mcp/supervisor.py), so that a server cannot page forever.
 MAX_PAGES = 256
-MAX_LISTED_TOOLS = 16_384
+MAX_LISTED_TOOLS = 1024
 
 ProgressCallback = Callable[[float, float | None, str], None]
 ElicitCallback = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
@@ -36,7 +36,7 @@ class PumpClosed(ChockError):
     """The transport to a server ended; the message says how."""
 
 
-class Pump(Protocol):
+class McpPump(Protocol):
     """Whole JSON-RPC messages to and from one server."""
 
     async def send(self, message: bytes) -> None: ...
@@ -60,7 +60,7 @@ class ServerLink:
     def __init__(
         self,
         name: str,
-        pump: Pump,
+        pump: McpPump,
         *,
         on_progress: ProgressCallback | None = None,
         on_tools_changed: Callable[[], None] | None = None,
@@ -197,10 +197,12 @@ class ServerLink:
 
     # Requests
 
-    async def _ask(self, request_id: int, method: str, timeout: float) -> rpc.Event:
-        """Send what `request_id` queued and wait for its answer; a cancellation cancels it on the wire."""
+    async def _ask(self, request_id: int, method: str, timeout: float, budget: float | None = None) -> rpc.Event:
+        """Send what `request_id` queued and wait `timeout` for its answer (part of `budget`, the seconds a person
+        set, named in the error); a cancellation cancels it on the wire."""
         if self._ended is not None:
             self.client.cancel(request_id, "link closed")
+            self._progress.pop(request_id, None)
             raise McpError(f"MCP server {self.name} ended: {self._ended}")
         future: asyncio.Future[rpc.Event] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = future
@@ -214,7 +216,7 @@ class ServerLink:
                 event = await future
         except TimeoutError:
             self._cancel(request_id, "timed out")
-            raise McpError(self._silence(method, timeout)) from None
+            raise McpError(self._silence(method, timeout if budget is None else budget)) from None
         except asyncio.CancelledError:
             self._cancel(request_id, "cancelled by Chock")
             raise
@@ -224,7 +226,7 @@ class ServerLink:
             if self._ended is not None:  # forgotten: nothing more is sent on a link that ended
                 self.client.cancel(request_id, "link ended")
         if isinstance(event, rpc.Failed):
-            raise McpError(f"MCP server {self.name} refused {method}: {quoted(event.message)} (code {event.code})")
+            raise McpError(f"MCP server {self.name} failed {method}: {quoted(event.message)} (code {event.code})")
         return event
 
     def _cancel(self, request_id: int, reason: str) -> None:
@@ -243,22 +245,22 @@ class ServerLink:
         """initialize (and initialized), then every page of tools/list, all within `deadline_seconds`."""
         deadline = self._now() + deadline_seconds
         request_id = self.client.initialize(self._now(), deadline)
-        await self._ask(request_id, "initialize", deadline - self._now())
+        await self._ask(request_id, "initialize", deadline - self._now(), deadline_seconds)
         version = self.client.negotiated_version
         if hasattr(self._pump, "protocol_version"):
             self._pump.protocol_version = version
         await self._flush()  # notifications/initialized
-        return await self._list(deadline)
+        return await self._list(deadline, deadline_seconds)
 
     async def list_tools(self, deadline_seconds: float) -> list[dict[str, Any]]:
-        return await self._list(self._now() + deadline_seconds)
+        return await self._list(self._now() + deadline_seconds, deadline_seconds)
 
-    async def _list(self, deadline: float) -> list[dict[str, Any]]:
+    async def _list(self, deadline: float, budget: float) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             request_id = self.client.list_tools(cursor, self._now(), deadline)
-            page = await self._ask(request_id, "tools/list", deadline - self._now())
+            page = await self._ask(request_id, "tools/list", deadline - self._now(), budget)
             assert isinstance(page, rpc.ToolsListed)
             tools.extend(page.tools)
             if len(tools) > MAX_LISTED_TOOLS:

@@ -24,7 +24,7 @@ CLOSE_SECONDS = 2.0
 
 
 class StdioPump:
-    """A `Pump` (chock/mcp/server_link.py) over one process's stdin and stdout."""
+    """An `McpPump` (chock/mcp/server_link.py) over one process's stdin and stdout."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         if process.stdin is None or process.stdout is None or process.stderr is None:
