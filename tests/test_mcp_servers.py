@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +26,16 @@ from chock.mcp import confinement
 from chock.mcp.declarations import ServerSpec
 from chock.mcp.supervisor import McpServers, McpTool
 from chock.paths import Layout
+from chock.session import workspace
+from chock.session.sandbox import find_bwrap, for_workspace, host_environment
 from chock.session.tools import dispatch
 from chock.session.tools.mcp_tool import ServerTool
+from tests.fakes.projects import make_project
 from tests.fakes.sessions import no_process_left, processes_with
 
 HOSTILE = Path(__file__).parent / "fakes" / "mcp_hostile_server.py"
 PYTHON = "/usr/bin/python3"
+SESSION = "20261206-114500-a1b2c3"
 
 
 @pytest.fixture
@@ -133,6 +138,23 @@ def secrets_of(person_home: Path, layout: Layout) -> list[str]:
     return [str(person_home / ".ssh" / "id_ed25519"), str(layout.tokens_path)]
 
 
+def peak_reset() -> int:
+    """Reset this process's peak resident size (Linux: clear_refs 5); its resident size now, in bytes."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status("VmRSS")
+
+
+def peak() -> int:
+    return _status("VmHWM")
+
+
+def _status(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {key} in /proc/self/status")
+
+
 # The sandbox ----------------------------------------------------------------------------------------------
 
 
@@ -223,6 +245,23 @@ def test_code_the_agent_can_rewrite_is_never_a_server(layout, places, marker):
             assert not processes_with(marker)
 
 
+def test_a_servers_home_is_never_in_an_agents_sandbox(layout, places, tmp_path):
+    home = layout.mcp_home(places["project"], "probe")
+    home.mkdir(parents=True)
+    (home / "state").write_text("the server's own\n")
+    project = make_project(places["project"], {"README.md": "hello\n"}, message="first")
+    worktree, _ = workspace.create(project, layout.workspace_dir(SESSION), f"chock/{SESSION}")
+    box = for_workspace(layout, worktree)
+    done = subprocess.run(
+        box.argv(["/bin/sh", "-c", f"cat {home / 'state'}; ls {layout.data}"], bwrap=find_bwrap()),
+        env=host_environment(),
+        capture_output=True,
+        text=True,
+    )
+    assert "No such file" in done.stderr and "the server's own" not in done.stdout
+    assert "mcp" not in done.stdout.split()
+
+
 def test_what_a_server_may_not_ask_for_is_refused_before_it_starts(layout, places):
     def argv(**fields: Any) -> list[str]:
         server = ServerSpec(**{"name": "x", "origin": "config", "command": (PYTHON,), **fields})
@@ -282,6 +321,37 @@ def test_ten_thousand_tools_are_cut_to_128_and_a_huge_schema_is_dropped(layout, 
     assert run.states("huge") == ["failed"]  # its tools/list is past the 4 MiB a message may have
 
 
+def test_a_session_keeps_256_tools_of_all_its_servers(layout, places, marker):
+    async def scenario() -> Run:
+        run = Run(layout, places, [spec(places, marker, "tools10000", name=name) for name in ("a", "b", "c")])
+        await run.servers.start()
+        await run.servers.stop()
+        return run
+
+    run = asyncio.run(scenario())
+    servers = [tool.server for tool in run.servers.tools()]
+    assert (servers.count("a"), servers.count("b"), servers.count("c")) == (128, 128, 0)
+    started = {fields["server"]: fields for type, fields in run.events if fields["state"] == "started"}
+    assert started["c"]["tools"] == 0 and "128 tools dropped past the 256 a session may have" in started["c"]["reason"]
+
+
+def test_progress_reaches_the_caller(layout, places, marker):
+    async def scenario() -> tuple[Any, list[tuple[float, float | None, str]]]:
+        run = Run(layout, places, [spec(places, marker)])
+        await run.servers.start()
+        said: list[tuple[float, float | None, str]] = []
+        try:
+            tool = run.tool("mcp__probe__steps")
+            result = await run.servers.call(tool, {}, on_progress=lambda *step: said.append(step))
+            return result, said
+        finally:
+            await run.servers.stop()
+
+    result, said = asyncio.run(scenario())
+    assert result.output == "done"
+    assert said == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
 def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layout, places, marker):
     async def scenario() -> tuple[Run, dict[str, Any]]:
         run = Run(layout, places, [spec(places, marker, timeout=1)])
@@ -294,7 +364,10 @@ def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layou
             await run.servers.stop()
         return run, results
 
+    before = peak_reset()
     run, results = asyncio.run(scenario())
+    grown = peak() - before
+    assert grown < 16 * 2**20, f"the session's peak memory grew {grown:,} bytes reading a 10 MB result"
     for name in ("big", "garbage"):
         assert results[name].is_error
         assert len(results[name].output.encode()) < 64 * 1024
@@ -317,6 +390,23 @@ def test_a_call_past_its_timeout_is_the_tools_error(layout, places, marker):
     hung, echoed = asyncio.run(scenario())
     assert hung.is_error and "restarted" in hung.output
     assert echoed.output == "back" and not echoed.is_error
+
+
+def test_a_refusal_is_the_tools_error_and_a_server_that_dies_is_started_again(layout, places, marker):
+    async def scenario() -> tuple[Run, list[Any]]:
+        run = Run(layout, places, [spec(places, marker)])
+        await run.servers.start()
+        try:
+            calls = [("refuse", {}), ("echo", {"text": "one"}), ("die", {}), ("echo", {"text": "two"})]
+            return run, [await run.call(f"mcp__probe__{name}", args) for name, args in calls]
+        finally:
+            await run.servers.stop()
+
+    run, (refused, one, died, two) = asyncio.run(scenario())
+    assert refused.is_error and "failed tools/call: refuse takes no arguments" in refused.output
+    assert (one.output, two.output) == ("one", "two")
+    assert died.is_error and "was restarted" in died.output
+    assert run.states("probe") == ["started", "restarted", "stopped"]
 
 
 def test_a_notification_flood_does_not_stall_a_call(layout, places, marker):
@@ -366,6 +456,9 @@ def test_stop_cancels_a_call_and_leaves_no_process(layout, places, marker):
 
     result = asyncio.run(scenario())
     assert result.is_error and "stopped with the session" in result.output
+    told = (layout.mcp_home(places["project"], "probe") / "cancelled").read_text().splitlines()
+    (cancelled,) = [json.loads(line) for line in told]  # the hung call's, and nothing else
+    assert isinstance(cancelled["requestId"], int) and cancelled["reason"]
 
 
 def test_the_tool_adapter_asks_and_shows_server_tool_and_arguments(layout, places, marker):

@@ -1,4 +1,4 @@
-"""The bubblewrap command line one stdio MCP server runs under (docs/mcp.md#the-sandbox-of-a-server).
+"""The bubblewrap command line one stdio MCP server runs under (docs/architecture.md#an-mcp-servers-sandbox).
 
 A server gets what a shell command's sandbox starts from (chock.session.sandbox.isolation: the system
 directories read-only with `/etc`'s private files masked, a private `/tmp`, `/proc` and `/dev`, no network), then:

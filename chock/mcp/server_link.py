@@ -32,6 +32,10 @@ class McpError(ChockError):
     """An MCP server failed a request: its answer, its silence or its end, in words."""
 
 
+class McpRefused(McpError):
+    """The server answered a request with an error (or a result of the wrong shape): it is up, and said no."""
+
+
 class PumpClosed(ChockError):
     """The transport to a server ended; the message says how."""
 
@@ -226,7 +230,7 @@ class ServerLink:
             if self._ended is not None:  # forgotten: nothing more is sent on a link that ended
                 self.client.cancel(request_id, "link ended")
         if isinstance(event, rpc.Failed):
-            raise McpError(f"MCP server {self.name} failed {method}: {quoted(event.message)} (code {event.code})")
+            raise McpRefused(f"MCP server {self.name} failed {method}: {quoted(event.message)} (code {event.code})")
         return event
 
     def _cancel(self, request_id: int, reason: str) -> None:

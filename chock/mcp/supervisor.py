@@ -25,7 +25,7 @@ from chock.errors import ChockError
 from chock.mcp import confinement, tool_names
 from chock.mcp.declarations import ServerSpec
 from chock.mcp.result_text import MAX_RESULT_BYTES, bounded, result_text
-from chock.mcp.server_link import McpError, ServerLink
+from chock.mcp.server_link import McpError, McpRefused, ServerLink
 from chock.mcp.stdio_pump import StdioPump
 from chock.paths import Layout
 from chock.session import reaper, sandbox
@@ -72,6 +72,12 @@ class _Server:
     reason: str = ""
     calls: set[asyncio.Task[Any]] = field(default_factory=set)
     generation: int = 0
+    capped: int = 0  # of its listed tools, how many were past the session's MAX_TOOLS
+
+    def said(self) -> str:
+        """What was dropped of its tools, in words."""
+        capped = f"{self.capped:,} tools dropped past the {MAX_TOOLS} a session may have" if self.capped else ""
+        return "; ".join(filter(None, [self.reason, capped]))
 
 
 class McpServers:
@@ -113,22 +119,26 @@ class McpServers:
                     server=server.spec.name,
                     state="started",
                     origin=server.spec.origin,
-                    reason=server.reason,
+                    reason=server.said(),
                     tools=sum(1 for tool in self._tools.values() if tool.server == server.spec.name),
                 )
 
     async def _start(self, server: _Server) -> bool:
         """Open `server` and list its tools; on failure log why and leave it failed."""
+        name = server.spec.name
         try:
             await self._open(server)
             return True
         except ChockError as error:
-            await self._close(server)
-            server.state, server.reason = "failed", str(error)
-            self._emit(
-                "mcp.server", server=server.spec.name, state="failed", origin=server.spec.origin, reason=str(error)
-            )
-            return False
+            why = str(error)
+        except OSError as error:
+            why = f"MCP server {name} could not start: {error.strerror or error}"
+        except Exception as error:  # a bug of ours, or of a pump: the server is left out, never the session's end
+            why = f"MCP server {name} could not start: {error!r}"
+        await self._close(server)
+        server.state, server.reason = "failed", why
+        self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
+        return False
 
     async def _open(self, server: _Server) -> None:
         spec = server.spec
@@ -230,12 +240,8 @@ class McpServers:
         for server in self._servers.values():
             if server.state != "started":
                 continue
-            for tool in server.listed:
-                if len(tools) == MAX_TOOLS:
-                    server.reason = "; ".join(
-                        filter(None, [server.reason, f"tools dropped past the {MAX_TOOLS} a session may have"])
-                    )
-                    break
+            server.capped = max(0, len(server.listed) - (MAX_TOOLS - len(tools)))
+            for tool in server.listed[: len(server.listed) - server.capped]:
                 description = tool.get("description")
                 model_name = names[server.spec.name, tool["name"]]
                 tools[model_name] = McpTool(
@@ -300,7 +306,9 @@ class McpServers:
                     await calling
                 raise
             return Result(f"MCP server {tool.server} was stopped with the session during this call", is_error=True)
-        except McpError as error:
+        except McpRefused as error:  # the server is up and said no (arguments it rejects, an unknown tool)
+            return Result(str(error), is_error=True)
+        except (ChockError, OSError) as error:  # it died, hung past its timeout or wrote garbage
             return Result(await self._failed(server, generation, str(error)), is_error=True)
         finally:
             server.calls.discard(calling)

@@ -10,7 +10,9 @@ Further arguments are ignored (tests pass a marker there, to find its processes)
     probe    {"read": [paths], "write": path, "connect": port}: what succeeded, what failed and how
     big      a 10 MB text result
     garbage  a line of invalid JSON instead of a result
-    hang     never answers
+    hang     never answers (a `notifications/cancelled` it is sent is written to $HOME/cancelled)
+    refuse   a JSON-RPC error
+    steps    three progress notifications (when asked for them), then "done"
     die      exits at once
 """
 
@@ -22,7 +24,7 @@ import socket
 import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "well"
-TOOLS = ["echo", "probe", "big", "garbage", "hang", "die"]
+TOOLS = ["echo", "probe", "big", "garbage", "hang", "die", "refuse", "steps"]
 extra = 0
 
 
@@ -71,12 +73,15 @@ def probe(args: dict) -> dict:
     return said
 
 
-def call(request_id: object, name: str, args: dict) -> None:
+def call(request_id: object, name: str, args: dict, token: object) -> None:
     global extra
     if MODE == "list-changed":
         extra += 1
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if name == "hang":
+        return
+    if name == "refuse":
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": "refuse takes no arguments"}})
         return
     if name == "die":
         os._exit(3)
@@ -84,8 +89,14 @@ def call(request_id: object, name: str, args: dict) -> None:
         sys.stdout.write("{this is not json\n")
         sys.stdout.flush()
         return
+    if name == "steps" and token is not None:
+        for step in (1, 2, 3):
+            params = {"progressToken": token, "progress": step, "total": 3, "message": f"step {step}"}
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
     if name == "big":
         text = "x" * (10 * 1024 * 1024)
+    elif name == "steps":
+        text = "done"
     elif name == "probe":
         text = json.dumps(probe(args))
     else:
@@ -98,6 +109,9 @@ def main() -> None:
         message = json.loads(line)
         method, request_id = message.get("method"), message.get("id")
         if request_id is None:
+            if method == "notifications/cancelled":
+                with open(os.path.join(os.environ["HOME"], "cancelled"), "a") as file:
+                    file.write(json.dumps(message.get("params")) + "\n")
             continue  # a notification
         if MODE == "flood":
             progress = {"progressToken": "none", "progress": 1}
@@ -116,7 +130,8 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
         elif method == "tools/call":
             params = message.get("params", {})
-            call(request_id, params.get("name", ""), params.get("arguments") or {})
+            token = (params.get("_meta") or {}).get("progressToken")
+            call(request_id, params.get("name", ""), params.get("arguments") or {}, token)
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:
