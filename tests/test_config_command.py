@@ -113,7 +113,7 @@ def key_paths(value: Any, prefix: str = "") -> set[str]:
         return {prefix}
     found = set()
     for name, item in value.items():
-        named = prefix in (".instances", ".connections")
+        named = prefix in (".instances", ".connections", ".mcp.servers")
         here = f"{prefix}.{'NAME' if named else name}"
         leaf = here in {key.path for key in KEYS}
         found |= {here} if leaf else key_paths(item, here)

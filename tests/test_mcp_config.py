@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,12 @@ from chock.mcp.declarations import SERVER_KEYS, ServerSpec, project_declaration
 from chock.mcp.session_specs import WHOLE, read_declaration, servers_for_session
 from chock.session.workspace import open_project
 from tests.fakes.projects import git, make_project
+from tests.fakes.sessions import no_process_left
 from tests.fakes.terminal import Terminal
 
 DECLARATION = '.{ .servers = .{ .build = .{ .command = .{ "/usr/bin/build-mcp", "--stdio" } } } }\n'
 CHANGED = '.{ .servers = .{ .build = .{ .command = .{ "/usr/bin/build-mcp", "--stdio" }, .network = true } } }\n'
+FAKE_SERVER = Path(__file__).parent / "fakes" / "mcp_server.py"
 FILE_STORE = '.{ .credentials = .{ .store = "file" } }\n'
 KEY = "mcp-secret-7a0e"
 
@@ -288,3 +291,43 @@ def test_a_model_instance_credential_is_never_an_mcp_servers(home) -> None:
     missing = ServerSpec("t", "config", url="https://t.example/", credential="nobody")
     with pytest.raises(CredentialError, match="chock login stored no credential by that name"):
         mcp_credential(home.layout, load_config(home.layout.config), missing, can_prompt=False)
+
+
+# ---- chock mcp list and chock doctor, with real servers in their sandboxes --------------------------------
+
+
+def fake_server(tmp_path: Path, marker: str, *switches: str) -> str:
+    """A server's argv as config.zon writes it: the test MCP server copied outside the home, marked."""
+    servers = tmp_path / "servers"
+    servers.mkdir(exist_ok=True)
+    shutil.copy(FAKE_SERVER, servers / "mcp_server.py")
+    argv = ["/usr/bin/python3", str(servers / "mcp_server.py"), "--stderr", marker, *switches]
+    return "{ " + ", ".join(f'"{arg}"' for arg in argv) + " }"
+
+
+def test_chock_mcp_list_and_doctor_start_each_server_and_leave_none_running(home, tmp_path) -> None:
+    with no_process_left() as marker:
+        argv = fake_server(tmp_path, marker)
+        broken = fake_server(tmp_path, marker, "--die-initialize")
+        home.write_config(
+            f".{{ .mcp = .{{ .servers = .{{ .docs = .{{ .command = .{argv} }}, .broken = .{{ .command = .{broken} }} "
+            "} } }\n"
+        )
+        project = make_project(
+            tmp_path / "p", {".chock/mcp.zon": f".{{ .servers = .{{ .build = .{{ .command = .{argv} }} }} }}\n"}
+        )
+        trust.trust(home.layout, project, (project / ".chock/mcp.zon").read_bytes())
+        listed = home.chock("mcp", "list", cwd=project)
+        assert listed.returncode == 1, listed.stderr  # one failed to start
+        lines = listed.stdout.splitlines()
+        assert lines[0].split()[:3] == ["broken", "config", "failed"] and "exit status 4" in lines[1]
+        docs = lines.index(next(line for line in lines if line.startswith("docs ")))
+        assert lines[docs].split()[:3] == ["docs", "config", "started"]
+        assert "    mcp__docs__echo  Say the text back" in lines
+        assert any(line.split()[:3] == ["build", "project", "started"] for line in lines)
+        assert "    mcp__build__echo  Say the text back" in lines
+        assert "\x1b" not in listed.stdout  # the failing server's stderr is shown escaped
+
+        doctor = home.chock("doctor", cwd=project)
+        assert "ok  mcp docs" in doctor.stdout and "config: 13 tools" in doctor.stdout, doctor.stdout
+        assert "no  mcp broken" in doctor.stdout and "ok  mcp build" in doctor.stdout

@@ -239,7 +239,31 @@ def examine(layout: Layout, daemon: Address | None = None) -> list[Finding]:
         except Exception as error:  # a broken check is itself a finding, never a crash
             findings.append(Finding(check.__name__.strip("_"), False, f"the check failed: {error}"))
     findings.extend(_connections(layout))
+    findings.extend(_mcp_servers(layout))
     return findings
+
+
+def _mcp_servers(layout: Layout) -> list[Finding]:
+    """Each MCP server a session here would start, started as `chock mcp list` starts it (chock.mcp.probing):
+    not essential, since a session goes on without a server that fails."""
+    from chock.commands.mcp_servers import current_project
+    from chock.config import load_config
+    from chock.mcp.probing import NOT_STARTED, STARTED, reports
+
+    try:
+        found = reports(layout, load_config(layout.config), current_project(None))
+    except ChockError as error:
+        return [Finding("mcp servers", False, str(error), essential=False)]
+    return [
+        Finding(
+            f"mcp {each.name or '(all)'}",
+            each.state == STARTED,
+            f"{each.origin}: {len(each.tools)} tools" if each.state == STARTED else f"{each.state}: {each.reason}",
+            "" if each.state == STARTED else "`chock mcp trust`" if each.state == NOT_STARTED else "`chock mcp list`",
+            essential=False,
+        )
+        for each in found
+    ]
 
 
 def _connections(layout: Layout) -> list[Finding]:

@@ -33,12 +33,13 @@ def mcp() -> None:
 @pass_layout
 def mcp_list(layout: Layout, project: Path | None) -> None:
     """Each configured server, where it came from and its tools: each started in its sandbox over an empty
-    directory, never the project; a project's server not trusted here is shown without being started."""
+    directory, never the project; a project's server not trusted here is shown without being started. Exit 1
+    when one failed to start."""
     from chock.config import load_config
-    from chock.mcp.probing import STARTED, reports
+    from chock.mcp.probing import FAILED, STARTED, reports
 
     config = load_config(layout.config)
-    found = reports(layout, config, _project(project))
+    found = reports(layout, config, current_project(project))
     for report in found:
         name = report.name or "(all)"
         click.echo(shown(f"{name:<16} {report.origin:<8} {report.state:<12} {report.what}", one_line=True))
@@ -50,6 +51,7 @@ def mcp_list(layout: Layout, project: Path | None) -> None:
             click.echo("    no tools")
     if not found:
         click.echo("no MCP servers: config.zon's .mcp.servers and the project's .chock/mcp.zon declare none")
+    sys.exit(1 if any(report.state == FAILED for report in found) else 0)
 
 
 @mcp.command("trust")
@@ -87,7 +89,7 @@ def mcp_trust(layout: Layout, project: Path | None, yes: bool) -> None:
     click.echo(shown(f"trusted {declaration.source} of {found.root}"))
 
 
-def _project(given: Path | None) -> Project | None:
+def current_project(given: Path | None) -> Project | None:
     """The project named (which must be one), else the one holding this directory, else None (outside one)."""
     from chock.session.workspace import open_project
 

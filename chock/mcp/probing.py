@@ -85,7 +85,7 @@ async def _start(layout: Layout, config: Config, specs: list[ServerSpec], projec
     said: dict[str, dict[str, Any]] = {}
 
     def emit(type: str, **fields: Any) -> dict[str, Any]:
-        if type == "mcp.server" and fields.get("server"):
+        if type == "mcp.server" and fields.get("state") in (STARTED, FAILED):
             said[str(fields["server"])] = fields
         return {"type": type, **fields}
 

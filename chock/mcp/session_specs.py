@@ -129,8 +129,8 @@ def trust_question(found: Declaration, before: bytes | None, *, styled: bool | N
     shown = "".join(f"    {safe(line, styled=styled)}\n" for line in body.rstrip("\n").split("\n"))
     return (
         f"{safe(head, styled=styled, one_line=True)}\n{shown}"
-        f"Each runs in its own sandbox on this machine (docs/mcp.md#the-sandbox); its tools are asked about "
-        f"before each call.\nTrust these servers ({names}) in this project? [y/N] "
+        "Each runs in its own sandbox on this machine (docs/mcp.md#the-sandbox-of-a-server); a call of its tools "
+        f"asks first unless a rule decides it.\nTrust these servers ({names}) in this project? [y/N] "
     )
 
 
