@@ -145,10 +145,12 @@ def test_a_progress_reporting_call_completes_and_its_result_reaches_the_model(ho
     assert "progressToken" in sent["params"].get("_meta", {})  # the server was asked for progress, and sent it
 
 
-def test_a_stop_cancels_the_call_in_flight_and_leaves_no_server_process(home, project):
+def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next_owner_starts_it_again(home, project):
     with FakeProvider(kind="anthropic", key=None) as fake:
         args = {"duration": 120, "steps": 120}
         fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        fake.script(tool_calls=[call("c2", "mcp__everything__echo", {"message": "again"})])
+        fake.script(text="Done.")
         config(home, fake, stdio_server(recording=True))
         process = home.spawn("run", "--yes", "wait", cwd=project, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
@@ -157,19 +159,25 @@ def test_a_stop_cancels_the_call_in_flight_and_leaves_no_server_process(home, pr
             wait_for_event(home, session_id, "tool.call", timeout=60)
             wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
                        "the call on the server's stdin")  # fmt: skip
-            assert server_processes(home)  # the server runs (so the scan below can fail)
+            assert server_processes(home)  # the server runs (so the scans below can fail)
             with SessionClient(home.layout.session_socket(session_id, "handover"), sp.HANDOVER) as client:
                 client.ask(sp.SessionStopRequest())
                 assert isinstance(client.next_reply(60), sp.Ended)
             assert process.wait(60) == 130, process.stderr.read() if process.stderr else ""
         finally:
             process.kill()
-    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
-    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
-    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
-    events = home.events(session_id)
-    assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "interrupted"
-    assert not of(events, "tool.result")  # cut off: the next owner gives it its ending
+        (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+        cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
+        assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+        events = home.events(session_id)
+        assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "interrupted"
+        assert not of(events, "tool.result")  # cut off: the next owner gives it its ending
+        assert server_processes(home) == []
+
+        continued = home.chock("run", "--continue", session_id, "--yes", cwd=project, timeout=120)
+        assert continued.returncode == 0, continued.stdout + continued.stderr
+        assert tool_result(fake.calls[2]) == "Echo: again"  # a new process of the server, this owner's
+    assert [e["state"] for e in of(home.events(session_id), "mcp.server")].count("started") == 2
     assert server_processes(home) == []
 
 
