@@ -305,6 +305,14 @@ def test_a_flood_of_server_requests_is_answered_at_most_a_hundred_a_second() -> 
     assert {reply["error"]["code"] for reply in replies} == {-32601}
 
 
+def test_answers_to_a_server_that_does_not_read_them_stop_queueing() -> None:
+    client = ready()
+    for n in range(3 * rpc.MAX_QUEUED_ANSWERS):  # ten a second: within the budget, never sent
+        client.receive(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode(), n / 10)
+    assert len(client.data_to_send()) == rpc.MAX_QUEUED_ANSWERS
+    assert client.dropped == 2 * rpc.MAX_QUEUED_ANSWERS
+
+
 def test_no_mangled_message_raises() -> None:
     """Every byte string a server may write, here mutations of real messages, is events: never an exception."""
     client = ready()

@@ -331,3 +331,15 @@ def test_chock_mcp_list_and_doctor_start_each_server_and_leave_none_running(home
         doctor = home.chock("doctor", cwd=project)
         assert "ok  mcp docs" in doctor.stdout and "config: 13 tools" in doctor.stdout, doctor.stdout
         assert "no  mcp broken" in doctor.stdout and "ok  mcp build" in doctor.stdout
+
+
+def test_chock_login_stores_an_mcp_credential_that_chock_credentials_lists_by_origin(home) -> None:
+    home.write_config(FILE_STORE)
+    stored = home.chock("login", "--provider", "mcp=https://tracker.example/mcp", "--name", "tracker", input=KEY + "\n")
+    assert stored.returncode == 0, stored.stderr
+    assert "stored the credential of 'tracker' (mcp at https://tracker.example:443)" in stored.stdout
+    listed = home.chock("credentials")
+    assert "tracker" in listed.stdout and "https://tracker.example:443" in listed.stdout
+    assert KEY not in listed.stdout + stored.stdout + stored.stderr
+    model = home.chock("login", "--provider", "mcp=https://t.example/", "--name", "t", "--model", "m", input=KEY)
+    assert model.returncode == 2 and "an MCP server's credential (mcp=URL) has no model" in model.stderr

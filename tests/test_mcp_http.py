@@ -202,6 +202,25 @@ def test_the_servers_own_messages_arrive_on_a_listening_get_stream() -> None:
     run(main)
 
 
+def test_a_server_without_a_get_stream_is_used_all_the_same() -> None:
+    async def on_get(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        return web.Response(status=404)  # no GET route at all: not even the 405 the transport asks for
+
+    async def main() -> None:
+        async with FakeServer(on_get=on_get) as server:
+            pump = HttpPump(server.url, bearer=None, timeout=30)
+            await pump.send(request(1, "initialize"))
+            await receive(pump)
+            await pump.send(notification("notifications/initialized"))
+            while not any(name == "GET" for name, _, _ in server.requests):
+                await asyncio.sleep(0.01)
+            await pump.send(request(2, "tools/list"))
+            assert (await receive(pump))["result"] == {"echo": "tools/list"}
+            await pump.close()
+
+    run(main)
+
+
 def test_a_redirect_is_not_followed_and_the_token_never_reaches_its_target() -> None:
     async def main() -> None:
         async with FakeServer() as elsewhere:
@@ -244,14 +263,23 @@ def test_a_404_for_the_session_closes_the_pump_saying_the_session_ended() -> Non
     run(main)
 
 
-@pytest.mark.parametrize("shape", ["json", "event-stream"])
+@pytest.mark.parametrize("shape", ["json", "json-unsized", "event-stream"])
 def test_a_10_mb_answer_is_that_calls_error_and_is_not_read_whole(shape: str) -> None:
     huge = "x" * (10 * 1024 * 1024)
 
     async def on_post(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         value = result(body, {"text": huge})
         if shape == "json":
-            return web.json_response(value)
+            return web.json_response(value)  # its Content-Length says how big, before a byte of it is read
+        if shape == "json-unsized":
+            response = web.StreamResponse(headers={"content-type": "application/json"})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            encoded = json.dumps(value).encode()
+            for start in range(0, len(encoded), 1 << 20):
+                await response.write(encoded[start : start + (1 << 20)])
+            await response.write_eof()
+            return response
         return await sse(request, [message(value)])
 
     async def main() -> None:
@@ -267,11 +295,20 @@ def test_a_10_mb_answer_is_that_calls_error_and_is_not_read_whole(shape: str) ->
     run(main)
 
 
-def test_a_server_that_never_answers_is_bounded_by_the_timeout() -> None:
+@pytest.mark.parametrize("manner", ["silent", "dribbling"])
+def test_a_server_that_never_answers_is_bounded_by_the_timeout(manner: str) -> None:
     async def main() -> None:
         async def on_post(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
-            await server.stopping.wait()
-            return web.Response(status=500)
+            if manner == "silent":
+                await server.stopping.wait()
+                return web.Response(status=500)
+            # A comment now and then: the connection is never quiet long enough for a read timeout.
+            response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await response.prepare(request)
+            while not server.stopping.is_set():
+                await response.write(b": still thinking\n\n")
+                await asyncio.sleep(0.05)
+            return response
 
         async with FakeServer(on_post) as server:
             pump = HttpPump(server.url, bearer=TOKEN, timeout=0.5)
@@ -311,9 +348,9 @@ def test_http_errors_answer_the_call_without_the_token() -> None:
 @pytest.mark.parametrize(
     ("url", "why"),
     [
-        ("http://example.com/mcp", "loopback"),
-        ("http://10.0.0.1:8080/mcp", "loopback"),
-        ("ftp://127.0.0.1/mcp", "https"),
+        ("http://example.com/mcp", "only to this machine"),
+        ("http://10.0.0.1:8080/mcp", "only to this machine"),
+        ("ftp://127.0.0.1/mcp", "https://"),
         ("https://user:pw@example.com/mcp", "chock login"),
     ],
 )

@@ -21,7 +21,7 @@ FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
 # The reference server, pinned in scripts/npm-packages.txt, which scripts/system-packages installs.
 EVERYTHING = "mcp-server-everything"
 NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"
-FAKE_TOOLS = 13
+FAKE_TOOLS = 14
 
 
 def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink], Awaitable[None]]], None]:
@@ -55,6 +55,17 @@ async def start_failure(*switches: str, deadline: float = 20) -> str:
 
 def text(result: Any) -> str:
     return "".join(block.get("text", "") for block in result.content)
+
+
+def test_ten_thousand_tools_are_all_read() -> None:
+    async def main() -> None:
+        link = ServerLink(
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"])
+        )
+        assert len(await link.start(20)) == FAKE_TOOLS + 10_000  # which to keep is the supervisor's choice
+        await link.close()
+
+    asyncio.run(main())
 
 
 def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
@@ -128,6 +139,15 @@ def test_a_server_that_never_answers_is_a_bounded_error_and_the_link_goes_on() -
         assert text(await link.call_tool("echo", {"text": "next"}, timeout=10)) == "next"
 
 
+def test_a_server_that_stops_reading_cannot_hold_a_call_past_its_timeout() -> None:
+    @linked()
+    async def _(link: ServerLink) -> None:
+        assert text(await link.call_tool("deaf", {}, timeout=10)) == "not listening"
+        for _ in range(2):  # a megabyte fills the pipe: the write itself waits, within the call's time
+            with pytest.raises(McpError, match=r"did not answer tools/call within 0\.5 s"):
+                await asyncio.wait_for(link.call_tool("echo", {"text": "z" * 1_000_000}, timeout=0.5), 60)
+
+
 def test_garbage_is_named_when_the_call_it_broke_times_out() -> None:
     @linked()
     async def _(link: ServerLink) -> None:
@@ -167,7 +187,8 @@ def test_a_server_that_fails_to_start_is_shown_escaped() -> None:
         (("--hang-initialize",), "did not answer initialize within 1 s"),
         (("--garbage-initialize",), "could not read"),
         (("--version", "2024-11-05"), "speaks MCP revision '2024-11-05'"),
-        (("--tools", "10000", "--page-size", "500"), f"lists more than {MAX_LISTED_TOOLS} tools"),
+        (("--tools", "20000", "--page-size", "2000"), f"lists more than {MAX_LISTED_TOOLS:,} tools"),
+        (("--tools", "100", "--page-size", "1", "--tool-bytes", "400000"), "tools/list runs past 16 MiB"),
         (("--schema-bytes", str(5 * 1024 * 1024)), "a message of more than 4 MiB"),
     ],
 )

@@ -277,10 +277,35 @@ def test_what_a_server_may_not_ask_for_is_refused_before_it_starts(layout, place
         argv(command=(PYTHON, str(layout.tokens_path)))
     with pytest.raises(Refused, match="Chock's own files"):
         argv(command=(PYTHON, str(layout.data.parent)))
+    with pytest.raises(Refused, match="not a file or directory a server may be given"):
+        argv(command=(PYTHON, "/proc/self/environ"))  # the session's own environment
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(places["script"].parent / "daemon.sock"))
+    with pytest.raises(Refused, match="no socket or device"):
+        argv(command=(PYTHON, str(places["script"].parent / "daemon.sock")))
+    listening.close()
     assert argv(command=("python3",))[-1] == "python3"  # a bare name, found on the sandbox's PATH
 
 
 # Bounds and failures -----------------------------------------------------------------------------------
+
+
+def test_servers_start_at_once(layout, places, marker):
+    """Each server answers initialize only once the other is up: started one after the other, the first would
+    wait for the second until its start deadline."""
+
+    async def scenario() -> Run:
+        specs = [
+            spec(places, marker, "meet:a:b", name="a", workspace="write"),
+            spec(places, marker, "meet:b:a", name="b", workspace="write"),
+        ]
+        run = Run(layout, places, specs, start_seconds=30)
+        await run.servers.start()
+        await run.servers.stop()
+        return run
+
+    run = asyncio.run(scenario())
+    assert (run.states("a"), run.states("b")) == (["started", "stopped"], ["started", "stopped"])
 
 
 def test_a_server_that_never_answers_initialize_is_left_out(layout, places, marker):
@@ -299,10 +324,25 @@ def test_a_server_that_never_answers_initialize_is_left_out(layout, places, mark
     assert run.states("probe") == ["started", "stopped"]
 
 
-def test_ten_thousand_tools_are_cut_to_128_and_a_huge_schema_is_dropped(layout, places, marker):
+def test_a_server_that_exits_at_start_is_left_out_with_what_it_said(layout, places, marker):
+    async def scenario() -> Run:
+        gone = ServerSpec(name="gone", origin="config", command=(PYTHON, "-c", "import sys; sys.exit('no config')"))
+        run = Run(layout, places, [gone, spec(places, marker)])
+        await run.servers.start()
+        await run.servers.stop()
+        return run
+
+    run = asyncio.run(scenario())
+    (reason,) = [fields["reason"] for type, fields in run.events if fields["server"] == "gone"]
+    assert "no config" in reason
+    assert {tool.server for tool in run.servers.tools()} == {"probe"}
+
+
+def test_a_thousand_tools_are_cut_to_128_and_a_huge_schema_is_dropped(layout, places, marker):
     async def scenario() -> Run:
         specs = [
-            spec(places, marker, "tools10000", name="many"),
+            spec(places, marker, "tools1000", name="many"),
+            spec(places, marker, "tools10000", name="flood"),
             spec(places, marker, "schema1mb", name="wide"),
             spec(places, marker, "schema5mb", name="huge"),
         ]
@@ -316,14 +356,15 @@ def test_ten_thousand_tools_are_cut_to_128_and_a_huge_schema_is_dropped(layout, 
     assert len([name for name in names if name.startswith("mcp__many__")]) == 128
     assert [name for name in names if name.startswith("mcp__wide__")] == ["mcp__wide__echo"]
     started = {fields["server"]: fields for type, fields in run.events if fields["state"] == "started"}
-    assert started["many"]["tools"] == 128 and "9,872 tools dropped past the 128" in started["many"]["reason"]
+    assert started["many"]["tools"] == 128 and "872 tools dropped past the 128" in started["many"]["reason"]
+    assert run.states("flood") == ["failed"]  # ServerLink reads no more than MAX_LISTED_TOOLS of a list
     assert "input schema past 64 KiB (huge)" in started["wide"]["reason"]
     assert run.states("huge") == ["failed"]  # its tools/list is past the 4 MiB a message may have
 
 
 def test_a_session_keeps_256_tools_of_all_its_servers(layout, places, marker):
     async def scenario() -> Run:
-        run = Run(layout, places, [spec(places, marker, "tools10000", name=name) for name in ("a", "b", "c")])
+        run = Run(layout, places, [spec(places, marker, "tools1000", name=name) for name in ("a", "b", "c")])
         await run.servers.start()
         await run.servers.stop()
         return run

@@ -172,6 +172,7 @@ def test_every_command_of_using_it_and_steering_works_against_the_demo(demo: Dem
     run('chock run --continue [SESSION] "now add a test for it"', ("session ended: completed",),
         **{"[SESSION]": session})  # fmt: skip
     run("chock workspace list", ())
+    run("chock mcp list", ("no MCP servers",))
     doctor = demo.sh("chock doctor")
     for piece in ("python", "bwrap", "git", "user manager", "credential store", "daemon", "serve", "connection build"):
         assert re.search(rf"^(ok|no)\s+{piece}", doctor.stdout, re.M), (piece, doctor.stdout)

@@ -9,6 +9,9 @@ First match wins:
 Every file source is refused, by name, when group or others can read it. Nothing found is None: no
 credential is sent, which is what a local llama.cpp server needs. An instance with no index entry never
 touches a keystore.
+
+`mcp_credential` is the lookup for a remote MCP server's `.credential` (docs/mcp.md#credentials): only the
+index's entry of that name, and only for the origin it was stored for.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chock import zon
 from chock.config import Config
 from chock.credentials.files import check_private
 from chock.credentials.instance_index import read_index
@@ -91,7 +95,7 @@ def mcp_credential(layout: Layout, config: Config, spec: ServerSpec, *, can_prom
     name, wanted = spec.credential, origin_of(spec.url)
     login = shlex.quote("mcp=" + spec.url)
     entry = read_index(layout).get(name)
-    where = f"{config.path}: .mcp.servers.{spec.name}.credential"
+    where = f"{config.path}: .mcp.servers{zon.dot_name(spec.name)}.credential"
     if entry is None or entry.kind != MCP_SERVER:
         what = "no credential" if entry is None else f"a {entry.kind} instance's credential, not an MCP server's,"
         raise CredentialError(

@@ -4,6 +4,8 @@
 - line_messages: stdio's framing, one message a line, bounded
 - stdio_pump: whole messages over a started process's stdin and stdout; its stderr's tail kept
 - server_link: `ServerLink`, one connected server: the client driven over a pump by one reader task
+- event_stream: text/event-stream (server-sent events) parsed with no I/O, bounded
+- http_pump: Streamable HTTP: POSTs answered with JSON or event streams, the session id, resumption, DELETE
 - confinement: the bubblewrap command line one stdio server runs under
 - tool_names: the names the model is given for servers' tools (`mcp__<server>__<tool>`)
 - result_text: what the model reads of a tool's result, bounded; images and binaries described

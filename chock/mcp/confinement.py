@@ -1,4 +1,4 @@
-"""The bubblewrap command line one stdio MCP server runs under (docs/architecture.md#an-mcp-servers-sandbox).
+"""The bubblewrap command line one stdio MCP server runs under (docs/mcp.md#the-sandbox-of-a-server).
 
 A server gets what a shell command's sandbox starts from (chock.session.sandbox.isolation: the system
 directories read-only with `/etc`'s private files masked, a private `/tmp`, `/proc` and `/dev`, no network), then:
@@ -33,6 +33,9 @@ from chock.paths import Layout, ensure_dir
 from chock.session.sandbox import SYSTEM_DIRS, TOOL_PATH, find_bwrap, isolation
 
 LANG = "C.UTF-8"
+# Never given to a server by naming them: the sandbox has its own /proc and /dev, and what lies there or in /sys
+# and /run on the host (another process's environment, a daemon's socket) is a way out, never a server's code.
+HOST_ONLY = ("/proc", "/sys", "/dev", "/run")
 
 
 def server_argv(
@@ -127,6 +130,11 @@ def _outside_system(server: str, argument: str, *, root: Path, private: tuple[Pa
     real = Path(os.path.realpath(argument))
     if any(_within(real, Path(system)) for system in SYSTEM_DIRS if not os.path.islink(system)) or _within(real, root):
         return None
+    if any(_within(real, Path(path)) for path in HOST_ONLY) or not (real.is_file() or real.is_dir()):
+        raise Refused(
+            f"MCP server {server}: its argument {argument} ({real}) is not a file or directory a server may be given "
+            f"(nothing below {', '.join(HOST_ONLY)}, no socket or device); name the server's own files"
+        )
     home = Path(os.path.realpath(os.path.expanduser("~")))
     hidden_in_home = _within(real, home) and real != home and real.relative_to(home).parts[0].startswith(".")
     if (

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 from chock.errors import ChockError
+from chock.mcp.declarations import check_url
 from chock.mcp.event_stream import MAX_BYTES, EventStream, TooLarge
 from chock.mcp.server_link import PumpClosed
 from chock.providers.failures import shown_address
@@ -48,46 +47,11 @@ INBOX_MESSAGES = 64
 SESSION_HEADER = "mcp-session-id"
 
 
-def loopback(host: str) -> bool:
-    """localhost, 127.0.0.0/8 or ::1: plain http never leaves the machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def checked_url(url: str) -> str:
-    """The URL, if Chock may send a credential to it: https, or http to a loopback host; no user:password part."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ChockError(f"MCP server URL {shown_address(url)!r} refused: it must be an https:// address")
-    if "@" in parts.netloc:
-        raise ChockError(
-            f"MCP server URL {shown_address(url)!r} refused: it holds a user or password; "
-            "store a credential with `chock login --provider mcp=URL --name NAME` instead"
-        )
-    if parts.scheme == "http" and not loopback(parts.hostname):
-        raise ChockError(
-            f"MCP server URL {url!r} refused: plain http is sent in the clear, so it is allowed to a loopback "
-            "host only (localhost, 127.0.0.1, ::1); use its https:// address"
-        )
-    return url
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) with the default port filled in: what a credential is bound to."""
-    parts = urlsplit(url)
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
 class HttpPump:
     """One server's Streamable HTTP transport, implementing server_link.Pump."""
 
     def __init__(self, url: str, *, bearer: str | None, timeout: float) -> None:
-        self.url = checked_url(url)
+        self.url = check_url(url, f"MCP server URL {shown_address(url)!r}")
         if not header_safe(bearer):
             raise ChockError(
                 f"the credential for MCP server {shown_address(url)!r} cannot be sent: it holds a space, a line "
@@ -239,15 +203,12 @@ class HttpPump:
             try:
                 quiet = httpx.Timeout(None, connect=CONNECT_SECONDS)  # a listening stream may be quiet for hours
                 async with self._http().stream("GET", self.url, headers=headers, timeout=quiet) as response:
-                    self._check_fatal(response)
                     if not response.is_success:
+                        # 405 says so; a server without the route may say 404, or redirect: none is fatal here
                         return
                     await self._read_events(response, stream, None)
             except (httpx.HTTPError, TooLarge):
                 pass
-            except PumpClosed as exc:
-                self._shut(exc)
-                return
             fruitless = 0 if stream.last_event_id != seen else fruitless + 1
             await asyncio.sleep(_retry_seconds(stream))
 
@@ -323,7 +284,7 @@ class HttpPump:
             self._failure = f"HTTP 404 from {self._where()}"
             raise PumpClosed(
                 f"{self._where()} answered 404 for session {self.session_id}: the server ended the session "
-                "(it restarted, or expired it); the server is started again with a new one"
+                "(it restarted, or expired it); Chock connects afresh once, as it restarts any server that failed"
             )
 
     async def _status_words(self, response: httpx.Response) -> str:

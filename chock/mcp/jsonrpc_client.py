@@ -21,6 +21,9 @@ PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 NOTIFICATIONS_PER_SECOND = 100
+# Answers to a server's own requests (pings, refusals) waiting to be sent: past this, one that does not read what
+# it is sent gets no more, so that its requests cannot grow what Chock holds.
+MAX_QUEUED_ANSWERS = 1024
 # Elicitations a server may hold open at once; one more is declined at once (a person answers one at a time).
 MAX_OPEN_ELICITATIONS = 4
 
@@ -431,6 +434,9 @@ class McpClient:
             return [Garbage("a request whose id is neither a string nor an integer")]
         assert isinstance(request_id, (str, int))
         if not self._budget.take(now):
+            return []
+        if len(self._outgoing) >= MAX_QUEUED_ANSWERS:
+            self._budget.dropped += 1
             return []
         if method == "ping":
             self._send({"id": request_id, "result": {}})

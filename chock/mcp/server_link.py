@@ -19,10 +19,12 @@ from chock.mcp import jsonrpc_client as rpc
 from chock.mcp.jsonrpc_client import McpClient, ToolResult
 from chock.terminal import safe
 
-# A server's tools/list may run to this many pages and this many tools before it is refused: past the bounds
-# Chock offers a model (chock/mcp/supervisor.py), so that a server cannot page forever.
+# A server's tools/list may run to this many pages, tools and bytes before it is refused, so that a server cannot
+# page forever nor grow what Chock holds: far past what a model is offered (chock/mcp/supervisor.py keeps 128
+# tools of a server, chosen by name, so the whole list is read).
 MAX_PAGES = 256
-MAX_LISTED_TOOLS = 1024
+MAX_LISTED_TOOLS = 16_384
+MAX_LISTED_BYTES = 16 * 1024 * 1024
 
 ProgressCallback = Callable[[float, float | None, str], None]
 ElicitCallback = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
@@ -82,8 +84,10 @@ class ServerLink:
         self._background: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the link is down, once it is
         self._garbage = 0
+        self._received = 0  # bytes of every message read
         self._last_garbage = ""
         self._progress_tokens = 0
 
@@ -97,14 +101,17 @@ class ServerLink:
     # Sending
 
     async def _flush(self) -> None:
+        """Send everything queued, in order. Cancelled mid-write, the message stays whole in the pump's buffer."""
         async with self._send_lock:
-            for message in self.client.data_to_send():
-                await self._pump.send(message)
+            while messages := self.client.data_to_send():
+                for message in messages:
+                    await self._pump.send(message)
 
     def _flush_later(self) -> None:
-        """Send what is queued from a task of its own: for a caller that must not wait (one being cancelled)."""
-        if self._ended is None:
-            self._spawn(self._flush_quietly())
+        """Send what is queued from one task of its own: for the reader, which must go on reading while a server
+        that reads slowly (or not at all) takes its answers, and for a caller that must not wait (one cancelled)."""
+        if self._ended is None and (self._flusher is None or self._flusher.done()):
+            self._flusher = self._spawn(self._flush_quietly())
 
     async def _flush_quietly(self) -> None:
         with contextlib.suppress(ChockError, OSError):
@@ -126,9 +133,10 @@ class ServerLink:
         try:
             while True:
                 message = await self._pump.receive()
+                self._received += len(message)
                 for event in self.client.receive(message, self._now()):
                     self._dispatch(event)
-                await self._flush()  # answers to the server's pings and refusals, sent in turn
+                self._flush_later()  # answers to the server's pings and refusals
         except PumpClosed as closed:
             self._end(f"{closed}{self._stderr()}")
         except OSError as error:
@@ -197,7 +205,7 @@ class ServerLink:
         if action not in rpc.ELICITATION_ACTIONS:
             action, content = "cancel", None
         self.client.answer_elicitation(event.request_id, action, content)
-        await self._flush_quietly()
+        self._flush_later()
 
     # Requests
 
@@ -212,11 +220,11 @@ class ServerLink:
         self._waiters[request_id] = future
         self._ensure_reader()
         try:
-            try:
-                await self._flush()
-            except (PumpClosed, OSError) as error:
-                self._end(f"{error}{self._stderr()}")
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout):  # the write too: a server may stop reading
+                try:
+                    await self._flush()
+                except (PumpClosed, OSError) as error:
+                    self._end(f"{error}{self._stderr()}")
                 event = await future
         except TimeoutError:
             self._cancel(request_id, "timed out")
@@ -250,10 +258,9 @@ class ServerLink:
         deadline = self._now() + deadline_seconds
         request_id = self.client.initialize(self._now(), deadline)
         await self._ask(request_id, "initialize", deadline - self._now(), deadline_seconds)
-        version = self.client.negotiated_version
         if hasattr(self._pump, "protocol_version"):
-            self._pump.protocol_version = version
-        await self._flush()  # notifications/initialized
+            self._pump.protocol_version = self.client.negotiated_version
+        # notifications/initialized is queued: it goes out ahead of the first tools/list
         return await self._list(deadline, deadline_seconds)
 
     async def list_tools(self, deadline_seconds: float) -> list[dict[str, Any]]:
@@ -262,13 +269,18 @@ class ServerLink:
     async def _list(self, deadline: float, budget: float) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
+        received = self._received
         for _ in range(MAX_PAGES):
             request_id = self.client.list_tools(cursor, self._now(), deadline)
             page = await self._ask(request_id, "tools/list", deadline - self._now(), budget)
             assert isinstance(page, rpc.ToolsListed)
             tools.extend(page.tools)
             if len(tools) > MAX_LISTED_TOOLS:
-                raise McpError(f"MCP server {self.name} lists more than {MAX_LISTED_TOOLS} tools: refused")
+                raise McpError(f"MCP server {self.name} lists more than {MAX_LISTED_TOOLS:,} tools: refused")
+            if self._received - received > MAX_LISTED_BYTES:
+                raise McpError(
+                    f"MCP server {self.name}'s tools/list runs past {MAX_LISTED_BYTES // (1024 * 1024)} MiB: refused"
+                )
             cursor = page.next_cursor
             if cursor is None:
                 return tools

@@ -89,6 +89,8 @@ def servers_for_session(
         if name in config.mcp
     ]
     wanted = [found.servers[name] for name in sorted(found.servers) if name not in config.mcp]
+    if not wanted:
+        return specs, skipped
     if not trust.trusted(layout, found.project, found.data):
         before = trust.last_trusted(layout, found.project)
         if ask is None:

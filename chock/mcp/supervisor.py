@@ -159,8 +159,6 @@ class McpServers:
                 f"MCP server {spec.name} did not answer initialize and tools/list within "
                 f"{self._start_seconds:g} s{_said(pump)}"
             ) from None
-        except McpError as error:
-            raise McpError(f"{error}{_said(pump)}") from None
         server.fresh, server.reason = self._kept(spec.name, listed)
         server.state = "started"
 

@@ -1,10 +1,12 @@
 """A stdio MCP server that misbehaves on purpose, or probes its sandbox: run by /usr/bin/python3 inside one.
 
 Standard library only (it runs under the system's python3, in the sandbox, with nothing of the repository on
-its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools10000`,
-`schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its tool list
-grows by one at each call).
-Further arguments are ignored (tests pass a marker there, to find its processes). Its tools, by name:
+its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools<N>`
+(N tools), `schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its
+tool list grows by one at each call), `meet:<mine>:<other>` (answers `initialize` only once a server started
+with `meet:<other>:<mine>` is up too: both write the workspace, so run them with `.workspace = "write"`).
+Further arguments are ignored (tests pass a marker there, to find its
+processes). Its tools, by name:
 
     echo     {"text"}: the text back
     probe    {"read": [paths], "write": path, "connect": port}: what succeeded, what failed and how
@@ -22,6 +24,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "well"
 TOOLS = ["echo", "probe", "big", "garbage", "hang", "die", "refuse", "steps"]
@@ -38,8 +41,8 @@ def tool(name: str, schema: dict | None = None) -> dict:
 
 
 def tools() -> list[dict]:
-    if MODE == "tools10000":
-        return [tool(f"t{index:05}") for index in range(10000)]
+    if MODE.startswith("tools"):  # tools1000: that many
+        return [tool(f"t{index:05}") for index in range(int(MODE.removeprefix("tools")))]
     if MODE in ("schema1mb", "schema5mb"):
         size = (1 if MODE == "schema1mb" else 5) * 1024 * 1024
         huge = {"type": "object", "properties": {"x": {"type": "string", "description": "x" * size}}}
@@ -104,6 +107,16 @@ def call(request_id: object, name: str, args: dict, token: object) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
 
 
+def meet(mine: str, other: str) -> None:
+    """Say this server is up (a file in the workspace), and wait for the other to say so (at most 60 s)."""
+    with open(f"up-{mine}", "w"):
+        pass
+    for _ in range(6000):
+        if os.path.exists(f"up-{other}"):
+            return
+        time.sleep(0.01)
+
+
 def main() -> None:
     for line in sys.stdin:
         message = json.loads(line)
@@ -120,6 +133,8 @@ def main() -> None:
         if method == "initialize":
             if MODE == "silent":
                 continue
+            if MODE.startswith("meet:"):
+                meet(*MODE.split(":")[1:])
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": {"tools": {"listChanged": True}},

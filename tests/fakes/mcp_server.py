@@ -17,6 +17,7 @@ Its tools (always offered, in this order):
     flood {count}      -> sends `count` notifications/progress and notifications/message, then answers
     requests {count}   -> sends `count` pings and sampling/createMessage requests, then answers
     die {}             -> writes to stderr and exits with status 3 without answering
+    deaf {}            -> answers, then never reads its stdin again (a client writing to it blocks)
     env {}             -> the server's environment as JSON text (what reached it)
 
 Switches, for what happens before any call:
@@ -25,6 +26,7 @@ Switches, for what happens before any call:
     --tools N             offer N more tools, tool-00000 …
     --page-size N         tools/list pages of N tools (default: all on one page)
     --schema-bytes N      give `echo` an inputSchema of about N bytes
+    --tool-bytes N        give each of the --tools more a description of N bytes
     --hang-initialize     never answer initialize
     --garbage-initialize  answer initialize with a line that is not JSON
     --die-initialize      exit with status 4 on initialize, after writing to stderr
@@ -96,10 +98,13 @@ class Server:
             },
             *(
                 {"name": name, "description": f"The {name} tool", "inputSchema": {"type": "object"}}
-                for name in ("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env")
+                for name in (
+                    *("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env"),
+                    "deaf",
+                )
             ),
             *(
-                {"name": f"tool-{n:05d}", "description": "One of many", "inputSchema": {"type": "object"}}
+                {"name": f"tool-{n:05d}", "description": "m" * options.tool_bytes, "inputSchema": {"type": "object"}}
                 for n in range(options.tools)
             ),
         ]
@@ -200,6 +205,9 @@ class Server:
             self.initialize(request_id, params)
         elif method == "tools/list":
             self.list_tools(request_id, params)
+        elif method == "tools/call" and params.get("name") == "deaf":
+            text(request_id, "not listening")
+            time.sleep(3600)
         elif method == "tools/call":
             threading.Thread(target=self.call, args=(request_id, params), daemon=True).start()
         elif method == "ping":
@@ -217,6 +225,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--schema-bytes", type=int, default=0)
+    parser.add_argument("--tool-bytes", type=int, default=9)
     parser.add_argument("--hang-initialize", action="store_true")
     parser.add_argument("--garbage-initialize", action="store_true")
     parser.add_argument("--die-initialize", action="store_true")

@@ -9,13 +9,10 @@ The session builds one `ServerTool` per tool of `McpServers.tools()` and dispatc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
-from chock.mcp.supervisor import McpServers, McpTool
+from chock.mcp.supervisor import McpServers, McpTool, Progress
 from chock.session.tools.tool import Context, Result, Tool
-
-Progress = Callable[[float, float | None, str], None]
 
 
 class ServerTool(Tool):
