@@ -497,9 +497,14 @@ class Session:
             return "decline", None
         request_id = f"r{self.log.last_id + 1}"
         summary = mcp_wiring.elicitation_summary(server, message, schema)
-        taken = await self._ask(
-            request_id, call.name, summary, call.call_id, {}, timeout=mcp_wiring.ELICITATION_SECONDS
-        )
+        try:
+            taken = await self._ask(
+                request_id, call.name, summary, call.call_id, {}, timeout=mcp_wiring.ELICITATION_SECONDS
+            )
+        except asyncio.CancelledError:  # the server withdrew it, or its call or the session ended: closed in the log
+            if not self.state.ended and self.log.failed is None:
+                self.emit("approval.answer", request_id=request_id, answer="no", via="withdrawn")
+            raise
         if taken.answer != "yes":
             return "decline", None
         return "accept", mcp_wiring.defaults(schema)
