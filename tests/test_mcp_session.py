@@ -27,6 +27,7 @@ from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
 from tests.fakes.providers import FakeProvider
 from tests.fakes.recording_proxy import RecordingProxy
 from tests.fakes.sessions import new_session, wait_for_event
+from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
 SERVER = "mcp-server-everything"
@@ -208,6 +209,29 @@ def test_with_no_rule_a_call_asks_and_nobody_answering_refuses_it_naming_the_rul
     (asked,) = of(home.events(home.only_session()), "approval.request")
     assert asked["propose"] == "mcp:everything/echo" and asked["summary"] == 'everything/echo {"message":"unasked"}'
     assert not [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+
+
+def test_the_question_at_a_terminal_names_the_server_and_tool_and_shows_the_arguments_safely(home, project):
+    hostile = "title\x1b]0;pwned\x07 done"
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(tool_calls=[call("c1", "mcp__everything__echo", {"message": hostile})])
+        fake.script(text="Done.")
+        config(home, fake, stdio_server())
+        terminal = Terminal.chock(home, "run", "ask me", cwd=project)
+        try:
+            terminal.wait_for("? [y/N] ", timeout=60)
+            assert "Allow mcp__everything__echo: everything/echo" in terminal.text()
+            assert "saving the rule `mcp:everything/echo`" in terminal.text()
+            assert b"\x1b]0;pwned" not in terminal.screen  # shown escaped, never acted on
+            terminal.type("s\n")
+            terminal.wait_for("rule to save for the session")
+            terminal.type("\n")
+            assert terminal.exit_code(60) == 0, terminal.text()
+        finally:
+            terminal.close()
+        assert tool_result(fake.calls[1]) == f"Echo: {hostile}"
+    (answer,) = of(home.events(home.only_session()), "approval.answer")
+    assert (answer["answer"], answer["scope"], answer["rule"]) == ("yes", "session", "mcp:everything/echo")
 
 
 def test_a_person_answering_yes_over_the_socket_runs_the_call(home, project):
