@@ -24,6 +24,7 @@ import pytest
 from chock.control import session_protocol as sp
 from chock.control.client import SessionClient
 from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
+from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.recording_proxy import RecordingProxy
 from tests.fakes.sessions import new_session, wait_for_event
@@ -182,6 +183,32 @@ def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next
     assert server_processes(home) == []
 
 
+def test_a_projects_servers_start_only_once_trusted_and_a_session_with_nobody_to_ask_logs_the_skip(home, tmp_path):
+    declared = f".{{ .servers = .{{ {stdio_server('proj')} }} }}\n"
+    project = make_project(tmp_path / "declaring", {"README.md": "# demo\n", ".chock/mcp.zon": declared})
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(text="Nothing to do.")
+        fake.script(tool_calls=[call("c1", "mcp__proj__echo", {"message": "trusted"})])
+        fake.script(text="Done.")
+        home.write_config(
+            f'.{{ .instances = .{{ .remote = .{{ .kind = "anthropic={fake.address}", .model = "m" }} }}, '
+            '.approvals = .{ .rules = .{ .{ .allow = "mcp:proj/*" } } } }\n'
+        )
+        first = home.chock("run", "untrusted", cwd=project, timeout=120)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert not [name for name in tool_names(fake.calls[0]) if name.startswith("mcp__")]
+        (skipped,) = of(home.events(home.only_session()), "mcp.server")
+        assert (skipped["server"], skipped["state"], skipped["origin"]) == ("proj", "skipped", "project")
+        assert "chock mcp trust" in skipped["reason"]
+        trusted = home.chock("mcp", "trust", "--yes", cwd=project)
+        assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+        second = home.chock("run", "trusted", cwd=project, timeout=120)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert tool_result(fake.calls[2]) == "Echo: trusted"
+    started = [e for e in home.events(home.sessions_by_start()[1]) if e["type"] == "mcp.server"]
+    assert [(e["server"], e["state"], e["origin"]) for e in started][:1] == [("proj", "started", "project")]
+
+
 # --- approvals -----------------------------------------------------------------------------------------------
 
 
@@ -198,6 +225,7 @@ def test_a_deny_rule_refuses_even_with_yes(home, project):
 
 
 def test_with_no_rule_a_call_asks_and_nobody_answering_refuses_it_naming_the_rule_that_would_allow_it(home, project):
+    """echo says `readOnlyHint: true`: a hint from a server changes nothing, the call still asks."""
     with FakeProvider(kind="anthropic", key=None) as fake:
         fake.script(tool_calls=[call("c1", "mcp__everything__echo", {"message": "unasked"})])
         fake.script(text="Done.")
