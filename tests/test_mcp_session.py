@@ -96,6 +96,14 @@ def server_processes(home) -> list[int]:
     return found
 
 
+def waited(home, session_id: str, kind: str, where=lambda event: True) -> dict:
+    """`wait_for_event`, failing with the session's log so far (what the session did instead)."""
+    try:
+        return wait_for_event(home, session_id, kind, where, timeout=90)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}; the log: {home.events(session_id)}") from None
+
+
 def received(home, server: str) -> list[dict]:
     """What Chock wrote to a recording stdio server (`stdio_server(recording=True)`)."""
     paths = glob.glob(f"{home.env['CHOCK_DATA_DIR']}/mcp/*/{server}/received.jsonl")
@@ -158,7 +166,7 @@ def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         try:
             session_id = new_session(home)
-            wait_for_event(home, session_id, "tool.call", timeout=60)
+            waited(home, session_id, "tool.call")
             wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
                        "the call on the server's stdin")  # fmt: skip
             assert server_processes(home)  # the server runs (so the scans below can fail)
@@ -271,7 +279,7 @@ def test_a_person_answering_yes_over_the_socket_runs_the_call(home, project):
                              stderr=subprocess.PIPE)  # fmt: skip
         try:
             session_id = new_session(home)
-            asked = wait_for_event(home, session_id, "approval.request", timeout=60)
+            asked = waited(home, session_id, "approval.request")
             with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as client:
                 client.call(SessionAnswerWithRequest(asked["request_id"], True, "once", "", ""))
             assert process.wait(60) == 0
@@ -289,7 +297,7 @@ def test_an_elicitation_is_asked_of_the_person_and_a_yes_sends_the_schemas_defau
                              stderr=subprocess.PIPE)  # fmt: skip
         try:
             session_id = new_session(home)
-            asked = wait_for_event(home, session_id, "approval.request", lambda e: not e.get("by_config"), timeout=60)
+            asked = waited(home, session_id, "approval.request", lambda e: not e.get("by_config"))
             assert asked["summary"].startswith("the MCP server everything asks: Please provide inputs")
             with SessionClient(home.layout.session_socket(session_id, "approval"), APPROVAL) as client:
                 client.call(SessionAnswerWithRequest(asked["request_id"], True, "once", "", ""))
