@@ -1,6 +1,7 @@
 """MCP servers in real sessions (issue 26): `chock run` as a real process against the loopback provider
-(tests/fakes/providers.py) and the reference server `@modelcontextprotocol/server-everything` (pinned, installed
-on the host by .ci/run), over stdio inside its sandbox and over Streamable HTTP behind a recording proxy.
+(tests/fakes/providers.py) and the reference server `@modelcontextprotocol/server-everything` (pinned in
+scripts/npm-packages.txt, installed on the host), over stdio inside its sandbox and over Streamable HTTP behind a
+recording proxy.
 
 The server is the real one; what the tests watch on its wire: over stdio a shell wrapper in the server's own
 sandbox copies what Chock writes to it into the server's private HOME (readable from the host), over HTTP the
@@ -32,14 +33,18 @@ from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
 SERVER = "mcp-server-everything"
-PIN = "@modelcontextprotocol/server-everything@2026.8.31"
+NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"  # the pin, which CI installs
 TOKEN = "mcp-secret-7f3a9c41d2e8"
 
 
 @pytest.fixture(autouse=True)
 def _reference_server() -> None:
     if shutil.which(SERVER) is None:
-        pytest.fail(f"the reference MCP server is not installed: `npm install -g {PIN}` (.ci/run installs it)")
+        [pin] = [line for line in NPM_PACKAGES.read_text().splitlines() if "server-everything" in line]
+        pytest.fail(
+            f"the reference MCP server is not installed: `npm install -g {pin}` (scripts/system-packages installs "
+            "what scripts/npm-packages.txt pins)"
+        )
 
 
 def config(home, fake: FakeProvider, servers: str, approvals: str = "", *, extra: str = "") -> None:
