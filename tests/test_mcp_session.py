@@ -222,6 +222,46 @@ def test_a_projects_servers_start_only_once_trusted_and_a_session_with_nobody_to
     assert [(e["server"], e["state"], e["origin"]) for e in started][:1] == [("proj", "started", "project")]
 
 
+def test_a_handover_stops_the_servers_and_the_adopting_owner_starts_them_again(home, project):
+    def answer(body: dict) -> dict:
+        last = body["messages"][-1]["content"]
+        if any(isinstance(c, dict) and c.get("type") == "tool_result" for c in last):
+            return {"text": "Done."}
+        return {"tool_calls": [call("c1", "mcp__everything__echo", {"message": "handed"})], "pause": 0.2}
+
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(answer)
+        config(home, fake, stdio_server(), rules(("allow", "mcp:everything/*")))
+        process = home.spawn("run", "hand me over", cwd=project, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            session_id = new_session(home)
+            waited(home, session_id, "mcp.server")
+            assert server_processes(home)
+            with SessionClient(home.layout.session_socket(session_id, "handover"), sp.HANDOVER) as client:
+                client.ask(sp.HandoverRequest())
+                assert isinstance(client.next_reply(60), sp.Ready)
+                client.ask(sp.ConfirmRequest())
+                assert isinstance(client.next_reply(60), sp.Released)
+            assert process.wait(60) == 8
+        finally:
+            process.kill()
+        assert server_processes(home) == []
+        events = home.events(session_id)
+        assert [e["type"] for e in events[-2:]] == ["mcp.server", "session.end"] and events[-2]["state"] == "stopped"
+        adopted = home.chock("run", "--adopt", session_id, cwd=project, timeout=120)
+        assert adopted.returncode == 0, adopted.stdout + adopted.stderr
+        last = fake.calls[-1]  # the adopting owner sent the echo its server gave
+    assert tool_result(last) == "Echo: handed"
+    assert [e["state"] for e in of(home.events(session_id), "mcp.server")] == [
+        "started",
+        "stopped",
+        "started",
+        "stopped",
+    ]
+    assert server_processes(home) == []
+
+
 # --- approvals -----------------------------------------------------------------------------------------------
 
 
