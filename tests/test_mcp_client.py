@@ -141,7 +141,14 @@ def test_progress_reaches_the_call_by_its_token_and_stops_with_its_answer() -> N
     params = {"progressToken": "t1", "progress": 1, "total": 4, "message": "one"}
     assert feed(client, {**note, "params": params}) == [rpc.Progress(request_id, 1.0, 4.0, "one")]
     assert feed(client, {**note, "params": {"progressToken": "other", "progress": 1}}) == []
-    assert feed(client, {**note, "params": {"progressToken": "t1", "progress": "half"}}) == []
+    for odd in ("half", 10**400, None, True):  # 10**400 is past any float: ignored, never an OverflowError
+        assert feed(client, {**note, "params": {"progressToken": "t1", "progress": odd}}) == []
+    assert (
+        client.receive(
+            b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1e400}}', 0
+        )
+        == []
+    )
     feed(client, answer(request_id, {"content": []}))
     assert feed(client, {**note, "params": params}) == []  # the call is over
     with pytest.raises(ValueError, match="already in use"):
@@ -212,11 +219,14 @@ def test_an_elicitation_the_server_withdrew_is_not_answered() -> None:
     assert sent(client) == []
 
 
-def test_url_elicitation_is_refused_and_open_elicitations_are_bounded() -> None:
+def test_url_elicitation_is_refused_and_elicitations_are_bounded() -> None:
     client = ready()
     url = {"mode": "url", "message": "Sign in", "url": "https://x.example", "elicitationId": "1"}
     assert feed(client, {"jsonrpc": "2.0", "id": "u", "method": "elicitation/create", "params": url}) == []
     assert sent(client)[0]["error"]["code"] == -32602
+    long = {"message": "?" * 20_000, "requestedSchema": {"type": "object"}}
+    assert feed(client, {"jsonrpc": "2.0", "id": "l", "method": "elicitation/create", "params": long}) == []
+    assert "at most 16,384 characters" in sent(client)[0]["error"]["message"]
     form = {"message": "?", "requestedSchema": {"type": "object"}}
     for n in range(rpc.MAX_OPEN_ELICITATIONS + 1):
         events = feed(client, {"jsonrpc": "2.0", "id": n, "method": "elicitation/create", "params": form})
@@ -259,6 +269,7 @@ def test_a_batch_is_each_of_its_messages() -> None:
         (b"\xff\xfe", "not JSON"),
         (b"[" * 200_000 + b"]" * 200_000, "not JSON"),
         (b"[]", "an empty batch"),
+        (b"[" + b"1," * 1_000_000 + b"1]", "a batch of 1,000,001 messages (past 256)"),
         (b'"hello"', "not a JSON-RPC 2.0 message"),
         (b'{"jsonrpc": "1.0", "id": 1, "result": {}}', "not a JSON-RPC 2.0 message"),
         (b'{"jsonrpc": "2.0", "method": 5}', "a method that is not a string"),
@@ -324,7 +335,7 @@ def test_no_mangled_message_raises() -> None:
         json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": 1.5, "message": ["x"]}}),
     ]
     shuffle = random.Random(26)
-    values: list[object] = [None, True, 1, -1, 1.5, "x", [], {}, [1], {"a": None}]
+    values: list[object] = [None, True, 1, -1, 1.5, 10**400, "x", [], {}, [1], {"a": None}]
     for _ in range(3000):
         message = json.loads(shuffle.choice(samples))
         path = message

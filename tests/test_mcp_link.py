@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 
-from chock.mcp.server_link import MAX_LISTED_TOOLS, McpError, ServerLink
+from chock.mcp.server_link import MAX_LISTED_TOOLS, McpError, McpRefused, ServerLink
 from chock.mcp.stdio_pump import STDERR_TAIL, StdioPump, open_stdio
 
 FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
 # The reference server, pinned in scripts/npm-packages.txt, which scripts/system-packages installs.
 EVERYTHING = "mcp-server-everything"
 NPM_PACKAGES = Path(__file__).parent.parent / "scripts" / "npm-packages.txt"
-FAKE_TOOLS = 14
+FAKE_TOOLS = 13
+# What a server is given of the environment here: nothing of the person's (the sandbox gives no more).
+ENV = {"PATH": os.environ["PATH"]}
 
 
 def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink], Awaitable[None]]], None]:
@@ -29,7 +31,7 @@ def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink],
 
     def run(body: Callable[[ServerLink], Awaitable[None]]) -> None:
         async def main() -> None:
-            link = ServerLink("fake", await open_stdio([sys.executable, str(FAKE), *switches]), **callbacks)
+            link = ServerLink("fake", await open_stdio([sys.executable, str(FAKE), *switches], ENV), **callbacks)
             try:
                 await link.start(20)
                 await body(link)
@@ -42,7 +44,7 @@ def linked(*switches: str, **callbacks: Any) -> Callable[[Callable[[ServerLink],
 
 
 async def start_failure(*switches: str, deadline: float = 20) -> str:
-    pump = await open_stdio([sys.executable, str(FAKE), *switches])
+    pump = await open_stdio([sys.executable, str(FAKE), *switches], ENV)
     link = ServerLink("fake", pump)
     try:
         with pytest.raises(McpError) as failure:
@@ -60,7 +62,7 @@ def text(result: Any) -> str:
 def test_ten_thousand_tools_are_all_read() -> None:
     async def main() -> None:
         link = ServerLink(
-            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"])
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10000", "--page-size", "999"], ENV)
         )
         assert len(await link.start(20)) == FAKE_TOOLS + 10_000  # which to keep is the supervisor's choice
         await link.close()
@@ -74,7 +76,9 @@ def test_start_reads_every_page_of_tools(tmp_path: Path) -> None:
         assert len(await link.list_tools(20)) == FAKE_TOOLS + 10
 
     async def main() -> None:
-        link = ServerLink("fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10", "--page-size", "3"]))
+        link = ServerLink(
+            "fake", await open_stdio([sys.executable, str(FAKE), "--tools", "10", "--page-size", "3"], ENV)
+        )
         tools = await link.start(20)
         assert [tool["name"] for tool in tools][:3] == ["echo", "add", "fail"] and len(tools) == FAKE_TOOLS + 10
         await body(link)
@@ -96,7 +100,7 @@ def test_calls_return_structured_unstructured_and_error_results() -> None:
         assert added.structured == {"sum": 5} and text(added) == "5" and not added.is_error
         failed = await link.call_tool("fail", {}, timeout=10)
         assert failed.is_error and text(failed) == "this tool always fails"
-        with pytest.raises(McpError, match="fake failed tools/call: Unknown tool: nope"):
+        with pytest.raises(McpRefused, match="fake failed tools/call: Unknown tool: nope"):
             await link.call_tool("nope", {}, timeout=10)
 
 
@@ -140,12 +144,51 @@ def test_a_server_that_never_answers_is_a_bounded_error_and_the_link_goes_on() -
 
 
 def test_a_server_that_stops_reading_cannot_hold_a_call_past_its_timeout() -> None:
-    @linked()
+    @linked("--deaf")
     async def _(link: ServerLink) -> None:
-        assert text(await link.call_tool("deaf", {}, timeout=10)) == "not listening"
         for _ in range(2):  # a megabyte fills the pipe: the write itself waits, within the call's time
             with pytest.raises(McpError, match=r"did not answer tools/call within 0\.5 s"):
                 await asyncio.wait_for(link.call_tool("echo", {"text": "z" * 1_000_000}, timeout=0.5), 60)
+
+
+class GatedPump(StdioPump):
+    """The stdio pump, whose send of a message holding one of `gates`' markers waits for that gate once written:
+    a pipe's slow drain, where a cancellation finds it."""
+
+    def __init__(self, pump: StdioPump, gates: dict[bytes, asyncio.Event]) -> None:
+        self.__dict__.update(pump.__dict__)
+        self.gates = gates
+        self.waiting: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def send(self, message: bytes) -> None:
+        await super().send(message)
+        for marker, gate in self.gates.items():
+            if marker in message:
+                self.waiting.put_nowait(marker)
+                await gate.wait()
+
+
+def test_a_call_cancelled_while_it_writes_loses_no_other_message() -> None:
+    async def main() -> None:
+        gates = {b'"text":"p"': asyncio.Event(), b'"text":"a"': asyncio.Event()}
+        pump = GatedPump(await open_stdio([sys.executable, str(FAKE)], ENV), gates)
+        link = ServerLink("fake", pump)
+        await link.start(20)
+        first = asyncio.ensure_future(link.call_tool("echo", {"text": "p"}, timeout=20))
+        assert await pump.waiting.get() == b'"text":"p"'  # holds the write while a and b queue behind it
+        second = asyncio.ensure_future(link.call_tool("echo", {"text": "a"}, timeout=20))
+        other = asyncio.ensure_future(link.call_tool("echo", {"text": "b"}, timeout=5))
+        await asyncio.sleep(0.1)
+        gates[b'"text":"p"'].set()
+        # p's flush goes on to send what queued behind it: a's write waits, b's is next
+        assert await pump.waiting.get() == b'"text":"a"'
+        first.cancel()  # the call whose task is writing gives up, mid-send of another's message
+        await asyncio.sleep(0.1)
+        gates[b'"text":"a"'].set()
+        assert text(await other) == "b" and text(await second) == "a"
+        await link.close()
+
+    asyncio.run(main())
 
 
 def test_garbage_is_named_when_the_call_it_broke_times_out() -> None:
@@ -263,7 +306,7 @@ def test_no_variable_is_passed_but_those_given() -> None:
 def test_close_kills_a_server_that_ignores_its_stdin_and_keeps_only_a_stderr_tail() -> None:
     async def main() -> StdioPump:
         script = "import sys, time; sys.stderr.write('e' * 100_000 + 'the end'); sys.stderr.flush(); time.sleep(600)"
-        pump = await open_stdio([sys.executable, "-c", script])
+        pump = await open_stdio([sys.executable, "-c", script], ENV)
         link = ServerLink("sleepy", pump)
         with pytest.raises(McpError, match="did not answer initialize"):
             await link.start(0.5)
@@ -286,7 +329,7 @@ def test_the_reference_server_everything_over_stdio() -> None:
     progress: list[tuple[float, float | None, str]] = []
 
     async def main() -> None:
-        pump = await open_stdio([EVERYTHING, "stdio"])
+        pump = await open_stdio([EVERYTHING, "stdio"], ENV)
         link = ServerLink("everything", pump)
         tools = {tool["name"]: tool for tool in await link.start(20)}
         assert link.client.negotiated_version == "2025-11-25"

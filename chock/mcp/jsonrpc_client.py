@@ -12,8 +12,9 @@ method a server asks for are answered `-32601`. Notifications and requests from 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 PROTOCOL_VERSION = "2025-11-25"
 # What a server may answer `initialize` with: this revision and the two before it, whose tools and
@@ -21,11 +22,18 @@ PROTOCOL_VERSION = "2025-11-25"
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 NOTIFICATIONS_PER_SECOND = 100
+# The `Garbage` reason of a message past MAX_MESSAGE_BYTES: an answer may have been lost in it.
+OVERSIZED = f"a message of more than {MAX_MESSAGE_BYTES // (1024 * 1024)} MiB (the bound)"
+# Messages in one batch (revisions before 2025-06-18 allowed them): past this the batch is garbage, so that four
+# mebibytes of `[1,1,…]` are not two million events.
+MAX_BATCH = 256
 # Answers to a server's own requests (pings, refusals) waiting to be sent: past this, one that does not read what
 # it is sent gets no more, so that its requests cannot grow what Chock holds.
 MAX_QUEUED_ANSWERS = 1024
 # Elicitations a server may hold open at once; one more is declined at once (a person answers one at a time).
 MAX_OPEN_ELICITATIONS = 4
+# What a person is shown of one: its message and its requested schema, each at most this long (as JSON).
+MAX_ELICITATION_CHARS = 16 * 1024
 
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -158,8 +166,15 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def _number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _finite(value: object) -> float | None:
+    """A JSON number as a finite float, or None (not a number, or past what a float holds)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _id(value: object) -> bool:
@@ -305,7 +320,7 @@ class McpClient:
     def receive(self, message: bytes, now: float) -> list[Event]:
         """Take one whole message from the server (an object, or a batch of them): what it meant, as events."""
         if len(message) > MAX_MESSAGE_BYTES:
-            return [Garbage(f"a message of more than {MAX_MESSAGE_BYTES // (1024 * 1024)} MiB (the bound)")]
+            return [Garbage(OVERSIZED)]
         try:
             value = json.loads(message, parse_constant=_reject_constant)
         except RecursionError:
@@ -315,6 +330,8 @@ class McpClient:
         if isinstance(value, list):
             if not value:
                 return [Garbage("an empty batch")]
+            if len(value) > MAX_BATCH:
+                return [Garbage(f"a batch of {len(value):,} messages (past {MAX_BATCH})")]
             events: list[Event] = []
             for item in value:
                 events.extend(self._one(item, now))
@@ -415,11 +432,11 @@ class McpClient:
         if method == "notifications/progress":
             token, progress, total = params.get("progressToken"), params.get("progress"), params.get("total")
             request_id = self._progress.get(token) if _id(token) else None  # type: ignore[arg-type]
-            if request_id is None or not _number(progress) or not (total is None or _number(total)):
+            number, most = _finite(progress), _finite(total)
+            if request_id is None or number is None or (total is not None and most is None):
                 return []
             text = params.get("message")
-            shown = _cut(text) if isinstance(text, str) else ""
-            return [Progress(request_id, float(progress), None if total is None else float(total), shown)]
+            return [Progress(request_id, number, most, _cut(text) if isinstance(text, str) else "")]
         if method == "notifications/tools/list_changed":
             return [ToolsChanged()]
         if method == "notifications/cancelled":
@@ -456,6 +473,13 @@ class McpClient:
             return []
         if not isinstance(message, str) or not isinstance(schema, dict):
             self._error(request_id, INVALID_PARAMS, "an elicitation needs a message and a requestedSchema")
+            return []
+        if len(message) > MAX_ELICITATION_CHARS or len(json.dumps(schema)) > MAX_ELICITATION_CHARS:
+            self._error(
+                request_id,
+                INVALID_PARAMS,
+                f"an elicitation's message and schema are at most {MAX_ELICITATION_CHARS:,} characters each",
+            )
             return []
         if request_id in self._elicitations:
             self._error(request_id, INVALID_PARAMS, "an elicitation with this id is already open")

@@ -82,9 +82,8 @@ class ServerLink:
         self._progress: dict[int, ProgressCallback] = {}
         self._elicitations: dict[str | int, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self._send_lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
-        self._flusher: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the link is down, once it is
         self._garbage = 0
         self._received = 0  # bytes of every message read
@@ -100,22 +99,20 @@ class ServerLink:
 
     # Sending
 
-    async def _flush(self) -> None:
-        """Send everything queued, in order. Cancelled mid-write, the message stays whole in the pump's buffer."""
-        async with self._send_lock:
+    def _flush_later(self) -> None:
+        """Have the writer send what is queued. One task writes, in order, and no caller waits on a write: the
+        reader goes on reading while a server reads slowly (or not at all), a call's timeout holds whatever the
+        pipe does, and a cancelled call never leaves a message half-sent."""
+        if self._ended is None and (self._writer is None or self._writer.done()):
+            self._writer = self._spawn(self._write())
+
+    async def _write(self) -> None:
+        try:
             while messages := self.client.data_to_send():
                 for message in messages:
                     await self._pump.send(message)
-
-    def _flush_later(self) -> None:
-        """Send what is queued from one task of its own: for the reader, which must go on reading while a server
-        that reads slowly (or not at all) takes its answers, and for a caller that must not wait (one cancelled)."""
-        if self._ended is None and (self._flusher is None or self._flusher.done()):
-            self._flusher = self._spawn(self._flush_quietly())
-
-    async def _flush_quietly(self) -> None:
-        with contextlib.suppress(ChockError, OSError):
-            await self._flush()
+        except (PumpClosed, OSError) as error:
+            self._end(f"{error}{self._stderr()}")
 
     def _spawn(self, coroutine: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coroutine)
@@ -175,7 +172,7 @@ class ServerLink:
         elif isinstance(event, rpc.Garbage):
             self._garbage += 1
             self._last_garbage = event.reason
-            if event.reason.startswith("a message of more than"):
+            if event.reason == rpc.OVERSIZED:
                 self._fail_all(f"it sent {event.reason}")
         else:
             future = self._waiters.pop(event.request_id, None)
@@ -219,12 +216,9 @@ class ServerLink:
         future: asyncio.Future[rpc.Event] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = future
         self._ensure_reader()
+        self._flush_later()
         try:
-            async with asyncio.timeout(timeout):  # the write too: a server may stop reading
-                try:
-                    await self._flush()
-                except (PumpClosed, OSError) as error:
-                    self._end(f"{error}{self._stderr()}")
+            async with asyncio.timeout(timeout):
                 event = await future
         except TimeoutError:
             self._cancel(request_id, "timed out")
@@ -314,9 +308,11 @@ class ServerLink:
         """Cancel what is in flight, stop reading and close the pump (stdio: the process ends)."""
         for request_id in list(self._waiters):
             self.client.cancel(request_id, "Chock is closing the connection")
-        with contextlib.suppress(ChockError, OSError):
-            async with asyncio.timeout(1):
-                await self._flush()
+        self._flush_later()
+        if self._writer is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1):  # the cancellations, unless the server stopped reading
+                    await asyncio.shield(self._writer)
         self._end("Chock closed the connection")
         tasks = [t for t in (self._reader, *self._background) if t is not None]
         for task in tasks:

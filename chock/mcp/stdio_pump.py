@@ -102,8 +102,9 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-async def open_stdio(argv: list[str], env: dict[str, str] | None = None) -> StdioPump:
-    """Start `argv` (no shell) in a session of its own, its stdio piped, and return its pump."""
+async def open_stdio(argv: list[str], env: dict[str, str]) -> StdioPump:
+    """Start `argv` (no shell, no sandbox: for tests and tools) in a session of its own, its stdio piped, with
+    exactly `env` for its environment (never the caller's whole), and return its pump."""
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,

@@ -17,7 +17,6 @@ Its tools (always offered, in this order):
     flood {count}      -> sends `count` notifications/progress and notifications/message, then answers
     requests {count}   -> sends `count` pings and sampling/createMessage requests, then answers
     die {}             -> writes to stderr and exits with status 3 without answering
-    deaf {}            -> answers, then never reads its stdin again (a client writing to it blocks)
     env {}             -> the server's environment as JSON text (what reached it)
 
 Switches, for what happens before any call:
@@ -28,6 +27,7 @@ Switches, for what happens before any call:
     --schema-bytes N      give `echo` an inputSchema of about N bytes
     --tool-bytes N        give each of the --tools more a description of N bytes
     --hang-initialize     never answer initialize
+    --deaf                answer tools/list, then never read stdin again (a client writing to it blocks)
     --garbage-initialize  answer initialize with a line that is not JSON
     --die-initialize      exit with status 4 on initialize, after writing to stderr
     --stderr TEXT         write TEXT to stderr at start
@@ -98,10 +98,7 @@ class Server:
             },
             *(
                 {"name": name, "description": f"The {name} tool", "inputSchema": {"type": "object"}}
-                for name in (
-                    *("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env"),
-                    "deaf",
-                )
+                for name in ("fail", "slow", "ask", "grow", "hang", "garbage", "big", "flood", "requests", "die", "env")
             ),
             *(
                 {"name": f"tool-{n:05d}", "description": "m" * options.tool_bytes, "inputSchema": {"type": "object"}}
@@ -205,9 +202,8 @@ class Server:
             self.initialize(request_id, params)
         elif method == "tools/list":
             self.list_tools(request_id, params)
-        elif method == "tools/call" and params.get("name") == "deaf":
-            text(request_id, "not listening")
-            time.sleep(3600)
+            if self.options.deaf:
+                time.sleep(3600)
         elif method == "tools/call":
             threading.Thread(target=self.call, args=(request_id, params), daemon=True).start()
         elif method == "ping":
@@ -227,6 +223,7 @@ def main() -> None:
     parser.add_argument("--schema-bytes", type=int, default=0)
     parser.add_argument("--tool-bytes", type=int, default=9)
     parser.add_argument("--hang-initialize", action="store_true")
+    parser.add_argument("--deaf", action="store_true")
     parser.add_argument("--garbage-initialize", action="store_true")
     parser.add_argument("--die-initialize", action="store_true")
     parser.add_argument("--stderr")
