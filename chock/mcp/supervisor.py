@@ -62,7 +62,7 @@ class _Server:
     """One server's state in the session: its link and sandbox while it runs, its tools as last listed."""
 
     spec: ServerSpec
-    state: str = "starting"  # started, failed
+    state: str = "starting"  # starting, started, failed, stopped
     link: ServerLink | None = None
     process: asyncio.subprocess.Process | None = None
     listed: list[dict[str, Any]] = field(default_factory=list)  # as the model was last told
@@ -128,7 +128,13 @@ class McpServers:
         name = server.spec.name
         try:
             await self._open(server)
-            return True
+            if not self._stopped:
+                return True
+            await self._close(server)  # the session stopped while it started: nothing of it may outlive the stop
+            return False
+        except asyncio.CancelledError:
+            await self._close(server)
+            raise
         except ChockError as error:
             why = str(error)
         except OSError as error:
@@ -137,13 +143,14 @@ class McpServers:
             why = f"MCP server {name} could not start: {error!r}"
         await self._close(server)
         server.state, server.reason = "failed", why
-        self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
+        if not self._stopped:
+            self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
         return False
 
     async def _open(self, server: _Server) -> None:
         spec = server.spec
         server.generation += 1
-        server.link = None
+        server.link, server.state = None, "starting"
         pump = await self._pump(server)
         generation = server.generation
         server.link = ServerLink(
@@ -260,7 +267,7 @@ class McpServers:
     def take_changes(self) -> list[tuple[str, list[str]]]:
         """Apply the servers' `list_changed` (they were re-listed): (server, its model names) for each one whose
         tools changed since the last turn boundary, for `mcp.tools` events."""
-        changed = [server for server in self._servers.values() if server.changed]
+        changed = [server for server in self._servers.values() if server.changed and server.state != "starting"]
         for server in changed:
             server.changed = False
             if server.fresh is not None:
@@ -282,6 +289,9 @@ class McpServers:
     async def call(self, tool: McpTool, arguments: dict[str, Any], *, on_progress: Progress | None = None) -> Result:
         """One call of `tool`: the model's text of its result, or the tool's error (never an exception)."""
         server = self._servers.get(tool.server)
+        if server is not None and self._restarting[tool.server].locked():
+            async with self._restarting[tool.server]:  # a call's failure is restarting it: wait for the new one
+                pass
         if server is None or self._stopped:
             return Result(f"MCP server {tool.server} is not running in this session", is_error=True)
         if server.state != "started" or server.link is None:
@@ -300,7 +310,7 @@ class McpServers:
         except asyncio.CancelledError:
             if not calling.cancelled():  # our caller was cancelled (the session stopped the call): pass it on
                 calling.cancel()
-                with contextlib.suppress(asyncio.CancelledError, McpError):
+                with contextlib.suppress(asyncio.CancelledError, ChockError, OSError):
                     await calling
                 raise
             return Result(f"MCP server {tool.server} was stopped with the session during this call", is_error=True)
@@ -327,8 +337,11 @@ class McpServers:
                 return f"{why}; MCP server {name} failed twice and is stopped for the rest of this session"
             server.restarted = True
             await self._close(server)
+            started = await self._start(server)
             server.changed = True  # its tools are listed anew (or gone); the session applies that at the turn boundary
-            if not await self._start(server):
+            if not started and self._stopped:
+                return f"{why}; the session stopped while MCP server {name} was being started again"
+            if not started:
                 return f"{why}; restarting MCP server {name} failed too ({server.reason}), so its tools are gone"
             tools = len(server.fresh or [])
             self._emit("mcp.server", server=name, state="restarted", origin=server.spec.origin, reason=why, tools=tools)

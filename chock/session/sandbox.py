@@ -61,7 +61,7 @@ def find_bwrap(path: str | None = None) -> str:
 
 def check_bwrap(bwrap: str) -> None:
     """Refuse before anything starts when bwrap is there but cannot build a sandbox (no namespaces, …)."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *system_binds(), "--", "true"]
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *_system_binds(), "--", "true"]
     try:
         done = subprocess.run(argv, env=host_environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -176,7 +176,7 @@ def isolation(bwrap: str, *, network: bool, status_fd: int | None = None) -> lis
     if network:
         args.append("--share-net")
     args += ["--die-with-parent", "--cap-drop", "ALL", "--new-session"]
-    args += system_binds()
+    args += _system_binds()
     for kind, path in _hidden(MASKED_ROOT):
         if kind == "file":
             args += ["--ro-bind", "/dev/null", path]
@@ -185,7 +185,7 @@ def isolation(bwrap: str, *, network: bool, status_fd: int | None = None) -> lis
     return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
 
 
-def system_binds() -> list[str]:
+def _system_binds() -> list[str]:
     """The system directories, read-only (symlinks recreated as they are)."""
     args: list[str] = []
     for path in SYSTEM_DIRS:

@@ -4,7 +4,8 @@ Standard library only (it runs under the system's python3, in the sandbox, with 
 its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools<N>`
 (N tools), `schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its
 tool list grows by one at each call), `meet:<mine>:<other>` (answers `initialize` only once a server started
-with `meet:<other>:<mine>` is up too: both write the workspace, so run them with `.workspace = "write"`).
+with `meet:<other>:<mine>` is up too: both write the workspace, so run them with `.workspace = "write"`),
+`once` (answers; started again with the same HOME, never answers `initialize`).
 Further arguments are ignored (tests pass a marker there, to find its
 processes). Its tools, by name:
 
@@ -133,6 +134,12 @@ def main() -> None:
         if method == "initialize":
             if MODE == "silent":
                 continue
+            if MODE == "once":
+                again = os.path.exists(os.path.join(os.environ["HOME"], "started"))
+                with open(os.path.join(os.environ["HOME"], "started"), "a") as file:
+                    file.write("started\n")
+                if again:
+                    continue
             if MODE.startswith("meet:"):
                 meet(*MODE.split(":")[1:])
             result = {
