@@ -48,7 +48,7 @@ SESSION_HEADER = "mcp-session-id"
 
 
 class HttpPump:
-    """One server's Streamable HTTP transport, implementing server_link.Pump."""
+    """One server's Streamable HTTP transport: a server_link.McpPump."""
 
     def __init__(self, url: str, *, bearer: str | None, timeout: float) -> None:
         self.url = check_url(url, f"MCP server URL {shown_address(url)!r}")
@@ -146,6 +146,8 @@ class HttpPump:
             await self._answer_error(request_id, f"{self._where()}: {exc}")
         except PumpClosed as exc:
             self._shut(exc)
+        except Exception as exc:  # a bug of ours: the call learns of it rather than waiting out its timeout
+            await self._answer_error(request_id, f"Chock's HTTP pump failed: {exc.__class__.__name__}")
 
     async def _post_request(self, message: bytes, request_id: Any, initialize: bool) -> None:
         headers = {**self._headers(), "accept": "application/json, text/event-stream"}
@@ -305,7 +307,9 @@ class HttpPump:
         self._failure = f"{self._where()}: {exc.__class__.__name__}"
         if isinstance(exc, httpx.TimeoutException):
             return f"{self._where()} did not answer within {self.timeout:g} s ({exc.__class__.__name__})"
-        return f"could not reach {self._where()}: {exc.__class__.__name__}: {exc}"
+        # httpx's words name the address and the failure; should a header's value ever appear, the token is cut
+        words = str(exc).replace(self._bearer, "***") if self._bearer else str(exc)
+        return f"could not reach {self._where()}: {exc.__class__.__name__}: {words}"
 
     def _where(self) -> str:
         return f"MCP server {shown_address(self.url)}"
