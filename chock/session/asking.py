@@ -77,8 +77,19 @@ def decide(rules: Rules, state: SessionState, name: str, args: dict[str, Any], d
     return rules.in_force(state).decide(name, command_of(name, args), default)  # type: ignore[arg-type]
 
 
+def mcp_rule_name(server: str, tool: str) -> str:
+    """What rules call an MCP tool's call: `mcp:<server>/<tool>` (its own name on its server)."""
+    return f"mcp:{server}/{tool}"
+
+
 def proposal(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The `propose*` fields of `approval.request`: the rule "always" would save."""
+    """The `propose*` fields of `approval.request`: the rule "always" would save. `name` is a built-in tool's, or an
+    MCP tool's rule name (`mcp_rule_name`): a tool name no pattern can hold proposes its server's `mcp:<server>/*`."""
+    if name.startswith("mcp:"):
+        try:
+            return {"propose": check_pattern(name)}
+        except ValueError:
+            return {"propose": name.partition("/")[0] + "/*", "propose_why": "its name cannot be written in a rule"}
     command = command_of(name, args)
     if command is None:
         return {"propose": f"tool:{name}"}
@@ -91,6 +102,14 @@ def proposal(name: str, args: dict[str, Any]) -> dict[str, Any]:
     if made.why:
         fields["propose_why"] = made.why
     return fields
+
+
+def allow_hint(name: str) -> str:
+    """For a refused MCP call nobody could be asked about: the rule that would let it run unasked ("" otherwise)."""
+    if not name.startswith("mcp:"):
+        return ""
+    pattern = proposal(name, {})["propose"]
+    return f'; the rule `.{{ .allow = "{pattern}" }}` in .approvals.rules of config.zon lets it run without asking'
 
 
 @dataclass(frozen=True)

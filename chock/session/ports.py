@@ -1,10 +1,11 @@
 """What the agent loop is given rather than builds (docs/architecture.md#chock-run).
 
-`Session` takes five ports: its model `Provider`, a `ToolRunner` (where a shell command's process is started:
+`Session` takes six ports: its model `Provider`, a `ToolRunner` (where a shell command's process is started:
 bubblewrap in `chock run`), a `Clock` (every wait of the loop reads it), the server of its sockets (`Serve`,
-built around the session's own state machines) and `HostGit` (the commit of the worktree to its branch, then
-its removal). `chock run` wires the real ones (chock.session.start); tests/test_loop.py builds the loop
-in-process with the replay provider, a runner without bwrap, a clock the test moves, and the real rest.
+built around the session's own state machines), `HostGit` (the commit of the worktree to its branch, then
+its removal) and its MCP servers (`McpFactory`, docs/mcp.md; none unless given). `chock run` wires the real
+ones (chock.session.start); tests/test_loop.py builds the loop in-process with the replay provider, a runner
+without bwrap, a clock the test moves, and the real rest.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chock.control.message import ReplyLine
 from chock.providers import Provider
@@ -24,6 +25,9 @@ from chock.session.approvals import Approvals
 from chock.session.handover import Handover
 from chock.session.sandbox import Sandbox
 from chock.session.steering import Steering
+
+if TYPE_CHECKING:
+    from chock.log.events import Event
 
 
 class Clock(Protocol):
@@ -128,6 +132,55 @@ class OffloadedGit:
         await offload.in_child(workspace.remove, worktree)
 
 
+Progress = Callable[[float, float | None, str], None]  # progress, total, message
+
+
+class McpPort(Protocol):
+    """A session's MCP servers (chock.mcp.supervisor.McpServers): started with the session, their tools told to the
+    model after the built-in ones, each call carried out, a changed list taken at a turn boundary, all stopped.
+    Its tools are `chock.mcp.supervisor.McpTool`s and a call gives a `chock.session.tools.tool.Result`, typed Any
+    here: the tools import this module."""
+
+    async def start(self) -> None: ...
+
+    def tools(self) -> list[Any]: ...
+
+    def take_changes(self) -> list[tuple[str, list[str]]]: ...
+
+    async def call(self, tool: Any, arguments: dict[str, Any], *, on_progress: Progress | None = None) -> Any: ...
+
+    async def stop(self) -> None: ...
+
+
+# What a server's elicitation asks of the session: (server, message, requested schema) -> (action, content).
+Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, "dict[str, Any] | None"]]]
+# Builds the session's MCP servers around its `emit` and its way of asking a person (the session calls it once).
+McpFactory = Callable[[Callable[..., "Event"], Elicit], McpPort]
+
+
+class NoMcpServers:
+    """A session with no MCP server (what tests/test_loop.py's sessions have)."""
+
+    async def start(self) -> None:
+        return None
+
+    def tools(self) -> list[Any]:
+        return []
+
+    def take_changes(self) -> list[tuple[str, list[str]]]:
+        return []
+
+    async def call(self, tool: Any, arguments: dict[str, Any], *, on_progress: Any = None) -> Any:
+        raise AssertionError("a session with no MCP server was asked to call one")
+
+    async def stop(self) -> None:
+        return None
+
+
+def no_mcp_servers(emit: Callable[..., Event], elicit: Elicit) -> McpPort:
+    return NoMcpServers()
+
+
 @dataclass
 class Ports:
     provider: Provider
@@ -135,3 +188,4 @@ class Ports:
     serve: Serve
     clock: Clock = field(default_factory=SystemClock)
     git: HostGit = field(default_factory=OffloadedGit)
+    mcp: McpFactory = no_mcp_servers

@@ -145,6 +145,12 @@ class TerminalView:
         elif kind in THINKING:
             self.screen.doing("thinking")
 
+    def tool_progress(self, name: str, progress: float, total: float | None, message: str) -> None:
+        """An MCP call's progress, on the spinner's line (never logged: docs/mcp.md)."""
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        said = f" {message}" if message else ""
+        self.screen.relabel(safe(f"running {name[:40]} {done}{said}", styled=False, one_line=True)[:80])
+
     def _stream(self, text: str) -> None:
         if not self.markdown:
             self.screen.write(safe(text, styled=self.color))

@@ -31,13 +31,13 @@ from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
 from chock.rules.rule import check_pattern
-from chock.session import asking, calls, compaction, holding, instructions, reaper, tools
-from chock.session.approvals import Approvals
+from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, reaper, tools
+from chock.session.approvals import Answer, Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.ports import Ports, ToolRunner, wait_set
 from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
-from chock.session.tools.tool import ToolRefused
+from chock.session.tools.tool import Result, ToolRefused
 from chock.session.workspace import Worktree
 
 
@@ -101,6 +101,10 @@ class Session:
         self.handover = Handover(clock=ports.clock.now)
         self.steering = Steering(on_say=self._wake.set, on_stop=self._stop_scope.stop)
         self.sockets = ports.serve(self.approvals, self.handover, self.steering, self._wake.set)
+        # A renderer that shows an MCP call's progress (the terminal view) has `tool_progress`; it is never logged.
+        shown = getattr(render, "tool_progress", None)
+        self.mcp = mcp_wiring.McpTable(ports.mcp(self.emit, self._elicit), shown or _not_shown)
+        self._calling: ToolCall | None = None  # the loop's call in flight: an elicitation asks about it
 
     # The log ------------------------------------------------------------------------------------------
 
@@ -124,7 +128,10 @@ class Session:
         try:
             async with self._work:
                 async with self._stop_scope:
-                    await self._turns(call_model_first)
+                    try:
+                        await self._turns(call_model_first)
+                    finally:  # however the turns end (a stop cancels the call in flight: notifications/cancelled)
+                        await self.mcp.stop()
                     self.steering.close()  # the session completes: nothing said from here on could be taken in
                     self.log.sync()  # the turns' lines, before the commit they lead to
                     # Finishing walks and hashes what the agent left, however much: off the loop (a stop stops it).
@@ -196,6 +203,7 @@ class Session:
         return bool(messages)
 
     async def _turns(self, call_model_first: bool) -> None:
+        await self.mcp.start()  # in parallel, each bounded; the sockets answer meanwhile
         call_model = call_model_first
         while True:
             await self.turn_boundary()
@@ -227,6 +235,8 @@ class Session:
         its budget (a subagent's calls, or a continue before the budget was raised) ends here."""
         self.log.sync()
         self._check_budget()
+        for server, names in self.mcp.take_changes():  # a server's new list holds from here on
+            self.emit("mcp.tools", server=server, names=names)
         handover = self.handover
         if not handover.open:
             return
@@ -245,6 +255,7 @@ class Session:
             return
         self._take_in_messages()  # the next owner sends them
         self.steering.close()
+        await self.mcp.stop()  # the next owner starts its own (their in-memory state does not move)
         self.emit("session.end", reason="handover", exit_code=EXIT_HANDED_OVER)
         self.log.release()
         handover.released()
@@ -294,20 +305,26 @@ class Session:
         return instructions.system_prompt(tools.SYSTEM_PROMPT, self.state.instructions)
 
     def _tool_specs(self) -> list[dict[str, Any]]:
-        return tools.specs(tools.SESSION_TOOLS)
+        """The built-in tools, then the MCP servers' in their stable order (the prompt cache holds)."""
+        return tools.specs(self.mcp.table)
 
     # Tools: the loop dispatches through chock.session.tools, and the session is their Context -------------
 
     async def _tool(self, call: ToolCall) -> None:
-        self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args)
-        result = await tools.dispatch(
-            tools.SESSION_TOOLS,
-            self,
-            call.name,
-            call.args,
-            approve=lambda asks: self._approve(call, asks),
-            ready=self.log.sync,
-        )
+        served = self.mcp.served(call.name)  # {server, tool} for an MCP tool's call
+        self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args, **served)
+        self._calling = call
+        try:
+            result = await tools.dispatch(
+                self.mcp.table,
+                self,
+                call.name,
+                call.args,
+                approve=lambda asks: self._approve(call, asks),
+                ready=self.log.sync,
+            )
+        finally:
+            self._calling = None
         output, cut_fields = cut(result.output)
         diff = {"diff": result.diff} if result.diff else {}  # bounded by the tool (chock.session.tools.diff)
         self.emit(
@@ -318,6 +335,7 @@ class Session:
             is_error=result.is_error,
             **cut_fields,
             **diff,
+            **({"server": served["server"]} if served else {}),
         )
 
     @property
@@ -347,20 +365,49 @@ class Session:
         # The tool rules in force as it starts: a subagent decides its own calls by them (it asks nobody).
         in_force = self.settings.rules.in_force(self.state).rules
         spec["rules"] = [[r.verdict, r.pattern, r.origin, r.id] for r in in_force if r.pattern.startswith("tool:")]
+        spec["mcp_tools"] = self.mcp.specs()  # its calls of them come back to relay()
         return spec
+
+    async def relay(self, name: str, args: dict[str, Any]) -> Result:
+        """A subagent's call of an MCP tool, decided by the rules in force now as `mcp:<server>/<tool>` (default
+        ask, which --yes answers yes): nobody is asked, so only a call a rule or --yes allows runs. Nothing is
+        logged, as a subagent's other calls are not (its result is)."""
+        served = self.mcp.served(name)
+        if not served:
+            return Result(f"there is no MCP tool named {name!r} in this session", is_error=True)
+        key = asking.mcp_rule_name(served["server"], served["tool"])
+        decision = asking.decide(self.settings.rules, self.state, key, args, "ask")
+        verdict = "allow" if decision.verdict == "ask" and self.state.approve_all else decision.verdict
+        if verdict == "deny":
+            return Result(f"this call did not run: {decision.reason}", is_error=True)
+        if verdict == "ask":
+            return Result(
+                f"this call needs a person's approval ({decision.reason}), and a subagent cannot ask one"
+                f"{asking.allow_hint(key)}",
+                is_error=True,
+            )
+
+        async def decided(asks: bool) -> None:
+            return None
+
+        return await tools.dispatch(self.mcp.table, self, name, args, approve=decided, ready=self.log.sync)
 
     # Approvals ----------------------------------------------------------------------------------------
 
     async def _approve(self, call: ToolCall, asks: bool) -> None:
         """Decide the call by the rules in force (chock.session.asking); a call no rule matches of a tool that does
-        not ask runs with nothing logged. Returns when it may run; raises ToolRefused, naming why, when not."""
+        not ask runs with nothing logged. An MCP tool's call is decided as `mcp:<server>/<tool>`, and asks when no
+        rule decides it (a server's readOnlyHint changes nothing). Returns when it may run; raises ToolRefused,
+        naming why, when not."""
         settings, state = self.settings, self.state
-        default = settings.shell_policy if asks else "allow"  # --yes answers an ask below, never a deny
-        decision = asking.decide(settings.rules, state, call.name, call.args, default)
+        served = self.mcp.served(call.name)
+        key = asking.mcp_rule_name(served["server"], served["tool"]) if served else call.name
+        default = "ask" if served else settings.shell_policy if asks else "allow"  # --yes answers an ask, never a deny
+        decision = asking.decide(settings.rules, state, key, call.args, default)
         if not decision.rules and not asks:
             return
         request_id = f"r{self.log.last_id + 1}"
-        summary = tools.summary(call.name, call.args)
+        summary = self.mcp.summary(call.name, call.args)
         verdict, ruled = decision.verdict, decision.rules[0] if decision.rules else None
         if verdict == "ask" and state.approve_all:  # --yes answers yes where a person would be asked
             verdict, ruled = "allow", None
@@ -379,19 +426,32 @@ class Session:
             if verdict == "deny":
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
-        await self._ask(call, request_id, summary)
+        taken = await self._ask(request_id, call.name, summary, call.call_id, asking.proposal(key, call.args))
+        if taken.answer == "yes":
+            return
+        if taken.via == "timeout":
+            allowing = asking.allow_hint(key)
+            raise ToolRefused(
+                f"nobody answered within {_duration(settings.approval_timeout or 0)} (the person's "
+                f".approvals.timeout), so this call did not run{allowing}; carry on without it, or ask again later"
+            )
+        if taken.note:
+            raise ToolRefused(f"the person declined this call, and said: {taken.note}")
+        raise ToolRefused("the person declined this command")
 
-    async def _ask(self, call: ToolCall, request_id: str, summary: str) -> None:
-        """Wait for a person's answer (or the deadline of `.approvals.timeout`), log it, and save the rule an
-        "always" answer gives; raises ToolRefused, with the person's note, for a no."""
-        proposal = asking.proposal(call.name, call.args)
-        self.approvals.open(request_id, call.name, summary)
-        self.emit("approval.request", request_id=request_id, tool=call.name, summary=summary, call_id=call.call_id,
+    async def _ask(
+        self, request_id: str, tool: str, summary: str, call_id: str, proposal: dict[str, Any], *,
+        timeout: float | None = None,
+    ) -> Answer:  # fmt: skip
+        """Wait for a person's answer (or the deadline of `.approvals.timeout`, or `timeout` when shorter), log it,
+        and save the rule an "always" answer gives; the answer taken."""
+        self.approvals.open(request_id, tool, summary)
+        self.emit("approval.request", request_id=request_id, tool=tool, summary=summary, call_id=call_id,
                   **proposal)  # fmt: skip
         prompt = None
         if self.settings.interactive:
-            question = asking.question(call.name, summary, proposal["propose"], proposal.get("propose_why", ""))
-            prompt = asyncio.ensure_future(asking.terminal_answer(question, proposal["propose"]))
+            question = asking.question(tool, summary, proposal.get("propose", ""), proposal.get("propose_why", ""))
+            prompt = asyncio.ensure_future(asking.terminal_answer(question, proposal.get("propose", "")))
 
             def answered_at_terminal(task: asyncio.Task[asking.TerminalAnswer | None]) -> None:
                 given = None if task.cancelled() else task.result()
@@ -401,7 +461,8 @@ class Session:
 
             prompt.add_done_callback(answered_at_terminal)
         holding.shed()  # a person may take hours: hold as little as the wait needs
-        timeout, clock = self.settings.approval_timeout, self.ports.clock
+        configured, clock = self.settings.approval_timeout, self.ports.clock
+        timeout = configured if timeout is None else min(timeout, configured or timeout)
         began = clock.now()
         try:
             while not self.approvals.answered(request_id):
@@ -425,16 +486,28 @@ class Session:
         if taken.scope == "project":
             self._save_project_rule(taken.rule, request_id, str(answered.get("at", "")))
         self.sockets.answer_logged(request_id)
-        if taken.answer == "yes":
-            return
-        if taken.via == "timeout":
-            raise ToolRefused(
-                f"nobody answered within {_duration(timeout or 0)} (the person's .approvals.timeout), so this call did "
-                "not run; carry on without it, or ask again later"
+        return taken
+
+    async def _elicit(self, server: str, message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """A server's elicitation, asked of the person as an approval question naming the server and showing its
+        message: a yes accepts with the schema's defaults, a no declines. Declined at once when nobody can be
+        asked: no call of this session's own loop is in flight (a subagent's relayed call asks nobody)."""
+        call = self._calling
+        if call is None or not self.mcp.served(call.name):
+            return "decline", None
+        request_id = f"r{self.log.last_id + 1}"
+        summary = mcp_wiring.elicitation_summary(server, message, schema)
+        try:
+            taken = await self._ask(
+                request_id, call.name, summary, call.call_id, {}, timeout=mcp_wiring.ELICITATION_SECONDS
             )
-        if taken.note:
-            raise ToolRefused(f"the person declined this call, and said: {taken.note}")
-        raise ToolRefused("the person declined this command")
+        except asyncio.CancelledError:  # the server withdrew it, or its call or the session ended: closed in the log
+            if not self.state.ended and self.log.failed is None:
+                self.emit("approval.answer", request_id=request_id, answer="no", via="withdrawn")
+            raise
+        if taken.answer != "yes":
+            return "decline", None
+        return "accept", mcp_wiring.defaults(schema)
 
     def _save_project_rule(self, pattern: str, request_id: str, at: str) -> None:
         """Save an "always in this project" rule in the project's file on this host; a failure is said at the
@@ -452,6 +525,10 @@ class Session:
 
             said = f"the rule `{pattern}` was not saved for the project: {error}"  # the pattern is the agent's words
             sys.stderr.write(shown(said, sys.stderr, one_line=True) + "\n")
+
+
+def _not_shown(name: str, progress: float, total: float | None, message: str) -> None:
+    return None
 
 
 # Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).

@@ -68,6 +68,13 @@ class Screen:
         if self.progress and label is not None:
             self._start()
 
+    def relabel(self, label: str) -> None:
+        """Say more of what is being done (an MCP call's progress) without starting its time again; nothing when
+        the spinner shows nothing."""
+        with self.lock:
+            if self._label is not None:
+                self._label = label
+
     def waiting(self, note: str) -> None:
         """An approval waits for a person: the spinner stops, and the bell rings at the next tick unless
         `answered` comes first."""

@@ -33,9 +33,9 @@ from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
-from chock.session import asking, instructions, reaper, sandbox, workspace
+from chock.session import asking, instructions, mcp_wiring, reaper, sandbox, workspace
 from chock.session.hostgit import Repo
-from chock.session.ports import Ports, Sandboxed, SystemClock, ToolRunner
+from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
 from chock.session.rule_sources import config_rules
 from chock.session.runner import Session, Settings
 from chock.session.sockets import SessionSockets
@@ -86,7 +86,7 @@ def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) ->
     for event in opening.backlog:
         render(event)
     # The loop's ports, the real ones (chock.session.ports): host git is the default, each call in a child.
-    ports = Ports(provider, opening.runner, functools.partial(SessionSockets, opening.sockets), clock)
+    ports = Ports(provider, opening.runner, functools.partial(SessionSockets, opening.sockets), clock, mcp=opening.mcp)
     session = Session(opening.log, opening.state, opening.settings, ports, render)
     return _drive(session, opening.call_model, provider)
 
@@ -101,6 +101,7 @@ class _Opening:
     sockets: dict[str, Path]
     settings: Settings | None = None
     runner: ToolRunner | None = None  # where the session's shell commands run: its sandbox
+    mcp: McpFactory = no_mcp_servers  # the session's MCP servers, started by its loop
     call_model: bool = True
     backlog: list[Event] = field(default_factory=list)  # shown once the renderer runs
 
@@ -435,6 +436,9 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         rules=asking.Rules(tuple(config_rules(prepared.config.approvals_rules)), layout, str(prepared.project)),
         approval_timeout=prepared.config.approvals_timeout,
         budget=prepared.budget,
+    )
+    opening.mcp = mcp_wiring.factory(
+        layout, prepared.config, prepared.repo, worktree, prepared.project, request.interactive, opening.emit
     )
 
 

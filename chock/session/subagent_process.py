@@ -1,8 +1,11 @@
 """A subagent's process: its own conversation with the session's instance, and the read-only tools.
 
-The parent writes one JSON request on our stdin (task, workspace, the instance's kind/address/model and
-retries, its credential if any, the tool rules in force, and for a replay its block of entries) and reads one
-JSON answer from our stdout. The credential travels only over that pipe: never argv, never the environment.
+The parent writes one JSON request line on our stdin (task, workspace, the instance's kind/address/model and
+retries, its credential if any, the tool rules in force, the session's MCP tools, and for a replay its block of
+entries) and reads one JSON answer line from our stdout. A call of an MCP tool is relayed: one line
+`{"call": {name, args}}` on stdout, answered by one line `{output, is_error}` on stdin — the session decides it by
+its rules and its servers carry it out (this process starts no server). The credential travels only over that
+pipe: never argv, never the environment.
 """
 
 from __future__ import annotations
@@ -18,9 +21,30 @@ from chock.errors import ChockError
 from chock.providers import Provider, Reply
 from chock.rules.rule import Rule, RuleSet
 from chock.session import reaper, tools
-from chock.session.tools.tool import ToolRefused
+from chock.session.tools.tool import Result, Tool, ToolRefused
 
 MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
+
+
+class Relayed(Tool):
+    """An MCP tool of the session, as this process sees it: its spec, and each call relayed to the session (which
+    decides it by its rules: this process asks nothing)."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.name = str(spec.get("name", ""))
+
+    def schema(self) -> dict[str, Any]:
+        return self.spec
+
+    async def run(self, context: Any, args: dict[str, Any]) -> Result:
+        sys.stdout.write(json.dumps({"call": {"name": self.name, "args": args}}) + "\n")
+        sys.stdout.flush()
+        line = sys.stdin.readline()  # nothing else runs in this process meanwhile
+        if not line:
+            raise ChockError("the session ended while a relayed MCP call was in flight")
+        answer = json.loads(line)
+        return Result(str(answer.get("output", "")), bool(answer.get("is_error")))
 
 
 class ReadOnlyContext:
@@ -49,12 +73,14 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
             retries=request.get("retries"),
         )
     conversation: list[dict[str, Any]] = [{"role": "user", "text": str(request["task"])}]
+    table: dict[str, Tool] = dict(tools.SUBAGENT_TOOLS)
+    table.update((tool.name, tool) for tool in map(Relayed, request.get("mcp_tools") or []))
     rules = RuleSet(Rule(*entry) for entry in request.get("rules") or [])
     usage = [0, 0]
     try:
         for _ in range(MAX_TURNS):
             reply = None
-            async for item in provider.stream(conversation, tools.specs(tools.SUBAGENT_TOOLS), tools.SUBAGENT_PROMPT):
+            async for item in provider.stream(conversation, tools.specs(table), tools.SUBAGENT_PROMPT):
                 if isinstance(item, Reply):
                     reply = item
             if reply is None:
@@ -72,7 +98,7 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
                 return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
             for call in reply.tool_calls:
                 approve = functools.partial(_decide, rules, call.name)
-                result = await tools.dispatch(tools.SUBAGENT_TOOLS, context, call.name, call.args, approve=approve)
+                result = await tools.dispatch(table, context, call.name, call.args, approve=approve)
                 conversation.append(
                     {
                         "role": "tool",
@@ -104,11 +130,11 @@ async def _decide(rules: RuleSet, name: str, asks: bool) -> None:
 def main() -> None:
     reaper.die_with_parent()  # a subagent lives only as long as the session that started it
     try:
-        answer = asyncio.run(research(json.loads(sys.stdin.read())))
+        answer = asyncio.run(research(json.loads(sys.stdin.readline())))
     except ChockError as error:
         print(f"chock subagent: {error}", file=sys.stderr)
         sys.exit(1)
-    json.dump(answer, sys.stdout)
+    sys.stdout.write(json.dumps(answer) + "\n")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,11 @@ class Context(Files, Protocol):
         """Log the usage of calls made for the session elsewhere, priced as its own (its budget counts them)."""
         ...
 
+    async def relay(self, name: str, args: dict[str, Any]) -> Result:
+        """Carry out a subagent's call of the MCP tool `name` if the rules in force (or --yes) allow it: a
+        subagent asks nobody."""
+        ...
+
 
 @dataclass(frozen=True)
 class Result:
