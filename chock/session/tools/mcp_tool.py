@@ -24,7 +24,6 @@ class ServerTool(Tool):
         self.servers, self.tool, self.on_progress = servers, tool, on_progress
         self.name = tool.model_name
         self.description = tool.description
-        self.parameters = tool.input_schema.get("properties") or {}
 
     def schema(self) -> dict[str, Any]:
         """The server's own input schema, whole (it was bounded when listed), as an object schema."""
