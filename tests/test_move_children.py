@@ -122,6 +122,7 @@ def test_an_ended_session_moves_with_its_log_and_branch_and_stays_ended_there(ho
     assert moved.returncode == 0, moved.stderr
     row = _row(a, project_a)
     assert (row["status"], row["end_reason"], row["end_to"]) == ("moved", "moved", "hostb")
+    assert "moved to hostb" in a.chock("sessions", cwd=project_a).stdout
     again = a.chock("run", "--continue", session_id, "more", cwd=project_a)
     assert again.returncode == 3 and "moved to hostb" in again.stderr
     assert a.chock("sessions", "remove", session_id, cwd=project_a).returncode == 0
@@ -295,3 +296,12 @@ def test_a_target_lacking_the_instance_refuses_naming_it(hosts):
     refused = _move_in(b, session_id, project_b, "hosta")
     assert refused.returncode == 3 and "demo" in refused.stderr, refused.stderr
     _nothing_written(b, project_b, session_id)
+
+
+def test_a_moved_session_refuses_say_through_the_daemon_naming_where_it_went(home, project, daemon):
+    session_id = _ended_session(home, project)
+    _move_out(home, session_id, "hostb")
+    assert home.chock("run", "--moved", session_id, "--to", "hostb").returncode == 0
+    said = home.chock("say", session_id, "more", "--daemon", daemon.address, cwd=project)
+    assert said.returncode != 0 and "moved to hostb" in said.stderr, said.stderr
+    assert home.events(session_id)[-1]["reason"] == "moved"  # nothing was carried on
