@@ -305,3 +305,24 @@ def test_a_moved_session_refuses_say_through_the_daemon_naming_where_it_went(hom
     said = home.chock("say", session_id, "more", "--daemon", daemon.address, cwd=project)
     assert said.returncode != 0 and "moved to hostb" in said.stderr, said.stderr
     assert home.events(session_id)[-1]["reason"] == "moved"  # nothing was carried on
+
+
+def test_a_failure_before_the_commit_point_removes_what_the_target_wrote(hosts):
+    a, b, project_a, project_b = hosts
+    process, session_id = replayed_terminal_session(a, project_a, SLOW)
+    wait_for_event(a, session_id, "tool.result", lambda e: e["call_id"] == "c1")
+    sent = _move_out(a, session_id, "hostb")
+    assert process.wait(30) == 8
+    _relay(a, b, session_id, sent)
+    b.replay_instance(SLOW)
+    b.layout.workspace_dir(session_id).mkdir(parents=True)  # in the way of its worktree: the last write fails
+    refused = _move_in(b, session_id, project_b, "hosta", "--running")
+    assert refused.returncode == 3 and "in the way" in refused.stderr, refused.stderr
+    assert not b.layout.session_dir(session_id).exists()
+    assert git(project_b, "branch", "--list", f"chock/{session_id}") == ""  # the branch it made is gone
+    assert not b.layout.scratchpad_path(session_id).exists()
+    # the source is handed over to nobody yet: asked, b cannot say it does not hold it, so --force takes it back
+    taken = a.chock("run", "--continue", session_id, "--force", cwd=project_a)
+    assert taken.returncode == 0, taken.stderr
+    assert "two copies now diverge" in taken.stderr
+    assert git(project_a, "show", f"chock/{session_id}:b.txt") == "B"
