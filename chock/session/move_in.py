@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,14 @@ def _parsed(line: bytes, where: str) -> Event:
 
 def _bad(why: str) -> Refused:
     return Refused(f"refused the moved session: {why}; nothing was written")
+
+
+def run(layout: Layout, request: start.RunRequest, render: Callable[[Event], None]) -> int:
+    """`chock run --move-in`: step 2, then a session that was running carries on here to its end; the exit code
+    (0 for an ended one, ended here again)."""
+    signal.signal(signal.SIGTERM, start._interrupt)  # as `chock run` does until its loop answers it
+    opening = move_in(layout, request)
+    return 0 if opening is None else start.carry_on(opening, request, render)
 
 
 def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
