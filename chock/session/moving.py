@@ -110,7 +110,8 @@ def move_out(layout: Layout, session_id: str, to: str, *, wait: float, say: Call
         bundle = _bundle(state, out / "bundle")
         scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
         # The span that ends the log sent: nothing can refuse after it.
-        log.append("session.adopt", session=session_id, via="move", approve_all=False, **host.owner())
+        # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
+        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
         log.append("session.end", reason="handover", to=to)
         log.sync()
         sent = _copy_log(path, out / "log")
@@ -228,7 +229,7 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
                 f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"
                 f"{' to ' + state.end_to if state.end_to else ''}); nothing was changed"
             )
-        log.append("session.adopt", session=session_id, via="move", approve_all=False, **host.owner())
+        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
         end = log.append("session.end", reason="moved", to=to)
         log.sync()  # the log says the session went before its worktree goes
         if state.workspace and os.path.lexists(state.workspace):
