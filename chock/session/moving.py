@@ -24,6 +24,7 @@ from typing import Any
 
 from chock.errors import ChockError, Refused
 from chock.log import catalog
+from chock.log.events import MAX_EVENT_BYTES
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.row import RowState
@@ -34,8 +35,8 @@ from chock.session import keep, workspace
 
 # The parts that travel, in the order they are sent.
 PARTS = ("log", "bundle", "scratchpad")
-# Every event of a moving log fits in this (as the writer's events do); a longer line refuses the move.
-EVENT_LIMIT = 1024 * 1024
+# Every event of a moving log fits in what a log's event may be; a longer line refuses the move.
+EVENT_LIMIT = MAX_EVENT_BYTES
 # The branch's bundle, and the scratchpad, are refused past these.
 BUNDLE_LIMIT = 2 * 1024**3
 SCRATCHPAD_LIMIT = 16 * 1024 * 1024
