@@ -114,6 +114,12 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
     if request.project is None:
         raise UsageError("--move-in needs --project: the directory on this host the session works in")
     incoming = moving.moves_dir(layout, session_id, "in")
+    missing = [part for part in moving.PARTS if not (incoming / part).is_file() or (incoming / part).is_symlink()]
+    if missing:
+        raise Refused(
+            f"the moved session {session_id} has no {', no '.join(missing)} in {incoming}: the daemon puts each part "
+            "there once it is received and checked; move it again. Nothing was written"
+        )
     checked = check_log(incoming / "log", session_id)
     state = checked.state
     prepared = start._prepare(layout, request, request.project, request.instance or state.instance)
