@@ -36,6 +36,7 @@ COMMANDS = {
     "doctor": "Whether each piece Chock needs works here.",
     "login": "Check a provider credential and store it.",
     "logout": "Remove an instance's stored credential.",
+    "move": "Move a session to another host, its work with it; it goes on there.",
     "plan": "The plan a session keeps.",
     "rules": "The approval rules in force for this project, and where each came from.",
     "run": "Work on a task in a sandboxed worktree, here or --on a daemon.",
