@@ -258,8 +258,9 @@ class ServerConnection:
         self._owed.append(_Owed(request))
         if request.BODY:
             self._body = _Body(request.body_length(), request.body_line_limit(), self._now)
-            self._body.receive(bytes(self._beyond), self._now)
-            self._beyond.clear()
+            if self._beyond:
+                self._body.receive(bytes(self._beyond), self._now)
+                self._beyond.clear()
         return request
 
     # Replies out --------------------------------------------------------------------------------------------

@@ -1,0 +1,313 @@
+"""Moving a session between hosts, the wire (docs/protocol.md#moving-a-session): the verbs against two real daemons
+on this machine (two state dirs), the bytes after `receive`'s request read under the connection's own bounds and
+deadlines, and what `chock move` says of an older daemon.
+
+The codec's part is driven with plain bytes and an explicit clock; the rest with real daemons, real sockets and
+real git. The children that do a move's work (`chock run --move-out`, `--move-in`, `--moved`) are
+tests/test_move_children.py's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from chock.control import daemon_protocol as dp
+from chock.control import move_protocol as mp
+from chock.control import parts
+from chock.control.client import ControlClient
+from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data, ServerConnection
+from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.greeting import Greeted
+from tests.fakes.old_daemon import old_daemon
+from tests.fakes.projects import git_value, make_project
+from tests.fakes.sessions import replay_config
+from tests.fakes.wait import wait_until
+
+SESSION = "20261206-114500-a1b2c3"
+LOG = b'{"id": 1, "type": "session.start"}\n{"id": 2, "type": "session.end", "reason": "handover"}\n'
+DONE = [{"text": "Done.", "tool_calls": []}] * 6
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def wire(part: str, data: bytes) -> bytes:
+    return b"".join(parts.encode_chunks(part, io.BytesIO(data).read, len(data))) if data else b""
+
+
+@pytest.fixture
+def hosts(home, tmp_path, daemons):
+    """Two daemons of one user, as two hosts: each its own state and data directories, the home's config."""
+    started = []
+    for name in ("a", "b"):
+        env = {"CHOCK_STATE_DIR": str(tmp_path / name / "state"), "CHOCK_DATA_DIR": str(tmp_path / name / "data")}
+        started.append(daemons.start(env=env))
+    return started
+
+
+def state(tmp_path: Path, host: str) -> Path:
+    return tmp_path / host / "state"
+
+
+def staged(tmp_path: Path, host: str, files: dict[str, bytes]) -> None:
+    """The parts `chock run --move-out` stages, as it stages them."""
+    out = state(tmp_path, host) / "moves" / SESSION / "out"
+    out.mkdir(parents=True)
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+
+
+def relay(source: ControlClient, target: ControlClient, part: str) -> mp.PartHeader:
+    header, body = source.open_body(mp.SendRequest(SESSION, part))
+    target.call_with_body(mp.ReceiveRequest(SESSION, part, header.body_length, header.sha256), body)
+    return header
+
+
+def raw(daemon, data: bytes, then: bytes = b"", *, close: bool = True) -> bytes:
+    """What the daemon answers to `data` (greeting first), `then` sent after its answer began or not at all."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(daemon.socket))
+        sock.sendall(b"hello chock-control 1\n" + data)
+        if then:
+            sock.sendall(then)
+        if close:
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+# The codec ------------------------------------------------------------------------------------------------
+
+
+def test_parts_travel_in_one_encoding_whose_length_is_known_before_it_is_made():
+    for size in (0, 1, 2, 3, parts.RAW_PER_LINE - 1, parts.RAW_PER_LINE, parts.RAW_PER_LINE + 1, 200_001):
+        data = os.urandom(size)
+        for part in parts.PARTS:
+            sent = wire(part, data)
+            assert len(sent) == parts.wire_length(part, size), (part, size)
+            decoder = parts.PartDecoder(part, sha(data))
+            got = b"".join(decoder.feed(sent[at : at + 7777]) for at in range(0, len(sent), 7777))
+            decoder.finish()
+            assert got == data
+            if parts.encoded(part) and size:
+                lines = sent.split(b"\n")[:-1]
+                assert all(len(line) == parts.ENCODED_LINE for line in lines[:-1]) and len(lines[-1]) <= 65536
+                assert base64.b64decode(b"".join(lines)) == data
+
+
+def test_a_base64_line_of_another_shape_is_refused_though_it_decodes():
+    data = os.urandom(parts.RAW_PER_LINE + 10)
+    loose = base64.encodebytes(data)  # lines of 76 characters: the same bytes, another encoding
+    with pytest.raises(ProtocolError) as caught:
+        parts.PartDecoder("bundle", sha(data)).feed(loose)
+    assert caught.value.code == ErrorCode.BAD_REQUEST and "lines of 65,536 characters" in caught.value.text
+
+
+def server_at(now: float = 0.0) -> ServerConnection:
+    codec = ServerConnection(dp.CONTROL, now=now)
+    codec.receive_data(b"hello chock-control 1\n", now)
+    assert isinstance(codec.next_event(), Greeted)
+    return codec
+
+
+def test_the_bytes_after_receive_are_read_as_they_are_and_not_one_past_its_length():
+    body = LOG
+    codec = server_at()
+    request = mp.ReceiveRequest(SESSION, "log", len(body), sha(body)).encode()
+    # The request, its bytes and what a client should not have sent, in one read.
+    codec.receive_data(request + body + b"start /p\tmore\n", 1.0)
+    assert isinstance(codec.next_event(), mp.ReceiveRequest)
+    assert codec.next_event().data == body  # type: ignore[union-attr]
+    assert codec.next_event() is END_OF_BODY
+    assert codec.next_event() is NEED_DATA
+    assert codec.next_deadline() is None  # the verb's to answer now
+
+
+def test_each_line_after_receive_arrives_within_the_line_deadline_of_the_one_before():
+    body = LOG * 3
+    codec = server_at()
+    codec.receive_data(mp.ReceiveRequest(SESSION, "log", len(body), sha(body)).encode(), 1.0)
+    assert isinstance(codec.next_event(), mp.ReceiveRequest)
+    codec.receive_data(body[:40], 9.0)  # a line begun
+    assert codec.deadline_passed(10.9) is None  # 10 s from the request, not from the last byte
+    codec.receive_data(body[40:100], 10.5)  # a line ended: the next has 10 s from now
+    assert codec.next_deadline() == 20.5
+    told = codec.deadline_passed(20.5)
+    assert told is not None and b"must arrive whole within 10 s of the line before it" in told
+
+
+def test_a_line_past_the_parts_line_bound_is_too_large_as_soon_as_it_passes_it():
+    length = parts.ENCODED_LINE * 3
+    codec = server_at()
+    codec.receive_data(mp.ReceiveRequest(SESSION, "bundle", length, "0" * 64).encode(), 1.0)
+    assert isinstance(codec.next_event(), mp.ReceiveRequest)
+    codec.receive_data(b"A" * (parts.ENCODED_LINE + 1), 1.0)
+    with pytest.raises(ProtocolError) as caught:
+        codec.next_event()
+    assert caught.value.code == ErrorCode.TOO_LARGE and ServerConnection.fatal(caught.value)
+
+
+def test_a_client_reads_sends_bytes_whole_and_a_part_cut_short_is_unreachable():
+    body = wire("scratchpad", b"notes\n" * 20_000)
+    for cut in (False, True):
+        client = ClientConnection(dp.CONTROL)
+        client.greeting()
+        client.receive_data(b"ok chock-control 1\n")
+        assert isinstance(client.next_event(), Greeted)
+        client.send(mp.SendRequest(SESSION, "scratchpad"))
+        client.receive_data(f"ok {len(body)}\t{'0' * 64}\n".encode() + body[:1000])
+        assert client.next_event() == mp.PartHeader(len(body), "0" * 64)
+        got = client.next_event()
+        assert isinstance(got, Data) and got.data == body[:1000]
+        if cut:
+            client.receive_data(b"")
+            with pytest.raises(ProtocolError) as caught:
+                client.next_event()
+            assert caught.value.code == ErrorCode.UNREACHABLE
+            continue
+        client.receive_data(body[1000:] + b"no more of it\n")
+        assert client.next_event().data == body[1000:]  # type: ignore[union-attr]
+        assert client.next_event() is END_OF_BODY
+
+
+# Two daemons ----------------------------------------------------------------------------------------------
+
+
+def test_each_part_travels_from_the_sources_send_to_the_targets_receive_byte_for_byte(tmp_path, hosts):
+    a, b = hosts
+    files = {"log": LOG, "scratchpad": b"# notes\n", "bundle": os.urandom(300_000)}
+    staged(tmp_path, "a", files)
+    for part in parts.PARTS:
+        header = relay(a.client, b.client, part)
+        assert header.sha256 == sha(files[part])
+        assert header.body_length == parts.wire_length(part, len(files[part]))
+    received = state(tmp_path, "b") / "moves" / SESSION / "in"
+    assert {name: (received / name).read_bytes() for name in os.listdir(received)} == files
+
+
+def test_a_part_whose_bytes_differ_from_their_digest_leaves_nothing(tmp_path, hosts):
+    _, b = hosts
+    request = mp.ReceiveRequest(SESSION, "log", len(LOG), sha(b"another log\n")).encode()
+    answer = raw(b, request + LOG)
+    assert answer.startswith(b"ok chock-control 1\nerror bad-request the log's bytes have sha256 " + sha(LOG).encode())
+    assert not (state(tmp_path, "b") / "moves").exists() or not os.listdir(state(tmp_path, "b") / "moves")
+
+
+def test_a_connection_cut_in_the_middle_of_a_part_leaves_nothing(tmp_path, hosts):
+    _, b = hosts
+    body = wire("bundle", os.urandom(500_000))
+    incoming = state(tmp_path, "b") / "moves" / SESSION / "in"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(b.socket))
+        request = mp.ReceiveRequest(SESSION, "bundle", len(body), sha(b"x")).encode()
+        sock.sendall(b"hello chock-control 1\n" + request + body[: len(body) // 2])
+        # The daemon is writing the part: it is there, under a name that is not the part's.
+        wait_until(lambda: incoming.is_dir() and os.listdir(incoming), 30, "the part to be written")
+        assert "bundle" not in os.listdir(incoming)
+    wait_until(lambda: not (state(tmp_path, "b") / "moves" / SESSION).exists(), 30, "what was received to go")
+
+
+def test_a_length_past_the_parts_bound_is_refused_before_any_byte_of_it_is_read(tmp_path, hosts):
+    _, b = hosts
+    too_long = parts.wire_bound("scratchpad") + 1
+    # Not one byte of the part is sent: the refusal comes from the request line alone.
+    answer = raw(b, f"receive {SESSION}\tscratchpad\t{too_long}\t{'0' * 64}\n".encode(), close=False)
+    assert answer.startswith(b"ok chock-control 1\nerror too-large a scratchpad may be at most 16 MiB")
+    assert not (state(tmp_path, "b") / "moves").exists()
+    with pytest.raises(ProtocolError) as caught:
+        mp.ReceiveRequest(SESSION, "scratchpad", too_long, "0" * 64)  # the client refuses to send it at all
+    assert caught.value.code == ErrorCode.TOO_LARGE
+
+
+def test_send_of_a_part_not_staged_is_not_found(hosts):
+    a, _ = hosts
+    with pytest.raises(ProtocolError) as caught:
+        a.client.open_body(mp.SendRequest(SESSION, "bundle"))
+    assert caught.value.code == ErrorCode.NOT_FOUND and "move-out" in caught.value.text
+
+
+def test_move_drop_removes_what_was_received(tmp_path, hosts):
+    a, b = hosts
+    staged(tmp_path, "a", {"log": LOG})
+    relay(a.client, b.client, "log")
+    assert (state(tmp_path, "b") / "moves" / SESSION / "in" / "log").exists()
+    assert b.client.call(mp.MoveDropRequest(SESSION)) == mp.Dropped()
+    assert not (state(tmp_path, "b") / "moves" / SESSION).exists()
+
+
+def test_move_in_refuses_parts_that_did_not_arrive_and_a_child_that_refuses_leaves_nothing(tmp_path, home, hosts):
+    a, b = hosts
+    project = make_project(tmp_path / "there")
+    with pytest.raises(ProtocolError) as caught:
+        b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
+    assert caught.value.code == ErrorCode.REFUSED and "log, scratchpad, bundle" in caught.value.text
+    # Parts that arrive whole but are no session's: the child refuses them, and nothing is left of the move.
+    staged(tmp_path, "a", {"log": LOG, "scratchpad": b"", "bundle": b"not a bundle\n"})
+    for part in parts.PARTS:
+        relay(a.client, b.client, part)
+    with pytest.raises(ProtocolError) as caught:
+        b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
+    assert caught.value.code == ErrorCode.REFUSED
+    assert not (state(tmp_path, "b") / "moves" / SESSION).exists()
+    assert not (state(tmp_path, "b") / "sessions" / SESSION).exists()
+
+
+def test_move_check_names_the_target_and_refuses_a_project_without_the_commit_or_an_instance_it_lacks(
+    tmp_path, home, hosts
+):
+    _, b = hosts
+    replay_config(home, DONE)  # the instance `demo`
+    project = make_project(tmp_path / "there")
+    head = git_value(project, "rev-parse", "HEAD")
+    assert b.client.call(mp.MoveCheckRequest(SESSION, head, "demo", str(project))).host == socket.gethostname()
+
+    elsewhere = "1" * 40
+    refusals = {
+        (elsewhere, "demo", str(project)): f"{project} does not hold commit {elsewhere}, the session's base",
+        (head, "work", str(project)): "this host has no instance named work (it has demo)",
+        (head, "demo", str(tmp_path)): f"{tmp_path} is not a git repository here",
+    }
+    for (base, instance, where), said in refusals.items():
+        with pytest.raises(ProtocolError) as caught:
+            b.client.call(mp.MoveCheckRequest(SESSION, base, instance, where))
+        assert caught.value.code == ErrorCode.REFUSED and said in caught.value.text
+
+
+def test_move_check_refuses_a_session_the_target_holds(tmp_path, home, hosts):
+    a, _ = hosts
+    replay_config(home, DONE)
+    project = make_project(tmp_path / "here")
+    held = a.client.call(dp.StartRequest(str(project), "a task")).session_id
+    head = git_value(project, "rev-parse", "HEAD")
+    with pytest.raises(ProtocolError) as caught:
+        a.client.call(mp.MoveCheckRequest(held, head, "demo", str(project)))
+    assert f"this host already holds session {held}" in caught.value.text
+
+
+def test_an_older_target_is_named_as_too_old_to_move_sessions_and_the_source_is_not_touched(tmp_path, home, hosts):
+    a, _ = hosts
+    replay_config(home, DONE)
+    project = make_project(tmp_path / "here")
+    env = {"CHOCK_STATE_DIR": str(state(tmp_path, "a"))}
+    session_id = a.client.call(dp.StartRequest(str(project), "a task")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    before = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes()
+    with old_daemon() as old:
+        moved = home.chock(
+            "move", f"{session_id}", "--daemon", a.address, "--to", old.address, "--project", "/srv/p", env=env
+        )
+        assert old.asked == ["unknown-verb"]
+    assert moved.returncode == 1, moved.stderr
+    assert f"the daemon on {old.address} is too old to move sessions: upgrade Chock there" in moved.stderr
+    assert (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes() == before
