@@ -1,8 +1,8 @@
 """A daemon of an older Chock: protocol 1, the real codec, and only the nine verbs Chock served before `sessions`,
-`find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`, and the verbs that move a session) — so each of those is
-answered `error unknown-verb`, in the older daemon's own words, exactly as such a daemon answers it. A verb it knows
-is refused (`refused`): no test needs more of it. With OLD_APPROVAL it is a session's approval.sock of that
-older Chock instead: `pending` and `answer` only."""
+`find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`, and issue 27's verbs
+that move a session) — so each of those is answered `error unknown-verb`, in the older daemon's own words, exactly
+as such a daemon answers it. A verb it knows is refused (`refused`): no test needs more of it. With OLD_APPROVAL it
+is a session's approval.sock of that older Chock instead: `pending` and `answer` only."""
 
 from __future__ import annotations
 
