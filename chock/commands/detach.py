@@ -101,6 +101,23 @@ def detach(
             "`chock daemon` (or `systemctl --user start chock.socket`) and detach again"
         ) from None
 
+    hand_over(layout, session_id, wait=wait, say=say)
+    say(f"session {session_id} let go; the daemon is taking it…")
+    try:
+        adopt = dp.AdoptRequest(str(project), session_id)
+        started = expect(ControlClient(address, timeout=wait).call(adopt), dp.Started)
+    except ProtocolError as error:
+        raise DetachFailed(
+            f"session {session_id} handed over, but the daemon at {address} did not take it ({error}); "
+            f"take it back with `chock run --continue {session_id}`"
+        ) from None
+    return Detached(started.session_id, started.log_path)
+
+
+def hand_over(layout: Layout, session_id: str, *, wait: float, say: Callable[[str], None]) -> None:
+    """Steps 2 and 3: ask the running session over handover.sock, wait for `ready` at its next turn boundary
+    (`wait` bounding each answer), confirm; returns once it has logged its handover end and let go of the lock.
+    A DetachFailed before the confirm leaves it running, unchanged."""
     try:
         client = SessionClient(layout.session_socket(session_id, "handover"), HANDOVER, timeout=wait)
     except ProtocolError as error:
@@ -119,17 +136,6 @@ def detach(
             client.call(ConfirmRequest(), timeout=wait)  # `released`: the session let go of the log's lock
         except ProtocolError as error:
             raise DetachFailed(f"session {session_id} did not confirm the handover: {error}") from None
-
-    say(f"session {session_id} let go; the daemon is taking it…")
-    try:
-        adopt = dp.AdoptRequest(str(project), session_id)
-        started = expect(ControlClient(address, timeout=wait).call(adopt), dp.Started)
-    except ProtocolError as error:
-        raise DetachFailed(
-            f"session {session_id} handed over, but the daemon at {address} did not take it ({error}); "
-            f"take it back with `chock run --continue {session_id}`"
-        ) from None
-    return Detached(started.session_id, started.log_path)
 
 
 def _next(client: SessionClient, session_id: str, wait: float, held: tuple[int, int]) -> object:

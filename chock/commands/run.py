@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from chock.commands import move_steps
 from chock.commands.base import command, options, pass_layout, view_options
 from chock.commands.completion import instance_names, session_ids
 from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED
@@ -38,6 +40,12 @@ from chock.paths import Layout, is_session_id
 @view_options
 @click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
 @click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --continue: take back a session moved out to a host that cannot say it does not hold it.",
+)
+@move_steps.move_options
 @pass_layout
 def run(
     layout: Layout,
@@ -54,12 +62,18 @@ def run(
     as_json: bool,
     for_daemon: bool,
     after_reboot: bool,
+    force: bool,
+    move: dict[str, Any],
 ) -> None:
     """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
     from chock.session import render
-    from chock.session.start import RunRequest, exit_now
+    from chock.session.start import MoveIn, RunRequest, exit_now
     from chock.session.start import run as run_session
 
+    step = move_steps.step(move)
+    if step in ("move_out", "moved"):
+        sys.exit(move_steps.run_source_step(layout, move, step))
+    move_in = None if step is None else MoveIn(move["move_in"], move["move_from"], move["move_running"])
     if continue_id and message is None and not _looks_like_session_id(continue_id):
         continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
     if on_address is not None:
@@ -82,18 +96,20 @@ def run(
         if continue_id is None:
             click.echo("nothing continued: no session was picked", err=True)
             sys.exit(EXIT_INTERRUPTED)
-    if message is None and adopt_id is None and not interactive and not after_reboot:
+    if message is None and adopt_id is None and move_in is None and not interactive and not after_reboot:
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
     request = RunRequest(
         message=message, project=project_dir, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
         continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
-        for_daemon=for_daemon or after_reboot, after_reboot=after_reboot,
+        for_daemon=for_daemon or after_reboot, after_reboot=after_reboot, force=force,
+        move_in=move_in,
     )  # fmt: skip
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
     from chock.platform.journal import session_records
 
     try:
-        with session_records(session_id or adopt_id, project_dir, "adopt" if adopt_id else "start"):
+        records = session_id or adopt_id or (move_in and move_in.session_id)
+        with session_records(records, project_dir, "adopt" if adopt_id or move_in else "start"):
             try:
                 code = run_session(layout, request, renderer)
             finally:

@@ -264,6 +264,10 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
         if status == "handed-over":
             refusal = f"session {session_id} is being handed over; say it again once it runs"
             raise ProtocolError(ErrorCode.REFUSED, refusal)
+        if status == "moved":
+            moved_to = entry.state.end_to or "another host"
+            refusal = f"session {session_id} moved to {moved_to}: say it there (`chock say {moved_to}:{session_id} …`)"
+            raise ProtocolError(ErrorCode.REFUSED, refusal)
         if status == "abandoned":
             raise ProtocolError(
                 ErrorCode.REFUSED,

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from chock.log.events import Event, decode, value
-from chock.log.row import RowState, count
+from chock.log.row import RowState, count, this_machines
 
 # What a compacted conversation starts with: the task, and the model's own summary of the work so far.
 SUMMARY_HEADER = (
@@ -128,6 +128,10 @@ def _session_start(state: SessionState, event: Event) -> None:
 
 def _session_adopt(state: SessionState, event: Event) -> None:
     _begin_span(state, event)
+    if value(event, "via") == "move" and value(event, "from"):
+        # A move-in: session-scoped approval rules stay on the host that saved them (docs/remote.md).
+        state.session_rules.clear()
+        state.workspace_open_id = 0
     # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
     # the daemon continues for a `say` follows the daemon's policy instead.
     state.approve_all = bool(event.get("approve_all", state.approve_all))
@@ -139,7 +143,8 @@ def _session_end(state: SessionState, event: Event) -> None:
 
 
 def _workspace_open(state: SessionState, event: Event) -> None:
-    state.workspace_open_id = _id(event)
+    if this_machines(state, value(event, "machine_id")):  # as the row took it (chock.log.row)
+        state.workspace_open_id = _id(event)
 
 
 def _workspace_close(state: SessionState, event: Event) -> None:

@@ -37,6 +37,10 @@ from chock.paths import is_session_id, path_name
 
 VERSION = 2
 
+# A session a move brought here names its project (its adopt's, never the log's first line) in this file of its
+# directory, one line.
+MOVED_PROJECT = "project"
+
 # A listing made this soon after the directory's last change may have missed a change in the same tick
 # of the file system's clock (Linux stamps mtimes from a clock that moves every few milliseconds); a full
 # second also covers file systems that keep whole seconds.
@@ -169,7 +173,14 @@ class ProjectIndex:
             self._list()
 
     def _first_key(self, session_id: str) -> str | None:
-        """The key of the project the log's first line names; None while that line is not complete."""
+        """The key of the project the log's first line names — or, for a session a move brought here, the one
+        its `project` file names (its adopt's: docs/remote.md#moving-a-session); None while that line is not
+        complete."""
+        try:
+            with open(f"{self._sessions}/{session_id}/{MOVED_PROJECT}", "rb") as handle:
+                project: str | None = os.fsdecode(handle.readline(MAX_EVENT_BYTES + 1).rstrip(b"\n"))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            project = None
         try:
             with open(f"{self._sessions}/{session_id}/log.jsonl", "rb") as handle:
                 line = handle.readline(MAX_EVENT_BYTES + 1)
@@ -177,8 +188,9 @@ class ProjectIndex:
             return None
         if not line.endswith(b"\n"):
             return None
-        event = decode(line) or {}
-        project = str(event.get("project", "")) if event.get("type") == "session.start" else ""
+        if project is None:
+            event = decode(line) or {}
+            project = str(event.get("project", "")) if event.get("type") == "session.start" else ""
         if not project:
             return ""
         key = self._resolved.get(project)

@@ -47,6 +47,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "end_reason": (str,),
     "exit_code": EVENTS["session.end"]["exit_code"][0],
     "ended_at": (str,),
+    "end_to": (str,),  # the host a handover or a move went to (session.end's `to`)
     **{name: EVENTS["usage"][name][0] for name in USAGE_FIELDS},  # summed over the `usage` events
     "cost": EVENTS["usage"]["cost"][0],  # summed too; None: no call was priced
     "currency": EVENTS["session.start"]["currency"][0],  # the latest span's: its price's currency
@@ -56,6 +57,8 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
     "workspace_base": (str,),  # the session's base: the commit of its first workspace.open
     "workspace_closed": (bool,),
+    # A move brought the session here (a session.adopt with `from`): only this machine's workspace.open count.
+    "moved_in": (bool,),
     "pending_approvals": (dict,),  # request id -> {request_id, tool, summary, call_id}
     "background": (dict,),  # handle -> {handle, command}
     "subagents": (dict,),  # handle -> {handle, task}
@@ -84,6 +87,7 @@ class RowState:
         self.end_reason = ""
         self.exit_code: int | None = None
         self.ended_at = ""
+        self.end_to = ""
         self.input_tokens = 0
         self.output_tokens = 0
         self.cache_read_tokens = 0
@@ -96,6 +100,7 @@ class RowState:
         self.workspace_admin = ""
         self.workspace_base = ""
         self.workspace_closed = False
+        self.moved_in = False
         self.pending_approvals: dict[str, dict[str, Any]] = {}
         self.background: dict[str, dict[str, Any]] = {}
         self.subagents: dict[str, dict[str, Any]] = {}
@@ -144,9 +149,10 @@ class RowState:
         return bool(self.workspace) and not self.workspace_closed
 
     def status(self, owner_alive: bool) -> str:
-        """running | waiting | ended | handed-over | abandoned: the fold, and the lock for an open span."""
+        """running | waiting | ended | handed-over | moved | abandoned: the fold, and the lock for an open span.
+        `moved`: on the host a move left, the session is history there (docs/remote.md#moving-a-session)."""
         if self.ended:
-            return "handed-over" if self.end_reason == "handover" else "ended"
+            return {"handover": "handed-over", "moved": "moved"}.get(self.end_reason, "ended")
         if not owner_alive:
             return "abandoned"
         return "waiting" if self.pending_approvals else "running"
@@ -188,6 +194,7 @@ class RowState:
             "last_event_id": self.last_event_id,
             "ended_at": self.ended_at,
             "end_reason": self.end_reason,
+            "end_to": self.end_to,  # moved (or handed over) to this host
             "exit_code": self.exit_code,
             "pending_approvals": len(self.pending_approvals),
             "background": len(self.background) + len(self.subagents),
@@ -272,6 +279,7 @@ def _begin_span(state: RowState, event: Event, owner: str) -> None:
     state.end_reason = ""
     state.exit_code = None
     state.ended_at = ""
+    state.end_to = ""
     state.pending_approvals.clear()  # questions belonged to the process that asked them
 
 
@@ -284,7 +292,16 @@ def _session_start(state: RowState, event: Event) -> None:
 
 
 def _session_adopt(state: RowState, event: Event) -> None:
-    _begin_span(state, event, str(event.get("via", "terminal")))
+    via = str(event.get("via", "terminal"))
+    _begin_span(state, event, "daemon" if via == "move" else via)  # a move's children are the daemon's
+    project = _text(event, "project")
+    if project:  # a move's adopt on its target: the project there (what the index and `list` go by)
+        state.project = project
+    if via == "move" and _text(event, "from"):
+        # A move-in: no path the source logged names anything here. Its base (a commit) is all that is kept.
+        state.moved_in = True
+        state.workspace = state.workspace_commit = state.workspace_admin = ""
+        state.workspace_closed = False
 
 
 def _session_end(state: RowState, event: Event) -> None:
@@ -293,6 +310,7 @@ def _session_end(state: RowState, event: Event) -> None:
     code = event.get("exit_code")
     state.exit_code = code if isinstance(code, int) else None
     state.ended_at = str(event.get("at", ""))
+    state.end_to = _text(event, "to")
     # Nothing outlives its owner's end: an owner that could not log a `background.end` (a full disk) still
     # killed the work.
     state.pending_approvals.clear()
@@ -301,16 +319,29 @@ def _session_end(state: RowState, event: Event) -> None:
 
 
 def _workspace_open(state: RowState, event: Event) -> None:
+    # Every workspace.open carries the base (a commit, wherever it was made); in a log older than that, the first
+    # one's commit is the base.
+    state.workspace_base = str(event.get("base") or state.workspace_base or event.get("commit", ""))
+    if not this_machines(state, _text(event, "machine_id")):
+        return  # another machine's worktree: nothing here is taken over or removed by it
     state.workspace = str(event.get("directory", ""))
     state.workspace_commit = str(event.get("commit", ""))
     state.workspace_admin = str(event.get("admin", ""))
-    # Every workspace.open carries the base; in a log older than that, the first one's commit is the base.
-    state.workspace_base = str(event.get("base") or state.workspace_base or state.workspace_commit)
     state.workspace_closed = False
 
 
 def _workspace_close(state: RowState, event: Event) -> None:
     state.workspace_closed = True
+
+
+def this_machines(state: RowState, machine: str) -> bool:
+    """Whether a workspace.open was written on this machine: its machine id is this one's; one with none (a log
+    older than machine ids) counts as this machine's, unless a move brought the session here."""
+    if not machine:
+        return not state.moved_in
+    from chock.platform import host
+
+    return machine == host.machine_id()
 
 
 def _approval_request(state: RowState, event: Event) -> None:

@@ -41,6 +41,9 @@ LOCK_RETRY_SECONDS = 2.0
 LOCK_POLL_SECONDS = 0.01
 
 
+# A moved-in log is copied in pieces of this size.
+COPY_CHUNK = 1024 * 1024
+
 # Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
 RESERVE = 256 * 1024
 
@@ -84,6 +87,30 @@ class SessionLog:
         _lock(fd, path)
         log = cls(path, fd, 0, remember)
         log._new_directories = (path.parent, path.parent.parent)
+        return log
+
+    @classmethod
+    def create_holding(cls, path: Path, source: int, last_id: int, *, remember: Remember | None = None) -> SessionLog:
+        """An owned log that begins with the lines read from `source` (a moved session's, whole lines its caller
+        checked, the last with id `last_id`): written to a new file beside `path` under its lock, made durable,
+        then renamed to `path` (replacing what is there), so nobody finds it there before it is whole and owned."""
+        incoming = path.with_name(path.name + ".incoming")
+        fd = os.open(incoming, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+        try:
+            _lock(fd, incoming)
+            while chunk := os.read(source, COPY_CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+            _fdatasync(fd)
+            os.replace(incoming, path)
+            sync_directory(path.parent)
+        except BaseException:
+            os.close(fd)
+            incoming.unlink(missing_ok=True)
+            raise
+        log = cls(path, fd, last_id, remember)
+        log._dirty = False
         return log
 
     @classmethod

@@ -53,7 +53,7 @@ def describe(layout: Layout, session_id: str) -> str:
     if not Path(state.workspace).is_dir():
         return "\n".join([*lines, "changes    (the directory is gone)"])
     # What finishing would commit, computed as finishing does: git never runs in the workspace.
-    found = workspace.changes(_worktree(state))
+    found = workspace.changes(worktree_of(state))
     # A file's name is the agent's: one line each, whatever it holds (the caller styles the rest for its terminal).
     names = [safe(line, styled=False, one_line=True) for line in found.lines]
     lines.append("changes    " + ("\n           ".join(names) or "(none)"))
@@ -62,10 +62,29 @@ def describe(layout: Layout, session_id: str) -> str:
 
 
 def _has_branch(state: RowState) -> bool:
-    return workspace.branch_exists(_worktree(state))
+    return workspace.branch_exists(worktree_of(state))
 
 
-def _worktree(state: RowState) -> workspace.Worktree:
+def close(log: SessionLog, worktree: workspace.Worktree, message: str, *, removed: bool) -> str | None:
+    """Commit a kept worktree's work (uncommitted edits included) to its branch and log `workspace.close` saying
+    where it went, synced before the worktree may go (docs/log.md#durability); the branch, or None when the work
+    equals the base. The caller holds the session's lock."""
+    branch: str | None = None
+    commit, skipped, whole = None, [], {}
+    if worktree.directory.is_dir():
+        finished = workspace.commit(worktree, message)
+        workspace.advance(worktree, finished)
+        branch, skipped, whole = finished.branch, finished.skipped, finished.whole
+        commit = finished.commit if branch else None
+    elif workspace.branch_exists(worktree):
+        branch = worktree.branch  # the directory is gone: whatever it committed before stays there
+    log.append("workspace.close", branch=branch, commit=commit, removed=removed, **listed("skipped", skipped), **whole)
+    log.sync()
+    return branch
+
+
+def worktree_of(state: RowState) -> workspace.Worktree:
+    """The worktree the session's log records (this machine's: chock.log.row)."""
     return workspace.recorded(
         Path(state.project), state.id, Path(state.workspace), state.workspace_admin, state.workspace_base
     )
@@ -84,18 +103,8 @@ def remove(layout: Layout, session_id: str) -> str:
             raise Refused(f"session {session_id} keeps no workspace")
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
         # checkout loses nothing and a later --continue starts from them.
-        worktree = _worktree(state)
-        branch: str | None = None
-        commit, skipped, whole = None, [], {}
-        if worktree.directory.is_dir():
-            finished = workspace.commit(worktree, f"chock: work kept from session {session_id}")
-            workspace.advance(worktree, finished)
-            branch, skipped, whole = finished.branch, finished.skipped, finished.whole
-            commit = finished.commit if branch else None
-        elif workspace.branch_exists(worktree):
-            branch = worktree.branch  # the directory is gone: whatever it committed before stays there
-        log.append("workspace.close", branch=branch, commit=commit, removed=True, **listed("skipped", skipped), **whole)
-        log.sync()  # the log says where the work went before the worktree goes (docs/log.md#durability)
+        worktree = worktree_of(state)
+        branch = close(log, worktree, f"chock: work kept from session {session_id}", removed=True)
         workspace.remove(worktree)
     if branch is None:
         return f"removed {state.workspace}; it held no changes, so no branch was made"

@@ -33,7 +33,7 @@ from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider
-from chock.session import asking, instructions, reaper, sandbox, workspace
+from chock.session import asking, instructions, moving, reaper, sandbox, workspace
 from chock.session.hostgit import Repo
 from chock.session.ports import Ports, Sandboxed, SystemClock, ToolRunner
 from chock.session.rule_sources import config_rules
@@ -55,6 +55,17 @@ class RunRequest:
     interactive: bool = False
     for_daemon: bool = False  # a child of the daemon carrying an ended session on for a `say`
     after_reboot: bool = False  # a child of the daemon carrying on a session a reboot interrupted
+    force: bool = False  # take back a session moved out to a host that cannot say it does not hold it
+    move_in: MoveIn | None = None  # a moved session this host receives (docs/remote.md#moving-a-session)
+
+
+@dataclass(frozen=True)
+class MoveIn:
+    """`chock run --move-in ID --project DIR --from HOST [--running]`: what the daemon's child is given."""
+
+    session_id: str
+    source: str  # the host it comes from
+    running: bool  # it was running there: it carries on here
 
 
 @dataclass
@@ -73,11 +84,17 @@ class _Prepared:
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
     """Run (or continue) a session to its end and return its exit code (docs/architecture.md#chock-run)."""
     signal.signal(signal.SIGTERM, _interrupt)  # until the loop answers it: a SIGTERM interrupts as Ctrl-C does
-    opening = (
-        _continue(layout, request)
-        if request.adopt_id is not None or request.continue_id is not None
-        else _begin(layout, request)
-    )
+    if request.move_in is not None:
+        from chock.session.move_in import move_in
+
+        moved_in = move_in(layout, request)
+        if moved_in is None:
+            return 0  # an ended session, ended here again after its adopt
+        opening = moved_in
+    elif request.adopt_id is not None or request.continue_id is not None:
+        opening = _continue(layout, request)
+    else:
+        opening = _begin(layout, request)
     assert opening.settings is not None and opening.runner is not None  # both set with workspace.open
     clock = SystemClock()
     provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state, clock)
@@ -296,6 +313,10 @@ def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) ->
     """Apply the continuing rules (docs/architecture.md#chock-run); whether the kept workspace moves to this
     process, and what interrupted the last owner when its span has no end (`reboot` or `crash`, when provable)."""
     interrupted = state.interrupted()
+    refusal = moving.moved_refusal(state, "continuing")
+    if refusal is not None:
+        raise refusal
+    moving.check_taking_back(state, force=request.force, say=lambda text: print(text, file=sys.stderr))
     if not state.ended and state.owner_machine and state.owner_machine != host.machine_id():
         raise Refused(
             f"session {state.id} was owned by a process on another machine ({state.owner_host or 'no name'}, "
@@ -408,7 +429,12 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
     worktree, directory = place.worktree, place.directory
     # The admin dir is recorded now, before any tool runs: later uses never read it from the worktree.
     opening.emit(
-        "workspace.open", directory=str(directory), commit=place.commit, admin=str(worktree.admin), base=worktree.base
+        "workspace.open",
+        directory=str(directory),
+        commit=place.commit,
+        admin=str(worktree.admin),
+        base=worktree.base,
+        machine_id=host.machine_id(),  # only this machine takes it over or removes it (docs/remote.md)
     )
     opening.runner = Sandboxed(place.sandbox, prepared.bwrap)
     instance = prepared.instance

@@ -1,0 +1,326 @@
+"""Moving a session in: the target's step, done by the daemon's `chock run --move-in` child
+(docs/remote.md#moving-a-session).
+
+Nothing from the source is trusted. The parts the daemon received (`<state dir>/moves/<id>/in/`) are checked
+before anything is written: the log is whole JSON lines with ids 1..N, of this session, each within 1 MiB,
+its last span ended by the source's handover to another host; the project holds the session's base; the
+instance resolves here. Then, each write undone should a later one fail: the branch `chock/<id>` from the bundle
+(that ref alone, fsck'd, only ever fast-forwarded), the log, the scratchpad, for a running session a fresh
+worktree; then `session.adopt {via: move, from, project}` (and `workspace.open`), synced — the commit point.
+The adopt makes every path the source logged meaningless here (chock.log.row): the project is the adopt's,
+and only this machine's `workspace.open` is taken over or removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chock.errors import EXIT_INTERRUPTED, ChockError, Refused, UsageError
+from chock.log.events import Event, decode
+from chock.log.fold import SessionState
+from chock.log.index import MOVED_PROJECT
+from chock.log.writer import LogLocked, SessionLog
+from chock.paths import Layout, check_session_id, ensure_dir, replace_file
+from chock.platform import host
+from chock.session import moving, sandbox, start, workspace
+from chock.session.hostgit import Repo
+
+Undo = Callable[[], None]
+
+
+@dataclass
+class Checked:
+    """An incoming log that passed every check: its fold, its last id, and how it ended before the source's
+    move-out span (what an ended session ends with again here)."""
+
+    state: SessionState
+    last_id: int
+    before: Event | None
+
+
+def check_log(path: Path, session_id: str) -> Checked:
+    """The incoming log, checked line by line (see the module); Refused naming the first line that fails."""
+    state, before, latest_end, last = SessionState(), None, None, None
+    expected = 1
+    with open(path, "rb") as found:
+        while line := found.readline(moving.EVENT_LIMIT + 2):
+            where = f"line {expected} of the log sent for session {session_id}"
+            if len(line) > moving.EVENT_LIMIT + 1:
+                raise _bad(f"{where} is longer than {moving.EVENT_LIMIT} bytes, the most an event may be")
+            if not line.endswith(b"\n"):
+                raise _bad(f"{where} is not a whole line")
+            event = _parsed(line, where)
+            found_id = event.get("id")
+            if type(found_id) is not int or found_id != expected:
+                raise _bad(f"{where} has the id {found_id!r}: a log's ids go 1, 2, 3, … in order")
+            kind = event.get("type")
+            if (expected == 1) != (kind == "session.start"):
+                raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
+            if kind in ("session.start", "session.adopt") and event.get("session", session_id) != session_id:
+                raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
+            if kind == "session.adopt":
+                before = latest_end
+            elif kind == "session.end":
+                latest_end = event
+            state.apply(event)
+            last, expected = event, expected + 1
+    if last is None or last.get("type") != "session.end" or last.get("reason") != "handover" or not last.get("to"):
+        raise _bad(f"the log sent for session {session_id} does not end with its source's handover to this host")
+    if not moving.COMMIT_ID.fullmatch(state.workspace_base):
+        raise _bad(f"the log sent for session {session_id} names no commit as its base")
+    return Checked(state, expected - 1, before)
+
+
+def _parsed(line: bytes, where: str) -> Event:
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        event = json.loads(line, parse_constant=refuse)
+    except (ValueError, RecursionError):
+        raise _bad(f"{where} is not JSON") from None
+    if type(event) is not dict:
+        raise _bad(f"{where} is not a JSON object")
+    return event
+
+
+def _bad(why: str) -> Refused:
+    return Refused(f"refused the moved session: {why}; nothing was written")
+
+
+def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
+    """Step 2: check, write, adopt (see the module). The opening to carry a running session on from (the adopt
+    and workspace.open logged), or None once an ended one has ended here again."""
+    move = request.move_in
+    assert move is not None
+    session_id = check_session_id(move.session_id)
+    moving.check_host(move.source, "--from")
+    if request.project is None:
+        raise UsageError("--move-in needs --project: the directory on this host the session works in")
+    incoming = moving.moves_dir(layout, session_id, "in")
+    checked = check_log(incoming / "log", session_id)
+    state = checked.state
+    prepared = start._prepare(layout, request, request.project, request.instance or state.instance)
+    base, repo = state.workspace_base, prepared.repo
+    if repo.run(["cat-file", "-e", f"{base}^{{commit}}"], check=False).returncode != 0:
+        raise Refused(
+            f"{prepared.project} does not hold commit {base}, the base of session {session_id}; fetch it there "
+            "(`git fetch` from where the project came) and move the session again. Nothing was written"
+        )
+    for part, limit in (("bundle", moving.BUNDLE_LIMIT), ("scratchpad", moving.SCRATCHPAD_LIMIT)):
+        if (incoming / part).stat().st_size > limit:
+            raise _bad(f"its {part} is larger than {limit} bytes")
+    undo: list[Undo] = []
+    try:
+        old = _existing_log(layout, session_id, incoming / "log")
+        if old is not None:
+            undo.append(old.log.release)
+        undo.append(_import_branch(repo, incoming / "bundle", session_id, base, move.source))
+        log = _write_log(layout, session_id, incoming / "log", checked.last_id, old, str(prepared.project), undo)
+        undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
+        place = _fresh_place(layout, prepared, session_id, base) if move.running else None
+        if place is not None:
+            undo.append(lambda: workspace.remove(place.worktree))
+        opening = start._Opening(log, state, prepared, start._socket_paths(layout, session_id))
+        adopted = opening.emit(
+            "session.adopt",
+            session=session_id,
+            via="move",
+            approve_all=False,  # approvals follow this host's policy: nothing the source logged answers them
+            **host.owner(),
+            **start._spending(prepared),
+            **{"from": move.source, "project": str(prepared.project)},
+        )
+        if place is not None:
+            start._open_workspace(layout, opening, session_id, request, place)
+        log.sync()  # the commit point
+    except BaseException:
+        for step in reversed(undo):
+            with contextlib.suppress(Exception):
+                step()
+        raise
+    shutil.rmtree(incoming.parent, ignore_errors=True)
+    os.write(1, (moving.json_line({"adopted": adopted["id"]}) + "\n").encode())
+    if place is None:  # it ended there, so it ends here again, as it did (`say` carries it on)
+        opening.emit("session.end", **_ended_as(checked.before))
+        log.release()
+        return None
+    with opening.ended_on_failure():
+        start._close_what_the_last_owner_left(opening)
+    last = state.conversation[-1] if state.conversation else None
+    opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
+    return opening
+
+
+def _ended_as(before: Event | None) -> dict[str, Any]:
+    """The end an ended session ends with again after its move: the one before the source's move-out span (an
+    abandoned one that had none: interrupted)."""
+    if before is None:
+        return {"reason": "interrupted", "exit_code": EXIT_INTERRUPTED, "via": "move"}
+    fields = {"reason": str(before.get("reason") or "completed")}
+    code = before.get("exit_code")
+    if type(code) is int:
+        fields["exit_code"] = code
+    for name in ("error", "via", "to"):
+        if isinstance(before.get(name), str) and before[name]:
+            fields[name] = before[name]
+    return fields
+
+
+@dataclass
+class _Old:
+    """The log this host already held for the session (a session coming back), under its lock."""
+
+    log: SessionLog
+    path: Path
+
+
+def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | None:
+    """The log already here, when there is one: taken only when it moved away from here and, without its move-out
+    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one."""
+    path = layout.log_path(session_id)
+    if not path.exists():
+        return None
+    try:
+        log = SessionLog.take(path)
+    except LogLocked:
+        raise Refused(f"session {session_id} is running on this host; nothing was written") from None
+    try:
+        lines = path.read_bytes().splitlines(keepends=True)
+        events = [decode(line) or {} for line in lines]
+        adopts = [at for at, event in enumerate(events) if event.get("type") == "session.adopt"]
+        last = events[-1] if events else {}
+        if not adopts or last.get("type") != "session.end" or last.get("reason") != "moved":
+            raise Refused(
+                f"session {session_id} is on this host already and did not move away from it; nothing was written"
+            )
+        kept = b"".join(lines[: adopts[-1]])
+        with open(incoming, "rb") as sent:
+            if sent.read(len(kept)) != kept:
+                raise Refused(
+                    f"session {session_id} is on this host already, and the log sent does not continue it (its log "
+                    "here is no prefix of the one sent): the two copies diverged; nothing was written"
+                )
+    except BaseException:
+        log.release()
+        raise
+    return _Old(log, path)
+
+
+def _write_log(
+    layout: Layout, session_id: str, incoming: Path, last_id: int, old: _Old | None, project: str, undo: list[Undo]
+) -> SessionLog:
+    """The incoming log as the session's log, owned; one already here is kept as `log.jsonl.moved-N`. The
+    project here is written beside it for the index."""
+    path = layout.log_path(session_id)
+    if old is None:
+        ensure_dir(layout.sessions_dir)
+        layout.session_dir(session_id).mkdir(mode=0o700)
+        undo.append(lambda: shutil.rmtree(layout.session_dir(session_id), ignore_errors=True))
+    else:
+        number = 1
+        while os.path.lexists(f"{path}.moved-{number}"):
+            number += 1
+        kept = Path(f"{path}.moved-{number}")
+        os.link(path, kept)
+        undo.append(lambda: os.replace(kept, path))
+        undo.append(old.log.release)
+    # Before the log is there, so the index reads it with the log's first line (chock.log.index).
+    replace_file(str(layout.session_dir(session_id) / MOVED_PROJECT), os.fsencode(project) + b"\n")
+    with open(incoming, "rb") as sent:
+        log = SessionLog.create_holding(path, sent.fileno(), last_id, remember=start._remembered(layout, session_id))
+    undo.append(log.release)
+    if old is not None:
+        old.log.release()
+    return log
+
+
+def _write_scratchpad(path: Path, incoming: Path) -> Undo:
+    """The scratchpad sent (one blob; none: no scratchpad here), and how to put back what was here."""
+    before = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    data = incoming.read_bytes()
+    if data:
+        ensure_dir(path.parent)
+        replace_file(str(path), data)
+    else:
+        path.unlink(missing_ok=True)
+
+    def put_back() -> None:
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            replace_file(str(path), before)
+
+    return put_back
+
+
+def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source: str) -> Undo:
+    """`refs/heads/chock/<id>` from the bundle, and nothing else of it: fetched (objects fsck'd) to a ref of its
+    own, checked to descend from the base and from the branch already here, then the branch is moved to it. An
+    empty bundle carries no branch (the work is the base). Returns how to put the branch back."""
+    branch = f"refs/heads/chock/{session_id}"
+    found = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}"], check=False)
+    here = found.stdout.decode().strip() if found.returncode == 0 else ""
+    if bundle.stat().st_size == 0:
+        if here and not _ancestor(repo, here, base):
+            raise _diverged(session_id, repo)
+        return lambda: None
+    listed = repo.run(["bundle", "list-heads", str(bundle), branch], check=False)
+    tips = [line.split(" ", 1)[0] for line in listed.stdout.decode(errors="replace").splitlines()
+            if line.endswith(f" {branch}")]  # fmt: skip
+    if listed.returncode != 0 or len(tips) != 1 or not moving.COMMIT_ID.fullmatch(tips[0]):
+        raise _bad(f"its bundle holds no {branch}")
+    tip, landing = tips[0], f"refs/chock-move/{session_id}"
+    try:
+        repo.run(
+            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", str(bundle),
+             f"+{branch}:{landing}"],
+            config=("transfer.fsckObjects=true",),
+        )  # fmt: skip
+        fetched = repo.value(["rev-parse", "--verify", "--end-of-options", f"{landing}^{{commit}}"])
+        if fetched != tip or not _ancestor(repo, base, tip):
+            raise _bad(f"its bundle's {branch} does not descend from the session's base {base}")
+        if here and not _ancestor(repo, here, tip):
+            raise _diverged(session_id, repo)
+        repo.run(["update-ref", "-m", f"chock: moved in from {source}", branch, tip, here])
+    finally:
+        repo.run(["update-ref", "-d", landing], check=False)
+    if here:
+        return lambda: repo.run(["update-ref", "-m", "chock: move undone", branch, here, tip])
+    return lambda: repo.run(["update-ref", "-d", branch, tip])
+
+
+def _ancestor(repo: Repo, older: str, newer: str) -> bool:
+    return repo.run(["merge-base", "--is-ancestor", older, newer], check=False).returncode == 0
+
+
+def _diverged(session_id: str, repo: Repo) -> Refused:
+    return Refused(
+        f"the branch chock/{session_id} in {repo.common_dir} is not an ancestor of the one sent: it holds work the "
+        f"moved session does not; rename it (`git branch -m chock/{session_id} …`) and move the session again. "
+        "Nothing was written"
+    )
+
+
+def _fresh_place(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> start._Place:
+    """A new worktree on `chock/<id>` (at the base when no branch travelled), and its sandbox."""
+    directory = layout.workspace_dir(session_id)
+    ensure_dir(layout.workspaces_dir)
+    if os.path.lexists(directory):
+        raise Refused(
+            f"{directory} is in the way of the moved session's worktree; nothing of this session owns it here: "
+            "remove it and move the session again"
+        )
+    try:
+        worktree, commit = workspace.create(prepared.repo, directory, f"chock/{session_id}", start=base)
+    except ChockError as error:
+        raise Refused(str(error)) from None
+    box = sandbox.for_workspace(layout, worktree, network=prepared.config.sandbox_network)
+    return start._Place(directory, commit, worktree, box)

@@ -1,0 +1,286 @@
+"""Moving a session to another host: the source's two steps, done by a `chock` child holding the session's lock
+(docs/remote.md#moving-a-session).
+
+Step 1 (`chock run --move-out ID --to HOST`) takes the session — a running one hands over at its next turn
+boundary, as `chock detach` asks it — commits its worktree to `chock/<id>`, makes the parts that travel in
+`<state dir>/moves/<id>/out/`, and only then logs the span that ends the log sent: `session.adopt {via: move}`,
+`session.end {reason: handover, to: HOST}`. Step 3 (`chock run --moved ID --to HOST`), once the target adopted
+it, appends `session.adopt {via: move}` and `session.end {reason: moved, to: HOST}` and removes the worktree:
+from then on the session is history here (`status: moved`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chock.errors import ChockError, Refused
+from chock.log import catalog
+from chock.log.fold import SessionState, fold
+from chock.log.reader import read_events
+from chock.log.row import RowState
+from chock.log.writer import LogLocked, SessionLog
+from chock.paths import Layout, check_session_id, ensure_dir
+from chock.platform import host
+from chock.session import keep, workspace
+
+# The parts that travel, in the order they are sent.
+PARTS = ("log", "bundle", "scratchpad")
+# Every event of a moving log fits in this (as the writer's events do); a longer line refuses the move.
+EVENT_LIMIT = 1024 * 1024
+# The branch's bundle, and the scratchpad, are refused past these.
+BUNDLE_LIMIT = 2 * 1024**3
+SCRATCHPAD_LIMIT = 16 * 1024 * 1024
+# A host name as `--to` and `--from` name one (and `session.end`'s `to` records it): a DNS name or a
+# connection's name, no spaces or control characters.
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+# A commit id as git spells one (SHA-1 or SHA-256).
+COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+COPY_CHUNK = 1024 * 1024
+
+
+def check_host(name: str, option: str) -> str:
+    if not HOST_NAME.fullmatch(name):
+        raise Refused(
+            f"{option} {name!r} is not a host name: give the host's own name (letters, digits, '.', '-', '_', "
+            "at most 253 of them)"
+        )
+    return name
+
+
+def moves_dir(layout: Layout, session_id: str, side: str) -> Path:
+    """Where a move's parts wait: `<state dir>/moves/<id>/out` on the source, `…/in` on the target."""
+    return layout.state / "moves" / check_session_id(session_id) / side
+
+
+def moved_refusal(state: RowState, doing: str) -> Refused | None:
+    """What refuses `doing` to a session that moved away from here (its latest end is `moved`), naming the
+    host it went to; None for any other session."""
+    if not (state.ended and state.end_reason == "moved"):
+        return None
+    where = state.end_to or "another host"
+    return Refused(
+        f"session {state.id} moved to {where}: here it is history, and {doing} it is refused. Work with it on "
+        f"{where} (`chock sessions --on {where}`), or remove this copy with `chock sessions remove {state.id}`"
+    )
+
+
+# Step 1 ----------------------------------------------------------------------------------------------------
+
+
+def move_out(layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None]) -> dict[str, Any]:
+    """Step 1; returns the line that describes the parts (`{"parts": […], "base", "instance", "session",
+    "was_running"}`). A refusal before the handover end is logged leaves the session as it was (a running one
+    handed over to nobody: `chock run --continue` takes it back)."""
+    check_session_id(session_id)
+    check_host(to, "--to")
+    loaded = catalog.load(layout, session_id)
+    if loaded is None:
+        raise Refused(f"there is no session {session_id} on this machine")
+    state, alive = loaded
+    _check_movable(state, state.status(alive), to)
+    was_running = state.status(alive) in ("running", "waiting")
+    if was_running:
+        from chock.commands.detach import DetachFailed, hand_over
+
+        try:
+            hand_over(layout, session_id, wait=wait, say=say)
+        except DetachFailed as failed:
+            raise Refused(f"{failed}; it was not moved") from None
+    path = layout.log_path(session_id)
+    try:
+        log = SessionLog.take(path, remember=lambda fd, row: catalog.remember(layout, session_id, fd, row))
+    except LogLocked:
+        raise Refused(f"session {session_id} is running in another process; it was not moved") from None
+    with log:
+        state = fold(read_events(path))  # again under the lock: it may have changed since
+        status = state.status(False) if state.ended else ("abandoned" if state.interrupted() else "running")
+        _check_movable(state, status, to)
+        out = _fresh(moves_dir(layout, session_id, "out"))
+        if state.workspace_kept:  # its edits, committed or not, travel on the branch
+            keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
+        bundle = _bundle(state, out / "bundle")
+        scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
+        # The span that ends the log sent: nothing can refuse after it.
+        log.append("session.adopt", session=session_id, via="move", approve_all=False, **host.owner())
+        log.append("session.end", reason="handover", to=to)
+        log.sync()
+        sent = _copy_log(path, out / "log")
+    return {
+        "parts": [sent, bundle, scratchpad],
+        "base": state.workspace_base,
+        "instance": state.instance,
+        "session": session_id,
+        "was_running": was_running,
+    }
+
+
+def _check_movable(state: RowState, status: str, to: str) -> None:
+    refusal = moved_refusal(state, "moving")
+    if refusal is not None:
+        raise refusal
+    if status == "abandoned":
+        raise Refused(
+            f"session {state.id} ended abnormally and nothing proves its owner gone; look at it with "
+            f"`chock workspace show {state.id}` and take it back with `chock run --continue {state.id}` first"
+        )
+    if state.ended and state.end_reason == "handover" and state.end_to and state.end_to != to:
+        raise Refused(
+            f"session {state.id} was moved out to {state.end_to}, which may hold it now; "
+            f"`chock run --continue {state.id}` asks it and takes the session back, then move it again"
+        )
+    if not state.workspace_base:
+        raise Refused(f"session {state.id} has no workspace base in its log, so its branch cannot travel")
+
+
+def _fresh(directory: Path) -> Path:
+    """An empty directory for a move's parts (what an earlier attempt left there goes)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    return ensure_dir(directory)
+
+
+def _bundle(state: SessionState, target: Path) -> dict[str, Any]:
+    """`git bundle` of exactly `refs/heads/chock/<id>` past the session's base (empty: no branch, or one at the
+    base), refused past BUNDLE_LIMIT."""
+    repo = workspace.open_project(Path(state.project)).repo
+    ref = f"refs/heads/chock/{state.id}"
+    tip = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], check=False)
+    commit = tip.stdout.decode().strip()
+    if tip.returncode != 0 or commit == state.workspace_base:
+        target.write_bytes(b"")
+    else:
+        repo.run(["bundle", "create", "--quiet", str(target), ref, f"^{state.workspace_base}"])
+        size = target.stat().st_size
+        if size > BUNDLE_LIMIT:
+            raise Refused(
+                f"the branch chock/{state.id} makes a bundle of {size} bytes, more than a move carries "
+                f"({BUNDLE_LIMIT} bytes); push the branch yourself and start a new session there"
+            )
+    os.chmod(target, 0o600)
+    return _described("bundle", target)
+
+
+def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
+    """Copy a regular file (never through a symlink) that holds at most `limit` bytes; none: an empty part."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        fd = -1
+    except OSError as error:
+        raise Refused(f"the scratchpad {source} cannot be read ({error.strerror}); it was not moved") from None
+    with open(target, "wb", opener=_private) as out:
+        if fd >= 0:
+            with os.fdopen(fd, "rb") as found:
+                info = os.fstat(found.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                    raise Refused(f"the scratchpad {source} is not a file of at most {limit} bytes; it was not moved")
+                out.write(found.read(limit + 1)[:limit])
+    return _described("scratchpad", target)
+
+
+def _copy_log(source: Path, target: Path) -> dict[str, Any]:
+    with open(source, "rb") as found, open(target, "wb", opener=_private) as out:
+        shutil.copyfileobj(found, out, COPY_CHUNK)
+        out.flush()
+        os.fsync(out.fileno())
+    return _described("log", target)
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_CLOEXEC, 0o600)
+
+
+def _described(part: str, path: Path) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as found:
+        while chunk := found.read(COPY_CHUNK):
+            digest.update(chunk)
+    return {"part": part, "length": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+# Step 3 ----------------------------------------------------------------------------------------------------
+
+
+def moved(layout: Layout, session_id: str, to: str) -> int:
+    """Step 3, once the target adopted the session: the span that says it went (adopt, `end {reason: moved}`),
+    then the worktree goes; the id of that end."""
+    check_session_id(session_id)
+    check_host(to, "--to")
+    path = layout.log_path(session_id)
+    try:
+        log = SessionLog.take(path, remember=lambda fd, row: catalog.remember(layout, session_id, fd, row))
+    except LogLocked:
+        raise Refused(f"session {session_id} is running here: it was not moved") from None
+    except ChockError:
+        raise Refused(f"there is no session {session_id} on this machine") from None
+    with log:
+        state = fold(read_events(path))
+        if not (state.ended and state.end_reason == "handover" and state.end_to == to):
+            raise Refused(
+                f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"
+                f"{' to ' + state.end_to if state.end_to else ''}); nothing was changed"
+            )
+        log.append("session.adopt", session=session_id, via="move", approve_all=False, **host.owner())
+        end = log.append("session.end", reason="moved", to=to)
+        log.sync()  # the log says the session went before its worktree goes
+        if state.workspace and os.path.lexists(state.workspace):
+            with contextlib.suppress(ChockError):  # a leftover `chock sessions remove` still removes
+                workspace.remove(keep.worktree_of(state))
+    shutil.rmtree(moves_dir(layout, session_id, "out"), ignore_errors=True)
+    return int(end["id"])
+
+
+def json_line(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(", ", ": "))
+
+
+# Taking a moved-out session back -------------------------------------------------------------------------
+
+
+def check_taking_back(state: RowState, *, force: bool, say: Callable[[str], None]) -> None:
+    """A session whose latest end is a handover to another host (step 1 done, step 2's answer unknown) is taken
+    back here only once that host says it does not hold it (its daemon's `find`); while it does, or cannot be
+    asked, it is refused — `force` takes it anyway, saying two copies may then diverge."""
+    if not (state.ended and state.end_reason == "handover" and state.end_to):
+        return
+    there = state.end_to
+    if force:
+        say(
+            f"session {state.id} was moved out to {there}; taken back without asking it (--force): if {there} "
+            "adopted it, the two copies now diverge"
+        )
+        return
+    why = _held_there(there, state.id)
+    if why:
+        raise Refused(
+            f"session {state.id} was moved out to {there}, and {why}: continuing it here could make two copies "
+            f"that diverge. Continue it on {there}, or take it back anyway with `chock run --continue {state.id} "
+            "--force`"
+        )
+
+
+def _held_there(there: str, session_id: str) -> str:
+    """Why `there` may hold the session ("" when its daemon says it does not)."""
+    from chock.control import daemon_protocol as dp
+    from chock.control.address import BadAddress, host_address
+    from chock.control.client import ControlClient
+    from chock.control.framing import ErrorCode, ProtocolError
+
+    try:
+        _, address = host_address(there)
+        ControlClient(address, timeout=10.0).call(dp.FindRequest(session_id))
+    except BadAddress:
+        return f"{there} is no connection in config.zon, so it cannot be asked whether it holds it"
+    except ProtocolError as error:
+        if error.code == ErrorCode.NOT_FOUND:
+            return ""
+        return f"{there} cannot be asked whether it holds it ({error})"
+    return f"{there} holds it"
