@@ -311,3 +311,45 @@ def test_an_older_target_is_named_as_too_old_to_move_sessions_and_the_source_is_
     assert moved.returncode == 1, moved.stderr
     assert f"the daemon on {old.address} is too old to move sessions: upgrade Chock there" in moved.stderr
     assert (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes() == before
+
+
+# A whole move ---------------------------------------------------------------------------------------------
+
+ONE_FILE = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+    {"text": "Wrote it.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_path, home, hosts):
+    """check, move-out, each part sent and received, move-in, moved: the target's log is the source's as it left
+    plus the adopt; the branch and its edit are there; the source shows it moved and holds nothing staged."""
+    import subprocess
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+
+    moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert moved.returncode == 0, moved.stderr
+    assert f"session {session_id} moved to {b.address}" in moved.stdout
+    for step in ("asking", "taking session", "sending its log", "sending its bundle", "adopts it", "ending it"):
+        assert step in moved.stderr
+
+    sent = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes().split(b"\n")[:-1]
+    landed = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().split(b"\n")[:-1]
+    handover = max(i for i, line in enumerate(sent) if b'"reason": "handover"' in line)
+    assert landed[: handover + 1] == sent[: handover + 1]
+    assert b'"via": "move"' in landed[handover + 1]
+    assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+    assert not (state(tmp_path, "a") / "moves" / session_id).exists()
+    assert not (state(tmp_path, "b") / "moves" / session_id).exists()
+
+    again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert again.returncode == 1 and f"moved to {socket.gethostname()} already" in again.stderr, again.stderr

@@ -153,6 +153,13 @@ def move(
         acting="chock move",
     )  # fmt: skip
     session_id = source.session_id
+    row = _ask(source.client, source.host, dp.FindRequest(session_id), dp.ListRow).row
+    if row.get("status") == "moved":
+        went = str(row.get("end_to") or "another host")
+        raise MoveFailed(
+            f"session {session_id} moved to {went} already; nothing was sent. Move it from there: "
+            f"`chock move NAME:{session_id} --to …`, NAME the connection that reaches {went}"
+        )
     to_host, to_address = host_address(to, local=Address(path=str(layout.daemon_socket)))
     if to_address == source.client.address:
         raise UsageError(f"session {session_id} is {source.where} already: name another host with --to")

@@ -58,7 +58,7 @@ def check_host(name: str, option: str) -> str:
 
 def moves_dir(layout: Layout, session_id: str, side: str) -> Path:
     """Where a move's parts wait: `<state dir>/moves/<id>/out` on the source, `…/in` on the target."""
-    return layout.state / "moves" / check_session_id(session_id) / side
+    return layout.move_dir(session_id) / side
 
 
 def moved_refusal(state: RowState, doing: str) -> Refused | None:
