@@ -353,3 +353,46 @@ def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_pa
 
     again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
     assert again.returncode == 1 and f"moved to {socket.gethostname()} already" in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize(
+    ("verb", "part", "after"),
+    [("send", "log", None), ("receive", "log", 40), ("receive", "bundle", 300), ("move-in", None, None)],
+    ids=["before-the-log", "in-the-log", "in-the-bundle", "between-the-bundle-and-the-adopt"],
+)
+def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_move_completes(
+    tmp_path, home, hosts, verb, part, after
+):
+    """The connection to the target cut (by a relay, at a byte it is told) before the log, in the log, in the
+    bundle, or before the target heard move-in: the target holds no session; the source holds it, handed over to
+    nobody; and a second `chock move` carries it over whole."""
+    import subprocess
+
+    from tests.fakes.relay import CuttingRelay
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    cut_at = b if verb != "send" else a
+    with CuttingRelay(cut_at.socket, verb=verb, part=part, after=after) as relay:
+        source, target = (a.address, relay.address) if cut_at is b else (relay.address, b.address)
+        cut = home.chock("move", session_id, "--daemon", source, "--to", target, "--project", str(there))
+        assert relay.cut == 1
+    assert cut.returncode == 1, cut.stderr
+    assert f"chock run --continue {session_id}" in cut.stderr
+    with pytest.raises(ProtocolError) as caught:
+        b.client.call(dp.FindRequest(session_id))
+    assert caught.value.code == ErrorCode.NOT_FOUND
+    if verb != "move-in":  # a move-in the target never heard: what it received waits for the next move
+        assert not (state(tmp_path, "b") / "moves" / session_id).exists()
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "handed-over"
+
+    again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert again.returncode == 0, again.stderr
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+    assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"

@@ -23,7 +23,7 @@ from chock.control import move_protocol as mp
 from chock.control import parts
 from chock.control.address import LOCAL, Address, host_address, named_hosts
 from chock.control.client import ControlClient, R, expect
-from chock.control.framing import ErrorCode, ProtocolError, size
+from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
 from chock.errors import ChockError, UsageError
 from chock.paths import Layout
@@ -93,7 +93,7 @@ def _relay(source: ControlClient, source_host: str, target: ControlClient, targe
     announced = expect(header, mp.PartHeader)
     receive = mp.ReceiveRequest(session_id, part, announced.body_length, announced.sha256)
     try:
-        _step(f"sending its {part} ({size(announced.body_length)})")
+        _step(f"sending its {part} ({announced.body_length:,} bytes)")
         expect(target.call_with_body(receive, body), mp.Received)
     except ProtocolError as error:
         raise _failed(target_host, receive, error) from None
