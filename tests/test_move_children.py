@@ -122,6 +122,7 @@ def test_an_ended_session_moves_with_its_log_and_branch_and_stays_ended_there(ho
     assert moved.returncode == 0, moved.stderr
     row = _row(a, project_a)
     assert (row["status"], row["end_reason"], row["end_to"]) == ("moved", "moved", "hostb")
+    assert "moved to hostb" in a.chock("sessions", cwd=project_a).stdout
     again = a.chock("run", "--continue", session_id, "more", cwd=project_a)
     assert again.returncode == 3 and "moved to hostb" in again.stderr
     assert a.chock("sessions", "remove", session_id, cwd=project_a).returncode == 0
@@ -201,7 +202,7 @@ def _nothing_written(b: Home, project_b: Path, session_id: str) -> None:
     "tamper, why",
     [
         (lambda events, sid: events.insert(2, events.pop(3)), "a log's ids go 1, 2, 3"),
-        (lambda events, sid: events[0].update(session="20260101-000000-other1"), "names the session"),
+        (lambda events, sid: events[0].update(session="20260101-000000-0a0b0c"), "names the session"),
         (lambda events, sid: events[1].update(text="x" * (2 * 1024 * 1024)), "longer than"),
         (lambda events, sid: events.pop(), "does not end with its source's handover"),
     ],
@@ -224,7 +225,7 @@ def test_paths_in_an_incoming_log_change_nothing_outside_the_session(hosts):
     victim = b.root / ".ssh"
     victim.mkdir()
     (victim / "id_ed25519").write_text("secret")
-    other = b.layout.session_dir("20260101-000000-other1")
+    other = b.layout.session_dir("20260101-000000-0a0b0c")
     other.mkdir(parents=True)
     (other / "log.jsonl").write_text("{}\n")
     events[0]["project"] = str(victim)
@@ -253,12 +254,11 @@ def test_a_bundle_with_other_refs_touches_none_of_them(hosts):
     a, b, project_a, project_b = hosts
     session_id, said, _ = _sent(a, project_a)
     # A bundle that also carries a main rewritten and a tag: only chock/<id> is taken from it.
-    git(project_a, "checkout", "-q", "-b", "rewritten", "main")
     (project_a / "README.md").write_text("# rewritten\n")
     git(project_a, "commit", "-q", "-am", "rewrite")
     git(project_a, "tag", "v9")
     bundle = a.layout.state / "moves" / session_id / "out" / "bundle"
-    git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", "rewritten:refs/heads/main", "v9")
+    git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", "main", "v9")
     said["parts"][1] = {"part": "bundle", "length": bundle.stat().st_size,
                         "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest()}  # fmt: skip
     main_before = git_value(project_b, "rev-parse", "main")
@@ -296,3 +296,33 @@ def test_a_target_lacking_the_instance_refuses_naming_it(hosts):
     refused = _move_in(b, session_id, project_b, "hosta")
     assert refused.returncode == 3 and "demo" in refused.stderr, refused.stderr
     _nothing_written(b, project_b, session_id)
+
+
+def test_a_moved_session_refuses_say_through_the_daemon_naming_where_it_went(home, project, daemon):
+    session_id = _ended_session(home, project)
+    _move_out(home, session_id, "hostb")
+    assert home.chock("run", "--moved", session_id, "--to", "hostb").returncode == 0
+    said = home.chock("say", session_id, "more", "--daemon", daemon.address, cwd=project)
+    assert said.returncode != 0 and "moved to hostb" in said.stderr, said.stderr
+    assert home.events(session_id)[-1]["reason"] == "moved"  # nothing was carried on
+
+
+def test_a_failure_before_the_commit_point_removes_what_the_target_wrote(hosts):
+    a, b, project_a, project_b = hosts
+    process, session_id = replayed_terminal_session(a, project_a, SLOW)
+    wait_for_event(a, session_id, "tool.result", lambda e: e["call_id"] == "c1")
+    sent = _move_out(a, session_id, "hostb")
+    assert process.wait(30) == 8
+    _relay(a, b, session_id, sent)
+    b.replay_instance(SLOW)
+    b.layout.workspace_dir(session_id).mkdir(parents=True)  # in the way of its worktree: the last write fails
+    refused = _move_in(b, session_id, project_b, "hosta", "--running")
+    assert refused.returncode == 3 and "in the way" in refused.stderr, refused.stderr
+    assert not b.layout.session_dir(session_id).exists()
+    assert git(project_b, "branch", "--list", f"chock/{session_id}") == ""  # the branch it made is gone
+    assert not b.layout.scratchpad_path(session_id).exists()
+    # the source is handed over to nobody yet: asked, b cannot say it does not hold it, so --force takes it back
+    taken = a.chock("run", "--continue", session_id, "--force", cwd=project_a)
+    assert taken.returncode == 0, taken.stderr
+    assert "two copies now diverge" in taken.stderr
+    assert git(project_a, "show", f"chock/{session_id}:b.txt") == "B"

@@ -70,6 +70,8 @@ def print_rows(rows: list[dict[str, Any]], values: dict[str, object], *, with_pr
             print(shown(host + _line(row, with_project=with_project), one_line=True))
             if row.get("free"):
                 print(shown(f"    {interrupted(row)}", one_line=True))
+            elif row.get("status") == "moved":
+                print(shown(f"    moved to {row.get('end_to') or 'another host'}", one_line=True))
 
 
 def _line(row: dict[str, Any], *, with_project: bool) -> str:

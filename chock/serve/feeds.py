@@ -87,7 +87,7 @@ SESSIONS = 128
 
 # Statuses of the session row after which the daemon closing the watch is the end of the session, not a
 # fault.
-_OVER = frozenset({"ended", "handed-over", "abandoned"})
+_OVER = frozenset({"ended", "handed-over", "moved", "abandoned"})
 
 
 def sse_event(event: EventLine, tag: bytes = b"") -> bytes:

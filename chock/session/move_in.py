@@ -146,7 +146,7 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
             with contextlib.suppress(Exception):
                 step()
         raise
-    shutil.rmtree(incoming.parent, ignore_errors=True)
+    moving.clear(incoming)
     os.write(1, (moving.json_line({"adopted": adopted["id"]}) + "\n").encode())
     if place is None:  # it ended there, so it ends here again, as it did (`say` carries it on)
         opening.emit("session.end", **_ended_as(checked.before))

@@ -234,8 +234,15 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
         if state.workspace and os.path.lexists(state.workspace):
             with contextlib.suppress(ChockError):  # a leftover `chock sessions remove` still removes
                 workspace.remove(keep.worktree_of(state))
-    shutil.rmtree(moves_dir(layout, session_id, "out"), ignore_errors=True)
+    clear(moves_dir(layout, session_id, "out"))
     return int(end["id"])
+
+
+def clear(parts: Path) -> None:
+    """Remove a move's parts once they served, and the session's `moves/<id>` when nothing else is in it."""
+    shutil.rmtree(parts, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        parts.parent.rmdir()
 
 
 def json_line(value: dict[str, Any]) -> str:

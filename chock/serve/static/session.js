@@ -28,6 +28,7 @@ export function statusText(row, full = false) {
   }
   if (row.status === "waiting") return `waiting${row.pending_approvals ? ` (${row.pending_approvals})` : ""}`;
   if (row.status === "ended" && row.end_reason) return `ended · ${row.end_reason}`;
+  if (row.status === "moved") return `moved → ${row.end_to || "another host"}`;
   return row.status || "unknown";
 }
 

@@ -281,10 +281,10 @@ const RENDER = {
     const failed = reason !== "completed" && reason !== "handover";
     const words = {
       completed: "Completed", error: "Failed", handover: "Handed over", interrupted: "Interrupted",
-      budget: "Stopped at its budget",
+      budget: "Stopped at its budget", moved: `Moved to ${e.to || "another host"}`,
     }[reason] || reason;
     this.ended = reason !== "handover";
-    this.setStatus(reason === "handover" ? "handed-over" : "ended");
+    this.setStatus({ handover: "handed-over", moved: "moved" }[reason] || "ended");
     this.add(el("div", { class: `item end${failed ? " failed" : ""}` },
       el("div", { class: "who", text: "End" }),
       el("p", { class: "text", text: `${words}${e.exit_code != null ? ` · exit ${e.exit_code}` : ""}${e.error ? `\n${e.error}` : ""}` })), e);
