@@ -396,3 +396,37 @@ def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_m
     assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
     assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
+
+
+SLOW = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+    {"text": "", "delay": 1.5,
+     "tool_calls": [{"call_id": "c2", "name": "write_file", "args": {"path": "b.txt", "content": "B"}}]},
+    {"text": "Both written.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_chock_move_hands_a_running_daemon_session_over_at_its_turn_boundary_and_it_finishes_on_the_target(
+    tmp_path, home, hosts
+):
+    """A daemon-owned session mid-way through its conversation, an uncommitted edit in its worktree, moved while it
+    waits in a model call: it hands over at the boundary, and finishes on the target with every edit."""
+    import subprocess
+
+    a, b = hosts
+    replay_config(home, SLOW)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write two files")).session_id
+    log = state(tmp_path, "a") / "sessions" / session_id / "log.jsonl"
+    wait_until(lambda: b'"call_id": "c1"' in log.read_bytes() and b'"tool.result"' in log.read_bytes(), 60, "a.txt")
+
+    moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert moved.returncode == 0, moved.stderr
+    assert "it goes on there" in moved.stdout
+    wait_until(lambda: b.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "it to end there")
+    assert b.client.call(dp.FindRequest(session_id)).row["end_reason"] == "completed"
+    assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
+    assert git_value(there, "show", f"chock/{session_id}:b.txt") == "B"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
