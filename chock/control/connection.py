@@ -483,6 +483,11 @@ class ClientConnection:
         return self._eof
 
     @property
+    def in_body(self) -> bool:
+        """The bytes after a reply's first line are being received (a pump may read them in larger pieces)."""
+        return self._body_left is not None
+
+    @property
     def replying(self) -> bool:
         """A reply (or the greeting's answer) is still to come."""
         return self._state in ("greeting", "reply")

@@ -25,7 +25,7 @@ from chock.daemon.children import Refusal
 from chock.daemon.context import Daemon
 from chock.daemon.reply import ClientGone, ReplyWriter
 
-READ_SIZE = 256 * 1024
+READ_SIZE = 1024 * 1024
 
 # One move's steps at this host take turns (a `move-drop` waits for a `receive` under way); a step still waiting
 # past this is told the session is busy.
