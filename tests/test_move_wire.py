@@ -430,3 +430,38 @@ def test_chock_move_hands_a_running_daemon_session_over_at_its_turn_boundary_and
     assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
     assert git_value(there, "show", f"chock/{session_id}:b.txt") == "B"
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+
+
+def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_path, home, hosts):
+    """The bundle stalls on its way (a relay holds it); Ctrl-C: what the target received goes, and the source's
+    session is handed over to nobody, as the command says."""
+    import signal
+    import subprocess
+
+    from tests.fakes.relay import CuttingRelay
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    received = state(tmp_path, "b") / "moves" / session_id / "in"
+    with CuttingRelay(b.socket, verb="receive", part="bundle", after=100, hold=True) as relay:
+        move = home.spawn(
+            "move", session_id, "--daemon", a.address, "--to", relay.address, "--project", str(there),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            wait_until(relay.holding.is_set, 60, "the bundle to stall")
+            assert {"log", "scratchpad"} <= set(os.listdir(received)) and "bundle" not in os.listdir(received)
+            move.send_signal(signal.SIGINT)
+            _, stderr = move.communicate(timeout=60)
+        finally:
+            move.kill()
+    assert move.returncode == 130, stderr
+    assert f"stopped: {relay.address} holds nothing of it" in stderr
+    assert f"`chock run --continue {session_id}` there takes it back" in stderr
+    assert not (state(tmp_path, "b") / "moves" / session_id).exists()
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "handed-over"

@@ -25,7 +25,7 @@ from chock.control.address import LOCAL, Address, host_address, named_hosts
 from chock.control.client import ControlClient, R, expect
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
-from chock.errors import ChockError, UsageError
+from chock.errors import EXIT_INTERRUPTED, ChockError, UsageError
 from chock.paths import Layout
 from chock.terminal import shown
 
@@ -42,6 +42,12 @@ def _step(text: str) -> None:
     import sys
 
     click.echo(shown(text, sys.stderr, one_line=True), err=True)
+
+
+def _interrupted(text: str) -> SystemExit:
+    """Ctrl-C: what it left where, said; the exit status of an interrupted command."""
+    _step(text)
+    return SystemExit(EXIT_INTERRUPTED)
 
 
 def _ask(client: ControlClient, host: str, request: Request, reply: type[R]) -> R:
@@ -170,7 +176,13 @@ def move(
     check = mp.MoveCheckRequest(session_id, base, instance or own_instance, project_there)
     there = _ask(target, to_host, check, mp.HostNamed).host
     _step(f"taking session {session_id} {source.where} (a running session hands over at its next turn boundary)")
-    manifest = _ask(source.client, source.host, mp.MoveOutRequest(session_id, there, wait), mp.Manifest)
+    try:
+        manifest = _ask(source.client, source.host, mp.MoveOutRequest(session_id, there, wait), mp.Manifest)
+    except KeyboardInterrupt:
+        raise _interrupted(
+            f"stopped while the session was being taken {source.where}: {to_host} holds nothing of it; if it was "
+            f"taken, it is handed over to nobody there, and `chock run --continue {session_id}` there takes it back"
+        ) from None
     try:
         if (manifest.base, manifest.instance) != (base, own_instance):
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)
@@ -185,17 +197,22 @@ def move(
         )
         if isinstance(error, ChockError):
             raise MoveFailed(f"{error} — {left}") from None
-        _step(f"stopped: {left}")
+        if isinstance(error, KeyboardInterrupt):
+            raise _interrupted(f"stopped: {left}") from None
+        _step(f"failed: {left}")
         raise
     _step(f"{to_host} adopts it")
     move_in = mp.MoveInRequest(session_id, project_there, manifest.host, manifest.was_running, instance or "")
+    unknown = (
+        f"if {to_host} did not adopt it, `chock run --continue {session_id}` {source.where} takes it back (it asks "
+        f"{to_host} first); `chock sessions --daemon {to}` says whether {to_host} holds it"
+    )
     try:
         adopted = _ask(target, to_host, move_in, mp.MovedIn).adopted
     except MoveFailed as error:
-        raise MoveFailed(
-            f"{error} — if {to_host} did not adopt it, `chock run --continue {session_id}` {source.where} takes it "
-            f"back; `chock sessions --daemon {to}` says whether it holds it"
-        ) from None
+        raise MoveFailed(f"{error} — {unknown}") from None
+    except KeyboardInterrupt:
+        raise _interrupted(f"stopped while {to_host} was adopting it: {unknown}") from None
     _step(f"ending it {source.where}")
     _ask(source.client, source.host, mp.MovedRequest(session_id, there), mp.MovedOut)
     goes_on = "it goes on there"

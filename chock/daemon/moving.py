@@ -159,12 +159,14 @@ def _body(reply: ReplyWriter):  # type: ignore[no-untyped-def]
     """The bytes after the request, as the connection gives them (its deadlines, its bounds); a peer that goes away
     or falls silent past a deadline is ClientGone (after it is told why)."""
     codec, sock = reply.codec, reply.sock
+    bound = sock.gettimeout()  # the reply's own, once the bytes are in
     while True:
         event = codec.next_event()
         if isinstance(event, Data):
             yield event.data
             continue
         if event is END_OF_BODY:
+            sock.settimeout(bound)
             return
         if event is CLOSED:
             raise ClientGone

@@ -6,7 +6,8 @@ does to a move, made deterministic (never by sleeping). Every other connection p
 
 A connection whose request line is `<verb> <session id>\\t<part>…` (any part when `part` is None) is passed on up
 to `after` bytes past its request line, then both its ends are closed; `after=None` closes it before its request
-reaches the daemon. `cut` counts the connections it cut.
+reaches the daemon. With `hold`, the cut connection stalls instead (`holding` is set) until the client closes it.
+`cut` counts the connections it cut.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from tests.fakes.daemon import short_dir
 
 
 class CuttingRelay:
-    def __init__(self, target: Path, *, verb: str, part: str | None = None, after: int | None = None) -> None:
+    def __init__(
+        self, target: Path, *, verb: str, part: str | None = None, after: int | None = None, hold: bool = False
+    ) -> None:
         self.target = str(target)
-        self.verb, self.part, self.after = verb, part, after
+        self.verb, self.part, self.after, self.hold = verb, part, after, hold
+        self.holding = threading.Event()
         self.path = short_dir() / "relay.sock"
         self.cut = 0
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -68,6 +72,11 @@ class CuttingRelay:
                     while sent < self.after and (data := client.recv(min(65536, self.after - sent))):
                         daemon.sendall(data)
                         sent += len(data)
+                if self.hold:  # nothing more passes until the client goes away (a network that stalls)
+                    self.holding.set()
+                    with contextlib.suppress(OSError):
+                        while client.recv(65536):
+                            pass
                 for end in (client, daemon):
                     with contextlib.suppress(OSError):
                         end.shutdown(socket.SHUT_RDWR)
