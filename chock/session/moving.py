@@ -22,8 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chock.control import parts
 from chock.errors import ChockError, Refused
 from chock.log import catalog
+from chock.log.events import MAX_EVENT_BYTES
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.row import RowState
@@ -32,13 +34,12 @@ from chock.paths import Layout, check_session_id, ensure_dir
 from chock.platform import host
 from chock.session import keep, workspace
 
-# The parts that travel, in the order they are sent.
-PARTS = ("log", "bundle", "scratchpad")
+# The parts' bounds are the wire's (chock/control/parts.py), so a part staged here is one a target takes.
 # Every event of a moving log fits in this (as the writer's events do); a longer line refuses the move.
-EVENT_LIMIT = 1024 * 1024
+EVENT_LIMIT = MAX_EVENT_BYTES
 # The branch's bundle, and the scratchpad, are refused past these.
-BUNDLE_LIMIT = 2 * 1024**3
-SCRATCHPAD_LIMIT = 16 * 1024 * 1024
+BUNDLE_LIMIT = parts.PART_BOUNDS["bundle"]
+SCRATCHPAD_LIMIT = parts.PART_BOUNDS["scratchpad"]
 # A host name as `--to` and `--from` name one (and `session.end`'s `to` records it): a DNS name or a
 # connection's name, no spaces or control characters.
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
