@@ -24,6 +24,8 @@ from pathlib import Path
 
 import _common
 
+from chock.daemon.moving import DIGESTS
+
 SESSION_ID = "20260101-000000-4d4d4d"
 LINE = ('{"id": %d, "type": "tool.result", "output": "' + "x" * 900 + '"}\n').encode()
 
@@ -55,9 +57,12 @@ def stage(out: Path, log_bytes: int, bundle_bytes: int) -> dict[str, bytes]:
             bundle.write(os.urandom(1 << 20))
     (out / "scratchpad").write_bytes(b"# notes\n" * 4096)
     digests = {}
-    for part in ("log", "bundle"):
+    for part in ("log", "scratchpad", "bundle"):
         with open(out / part, "rb") as handle:
             digests[part] = hashlib.file_digest(handle, "sha256").digest()
+    # As the source's daemon keeps them from move-out's manifest, so `send` need not read a part through first.
+    said = {part: [(out / part).stat().st_size, digest.hex()] for part, digest in digests.items()}
+    (out / DIGESTS).write_text(json.dumps(said))
     return digests
 
 

@@ -101,7 +101,7 @@ class Pump:
             raise
         return pump
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         try:
             self.sock.sendall(data)
         except OSError as error:
@@ -145,7 +145,7 @@ class Pump:
             raise Unreachable(f"the {self.connection.peer} closed the connection before answering {what}")
         return event
 
-    def body(self, timeout: float | None, what: str) -> Iterator[bytes]:
+    def body(self, timeout: float | None, what: str) -> Iterator[bytes | bytearray]:
         """The bytes after a reply's first line (`send`'s part), as they come, each wait at most `timeout`; the
         peer closing before the last is Unreachable, so a part cut short never looks whole."""
         while True:
@@ -253,7 +253,7 @@ class ControlClient:
             pump.send(request)
             return pump.reply(request.WAIT or self.timeout, request.verb)
 
-    def call_with_body(self, request: Request, body: Iterable[bytes]) -> ReplyLine:
+    def call_with_body(self, request: Request, body: Iterable[bytes | bytearray]) -> ReplyLine:
         """A verb whose request is followed by bytes (`receive`): the request, `body` written as it comes, then its
         one-line reply. A daemon that refuses before taking the bytes (a length past its bound) closes early: its
         refusal is what is raised, not the failed write."""
@@ -270,7 +270,7 @@ class ControlClient:
                 raise unexpected(reply, cut) from None
             return pump.reply(request.WAIT or self.timeout, request.verb)
 
-    def open_body(self, request: Request) -> tuple[ReplyLine, Iterator[bytes]]:
+    def open_body(self, request: Request) -> tuple[ReplyLine, Iterator[bytes | bytearray]]:
         """A verb whose reply's first line is followed by bytes (`send`): that line, and the bytes as they come
         (the connection closes when they end, or when the iterator is closed)."""
         pump = self._open()
@@ -281,7 +281,7 @@ class ControlClient:
             pump.close()
             raise
 
-        def body() -> Iterator[bytes]:
+        def body() -> Iterator[bytes | bytearray]:
             with pump:
                 yield from pump.body(self.timeout, request.verb)
 

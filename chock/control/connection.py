@@ -54,8 +54,8 @@ class Data:
 
     __slots__ = ("data",)
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, data: bytes | bytearray) -> None:
+        self.data = data  # a buffer of its own: nothing else holds it
 
     def __repr__(self) -> str:
         return f"Data({len(self.data)} bytes)"
@@ -135,8 +135,7 @@ class _Body:
 
     def next_event(self) -> Data | _Sentinel:
         if self.held:
-            data = bytes(self.held)
-            self.held.clear()
+            data, self.held = self.held, bytearray()
             return Data(data)
         if self.failed is not None:
             raise self.failed
@@ -573,8 +572,7 @@ class ClientConnection:
         left = self._body_left
         assert left is not None
         if self._beyond:
-            data = bytes(self._beyond[:left])
-            self._beyond.clear()
+            data, self._beyond = self._beyond[:left] if len(self._beyond) > left else self._beyond, bytearray()
             self._body_left = left - len(data)
             return Data(data)
         if not left:

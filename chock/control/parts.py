@@ -121,7 +121,7 @@ class PartDecoder:
         self._held = bytearray()  # an unfinished base64 line
         self._last = False  # a base64 line shorter than the rest came: it must be the last
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes | bytearray) -> bytes | bytearray:
         """The part's bytes that `data` (the next bytes of the wire) carries."""
         if not encoded(self.part):
             self._take(data)
@@ -147,7 +147,7 @@ class PartDecoder:
         self._take(decoded)
         return decoded
 
-    def _take(self, data: bytes) -> None:
+    def _take(self, data: bytes | bytearray) -> None:
         self.size += len(data)
         if self.size > PART_BOUNDS[self.part]:
             raise f.ProtocolError(

@@ -27,6 +27,9 @@ from chock.daemon.reply import ClientGone, ReplyWriter
 
 READ_SIZE = 1024 * 1024
 
+# Beside the staged parts: each part's size and sha256 as move-out's child said them.
+DIGESTS = ".digests.json"
+
 # One move's steps at this host take turns (a `move-drop` waits for a `receive` under way); a step still waiting
 # past this is told the session is busy.
 TURN_SECONDS = 30.0
@@ -236,6 +239,10 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
         raise ProtocolError(ErrorCode.INTERNAL, said) from None
     if manifest.session_id != request.session_id:
         raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out staged another session's parts")
+    # What `send` announces without reading a part through again (a part changed since is caught by its target).
+    staged = daemon.layout.move_dir(request.session_id) / "out"
+    with contextlib.suppress(OSError):
+        (staged / DIGESTS).write_text(json.dumps({part: [size, sha] for part, size, sha in manifest.parts}))
     reply.answer(manifest)
 
 
@@ -254,13 +261,27 @@ def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
         ) from None
     with handle:
         size = os.fstat(handle.fileno()).st_size
-        digest = hashlib.file_digest(handle, "sha256").hexdigest()
-        handle.seek(0)
+        digest = _staged_digest(path.parent, request.part, size)
+        if digest is None:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            handle.seek(0)
         reply.answer(mp.PartHeader(parts.wire_length(request.part, size), digest))
         try:
             reply.stream(parts.encode_chunks(request.part, handle.read, size))
         except OSError:
             raise ClientGone from None  # the reply is cut short, never a part that looks whole
+
+
+def _staged_digest(staged: os.PathLike[str], part: str, size: int) -> str | None:
+    """The part's sha256 as move-out's child said it, when it said it of a part of this size."""
+    try:
+        with open(os.path.join(staged, DIGESTS)) as handle:
+            said = json.load(handle).get(part)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(said, list) and len(said) == 2 and said[0] == size and isinstance(said[1], str):
+        return said[1]
+    return None
 
 
 def moved(daemon: Daemon, reply: ReplyWriter, request: mp.MovedRequest) -> None:
