@@ -465,3 +465,37 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
     assert f"`chock run --continue {session_id}` there takes it back" in stderr
     assert not (state(tmp_path, "b") / "moves" / session_id).exists()
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "handed-over"
+
+
+def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling_it_all(tmp_path, home, hosts):
+    """A -> B -> A: A keeps the log it had as log.jsonl.moved-1 and takes the one that came back, which begins with
+    A's and goes on with B's; both hosts' rows agree on where it is."""
+    import json
+    import subprocess
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert went.returncode == 0, went.stderr
+    came = home.chock("move", session_id, "--daemon", b.address, "--to", a.address, "--project", str(here))
+    assert came.returncode == 0, came.stderr
+
+    directory = state(tmp_path, "a") / "sessions" / session_id
+    kept = (directory / "log.jsonl.moved-1").read_bytes()
+    events = [json.loads(line) for line in (directory / "log.jsonl").read_bytes().splitlines()]
+    assert [event["id"] for event in events] == list(range(1, len(events) + 1))
+    moves = [(e["type"], e.get("reason") or e.get("via")) for e in events if e.get("via") == "move" or e.get("to")]
+    out, into = [("session.adopt", "move"), ("session.end", "handover")], [("session.adopt", "move")]
+    assert moves == out + into + out + into  # A's move-out, B's move-in, B's move-out, A's move-in
+    assert (events[-1]["type"], events[-1]["reason"]) == ("session.end", "completed")  # ended there, ended here
+    # What A held, without its last span (the move's `moved`), is where the log that came back begins.
+    held = kept.splitlines()
+    assert json.loads(held[-1])["reason"] == "moved"
+    assert (directory / "log.jsonl").read_bytes().splitlines()[: len(held) - 2] == held[:-2]
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
