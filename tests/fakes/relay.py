@@ -7,7 +7,8 @@ does to a move, made deterministic (never by sleeping). Every other connection p
 A connection whose request line is `<verb> <session id>\\t<part>…` (any part when `part` is None) is passed on up
 to `after` bytes past its request line, then both its ends are closed; `after=None` closes it before its request
 reaches the daemon. With `hold`, the cut connection stalls instead (`holding` is set) until the client closes it.
-`cut` counts the connections it cut.
+`cut` counts the connections it cut. Run as a script, it relays until killed (for a host of tests/fakes/hosts.py,
+as that host's user, so the daemon behind it takes its connections).
 """
 
 from __future__ import annotations
@@ -17,17 +18,26 @@ import socket
 import threading
 from pathlib import Path
 
-from tests.fakes.daemon import short_dir
-
 
 class CuttingRelay:
     def __init__(
-        self, target: Path, *, verb: str, part: str | None = None, after: int | None = None, hold: bool = False
+        self,
+        target: Path,
+        *,
+        verb: str,
+        part: str | None = None,
+        after: int | None = None,
+        hold: bool = False,
+        path: Path | None = None,
     ) -> None:
         self.target = str(target)
         self.verb, self.part, self.after, self.hold = verb, part, after, hold
         self.holding = threading.Event()
-        self.path = short_dir() / "relay.sock"
+        if path is None:
+            from tests.fakes.daemon import short_dir
+
+            path = short_dir() / "relay.sock"
+        self.path = path
         self.cut = 0
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.path))
@@ -110,3 +120,11 @@ def _copy(source: socket.socket, sink: socket.socket) -> None:
             sink.sendall(data)
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
+
+
+if __name__ == "__main__":  # run as a host's user (tests/test_move_ssh.py): TARGET LISTEN VERB PART AFTER
+    import sys
+
+    target, listen, verb, part, after = sys.argv[1:]
+    CuttingRelay(Path(target), verb=verb, part=part or None, after=int(after), path=Path(listen))
+    threading.Event().wait()
