@@ -4,12 +4,14 @@ Bytes in (`receive_data`; `b""` is end of file), events out (`next_event`), requ
 socket, a thread or an event loop is the caller's: the daemon, the session's sockets, the blocking client every
 command uses and serve's asyncio client are thin pumps around these two classes, so every rule of the exchange
 — the greeting first, the bounds, one verb per control connection, which lines a reply may hold and how it
-ends — lives here once, and a test drives both ends with plain bytes.
+ends — lives here once, and a test drives both ends with plain bytes. A request with a body (`receive`) and a
+reply with one (`send`) are followed by exactly the bytes they announce: those come out as `Data`, then
+END_OF_BODY, and are never framed as lines (h11's `Data` and `EndOfMessage`).
 
 Time is the caller's too, the way aioquic's `get_timer()`/`handle_timer(now)` have it: the server's end owns its
-deadlines (the greeting's, a line's, the idle bound's, and the linger after its last line) and never reads a
-clock. A pump tells it the time with what it feeds it, asks `next_deadline()` when to wake, and at that time
-calls `deadline_passed(now)`.
+deadlines (the greeting's, a line's — a body's lines' too —, the idle bound's, and the linger after its last
+line) and never reads a clock. A pump tells it the time with what it feeds it, asks `next_deadline()` when to
+wake, and at that time calls `deadline_passed(now)`.
 """
 
 from __future__ import annotations
