@@ -125,6 +125,8 @@ def test_an_ended_session_moves_with_its_log_and_branch_and_stays_ended_there(ho
     assert "moved to hostb" in a.chock("sessions", cwd=project_a).stdout
     again = a.chock("run", "--continue", session_id, "more", cwd=project_a)
     assert again.returncode == 3 and "moved to hostb" in again.stderr
+    again = a.chock("run", "--move-out", session_id, "--to", "hostc")
+    assert again.returncode == 3 and "moved to hostb" in again.stderr
     assert a.chock("sessions", "remove", session_id, cwd=project_a).returncode == 0
     assert not a.layout.session_dir(session_id).exists()
 
@@ -326,3 +328,50 @@ def test_a_failure_before_the_commit_point_removes_what_the_target_wrote(hosts):
     assert taken.returncode == 0, taken.stderr
     assert "two copies now diverge" in taken.stderr
     assert git(project_a, "show", f"chock/{session_id}:b.txt") == "B"
+
+
+def test_the_fold_takes_nothing_of_the_source_but_its_base_once_a_move_brings_a_session_here():
+    from chock.log.fold import fold
+    from chock.platform.host import machine_id
+
+    here = machine_id()
+    base = "a" * 40
+    events = [
+        {"id": 1, "type": "session.start", "session": "s", "project": "/home/me/.ssh"},
+        {"id": 2, "type": "workspace.open", "directory": "/home/me/.ssh", "admin": "/x", "commit": base,
+         "base": base, "machine_id": here},
+        {"id": 3, "type": "approval.answer", "request_id": "r1", "answer": "yes", "scope": "session", "rule": "rm *"},
+        {"id": 4, "type": "session.end", "reason": "handover", "to": "b"},
+    ]  # fmt: skip
+    assert fold(events).session_rules and fold(events).workspace == "/home/me/.ssh"
+    adopt = {"id": 5, "type": "session.adopt", "via": "move", "from": "a", "project": "/srv/project"}
+    state = fold([*events, adopt])
+    assert (state.project, state.workspace, state.workspace_admin) == ("/srv/project", "", "")
+    assert state.workspace_base == base
+    assert state.session_rules == [] and not state.workspace_kept
+    elsewhere = {"id": 6, "type": "workspace.open", "directory": "/elsewhere", "commit": base, "machine_id": "other"}
+    unmarked = {"id": 7, "type": "workspace.open", "directory": "/unmarked", "commit": base}
+    assert fold([*events, adopt, elsewhere, unmarked]).workspace == ""  # neither is this machine's
+    mine = {"id": 8, "type": "workspace.open", "directory": "/mine", "commit": base, "machine_id": here}
+    assert fold([*events, adopt, elsewhere, mine]).workspace == "/mine"
+    assert fold([*events[:2], {**elsewhere, "id": 3}]).workspace == "/home/me/.ssh"  # never another machine's
+
+
+def test_taking_back_a_session_moved_out_asks_the_target_first(home, project, daemons, tmp_path):
+    entries = [*ONE_FILE, {"text": "More done.", "tool_calls": []}]
+    session_id = _ended_session(home, project, entries)
+    _move_out(home, session_id, "hostb")
+    there = tmp_path / "hostb-state"
+    hostb = daemons.start(env={"CHOCK_STATE_DIR": str(there)})
+    home.write_config(
+        '.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } }, '
+        f'.connections = .{{ .hostb = "{hostb.address}" }} }}\n'
+    )
+    (there / "sessions" / session_id).mkdir(parents=True)
+    shutil.copy(home.layout.log_path(session_id), there / "sessions" / session_id / "log.jsonl")
+    held = home.chock("run", "--continue", session_id, "more", cwd=project)
+    assert held.returncode == 3 and "hostb holds it" in held.stderr, held.stderr
+    shutil.rmtree(there / "sessions" / session_id)  # hostb does not hold it (its step 2 was undone)
+    taken = home.chock("run", "--continue", session_id, "more", cwd=project)
+    assert taken.returncode == 0, taken.stderr
+    assert home.events(session_id)[-1]["reason"] == "completed"

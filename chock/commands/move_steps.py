@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from chock.commands.detach import DEFAULT_WAIT_SECONDS
 from chock.errors import UsageError
 from chock.paths import Layout
 
@@ -30,7 +31,9 @@ _OPTIONS = (
     click.option("--to", "move_to", metavar="HOST", hidden=True, help="The host a session moves to."),
     click.option("--from", "move_from", metavar="HOST", hidden=True, help="The host a session moves from."),
     click.option("--running", "move_running", is_flag=True, hidden=True, help="It was running: carry it on."),
-    click.option("--wait", "move_wait", type=float, default=300.0, hidden=True, help="Bounds each handover answer."),
+    click.option(
+        "--wait", "move_wait", type=float, default=DEFAULT_WAIT_SECONDS, hidden=True, help="Bounds each answer."
+    ),
 )
 _NAMES = (*STEPS, "move_to", "move_from", "move_running", "move_wait")
 

@@ -111,6 +111,8 @@ def run(
         records = session_id or adopt_id or (move_in and move_in.session_id)
         with session_records(records, project_dir, "adopt" if adopt_id or move_in else "start"):
             try:
+                if move_in is not None:
+                    from chock.session.move_in import run as run_session
                 code = run_session(layout, request, renderer)
             finally:
                 if isinstance(renderer, render.TerminalView):

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,14 @@ def _bad(why: str) -> Refused:
     return Refused(f"refused the moved session: {why}; nothing was written")
 
 
+def run(layout: Layout, request: start.RunRequest, render: Callable[[Event], None]) -> int:
+    """`chock run --move-in`: step 2, then a session that was running carries on here to its end; the exit code
+    (0 for an ended one, ended here again)."""
+    signal.signal(signal.SIGTERM, start._interrupt)  # as `chock run` does until its loop answers it
+    opening = move_in(layout, request)
+    return 0 if opening is None else start.carry_on(opening, request, render)
+
+
 def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
     """Step 2: check, write, adopt (see the module). The opening to carry a running session on from (the adopt
     and workspace.open logged), or None once an ended one has ended here again."""
@@ -105,6 +114,12 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
     if request.project is None:
         raise UsageError("--move-in needs --project: the directory on this host the session works in")
     incoming = moving.moves_dir(layout, session_id, "in")
+    missing = [part for part in moving.PARTS if not (incoming / part).is_file() or (incoming / part).is_symlink()]
+    if missing:
+        raise Refused(
+            f"the moved session {session_id} has no {', no '.join(missing)} in {incoming}: the daemon puts each part "
+            "there once it is received and checked; move it again. Nothing was written"
+        )
     checked = check_log(incoming / "log", session_id)
     state = checked.state
     prepared = start._prepare(layout, request, request.project, request.instance or state.instance)

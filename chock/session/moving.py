@@ -34,8 +34,10 @@ from chock.paths import Layout, check_session_id, ensure_dir
 from chock.platform import host
 from chock.session import keep, workspace
 
-# The parts' bounds are the wire's (chock/control/parts.py), so a part staged here is one a target takes.
-# Every event of a moving log fits in this (as the writer's events do); a longer line refuses the move.
+# The parts that travel, and their bounds, are the wire's (chock/control/parts.py): a part staged here is one a
+# target takes.
+PARTS = parts.PARTS
+# Every event of a moving log fits in what a log's event may be; a longer line refuses the move.
 EVENT_LIMIT = MAX_EVENT_BYTES
 # The branch's bundle, and the scratchpad, are refused past these.
 BUNDLE_LIMIT = parts.PART_BOUNDS["bundle"]
@@ -111,7 +113,8 @@ def move_out(layout: Layout, session_id: str, to: str, *, wait: float, say: Call
         bundle = _bundle(state, out / "bundle")
         scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
         # The span that ends the log sent: nothing can refuse after it.
-        log.append("session.adopt", session=session_id, via="move", approve_all=False, **host.owner())
+        # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
+        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
         log.append("session.end", reason="handover", to=to)
         log.sync()
         sent = _copy_log(path, out / "log")
@@ -229,7 +232,7 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
                 f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"
                 f"{' to ' + state.end_to if state.end_to else ''}); nothing was changed"
             )
-        log.append("session.adopt", session=session_id, via="move", approve_all=False, **host.owner())
+        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
         end = log.append("session.end", reason="moved", to=to)
         log.sync()  # the log says the session went before its worktree goes
         if state.workspace and os.path.lexists(state.workspace):

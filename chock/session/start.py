@@ -84,17 +84,17 @@ class _Prepared:
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
     """Run (or continue) a session to its end and return its exit code (docs/architecture.md#chock-run)."""
     signal.signal(signal.SIGTERM, _interrupt)  # until the loop answers it: a SIGTERM interrupts as Ctrl-C does
-    if request.move_in is not None:
-        from chock.session.move_in import move_in
+    opening = (
+        _continue(layout, request)
+        if request.adopt_id is not None or request.continue_id is not None
+        else _begin(layout, request)
+    )
+    return carry_on(opening, request, render)
 
-        moved_in = move_in(layout, request)
-        if moved_in is None:
-            return 0  # an ended session, ended here again after its adopt
-        opening = moved_in
-    elif request.adopt_id is not None or request.continue_id is not None:
-        opening = _continue(layout, request)
-    else:
-        opening = _begin(layout, request)
+
+def carry_on(opening: _Opening, request: RunRequest, render: Callable[[Event], None]) -> int:
+    """Run a session whose log is owned and whose first events are written (by `run`, or a move's
+    chock.session.move_in) to its end; its exit code."""
     assert opening.settings is not None and opening.runner is not None  # both set with workspace.open
     clock = SystemClock()
     provider = _provider(opening.prepared, request.model or opening.state.model or None, opening.state, clock)

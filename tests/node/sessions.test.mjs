@@ -40,6 +40,8 @@ test("a session's status in words, in the list and in its own view", () => {
   assert.equal(statusText(ROWS[2], true), "interrupted by reboot — chock run --on build --continue s3");
   assert.equal(statusText({ ...ROWS[2], host: "local" }, true), "interrupted by reboot — chock run --continue s3");
   assert.equal(statusText({}), "unknown");
+  assert.equal(statusText({ status: "moved", end_reason: "moved", end_to: "build" }), "moved → build");
+  assert.equal(statusClass({ status: "moved", end_reason: "moved" }), "badge moved");
   assert.deepEqual(ROWS.map(statusClass),
     ["badge ended", "badge waiting", "badge abandoned", "badge ended failed", "badge waiting"]);
 });
