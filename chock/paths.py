@@ -257,6 +257,11 @@ class Layout:
     def run_log_path(self, session_id: str) -> Path:
         return self.session_dir(session_id) / "run.log"
 
+    def move_dir(self, session_id: str) -> Path:
+        """Where a session's parts wait while it moves between hosts: `out/` on the source (staged by `chock run
+        --move-out`), `in/` on the target (received by the daemon, taken by `chock run --move-in`)."""
+        return self.state / "moves" / check_session_id(session_id)
+
     def session_socket(self, session_id: str, kind: str) -> Path:
         """`approval` or `handover` socket: beside the log when it fits, else in the runtime dir.
 

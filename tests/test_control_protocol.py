@@ -71,7 +71,7 @@ def test_the_daemon_takes_these_verbs():
     assert list(dp.CONTROL.requests) == [
         "start", "adopt", "read", "list", "watch", "answer", "stop", "say", "remove",
         "sessions", "find", "instances", "start-with", "remove-with-workspace", "answer-with", "rules",
-        "rule-remove",
+        "rule-remove", "move-check", "move-out", "send", "receive", "move-in", "moved", "move-drop",
     ]  # fmt: skip
     assert list(sp.APPROVAL.requests) == ["pending", "answer", "answer-with"]
     assert list(sp.HANDOVER.requests) == ["handover", "confirm", "stop", "say"]

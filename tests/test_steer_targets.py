@@ -118,6 +118,7 @@ THROUGH_DAEMON = {
     "rules": ("rules",),
     "rules remove": ("rules", "remove", "p0a1b2c3d"),
     "detach": ("detach",),
+    "move": ("move", "{local}", "--to", "local"),
     "doctor": ("doctor",),
     "serve": ("serve",),
 }

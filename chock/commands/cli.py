@@ -21,6 +21,7 @@ from chock.commands import (
     export,
     machine,
     mcp_servers,
+    move,
     overview,
     run,
     service,
@@ -84,6 +85,7 @@ COMMANDS: tuple[click.Command, ...] = (
     service.serve,
     connections.connections,
     connections.dial_stdio,
+    move.move,
 )
 
 # The daemon's verbs (chock.control.daemon_protocol.VERBS) as this front end offers them: the command that sends
@@ -106,6 +108,14 @@ VERB_COMMANDS = {
     "answer-with": "approve",
     "rules": "rules",
     "rule-remove": "rules remove",
+    # moving a session between hosts: `chock move` sends each, to the source's daemon or the target's
+    "move-check": "move",
+    "move-out": "move",
+    "send": "move",
+    "receive": "move",
+    "move-in": "move",
+    "moved": "move",
+    "move-drop": "move",
 }
 NOT_A_COMMAND = {
     "instances": "an instance is named to the daemon (`chock run --on ADDR --instance NAME`), which refuses one "

@@ -37,6 +37,7 @@ COMMANDS = {
     "login": "Check a provider credential and store it.",
     "logout": "Remove an instance's stored credential.",
     "mcp": "The MCP servers this project's sessions start; trust the project's own.",
+    "move": "Move a session to another host, its work with it; it goes on there.",
     "plan": "The plan a session keeps.",
     "rules": "The approval rules in force for this project, and where each came from.",
     "run": "Work on a task in a sandboxed worktree, here or --on a daemon.",

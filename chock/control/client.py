@@ -24,7 +24,7 @@ from typing import TypeVar
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.address import Address, parse_address
-from chock.control.connection import NEED_DATA, ClientConnection
+from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.control.reach import connect, ended_why, open_transport
@@ -36,6 +36,8 @@ R = TypeVar("R", bound=ReplyLine)
 DEFAULT_TIMEOUT = 30.0
 
 _CHUNK = 64 * 1024
+# A part of a moving session is read in larger pieces: fewer trips through the pump for the same bytes.
+_BODY_CHUNK = 1024 * 1024
 # The next step for a person when no daemon answers; serve says the same.
 START_DAEMON = "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
 
@@ -99,7 +101,7 @@ class Pump:
             raise
         return pump
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         try:
             self.sock.sendall(data)
         except OSError as error:
@@ -129,7 +131,7 @@ class Pump:
         naming `what`, once none is)."""
         self.sock.settimeout(deadline.left(self.connection.peer, what))
         try:
-            data = self.sock.recv(_CHUNK)
+            data = self.sock.recv(_BODY_CHUNK if self.connection.in_body else _CHUNK)
         except TimeoutError:
             return  # the deadline says so at the next call
         except OSError:
@@ -142,6 +144,18 @@ class Pump:
         if not isinstance(event, ReplyLine):
             raise Unreachable(f"the {self.connection.peer} closed the connection before answering {what}")
         return event
+
+    def body(self, timeout: float | None, what: str) -> Iterator[bytes | bytearray]:
+        """The bytes after a reply's first line (`send`'s part), as they come, each wait at most `timeout`; the
+        peer closing before the last is Unreachable, so a part cut short never looks whole."""
+        while True:
+            event = self.next_event(timeout, what)
+            if isinstance(event, Data):
+                yield event.data
+            elif event is END_OF_BODY:
+                return
+            else:
+                raise Unreachable(f"the {self.connection.peer} ended {what} before its last byte")
 
     def close(self) -> None:
         self.sock.close()
@@ -239,6 +253,40 @@ class ControlClient:
             pump.send(request)
             return pump.reply(request.WAIT or self.timeout, request.verb)
 
+    def call_with_body(self, request: Request, body: Iterable[bytes | bytearray]) -> ReplyLine:
+        """A verb whose request is followed by bytes (`receive`): the request, `body` written as it comes, then its
+        one-line reply. A daemon that refuses before taking the bytes (a length past its bound) closes early: its
+        refusal is what is raised, not the failed write."""
+        with self._open() as pump:
+            pump.send(request)
+            try:
+                for chunk in body:
+                    pump.write(chunk)
+            except Unreachable as cut:
+                try:
+                    reply = pump.reply(self.timeout, request.verb)
+                except ProtocolError as refusal:
+                    raise (cut if isinstance(refusal, Unreachable) else refusal) from None
+                raise unexpected(reply, cut) from None
+            return pump.reply(request.WAIT or self.timeout, request.verb)
+
+    def open_body(self, request: Request) -> tuple[ReplyLine, Iterator[bytes | bytearray]]:
+        """A verb whose reply's first line is followed by bytes (`send`): that line, and the bytes as they come
+        (the connection closes when they end, or when the iterator is closed)."""
+        pump = self._open()
+        try:
+            pump.send(request)
+            header = pump.reply(request.WAIT or self.timeout, request.verb)
+        except BaseException:
+            pump.close()
+            raise
+
+        def body() -> Iterator[bytes | bytearray]:
+            with pump:
+                yield from pump.body(self.timeout, request.verb)
+
+        return header, body()
+
     def stream(self, request: Request, *, idle_timeout: float | None = DEFAULT_TIMEOUT) -> ReplyStream:
         """A streamed verb (`read`, `list`, `watch`): the header and first line are read before this returns,
         so a refusal is raised here; each later line is waited for at most `idle_timeout` (None: as long as it
@@ -264,6 +312,11 @@ class ControlClient:
             return stream.rest(most)
         finally:
             stream.close()
+
+
+def unexpected(reply: ReplyLine, cut: Unreachable) -> Unreachable:
+    """A peer that answered while its request's bytes were still being written, with no refusal: the bytes are cut."""
+    return Unreachable(f"{cut.text} (it answered {reply!r} before taking them all)")
 
 
 def events_of(lines: Iterable[ReplyLine]) -> Iterator[dict[str, object]]:

@@ -4,12 +4,14 @@ Bytes in (`receive_data`; `b""` is end of file), events out (`next_event`), requ
 socket, a thread or an event loop is the caller's: the daemon, the session's sockets, the blocking client every
 command uses and serve's asyncio client are thin pumps around these two classes, so every rule of the exchange
 — the greeting first, the bounds, one verb per control connection, which lines a reply may hold and how it
-ends — lives here once, and a test drives both ends with plain bytes.
+ends — lives here once, and a test drives both ends with plain bytes. A request with a body (`receive`) and a
+reply with one (`send`) are followed by exactly the bytes they announce: those come out as `Data`, then
+END_OF_BODY, and are never framed as lines (h11's `Data` and `EndOfMessage`).
 
 Time is the caller's too, the way aioquic's `get_timer()`/`handle_timer(now)` have it: the server's end owns its
-deadlines (the greeting's, a line's, the idle bound's, and the linger after its last line) and never reads a
-clock. A pump tells it the time with what it feeds it, asks `next_deadline()` when to wake, and at that time
-calls `deadline_passed(now)`.
+deadlines (the greeting's, a line's — a body's lines' too —, the idle bound's, and the linger after its last
+line) and never reads a clock. A pump tells it the time with what it feeds it, asks `next_deadline()` when to
+wake, and at that time calls `deadline_passed(now)`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from chock.control.framing import (
     LineBuffer,
     ProtocolError,
     Unreachable,
+    bad_request,
     decode_error,
     unreadable,
 )
@@ -44,6 +47,30 @@ class _Sentinel:
 # closed and nothing more will come (CLOSED).
 NEED_DATA = _Sentinel("NEED_DATA")
 CLOSED = _Sentinel("CLOSED")
+# The bytes that follow a request with a body (or a reply's first line, for a reply with one) came whole.
+END_OF_BODY = _Sentinel("END_OF_BODY")
+
+
+class Data:
+    """Some of the bytes that follow a request line or a reply's first line (docs/protocol.md#moving-a-session)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self.data = data  # a buffer of its own: nothing else holds it
+
+    def __repr__(self) -> str:
+        return f"Data({len(self.data)} bytes)"
+
+
+def _newlines_cut(data: bytes, wanted: int) -> int:
+    """Where `data` ends its `wanted`-th line (the offset after that `\\n`), or -1 when it holds fewer."""
+    at = -1
+    for _ in range(wanted):
+        at = data.find(b"\n", at + 1)
+        if at < 0:
+            return -1
+    return at + 1
 
 
 class _Owed:
@@ -54,6 +81,72 @@ class _Owed:
     def __init__(self, request: Request) -> None:
         self.request = request
         self.began = False  # its REPLY line (the one-line answer, or a stream's header) was sent
+
+
+class _Body:
+    """The bytes after a request line, as the server reads them: exactly `length` of them, in lines each at most
+    `limit` bytes and each whole within the line deadline of the one before it (`since`, when the last ended), the
+    last ending the body. Bytes past `length` are not read (one verb per connection)."""
+
+    __slots__ = ("eof", "failed", "held", "left", "limit", "line", "since", "told")
+
+    def __init__(self, length: int, limit: int, now: float) -> None:
+        self.left = length
+        self.limit = limit
+        self.since = now
+        self.line = 0  # bytes of the line under way
+        self.held = bytearray()
+        self.failed: ProtocolError | None = None
+        self.eof = False
+        self.told = False  # END_OF_BODY was returned
+
+    @property
+    def whole(self) -> bool:
+        return self.left == 0 or self.failed is not None or self.eof
+
+    def receive(self, data: bytes, now: float) -> None:
+        if not data:
+            self.eof = True
+            return
+        if self.failed is not None or not self.left:
+            return
+        take = data[: self.left]
+        self.left -= len(take)
+        if self.line + len(take) > self.limit and self._longest(take) > self.limit:
+            self.failed = ProtocolError(
+                ErrorCode.TOO_LARGE, f"a line after the request may hold at most {self.limit:,} bytes here"
+            )
+            return
+        last = take.rfind(b"\n")
+        if last >= 0:
+            self.since = now
+            self.line = len(take) - last - 1
+        else:
+            self.line += len(take)
+        self.held += take
+        if not self.left and self.line:
+            self.failed = bad_request("the bytes after the request do not end with a whole line")
+
+    def _longest(self, take: bytes) -> int:
+        """The longest line `take` ends or holds, counting the line under way before it."""
+        line, start, longest = self.line, 0, 0
+        while (newline := take.find(b"\n", start)) >= 0:
+            longest = max(longest, line + newline - start)
+            line, start = 0, newline + 1
+        return max(longest, line + len(take) - start)
+
+    def next_event(self) -> Data | _Sentinel:
+        if self.held:
+            data, self.held = self.held, bytearray()
+            return Data(data)
+        if self.failed is not None:
+            raise self.failed
+        if not self.left:
+            if self.told:
+                return NEED_DATA
+            self.told = True
+            return END_OF_BODY
+        return CLOSED if self.eof else NEED_DATA
 
 
 class ServerConnection:
@@ -103,6 +196,11 @@ class ServerConnection:
         self._lingered: int | None = None  # bytes dropped since the linger began; None: not lingering
         self._linger_until = 0.0
         self._closed = False
+        # A control connection's lines are its greeting and its request: bytes after them are never framed as
+        # lines, only read as the request's body when it has one.
+        self._lines_left = 2 if protocol.one_verb else None
+        self._beyond = bytearray()  # bytes after the request line, not yet taken
+        self._body: _Body | None = None
 
     # Bytes and events in ------------------------------------------------------------------------------------
 
@@ -116,18 +214,32 @@ class ServerConnection:
             if not data or self._lingered >= LINGER_BYTES:
                 self._closed = True
             return
+        if self._body is not None:
+            self._body.receive(data, self._now)
+            return
         if not data:
             return
+        if self._lines_left is not None:
+            if self._lines_left == 0:
+                self._beyond += data
+                return
+            cut = _newlines_cut(data, self._lines_left)
+            if cut >= 0:
+                self._beyond += data[cut:]
+                data = data[:cut]
+            self._lines_left -= data.count(b"\n")
         continues = self._buffer.partial and b"\n" not in data
         self._buffer.feed(data)
         if self._buffer.partial and not continues:
             self._line_began = self._now  # a line began in these bytes
         self._active = self._now
 
-    def next_event(self) -> Greeted | Request | _Sentinel:
+    def next_event(self) -> Greeted | Request | Data | _Sentinel:
         """The next event, or NEED_DATA; raises ProtocolError for a line to refuse."""
         if self._closed or self._lingered is not None:
             return CLOSED
+        if self._body is not None:
+            return self._body.next_event()
         if self.protocol.one_verb and self.requests:
             return NEED_DATA  # one verb per connection: what else the client sends is not read
         try:
@@ -145,6 +257,11 @@ class ServerConnection:
             raise
         self.requests += 1
         self._owed.append(_Owed(request))
+        if request.BODY:
+            self._body = _Body(request.body_length(), request.body_line_limit(), self._now)
+            if self._beyond:
+                self._body.receive(bytes(self._beyond), self._now)
+                self._beyond.clear()
         return request
 
     # Replies out --------------------------------------------------------------------------------------------
@@ -243,6 +360,9 @@ class ServerConnection:
             return self._linger_until, ""
         if not self.greeted:
             return self._opened + line, f"the greeting must come within {line:g} s of the connection's opening"
+        if self._body is not None and not self._body.whole:
+            why = f"a line of the bytes after the request must arrive whole within {line:g} s of the line before it"
+            return self._body.since + line, why
         if self.protocol.one_verb and self.requests:
             return None, ""  # the verb is the caller's to answer
         # A one-verb protocol bounds the whole request from the greeting, mid-line too.
@@ -297,6 +417,10 @@ class ClientConnection:
         self._request: Request | None = None
         self._header_seen = False
         self._used = False
+        # A reply with a body (`send`): its first line is framed, the bytes after it are counted, never framed.
+        self._header_fed = False
+        self._beyond = bytearray()
+        self._body_left: int | None = None
 
     # What this end sends ------------------------------------------------------------------------------------
 
@@ -319,6 +443,8 @@ class ClientConnection:
             raise RuntimeError(f"a request cannot be sent now (the exchange is at {self._state})")
         data = request.encode()
         self._request, self._header_seen, self._used = request, False, True
+        self._header_fed, self._body_left = False, None
+        self._beyond.clear()
         self._state = "reply"
         return data
 
@@ -327,8 +453,18 @@ class ClientConnection:
     def receive_data(self, data: bytes) -> None:
         if not data:
             self._eof = True
-        else:
-            self._replies.feed(data)
+            return
+        request = self._request
+        if self._state == "reply" and request is not None and request.REPLY_BODY:
+            if self._header_fed:
+                self._beyond += data
+                return
+            newline = data.find(b"\n")
+            if newline >= 0:
+                self._header_fed = True
+                self._beyond += data[newline + 1 :]
+                data = data[: newline + 1]
+        self._replies.feed(data)
 
     def batches(self) -> bool:
         """The reply being received is a stream whose items `items` decodes together: its item type has
@@ -348,11 +484,18 @@ class ClientConnection:
         return self._eof
 
     @property
+    def in_body(self) -> bool:
+        """The bytes after a reply's first line are being received (a pump may read them in larger pieces)."""
+        return self._body_left is not None
+
+    @property
     def replying(self) -> bool:
         """A reply (or the greeting's answer) is still to come."""
         return self._state in ("greeting", "reply")
 
-    def next_event(self) -> Greeted | ReplyLine | _Sentinel:
+    def next_event(self) -> Greeted | ReplyLine | Data | _Sentinel:
+        if self._body_left is not None:
+            return self._body_event()
         try:
             line = self._replies.next_line()
         except ProtocolError as error:
@@ -409,7 +552,9 @@ class ClientConnection:
             if reply is None:
                 raise unreadable(line, request.REPLY.WHAT)
             self._header_seen = True
-            if request.ITEM is None:
+            if request.REPLY_BODY:
+                self._body_left = reply.body_length  # type: ignore[attr-defined]  # a REPLY of a reply with a body
+            elif request.ITEM is None:
                 self._end_reply()
             return reply
         if request.END is not None:
@@ -423,6 +568,23 @@ class ClientConnection:
             expected = request.ITEM.WHAT + (f" or {request.END.WHAT}" if request.END is not None else "")
             raise unreadable(line, expected)
         return item
+
+    def _body_event(self) -> Data | _Sentinel:
+        """The next bytes of a reply's body, END_OF_BODY once all came; the peer closing first is `unreachable`."""
+        left = self._body_left
+        assert left is not None
+        if self._beyond:
+            data, self._beyond = self._beyond[:left] if len(self._beyond) > left else self._beyond, bytearray()
+            self._body_left = left - len(data)
+            return Data(data)
+        if not left:
+            self._body_left = None
+            self._end_reply()
+            return END_OF_BODY
+        if self._eof:
+            verb = self._request.verb if self._request is not None else "its answer"
+            raise Unreachable(f"the {self.peer} closed the connection with {left:,} bytes of its {verb} to come")
+        return NEED_DATA
 
     def _end_reply(self) -> None:
         self._state = "done" if self.protocol.one_verb else "ready"

@@ -10,7 +10,8 @@ reply starts after it. Text fields are escaped; JSON (a row, an event) goes on t
 holds a raw TAB or LF, and it comes last on its line, so no TAB inside it can be mistaken for a separator.
 
 Every verb is declared here and nowhere else — a request and its reply each, nothing more — which is why this one
-table runs past the ~600 lines a module usually stays under.
+table runs past the ~600 lines a module usually stays under; the verbs that move a session between hosts are
+declared in chock.control.move_protocol, and are in `VERBS` here like every other.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 
 from chock.control import framing as f
 from chock.control.message import Bare, LineProtocol, ReplyLine, Request
+from chock.control.move_protocol import MOVE_VERBS
 
 CONTROL_NAME = "chock-control"
 PROTOCOL = 1
@@ -647,7 +649,7 @@ def request_line_limit(head: bytes) -> int:
 VERBS = (
     StartRequest, AdoptRequest, ReadRequest, ListRequest, WatchRequest, AnswerRequest, StopRequest, SayRequest,
     RemoveRequest, SessionsRequest, FindRequest, InstancesRequest, StartWithRequest, RemoveWithWorkspaceRequest,
-    AnswerWithRequest, RulesRequest, RuleRemoveRequest,
+    AnswerWithRequest, RulesRequest, RuleRemoveRequest, *MOVE_VERBS,
 )  # fmt: skip
 
 CONTROL = LineProtocol(

@@ -61,6 +61,11 @@ class Request(_Value):
     ITEM: type[ReplyLine] | None = None
     END: type[ReplyLine] | None = None
     WAIT: float | None = None  # None: the client's own bound
+    # A request followed by bytes that are not lines of the protocol (`receive`: a part of a session), read by the
+    # connection as `Data` with the bounds `body_length()` and `body_line_limit()` give (chock.control.connection).
+    BODY = False
+    # A reply whose first line is followed by such bytes (`send`): its REPLY says how many (`body_length`).
+    REPLY_BODY = False
 
     @classmethod
     def usage(cls) -> str:
@@ -90,6 +95,14 @@ class Request(_Value):
                 f"a {self.verb} line may hold at most {size(self.LIMIT)}; this one is {len(data)} bytes",
             )
         return data + b"\n"
+
+    def body_length(self) -> int:
+        """How many bytes follow the request line (for a request with BODY)."""
+        raise NotImplementedError
+
+    def body_line_limit(self) -> int:
+        """The longest line of those bytes, without its `\\n` (for a request with BODY)."""
+        raise NotImplementedError
 
     @property
     def streams(self) -> bool:

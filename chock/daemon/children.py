@@ -186,6 +186,47 @@ class Children:
 
         self._wait(child, ready, run_log=run_log, offset=offset)
 
+    def move_in(self, session_id: str, project: str, argv: list[str], timeout: float) -> int:
+        """`chock run --move-in …` (argv), in `project`: returns the id of the `session.adopt` it logged, once it
+        has said so (`{"adopted": N}` on its output, N its own adopt in the log); the child then carries on as the
+        session's owner, or exits when the session had ended. Its output is the session's run.log, as every
+        session child's: a session coming back appends to its own."""
+        coming_back = self.layout.session_dir(session_id).is_dir()
+        run_log = self.layout.run_log_path(session_id)
+        output = run_log if coming_back else ensure_dir(self.layout.sessions_dir) / f".{session_id}.run.log"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (0 if coming_back else os.O_TRUNC)
+        fd = os.open(output, flags, 0o600)
+        offset = os.fstat(fd).st_size
+        try:
+            child = self._spawn(session_id, "move-in", project, argv, fd)
+        finally:
+            os.close(fd)
+        log = self.layout.log_path(session_id)
+        adopted = 0
+        moved = coming_back
+
+        def ready(exited: bool) -> bool:
+            nonlocal adopted, moved
+            if not moved and self.layout.session_dir(session_id).is_dir():
+                os.replace(output, run_log)
+                moved = True
+            said = _adopted(run_log if moved else output, offset)
+            if said is None:
+                return False
+            events = _events_after(log, said - 1)[:1]
+            if not events or not _by(events[0], "session.adopt", child.pid) or events[0].get("id") != said:
+                return False
+            adopted = said
+            return True
+
+        try:
+            self._wait(child, ready, run_log=run_log if coming_back else None, offset=offset, timeout=timeout)
+        except Refusal:
+            if not coming_back:
+                self._clean_failed_start(session_id, output)
+            raise
+        return adopted
+
     def remove_rule(self, project: str, rule_id: str) -> None:
         """Remove a project rule by running `chock rules remove <id> --here` in the project: the child writes the
         rules file under its lock, the daemon never does. Its refusal (a config rule, an id nobody has) is
@@ -258,9 +299,16 @@ class Children:
             raise Refusal(f"the workspace of session {session_id} was not removed: {said}")
 
     def _run_chock(self, args: list[str], project: str, doing: str) -> tuple[int, str]:
+        code, said, _ = self.run_chock(args, project, doing)
+        return code, said
+
+    def run_chock(
+        self, args: list[str], project: str, doing: str, timeout: float = READY_TIMEOUT
+    ) -> tuple[int, str, bytes]:
         """`chock ARGS` run in `project` with the daemon's environment and config, as a session child has, and
-        waited for (READY_TIMEOUT at most): its exit code and the last line of its stderr. Whatever such a child
-        writes (a log, a rules file) it writes itself: the daemon never does."""
+        waited for (`timeout` at most): its exit code, the last line of its stderr and its standard output.
+        Whatever such a child writes (a log, a rules file, a move's parts) it writes itself: the daemon never
+        does."""
         import subprocess
 
         try:
@@ -270,12 +318,12 @@ class Children:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 env=self._environment(),
-                timeout=READY_TIMEOUT,
+                timeout=timeout,
                 start_new_session=True,
             )
         except subprocess.TimeoutExpired:
             raise Refusal(
-                f"{doing} took more than {READY_TIMEOUT:g} s; it goes on with `chock {' '.join(args[:2])}` on the "
+                f"{doing} took more than {timeout:g} s; it goes on with `chock {' '.join(args[:2])}` on the "
                 "daemon's machine"
             ) from None
         except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
@@ -283,7 +331,7 @@ class Children:
         except OSError as error:
             raise Refusal(f"{doing}: could not run chock ({error.strerror or error})") from None
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return done.returncode, said[-1] if said else f"exit status {done.returncode}"
+        return done.returncode, said[-1] if said else f"exit status {done.returncode}", done.stdout
 
     def _environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}
@@ -295,9 +343,15 @@ class Children:
         return env
 
     def _wait(
-        self, child: Child, ready: Callable[[bool], bool], *, run_log: Path | None = None, offset: int = 0
+        self,
+        child: Child,
+        ready: Callable[[bool], bool],
+        *,
+        run_log: Path | None = None,
+        offset: int = 0,
+        timeout: float = READY_TIMEOUT,
     ) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
+        deadline = time.monotonic() + timeout
         pause = POLL_FIRST
         while True:
             if ready(False):
@@ -315,7 +369,7 @@ class Children:
             if time.monotonic() >= deadline:
                 _kill(child.process)
                 self.status.activity("session.refused", **child.activity(), exit_code=None)
-                raise Refusal(f"the session did not start within {READY_TIMEOUT:g} s; it was stopped")
+                raise Refusal(f"the session did not start within {timeout:g} s; it was stopped")
             time.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
 
@@ -394,6 +448,26 @@ def _events_after(path: Path, after: int) -> list[dict[str, Any]]:
         return list(read_events(path, after))
     except FileNotFoundError:
         return []
+
+
+def _adopted(path: Path, offset: int) -> int | None:
+    """N of the first `{"adopted": N}` line written to `path` after `offset` (a move-in child's word)."""
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read(TAIL_BYTES)
+    except FileNotFoundError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(b'{"adopted"'):
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                said = value.get("adopted") if isinstance(value, dict) else None
+                if type(said) is int and said > 0:
+                    return said
+    return None
 
 
 def last_line(path: Path, offset: int = 0) -> str:

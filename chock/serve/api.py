@@ -554,6 +554,10 @@ NOT_ROUTED = {
     "id alone (`chock run --on ADDR --continue ID`)",
     "rules": "rules are listed and removed at the command line (`chock rules`); the page does not show them yet",
     "rule-remove": "rules are listed and removed at the command line (`chock rules remove`)",
+    **dict.fromkeys(
+        ("move-check", "move-out", "send", "receive", "move-in", "moved", "move-drop"),
+        "a move relays a session between two hosts' daemons, step by step, from the command line (`chock move`)",
+    ),
 }
 
 

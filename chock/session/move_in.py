@@ -66,8 +66,8 @@ def check_log(path: Path, session_id: str) -> Checked:
                 raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
             if kind in ("session.start", "session.adopt") and event.get("session", session_id) != session_id:
                 raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
-            if kind == "session.adopt":
-                before = latest_end
+            if kind == "session.adopt" and not _moved_out(latest_end):
+                before = latest_end  # a move-out that did not happen (its move was cut) is no end of the session's
             elif kind == "session.end":
                 latest_end = event
             state.apply(event)
@@ -172,6 +172,11 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
     last = state.conversation[-1] if state.conversation else None
     opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
     return opening
+
+
+def _moved_out(end: Event | None) -> bool:
+    """Whether `end` ended a move-out span: a handover to another host."""
+    return end is not None and end.get("reason") == "handover" and bool(end.get("to"))
 
 
 def _ended_as(before: Event | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chock.control import parts
 from chock.errors import ChockError, Refused
 from chock.log import catalog
 from chock.log.events import MAX_EVENT_BYTES
@@ -33,13 +34,14 @@ from chock.paths import Layout, check_session_id, ensure_dir
 from chock.platform import host
 from chock.session import keep, workspace
 
-# The parts that travel, in the order they are sent.
-PARTS = ("log", "bundle", "scratchpad")
+# The parts that travel, and their bounds, are the wire's (chock/control/parts.py): a part staged here is one a
+# target takes.
+PARTS = parts.PARTS
 # Every event of a moving log fits in what a log's event may be; a longer line refuses the move.
 EVENT_LIMIT = MAX_EVENT_BYTES
 # The branch's bundle, and the scratchpad, are refused past these.
-BUNDLE_LIMIT = 2 * 1024**3
-SCRATCHPAD_LIMIT = 16 * 1024 * 1024
+BUNDLE_LIMIT = parts.PART_BOUNDS["bundle"]
+SCRATCHPAD_LIMIT = parts.PART_BOUNDS["scratchpad"]
 # A host name as `--to` and `--from` name one (and `session.end`'s `to` records it): a DNS name or a
 # connection's name, no spaces or control characters.
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
@@ -59,7 +61,7 @@ def check_host(name: str, option: str) -> str:
 
 def moves_dir(layout: Layout, session_id: str, side: str) -> Path:
     """Where a move's parts wait: `<state dir>/moves/<id>/out` on the source, `…/in` on the target."""
-    return layout.state / "moves" / check_session_id(session_id) / side
+    return layout.move_dir(session_id) / side
 
 
 def moved_refusal(state: RowState, doing: str) -> Refused | None:

@@ -1,8 +1,8 @@
 """A daemon of an older Chock: protocol 1, the real codec, and only the nine verbs Chock served before `sessions`,
-`find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`) — so each of those is
-answered `error unknown-verb`, in the older daemon's own words, exactly as such a daemon answers it. A verb it knows
-is refused (`refused`): no test needs more of it. With OLD_APPROVAL it is a session's approval.sock of that
-older Chock instead: `pending` and `answer` only."""
+`find`, `instances` and `start-with` (and issue 23's `answer-with`, `rules` and `rule-remove`, and issue 27's verbs
+that move a session) — so each of those is answered `error unknown-verb`, in the older daemon's own words, exactly
+as such a daemon answers it. A verb it knows is refused (`refused`): no test needs more of it. With OLD_APPROVAL it
+is a session's approval.sock of that older Chock instead: `pending` and `answer` only."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ from chock.control.connection import NEED_DATA, ServerConnection
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.control.message import LineProtocol, Request
+from chock.control.move_protocol import MOVE_VERBS
 from tests.fakes.daemon import short_dir
 
 OLD_VERBS = tuple(
     request
     for request in dp.VERBS
     if request.verb not in ("sessions", "find", "instances", "start-with", "answer-with", "rules", "rule-remove")
+    and request not in MOVE_VERBS
 )
 OLD_CONTROL = LineProtocol(dp.CONTROL_NAME, 1, server="daemon", requests=OLD_VERBS, one_verb=True)
 OLD_APPROVAL = LineProtocol(

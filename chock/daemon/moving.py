@@ -1,0 +1,308 @@
+"""The daemon's part in moving a session between hosts (docs/protocol.md#moving-a-session): it relays, and writes
+no log. On the source it runs `chock run --move-out` and `--moved` as children (as it runs `chock run`) and sends
+the parts they staged; on the target it checks, receives the parts into `<state>/moves/<id>/in/`, and runs `chock
+run --move-in`, which validates them, writes the log and carries the session on.
+
+A part is received into a temporary file and renamed to its name only once its bytes match the sha256 announced,
+so a part damaged on the way, or a connection cut in the middle of one, leaves nothing of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from chock.control import move_protocol as mp
+from chock.control import parts
+from chock.control.connection import CLOSED, END_OF_BODY, Data
+from chock.control.framing import ErrorCode, ProtocolError
+from chock.daemon.children import Refusal
+from chock.daemon.context import Daemon
+from chock.daemon.reply import ClientGone, ReplyWriter
+
+READ_SIZE = 1024 * 1024
+
+# Beside the staged parts: each part's size and sha256 as move-out's child said them.
+DIGESTS = ".digests.json"
+
+# One move's steps at this host take turns (a `move-drop` waits for a `receive` under way); a step still waiting
+# past this is told the session is busy.
+TURN_SECONDS = 30.0
+
+# Stands in for every character of a host name a log could not carry (chock.control.move_protocol.host_name).
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+
+
+def own_host() -> str:
+    """This machine's host name, as a log says where a session went or came from."""
+    name = "".join(c if c in _HOST_CHARS else "-" for c in socket.gethostname()[:253]).lstrip("-")
+    return name or "localhost"
+
+
+def _turn(daemon: Daemon, session_id: str) -> contextlib.AbstractContextManager[None]:
+    lock = daemon.steering(f"move {session_id}")
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        if not lock.acquire(timeout=TURN_SECONDS):
+            raise ProtocolError(ErrorCode.BUSY, f"another step of moving session {session_id} is under way here")
+        try:
+            yield
+        finally:
+            lock.release()
+
+    return held()
+
+
+def _project_of(daemon: Daemon, session_id: str) -> str:
+    entry = daemon.catalog.entry(session_id)
+    if entry is None or not entry.state.project:
+        raise ProtocolError(ErrorCode.NOT_FOUND, f"there is no session {session_id} here")
+    return str(entry.state.project)
+
+
+def _received(daemon: Daemon, session_id: str) -> str:
+    return str(daemon.layout.move_dir(session_id) / "in")
+
+
+def _drop(path: str) -> None:
+    """Remove a move's staging directory, and the move's own once it is empty."""
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))
+
+
+# --------------------------------------------------------------------------------------------------------
+# On the target
+
+
+def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest) -> None:
+    """`move-check` -> `ok <this host's name>`, or the first reason this host would not take the session: an
+    instance it does not have, a project that is not a git repository holding the base commit, or the id of a
+    session it holds (and that did not move away from it)."""
+    from chock.config import load_config
+    from chock.errors import ChockError
+    from chock.instances import listed
+
+    try:
+        names = [name for name, _, _ in listed(daemon.layout, load_config(daemon.layout.config))]
+    except ChockError as refusal:
+        raise Refusal(str(refusal)) from None
+    if request.instance not in names:
+        raise Refusal(
+            f"this host has no instance named {request.instance} (it has {', '.join(names) or 'none'}): name one of "
+            "its own with --instance"
+        )
+    _check_base(request.project, request.base)
+    entry = daemon.catalog.entry(request.session_id)
+    if entry is not None and not (entry.state.ended and entry.state.end_reason == "moved"):
+        status = entry.state.status(daemon.catalog.alive(entry))
+        raise Refusal(
+            f"this host already holds session {request.session_id} ({status}), and it did not move away from here; "
+            "nothing was changed"
+        )
+    reply.answer(mp.HostNamed(own_host()))
+
+
+def _check_base(project: str, base: str) -> None:
+    """`project` is a git repository (as the person's git finds it) holding commit `base`, or Refusal naming it."""
+    from pathlib import Path
+
+    from chock.errors import ChockError
+    from chock.session import hostgit
+
+    try:
+        found = hostgit.discover(Path(project))
+    except ChockError as error:
+        raise Refusal(str(error)) from None
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
+        raise Refusal(f"{project} cannot be a project here ({error.strerror or type(error).__name__})") from None
+    if found.returncode != 0:
+        raise Refusal(f"{project} is not a git repository here: give --project a clone of the session's project")
+    top, git_dir, common = found.stdout.decode(errors="surrogateescape").splitlines()[:3]
+    repo = hostgit.Repo(git_dir=Path(git_dir), common_dir=Path(common), work_tree=Path(top))
+    if repo.run(["cat-file", "-e", f"{base}^{{commit}}"], check=False).returncode != 0:
+        raise Refusal(
+            f"{project} does not hold commit {base}, the session's base: fetch it there first (git fetch), or give "
+            "--project a clone that has it"
+        )
+
+
+def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> None:
+    """`receive`: exactly `<length>` bytes after the request, read under the connection's line deadlines, decoded
+    and checked against the sha256 announced; kept as `moves/<id>/in/<part>` only when they match."""
+    directory = _received(daemon, request.session_id)
+    with _turn(daemon, request.session_id):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        temporary = os.path.join(directory, f".{request.part}.{secrets.token_hex(8)}")
+        try:
+            with open(temporary, "xb") as out:
+                decoder = parts.PartDecoder(request.part, request.sha256)
+                for data in _body(reply):
+                    out.write(decoder.feed(data))
+                decoder.finish()
+            os.replace(temporary, os.path.join(directory, request.part))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)  # nothing else received yet: nothing of this move is left
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(directory))
+            raise
+    reply.answer(mp.Received())
+
+
+def _body(reply: ReplyWriter) -> Iterator[bytes]:
+    """The bytes after the request, as the connection gives them (its deadlines, its bounds); a peer that goes away
+    or falls silent past a deadline is ClientGone (after it is told why)."""
+    codec, sock = reply.codec, reply.sock
+    bound = sock.gettimeout()  # the reply's own, once the bytes are in
+    while True:
+        event = codec.next_event()
+        if isinstance(event, Data):
+            yield event.data
+            continue
+        if event is END_OF_BODY:
+            sock.settimeout(bound)
+            return
+        if event is CLOSED:
+            raise ClientGone
+        now = time.monotonic()
+        deadline = codec.next_deadline()
+        if deadline is not None and now >= deadline:
+            told = codec.deadline_passed(now)
+            with contextlib.suppress(OSError):
+                sock.sendall(told or b"")
+            raise ClientGone
+        sock.settimeout(None if deadline is None else deadline - now)
+        try:
+            data = sock.recv(READ_SIZE)
+        except TimeoutError:
+            continue
+        except OSError:
+            data = b""
+        codec.receive_data(data, time.monotonic())
+
+
+def move_in(daemon: Daemon, reply: ReplyWriter, request: mp.MoveInRequest) -> None:
+    """`move-in` -> `ok <adopt event id>`, once `chock run --move-in`'s `session.adopt` is logged; the parts received
+    are removed whatever the child did (it has taken them, or refused them)."""
+    directory = _received(daemon, request.session_id)
+    with _turn(daemon, request.session_id):
+        missing = [part for part in parts.PARTS if not os.path.isfile(os.path.join(directory, part))]
+        if missing:
+            raise Refusal(
+                f"the {', '.join(missing)} of session {request.session_id} did not arrive here whole: move it again"
+            )
+        argv = ["--move-in", request.session_id, "--project", request.project, "--from", request.source]
+        argv += ["--running"] if request.running else []
+        argv += [f"--instance={request.instance}"] if request.instance else []
+        try:
+            adopted = daemon.children.move_in(request.session_id, request.project, argv, mp.MOVE_SECONDS - 30)
+        finally:
+            _drop(directory)
+    reply.answer(mp.MovedIn(adopted))
+
+
+def move_drop(daemon: Daemon, reply: ReplyWriter, request: mp.MoveDropRequest) -> None:
+    """`move-drop` -> `ok dropped`: whatever was received for the session's move is removed."""
+    with _turn(daemon, request.session_id):
+        _drop(_received(daemon, request.session_id))
+    reply.answer(mp.Dropped())
+
+
+# --------------------------------------------------------------------------------------------------------
+# On the source
+
+
+def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> None:
+    """`move-out` -> `ok <manifest JSON>`: `chock run --move-out` takes the session and stages its parts; its one
+    line of JSON, checked, with this host's name, is the reply. Its refusal is `refused` in its own words."""
+    project = _project_of(daemon, request.session_id)
+    args = ["run", "--move-out", request.session_id, "--to", request.to, "--wait", str(request.wait)]
+    doing = f"moving session {request.session_id} out"
+    code, said, out = daemon.children.run_chock(args, project, doing, timeout=2 * request.wait + mp.MOVE_SECONDS - 30)
+    if code != 0:
+        raise Refusal(said)
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    try:
+        value = json.loads(lines[-1]) if lines else None
+        manifest = mp.Manifest.from_value({**value, "host": own_host()} if isinstance(value, dict) else value)
+    except (ValueError, ProtocolError) as error:
+        said = f"chock run --move-out said no manifest this daemon reads: {error}"
+        raise ProtocolError(ErrorCode.INTERNAL, said) from None
+    if manifest.session_id != request.session_id:
+        raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out staged another session's parts")
+    # What `send` announces without reading a part through again (a part changed since is caught by its target).
+    staged = daemon.layout.move_dir(request.session_id) / "out"
+    with contextlib.suppress(OSError):
+        (staged / DIGESTS).write_text(json.dumps({part: [size, sha] for part, size, sha in manifest.parts}))
+    reply.answer(manifest)
+
+
+def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
+    """`send` -> `ok <length>\\t<sha256>`, then the part as it travels: the file `move-out` staged, read through
+    once for its digest, then sent as the client takes it. A file that changes under it cuts the reply short."""
+    import hashlib
+
+    path = daemon.layout.move_dir(request.session_id) / "out" / request.part
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise ProtocolError(
+            ErrorCode.NOT_FOUND,
+            f"no {request.part} of session {request.session_id} is staged here: `move-out` stages the parts",
+        ) from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        digest = _staged_digest(path.parent, request.part, size)
+        if digest is None:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            handle.seek(0)
+        reply.answer(mp.PartHeader(parts.wire_length(request.part, size), digest))
+        try:
+            reply.stream(parts.encode_chunks(request.part, handle.read, size))
+        except OSError:
+            raise ClientGone from None  # the reply is cut short, never a part that looks whole
+
+
+def _staged_digest(staged: os.PathLike[str], part: str, size: int) -> str | None:
+    """The part's sha256 as move-out's child said it, when it said it of a part of this size."""
+    try:
+        with open(os.path.join(staged, DIGESTS)) as handle:
+            said = json.load(handle).get(part)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(said, list) and len(said) == 2 and said[0] == size and isinstance(said[1], str):
+        return said[1]
+    return None
+
+
+def moved(daemon: Daemon, reply: ReplyWriter, request: mp.MovedRequest) -> None:
+    """`moved` -> `ok moved`, once `chock run --moved` logged the move's end; then the staged parts are removed."""
+    project = _project_of(daemon, request.session_id)
+    args = ["run", "--moved", request.session_id, "--to", request.to]
+    code, said, _ = daemon.children.run_chock(args, project, f"ending session {request.session_id}'s move")
+    if code != 0:
+        raise Refusal(said)
+    _drop(str(daemon.layout.move_dir(request.session_id) / "out"))
+    reply.answer(mp.MovedOut())
+
+
+VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {
+    "move-check": move_check,
+    "move-out": move_out,
+    "send": send,
+    "receive": receive,
+    "move-in": move_in,
+    "moved": moved,
+    "move-drop": move_drop,
+}

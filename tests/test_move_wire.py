@@ -1,0 +1,501 @@
+"""Moving a session between hosts, the wire (docs/protocol.md#moving-a-session): the verbs against two real daemons
+on this machine (two state dirs), the bytes after `receive`'s request read under the connection's own bounds and
+deadlines, and what `chock move` says of an older daemon.
+
+The codec's part is driven with plain bytes and an explicit clock; the rest with real daemons, real sockets and
+real git. The children that do a move's work (`chock run --move-out`, `--move-in`, `--moved`) are
+tests/test_move_children.py's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from chock.control import daemon_protocol as dp
+from chock.control import move_protocol as mp
+from chock.control import parts
+from chock.control.client import ControlClient
+from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data, ServerConnection
+from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.greeting import Greeted
+from tests.fakes.old_daemon import old_daemon
+from tests.fakes.projects import git_value, make_project
+from tests.fakes.sessions import replay_config
+from tests.fakes.wait import wait_until
+
+SESSION = "20261206-114500-a1b2c3"
+LOG = b'{"id": 1, "type": "session.start"}\n{"id": 2, "type": "session.end", "reason": "handover"}\n'
+DONE = [{"text": "Done.", "tool_calls": []}] * 6
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def wire(part: str, data: bytes) -> bytes:
+    return b"".join(parts.encode_chunks(part, io.BytesIO(data).read, len(data))) if data else b""
+
+
+@pytest.fixture
+def hosts(home, tmp_path, daemons):
+    """Two daemons of one user, as two hosts: each its own state and data directories, the home's config."""
+    started = []
+    for name in ("a", "b"):
+        env = {"CHOCK_STATE_DIR": str(tmp_path / name / "state"), "CHOCK_DATA_DIR": str(tmp_path / name / "data")}
+        started.append(daemons.start(env=env))
+    return started
+
+
+def state(tmp_path: Path, host: str) -> Path:
+    return tmp_path / host / "state"
+
+
+def staged(tmp_path: Path, host: str, files: dict[str, bytes]) -> None:
+    """The parts `chock run --move-out` stages, as it stages them."""
+    out = state(tmp_path, host) / "moves" / SESSION / "out"
+    out.mkdir(parents=True)
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+
+
+def relay(source: ControlClient, target: ControlClient, part: str) -> mp.PartHeader:
+    header, body = source.open_body(mp.SendRequest(SESSION, part))
+    target.call_with_body(mp.ReceiveRequest(SESSION, part, header.body_length, header.sha256), body)
+    return header
+
+
+def raw(daemon, data: bytes, then: bytes = b"", *, close: bool = True) -> bytes:
+    """What the daemon answers to `data` (greeting first), `then` sent after its answer began or not at all."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(daemon.socket))
+        sock.sendall(b"hello chock-control 1\n" + data)
+        if then:
+            sock.sendall(then)
+        if close:
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+# The codec ------------------------------------------------------------------------------------------------
+
+
+def test_parts_travel_in_one_encoding_whose_length_is_known_before_it_is_made():
+    for size in (0, 1, 2, 3, parts.RAW_PER_LINE - 1, parts.RAW_PER_LINE, parts.RAW_PER_LINE + 1, 200_001):
+        data = os.urandom(size)
+        for part in parts.PARTS:
+            sent = wire(part, data)
+            assert len(sent) == parts.wire_length(part, size), (part, size)
+            decoder = parts.PartDecoder(part, sha(data))
+            got = b"".join(decoder.feed(sent[at : at + 7777]) for at in range(0, len(sent), 7777))
+            decoder.finish()
+            assert got == data
+            if parts.encoded(part) and size:
+                lines = sent.split(b"\n")[:-1]
+                assert all(len(line) == parts.ENCODED_LINE for line in lines[:-1]) and len(lines[-1]) <= 65536
+                assert base64.b64decode(b"".join(lines)) == data
+
+
+def test_a_base64_line_of_another_shape_is_refused_though_it_decodes():
+    data = os.urandom(parts.RAW_PER_LINE + 10)
+    loose = base64.encodebytes(data)  # lines of 76 characters: the same bytes, another encoding
+    with pytest.raises(ProtocolError) as caught:
+        parts.PartDecoder("bundle", sha(data)).feed(loose)
+    assert caught.value.code == ErrorCode.BAD_REQUEST and "lines of 65,536 characters" in caught.value.text
+
+
+def server_at(now: float = 0.0) -> ServerConnection:
+    codec = ServerConnection(dp.CONTROL, now=now)
+    codec.receive_data(b"hello chock-control 1\n", now)
+    assert isinstance(codec.next_event(), Greeted)
+    return codec
+
+
+def test_the_bytes_after_receive_are_read_as_they_are_and_not_one_past_its_length():
+    body = LOG
+    codec = server_at()
+    request = mp.ReceiveRequest(SESSION, "log", len(body), sha(body)).encode()
+    # The request, its bytes and what a client should not have sent, in one read.
+    codec.receive_data(request + body + b"start /p\tmore\n", 1.0)
+    assert isinstance(codec.next_event(), mp.ReceiveRequest)
+    assert codec.next_event().data == body  # type: ignore[union-attr]
+    assert codec.next_event() is END_OF_BODY
+    assert codec.next_event() is NEED_DATA
+    assert codec.next_deadline() is None  # the verb's to answer now
+
+
+def test_each_line_after_receive_arrives_within_the_line_deadline_of_the_one_before():
+    body = LOG * 3
+    codec = server_at()
+    codec.receive_data(mp.ReceiveRequest(SESSION, "log", len(body), sha(body)).encode(), 1.0)
+    assert isinstance(codec.next_event(), mp.ReceiveRequest)
+    codec.receive_data(body[:40], 9.0)  # a line begun
+    assert codec.deadline_passed(10.9) is None  # 10 s from the request, not from the last byte
+    codec.receive_data(body[40:100], 10.5)  # a line ended: the next has 10 s from now
+    assert codec.next_deadline() == 20.5
+    told = codec.deadline_passed(20.5)
+    assert told is not None and b"must arrive whole within 10 s of the line before it" in told
+
+
+def test_a_line_past_the_parts_line_bound_is_too_large_as_soon_as_it_passes_it():
+    length = parts.ENCODED_LINE * 3
+    codec = server_at()
+    codec.receive_data(mp.ReceiveRequest(SESSION, "bundle", length, "0" * 64).encode(), 1.0)
+    assert isinstance(codec.next_event(), mp.ReceiveRequest)
+    codec.receive_data(b"A" * (parts.ENCODED_LINE + 1), 1.0)
+    with pytest.raises(ProtocolError) as caught:
+        codec.next_event()
+    assert caught.value.code == ErrorCode.TOO_LARGE and ServerConnection.fatal(caught.value)
+
+
+def test_a_client_reads_sends_bytes_whole_and_a_part_cut_short_is_unreachable():
+    body = wire("scratchpad", b"notes\n" * 20_000)
+    for cut in (False, True):
+        client = ClientConnection(dp.CONTROL)
+        client.greeting()
+        client.receive_data(b"ok chock-control 1\n")
+        assert isinstance(client.next_event(), Greeted)
+        client.send(mp.SendRequest(SESSION, "scratchpad"))
+        client.receive_data(f"ok {len(body)}\t{'0' * 64}\n".encode() + body[:1000])
+        assert client.next_event() == mp.PartHeader(len(body), "0" * 64)
+        got = client.next_event()
+        assert isinstance(got, Data) and got.data == body[:1000]
+        if cut:
+            client.receive_data(b"")
+            with pytest.raises(ProtocolError) as caught:
+                client.next_event()
+            assert caught.value.code == ErrorCode.UNREACHABLE
+            continue
+        client.receive_data(body[1000:] + b"no more of it\n")
+        assert client.next_event().data == body[1000:]  # type: ignore[union-attr]
+        assert client.next_event() is END_OF_BODY
+
+
+# Two daemons ----------------------------------------------------------------------------------------------
+
+
+def test_each_part_travels_from_the_sources_send_to_the_targets_receive_byte_for_byte(tmp_path, hosts):
+    a, b = hosts
+    files = {"log": LOG, "scratchpad": b"# notes\n", "bundle": os.urandom(300_000)}
+    staged(tmp_path, "a", files)
+    for part in parts.PARTS:
+        header = relay(a.client, b.client, part)
+        assert header.sha256 == sha(files[part])
+        assert header.body_length == parts.wire_length(part, len(files[part]))
+    received = state(tmp_path, "b") / "moves" / SESSION / "in"
+    assert {name: (received / name).read_bytes() for name in os.listdir(received)} == files
+
+
+def test_a_part_whose_bytes_differ_from_their_digest_leaves_nothing(tmp_path, hosts):
+    _, b = hosts
+    request = mp.ReceiveRequest(SESSION, "log", len(LOG), sha(b"another log\n")).encode()
+    answer = raw(b, request + LOG)
+    assert answer.startswith(b"ok chock-control 1\nerror bad-request the log's bytes have sha256 " + sha(LOG).encode())
+    assert not (state(tmp_path, "b") / "moves").exists() or not os.listdir(state(tmp_path, "b") / "moves")
+
+
+def test_a_connection_cut_in_the_middle_of_a_part_leaves_nothing(tmp_path, hosts):
+    _, b = hosts
+    body = wire("bundle", os.urandom(500_000))
+    incoming = state(tmp_path, "b") / "moves" / SESSION / "in"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(b.socket))
+        request = mp.ReceiveRequest(SESSION, "bundle", len(body), sha(b"x")).encode()
+        sock.sendall(b"hello chock-control 1\n" + request + body[: len(body) // 2])
+        # The daemon is writing the part: it is there, under a name that is not the part's.
+        wait_until(lambda: incoming.is_dir() and os.listdir(incoming), 30, "the part to be written")
+        assert "bundle" not in os.listdir(incoming)
+    wait_until(lambda: not (state(tmp_path, "b") / "moves" / SESSION).exists(), 30, "what was received to go")
+
+
+def test_a_length_past_the_parts_bound_is_refused_before_any_byte_of_it_is_read(tmp_path, hosts):
+    _, b = hosts
+    too_long = parts.wire_bound("scratchpad") + 1
+    # Not one byte of the part is sent: the refusal comes from the request line alone.
+    answer = raw(b, f"receive {SESSION}\tscratchpad\t{too_long}\t{'0' * 64}\n".encode(), close=False)
+    assert answer.startswith(b"ok chock-control 1\nerror too-large a scratchpad may be at most 16 MiB")
+    assert not (state(tmp_path, "b") / "moves").exists()
+    with pytest.raises(ProtocolError) as caught:
+        mp.ReceiveRequest(SESSION, "scratchpad", too_long, "0" * 64)  # the client refuses to send it at all
+    assert caught.value.code == ErrorCode.TOO_LARGE
+
+
+def test_send_of_a_part_not_staged_is_not_found(hosts):
+    a, _ = hosts
+    with pytest.raises(ProtocolError) as caught:
+        a.client.open_body(mp.SendRequest(SESSION, "bundle"))
+    assert caught.value.code == ErrorCode.NOT_FOUND and "move-out" in caught.value.text
+
+
+def test_move_drop_removes_what_was_received(tmp_path, hosts):
+    a, b = hosts
+    staged(tmp_path, "a", {"log": LOG})
+    relay(a.client, b.client, "log")
+    assert (state(tmp_path, "b") / "moves" / SESSION / "in" / "log").exists()
+    assert b.client.call(mp.MoveDropRequest(SESSION)) == mp.Dropped()
+    assert not (state(tmp_path, "b") / "moves" / SESSION).exists()
+
+
+def test_move_in_refuses_parts_that_did_not_arrive_and_a_child_that_refuses_leaves_nothing(tmp_path, home, hosts):
+    a, b = hosts
+    project = make_project(tmp_path / "there")
+    with pytest.raises(ProtocolError) as caught:
+        b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
+    assert caught.value.code == ErrorCode.REFUSED and "log, scratchpad, bundle" in caught.value.text
+    # Parts that arrive whole but are no session's: the child refuses them, and nothing is left of the move.
+    staged(tmp_path, "a", {"log": LOG, "scratchpad": b"", "bundle": b"not a bundle\n"})
+    for part in parts.PARTS:
+        relay(a.client, b.client, part)
+    with pytest.raises(ProtocolError) as caught:
+        b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
+    assert caught.value.code == ErrorCode.REFUSED
+    assert not (state(tmp_path, "b") / "moves" / SESSION).exists()
+    assert not (state(tmp_path, "b") / "sessions" / SESSION).exists()
+
+
+def test_move_check_names_the_target_and_refuses_a_project_without_the_commit_or_an_instance_it_lacks(
+    tmp_path, home, hosts
+):
+    _, b = hosts
+    replay_config(home, DONE)  # the instance `demo`
+    project = make_project(tmp_path / "there")
+    head = git_value(project, "rev-parse", "HEAD")
+    assert b.client.call(mp.MoveCheckRequest(SESSION, head, "demo", str(project))).host == socket.gethostname()
+
+    elsewhere = "1" * 40
+    refusals = {
+        (elsewhere, "demo", str(project)): f"{project} does not hold commit {elsewhere}, the session's base",
+        (head, "work", str(project)): "this host has no instance named work (it has demo)",
+        (head, "demo", str(tmp_path)): f"{tmp_path} is not a git repository here",
+    }
+    for (base, instance, where), said in refusals.items():
+        with pytest.raises(ProtocolError) as caught:
+            b.client.call(mp.MoveCheckRequest(SESSION, base, instance, where))
+        assert caught.value.code == ErrorCode.REFUSED and said in caught.value.text
+
+
+def test_move_check_refuses_a_session_the_target_holds(tmp_path, home, hosts):
+    a, _ = hosts
+    replay_config(home, DONE)
+    project = make_project(tmp_path / "here")
+    held = a.client.call(dp.StartRequest(str(project), "a task")).session_id
+    head = git_value(project, "rev-parse", "HEAD")
+    with pytest.raises(ProtocolError) as caught:
+        a.client.call(mp.MoveCheckRequest(held, head, "demo", str(project)))
+    assert f"this host already holds session {held}" in caught.value.text
+
+
+def test_an_older_target_is_named_as_too_old_to_move_sessions_and_the_source_is_not_touched(tmp_path, home, hosts):
+    a, _ = hosts
+    replay_config(home, DONE)
+    project = make_project(tmp_path / "here")
+    env = {"CHOCK_STATE_DIR": str(state(tmp_path, "a"))}
+    session_id = a.client.call(dp.StartRequest(str(project), "a task")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    before = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes()
+    with old_daemon() as old:
+        moved = home.chock(
+            "move", f"{session_id}", "--daemon", a.address, "--to", old.address, "--project", "/srv/p", env=env
+        )
+        assert old.asked == ["unknown-verb"]
+    assert moved.returncode == 1, moved.stderr
+    assert f"the daemon on {old.address} is too old to move sessions: upgrade Chock there" in moved.stderr
+    assert (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes() == before
+
+
+# A whole move ---------------------------------------------------------------------------------------------
+
+ONE_FILE = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+    {"text": "Wrote it.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_path, home, hosts):
+    """check, move-out, each part sent and received, move-in, moved: the target's log is the source's as it left
+    plus the adopt; the branch and its edit are there; the source shows it moved and holds nothing staged."""
+    import subprocess
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+
+    moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert moved.returncode == 0, moved.stderr
+    assert f"session {session_id} moved to {b.address}" in moved.stdout
+    for step in ("asking", "taking session", "sending its log", "sending its bundle", "adopts it", "ending it"):
+        assert step in moved.stderr
+
+    sent = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes().split(b"\n")[:-1]
+    landed = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().split(b"\n")[:-1]
+    handover = max(i for i, line in enumerate(sent) if b'"reason": "handover"' in line)
+    assert landed[: handover + 1] == sent[: handover + 1]
+    assert b'"via": "move"' in landed[handover + 1]
+    assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+    assert not (state(tmp_path, "a") / "moves" / session_id).exists()
+    assert not (state(tmp_path, "b") / "moves" / session_id).exists()
+
+    again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert again.returncode == 1 and f"moved to {socket.gethostname()} already" in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize(
+    ("verb", "part", "after"),
+    [("send", "log", None), ("receive", "log", 40), ("receive", "bundle", 300), ("move-in", None, None)],
+    ids=["before-the-log", "in-the-log", "in-the-bundle", "between-the-bundle-and-the-adopt"],
+)
+def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_move_completes(
+    tmp_path, home, hosts, verb, part, after
+):
+    """The connection to the target cut (by a relay, at a byte it is told) before the log, in the log, in the
+    bundle, or before the target heard move-in: the target holds no session; the source holds it, handed over to
+    nobody; and a second `chock move` carries it over whole."""
+    import subprocess
+
+    from tests.fakes.relay import CuttingRelay
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    cut_at = b if verb != "send" else a
+    with CuttingRelay(cut_at.socket, verb=verb, part=part, after=after) as relay:
+        source, target = (a.address, relay.address) if cut_at is b else (relay.address, b.address)
+        cut = home.chock("move", session_id, "--daemon", source, "--to", target, "--project", str(there))
+        assert relay.cut == 1
+    assert cut.returncode == 1, cut.stderr
+    assert f"chock run --continue {session_id}" in cut.stderr
+    with pytest.raises(ProtocolError) as caught:
+        b.client.call(dp.FindRequest(session_id))
+    assert caught.value.code == ErrorCode.NOT_FOUND
+    if verb != "move-in":  # a move-in the target never heard: what it received waits for the next move
+        assert not (state(tmp_path, "b") / "moves" / session_id).exists()
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "handed-over"
+
+    again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert again.returncode == 0, again.stderr
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+    assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
+
+
+SLOW = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+    {"text": "", "delay": 1.5,
+     "tool_calls": [{"call_id": "c2", "name": "write_file", "args": {"path": "b.txt", "content": "B"}}]},
+    {"text": "Both written.", "tool_calls": []},
+]  # fmt: skip
+
+
+def test_chock_move_hands_a_running_daemon_session_over_at_its_turn_boundary_and_it_finishes_on_the_target(
+    tmp_path, home, hosts
+):
+    """A daemon-owned session mid-way through its conversation, an uncommitted edit in its worktree, moved while it
+    waits in a model call: it hands over at the boundary, and finishes on the target with every edit."""
+    import subprocess
+
+    a, b = hosts
+    replay_config(home, SLOW)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write two files")).session_id
+    log = state(tmp_path, "a") / "sessions" / session_id / "log.jsonl"
+    wait_until(lambda: b'"call_id": "c1"' in log.read_bytes() and b'"tool.result"' in log.read_bytes(), 60, "a.txt")
+
+    moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert moved.returncode == 0, moved.stderr
+    assert "it goes on there" in moved.stdout
+    wait_until(lambda: b.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "it to end there")
+    assert b.client.call(dp.FindRequest(session_id)).row["end_reason"] == "completed"
+    assert git_value(there, "show", f"chock/{session_id}:a.txt") == "A"
+    assert git_value(there, "show", f"chock/{session_id}:b.txt") == "B"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+
+
+def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_path, home, hosts):
+    """The bundle stalls on its way (a relay holds it); Ctrl-C: what the target received goes, and the source's
+    session is handed over to nobody, as the command says."""
+    import signal
+    import subprocess
+
+    from tests.fakes.relay import CuttingRelay
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    received = state(tmp_path, "b") / "moves" / session_id / "in"
+    with CuttingRelay(b.socket, verb="receive", part="bundle", after=100, hold=True) as relay:
+        move = home.spawn(
+            "move", session_id, "--daemon", a.address, "--to", relay.address, "--project", str(there),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            wait_until(relay.holding.is_set, 60, "the bundle to stall")
+            assert {"log", "scratchpad"} <= set(os.listdir(received)) and "bundle" not in os.listdir(received)
+            move.send_signal(signal.SIGINT)
+            _, stderr = move.communicate(timeout=60)
+        finally:
+            move.kill()
+    assert move.returncode == 130, stderr
+    assert f"stopped: {relay.address} holds nothing of it" in stderr
+    assert f"`chock run --continue {session_id}` there takes it back" in stderr
+    assert not (state(tmp_path, "b") / "moves" / session_id).exists()
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "handed-over"
+
+
+def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling_it_all(tmp_path, home, hosts):
+    """A -> B -> A: A keeps the log it had as log.jsonl.moved-1 and takes the one that came back, which begins with
+    A's and goes on with B's; both hosts' rows agree on where it is."""
+    import json
+    import subprocess
+
+    a, b = hosts
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert went.returncode == 0, went.stderr
+    came = home.chock("move", session_id, "--daemon", b.address, "--to", a.address, "--project", str(here))
+    assert came.returncode == 0, came.stderr
+
+    directory = state(tmp_path, "a") / "sessions" / session_id
+    kept = (directory / "log.jsonl.moved-1").read_bytes()
+    events = [json.loads(line) for line in (directory / "log.jsonl").read_bytes().splitlines()]
+    assert [event["id"] for event in events] == list(range(1, len(events) + 1))
+    moves = [(e["type"], e.get("reason") or e.get("via")) for e in events if e.get("via") == "move" or e.get("to")]
+    out, into = [("session.adopt", "move"), ("session.end", "handover")], [("session.adopt", "move")]
+    assert moves == out + into + out + into  # A's move-out, B's move-in, B's move-out, A's move-in
+    assert (events[-1]["type"], events[-1]["reason"]) == ("session.end", "completed")  # ended there, ended here
+    # What A held, without its last span (the move's `moved`), is where the log that came back begins.
+    held = kept.splitlines()
+    assert json.loads(held[-1])["reason"] == "moved"
+    assert (directory / "log.jsonl").read_bytes().splitlines()[: len(held) - 2] == held[:-2]
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
