@@ -24,7 +24,7 @@ from pathlib import Path
 
 import _common
 
-from chock.daemon.moving import DIGESTS
+from chock.daemon.move_relay import DIGESTS
 
 SESSION_ID = "20260101-000000-4d4d4d"
 LINE = ('{"id": %d, "type": "tool.result", "output": "' + "x" * 900 + '"}\n').encode()

@@ -19,7 +19,7 @@ from chock.control import daemon_protocol as dp
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import ReplyLine, Request
 from chock.control.session_protocol import SessionStopRequest
-from chock.daemon import moving
+from chock.daemon import move_relay
 from chock.daemon.context import Daemon
 from chock.daemon.reply import InThread, ReplyWriter
 from chock.log.catalog import Entry
@@ -367,7 +367,7 @@ VERBS: dict[str, Callable[[Daemon, ReplyWriter, Any], None]] = {
     "rule-remove": rule_remove,
 }
 
-VERBS.update(moving.VERBS)  # moving a session between hosts (chock/daemon/moving.py)
+VERBS.update(move_relay.VERBS)  # moving a session between hosts (chock/daemon/move_relay.py)
 
 assert set(VERBS) == set(dp.CONTROL.requests), "every verb the codec parses has its handler here"
 
