@@ -400,7 +400,7 @@ def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_m
 
 SLOW = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
-    {"text": "", "delay": 1.5,
+    {"text": "", "delay": 10,  # the window `chock move` asks in: wide enough for a loaded machine's start-up
      "tool_calls": [{"call_id": "c2", "name": "write_file", "args": {"path": "b.txt", "content": "B"}}]},
     {"text": "Both written.", "tool_calls": []},
 ]  # fmt: skip
