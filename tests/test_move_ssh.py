@@ -159,7 +159,7 @@ def test_a_daemon_session_moved_mid_conversation_with_uncommitted_edits_complete
 
     # B's log is the log A sent — A's, through its handover end — and B's adopt.
     held = log.read_bytes().splitlines()
-    handover = next(i for i, line in enumerate(held) if json.loads(line).get("reason") == "handover")
+    handover = next(i for i, line in enumerate(held) if json.loads(line).get("to"))  # the move-out's end
     _ended(b, session_id)
     theirs = _log(b, session_id).read_bytes().splitlines()
     assert theirs[: handover + 1] == held[: handover + 1]
@@ -297,5 +297,6 @@ def test_a_session_moved_there_and_back_over_ssh_ends_where_it_began_with_one_lo
     assert said_on_b and story.index(("session.adopt", "move", None)) < said_on_b[0]
     assert (a.state / "sessions" / session_id / "log.jsonl.moved-1").exists()  # what A held before it came back
     assert _rows(hosts, session_id) == {"a": ("ended",), "b": ("moved",)}
-    back = hosts.chock("sessions", "--daemon", "b")
-    assert back.returncode == 0 and f"{session_id}" in back.stdout, back.stderr
+    on_b = hosts.chock("sessions", "--daemon", "b", "--project", str(there))
+    assert on_b.returncode == 0, on_b.stderr
+    assert ["moved" in line.split() for line in on_b.stdout.splitlines() if session_id in line] == [True], on_b.stdout
