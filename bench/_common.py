@@ -139,14 +139,15 @@ def stopped_at_exit(process: subprocess.Popen) -> Iterator[subprocess.Popen]:  #
 
 @contextlib.contextmanager
 def running_daemon(root: Path) -> Iterator[Path]:
-    """`chock daemon --socket ROOT/d.sock`, once it answers a ping: its socket's path."""
+    """`chock daemon --socket ROOT/d.sock`, once it answers a ping: its socket's path. Run in `root`: `python -m`
+    puts its working directory first on sys.path, where a checkout's `chock` would shadow the one measured."""
     from chock.control.client import ControlClient
     from chock.control.framing import ProtocolError
 
     socket_path = root / "d.sock"
     process = subprocess.Popen(
         chock("daemon", "--socket", str(socket_path)),
-        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=root,
     )  # fmt: skip
     with stopped_at_exit(process):
         client = ControlClient(f"unix:{socket_path}")
@@ -167,7 +168,7 @@ def running_serve(root: Path, daemon_socket: Path) -> Iterator[tuple[subprocess.
     """`chock serve` for the daemon at `daemon_socket`, on 127.0.0.1 at a free port: (its process, the port)."""
     process = subprocess.Popen(
         chock("serve", "--daemon", f"unix:{daemon_socket}", "--host", "127.0.0.1", "--port", "0"),
-        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+        env=environment(root), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, cwd=root,
     )  # fmt: skip
     with stopped_at_exit(process):
         assert process.stdout is not None

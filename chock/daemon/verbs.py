@@ -123,11 +123,11 @@ def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     if reply.inline and not catalog.warm(request.project):
         raise InThread
     if reply.inline:
-        entries = catalog.of_project(request.project)
+        data = catalog.reply(request.project, _list_line)
     else:
         with _COLD_LIST:
-            entries = catalog.of_project(request.project)
-    reply.send(b"".join([entry.line(catalog.alive(entry), _list_line) for entry in entries]))
+            data = catalog.reply(request.project, _list_line)
+    reply.send(data)
 
 
 _COLD_LIST = threading.Lock()

@@ -101,6 +101,15 @@ class Catalog:
         self._disk: dict[str, Snapshot] = {}
         self._refused: dict[str, tuple[tuple[int, int], int]] = {}  # id -> the cached row the log refused
         self._saving = threading.Lock()
+        # Each project path a log names, resolved: made again for every listing (a symlink may be moved between
+        # two), once per path within one (its logs all name the same path).
+        self._reals: dict[str, str] = {}
+        # The project keys whose cache file this listing has asked `rowcache.changed` about: once per listing
+        # (a file an owner writes during it serves the next one; until then its sessions' logs are folded).
+        self._checked: set[str] = set()
+        # Per project key, its last listing: what the look found, whether the cache check then left nothing
+        # for time to change, the entries as listed, and (once made, when every session has ended) the reply.
+        self._listed: dict[str, Listed] = {}
 
     def _log(self, session_id: str) -> str:
         """The log's path, for an id already checked (the index's, an entry's)."""
@@ -117,12 +126,33 @@ class Catalog:
 
     def of_project(self, project: str | os.PathLike[str]) -> list[Entry]:
         """The sessions of `project` (compared by resolved real path), oldest first."""
+        return list(self._listing(project).entries)
+
+    def reply(self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]) -> bytes:
+        """The daemon's `list` of `project`: `Entry.line` of each session, oldest first. Made once for a listing
+        that finds every entry as the last one did and every session ended (no line of it can change then)."""
+        listed = self._listing(project)
+        if listed.reply is not None:
+            return listed.reply
+        entries = listed.entries
+        data = b"".join([entry.line(self.alive(entry), encode) for entry in entries])
+        if all(entry.state.ended for entry in entries):
+            listed.reply = data
+        return data
+
+    def _listing(self, project: str | os.PathLike[str]) -> Listed:
+        """The listing of `project`: the last one when the look found the same entries and its cache check
+        left nothing for time to change (then neither the check nor the sort would give anything else)."""
         real = os.path.realpath(project)
         key = key_of(real)
         found = [entry for entry in self._looks(self.index.sessions_of(real), key) if entry is not None]
+        last = self._listed.get(key)
+        if last is not None and last.settled and last.real == real and _same(last.found, found):
+            return last
         entries = [entry for entry in found if entry.project_real == real]
-        self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
-        return sorted(entries, key=started)
+        settled = self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
+        listed = self._listed[key] = Listed(real, found, settled, sorted(entries, key=started))
+        return listed
 
     def warm(self, project: str | os.PathLike[str]) -> bool:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
@@ -160,6 +190,7 @@ class Catalog:
     def _looks(self, ids: list[str], key: str | None) -> list[Entry | None]:
         """The sessions `ids` (checked ids, of project `key` when known) now: the fresh entries as they are
         (watched), a look at each of the others."""
+        self._reals, self._checked = {}, set()
         if not self._watched:
             return [self._look(session_id, key) for session_id in ids]
         with self._lock:
@@ -214,13 +245,20 @@ class Catalog:
             self._forget(session_id)
             return None
         try:
-            entry, based = _fold(session_id, fd, base)
+            entry, based = _fold(session_id, fd, base, self._real)
         finally:
             os.close(fd)
         if cached is not None and not based:
             # The cache disagrees with the log: the next save rewrites that row (while it is still this one).
             self._refused[session_id] = (cached.identity, cached.offset)
         return self._keep(entry, token)
+
+    def _real(self, project: str) -> str:
+        """`project` resolved, once per listing."""
+        real = self._reals.get(project)
+        if real is None:
+            real = self._reals[project] = os.path.realpath(project)
+        return real
 
     def _keep(self, entry: Entry, token: object | None) -> Entry:
         """Hold `entry` as the session's, fresh when no event came since the watch that gave `token`."""
@@ -252,21 +290,26 @@ class Catalog:
 
     def _cached(self, key: str, session_id: str, info: os.stat_result) -> Cached | None:
         """The cached row of a session this catalog holds none of; the file is read again when it does not
-        cover the log and someone wrote the file since it was read here (an owner that let go of its log)."""
+        cover the log and someone wrote the file since it was read here (an owner that let go of its log), which
+        is asked once per listing."""
         assert self._cache is not None
         snapshot = self._project_cache(key)
         cached = snapshot.rows.get(session_id)
-        if (cached is None or not _covers(cached, info)) and rowcache.changed(self._cache, key, snapshot):
-            snapshot = self._disk[key] = rowcache.read(self._cache, key)
-            cached = snapshot.rows.get(session_id)
+        if (cached is None or not _covers(cached, info)) and key not in self._checked:
+            self._checked.add(key)
+            if rowcache.changed(self._cache, key, snapshot):
+                snapshot = self._disk[key] = rowcache.read(self._cache, key)
+                cached = snapshot.rows.get(session_id)
         return cached
 
-    def _save(self, key: str, entries: list[Entry], foreign: frozenset[str] = frozenset()) -> None:
+    def _save(self, key: str, entries: list[Entry], foreign: frozenset[str] = frozenset()) -> bool:
         """Write the project's cached rows when they cover less than `entries` (what a look found of it): at
         once for a session that ended or is new to the cache, at most every CACHE_EVERY seconds for one that
-        grew while it runs. A cached row goes when its log is gone or, `foreign`, names another project."""
+        grew while it runs. A cached row goes when its log is gone or, `foreign`, names another project. Whether
+        the cache was found to hold what `entries` say already (the same check later, with nothing else changed,
+        would find it so again)."""
         if self._cache is None or not key:
-            return
+            return True
         with self._saving:
             disk = self._project_cache(key)
             due = time.time() - disk.since >= CACHE_EVERY
@@ -279,7 +322,7 @@ class Catalog:
                     urgent = urgent or entry.state.ended
                     stale = True
             if not (urgent or (stale and due) or (due and len(disk.rows) > len(entries))):
-                return
+                return not (urgent or stale or len(disk.rows) > len(entries))
             rows = {entry.session_id: entry for entry in entries if entry.offset > 0}
             written = rowcache.merge(
                 self._cache,
@@ -289,10 +332,12 @@ class Catalog:
                 gone=lambda session_id: session_id in foreign or not os.path.exists(self._log(session_id)),
                 force={session_id: self._refused[session_id] for session_id in rows if session_id in self._refused},
             )
+            self._listed.pop(key, None)  # what the cache holds may have changed: the next listing checks again
             if written is not None:
                 self._disk[key] = written
                 for session_id in rows:
                     self._refused.pop(session_id, None)
+            return False  # written (or not, when another process held the lock): checked again next time
 
     def record(self, session_id: str, fd: int, row: RowState | None) -> None:
         """Write one session's row to the cache, as its owner lets go of the log (`fd`, still locked): `row`
@@ -312,13 +357,33 @@ class Catalog:
             written = rowcache.merge(
                 self._cache, key, {session_id: entry}, known=known, force={session_id: None}, wait=OWNER_WAIT
             )
+            self._listed.pop(key, None)
             if written is not None:
                 self._disk[key] = written
 
 
-def _fold(session_id: str, fd: int, base: Cached | None) -> tuple[Entry, bool]:
+class Listed:
+    """One listing of a project (`Catalog._listing`)."""
+
+    __slots__ = ("entries", "found", "real", "reply", "settled")
+
+    def __init__(self, real: str, found: list[Entry], settled: bool, entries: list[Entry]) -> None:
+        self.real = real
+        self.found = found
+        self.settled = settled
+        self.entries = entries
+        self.reply: bytes | None = None
+
+
+def _same(old: list[Entry], new: list[Entry]) -> bool:
+    """Whether a look found the very entries it found before (an entry is never changed: a new look makes a new
+    one)."""
+    return len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True))
+
+
+def _fold(session_id: str, fd: int, base: Cached | None, resolve: Callable[[str], str]) -> tuple[Entry, bool]:
     """Fold what `fd` holds past `base`, or from the start when `base` is not of this log or does not end
-    just after a newline in it; and whether `base` was used."""
+    just after a newline in it; and whether `base` was used. `resolve` gives a project path's real path."""
     info = os.fstat(fd)
     identity, size = (info.st_dev, info.st_ino), info.st_size
     if base is not None and (base.identity != identity or base.offset > size):
@@ -328,15 +393,22 @@ def _fold(session_id: str, fd: int, base: Cached | None) -> tuple[Entry, bool]:
     state = base.state.copy() if base is not None else RowState()
     offset = _feed(fd, state, base.offset if base is not None else 0, size)
     real = base.project_real if base is not None and base.state.project == state.project else ""
-    return _made(session_id, info, offset, state, real), base is not None
+    return _made(session_id, info, offset, state, real, resolve), base is not None
 
 
-def _made(session_id: str, info: os.stat_result, offset: int, state: RowState, real: str = "") -> Entry:
+def _made(
+    session_id: str,
+    info: os.stat_result,
+    offset: int,
+    state: RowState,
+    real: str = "",
+    resolve: Callable[[str], str] = os.path.realpath,
+) -> Entry:
     """The entry for `state`, the row fold of the log `info` describes up to `offset`; `real` is its project's
-    resolved path when already known."""
+    resolved path when already known, else `resolve` gives it."""
     state.id = state.id or session_id
     if state.project and not real:
-        real = os.path.realpath(state.project)
+        real = resolve(state.project)
     return Entry(session_id, (info.st_dev, info.st_ino), info.st_mtime_ns, offset, state, real)
 
 

@@ -176,17 +176,11 @@ class ProjectIndex:
         """The key of the project the log's first line names — or, for a session a move brought here, the one
         its `project` file names (its adopt's: docs/remote.md#moving-a-session); None while that line is not
         complete."""
-        try:
-            with open(f"{self._sessions}/{session_id}/{MOVED_PROJECT}", "rb") as handle:
-                project: str | None = os.fsdecode(handle.readline(MAX_EVENT_BYTES + 1).rstrip(b"\n"))
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            project = None
-        try:
-            with open(f"{self._sessions}/{session_id}/log.jsonl", "rb") as handle:
-                line = handle.readline(MAX_EVENT_BYTES + 1)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        if not line.endswith(b"\n"):
+        directory = f"{self._sessions}/{session_id}"
+        moved = _first_line(f"{directory}/{MOVED_PROJECT}")
+        project = None if moved is None else os.fsdecode(moved.rstrip(b"\n"))
+        line = _first_line(f"{directory}/log.jsonl")
+        if line is None or not line.endswith(b"\n"):
             return None
         if project is None:
             event = decode(line) or {}
@@ -253,6 +247,32 @@ class ProjectIndex:
             return
         with locked(f"{self._dir}/index.lock") as held:
             yield held
+
+
+# A first line is read in pieces of this size (most are far shorter: a session.start with its task).
+_PIECE = 64 * 1024
+
+
+def _first_line(path: str) -> bytes | None:
+    """The file's first line with its newline (all of it when it has none yet), read to at most
+    MAX_EVENT_BYTES + 1 bytes; None when there is no such file. Plain reads: the index reads one per session."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        data = b""
+        while b"\n" not in data and len(data) <= MAX_EVENT_BYTES:
+            piece = os.read(fd, min(_PIECE, MAX_EVENT_BYTES + 1 - len(data)))
+            if not piece:
+                break
+            data += piece
+    except IsADirectoryError:
+        return None
+    finally:
+        os.close(fd)
+    end = data.find(b"\n") + 1
+    return data[:end] if end else data
 
 
 def _trusted(mtime: int, listed_at: int) -> bool:
