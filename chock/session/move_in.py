@@ -282,8 +282,8 @@ def _write_scratchpad(path: Path, incoming: Path) -> Undo:
 
 
 def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source: str) -> Undo:
-    """`refs/heads/chock/<id>` from the bundle, and nothing else of it: fetched (objects fsck'd) to a ref of its
-    own, checked to descend from the base and from the branch already here, then the branch is moved to it. An
+    """`refs/heads/chock/<id>` from the bundle, and nothing else of it: its objects checked (`_take_objects`), its
+    tip checked to descend from the base and from the branch already here, then the branch is moved to it. An
     empty bundle carries no branch (the work is the base). Returns how to put the branch back."""
     branch = f"refs/heads/chock/{session_id}"
     found = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}"], check=False)
@@ -297,21 +297,14 @@ def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source:
             if line.endswith(f" {branch}")]  # fmt: skip
     if listed.returncode != 0 or len(tips) != 1 or not moving.COMMIT_ID.fullmatch(tips[0]):
         raise _bad(f"its bundle holds no {branch}")
-    tip, landing = tips[0], f"refs/chock-move/{session_id}"
-    try:
-        repo.run(
-            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", str(bundle),
-             f"+{branch}:{landing}"],
-            config=("transfer.fsckObjects=true",),
-        )  # fmt: skip
-        fetched = repo.value(["rev-parse", "--verify", "--end-of-options", f"{landing}^{{commit}}"])
-        if fetched != tip or not _ancestor(repo, base, tip):
-            raise _bad(f"its bundle's {branch} does not descend from the session's base {base}")
-        if here and not _ancestor(repo, here, tip):
-            raise _diverged(session_id, repo)
-        repo.run(["update-ref", "-m", f"chock: moved in from {source}", branch, tip, here])
-    finally:
-        repo.run(["update-ref", "-d", landing], check=False)
+    tip = tips[0]
+    _take_objects(repo, bundle)
+    fetched = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{tip}^{{commit}}"], check=False)
+    if fetched.stdout.decode().strip() != tip or not _ancestor(repo, base, tip):
+        raise _bad(f"its bundle's {branch} does not descend from the session's base {base}")
+    if here and not _ancestor(repo, here, tip):
+        raise _diverged(session_id, repo)
+    repo.run(["update-ref", "-m", f"chock: moved in from {source}", branch, tip, here])
 
     def undo() -> None:
         if here:
@@ -320,6 +313,44 @@ def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source:
             repo.run(["update-ref", "-d", branch, tip])
 
     return undo
+
+
+# A bundle's header (its refs and prerequisites) is read up to this; ours names one ref and the base's boundary.
+BUNDLE_HEADER_LIMIT = 1024 * 1024
+
+
+def _take_objects(repo: Repo, bundle: Path) -> None:
+    """The bundle's pack into the repository, every object checked first: `git index-pack --strict` into a
+    quarantine beside the repository's objects (as `git receive-pack` takes a push), moved in only once all of it
+    passed. `git fetch` from a bundle checks no object before git 2.48, whatever `transfer.fsckObjects` says."""
+    with open(bundle, "rb") as handle:
+        line = handle.readline(64)
+        if line not in (b"# v2 git bundle\n", b"# v3 git bundle\n"):
+            raise _bad("its bundle is not a git bundle (v2 or v3)")
+        while line not in (b"\n", b""):
+            line = handle.readline(BUNDLE_HEADER_LIMIT)
+            if handle.tell() > BUNDLE_HEADER_LIMIT:
+                raise _bad(f"its bundle's header is longer than {BUNDLE_HEADER_LIMIT} bytes")
+        if not line:
+            raise _bad("its bundle holds no pack")
+        os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # git reads the pack from here on
+        store = repo.common_dir / "objects"
+        quarantine = store / f"incoming-chock-{os.getpid()}"
+        shutil.rmtree(quarantine, ignore_errors=True)
+        try:
+            (quarantine / "pack").mkdir(parents=True)
+            checked = repo.run(
+                ["index-pack", "--strict", "--fix-thin", "--stdin"], stdin=handle.fileno(), objects=quarantine,
+                check=False,
+            )  # fmt: skip
+            if checked.returncode != 0:
+                said = checked.stderr.decode(errors="replace").strip().splitlines()
+                raise _bad(f"its bundle fails git's object checks ({'; '.join(said[-2:]) or 'index-pack failed'})")
+            # The index last: git reads a pack only once its index is there.
+            for made in sorted((quarantine / "pack").iterdir(), key=lambda path: path.suffix == ".idx"):
+                os.replace(made, store / "pack" / made.name)
+        finally:
+            shutil.rmtree(quarantine, ignore_errors=True)
 
 
 def _ancestor(repo: Repo, older: str, newer: str) -> bool:
