@@ -8,10 +8,17 @@ import hashlib
 import subprocess
 
 from tests.fakes.projects import git, git_value
-from tests.test_move_children import ONE_FILE, _move_in, _nothing_written, _relay, _sent, hosts  # noqa: F401
+from tests.test_move_children import (
+    ONE_FILE,
+    _move_in,
+    _nothing_written,
+    _relay,
+    _sent,
+    hosts,  # noqa: F401 - the fixture: two hosts, two clones
+)
 
 
-def test_a_bundle_with_a_corrupt_object_is_refused_and_leaves_no_branch(hosts):
+def test_a_bundle_with_a_corrupt_object_is_refused_and_leaves_no_branch(hosts):  # noqa: F811
     a, b, project_a, project_b = hosts
     session_id, said, _ = _sent(a, project_a)
     # A commit on chock/<id> whose author line git's fsck refuses (its email is not closed).
