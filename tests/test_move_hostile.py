@@ -5,8 +5,12 @@ changes. The parts are put where the target's daemon keeps them, as tests/test_m
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 
+import pytest
+
+from chock.log.events import MAX_EVENT_BYTES
 from tests.fakes.projects import git, git_value
 from tests.test_move_children import (
     ONE_FILE,
@@ -41,3 +45,64 @@ def test_a_bundle_with_a_corrupt_object_is_refused_and_leaves_no_branch(hosts): 
     _nothing_written(b, project_b, session_id)
     missing = subprocess.run(["git", "-C", str(project_b), "cat-file", "-e", bad], capture_output=True)
     assert missing.returncode != 0  # none of its objects got in
+
+
+def _lines(events: list[dict]) -> list[bytes]:
+    return [json.dumps(event).encode() + b"\n" for event in events]
+
+
+def _assistant_at(events: list[dict]) -> int:
+    return next(at for at, event in enumerate(events) if event["type"] == "assistant.message")
+
+
+def _replace(events: list[dict], at: int, line: bytes) -> list[bytes]:
+    lines = _lines(events)
+    lines[at] = line
+    return lines
+
+
+def _padded(events: list[dict], size: int) -> list[bytes]:
+    """The log with its second event padded so that its line is `size` bytes before its newline."""
+    lines = _lines(events)
+    short = json.dumps({**events[1], "pad": ""}).encode()
+    lines[1] = json.dumps({**events[1], "pad": "x" * (size - len(short))}).encode() + b"\n"
+    assert len(lines[1]) == size + 1
+    return lines
+
+
+@pytest.mark.parametrize(
+    "tamper, why",
+    [
+        (lambda events: _replace(events, 1, b"[1, 2]\n"), "line 2 of the log sent for session"),
+        (lambda events: _replace(events, 1, b'{"id": 2,\x00 "type": "user.message"}\n'), "is not JSON"),
+        (lambda events: _replace(events, 1, b'{"id": 2, "type": "user.message", "text": "\xff"}\n'), "is not JSON"),
+        (lambda events: _padded(events, MAX_EVENT_BYTES + 1), "longer than"),
+        (lambda events: [*_lines(events)[:-1], _lines(events)[-1][:-1]], "not a whole line"),
+        (lambda events: _replace(events, _assistant_at(events),
+                                 json.dumps({**events[_assistant_at(events)], "tool_calls": 5}).encode() + b"\n"),
+         "tool_calls"),
+        (lambda events: _replace(events, _assistant_at(events), json.dumps(
+            {**events[_assistant_at(events)], "tool_calls": [{"call_id": "c9", "name": "x", "args": [1]}]}
+        ).encode() + b"\n"), "tool_calls"),
+    ],
+)  # fmt: skip
+def test_a_hostile_incoming_log_is_refused_by_line_and_nothing_is_written(hosts, tamper, why):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id, said, events = _sent(a, project_a)
+    into = _relay(a, b, session_id, said)
+    (into / "log").write_bytes(b"".join(tamper(events)))
+    b.replay_instance(ONE_FILE)
+    refused = _move_in(b, session_id, project_b, "hosta")
+    assert refused.returncode == 3 and why in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    _nothing_written(b, project_b, session_id)
+
+
+def test_a_line_of_exactly_the_event_bound_is_taken(hosts):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id, said, events = _sent(a, project_a)
+    into = _relay(a, b, session_id, said)
+    (into / "log").write_bytes(b"".join(_padded(events, MAX_EVENT_BYTES)))
+    b.replay_instance(ONE_FILE)
+    taken = _move_in(b, session_id, project_b, "hosta")
+    assert taken.returncode == 0, taken.stderr

@@ -66,6 +66,8 @@ def check_log(path: Path, session_id: str) -> Checked:
                 raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
             if kind in ("session.start", "session.adopt") and event.get("session", session_id) != session_id:
                 raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
+            if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
+                raise _bad(f"{where} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}")
             if kind == "session.adopt" and not _moved_out(latest_end):
                 before = latest_end  # a move-out that did not happen (its move was cut) is no end of the session's
             elif kind == "session.end":
@@ -77,6 +79,17 @@ def check_log(path: Path, session_id: str) -> Checked:
     if not moving.COMMIT_ID.fullmatch(state.workspace_base):
         raise _bad(f"the log sent for session {session_id} names no commit as its base")
     return Checked(state, expected - 1, before)
+
+
+def _calls_well_formed(calls: object) -> bool:
+    """Whether an assistant message's tool calls are as Chock writes them, so the conversation goes on here."""
+    return isinstance(calls, list) and all(
+        isinstance(call, dict)
+        and isinstance(call.get("call_id"), str)
+        and isinstance(call.get("name"), str)
+        and isinstance(call.get("args", {}), dict)
+        for call in calls
+    )
 
 
 def _parsed(line: bytes, where: str) -> Event:
