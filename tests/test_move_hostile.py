@@ -14,7 +14,10 @@ from chock.log.events import MAX_EVENT_BYTES
 from tests.fakes.projects import git, git_value
 from tests.test_move_children import (
     ONE_FILE,
+    _ended_session,
+    _move,
     _move_in,
+    _move_out,
     _nothing_written,
     _relay,
     _sent,
@@ -106,3 +109,40 @@ def test_a_line_of_exactly_the_event_bound_is_taken(hosts):  # noqa: F811
     b.replay_instance(ONE_FILE)
     taken = _move_in(b, session_id, project_b, "hosta")
     assert taken.returncode == 0, taken.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("run", "--continue", "{id}"),
+        ("approve", "{id}"),
+        ("detach", "{id}"),
+    ],
+)
+def test_every_verb_on_the_source_of_a_moved_session_names_where_it_went(hosts, argv):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id = _ended_session(a, project_a)
+    b.replay_instance(ONE_FILE)
+    _move(a, b, session_id, project_b, ("hosta", "hostb"))
+    done = a.chock(*(word.format(id=session_id) for word in argv), cwd=project_a)
+    assert done.returncode != 0 and "hostb" in done.stderr, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("say", "{id}", "more", "--daemon", "{address}"),
+        ("move", "{id}", "--to", "elsewhere", "--project", "/tmp", "--daemon", "{address}"),
+        ("attach", "{id}", "--daemon", "{address}"),
+        ("stop", "{id}", "--daemon", "{address}"),
+    ],
+)
+def test_every_daemon_verb_on_the_source_of_a_moved_session_names_where_it_went(home, project, daemon, argv):
+    session_id = _ended_session(home, project)
+    _move_out(home, session_id, "hostb")
+    assert home.chock("run", "--moved", session_id, "--to", "hostb").returncode == 0
+    done = home.chock(*(word.format(id=session_id, address=daemon.address) for word in argv), cwd=project)
+    assert done.returncode != 0 and "hostb" in done.stderr, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert home.events(session_id)[-1]["reason"] == "moved"  # nothing was carried on
