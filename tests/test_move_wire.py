@@ -25,6 +25,8 @@ from chock.control.client import ControlClient
 from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data, ServerConnection
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
+from tests.conftest import Home
+from tests.fakes.daemon import Daemon
 from tests.fakes.old_daemon import old_daemon
 from tests.fakes.projects import git_value, make_project
 from tests.fakes.sessions import replay_config
@@ -88,6 +90,19 @@ def raw(daemon, data: bytes, then: bytes = b"", *, close: bool = True) -> bytes:
 
 
 # The codec ------------------------------------------------------------------------------------------------
+
+
+def _ended_on(a: Daemon, home: Home, tmp_path: Path) -> tuple[str, Path, Path]:
+    """A session the daemon `a` ran to its end in a project `here`, and `there`, a clone of it (the target's)."""
+    import subprocess
+
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    return session_id, here, there
 
 
 def test_parts_travel_in_one_encoding_whose_length_is_known_before_it_is_made():
@@ -324,15 +339,9 @@ ONE_FILE = [
 def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_path, home, hosts):
     """check, move-out, each part sent and received, move-in, moved: the target's log is the source's as it left
     plus the adopt; the branch and its edit are there; the source shows it moved and holds nothing staged."""
-    import subprocess
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, _, there = _ended_on(a, home, tmp_path)
 
     moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
     assert moved.returncode == 0, moved.stderr
@@ -366,17 +375,11 @@ def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_m
     """The connection to the target cut (by a relay, at a byte it is told) before the log, in the log, in the
     bundle, or before the target heard move-in: the target holds no session; the source holds it, handed over to
     nobody; and a second `chock move` carries it over whole."""
-    import subprocess
 
     from tests.fakes.relay import CuttingRelay
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, _, there = _ended_on(a, home, tmp_path)
     cut_at = b if verb != "send" else a
     with CuttingRelay(cut_at.socket, verb=verb, part=part, after=after) as relay:
         source, target = (a.address, relay.address) if cut_at is b else (relay.address, b.address)
@@ -441,12 +444,7 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
     from tests.fakes.relay import CuttingRelay
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, _, there = _ended_on(a, home, tmp_path)
     received = state(tmp_path, "b") / "moves" / session_id / "in"
     with CuttingRelay(b.socket, verb="receive", part="bundle", after=100, hold=True) as relay:
         move = home.spawn(
@@ -471,15 +469,9 @@ def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling
     """A -> B -> A: A keeps the log it had as log.jsonl.moved-1 and takes the one that came back, which begins with
     A's and goes on with B's; both hosts' rows agree on where it is."""
     import json
-    import subprocess
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, here, there = _ended_on(a, home, tmp_path)
     went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
     assert went.returncode == 0, went.stderr
     came = home.chock("move", session_id, "--daemon", b.address, "--to", a.address, "--project", str(here))
