@@ -146,3 +146,23 @@ def test_every_daemon_verb_on_the_source_of_a_moved_session_names_where_it_went(
     assert done.returncode != 0 and "hostb" in done.stderr, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr
     assert home.events(session_id)[-1]["reason"] == "moved"  # nothing was carried on
+
+
+def test_what_a_move_in_cut_before_its_adopt_left_is_replaced_by_the_next_move(hosts):  # noqa: F811
+    """kill -9 of the target's child between writing the log and its adopt leaves the log as sent (ending with the
+    source's handover to this host), the branch and a worktree no event names: the next move takes their place."""
+    a, b, project_a, project_b = hosts
+    session_id, said, _ = _sent(a, project_a)
+    b.replay_instance(ONE_FILE)
+    sent = (_relay(a, b, session_id, said) / "log").read_bytes()
+    assert _move_in(b, session_id, project_b, "hosta").returncode == 0
+    b.layout.log_path(session_id).write_bytes(sent)  # as the child left it, killed before its adopt
+    leftover = b.layout.workspace_dir(session_id)
+    git(project_b, "worktree", "add", "-q", "--detach", str(leftover), said["base"])
+    _relay(a, b, session_id, said)
+    again = _move_in(b, session_id, project_b, "hosta")
+    assert again.returncode == 0, again.stderr
+    events = [json.loads(line) for line in b.layout.log_path(session_id).read_bytes().splitlines()]
+    assert [e["type"] for e in events[-2:]] == ["session.adopt", "session.end"]
+    assert events[-2]["id"] == len(sent.splitlines()) + 1  # the sent log, then this move's own span
+    assert not leftover.exists()

@@ -310,6 +310,27 @@ def test_move_check_refuses_a_session_the_target_holds(tmp_path, home, hosts):
     assert f"this host already holds session {held}" in caught.value.text
 
 
+def test_move_check_takes_a_session_whose_move_here_was_cut_before_its_adopt(tmp_path, home, hosts):
+    """A log that ends with the source's handover to this host, held by nobody, is what a move-in killed before
+    its adopt left: the next move may take its place."""
+    import json
+
+    from chock.daemon.move_relay import own_host
+
+    a, _ = hosts
+    session_id, here, _ = _ended_on(a, home, tmp_path)
+    log = state(tmp_path, "a") / "sessions" / session_id / "log.jsonl"
+    last = json.loads(log.read_bytes().splitlines()[-1])["id"]
+    span = [{"id": last + 1, "at": "2026-12-06T12:00:00.000Z", "type": "session.adopt", "session": session_id,
+             "via": "terminal"},
+            {"id": last + 2, "at": "2026-12-06T12:00:01.000Z", "type": "session.end", "reason": "handover",
+             "to": own_host()}]  # fmt: skip
+    with open(log, "ab") as out:
+        out.write(b"".join(json.dumps(event).encode() + b"\n" for event in span))
+    head = git_value(here, "rev-parse", "HEAD")
+    assert a.client.call(mp.MoveCheckRequest(session_id, head, "demo", str(here))).host == own_host()
+
+
 def test_an_older_target_is_named_as_too_old_to_move_sessions_and_the_source_is_not_touched(tmp_path, home, hosts):
     a, _ = hosts
     replay_config(home, DONE)

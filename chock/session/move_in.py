@@ -147,12 +147,14 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
             raise _bad(f"its {part} is larger than {limit} bytes")
     undo: list[Undo] = []
     try:
-        old = _existing_log(layout, session_id, incoming / "log")
+        old = _existing_log(layout, session_id, incoming / "log", state.end_to)
         if old is not None:
             undo.append(old.log.release)
         undo.append(_import_branch(repo, incoming / "bundle", session_id, base, move.source))
         log = _write_log(layout, session_id, incoming / "log", checked.last_id, old, str(prepared.project), undo)
         undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
+        if old is not None and old.cut:
+            _remove_cut_worktree(layout, prepared, session_id, base)
         place = _fresh_place(layout, prepared, session_id, base) if move.running else None
         if place is not None:
             undo.append(lambda: workspace.remove(place.worktree))
@@ -213,11 +215,14 @@ class _Old:
 
     log: SessionLog
     path: Path
+    cut: bool = False  # a move-in to here that ended before its adopt: what it wrote is a leftover
 
 
-def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | None:
+def _existing_log(layout: Layout, session_id: str, incoming: Path, to: str) -> _Old | None:
     """The log already here, when there is one: taken only when it moved away from here and, without its move-out
-    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one."""
+    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one — or when it is what a
+    move-in to here cut before its adopt left (it ends with the source's handover to `to`, this host, as the
+    incoming one does), and is a prefix of the incoming one."""
     path = layout.log_path(session_id)
     if not path.exists():
         return None
@@ -230,11 +235,13 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | Non
         events = [decode(line) or {} for line in lines]
         adopts = [at for at, event in enumerate(events) if event.get("type") == "session.adopt"]
         last = events[-1] if events else {}
-        if not adopts or last.get("type") != "session.end" or last.get("reason") != "moved":
+        ended = last.get("type") == "session.end"
+        cut = ended and last.get("reason") == "handover" and bool(to) and last.get("to") == to
+        if not cut and (not adopts or not ended or last.get("reason") != "moved"):
             raise Refused(
                 f"session {session_id} is on this host already and did not move away from it; nothing was written"
             )
-        kept = b"".join(lines[: adopts[-1]])
+        kept = b"".join(lines if cut else lines[: adopts[-1]])
         with open(incoming, "rb") as sent:
             if sent.read(len(kept)) != kept:
                 raise Refused(
@@ -244,7 +251,7 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | Non
     except BaseException:
         log.release()
         raise
-    return _Old(log, path)
+    return _Old(log, path, cut)
 
 
 def _write_log(
@@ -376,6 +383,14 @@ def _diverged(session_id: str, repo: Repo) -> Refused:
         f"moved session does not; rename it (`git branch -m chock/{session_id} …`) and move the session again. "
         "Nothing was written"
     )
+
+
+def _remove_cut_worktree(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> None:
+    """The worktree a move-in cut before its adopt made for the session (none is logged), so this one makes its
+    own."""
+    directory = layout.workspace_dir(session_id)
+    if os.path.lexists(directory):
+        workspace.remove(workspace.recorded(prepared.project, session_id, directory, "", base))
 
 
 def _fresh_place(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> start._Place:
