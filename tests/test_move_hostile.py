@@ -80,6 +80,8 @@ def _padded(events: list[dict], size: int) -> list[bytes]:
         (lambda events: _replace(events, 1, b'{"id": 2,\x00 "type": "user.message"}\n'), "is not JSON"),
         (lambda events: _replace(events, 1, b'{"id": 2, "type": "user.message", "text": "\xff"}\n'), "is not JSON"),
         (lambda events: _padded(events, MAX_EVENT_BYTES + 1), "longer than"),
+        (lambda events: _replace(events, 0, json.dumps({k: v for k, v in events[0].items() if k != "session"})
+                                 .encode() + b"\n"), "names the session None"),
         (lambda events: [*_lines(events)[:-1], _lines(events)[-1][:-1]], "not a whole line"),
         (lambda events: _replace(events, _assistant_at(events),
                                  json.dumps({**events[_assistant_at(events)], "tool_calls": 5}).encode() + b"\n"),

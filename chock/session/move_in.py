@@ -64,7 +64,9 @@ def check_log(path: Path, session_id: str) -> Checked:
             kind = event.get("type")
             if (expected == 1) != (kind == "session.start"):
                 raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
-            if kind in ("session.start", "session.adopt") and event.get("session", session_id) != session_id:
+            # A session.start always names its session (an adopt of an older Chock may not).
+            named = event.get("session", session_id if kind == "session.adopt" else None)
+            if kind in ("session.start", "session.adopt") and named != session_id:
                 raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
             if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
                 raise _bad(f"{where} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}")
