@@ -168,3 +168,14 @@ def test_what_a_move_in_cut_before_its_adopt_left_is_replaced_by_the_next_move(h
     assert [e["type"] for e in events[-2:]] == ["session.adopt", "session.end"]
     assert events[-2]["id"] == len(sent.splitlines()) + 1  # the sent log, then this move's own span
     assert not leftover.exists()
+
+
+def test_sessions_remove_removes_a_moved_sessions_history_on_its_source(hosts):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id = _ended_session(a, project_a)
+    b.replay_instance(ONE_FILE)
+    _move(a, b, session_id, project_b, ("hosta", "hostb"))
+    removed = a.chock("sessions", "remove", session_id, cwd=project_a)
+    assert removed.returncode == 0, removed.stderr
+    assert not a.layout.session_dir(session_id).exists()
+    assert b.layout.log_path(session_id).exists()
