@@ -512,3 +512,16 @@ def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling
     assert (directory / "log.jsonl").read_bytes().splitlines()[: len(held) - 2] == held[:-2]
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
     assert b.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+
+
+def test_a_session_named_on_both_hosts_of_a_move_is_found_where_it_went(tmp_path, home, hosts):
+    """Its source keeps a moved session as history: a command given both hosts acts on the one that holds it."""
+    a, b = hosts
+    session_id, _, there = _ended_on(a, home, tmp_path)
+    went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert went.returncode == 0, went.stderr
+    said = home.chock("say", session_id, "more", "--daemon", a.address, "--daemon", b.address)
+    assert said.returncode == 0, said.stderr
+    assert f"said to session {session_id}" in said.stdout
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] != "moved"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"  # nothing was said there
