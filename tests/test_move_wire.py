@@ -25,6 +25,8 @@ from chock.control.client import ControlClient
 from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data, ServerConnection
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
+from tests.conftest import Home
+from tests.fakes.daemon import Daemon
 from tests.fakes.old_daemon import old_daemon
 from tests.fakes.projects import git_value, make_project
 from tests.fakes.sessions import replay_config
@@ -88,6 +90,19 @@ def raw(daemon, data: bytes, then: bytes = b"", *, close: bool = True) -> bytes:
 
 
 # The codec ------------------------------------------------------------------------------------------------
+
+
+def _ended_on(a: Daemon, home: Home, tmp_path: Path) -> tuple[str, Path, Path]:
+    """A session the daemon `a` ran to its end in a project `here`, and `there`, a clone of it (the target's)."""
+    import subprocess
+
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
+    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    return session_id, here, there
 
 
 def test_parts_travel_in_one_encoding_whose_length_is_known_before_it_is_made():
@@ -295,6 +310,27 @@ def test_move_check_refuses_a_session_the_target_holds(tmp_path, home, hosts):
     assert f"this host already holds session {held}" in caught.value.text
 
 
+def test_move_check_takes_a_session_whose_move_here_was_cut_before_its_adopt(tmp_path, home, hosts):
+    """A log that ends with the source's handover to this host, held by nobody, is what a move-in killed before
+    its adopt left: the next move may take its place."""
+    import json
+
+    from chock.daemon.move_relay import own_host
+
+    a, _ = hosts
+    session_id, here, _ = _ended_on(a, home, tmp_path)
+    log = state(tmp_path, "a") / "sessions" / session_id / "log.jsonl"
+    last = json.loads(log.read_bytes().splitlines()[-1])["id"]
+    span = [{"id": last + 1, "at": "2026-12-06T12:00:00.000Z", "type": "session.adopt", "session": session_id,
+             "via": "terminal"},
+            {"id": last + 2, "at": "2026-12-06T12:00:01.000Z", "type": "session.end", "reason": "handover",
+             "to": own_host()}]  # fmt: skip
+    with open(log, "ab") as out:
+        out.write(b"".join(json.dumps(event).encode() + b"\n" for event in span))
+    head = git_value(here, "rev-parse", "HEAD")
+    assert a.client.call(mp.MoveCheckRequest(session_id, head, "demo", str(here))).host == own_host()
+
+
 def test_an_older_target_is_named_as_too_old_to_move_sessions_and_the_source_is_not_touched(tmp_path, home, hosts):
     a, _ = hosts
     replay_config(home, DONE)
@@ -324,15 +360,9 @@ ONE_FILE = [
 def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_path, home, hosts):
     """check, move-out, each part sent and received, move-in, moved: the target's log is the source's as it left
     plus the adopt; the branch and its edit are there; the source shows it moved and holds nothing staged."""
-    import subprocess
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, _, there = _ended_on(a, home, tmp_path)
 
     moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
     assert moved.returncode == 0, moved.stderr
@@ -366,17 +396,11 @@ def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_m
     """The connection to the target cut (by a relay, at a byte it is told) before the log, in the log, in the
     bundle, or before the target heard move-in: the target holds no session; the source holds it, handed over to
     nobody; and a second `chock move` carries it over whole."""
-    import subprocess
 
     from tests.fakes.relay import CuttingRelay
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, _, there = _ended_on(a, home, tmp_path)
     cut_at = b if verb != "send" else a
     with CuttingRelay(cut_at.socket, verb=verb, part=part, after=after) as relay:
         source, target = (a.address, relay.address) if cut_at is b else (relay.address, b.address)
@@ -441,12 +465,7 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
     from tests.fakes.relay import CuttingRelay
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, _, there = _ended_on(a, home, tmp_path)
     received = state(tmp_path, "b") / "moves" / session_id / "in"
     with CuttingRelay(b.socket, verb="receive", part="bundle", after=100, hold=True) as relay:
         move = home.spawn(
@@ -471,15 +490,9 @@ def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling
     """A -> B -> A: A keeps the log it had as log.jsonl.moved-1 and takes the one that came back, which begins with
     A's and goes on with B's; both hosts' rows agree on where it is."""
     import json
-    import subprocess
 
     a, b = hosts
-    replay_config(home, ONE_FILE)
-    here = make_project(tmp_path / "here")
-    there = tmp_path / "there"
-    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
-    session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
-    wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    session_id, here, there = _ended_on(a, home, tmp_path)
     went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
     assert went.returncode == 0, went.stderr
     came = home.chock("move", session_id, "--daemon", b.address, "--to", a.address, "--project", str(here))
@@ -499,3 +512,16 @@ def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling
     assert (directory / "log.jsonl").read_bytes().splitlines()[: len(held) - 2] == held[:-2]
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
     assert b.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+
+
+def test_a_session_named_on_both_hosts_of_a_move_is_found_where_it_went(tmp_path, home, hosts):
+    """Its source keeps a moved session as history: a command given both hosts acts on the one that holds it."""
+    a, b = hosts
+    session_id, _, there = _ended_on(a, home, tmp_path)
+    went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert went.returncode == 0, went.stderr
+    said = home.chock("say", session_id, "more", "--daemon", a.address, "--daemon", b.address)
+    assert said.returncode == 0, said.stderr
+    assert f"said to session {session_id}" in said.stdout
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] != "moved"
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"  # nothing was said there

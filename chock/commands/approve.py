@@ -89,6 +89,13 @@ def approve(layout: Layout, session_id: str, ask: Ask, say: Say, answering: Answ
     try:
         client = SessionClient(layout.session_socket(session_id, "approval"), APPROVAL)
     except ProtocolError:
+        from chock.log import catalog
+        from chock.session.moving import moved_refusal
+
+        loaded = catalog.load(layout, session_id)
+        went = None if loaded is None else moved_refusal(loaded[0], "approving for")
+        if went is not None:
+            raise ApproveFailed(str(went)) from None
         raise ApproveFailed(
             f"session {session_id} is not running on this machine, so it has nothing to approve "
             "(a session elsewhere is answered through its daemon: NAME:SESSION or --daemon ADDR SESSION)"

@@ -89,6 +89,7 @@ class Attached:
         self.shown = 0
         self.status = ""
         self.exit_code: int | None = None
+        self.moved_to = ""  # the host the session moved to, when its latest end says it moved
         self.pending: list[dict[str, Any]] = []  # approval requests waiting, oldest first
         self.older = False  # `answer-with` was refused as unknown: yes or no only from here on
         self._lost = False
@@ -109,6 +110,11 @@ class Attached:
         elif kind == "refused":
             raise AttachFailed(f"the daemon refused the watch: {value.text}")
         elif kind == "closed":
+            if self.moved_to:
+                raise AttachFailed(
+                    f"session {self.session_id} moved to {self.moved_to}: here it is history; attach to it there "
+                    f"(`chock attach {self.moved_to}:{self.session_id}`)"
+                )
             if self.exit_code is not None:
                 return self.exit_code
             if self.status == "abandoned":
@@ -136,8 +142,9 @@ class Attached:
             if self.pending and head is not self.pending[0]:
                 self.ask()  # the one asked was answered elsewhere: the next is asked
         elif kind in ("session.start", "session.adopt"):
-            self.pending, self.exit_code = [], None
+            self.pending, self.exit_code, self.moved_to = [], None, ""
         elif kind == "session.end" and event.get("reason") != "handover":
+            self.moved_to = str(event.get("to") or "another host") if event.get("reason") == "moved" else ""
             code = event.get("exit_code")
             self.exit_code = code if isinstance(code, int) else EXIT_FAILED
 

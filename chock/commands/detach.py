@@ -73,6 +73,11 @@ def _check_detachable(layout: Layout, session_id: str) -> str:
             f"session {session_id} ended abnormally; its workspace {state.workspace} is kept: look at it with "
             f"`chock workspace show {session_id}` (or remove it with `chock workspace remove {session_id}`)"
         )
+    from chock.session.moving import moved_refusal
+
+    went = moved_refusal(state, "detaching")
+    if went is not None:
+        raise DetachFailed(str(went))
     if status not in ("running", "waiting"):
         raise DetachFailed(
             f"session {session_id} is not running ({status}); `chock run --continue {session_id}` "

@@ -209,6 +209,8 @@ def target(
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         asked = pool.map(lambda each: _found(each[0], each[1], wanted), hosts)
         held = [found for found in asked if found is not None]
+    if len(held) > 1:  # a host it moved away from keeps it as history: the host it went to holds it
+        held = [found for found in held if found[2].get("status") != "moved"] or held
     if not held:
         names = ", ".join(name for name, _ in hosts)
         raise NoSession(f"no session {session_id!r} on {names}; nothing was sent. `chock sessions --all` lists them")

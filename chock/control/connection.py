@@ -6,7 +6,8 @@ command uses and serve's asyncio client are thin pumps around these two classes,
 — the greeting first, the bounds, one verb per control connection, which lines a reply may hold and how it
 ends — lives here once, and a test drives both ends with plain bytes. A request with a body (`receive`) and a
 reply with one (`send`) are followed by exactly the bytes they announce: those come out as `Data`, then
-END_OF_BODY, and are never framed as lines (h11's `Data` and `EndOfMessage`).
+END_OF_BODY, and are never framed as lines (h11's `Data` and `EndOfMessage`); a request's body is read by
+chock.control.body.
 
 Time is the caller's too, the way aioquic's `get_timer()`/`handle_timer(now)` have it: the server's end owns its
 deadlines (the greeting's, a line's — a body's lines' too —, the idle bound's, and the linger after its last
@@ -16,6 +17,7 @@ wake, and at that time calls `deadline_passed(now)`.
 
 from __future__ import annotations
 
+from chock.control.body import CLOSED, END_OF_BODY, NEED_DATA, Data, RequestBody, Sentinel
 from chock.control.framing import (
     LINE_SECONDS,
     LINGER_BYTES,
@@ -25,42 +27,14 @@ from chock.control.framing import (
     LineBuffer,
     ProtocolError,
     Unreachable,
-    bad_request,
     decode_error,
     unreadable,
 )
 from chock.control.greeting import Greeted, check_greeting_reply, encode_greeting, encode_greeting_reply, parse_greeting
 from chock.control.message import LineProtocol, ReplyLine, Request
 
-
-class _Sentinel:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-# `next_event`'s answers when there is no event: read more bytes and feed them (NEED_DATA), or the peer has
-# closed and nothing more will come (CLOSED).
-NEED_DATA = _Sentinel("NEED_DATA")
-CLOSED = _Sentinel("CLOSED")
-# The bytes that follow a request with a body (or a reply's first line, for a reply with one) came whole.
-END_OF_BODY = _Sentinel("END_OF_BODY")
-
-
-class Data:
-    """Some of the bytes that follow a request line or a reply's first line (docs/protocol.md#moving-a-session)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes | bytearray) -> None:
-        self.data = data  # a buffer of its own: nothing else holds it
-
-    def __repr__(self) -> str:
-        return f"Data({len(self.data)} bytes)"
+# What a pump sees of a connection: these classes and the events `next_event` gives (the body's among them).
+__all__ = ["CLOSED", "END_OF_BODY", "NEED_DATA", "ClientConnection", "Data", "Sentinel", "ServerConnection"]
 
 
 def _newlines_cut(data: bytes, wanted: int) -> int:
@@ -81,72 +55,6 @@ class _Owed:
     def __init__(self, request: Request) -> None:
         self.request = request
         self.began = False  # its REPLY line (the one-line answer, or a stream's header) was sent
-
-
-class _Body:
-    """The bytes after a request line, as the server reads them: exactly `length` of them, in lines each at most
-    `limit` bytes and each whole within the line deadline of the one before it (`since`, when the last ended), the
-    last ending the body. Bytes past `length` are not read (one verb per connection)."""
-
-    __slots__ = ("eof", "failed", "held", "left", "limit", "line", "since", "told")
-
-    def __init__(self, length: int, limit: int, now: float) -> None:
-        self.left = length
-        self.limit = limit
-        self.since = now
-        self.line = 0  # bytes of the line under way
-        self.held = bytearray()
-        self.failed: ProtocolError | None = None
-        self.eof = False
-        self.told = False  # END_OF_BODY was returned
-
-    @property
-    def whole(self) -> bool:
-        return self.left == 0 or self.failed is not None or self.eof
-
-    def receive(self, data: bytes, now: float) -> None:
-        if not data:
-            self.eof = True
-            return
-        if self.failed is not None or not self.left:
-            return
-        take = data[: self.left]
-        self.left -= len(take)
-        if self.line + len(take) > self.limit and self._longest(take) > self.limit:
-            self.failed = ProtocolError(
-                ErrorCode.TOO_LARGE, f"a line after the request may hold at most {self.limit:,} bytes here"
-            )
-            return
-        last = take.rfind(b"\n")
-        if last >= 0:
-            self.since = now
-            self.line = len(take) - last - 1
-        else:
-            self.line += len(take)
-        self.held += take
-        if not self.left and self.line:
-            self.failed = bad_request("the bytes after the request do not end with a whole line")
-
-    def _longest(self, take: bytes) -> int:
-        """The longest line `take` ends or holds, counting the line under way before it."""
-        line, start, longest = self.line, 0, 0
-        while (newline := take.find(b"\n", start)) >= 0:
-            longest = max(longest, line + newline - start)
-            line, start = 0, newline + 1
-        return max(longest, line + len(take) - start)
-
-    def next_event(self) -> Data | _Sentinel:
-        if self.held:
-            data, self.held = self.held, bytearray()
-            return Data(data)
-        if self.failed is not None:
-            raise self.failed
-        if not self.left:
-            if self.told:
-                return NEED_DATA
-            self.told = True
-            return END_OF_BODY
-        return CLOSED if self.eof else NEED_DATA
 
 
 class ServerConnection:
@@ -200,7 +108,7 @@ class ServerConnection:
         # lines, only read as the request's body when it has one.
         self._lines_left = 2 if protocol.one_verb else None
         self._beyond = bytearray()  # bytes after the request line, not yet taken
-        self._body: _Body | None = None
+        self._body: RequestBody | None = None
 
     # Bytes and events in ------------------------------------------------------------------------------------
 
@@ -234,7 +142,7 @@ class ServerConnection:
             self._line_began = self._now  # a line began in these bytes
         self._active = self._now
 
-    def next_event(self) -> Greeted | Request | Data | _Sentinel:
+    def next_event(self) -> Greeted | Request | Data | Sentinel:
         """The next event, or NEED_DATA; raises ProtocolError for a line to refuse."""
         if self._closed or self._lingered is not None:
             return CLOSED
@@ -258,7 +166,7 @@ class ServerConnection:
         self.requests += 1
         self._owed.append(_Owed(request))
         if request.BODY:
-            self._body = _Body(request.body_length(), request.body_line_limit(), self._now)
+            self._body = RequestBody(request.body_length(), request.body_line_limit(), self._now)
             if self._beyond:
                 self._body.receive(bytes(self._beyond), self._now)
                 self._beyond.clear()
@@ -493,7 +401,7 @@ class ClientConnection:
         """A reply (or the greeting's answer) is still to come."""
         return self._state in ("greeting", "reply")
 
-    def next_event(self) -> Greeted | ReplyLine | Data | _Sentinel:
+    def next_event(self) -> Greeted | ReplyLine | Data | Sentinel:
         if self._body_left is not None:
             return self._body_event()
         try:
@@ -569,7 +477,7 @@ class ClientConnection:
             raise unreadable(line, expected)
         return item
 
-    def _body_event(self) -> Data | _Sentinel:
+    def _body_event(self) -> Data | Sentinel:
         """The next bytes of a reply's body, END_OF_BODY once all came; the peer closing first is `unreachable`."""
         left = self._body_left
         assert left is not None
@@ -589,7 +497,7 @@ class ClientConnection:
     def _end_reply(self) -> None:
         self._state = "done" if self.protocol.one_verb else "ready"
 
-    def _at_end(self) -> _Sentinel:
+    def _at_end(self) -> Sentinel:
         request = self._request
         if self._replies.partial:
             # The server's last line never got its `\n`: the reply was cut, not ended, whatever came before.

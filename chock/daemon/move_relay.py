@@ -26,6 +26,7 @@ from chock.control.framing import ErrorCode, ProtocolError
 from chock.daemon.children import Refusal
 from chock.daemon.context import Daemon
 from chock.daemon.reply import ClientGone, ReplyWriter
+from chock.log.row import RowState
 
 READ_SIZE = 1024 * 1024
 
@@ -102,13 +103,21 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
         )
     _check_base(request.project, request.base)
     entry = daemon.catalog.entry(request.session_id)
-    if entry is not None and not (entry.state.ended and entry.state.end_reason == "moved"):
+    if entry is not None and not _may_come(entry.state, daemon.catalog.alive(entry)):
         status = entry.state.status(daemon.catalog.alive(entry))
         raise Refusal(
             f"this host already holds session {request.session_id} ({status}), and it did not move away from here; "
             "nothing was changed"
         )
     reply.answer(mp.HostNamed(own_host()))
+
+
+def _may_come(state: RowState, alive: bool) -> bool:
+    """Whether a session this host holds may be moved here again: it moved away from here, or a move to here
+    was cut before its adopt (its log ends with the source's handover to this host, and nobody holds it)."""
+    if not state.ended:
+        return False
+    return state.end_reason == "moved" or (state.end_reason == "handover" and state.end_to == own_host() and not alive)
 
 
 def _check_base(project: str, base: str) -> None:

@@ -233,6 +233,11 @@ def stop(daemon: Daemon, reply: ReplyWriter, request: dp.StopRequest) -> None:
 
     The session stops itself, asked over its handover.sock; the daemon never signals a process."""
     entry = _session(daemon, request.project, request.session_id)
+    from chock.session.moving import moved_refusal
+
+    went = moved_refusal(entry.state, "stopping")
+    if went is not None:
+        raise ProtocolError(ErrorCode.REFUSED, str(went))
     if entry.state.ended:
         raise ProtocolError(ErrorCode.REFUSED, f"session {request.session_id} is not running: it ended already")
     _relay(daemon, request.session_id, "handover", SessionStopRequest())
@@ -264,10 +269,11 @@ def say(daemon: Daemon, reply: ReplyWriter, request: dp.SayRequest) -> None:
         if status == "handed-over":
             refusal = f"session {session_id} is being handed over; say it again once it runs"
             raise ProtocolError(ErrorCode.REFUSED, refusal)
-        if status == "moved":
-            moved_to = entry.state.end_to or "another host"
-            refusal = f"session {session_id} moved to {moved_to}: say it there (`chock say {moved_to}:{session_id} …`)"
-            raise ProtocolError(ErrorCode.REFUSED, refusal)
+        from chock.session.moving import moved_refusal
+
+        went = moved_refusal(entry.state, "saying more to")
+        if went is not None:
+            raise ProtocolError(ErrorCode.REFUSED, str(went))
         if status == "abandoned":
             raise ProtocolError(
                 ErrorCode.REFUSED,

@@ -164,11 +164,16 @@ def _user_message(state: SessionState, event: Event) -> None:
 def _assistant_message(state: SessionState, event: Event) -> None:
     state.assistant_messages += 1
     calls = [
-        {"call_id": str(c.get("call_id", "")), "name": str(c.get("name", "")), "args": c.get("args") or {}}
-        for c in event.get("tool_calls") or []
+        {"call_id": str(c.get("call_id", "")), "name": str(c.get("name", "")), "args": _object(c.get("args"))}
+        for c in value(event, "tool_calls")
         if isinstance(c, dict)
     ]
     _say(state, event, {"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls})
+
+
+def _object(found: Any) -> dict[str, Any]:
+    """A tool call's arguments: an object, or none."""
+    return found if isinstance(found, dict) else {}
 
 
 def _tool_result(state: SessionState, event: Event) -> None:

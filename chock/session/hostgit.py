@@ -154,11 +154,14 @@ class Repo:
     def with_work_tree(self, work_tree: Path) -> Repo:
         return replace(self, work_tree=work_tree)
 
-    def _env(self, index: Path | None, person: bool) -> dict[str, str]:
+    def _env(self, index: Path | None, person: bool, objects: Path | None = None) -> dict[str, str]:
         env = _environment(person=person)
         env.update(GIT_DIR=str(self.git_dir), GIT_COMMON_DIR=str(self.common_dir), GIT_WORK_TREE=str(self.work_tree))
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
+        if objects is not None:  # a quarantine: new objects go there; the repository's own are read beside them
+            env["GIT_OBJECT_DIRECTORY"] = str(objects)
+            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(self.common_dir / "objects")
         return env
 
     def run(
@@ -168,17 +171,20 @@ class Repo:
         index: Path | None = None,
         config: Sequence[str] = (),
         input: bytes | None = None,
+        stdin: int = subprocess.DEVNULL,
+        objects: Path | None = None,
         pass_fds: Sequence[int] = (),
         check: bool = True,
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run one git command; `index` is a private index file, `config` more `-c` settings."""
+        """Run one git command; `index` is a private index file, `config` more `-c` settings, `stdin` a file
+        descriptor it reads (unless `input`), `objects` a quarantine its new objects go to."""
         try:
             done = subprocess.run(
                 _argv(args, config),
                 cwd=self.work_tree,
-                env=self._env(index, person=False),
+                env=self._env(index, person=False, objects=objects),
                 input=input,
-                stdin=None if input is not None else subprocess.DEVNULL,
+                stdin=None if input is not None else stdin,
                 capture_output=True,
                 pass_fds=tuple(pass_fds),
             )

@@ -64,8 +64,12 @@ def check_log(path: Path, session_id: str) -> Checked:
             kind = event.get("type")
             if (expected == 1) != (kind == "session.start"):
                 raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
-            if kind in ("session.start", "session.adopt") and event.get("session", session_id) != session_id:
+            # A session.start always names its session (an adopt of an older Chock may not).
+            named = event.get("session", session_id if kind == "session.adopt" else None)
+            if kind in ("session.start", "session.adopt") and named != session_id:
                 raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
+            if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
+                raise _bad(f"{where} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}")
             if kind == "session.adopt" and not _moved_out(latest_end):
                 before = latest_end  # a move-out that did not happen (its move was cut) is no end of the session's
             elif kind == "session.end":
@@ -77,6 +81,17 @@ def check_log(path: Path, session_id: str) -> Checked:
     if not moving.COMMIT_ID.fullmatch(state.workspace_base):
         raise _bad(f"the log sent for session {session_id} names no commit as its base")
     return Checked(state, expected - 1, before)
+
+
+def _calls_well_formed(calls: object) -> bool:
+    """Whether an assistant message's tool calls are as Chock writes them, so the conversation goes on here."""
+    return isinstance(calls, list) and all(
+        isinstance(call, dict)
+        and isinstance(call.get("call_id"), str)
+        and isinstance(call.get("name"), str)
+        and isinstance(call.get("args", {}), dict)
+        for call in calls
+    )
 
 
 def _parsed(line: bytes, where: str) -> Event:
@@ -134,12 +149,14 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
             raise _bad(f"its {part} is larger than {limit} bytes")
     undo: list[Undo] = []
     try:
-        old = _existing_log(layout, session_id, incoming / "log")
+        old = _existing_log(layout, session_id, incoming / "log", state.end_to)
         if old is not None:
             undo.append(old.log.release)
         undo.append(_import_branch(repo, incoming / "bundle", session_id, base, move.source))
         log = _write_log(layout, session_id, incoming / "log", checked.last_id, old, str(prepared.project), undo)
         undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
+        if old is not None and old.cut:
+            _remove_cut_worktree(layout, prepared, session_id, base)
         place = _fresh_place(layout, prepared, session_id, base) if move.running else None
         if place is not None:
             undo.append(lambda: workspace.remove(place.worktree))
@@ -200,11 +217,14 @@ class _Old:
 
     log: SessionLog
     path: Path
+    cut: bool = False  # a move-in to here that ended before its adopt: what it wrote is a leftover
 
 
-def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | None:
+def _existing_log(layout: Layout, session_id: str, incoming: Path, to: str) -> _Old | None:
     """The log already here, when there is one: taken only when it moved away from here and, without its move-out
-    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one."""
+    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one — or when it is what a
+    move-in to here cut before its adopt left (it ends with the source's handover to `to`, this host, as the
+    incoming one does), and is a prefix of the incoming one."""
     path = layout.log_path(session_id)
     if not path.exists():
         return None
@@ -217,11 +237,13 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | Non
         events = [decode(line) or {} for line in lines]
         adopts = [at for at, event in enumerate(events) if event.get("type") == "session.adopt"]
         last = events[-1] if events else {}
-        if not adopts or last.get("type") != "session.end" or last.get("reason") != "moved":
+        ended = last.get("type") == "session.end"
+        cut = ended and last.get("reason") == "handover" and bool(to) and last.get("to") == to
+        if not cut and (not adopts or not ended or last.get("reason") != "moved"):
             raise Refused(
                 f"session {session_id} is on this host already and did not move away from it; nothing was written"
             )
-        kept = b"".join(lines[: adopts[-1]])
+        kept = b"".join(lines if cut else lines[: adopts[-1]])
         with open(incoming, "rb") as sent:
             if sent.read(len(kept)) != kept:
                 raise Refused(
@@ -231,7 +253,7 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path) -> _Old | Non
     except BaseException:
         log.release()
         raise
-    return _Old(log, path)
+    return _Old(log, path, cut)
 
 
 def _write_log(
@@ -282,8 +304,8 @@ def _write_scratchpad(path: Path, incoming: Path) -> Undo:
 
 
 def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source: str) -> Undo:
-    """`refs/heads/chock/<id>` from the bundle, and nothing else of it: fetched (objects fsck'd) to a ref of its
-    own, checked to descend from the base and from the branch already here, then the branch is moved to it. An
+    """`refs/heads/chock/<id>` from the bundle, and nothing else of it: its objects checked (`_take_objects`), its
+    tip checked to descend from the base and from the branch already here, then the branch is moved to it. An
     empty bundle carries no branch (the work is the base). Returns how to put the branch back."""
     branch = f"refs/heads/chock/{session_id}"
     found = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}"], check=False)
@@ -297,21 +319,14 @@ def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source:
             if line.endswith(f" {branch}")]  # fmt: skip
     if listed.returncode != 0 or len(tips) != 1 or not moving.COMMIT_ID.fullmatch(tips[0]):
         raise _bad(f"its bundle holds no {branch}")
-    tip, landing = tips[0], f"refs/chock-move/{session_id}"
-    try:
-        repo.run(
-            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", str(bundle),
-             f"+{branch}:{landing}"],
-            config=("transfer.fsckObjects=true",),
-        )  # fmt: skip
-        fetched = repo.value(["rev-parse", "--verify", "--end-of-options", f"{landing}^{{commit}}"])
-        if fetched != tip or not _ancestor(repo, base, tip):
-            raise _bad(f"its bundle's {branch} does not descend from the session's base {base}")
-        if here and not _ancestor(repo, here, tip):
-            raise _diverged(session_id, repo)
-        repo.run(["update-ref", "-m", f"chock: moved in from {source}", branch, tip, here])
-    finally:
-        repo.run(["update-ref", "-d", landing], check=False)
+    tip = tips[0]
+    _take_objects(repo, bundle)
+    fetched = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{tip}^{{commit}}"], check=False)
+    if fetched.stdout.decode().strip() != tip or not _ancestor(repo, base, tip):
+        raise _bad(f"its bundle's {branch} does not descend from the session's base {base}")
+    if here and not _ancestor(repo, here, tip):
+        raise _diverged(session_id, repo)
+    repo.run(["update-ref", "-m", f"chock: moved in from {source}", branch, tip, here])
 
     def undo() -> None:
         if here:
@@ -320,6 +335,44 @@ def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source:
             repo.run(["update-ref", "-d", branch, tip])
 
     return undo
+
+
+# A bundle's header (its refs and prerequisites) is read up to this; ours names one ref and the base's boundary.
+BUNDLE_HEADER_LIMIT = 1024 * 1024
+
+
+def _take_objects(repo: Repo, bundle: Path) -> None:
+    """The bundle's pack into the repository, every object checked first: `git index-pack --strict` into a
+    quarantine beside the repository's objects (as `git receive-pack` takes a push), moved in only once all of it
+    passed. `git fetch` from a bundle checks no object before git 2.48, whatever `transfer.fsckObjects` says."""
+    with open(bundle, "rb") as handle:
+        line = handle.readline(64)
+        if line not in (b"# v2 git bundle\n", b"# v3 git bundle\n"):
+            raise _bad("its bundle is not a git bundle (v2 or v3)")
+        while line not in (b"\n", b""):
+            line = handle.readline(BUNDLE_HEADER_LIMIT)
+            if handle.tell() > BUNDLE_HEADER_LIMIT:
+                raise _bad(f"its bundle's header is longer than {BUNDLE_HEADER_LIMIT} bytes")
+        if not line:
+            raise _bad("its bundle holds no pack")
+        os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # git reads the pack from here on
+        store = repo.common_dir / "objects"
+        quarantine = store / f"incoming-chock-{os.getpid()}"
+        shutil.rmtree(quarantine, ignore_errors=True)
+        try:
+            (quarantine / "pack").mkdir(parents=True)
+            checked = repo.run(
+                ["index-pack", "--strict", "--fix-thin", "--stdin"], stdin=handle.fileno(), objects=quarantine,
+                check=False,
+            )  # fmt: skip
+            if checked.returncode != 0:
+                said = checked.stderr.decode(errors="replace").strip().splitlines()
+                raise _bad(f"its bundle fails git's object checks ({'; '.join(said[-2:]) or 'index-pack failed'})")
+            # The index last: git reads a pack only once its index is there.
+            for made in sorted((quarantine / "pack").iterdir(), key=lambda path: path.suffix == ".idx"):
+                os.replace(made, store / "pack" / made.name)
+        finally:
+            shutil.rmtree(quarantine, ignore_errors=True)
 
 
 def _ancestor(repo: Repo, older: str, newer: str) -> bool:
@@ -332,6 +385,14 @@ def _diverged(session_id: str, repo: Repo) -> Refused:
         f"moved session does not; rename it (`git branch -m chock/{session_id} …`) and move the session again. "
         "Nothing was written"
     )
+
+
+def _remove_cut_worktree(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> None:
+    """The worktree a move-in cut before its adopt made for the session (none is logged), so this one makes its
+    own."""
+    directory = layout.workspace_dir(session_id)
+    if os.path.lexists(directory):
+        workspace.remove(workspace.recorded(prepared.project, session_id, directory, "", base))
 
 
 def _fresh_place(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> start._Place:
