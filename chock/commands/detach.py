@@ -19,19 +19,15 @@ from pathlib import Path
 
 from chock.control import daemon_protocol as dp
 from chock.control.address import CONNECTION_NAME, LOCAL, Address
-from chock.control.client import ControlClient, NoAnswer, SessionClient, expect
-from chock.control.framing import ProtocolError, Unreachable
-from chock.control.session_protocol import HANDOVER, Busy, ConfirmRequest, Ended, HandoverRequest, Ready
+from chock.control.client import ControlClient, expect
+from chock.control.framing import ProtocolError
+from chock.control.handing_over import HandoverFailed, hand_over
 from chock.control.ssh import SCHEME
-from chock.errors import ChockError, UsageError
+from chock.errors import UsageError
 from chock.log import catalog
 from chock.paths import Layout, check_session_id
 
 DEFAULT_WAIT_SECONDS = 300.0
-
-
-class DetachFailed(ChockError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -57,7 +53,7 @@ def pick_session(layout: Layout, project: Path | None, session_id: str | None) -
         return check_session_id(session_id or "")
     found = catalog.newest(layout, project, running=True)
     if found is None:
-        raise DetachFailed(f"no session of {project} is running here; name one: chock detach <session id>")
+        raise HandoverFailed(f"no session of {project} is running here; name one: chock detach <session id>")
     return found
 
 
@@ -65,11 +61,11 @@ def _check_detachable(layout: Layout, session_id: str) -> str:
     """Refuse what cannot be handed over; return the session's project."""
     loaded = catalog.load(layout, session_id)
     if loaded is None:
-        raise DetachFailed(f"there is no session {session_id} on this machine")
+        raise HandoverFailed(f"there is no session {session_id} on this machine")
     state, alive = loaded
     status = state.status(alive)
     if status == "abandoned":
-        raise DetachFailed(
+        raise HandoverFailed(
             f"session {session_id} ended abnormally; its workspace {state.workspace} is kept: look at it with "
             f"`chock workspace show {session_id}` (or remove it with `chock workspace remove {session_id}`)"
         )
@@ -77,14 +73,14 @@ def _check_detachable(layout: Layout, session_id: str) -> str:
 
     went = moved_refusal(state, "detaching")
     if went is not None:
-        raise DetachFailed(str(went))
+        raise HandoverFailed(str(went))
     if status not in ("running", "waiting"):
-        raise DetachFailed(
+        raise HandoverFailed(
             f"session {session_id} is not running ({status}); `chock run --continue {session_id}` "
             "takes it back into a terminal"
         )
     if state.owner == "daemon":
-        raise DetachFailed(f"session {session_id} is already owned by the daemon")
+        raise HandoverFailed(f"session {session_id} is already owned by the daemon")
     return state.project
 
 
@@ -101,7 +97,7 @@ def detach(
     try:
         daemon.ping()
     except ProtocolError:
-        raise DetachFailed(
+        raise HandoverFailed(
             f"no daemon answers at {address}; the session keeps running here, unchanged. Start one with "
             "`chock daemon` (or `systemctl --user start chock.socket`) and detach again"
         ) from None
@@ -112,64 +108,8 @@ def detach(
         adopt = dp.AdoptRequest(str(project), session_id)
         started = expect(ControlClient(address, timeout=wait).call(adopt), dp.Started)
     except ProtocolError as error:
-        raise DetachFailed(
+        raise HandoverFailed(
             f"session {session_id} handed over, but the daemon at {address} did not take it ({error}); "
             f"take it back with `chock run --continue {session_id}`"
         ) from None
     return Detached(started.session_id, started.log_path)
-
-
-def hand_over(layout: Layout, session_id: str, *, wait: float, say: Callable[[str], None]) -> None:
-    """Steps 2 and 3: ask the running session over handover.sock, wait for `ready` at its next turn boundary
-    (`wait` bounding each answer), confirm; returns once it has logged its handover end and let go of the lock.
-    A DetachFailed before the confirm leaves it running, unchanged."""
-    try:
-        client = SessionClient(layout.session_socket(session_id, "handover"), HANDOVER, timeout=wait)
-    except ProtocolError as error:
-        raise DetachFailed(f"session {session_id} cannot be asked: {error}") from None
-    with client:
-        client.ask(HandoverRequest())
-        say(f"asked session {session_id} to hand over at its next turn boundary…")
-        held = (0, 0)
-        while not isinstance(reply := _next(client, session_id, wait, held), Ready):
-            if isinstance(reply, Busy):
-                held = (reply.background, reply.subagents)
-                say(f"session {session_id} holds {_work(held)}; it hands over once that is recorded…")
-            else:
-                raise DetachFailed(f"session {session_id} answered the handover with {reply}")
-        try:
-            client.call(ConfirmRequest(), timeout=wait)  # `released`: the session let go of the log's lock
-        except ProtocolError as error:
-            raise DetachFailed(f"session {session_id} did not confirm the handover: {error}") from None
-
-
-def _next(client: SessionClient, session_id: str, wait: float, held: tuple[int, int]) -> object:
-    """The session's next answer to the ask; every way it can fail to come is a DetachFailed that says what
-    still holds (the session keeps running, unchanged)."""
-    try:
-        reply = client.next_reply(wait)
-    except NoAnswer:
-        raise DetachFailed(_still_holding(session_id, wait, held)) from None
-    except Unreachable:
-        raise DetachFailed(f"session {session_id} closed its handover socket; it was not handed over") from None
-    except ProtocolError as error:
-        raise DetachFailed(f"session {session_id} cannot be asked: {error}") from None
-    if isinstance(reply, Ended):
-        raise DetachFailed(f"session {session_id} ended ({reply.reason}) while it was asked")
-    return reply
-
-
-def _work(held: tuple[int, int]) -> str:
-    background, subagents = held
-    return f"{background} background command{'s' * (background != 1)} and {subagents} subagent{'s' * (subagents != 1)}"
-
-
-def _still_holding(session_id: str, wait: float, held: tuple[int, int]) -> str:
-    if any(held):
-        what = f"it still holds {_work(held)}"
-    else:
-        what = "it has not reached a turn boundary"
-    return (
-        f"session {session_id} did not hand over within {wait:g} s: {what}. It keeps running here, unchanged; "
-        "asking again costs nothing"
-    )

@@ -109,7 +109,7 @@ class Catalog:
         self._checked: set[str] = set()
         # Per project key, its last listing: what the look found, whether the cache check then left nothing
         # for time to change, the entries as listed, and (once made, when every session has ended) the reply.
-        self._listed: dict[str, Listed] = {}
+        self._listed: dict[str, LastListing] = {}
 
     def _log(self, session_id: str) -> str:
         """The log's path, for an id already checked (the index's, an entry's)."""
@@ -140,7 +140,7 @@ class Catalog:
             listed.reply = data
         return data
 
-    def _listing(self, project: str | os.PathLike[str]) -> Listed:
+    def _listing(self, project: str | os.PathLike[str]) -> LastListing:
         """The listing of `project`: the last one when the look found the same entries and its cache check
         left nothing for time to change (then neither the check nor the sort would give anything else)."""
         real = os.path.realpath(project)
@@ -151,7 +151,7 @@ class Catalog:
             return last
         entries = [entry for entry in found if entry.project_real == real]
         settled = self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
-        listed = self._listed[key] = Listed(real, found, settled, sorted(entries, key=started))
+        listed = self._listed[key] = LastListing(real, found, settled, sorted(entries, key=started))
         return listed
 
     def warm(self, project: str | os.PathLike[str]) -> bool:
@@ -362,7 +362,7 @@ class Catalog:
                 self._disk[key] = written
 
 
-class Listed:
+class LastListing:
     """One listing of a project (`Catalog._listing`)."""
 
     __slots__ = ("entries", "found", "real", "reply", "settled")

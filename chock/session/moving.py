@@ -96,11 +96,11 @@ def move_out(
     _check_movable(state, state.status(alive), to)
     was_running = state.status(alive) in ("running", "waiting")
     if was_running:
-        from chock.commands.detach import DetachFailed, hand_over
+        from chock.control.handing_over import HandoverFailed, hand_over
 
         try:
             hand_over(layout, session_id, wait=wait, say=say)
-        except DetachFailed as failed:
+        except HandoverFailed as failed:
             raise Refused(f"{failed}; it was not moved") from None
     path = layout.log_path(session_id)
     with _taken(layout, session_id, "is running in another process;") as log:
