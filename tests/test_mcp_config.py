@@ -331,6 +331,10 @@ def test_chock_mcp_list_and_doctor_start_each_server_and_leave_none_running(home
         doctor = home.chock("doctor", cwd=project)
         assert "ok  mcp docs" in doctor.stdout and "config: 13 tools" in doctor.stdout, doctor.stdout
         assert "no  mcp broken" in doctor.stdout and "ok  mcp build" in doctor.stdout
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        assert home.chock("mcp", "list", cwd=outside).stdout.startswith("broken ")
+        assert not (home.layout.data / "mcp").exists()  # no HOME of a server is left behind, in a project or not
 
 
 def test_chock_login_stores_an_mcp_credential_that_chock_credentials_lists_by_origin(home) -> None:

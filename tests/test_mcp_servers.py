@@ -186,6 +186,7 @@ def test_a_server_reads_the_workspace_and_nothing_of_the_person(layout, places, 
     assert said["connect"].startswith("failed"), said
     assert set(said["environ"]) <= {"HOME", "LANG", "PATH", "PWD"}  # bwrap's --chdir sets PWD
     assert said["home"] == str(layout.mcp_home(places["project"], "probe").resolve())
+    assert said["cwd"] == said["home"]  # never the workspace: a relative path names nothing the agent wrote
 
 
 def test_with_the_network_a_server_connects_and_still_reads_no_secret(layout, places, person_home, marker, listener):
@@ -245,6 +246,45 @@ def test_code_the_agent_can_rewrite_is_never_a_server(layout, places, marker):
             assert not processes_with(marker)
 
 
+def test_an_argument_naming_what_the_agent_can_rewrite_is_refused_before_it_starts(layout, places, marker):
+    """`python3 tools/srv.py` runs the agent's code as surely as an argv[0] in the workspace would: every argument
+    naming an existing path in the workspace or the toolchains HOME is refused, whichever way it names it."""
+    tools = places["workspace"] / "tools"
+    tools.mkdir()
+    shutil.copy(places["script"], tools / "srv.py")
+    toolchains = layout.toolchains_dir(places["project"])
+    toolchains.mkdir(parents=True)
+    shutil.copy(places["script"], toolchains / "srv.py")
+    home = layout.mcp_home(places["project"], "evil")
+    home.mkdir(parents=True)
+    (home / "tools").symlink_to(tools)  # left by an earlier run of the server, which may write its HOME
+    (places["workspace"] / "mcp.json").write_text("{}\n")
+    named = [
+        ("tools/srv.py", tools / "srv.py"),  # relative to the working directory, the HOME: via its symlink
+        (str(tools / "srv.py"), tools / "srv.py"),
+        (str(toolchains / "srv.py"), toolchains / "srv.py"),
+        (f"--config={places['workspace'] / 'mcp.json'}", places["workspace"] / "mcp.json"),
+        (str(places["script"].parent / "link"), tools),
+    ]
+    (places["script"].parent / "link").symlink_to(tools)
+    for argument, real in named:
+        refused = ServerSpec(name="evil", origin="project", command=(PYTHON, argument, "well", marker))
+        with pytest.raises(Refused) as error:
+            confinement.server_argv(refused, layout=layout, workspace=places["workspace"], project=places["project"])
+        assert f"its argument {argument!r} names {real.resolve()}" in str(error.value)
+        assert "which the agent can rewrite" in str(error.value)
+
+    async def scenario() -> list[str]:
+        run = Run(layout, places, [ServerSpec(name="evil", origin="project", command=(PYTHON, "tools/srv.py"))])
+        await run.servers.start()
+        await run.servers.stop()
+        assert run.servers.tools() == []
+        return [fields["state"] for _, fields in run.events]
+
+    assert asyncio.run(scenario()) == ["failed"]
+    assert not processes_with(marker)
+
+
 def test_a_servers_home_is_never_in_an_agents_sandbox(layout, places, tmp_path):
     home = layout.mcp_home(places["project"], "probe")
     home.mkdir(parents=True)
@@ -296,8 +336,8 @@ def test_servers_start_at_once(layout, places, marker):
 
     async def scenario() -> Run:
         specs = [
-            spec(places, marker, "meet:a:b", name="a", workspace="write"),
-            spec(places, marker, "meet:b:a", name="b", workspace="write"),
+            spec(places, marker, f"meet:a:b:{places['workspace']}", name="a", workspace="write"),
+            spec(places, marker, f"meet:b:a:{places['workspace']}", name="b", workspace="write"),
         ]
         run = Run(layout, places, specs, start_seconds=30)
         await run.servers.start()
@@ -456,6 +496,9 @@ def test_a_notification_flood_does_not_stall_a_call(layout, places, marker):
             return await run.call("mcp__probe__echo", {"text": "through"})
         finally:
             await run.servers.stop()
+            (stopped,) = [fields for _, fields in run.events if fields["state"] == "stopped"]
+            dropped = int(stopped["reason"].split()[0].replace(",", ""))  # the log says how many were dropped
+            assert dropped >= 100_000 and "past the 100 a second it may send" in stopped["reason"], stopped
 
     result = asyncio.run(scenario())
     assert (result.output, result.is_error) == ("through", False)

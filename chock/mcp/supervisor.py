@@ -7,7 +7,8 @@ then name); what was dropped is said in the `mcp.server` event's reason. A call 
 died, hung past the server's `.timeout` or wrote garbage is the tool's error, and the server is started again,
 once: after a second failure its tools answer that it failed. A server's `list_changed` is applied when the
 session takes the changes, at a turn boundary. `stop` cancels calls in flight (`notifications/cancelled`), closes
-every server and kills every sandbox: no process of a server outlives it.
+every server and kills every sandbox: no process of a server outlives it; the `stopped` event's reason says how many
+of a server's notifications were dropped past the client's rate bound, if any were.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from chock.errors import ChockError
 from chock.mcp import confinement, tool_names
 from chock.mcp.declarations import ServerSpec
+from chock.mcp.jsonrpc_client import NOTIFICATIONS_PER_SECOND
 from chock.mcp.result_text import MAX_RESULT_BYTES, bounded, result_text
 from chock.mcp.server_link import McpError, McpRefused, ServerLink
 from chock.mcp.stdio_pump import StdioPump
@@ -73,6 +75,7 @@ class _Server:
     calls: set[asyncio.Task[Any]] = field(default_factory=set)
     generation: int = 0
     capped: int = 0  # of its listed tools, how many were past the session's MAX_TOOLS
+    dropped: int = 0  # notifications and requests it sent past the client's NOTIFICATIONS_PER_SECOND, all its runs
 
     def said(self) -> str:
         """What was dropped of its tools, in words."""
@@ -94,11 +97,14 @@ class McpServers:
         credentials: Callable[[ServerSpec], str | None],
         on_elicit: Elicit | None = None,
         start_seconds: float = START_SECONDS,
+        homes: Path | None = None,
     ) -> None:
+        """`homes`: a directory holding each stdio server's HOME (`<homes>/<server>`) in place of its project's
+        own (`chock mcp list` gives a temporary one, to leave nothing behind)."""
         self._servers = {spec.name: _Server(spec) for spec in sorted(specs, key=lambda spec: spec.name)}
         self._layout, self._workspace, self._project = layout, workspace, project
         self._emit, self._credentials, self._on_elicit = emit, credentials, on_elicit
-        self._start_seconds = start_seconds
+        self._start_seconds, self._homes = start_seconds, homes
         self._tools: dict[str, McpTool] = {}
         self._restarting: dict[str, asyncio.Lock] = {name: asyncio.Lock() for name in self._servers}
         self._relisting: set[asyncio.Task[None]] = set()
@@ -175,7 +181,10 @@ class McpServers:
             from chock.mcp.http_pump import HttpPump  # only sessions with a remote server load httpx
 
             return HttpPump(spec.url, bearer=self._credentials(spec), timeout=spec.timeout)
-        argv = confinement.server_argv(spec, layout=self._layout, workspace=self._workspace, project=self._project)
+        home = self._homes / spec.name if self._homes is not None else None
+        argv = confinement.server_argv(
+            spec, layout=self._layout, workspace=self._workspace, project=self._project, home=home
+        )
         server.process = await _spawn(argv)
         return StdioPump(server.process)
 
@@ -363,13 +372,22 @@ class McpServers:
         for server in self._servers.values():
             if server.state == "started":
                 server.state = "stopped"
-                self._emit("mcp.server", server=server.spec.name, state="stopped", origin=server.spec.origin)
+                dropped = (
+                    f"{server.dropped:,} of its notifications and requests dropped, past the "
+                    f"{NOTIFICATIONS_PER_SECOND} a second it may send"
+                    if server.dropped
+                    else ""
+                )
+                self._emit(
+                    "mcp.server", server=server.spec.name, state="stopped", origin=server.spec.origin, reason=dropped
+                )
 
     async def _close(self, server: _Server) -> None:
         link, process = server.link, server.process
         server.link, server.process = None, None
         server.generation += 1
         if link is not None:
+            server.dropped += link.client.dropped
             with contextlib.suppress(ChockError, OSError):
                 await link.close()
         if process is not None:

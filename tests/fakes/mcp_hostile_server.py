@@ -3,8 +3,8 @@
 Standard library only (it runs under the system's python3, in the sandbox, with nothing of the repository on
 its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools<N>`
 (N tools), `schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its
-tool list grows by one at each call), `meet:<mine>:<other>` (answers `initialize` only once a server started
-with `meet:<other>:<mine>` is up too: both write the workspace, so run them with `.workspace = "write"`),
+tool list grows by one at each call), `meet:<mine>:<other>:<dir>` (answers `initialize` only once a server started
+with `meet:<other>:<mine>:<dir>` is up too: both write `dir`, the workspace, so run them with `.workspace = "write"`),
 `once` (answers; started again with the same HOME, never answers `initialize`).
 Further arguments are ignored (tests pass a marker there, to find its
 processes). Its tools, by name:
@@ -74,6 +74,7 @@ def probe(args: dict) -> dict:
             said["connect"] = f"failed: {error.strerror or error}"
     said["environ"] = sorted(os.environ)
     said["home"] = os.environ.get("HOME", "")
+    said["cwd"] = os.getcwd()
     return said
 
 
@@ -108,12 +109,12 @@ def call(request_id: object, name: str, args: dict, token: object) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
 
 
-def meet(mine: str, other: str) -> None:
-    """Say this server is up (a file in the workspace), and wait for the other to say so (at most 60 s)."""
-    with open(f"up-{mine}", "w"):
+def meet(mine: str, other: str, directory: str) -> None:
+    """Say this server is up (a file in `directory`), and wait for the other to say so (at most 60 s)."""
+    with open(os.path.join(directory, f"up-{mine}"), "w"):
         pass
     for _ in range(6000):
-        if os.path.exists(f"up-{other}"):
+        if os.path.exists(os.path.join(directory, f"up-{other}")):
             return
         time.sleep(0.01)
 
@@ -141,7 +142,7 @@ def main() -> None:
                 if again:
                     continue
             if MODE.startswith("meet:"):
-                meet(*MODE.split(":")[1:])
+                meet(*MODE.split(":", 3)[1:])
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": {"tools": {"listChanged": True}},
