@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -440,3 +441,78 @@ def test_over_http_the_token_goes_to_its_origin_only_and_nowhere_else(home, proj
     log = home.layout.log_path(home.only_session()).read_text()
     assert TOKEN not in log and TOKEN not in sandbox_env and TOKEN not in result.stdout + result.stderr
     assert "HOME=" in sandbox_env  # the shell call's environment was read
+
+
+# --- stopping, and the subagent relay's bounds ----------------------------------------------------------------
+
+
+def test_sigterm_cancels_the_call_in_flight_and_leaves_no_server_process(home, project):
+    """A `chock run` told to stop by SIGTERM (systemd's stop, `kill`) stops its servers as `stop` does: the server
+    is sent `notifications/cancelled` for the call in flight, and no process of it is left."""
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        args = {"duration": 120, "steps": 120}
+        fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        config(home, fake, stdio_server(recording=True))
+        process = home.spawn("run", "--yes", "wait", cwd=project, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            session_id = new_session(home)
+            waited(home, session_id, "tool.call")
+            wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
+                       "the call on the server's stdin")  # fmt: skip
+            assert server_processes(home)  # the server runs (so the scan below can fail)
+            process.send_signal(signal.SIGTERM)
+            process.wait(60)
+        finally:
+            process.kill()
+    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+    assert [e["state"] for e in of(home.events(session_id), "mcp.server")] == ["started", "stopped"]
+    assert server_processes(home) == []
+
+
+def subagent_answering(calls: list[dict[str, Any]]) -> Any:
+    """A model whose subagent makes `calls` at once, then reports the results it was given."""
+
+    def answer(body: dict) -> dict:
+        if "sub-agent" in json.dumps(body.get("system")):
+            results = [
+                c for c in body["messages"][-1]["content"] if isinstance(c, dict) and c.get("type") == "tool_result"
+            ]
+            if not results:
+                return {"tool_calls": calls}
+            return {"text": "found: " + json.dumps([r["content"] for r in results])}
+        if len(body["messages"]) == 1:
+            return {"tool_calls": [call("t1", "subagent", {"task": "use the server"})]}
+        return {"text": "Done."}
+
+    return answer
+
+
+def test_a_subagent_relays_at_most_64_calls(home, project):
+    calls = [call(f"s{n}", "mcp__everything__echo", {"message": f"call {n}"}) for n in range(66)]
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(subagent_answering(calls))
+        config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
+        result = home.chock("run", "delegate", cwd=project, timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
+    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    assert "Echo: call 63" in ended["result"] and "Echo: call 64" not in ended["result"]
+    assert ended["result"].count("a subagent relays at most 64 MCP calls") == 2
+    served = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    assert len(served) == 64  # the server never saw the calls past the bound
+    assert server_processes(home) == []
+
+
+def test_a_subagent_writing_a_line_past_4_mib_is_killed_and_the_session_goes_on(home, project):
+    calls = [call("s1", "mcp__everything__echo", {"message": "x" * (5 * 1024 * 1024)})]
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(subagent_answering(calls))
+        config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
+        result = home.chock("run", "delegate", cwd=project, timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
+    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    assert ended["result"].startswith("the subagent failed")
+    assert not [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    assert server_processes(home) == []
