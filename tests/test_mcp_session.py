@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.client import SessionClient
 from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
@@ -470,6 +471,27 @@ def test_sigterm_cancels_the_call_in_flight_and_leaves_no_server_process(home, p
     assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
     assert [e["state"] for e in of(home.events(session_id), "mcp.server")] == ["started", "stopped"]
     assert server_processes(home) == []
+
+
+def test_chock_stop_through_the_daemon_cancels_the_call_in_flight_and_leaves_no_server_process(home, project, daemon):
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        args = {"duration": 120, "steps": 120}
+        fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/*")))
+        session_id = daemon.client.call(dp.StartRequest(project, "wait")).session_id
+        waited(home, session_id, "tool.call")
+        wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
+                   "the call on the server's stdin")  # fmt: skip
+        assert server_processes(home)  # the server runs (so the scan below can fail)
+        stopped = home.chock("stop", session_id, "--daemon", daemon.address, cwd=project)
+        assert stopped.returncode == 0, stopped.stderr
+        waited(home, session_id, "session.end")
+    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+    end = home.events(session_id)[-1]
+    assert (end["type"], end["reason"], end["via"]) == ("session.end", "interrupted", "socket")
+    assert server_processes(home) == []  # the servers stop before session.end is logged
 
 
 def subagent_answering(calls: list[dict[str, Any]]) -> Any:
