@@ -30,7 +30,7 @@ from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
 from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.recording_proxy import RecordingProxy
-from tests.fakes.sessions import new_session, wait_for_event
+from tests.fakes.sessions import new_session, processes_with_environment, wait_for_event
 from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
@@ -91,16 +91,7 @@ def call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def server_processes(home) -> list[int]:
     """The processes of this home's MCP servers: their environment names a HOME under its data dir's `mcp/`."""
-    mine = f"HOME={home.env['CHOCK_DATA_DIR']}/mcp/".encode()
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if any(entry.startswith(mine) for entry in environ.split(b"\0")):
-            found.append(int(pid))
-    return found
+    return processes_with_environment(f"HOME={home.env['CHOCK_DATA_DIR']}/mcp/", prefix=True)
 
 
 def waited(home, session_id: str, kind: str, where=lambda event: True) -> dict:
@@ -116,6 +107,25 @@ def received(home, server: str) -> list[dict]:
     paths = glob.glob(f"{home.env['CHOCK_DATA_DIR']}/mcp/*/{server}/received.jsonl")
     lines = b"".join(Path(path).read_bytes() for path in paths).splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+# A call that runs for two minutes unless cancelled.
+LONG_CALL = call("c1", "mcp__everything__trigger-long-running-operation", {"duration": 120, "steps": 120})
+
+
+def call_in_flight(home, session_id: str) -> None:
+    """Wait until the session's call is on the recording server's stdin, and its server runs."""
+    waited(home, session_id, "tool.call")
+    wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
+               "the call on the server's stdin")  # fmt: skip
+    assert server_processes(home)  # the server runs (so a scan for its processes can fail)
+
+
+def assert_cancelled_on_the_wire(home) -> None:
+    """The recording server was sent `notifications/cancelled` for its one call, and only for it."""
+    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
 
 
 # --- stdio, in the sandbox -----------------------------------------------------------------------------------
@@ -164,8 +174,7 @@ def test_a_progress_reporting_call_completes_and_its_result_reaches_the_model(ho
 
 def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next_owner_starts_it_again(home, project):
     with FakeProvider(kind="anthropic", key=None) as fake:
-        args = {"duration": 120, "steps": 120}
-        fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        fake.script(tool_calls=[LONG_CALL])
         fake.script(tool_calls=[call("c2", "mcp__everything__echo", {"message": "again"})])
         fake.script(text="Done.")
         config(home, fake, stdio_server(recording=True))
@@ -173,19 +182,14 @@ def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         try:
             session_id = new_session(home)
-            waited(home, session_id, "tool.call")
-            wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
-                       "the call on the server's stdin")  # fmt: skip
-            assert server_processes(home)  # the server runs (so the scans below can fail)
+            call_in_flight(home, session_id)
             with SessionClient(home.layout.session_socket(session_id, "handover"), sp.HANDOVER) as client:
                 client.ask(sp.SessionStopRequest())
                 assert isinstance(client.next_reply(60), sp.Ended)
             assert process.wait(60) == 130, process.stderr.read() if process.stderr else ""
         finally:
             process.kill()
-        (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
-        cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
-        assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+        assert_cancelled_on_the_wire(home)
         events = home.events(session_id)
         assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "interrupted"
         assert not of(events, "tool.result")  # cut off: the next owner gives it its ending
@@ -451,44 +455,32 @@ def test_sigterm_cancels_the_call_in_flight_and_leaves_no_server_process(home, p
     """A `chock run` told to stop by SIGTERM (systemd's stop, `kill`) stops its servers as `stop` does: the server
     is sent `notifications/cancelled` for the call in flight, and no process of it is left."""
     with FakeProvider(kind="anthropic", key=None) as fake:
-        args = {"duration": 120, "steps": 120}
-        fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        fake.script(tool_calls=[LONG_CALL])
         config(home, fake, stdio_server(recording=True))
         process = home.spawn("run", "--yes", "wait", cwd=project, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         try:
             session_id = new_session(home)
-            waited(home, session_id, "tool.call")
-            wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
-                       "the call on the server's stdin")  # fmt: skip
-            assert server_processes(home)  # the server runs (so the scan below can fail)
+            call_in_flight(home, session_id)
             process.send_signal(signal.SIGTERM)
             process.wait(60)
         finally:
             process.kill()
-    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
-    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
-    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+    assert_cancelled_on_the_wire(home)
     assert [e["state"] for e in of(home.events(session_id), "mcp.server")] == ["started", "stopped"]
     assert server_processes(home) == []
 
 
 def test_chock_stop_through_the_daemon_cancels_the_call_in_flight_and_leaves_no_server_process(home, project, daemon):
     with FakeProvider(kind="anthropic", key=None) as fake:
-        args = {"duration": 120, "steps": 120}
-        fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        fake.script(tool_calls=[LONG_CALL])
         config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/*")))
         session_id = daemon.client.call(dp.StartRequest(project, "wait")).session_id
-        waited(home, session_id, "tool.call")
-        wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
-                   "the call on the server's stdin")  # fmt: skip
-        assert server_processes(home)  # the server runs (so the scan below can fail)
+        call_in_flight(home, session_id)
         stopped = home.chock("stop", session_id, "--daemon", daemon.address, cwd=project)
         assert stopped.returncode == 0, stopped.stderr
         waited(home, session_id, "session.end")
-    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
-    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
-    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+    assert_cancelled_on_the_wire(home)
     end = home.events(session_id)[-1]
     assert (end["type"], end["reason"], end["via"]) == ("session.end", "interrupted", "socket")
     assert server_processes(home) == []  # the servers stop before session.end is logged
