@@ -27,7 +27,7 @@ from chock.mcp import confinement, tool_names
 from chock.mcp.declarations import ServerSpec
 from chock.mcp.jsonrpc_client import NOTIFICATIONS_PER_SECOND
 from chock.mcp.result_text import MAX_RESULT_BYTES, bounded, result_text
-from chock.mcp.server_link import McpError, McpRefused, ServerLink
+from chock.mcp.server_link import McpError, McpRefused, ProgressCallback, ServerLink
 from chock.mcp.stdio_pump import StdioPump
 from chock.paths import Layout
 from chock.session import reaper, sandbox
@@ -43,7 +43,6 @@ MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION_BYTES = 4 * 1024
 __all__ = ["MAX_RESULT_BYTES", "McpServers", "McpTool"]
 
-Progress = Callable[[float, float | None, str], None]
 # (server, message, requested schema) -> (action, content): the session is told which server asks.
 Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
@@ -295,7 +294,9 @@ class McpServers:
                 taken.append((server.spec.name, new))
         return taken
 
-    async def call(self, tool: McpTool, arguments: dict[str, Any], *, on_progress: Progress | None = None) -> Result:
+    async def call(
+        self, tool: McpTool, arguments: dict[str, Any], *, on_progress: ProgressCallback | None = None
+    ) -> Result:
         """One call of `tool`: the model's text of its result, or the tool's error (never an exception)."""
         server = self._servers.get(tool.server)
         if server is not None and self._restarting[tool.server].locked():
