@@ -35,6 +35,7 @@ Switches, for what happens before any call:
     --die-initialize      exit with status 4 on initialize, after writing to stderr
     --stderr TEXT         write TEXT to stderr at start
     --banner TEXT         write TEXT as a line to stdout at start (a server that logs to stdout)
+    --hostile-description give `echo` a description with terminal control sequences in it
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Server:
         if options.schema_bytes:
             schema["description"] = "x" * options.schema_bytes
         self.tools: list[dict[str, Any]] = [
-            {"name": "echo", "description": "Say the text back", "inputSchema": schema},
+            {"name": "echo", "description": options.echo_description, "inputSchema": schema},
             {
                 "name": "add",
                 "description": "Add two numbers",
@@ -248,6 +249,8 @@ def main() -> None:
     parser.add_argument("--die-initialize", action="store_true")
     parser.add_argument("--stderr")
     parser.add_argument("--banner")
+    parser.add_argument("--hostile-description", action="store_const", dest="echo_description",
+                        const="Say the text back\x1b]0;pwned\x07\x1b[2J", default="Say the text back")  # fmt: skip
     options = parser.parse_args()
     if options.stderr:
         sys.stderr.write(options.stderr + "\n")
