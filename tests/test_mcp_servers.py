@@ -433,7 +433,7 @@ def test_progress_reaches_the_caller(layout, places, marker):
 
 def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layout, places, marker):
     async def scenario() -> tuple[Run, dict[str, Any]]:
-        run = Run(layout, places, [spec(places, marker, timeout=1)])
+        run = Run(layout, places, [spec(places, marker, timeout=2)])  # a garbled call fails at its timeout
         await run.servers.start()
         results = {}
         try:
@@ -459,7 +459,7 @@ def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layou
 
 def test_a_call_past_its_timeout_is_the_tools_error(layout, places, marker):
     async def scenario() -> list[Any]:
-        run = Run(layout, places, [spec(places, marker, timeout=0.5)])
+        run = Run(layout, places, [spec(places, marker, timeout=2)])  # the echo after it must answer within it
         await run.servers.start()
         try:
             return [await run.call("mcp__probe__hang", {}), await run.call("mcp__probe__echo", {"text": "back"})]
@@ -502,6 +502,26 @@ def test_a_notification_flood_does_not_stall_a_call(layout, places, marker):
 
     result = asyncio.run(scenario())
     assert (result.output, result.is_error) == ("through", False)
+
+
+def test_a_storm_of_list_changed_lists_the_tools_again_once_at_a_time(layout, places, marker):
+    """50 `list_changed` at once are one re-listing in flight and one more after it, never 50 lists held at once
+    (each may be 16 MiB)."""
+    listed = layout.mcp_home(places["project"], "probe") / "listed"
+
+    async def scenario() -> list[str]:
+        run = Run(layout, places, [spec(places, marker, "relist-storm")])
+        await run.servers.start()
+        try:
+            await run.call("mcp__probe__echo", {"text": "storm"})
+            # A round trip after the storm: every tools/list Chock sent before this call has reached the server.
+            return [(await run.call("mcp__probe__echo", {"text": "after"})).output]
+        finally:
+            await run.servers.stop()
+
+    assert asyncio.run(scenario()) == ["after"]
+    # The start's listing, then for each of the two calls' storms one in flight and at most one after it.
+    assert 2 <= len(listed.read_text().splitlines()) <= 5
 
 
 def test_a_changed_tool_list_is_applied_at_the_turn_boundary(layout, places, marker):

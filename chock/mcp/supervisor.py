@@ -74,6 +74,8 @@ class _Server:
     calls: set[asyncio.Task[Any]] = field(default_factory=set)
     generation: int = 0
     capped: int = 0  # of its listed tools, how many were past the session's MAX_TOOLS
+    relisting: bool = False  # a listing after `list_changed` is in flight
+    relist_again: bool = False  # and the server said `list_changed` again meanwhile
     dropped: int = 0  # notifications and requests it sent past the client's NOTIFICATIONS_PER_SECOND, all its runs
 
     def said(self) -> str:
@@ -188,24 +190,36 @@ class McpServers:
         return StdioPump(server.process)
 
     def _tools_changed(self, server: _Server, generation: int) -> None:
-        """A server said its tools changed: list them again now, to be applied at the next turn boundary."""
-        if server.generation == generation and not self._stopped:
-            task = asyncio.ensure_future(self._relist(server, generation))
-            self._relisting.add(task)
-            task.add_done_callback(self._relisting.discard)
+        """A server said its tools changed: list them again now, to be applied at the next turn boundary. One
+        listing per server at a time: what it says meanwhile is one more listing once that one is done, so a
+        storm of `list_changed` never holds many listings (each up to 16 MiB) at once."""
+        if server.generation != generation or self._stopped:
+            return
+        if server.relisting:
+            server.relist_again = True
+            return
+        server.relisting = True
+        task = asyncio.ensure_future(self._relist(server, generation))
+        self._relisting.add(task)
+        task.add_done_callback(self._relisting.discard)
 
     async def _relist(self, server: _Server, generation: int) -> None:
-        link = server.link
-        if link is None or server.generation != generation:
-            return
         try:
-            listed = await link.list_tools(self._start_seconds)
-        except McpError as error:
-            await self._failed(server, generation, str(error))
-            return
-        if server.generation == generation:
-            server.fresh, server.reason = self._kept(server.spec.name, listed)
-            server.changed = True
+            while server.link is not None and server.generation == generation and not self._stopped:
+                server.relist_again = False
+                try:
+                    listed = await server.link.list_tools(self._start_seconds)
+                except McpError as error:
+                    await self._failed(server, generation, str(error))
+                    return
+                if server.generation == generation:
+                    server.fresh, server.reason = self._kept(server.spec.name, listed)
+                    server.changed = True
+                if not server.relist_again:
+                    return
+        finally:
+            if server.generation == generation:
+                server.relisting = False
 
     def _kept(self, name: str, listed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
         """The tools of one server kept within the bounds, and what was dropped, in words."""
@@ -387,6 +401,7 @@ class McpServers:
         link, process = server.link, server.process
         server.link, server.process = None, None
         server.generation += 1
+        server.relisting = server.relist_again = False  # a listing of the old generation ends without a say
         if link is not None:
             server.dropped += link.client.dropped
             with contextlib.suppress(ChockError, OSError):

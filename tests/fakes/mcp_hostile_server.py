@@ -5,7 +5,9 @@ its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers
 (N tools), `schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its
 tool list grows by one at each call), `meet:<mine>:<other>:<dir>` (answers `initialize` only once a server started
 with `meet:<other>:<mine>:<dir>` is up too: both write `dir`, the workspace, so run them with `.workspace = "write"`),
-`once` (answers; started again with the same HOME, never answers `initialize`).
+`once` (answers; started again with the same HOME, never answers `initialize`), `relist-storm` (sends 50
+`notifications/tools/list_changed` before each call's answer, and appends a line to $HOME/listed at each
+`tools/list`).
 Further arguments are ignored (tests pass a marker there, to find its
 processes). Its tools, by name:
 
@@ -83,6 +85,9 @@ def call(request_id: object, name: str, args: dict, token: object) -> None:
     if MODE == "list-changed":
         extra += 1
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    if MODE == "relist-storm":
+        for _ in range(50):
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if name == "hang":
         return
     if name == "refuse":
@@ -150,6 +155,9 @@ def main() -> None:
             }
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
+            if MODE == "relist-storm":
+                with open(os.path.join(os.environ["HOME"], "listed"), "a") as file:
+                    file.write("listed\n")
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
         elif method == "tools/call":
             params = message.get("params", {})
