@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -325,6 +326,37 @@ def test_what_a_server_may_not_ask_for_is_refused_before_it_starts(layout, place
         argv(command=(PYTHON, str(places["script"].parent / "daemon.sock")))
     listening.close()
     assert argv(command=("python3",))[-1] == "python3"  # a bare name, found on the sandbox's PATH
+
+
+def test_a_masked_etc_file_gone_before_bwrap_starts_costs_one_more_start(layout, places, marker, monkeypatch):
+    """bwrap cannot bind over a mask that vanished (`useradd` removing its lock file between the command line and
+    bwrap's start): the server's sandbox is built again, once, and the server starts."""
+    if os.geteuid() != 0:
+        pytest.fail("this test writes a file in /etc: run it as root (CI does)")
+    lock = Path("/etc") / f"chock-test-lock-{os.getpid()}"
+    built = confinement.server_argv
+
+    def vanishing(*args: Any, **kwargs: Any) -> list[str]:
+        argv = built(*args, **kwargs)
+        lock.unlink(missing_ok=True)
+        return argv
+
+    async def scenario() -> Any:
+        run = Run(layout, places, [spec(places, marker)])
+        await run.servers.start()
+        try:
+            return run, await run.call("mcp__probe__echo", {"text": "started"})
+        finally:
+            await run.servers.stop()
+
+    monkeypatch.setattr(confinement, "server_argv", vanishing)
+    try:
+        os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        run, echoed = asyncio.run(scenario())
+    finally:
+        lock.unlink(missing_ok=True)
+    assert run.states("probe") == ["started", "stopped"], run.events
+    assert (echoed.output, echoed.is_error) == ("started", False)
 
 
 # Bounds and failures -----------------------------------------------------------------------------------

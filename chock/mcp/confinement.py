@@ -49,10 +49,12 @@ def server_argv(
     project: Path,
     home: Path | None = None,
     bwrap: str | None = None,
+    status_fd: int | None = None,
 ) -> list[str]:
     """The bwrap command line running `spec`'s server over `workspace`, in its private HOME (`home`, else its
     project's, `<data dir>/mcp/<project key>/<server>`), which is also its working directory; refused (naming
-    the server and what to change) when its declaration asks for what a server may not have. Creates the HOME."""
+    the server and what to change) when its declaration asks for what a server may not have. Creates the HOME.
+    With `status_fd`, bwrap reports on it (`sandbox.setup_failed` reads it)."""
     if not NAME.fullmatch(spec.name):
         raise Refused(f"MCP server name {spec.name!r} is not [a-z0-9-]{{1,16}}; rename it in its declaration")
     if not spec.command:
@@ -89,7 +91,7 @@ def server_argv(
             command.append(argument)
 
     os.chmod(ensure_dir(home), 0o700)
-    args = isolation(bwrap or find_bwrap(), network=spec.network)
+    args = isolation(bwrap or find_bwrap(), network=spec.network, status_fd=status_fd)
     # Order matters: the named paths first, so a workspace below one of them is bound over it; the HOME last.
     args += binds
     args += ["--bind" if spec.workspace == "write" else "--ro-bind", str(root), str(root)]

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from chock.mcp.server_link import McpError, McpRefused, ProgressCallback, Server
 from chock.mcp.stdio_pump import StdioPump
 from chock.paths import Layout
 from chock.session import reaper, sandbox
+from chock.session.tools.shell import Spawned
 from chock.session.tools.tool import Result
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class _Server:
     state: str = "starting"  # starting, started, failed, stopped
     link: ServerLink | None = None
     process: asyncio.subprocess.Process | None = None
+    status: Spawned | None = None  # its sandbox's process and bwrap's status pipe, until read
     listed: list[dict[str, Any]] = field(default_factory=list)  # as the model was last told
     fresh: list[dict[str, Any]] | None = None  # listed since, applied at the next turn boundary
     restarted: bool = False
@@ -154,7 +157,7 @@ class McpServers:
             self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
         return False
 
-    async def _open(self, server: _Server) -> None:
+    async def _open(self, server: _Server, *, again: bool = True) -> None:
         spec = server.spec
         server.generation += 1
         server.link, server.state = None, "starting"
@@ -173,6 +176,15 @@ class McpServers:
                 f"MCP server {spec.name} did not answer initialize and tools/list within "
                 f"{self._start_seconds:g} s{_said(pump)}"
             ) from None
+        except McpError:
+            if not again or not self._sandbox_not_built(server):
+                raise
+            # A masked /etc file vanished since the command line was built (`useradd`'s lock): bwrap could not
+            # build the sandbox and the server never ran. Walk /etc again and start it once more.
+            sandbox.forget_masks()
+            await self._close(server)
+            await self._open(server, again=False)
+            return
         server.fresh, server.reason = self._kept(spec.name, listed)
         server.state = "started"
 
@@ -183,11 +195,28 @@ class McpServers:
 
             return HttpPump(spec.url, bearer=self._credentials(spec), timeout=spec.timeout)
         home = self._homes / spec.name if self._homes is not None else None
-        argv = confinement.server_argv(
-            spec, layout=self._layout, workspace=self._workspace, project=self._project, home=home
-        )
-        server.process = await _spawn(argv)
+        read, write = os.pipe()
+        try:
+            argv = confinement.server_argv(
+                spec, layout=self._layout, workspace=self._workspace, project=self._project, home=home, status_fd=write
+            )
+            server.process = await _spawn(argv, status_fd=write)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)  # the sandbox holds its own copy
+        server.status = Spawned(server.process, read)
         return StdioPump(server.process)
+
+    def _sandbox_not_built(self, server: _Server) -> bool:
+        """Whether the server's start failed because bwrap could not build its sandbox (it exited 1 having
+        reported no exit code), so the server never ran."""
+        status, process = server.status, server.process
+        if status is None or process is None or process.returncode is None:
+            return False
+        server.status = None
+        return status.setup_failed(process.returncode)
 
     def _tools_changed(self, server: _Server, generation: int) -> None:
         """A server said its tools changed: list them again now, to be applied at the next turn boundary. One
@@ -398,8 +427,10 @@ class McpServers:
                 )
 
     async def _close(self, server: _Server) -> None:
-        link, process = server.link, server.process
-        server.link, server.process = None, None
+        link, process, status = server.link, server.process, server.status
+        server.link, server.process, server.status = None, None, None
+        if status is not None:
+            status.close()
         server.generation += 1
         server.relisting = server.relist_again = False  # a listing of the old generation ends without a say
         if link is not None:
@@ -421,7 +452,7 @@ def _said(pump: Any) -> str:
     return ""
 
 
-async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
+async def _spawn(argv: list[str], *, status_fd: int) -> asyncio.subprocess.Process:
     """A server's sandbox, in a process group of its own; a cancel during its creation kills what was made."""
     creating = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
@@ -431,6 +462,7 @@ async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
             stderr=asyncio.subprocess.PIPE,
             env=sandbox.host_environment(),
             start_new_session=True,
+            pass_fds=(status_fd,),
         )
     )
     try:
