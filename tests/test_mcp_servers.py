@@ -105,7 +105,9 @@ class Run:
         return [fields["state"] for type, fields in self.events if type == "mcp.server" and fields["server"] == server]
 
     def tool(self, model_name: str) -> McpTool:
-        return next(tool for tool in self.servers.tools() if tool.model_name == model_name)
+        found = [tool for tool in self.servers.tools() if tool.model_name == model_name]
+        assert found, f"no tool {model_name}; the servers said: {self.events}"
+        return found[0]
 
     async def call(self, model_name: str, args: dict[str, Any]) -> Any:
         return await self.servers.call(self.tool(model_name), args)

@@ -144,7 +144,8 @@ def test_the_servers_tools_follow_the_built_in_ones_and_a_calls_result_reaches_t
     built_in = [name for name in names if not name.startswith("mcp__")]
     served = [name for name in names if name.startswith("mcp__")]
     assert names == built_in + served and served == sorted(served)  # stable: the prompt cache holds
-    assert {"mcp__everything__echo", "mcp__everything__trigger-long-running-operation"} <= set(served)
+    started = of(home.events(home.only_session()), "mcp.server")
+    assert {"mcp__everything__echo", "mcp__everything__trigger-long-running-operation"} <= set(served), started
     assert tool_result(bodies[1]) == "Echo: hi from the model"
     assert json.loads(tool_result(bodies[2]))["conditions"] == "Cloudy"  # its structured content
     events = home.events(home.only_session())
