@@ -109,6 +109,12 @@ def received(home, server: str) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+def assert_started(home) -> None:
+    """The session's first server started (else the test fails saying why it did not)."""
+    said = of(home.events(home.only_session()), "mcp.server")
+    assert said and said[0]["state"] == "started", said
+
+
 # A call that runs for two minutes unless cancelled.
 LONG_CALL = call("c1", "mcp__everything__trigger-long-running-operation", {"duration": 120, "steps": 120})
 
@@ -144,8 +150,8 @@ def test_the_servers_tools_follow_the_built_in_ones_and_a_calls_result_reaches_t
     built_in = [name for name in names if not name.startswith("mcp__")]
     served = [name for name in names if name.startswith("mcp__")]
     assert names == built_in + served and served == sorted(served)  # stable: the prompt cache holds
-    started = of(home.events(home.only_session()), "mcp.server")
-    assert {"mcp__everything__echo", "mcp__everything__trigger-long-running-operation"} <= set(served), started
+    assert_started(home)
+    assert {"mcp__everything__echo", "mcp__everything__trigger-long-running-operation"} <= set(served)
     assert tool_result(bodies[1]) == "Echo: hi from the model"
     assert json.loads(tool_result(bodies[2]))["conditions"] == "Cloudy"  # its structured content
     events = home.events(home.only_session())
@@ -380,6 +386,7 @@ def test_a_subagent_calls_the_servers_tools_only_where_a_rule_allows(home, proje
         config(home, fake, stdio_server(), rules(("allow", "mcp:everything/echo")))
         result = home.chock("run", "delegate", cwd=project, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
+    assert_started(home)
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert "Echo: from the subagent" in ended["result"]
     assert "a subagent cannot ask one" in ended["result"] and "mcp:everything/get-sum" in ended["result"]
@@ -512,6 +519,7 @@ def test_a_subagent_relays_at_most_64_calls(home, project):
         config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
         result = home.chock("run", "delegate", cwd=project, timeout=180)
         assert result.returncode == 0, result.stdout + result.stderr
+    assert_started(home)
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert "Echo: call 63" in ended["result"] and "Echo: call 64" not in ended["result"]
     assert ended["result"].count("a subagent relays at most 64 MCP calls") == 2
@@ -527,6 +535,7 @@ def test_a_subagent_writing_a_line_past_4_mib_is_killed_and_the_session_goes_on(
         config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
         result = home.chock("run", "delegate", cwd=project, timeout=180)
         assert result.returncode == 0, result.stdout + result.stderr
+    assert_started(home)
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert ended["result"].startswith("the subagent failed")
     assert not [m for m in received(home, "everything") if m.get("method") == "tools/call"]

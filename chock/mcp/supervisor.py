@@ -43,6 +43,8 @@ MAX_TOOLS_PER_SERVER = 128
 MAX_TOOLS = 256
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION_BYTES = 4 * 1024
+# How many times a server's sandbox is built again when bwrap could not build it (a masked /etc file vanished).
+SANDBOX_REBUILDS = 3
 __all__ = ["MAX_RESULT_BYTES", "McpServers", "McpTool"]
 
 # (server, message, requested schema) -> (action, content): the session is told which server asks.
@@ -157,7 +159,7 @@ class McpServers:
             self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
         return False
 
-    async def _open(self, server: _Server, *, again: bool = True) -> None:
+    async def _open(self, server: _Server, *, rebuilds: int = SANDBOX_REBUILDS) -> None:
         spec = server.spec
         server.generation += 1
         server.link, server.state = None, "starting"
@@ -177,13 +179,14 @@ class McpServers:
                 f"{self._start_seconds:g} s{_said(pump)}"
             ) from None
         except McpError:
-            if not again or not self._sandbox_not_built(server):
+            if not rebuilds or not self._sandbox_not_built(server):
                 raise
             # A masked /etc file vanished since the command line was built (`useradd`'s lock): bwrap could not
-            # build the sandbox and the server never ran. Walk /etc again and start it once more.
+            # build the sandbox and the server never ran. Walk /etc again and start it once more (`useradd` and
+            # `userdel` take and drop several locks in a row: a few times, never more).
             sandbox.forget_masks()
             await self._close(server)
-            await self._open(server, again=False)
+            await self._open(server, rebuilds=rebuilds - 1)
             return
         server.fresh, server.reason = self._kept(spec.name, listed)
         server.state = "started"
