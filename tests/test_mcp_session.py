@@ -512,8 +512,8 @@ def subagent_answering(calls: list[dict[str, Any]]) -> Any:
     return answer
 
 
-def test_a_subagent_relays_at_most_64_calls(home, project):
-    calls = [call(f"s{n}", "mcp__everything__echo", {"message": f"call {n}"}) for n in range(66)]
+def delegated(home, project, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run a session whose subagent makes `calls` at once (echo allowed by a rule); its `subagent.end`."""
     with FakeProvider(kind="anthropic", key=None) as fake:
         fake.answer_with(subagent_answering(calls))
         config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
@@ -521,6 +521,12 @@ def test_a_subagent_relays_at_most_64_calls(home, project):
         assert result.returncode == 0, result.stdout + result.stderr
     assert_started(home)
     (ended,) = of(home.events(home.only_session()), "subagent.end")
+    return ended
+
+
+def test_a_subagent_relays_at_most_64_calls(home, project):
+    calls = [call(f"s{n}", "mcp__everything__echo", {"message": f"call {n}"}) for n in range(66)]
+    ended = delegated(home, project, calls)
     assert "Echo: call 63" in ended["result"] and "Echo: call 64" not in ended["result"]
     assert ended["result"].count("a subagent relays at most 64 MCP calls") == 2
     served = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
@@ -530,13 +536,7 @@ def test_a_subagent_relays_at_most_64_calls(home, project):
 
 def test_a_subagent_writing_a_line_past_4_mib_is_killed_and_the_session_goes_on(home, project):
     calls = [call("s1", "mcp__everything__echo", {"message": "x" * (5 * 1024 * 1024)})]
-    with FakeProvider(kind="anthropic", key=None) as fake:
-        fake.answer_with(subagent_answering(calls))
-        config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
-        result = home.chock("run", "delegate", cwd=project, timeout=180)
-        assert result.returncode == 0, result.stdout + result.stderr
-    assert_started(home)
-    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    ended = delegated(home, project, calls)
     assert ended["result"].startswith("the subagent failed")
     assert not [m for m in received(home, "everything") if m.get("method") == "tools/call"]
     assert server_processes(home) == []
