@@ -45,6 +45,7 @@ MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION_BYTES = 4 * 1024
 # How many times a server's sandbox is built again when bwrap could not build it (a masked /etc file vanished).
 SANDBOX_REBUILDS = 3
+EXITING_SECONDS = 0.5
 __all__ = ["MAX_RESULT_BYTES", "McpServers", "McpTool"]
 
 # (server, message, requested schema) -> (action, content): the session is told which server asks.
@@ -179,7 +180,7 @@ class McpServers:
                 f"{self._start_seconds:g} s{_said(pump)}"
             ) from None
         except McpError:
-            if not rebuilds or not self._sandbox_not_built(server):
+            if not rebuilds or not await self._sandbox_not_built(server):
                 raise
             # A masked /etc file vanished since the command line was built (`useradd`'s lock): bwrap could not
             # build the sandbox and the server never ran. Walk /etc again and start it once more (`useradd` and
@@ -212,11 +213,18 @@ class McpServers:
         server.status = Spawned(server.process, read)
         return StdioPump(server.process)
 
-    def _sandbox_not_built(self, server: _Server) -> bool:
+    async def _sandbox_not_built(self, server: _Server) -> bool:
         """Whether the server's start failed because bwrap could not build its sandbox (it exited 1 having
-        reported no exit code), so the server never ran."""
+        reported no exit code), so the server never ran. A bwrap that failed is exiting: it is given
+        EXITING_SECONDS to be reaped (its closed stdin may have been seen first)."""
         status, process = server.status, server.process
-        if status is None or process is None or process.returncode is None:
+        if status is None or process is None:
+            return False
+        if process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(EXITING_SECONDS):
+                    await process.wait()
+        if process.returncode is None:
             return False
         server.status = None
         return status.setup_failed(process.returncode)
