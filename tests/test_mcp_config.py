@@ -309,9 +309,10 @@ def test_chock_mcp_list_and_doctor_start_each_server_and_leave_none_running(home
     with no_process_left() as marker:
         argv = fake_server(tmp_path, marker)
         broken = fake_server(tmp_path, marker, "--die-initialize")
+        hostile = fake_server(tmp_path, marker, "--hostile-description")
         home.write_config(
-            f".{{ .mcp = .{{ .servers = .{{ .docs = .{{ .command = .{argv} }}, .broken = .{{ .command = .{broken} }} "
-            "} } }\n"
+            f".{{ .mcp = .{{ .servers = .{{ .docs = .{{ .command = .{argv} }}, .broken = .{{ .command = .{broken} }}, "
+            f".hostile = .{{ .command = .{hostile} }} }} }} }}\n"
         )
         project = make_project(
             tmp_path / "p", {".chock/mcp.zon": f".{{ .servers = .{{ .build = .{{ .command = .{argv} }} }} }}\n"}
@@ -326,11 +327,16 @@ def test_chock_mcp_list_and_doctor_start_each_server_and_leave_none_running(home
         assert "    mcp__docs__echo  Say the text back" in lines
         assert any(line.split()[:3] == ["build", "project", "started"] for line in lines)
         assert "    mcp__build__echo  Say the text back" in lines
-        assert "\x1b" not in listed.stdout  # the failing server's stderr is shown escaped
+        assert "\x1b" not in listed.stdout  # the failing server's stderr and a tool's description are shown escaped
+        assert "    mcp__hostile__echo  Say the text back\\x1b]0;pwned\\x07\\x1b[2J" in lines
 
         doctor = home.chock("doctor", cwd=project)
         assert "ok  mcp docs" in doctor.stdout and "config: 13 tools" in doctor.stdout, doctor.stdout
         assert "no  mcp broken" in doctor.stdout and "ok  mcp build" in doctor.stdout
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        assert home.chock("mcp", "list", cwd=outside).stdout.startswith("broken ")
+        assert not (home.layout.data / "mcp").exists()  # no HOME of a server is left behind, in a project or not
 
 
 def test_chock_login_stores_an_mcp_credential_that_chock_credentials_lists_by_origin(home) -> None:

@@ -232,6 +232,7 @@ def test_a_server_that_fails_to_start_is_shown_escaped() -> None:
         (("--version", "2024-11-05"), "speaks MCP revision '2024-11-05'"),
         (("--tools", "20000", "--page-size", "2000"), f"lists more than {MAX_LISTED_TOOLS:,} tools"),
         (("--tools", "100", "--page-size", "1", "--tool-bytes", "400000"), "tools/list runs past 16 MiB"),
+        (("--tools", "300", "--page-size", "1"), "tools/list runs past 256 pages"),
         (("--schema-bytes", str(5 * 1024 * 1024)), "a message of more than 4 MiB"),
     ],
 )

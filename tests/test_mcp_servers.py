@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -104,7 +105,9 @@ class Run:
         return [fields["state"] for type, fields in self.events if type == "mcp.server" and fields["server"] == server]
 
     def tool(self, model_name: str) -> McpTool:
-        return next(tool for tool in self.servers.tools() if tool.model_name == model_name)
+        found = [tool for tool in self.servers.tools() if tool.model_name == model_name]
+        assert found, f"no tool {model_name}; the servers said: {self.events}"
+        return found[0]
 
     async def call(self, model_name: str, args: dict[str, Any]) -> Any:
         return await self.servers.call(self.tool(model_name), args)
@@ -186,6 +189,7 @@ def test_a_server_reads_the_workspace_and_nothing_of_the_person(layout, places, 
     assert said["connect"].startswith("failed"), said
     assert set(said["environ"]) <= {"HOME", "LANG", "PATH", "PWD"}  # bwrap's --chdir sets PWD
     assert said["home"] == str(layout.mcp_home(places["project"], "probe").resolve())
+    assert said["cwd"] == said["home"]  # never the workspace: a relative path names nothing the agent wrote
 
 
 def test_with_the_network_a_server_connects_and_still_reads_no_secret(layout, places, person_home, marker, listener):
@@ -245,6 +249,45 @@ def test_code_the_agent_can_rewrite_is_never_a_server(layout, places, marker):
             assert not processes_with(marker)
 
 
+def test_an_argument_naming_what_the_agent_can_rewrite_is_refused_before_it_starts(layout, places, marker):
+    """`python3 tools/srv.py` runs the agent's code as surely as an argv[0] in the workspace would: every argument
+    naming an existing path in the workspace or the toolchains HOME is refused, whichever way it names it."""
+    tools = places["workspace"] / "tools"
+    tools.mkdir()
+    shutil.copy(places["script"], tools / "srv.py")
+    toolchains = layout.toolchains_dir(places["project"])
+    toolchains.mkdir(parents=True)
+    shutil.copy(places["script"], toolchains / "srv.py")
+    home = layout.mcp_home(places["project"], "evil")
+    home.mkdir(parents=True)
+    (home / "tools").symlink_to(tools)  # left by an earlier run of the server, which may write its HOME
+    (places["workspace"] / "mcp.json").write_text("{}\n")
+    named = [
+        ("tools/srv.py", tools / "srv.py"),  # relative to the working directory, the HOME: via its symlink
+        (str(tools / "srv.py"), tools / "srv.py"),
+        (str(toolchains / "srv.py"), toolchains / "srv.py"),
+        (f"--config={places['workspace'] / 'mcp.json'}", places["workspace"] / "mcp.json"),
+        (str(places["script"].parent / "link"), tools),
+    ]
+    (places["script"].parent / "link").symlink_to(tools)
+    for argument, real in named:
+        refused = ServerSpec(name="evil", origin="project", command=(PYTHON, argument, "well", marker))
+        with pytest.raises(Refused) as error:
+            confinement.server_argv(refused, layout=layout, workspace=places["workspace"], project=places["project"])
+        assert f"its argument {argument!r} names {real.resolve()}" in str(error.value)
+        assert "which the agent can rewrite" in str(error.value)
+
+    async def scenario() -> list[str]:
+        run = Run(layout, places, [ServerSpec(name="evil", origin="project", command=(PYTHON, "tools/srv.py"))])
+        await run.servers.start()
+        await run.servers.stop()
+        assert run.servers.tools() == []
+        return [fields["state"] for _, fields in run.events]
+
+    assert asyncio.run(scenario()) == ["failed"]
+    assert not processes_with(marker)
+
+
 def test_a_servers_home_is_never_in_an_agents_sandbox(layout, places, tmp_path):
     home = layout.mcp_home(places["project"], "probe")
     home.mkdir(parents=True)
@@ -287,6 +330,37 @@ def test_what_a_server_may_not_ask_for_is_refused_before_it_starts(layout, place
     assert argv(command=("python3",))[-1] == "python3"  # a bare name, found on the sandbox's PATH
 
 
+def test_a_masked_etc_file_gone_before_bwrap_starts_costs_one_more_start(layout, places, marker, monkeypatch):
+    """bwrap cannot bind over a mask that vanished (`useradd` removing its lock file between the command line and
+    bwrap's start): the server's sandbox is built again, once, and the server starts."""
+    if os.geteuid() != 0:
+        pytest.fail("this test writes a file in /etc: run it as root (CI does)")
+    lock = Path("/etc") / f"chock-test-lock-{os.getpid()}"
+    built = confinement.server_argv
+
+    def vanishing(*args: Any, **kwargs: Any) -> list[str]:
+        argv = built(*args, **kwargs)
+        lock.unlink(missing_ok=True)
+        return argv
+
+    async def scenario() -> Any:
+        run = Run(layout, places, [spec(places, marker)])
+        await run.servers.start()
+        try:
+            return run, await run.call("mcp__probe__echo", {"text": "started"})
+        finally:
+            await run.servers.stop()
+
+    monkeypatch.setattr(confinement, "server_argv", vanishing)
+    try:
+        os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        run, echoed = asyncio.run(scenario())
+    finally:
+        lock.unlink(missing_ok=True)
+    assert run.states("probe") == ["started", "stopped"], run.events
+    assert (echoed.output, echoed.is_error) == ("started", False)
+
+
 # Bounds and failures -----------------------------------------------------------------------------------
 
 
@@ -296,8 +370,8 @@ def test_servers_start_at_once(layout, places, marker):
 
     async def scenario() -> Run:
         specs = [
-            spec(places, marker, "meet:a:b", name="a", workspace="write"),
-            spec(places, marker, "meet:b:a", name="b", workspace="write"),
+            spec(places, marker, f"meet:a:b:{places['workspace']}", name="a", workspace="write"),
+            spec(places, marker, f"meet:b:a:{places['workspace']}", name="b", workspace="write"),
         ]
         run = Run(layout, places, specs, start_seconds=30)
         await run.servers.start()
@@ -393,7 +467,7 @@ def test_progress_reaches_the_caller(layout, places, marker):
 
 def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layout, places, marker):
     async def scenario() -> tuple[Run, dict[str, Any]]:
-        run = Run(layout, places, [spec(places, marker, timeout=1)])
+        run = Run(layout, places, [spec(places, marker, timeout=2)])  # a garbled call fails at its timeout
         await run.servers.start()
         results = {}
         try:
@@ -419,7 +493,7 @@ def test_hostile_results_are_bounded_errors_and_a_server_is_restarted_once(layou
 
 def test_a_call_past_its_timeout_is_the_tools_error(layout, places, marker):
     async def scenario() -> list[Any]:
-        run = Run(layout, places, [spec(places, marker, timeout=0.5)])
+        run = Run(layout, places, [spec(places, marker, timeout=2)])  # the echo after it must answer within it
         await run.servers.start()
         try:
             return [await run.call("mcp__probe__hang", {}), await run.call("mcp__probe__echo", {"text": "back"})]
@@ -456,9 +530,32 @@ def test_a_notification_flood_does_not_stall_a_call(layout, places, marker):
             return await run.call("mcp__probe__echo", {"text": "through"})
         finally:
             await run.servers.stop()
+            (stopped,) = [fields for _, fields in run.events if fields["state"] == "stopped"]
+            dropped = int(stopped["reason"].split()[0].replace(",", ""))  # the log says how many were dropped
+            assert dropped >= 100_000 and "past the 100 a second it may send" in stopped["reason"], stopped
 
     result = asyncio.run(scenario())
     assert (result.output, result.is_error) == ("through", False)
+
+
+def test_a_storm_of_list_changed_lists_the_tools_again_once_at_a_time(layout, places, marker):
+    """50 `list_changed` at once are one re-listing in flight and one more after it, never 50 lists held at once
+    (each may be 16 MiB)."""
+    listed = layout.mcp_home(places["project"], "probe") / "listed"
+
+    async def scenario() -> list[str]:
+        run = Run(layout, places, [spec(places, marker, "relist-storm")])
+        await run.servers.start()
+        try:
+            await run.call("mcp__probe__echo", {"text": "storm"})
+            # A round trip after the storm: every tools/list Chock sent before this call has reached the server.
+            return [(await run.call("mcp__probe__echo", {"text": "after"})).output]
+        finally:
+            await run.servers.stop()
+
+    assert asyncio.run(scenario()) == ["after"]
+    # The start's listing, then for each of the two calls' storms one in flight and at most one after it.
+    assert 2 <= len(listed.read_text().splitlines()) <= 5
 
 
 def test_a_changed_tool_list_is_applied_at_the_turn_boundary(layout, places, marker):

@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -22,13 +23,14 @@ from typing import Any
 
 import pytest
 
+from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.client import SessionClient
 from chock.control.session_protocol import APPROVAL, SessionAnswerWithRequest
 from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
 from tests.fakes.recording_proxy import RecordingProxy
-from tests.fakes.sessions import new_session, wait_for_event
+from tests.fakes.sessions import new_session, processes_with_environment, wait_for_event
 from tests.fakes.terminal import Terminal
 from tests.fakes.wait import wait_until
 
@@ -89,16 +91,7 @@ def call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def server_processes(home) -> list[int]:
     """The processes of this home's MCP servers: their environment names a HOME under its data dir's `mcp/`."""
-    mine = f"HOME={home.env['CHOCK_DATA_DIR']}/mcp/".encode()
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if any(entry.startswith(mine) for entry in environ.split(b"\0")):
-            found.append(int(pid))
-    return found
+    return processes_with_environment(f"HOME={home.env['CHOCK_DATA_DIR']}/mcp/", prefix=True)
 
 
 def waited(home, session_id: str, kind: str, where=lambda event: True) -> dict:
@@ -114,6 +107,31 @@ def received(home, server: str) -> list[dict]:
     paths = glob.glob(f"{home.env['CHOCK_DATA_DIR']}/mcp/*/{server}/received.jsonl")
     lines = b"".join(Path(path).read_bytes() for path in paths).splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def assert_started(home) -> None:
+    """The session's first server started (else the test fails saying why it did not)."""
+    said = of(home.events(home.only_session()), "mcp.server")
+    assert said and said[0]["state"] == "started", said
+
+
+# A call that runs for two minutes unless cancelled.
+LONG_CALL = call("c1", "mcp__everything__trigger-long-running-operation", {"duration": 120, "steps": 120})
+
+
+def call_in_flight(home, session_id: str) -> None:
+    """Wait until the session's call is on the recording server's stdin, and its server runs."""
+    waited(home, session_id, "tool.call")
+    wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
+               "the call on the server's stdin")  # fmt: skip
+    assert server_processes(home)  # the server runs (so a scan for its processes can fail)
+
+
+def assert_cancelled_on_the_wire(home) -> None:
+    """The recording server was sent `notifications/cancelled` for its one call, and only for it."""
+    (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
 
 
 # --- stdio, in the sandbox -----------------------------------------------------------------------------------
@@ -132,6 +150,7 @@ def test_the_servers_tools_follow_the_built_in_ones_and_a_calls_result_reaches_t
     built_in = [name for name in names if not name.startswith("mcp__")]
     served = [name for name in names if name.startswith("mcp__")]
     assert names == built_in + served and served == sorted(served)  # stable: the prompt cache holds
+    assert_started(home)
     assert {"mcp__everything__echo", "mcp__everything__trigger-long-running-operation"} <= set(served)
     assert tool_result(bodies[1]) == "Echo: hi from the model"
     assert json.loads(tool_result(bodies[2]))["conditions"] == "Cloudy"  # its structured content
@@ -162,8 +181,7 @@ def test_a_progress_reporting_call_completes_and_its_result_reaches_the_model(ho
 
 def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next_owner_starts_it_again(home, project):
     with FakeProvider(kind="anthropic", key=None) as fake:
-        args = {"duration": 120, "steps": 120}
-        fake.script(tool_calls=[call("c1", "mcp__everything__trigger-long-running-operation", args)])
+        fake.script(tool_calls=[LONG_CALL])
         fake.script(tool_calls=[call("c2", "mcp__everything__echo", {"message": "again"})])
         fake.script(text="Done.")
         config(home, fake, stdio_server(recording=True))
@@ -171,19 +189,14 @@ def test_a_stop_cancels_the_call_in_flight_leaves_no_server_process_and_the_next
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         try:
             session_id = new_session(home)
-            waited(home, session_id, "tool.call")
-            wait_until(lambda: any(m.get("method") == "tools/call" for m in received(home, "everything")), 30,
-                       "the call on the server's stdin")  # fmt: skip
-            assert server_processes(home)  # the server runs (so the scans below can fail)
+            call_in_flight(home, session_id)
             with SessionClient(home.layout.session_socket(session_id, "handover"), sp.HANDOVER) as client:
                 client.ask(sp.SessionStopRequest())
                 assert isinstance(client.next_reply(60), sp.Ended)
             assert process.wait(60) == 130, process.stderr.read() if process.stderr else ""
         finally:
             process.kill()
-        (sent,) = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
-        cancelled = [m for m in received(home, "everything") if m.get("method") == "notifications/cancelled"]
-        assert [m["params"]["requestId"] for m in cancelled] == [sent["id"]]
+        assert_cancelled_on_the_wire(home)
         events = home.events(session_id)
         assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "interrupted"
         assert not of(events, "tool.result")  # cut off: the next owner gives it its ending
@@ -373,6 +386,7 @@ def test_a_subagent_calls_the_servers_tools_only_where_a_rule_allows(home, proje
         config(home, fake, stdio_server(), rules(("allow", "mcp:everything/echo")))
         result = home.chock("run", "delegate", cwd=project, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
+    assert_started(home)
     (ended,) = of(home.events(home.only_session()), "subagent.end")
     assert "Echo: from the subagent" in ended["result"]
     assert "a subagent cannot ask one" in ended["result"] and "mcp:everything/get-sum" in ended["result"]
@@ -440,3 +454,89 @@ def test_over_http_the_token_goes_to_its_origin_only_and_nowhere_else(home, proj
     log = home.layout.log_path(home.only_session()).read_text()
     assert TOKEN not in log and TOKEN not in sandbox_env and TOKEN not in result.stdout + result.stderr
     assert "HOME=" in sandbox_env  # the shell call's environment was read
+
+
+# --- stopping, and the subagent relay's bounds ----------------------------------------------------------------
+
+
+def test_sigterm_cancels_the_call_in_flight_and_leaves_no_server_process(home, project):
+    """A `chock run` told to stop by SIGTERM (systemd's stop, `kill`) stops its servers as `stop` does: the server
+    is sent `notifications/cancelled` for the call in flight, and no process of it is left."""
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(tool_calls=[LONG_CALL])
+        config(home, fake, stdio_server(recording=True))
+        process = home.spawn("run", "--yes", "wait", cwd=project, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            session_id = new_session(home)
+            call_in_flight(home, session_id)
+            process.send_signal(signal.SIGTERM)
+            process.wait(60)
+        finally:
+            process.kill()
+    assert_cancelled_on_the_wire(home)
+    assert [e["state"] for e in of(home.events(session_id), "mcp.server")] == ["started", "stopped"]
+    assert server_processes(home) == []
+
+
+def test_chock_stop_through_the_daemon_cancels_the_call_in_flight_and_leaves_no_server_process(home, project, daemon):
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.script(tool_calls=[LONG_CALL])
+        config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/*")))
+        session_id = daemon.client.call(dp.StartRequest(project, "wait")).session_id
+        call_in_flight(home, session_id)
+        stopped = home.chock("stop", session_id, "--daemon", daemon.address, cwd=project)
+        assert stopped.returncode == 0, stopped.stderr
+        waited(home, session_id, "session.end")
+    assert_cancelled_on_the_wire(home)
+    end = home.events(session_id)[-1]
+    assert (end["type"], end["reason"], end["via"]) == ("session.end", "interrupted", "socket")
+    assert server_processes(home) == []  # the servers stop before session.end is logged
+
+
+def subagent_answering(calls: list[dict[str, Any]]) -> Any:
+    """A model whose subagent makes `calls` at once, then reports the results it was given."""
+
+    def answer(body: dict) -> dict:
+        if "sub-agent" in json.dumps(body.get("system")):
+            results = [
+                c for c in body["messages"][-1]["content"] if isinstance(c, dict) and c.get("type") == "tool_result"
+            ]
+            if not results:
+                return {"tool_calls": calls}
+            return {"text": "found: " + json.dumps([r["content"] for r in results])}
+        if len(body["messages"]) == 1:
+            return {"tool_calls": [call("t1", "subagent", {"task": "use the server"})]}
+        return {"text": "Done."}
+
+    return answer
+
+
+def delegated(home, project, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run a session whose subagent makes `calls` at once (echo allowed by a rule); its `subagent.end`."""
+    with FakeProvider(kind="anthropic", key=None) as fake:
+        fake.answer_with(subagent_answering(calls))
+        config(home, fake, stdio_server(recording=True), rules(("allow", "mcp:everything/echo")))
+        result = home.chock("run", "delegate", cwd=project, timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert_started(home)
+    (ended,) = of(home.events(home.only_session()), "subagent.end")
+    return ended
+
+
+def test_a_subagent_relays_at_most_64_calls(home, project):
+    calls = [call(f"s{n}", "mcp__everything__echo", {"message": f"call {n}"}) for n in range(66)]
+    ended = delegated(home, project, calls)
+    assert "Echo: call 63" in ended["result"] and "Echo: call 64" not in ended["result"]
+    assert ended["result"].count("a subagent relays at most 64 MCP calls") == 2
+    served = [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    assert len(served) == 64  # the server never saw the calls past the bound
+    assert server_processes(home) == []
+
+
+def test_a_subagent_writing_a_line_past_4_mib_is_killed_and_the_session_goes_on(home, project):
+    calls = [call("s1", "mcp__everything__echo", {"message": "x" * (5 * 1024 * 1024)})]
+    ended = delegated(home, project, calls)
+    assert ended["result"].startswith("the subagent failed")
+    assert not [m for m in received(home, "everything") if m.get("method") == "tools/call"]
+    assert server_processes(home) == []

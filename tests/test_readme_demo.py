@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.sessions import processes_with_environment
 from tests.fakes.wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -273,12 +274,4 @@ def _demo_run(*args: str, input: str, env: dict[str, str]) -> subprocess.Complet
 
 def _processes_of(directory: Path) -> list[int]:
     """The processes that run with the demo's state dir (its daemon, serve and sessions)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if f"CHOCK_STATE_DIR={directory}/state".encode() in environ.split(b"\0"):
-            found.append(int(pid))
-    return found
+    return processes_with_environment(f"CHOCK_STATE_DIR={directory}/state")

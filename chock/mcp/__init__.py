@@ -15,6 +15,4 @@
 - trust: the project declaration this host's person trusted, its exact bytes, per project
 - session_specs: the servers a session starts: config.zon's, and the project's once trusted (asked at a terminal)
 - probing: each server tried over an empty directory, for `chock mcp list` and `chock doctor`
-- event_stream: text/event-stream (server-sent events) parsed with no I/O, bounded
-- http_pump: Streamable HTTP: POSTs answered with JSON or event streams, the session id, resumption, DELETE
 """

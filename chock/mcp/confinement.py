@@ -6,7 +6,8 @@ directories read-only with `/etc`'s private files masked, a private `/tmp`, `/pr
 - the workspace at its own path, read-only, or read-write when its entry says `.workspace = "write"` (which
   cannot be combined with `.network = true`: a server that can both write the branch and talk to the world
   is a way out for whatever the agent writes);
-- a private HOME, `<data dir>/mcp/<project key>/<server>` (0700), which no agent's sandbox ever binds;
+- a private HOME, `<data dir>/mcp/<project key>/<server>` (0700), which no agent's sandbox ever binds, and
+  which is its working directory (never the workspace);
 - each absolute path its argv names outside the system directories (a script, a server's install dir),
   read-only at its resolved path and nothing around it;
 - the network only with `.network = true`;
@@ -18,7 +19,9 @@ the agent's branch should feed).
 
 Its argv[0] is a bare name found on the sandbox's PATH or an absolute path; resolved (symlinks too), it must
 exist and lie outside the workspace and the toolchains HOME, which the agent can rewrite: code the agent can
-change is never a server. Everything here is refused before anything starts.
+change is never a server. Nor may any other argument name an existing path inside them (absolute, or relative
+to its working directory, the HOME): `python3 tools/srv.py` is refused as `tools/srv` is. Everything here is
+refused before anything starts.
 """
 
 from __future__ import annotations
@@ -39,10 +42,19 @@ HOST_ONLY = ("/proc", "/sys", "/dev", "/run")
 
 
 def server_argv(
-    spec: ServerSpec, *, layout: Layout, workspace: Path, project: Path, bwrap: str | None = None
+    spec: ServerSpec,
+    *,
+    layout: Layout,
+    workspace: Path,
+    project: Path,
+    home: Path | None = None,
+    bwrap: str | None = None,
+    status_fd: int | None = None,
 ) -> list[str]:
-    """The bwrap command line running `spec`'s server over `workspace`; refused (naming the server and what to
-    change) when its declaration asks for what a server may not have. Creates its private HOME."""
+    """The bwrap command line running `spec`'s server over `workspace`, in its private HOME (`home`, else its
+    project's, `<data dir>/mcp/<project key>/<server>`), which is also its working directory; refused (naming
+    the server and what to change) when its declaration asks for what a server may not have. Creates the HOME.
+    With `status_fd`, bwrap reports on it (`sandbox.setup_failed` reads it)."""
     if not NAME.fullmatch(spec.name):
         raise Refused(f"MCP server name {spec.name!r} is not [a-z0-9-]{{1,16}}; rename it in its declaration")
     if not spec.command:
@@ -58,8 +70,12 @@ def server_argv(
     if not root.is_dir():
         raise Refused(f"MCP server {spec.name}: the workspace {workspace} does not exist")
     toolchains = Path(os.path.realpath(layout.toolchains_dir(project)))
-    program = resolve_program(spec.name, spec.command[0], rewritable=(root, toolchains))
+    rewritable = (root, toolchains)
+    program = resolve_program(spec.name, spec.command[0], rewritable=rewritable)
     private = _private_paths(layout)
+    home = Path(os.path.realpath(home if home is not None else layout.mcp_home(project, spec.name)))
+    for argument in spec.command[1:]:
+        _refuse_rewritable(spec.name, argument, home=home, rewritable=rewritable)
 
     command = [spec.command[0]]
     binds: list[str] = []
@@ -74,14 +90,13 @@ def server_argv(
         if index:
             command.append(argument)
 
-    home = ensure_dir(layout.mcp_home(project, spec.name)).resolve()
-    os.chmod(home, 0o700)
-    args = isolation(bwrap or find_bwrap(), network=spec.network)
+    os.chmod(ensure_dir(home), 0o700)
+    args = isolation(bwrap or find_bwrap(), network=spec.network, status_fd=status_fd)
     # Order matters: the named paths first, so a workspace below one of them is bound over it; the HOME last.
     args += binds
     args += ["--bind" if spec.workspace == "write" else "--ro-bind", str(root), str(root)]
     args += ["--bind", str(home), str(home)]
-    args += ["--remount-ro", "/", "--chdir", str(root), "--clearenv"]
+    args += ["--remount-ro", "/", "--chdir", str(home), "--clearenv"]
     args += ["--setenv", "PATH", TOOL_PATH, "--setenv", "HOME", str(home), "--setenv", "LANG", LANG]
     return [*args, "--", *command]
 
@@ -114,6 +129,27 @@ def resolve_program(server: str, program: str, *, rewritable: tuple[Path, ...]) 
     if not real.is_file() or not os.access(real, os.X_OK):
         raise Refused(f"MCP server {server}: its program {program} ({real}) is not an executable file")
     return str(real)
+
+
+def _refuse_rewritable(server: str, argument: str, *, home: Path, rewritable: tuple[Path, ...]) -> None:
+    """Refuse an argument (or the value of an `--option=value` one) naming an existing path inside a directory of
+    `rewritable`: absolute, or relative to the server's working directory, its HOME. `python3 tools/srv.py`
+    would run code the agent can rewrite as a server as surely as an argv[0] in the workspace would."""
+    candidates = [argument] + ([argument.split("=", 1)[1]] if "=" in argument else [])
+    for candidate in candidates:
+        if not candidate:
+            continue
+        path = os.path.join(home, candidate)  # an absolute candidate stays as it is
+        if not os.path.lexists(path):
+            continue
+        real = Path(os.path.realpath(path))
+        for directory in rewritable:
+            if _within(real, directory):
+                raise Refused(
+                    f"MCP server {server}: its argument {argument!r} names {real}, inside {directory}, which the "
+                    "agent can rewrite; a server's code, scripts and configuration must be installed outside the "
+                    "workspace and the toolchains HOME: name them by an absolute path there"
+                )
 
 
 def _private_paths(layout: Layout) -> tuple[Path, ...]:

@@ -1,7 +1,8 @@
 """Each configured MCP server tried as a session would start it, for `chock mcp list` and `chock doctor`.
 
 config.zon's servers and the project's trusted ones are started in their sandboxes (chock.mcp.supervisor) over an
-empty temporary directory, never the project: a server is asked for its tools, not given anything to read. A
+empty temporary directory, never the project, each with a temporary HOME of its own, never its project's: a server
+is asked for its tools, not given anything to read, and nothing of it is left behind. A
 project's server that is not trusted on this host is listed without being started, and so is each server of a
 declaration that cannot be read. Nothing is asked and nothing is trusted here.
 """
@@ -89,14 +90,17 @@ async def _start(layout: Layout, config: Config, specs: list[ServerSpec], projec
             said[str(fields["server"])] = fields
         return {"type": type, **fields}
 
-    with tempfile.TemporaryDirectory(prefix="chock-mcp-list-") as empty:
+    with tempfile.TemporaryDirectory(prefix="chock-mcp-list-") as scratch:
+        empty, homes = Path(scratch, "workspace"), Path(scratch, "homes")
+        empty.mkdir()
         servers = McpServers(
             specs,
             layout=layout,
-            workspace=Path(empty),
-            project=project or Path(empty),
+            workspace=empty,
+            project=project or empty,
             emit=emit,
             credentials=lambda spec: mcp_credential(layout, config, spec),
+            homes=homes,
         )
         try:
             await servers.start()

@@ -7,7 +7,8 @@ then name); what was dropped is said in the `mcp.server` event's reason. A call 
 died, hung past the server's `.timeout` or wrote garbage is the tool's error, and the server is started again,
 once: after a second failure its tools answer that it failed. A server's `list_changed` is applied when the
 session takes the changes, at a turn boundary. `stop` cancels calls in flight (`notifications/cancelled`), closes
-every server and kills every sandbox: no process of a server outlives it.
+every server and kills every sandbox: no process of a server outlives it; the `stopped` event's reason says how many
+of a server's notifications were dropped past the client's rate bound, if any were.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 from chock.errors import ChockError
 from chock.mcp import confinement, tool_names
 from chock.mcp.declarations import ServerSpec
+from chock.mcp.jsonrpc_client import NOTIFICATIONS_PER_SECOND
 from chock.mcp.result_text import MAX_RESULT_BYTES, bounded, result_text
-from chock.mcp.server_link import McpError, McpRefused, ServerLink
+from chock.mcp.server_link import McpError, McpRefused, ProgressCallback, ServerLink
 from chock.mcp.stdio_pump import StdioPump
 from chock.paths import Layout
 from chock.session import reaper, sandbox
+from chock.session.tools.shell import Spawned
 from chock.session.tools.tool import Result
 
 if TYPE_CHECKING:
@@ -39,9 +43,11 @@ MAX_TOOLS_PER_SERVER = 128
 MAX_TOOLS = 256
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION_BYTES = 4 * 1024
+# How many times a server's sandbox is built again when bwrap could not build it (a masked /etc file vanished).
+SANDBOX_REBUILDS = 3
+EXITING_SECONDS = 0.5
 __all__ = ["MAX_RESULT_BYTES", "McpServers", "McpTool"]
 
-Progress = Callable[[float, float | None, str], None]
 # (server, message, requested schema) -> (action, content): the session is told which server asks.
 Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
@@ -65,6 +71,7 @@ class _Server:
     state: str = "starting"  # starting, started, failed, stopped
     link: ServerLink | None = None
     process: asyncio.subprocess.Process | None = None
+    status: Spawned | None = None  # its sandbox's process and bwrap's status pipe, until read
     listed: list[dict[str, Any]] = field(default_factory=list)  # as the model was last told
     fresh: list[dict[str, Any]] | None = None  # listed since, applied at the next turn boundary
     restarted: bool = False
@@ -73,6 +80,9 @@ class _Server:
     calls: set[asyncio.Task[Any]] = field(default_factory=set)
     generation: int = 0
     capped: int = 0  # of its listed tools, how many were past the session's MAX_TOOLS
+    relisting: bool = False  # a listing after `list_changed` is in flight
+    relist_again: bool = False  # and the server said `list_changed` again meanwhile
+    dropped: int = 0  # notifications and requests it sent past the client's NOTIFICATIONS_PER_SECOND, all its runs
 
     def said(self) -> str:
         """What was dropped of its tools, in words."""
@@ -94,11 +104,14 @@ class McpServers:
         credentials: Callable[[ServerSpec], str | None],
         on_elicit: Elicit | None = None,
         start_seconds: float = START_SECONDS,
+        homes: Path | None = None,
     ) -> None:
+        """`homes`: a directory holding each stdio server's HOME (`<homes>/<server>`) in place of its project's
+        own (`chock mcp list` gives a temporary one, to leave nothing behind)."""
         self._servers = {spec.name: _Server(spec) for spec in sorted(specs, key=lambda spec: spec.name)}
         self._layout, self._workspace, self._project = layout, workspace, project
         self._emit, self._credentials, self._on_elicit = emit, credentials, on_elicit
-        self._start_seconds = start_seconds
+        self._start_seconds, self._homes = start_seconds, homes
         self._tools: dict[str, McpTool] = {}
         self._restarting: dict[str, asyncio.Lock] = {name: asyncio.Lock() for name in self._servers}
         self._relisting: set[asyncio.Task[None]] = set()
@@ -147,7 +160,7 @@ class McpServers:
             self._emit("mcp.server", server=name, state="failed", origin=server.spec.origin, reason=why)
         return False
 
-    async def _open(self, server: _Server) -> None:
+    async def _open(self, server: _Server, *, rebuilds: int = SANDBOX_REBUILDS) -> None:
         spec = server.spec
         server.generation += 1
         server.link, server.state = None, "starting"
@@ -166,6 +179,16 @@ class McpServers:
                 f"MCP server {spec.name} did not answer initialize and tools/list within "
                 f"{self._start_seconds:g} s{_said(pump)}"
             ) from None
+        except McpError:
+            if not rebuilds or not await self._sandbox_not_built(server):
+                raise
+            # A masked /etc file vanished since the command line was built (`useradd`'s lock): bwrap could not
+            # build the sandbox and the server never ran. Walk /etc again and start it once more (`useradd` and
+            # `userdel` take and drop several locks in a row: a few times, never more).
+            sandbox.forget_masks()
+            await self._close(server)
+            await self._open(server, rebuilds=rebuilds - 1)
+            return
         server.fresh, server.reason = self._kept(spec.name, listed)
         server.state = "started"
 
@@ -175,29 +198,68 @@ class McpServers:
             from chock.mcp.http_pump import HttpPump  # only sessions with a remote server load httpx
 
             return HttpPump(spec.url, bearer=self._credentials(spec), timeout=spec.timeout)
-        argv = confinement.server_argv(spec, layout=self._layout, workspace=self._workspace, project=self._project)
-        server.process = await _spawn(argv)
+        home = self._homes / spec.name if self._homes is not None else None
+        read, write = os.pipe()
+        try:
+            argv = confinement.server_argv(
+                spec, layout=self._layout, workspace=self._workspace, project=self._project, home=home, status_fd=write
+            )
+            server.process = await _spawn(argv, status_fd=write)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)  # the sandbox holds its own copy
+        server.status = Spawned(server.process, read)
         return StdioPump(server.process)
 
+    async def _sandbox_not_built(self, server: _Server) -> bool:
+        """Whether the server's start failed because bwrap could not build its sandbox (it exited 1 having
+        reported no exit code), so the server never ran. A bwrap that failed is exiting: it is given
+        EXITING_SECONDS to be reaped (its closed stdin may have been seen first)."""
+        status, process = server.status, server.process
+        if status is None or process is None:
+            return False
+        if process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(EXITING_SECONDS):
+                    await process.wait()
+        if process.returncode is None:
+            return False
+        server.status = None
+        return status.setup_failed(process.returncode)
+
     def _tools_changed(self, server: _Server, generation: int) -> None:
-        """A server said its tools changed: list them again now, to be applied at the next turn boundary."""
-        if server.generation == generation and not self._stopped:
-            task = asyncio.ensure_future(self._relist(server, generation))
-            self._relisting.add(task)
-            task.add_done_callback(self._relisting.discard)
+        """A server said its tools changed: list them again now, to be applied at the next turn boundary. One
+        listing per server at a time: what it says meanwhile is one more listing once that one is done, so a
+        storm of `list_changed` never holds many listings (each up to 16 MiB) at once."""
+        if server.generation != generation or self._stopped:
+            return
+        if server.relisting:
+            server.relist_again = True
+            return
+        server.relisting = True
+        task = asyncio.ensure_future(self._relist(server, generation))
+        self._relisting.add(task)
+        task.add_done_callback(self._relisting.discard)
 
     async def _relist(self, server: _Server, generation: int) -> None:
-        link = server.link
-        if link is None or server.generation != generation:
-            return
         try:
-            listed = await link.list_tools(self._start_seconds)
-        except McpError as error:
-            await self._failed(server, generation, str(error))
-            return
-        if server.generation == generation:
-            server.fresh, server.reason = self._kept(server.spec.name, listed)
-            server.changed = True
+            while server.link is not None and server.generation == generation and not self._stopped:
+                server.relist_again = False
+                try:
+                    listed = await server.link.list_tools(self._start_seconds)
+                except McpError as error:
+                    await self._failed(server, generation, str(error))
+                    return
+                if server.generation == generation:
+                    server.fresh, server.reason = self._kept(server.spec.name, listed)
+                    server.changed = True
+                if not server.relist_again:
+                    return
+        finally:
+            if server.generation == generation:
+                server.relisting = False
 
     def _kept(self, name: str, listed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
         """The tools of one server kept within the bounds, and what was dropped, in words."""
@@ -286,7 +348,9 @@ class McpServers:
                 taken.append((server.spec.name, new))
         return taken
 
-    async def call(self, tool: McpTool, arguments: dict[str, Any], *, on_progress: Progress | None = None) -> Result:
+    async def call(
+        self, tool: McpTool, arguments: dict[str, Any], *, on_progress: ProgressCallback | None = None
+    ) -> Result:
         """One call of `tool`: the model's text of its result, or the tool's error (never an exception)."""
         server = self._servers.get(tool.server)
         if server is not None and self._restarting[tool.server].locked():
@@ -363,13 +427,25 @@ class McpServers:
         for server in self._servers.values():
             if server.state == "started":
                 server.state = "stopped"
-                self._emit("mcp.server", server=server.spec.name, state="stopped", origin=server.spec.origin)
+                dropped = (
+                    f"{server.dropped:,} of its notifications and requests dropped, past the "
+                    f"{NOTIFICATIONS_PER_SECOND} a second it may send"
+                    if server.dropped
+                    else ""
+                )
+                self._emit(
+                    "mcp.server", server=server.spec.name, state="stopped", origin=server.spec.origin, reason=dropped
+                )
 
     async def _close(self, server: _Server) -> None:
-        link, process = server.link, server.process
-        server.link, server.process = None, None
+        link, process, status = server.link, server.process, server.status
+        server.link, server.process, server.status = None, None, None
+        if status is not None:
+            status.close()
         server.generation += 1
+        server.relisting = server.relist_again = False  # a listing of the old generation ends without a say
         if link is not None:
+            server.dropped += link.client.dropped
             with contextlib.suppress(ChockError, OSError):
                 await link.close()
         if process is not None:
@@ -387,7 +463,7 @@ def _said(pump: Any) -> str:
     return ""
 
 
-async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
+async def _spawn(argv: list[str], *, status_fd: int) -> asyncio.subprocess.Process:
     """A server's sandbox, in a process group of its own; a cancel during its creation kills what was made."""
     creating = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
@@ -397,6 +473,7 @@ async def _spawn(argv: list[str]) -> asyncio.subprocess.Process:
             stderr=asyncio.subprocess.PIPE,
             env=sandbox.host_environment(),
             start_new_session=True,
+            pass_fds=(status_fd,),
         )
     )
     try:

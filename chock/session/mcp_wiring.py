@@ -19,10 +19,10 @@ from chock.session.tools.tool import Result, Tool
 if TYPE_CHECKING:
     from chock.config import Config
     from chock.log.events import Event
-    from chock.mcp.supervisor import McpTool
+    from chock.mcp.supervisor import Elicit, McpTool
     from chock.paths import Layout
     from chock.session.hostgit import Repo
-    from chock.session.ports import Elicit, McpFactory, McpPort
+    from chock.session.ports import McpFactory, McpPort
     from chock.session.workspace import Worktree
 
 # The longest a server's question waits for a person when `.approvals.timeout` says nothing: a call's own timeout.

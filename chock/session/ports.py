@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +28,8 @@ from chock.session.steering import Steering
 
 if TYPE_CHECKING:
     from chock.log.events import Event
+    from chock.mcp.server_link import ProgressCallback
+    from chock.mcp.supervisor import Elicit
 
 
 class Clock(Protocol):
@@ -132,9 +134,6 @@ class OffloadedGit:
         await offload.in_child(workspace.remove, worktree)
 
 
-Progress = Callable[[float, float | None, str], None]  # progress, total, message
-
-
 class McpPort(Protocol):
     """A session's MCP servers (chock.mcp.supervisor.McpServers): started with the session, their tools told to the
     model after the built-in ones, each call carried out, a changed list taken at a turn boundary, all stopped.
@@ -147,15 +146,16 @@ class McpPort(Protocol):
 
     def take_changes(self) -> list[tuple[str, list[str]]]: ...
 
-    async def call(self, tool: Any, arguments: dict[str, Any], *, on_progress: Progress | None = None) -> Any: ...
+    async def call(
+        self, tool: Any, arguments: dict[str, Any], *, on_progress: ProgressCallback | None = None
+    ) -> Any: ...
 
     async def stop(self) -> None: ...
 
 
-# What a server's elicitation asks of the session: (server, message, requested schema) -> (action, content).
-Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, "dict[str, Any] | None"]]]
-# Builds the session's MCP servers around its `emit` and its way of asking a person (the session calls it once).
-McpFactory = Callable[[Callable[..., "Event"], Elicit], McpPort]
+# Builds the session's MCP servers around its `emit` and its way of asking a person, a server's elicitation
+# (chock.mcp.supervisor.Elicit); the session calls it once.
+McpFactory = Callable[[Callable[..., "Event"], "Elicit"], McpPort]
 
 
 class NoMcpServers:

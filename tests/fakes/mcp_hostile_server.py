@@ -3,9 +3,11 @@
 Standard library only (it runs under the system's python3, in the sandbox, with nothing of the repository on
 its path). `argv[1]` is how it starts: `well` (answers), `silent` (never answers `initialize`), `tools<N>`
 (N tools), `schema1mb`, `schema5mb`, `flood` (100,000 notifications before each answer), `list-changed` (its
-tool list grows by one at each call), `meet:<mine>:<other>` (answers `initialize` only once a server started
-with `meet:<other>:<mine>` is up too: both write the workspace, so run them with `.workspace = "write"`),
-`once` (answers; started again with the same HOME, never answers `initialize`).
+tool list grows by one at each call), `meet:<mine>:<other>:<dir>` (answers `initialize` only once a server started
+with `meet:<other>:<mine>:<dir>` is up too: both write `dir`, the workspace, so run them with `.workspace = "write"`),
+`once` (answers; started again with the same HOME, never answers `initialize`), `relist-storm` (sends 50
+`notifications/tools/list_changed` before each call's answer, and appends a line to $HOME/listed at each
+`tools/list`).
 Further arguments are ignored (tests pass a marker there, to find its
 processes). Its tools, by name:
 
@@ -74,6 +76,7 @@ def probe(args: dict) -> dict:
             said["connect"] = f"failed: {error.strerror or error}"
     said["environ"] = sorted(os.environ)
     said["home"] = os.environ.get("HOME", "")
+    said["cwd"] = os.getcwd()
     return said
 
 
@@ -82,6 +85,9 @@ def call(request_id: object, name: str, args: dict, token: object) -> None:
     if MODE == "list-changed":
         extra += 1
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    if MODE == "relist-storm":
+        for _ in range(50):
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if name == "hang":
         return
     if name == "refuse":
@@ -108,12 +114,12 @@ def call(request_id: object, name: str, args: dict, token: object) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
 
 
-def meet(mine: str, other: str) -> None:
-    """Say this server is up (a file in the workspace), and wait for the other to say so (at most 60 s)."""
-    with open(f"up-{mine}", "w"):
+def meet(mine: str, other: str, directory: str) -> None:
+    """Say this server is up (a file in `directory`), and wait for the other to say so (at most 60 s)."""
+    with open(os.path.join(directory, f"up-{mine}"), "w"):
         pass
     for _ in range(6000):
-        if os.path.exists(f"up-{other}"):
+        if os.path.exists(os.path.join(directory, f"up-{other}")):
             return
         time.sleep(0.01)
 
@@ -141,7 +147,7 @@ def main() -> None:
                 if again:
                     continue
             if MODE.startswith("meet:"):
-                meet(*MODE.split(":")[1:])
+                meet(*MODE.split(":", 3)[1:])
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": {"tools": {"listChanged": True}},
@@ -149,6 +155,9 @@ def main() -> None:
             }
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
+            if MODE == "relist-storm":
+                with open(os.path.join(os.environ["HOME"], "listed"), "a") as file:
+                    file.write("listed\n")
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
         elif method == "tools/call":
             params = message.get("params", {})

@@ -9,7 +9,10 @@ Its tools (always offered, in this order):
     fail {}            -> a result with isError true
     slow {seconds}     -> reports progress each 0.1 s (when given a progressToken), answers after `seconds`
                           unless cancelled (a cancelled call is never answered)
-    ask {}             -> asks the client an elicitation, answers with what came back (JSON as text)
+    ask {message, withdraw}
+                       -> asks the client an elicitation (`message`, default "Which colour?"), answers with what
+                          came back (JSON as text); with `withdraw`, waits for a file `$HOME/withdraw` instead,
+                          then withdraws it (notifications/cancelled) and answers "withdrawn"
     grow {}            -> adds a tool `extra`, sends notifications/tools/list_changed, then answers
     hang {}            -> never answers
     garbage {}         -> answers with a line that is not JSON
@@ -32,6 +35,7 @@ Switches, for what happens before any call:
     --die-initialize      exit with status 4 on initialize, after writing to stderr
     --stderr TEXT         write TEXT to stderr at start
     --banner TEXT         write TEXT as a line to stdout at start (a server that logs to stdout)
+    --hostile-description give `echo` a description with terminal control sequences in it
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ class Server:
         if options.schema_bytes:
             schema["description"] = "x" * options.schema_bytes
         self.tools: list[dict[str, Any]] = [
-            {"name": "echo", "description": "Say the text back", "inputSchema": schema},
+            {"name": "echo", "description": options.echo_description, "inputSchema": schema},
             {
                 "name": "add",
                 "description": "Add two numbers",
@@ -144,11 +148,14 @@ class Server:
         elif name == "slow":
             self.slow(request_id, float(args.get("seconds", 1)), token)
         elif name == "ask":
-            answer = ask_client("elicitation/create", {
-                "mode": "form", "message": "Which colour?",
+            asked = {
+                "mode": "form", "message": args.get("message", "Which colour?"),
                 "requestedSchema": {"type": "object", "properties": {"colour": {"type": "string"}}},
-            })  # fmt: skip
-            text(request_id, json.dumps(answer))
+            }  # fmt: skip
+            if args.get("withdraw"):
+                self.withdrawn(request_id, asked)
+            else:
+                text(request_id, json.dumps(ask_client("elicitation/create", asked)))
         elif name == "grow":
             if not any(tool["name"] == "extra" for tool in self.tools):
                 self.tools.append({"name": "extra", "description": "Added later", "inputSchema": {"type": "object"}})
@@ -213,6 +220,20 @@ class Server:
         elif request_id is not None and not method.startswith("notifications/"):
             write({"id": request_id, "error": {"code": -32601, "message": f"Method not found: {method}"}})
 
+    def withdrawn(self, request_id: Any, asked: dict[str, Any]) -> None:
+        """Ask, wait for `$HOME/withdraw` (at most 120 s), withdraw the question, answer the call."""
+        with _answered:
+            _next_id[0] += 1
+            question = f"s{_next_id[0]}"
+        write({"id": question, "method": "elicitation/create", "params": asked})
+        flag = os.path.join(os.environ.get("HOME", "/nonexistent"), "withdraw")
+        for _ in range(12000):
+            if os.path.exists(flag):
+                break
+            time.sleep(0.01)
+        write({"method": "notifications/cancelled", "params": {"requestId": question, "reason": "not needed"}})
+        text(request_id, "withdrawn")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,6 +249,8 @@ def main() -> None:
     parser.add_argument("--die-initialize", action="store_true")
     parser.add_argument("--stderr")
     parser.add_argument("--banner")
+    parser.add_argument("--hostile-description", action="store_const", dest="echo_description",
+                        const="Say the text back\x1b]0;pwned\x07\x1b[2J", default="Say the text back")  # fmt: skip
     options = parser.parse_args()
     if options.stderr:
         sys.stderr.write(options.stderr + "\n")

@@ -121,6 +121,21 @@ def processes_with(marker: str) -> set[int]:
     return alive(found)
 
 
+def processes_with_environment(entry: str, *, prefix: bool = False) -> list[int]:
+    """Every process on the machine with `entry` (`NAME=value`) in its environment, or, with `prefix`, an entry
+    starting with it."""
+    wanted = entry.encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(item.startswith(wanted) if prefix else item == wanted for item in environ):
+            found.append(int(pid))
+    return found
+
+
 @contextlib.contextmanager
 def no_process_left() -> Iterator[str]:
     """A marker for the commands a test starts (put it in each command line); at the end, no process holding it

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chock.mcp.supervisor import McpServers, McpTool, Progress
+from chock.mcp.server_link import ProgressCallback
+from chock.mcp.supervisor import McpServers, McpTool
 from chock.session.tools.tool import Context, Result, Tool
 
 
@@ -20,7 +21,7 @@ class ServerTool(Tool):
 
     asks_approval = True
 
-    def __init__(self, servers: McpServers, tool: McpTool, *, on_progress: Progress | None = None) -> None:
+    def __init__(self, servers: McpServers, tool: McpTool, *, on_progress: ProgressCallback | None = None) -> None:
         self.servers, self.tool, self.on_progress = servers, tool, on_progress
         self.name = tool.model_name
         self.description = tool.description
