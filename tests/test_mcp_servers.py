@@ -187,8 +187,9 @@ def test_a_server_reads_the_workspace_and_nothing_of_the_person(layout, places, 
     assert said["write"] == "failed: Read-only file system"
     assert not (places["workspace"] / "written.txt").exists()
     assert said["connect"].startswith("failed"), said
-    assert set(said["environ"]) <= {"HOME", "LANG", "PATH", "PWD"}  # bwrap's --chdir sets PWD
+    assert set(said["environ"]) <= {"HOME", "LANG", "PATH", "PWD", "CHOCK_WORKSPACE"}  # bwrap's --chdir sets PWD
     assert said["home"] == str(layout.mcp_home(places["project"], "probe").resolve())
+    assert said["workspace"] == str(places["workspace"].resolve())  # where the files it serves are
     assert said["cwd"] == said["home"]  # never the workspace: a relative path names nothing the agent wrote
 
 

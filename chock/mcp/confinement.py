@@ -11,7 +11,8 @@ directories read-only with `/etc`'s private files masked, a private `/tmp`, `/pr
 - each absolute path its argv names outside the system directories (a script, a server's install dir),
   read-only at its resolved path and nothing around it;
 - the network only with `.network = true`;
-- an environment of PATH, HOME and LANG alone: no variable of the person's reaches it.
+- an environment of PATH, HOME, LANG and CHOCK_WORKSPACE (the workspace's path, which its working directory is
+  not) alone: no variable of the person's reaches it.
 
 The project's `.git` is not bound: a server reads the checked-out files, and the worktree's `.git` file
 points at a directory it cannot see, so `git` inside a server fails (a server that needs history is not one
@@ -36,6 +37,8 @@ from chock.paths import Layout, ensure_dir
 from chock.session.sandbox import SYSTEM_DIRS, TOOL_PATH, find_bwrap, isolation
 
 LANG = "C.UTF-8"
+# Where a server finds the files it serves: its working directory is its HOME, never the workspace.
+WORKSPACE_VARIABLE = "CHOCK_WORKSPACE"
 # Never given to a server by naming them: the sandbox has its own /proc and /dev, and what lies there or in /sys
 # and /run on the host (another process's environment, a daemon's socket) is a way out, never a server's code.
 HOST_ONLY = ("/proc", "/sys", "/dev", "/run")
@@ -98,6 +101,7 @@ def server_argv(
     args += ["--bind", str(home), str(home)]
     args += ["--remount-ro", "/", "--chdir", str(home), "--clearenv"]
     args += ["--setenv", "PATH", TOOL_PATH, "--setenv", "HOME", str(home), "--setenv", "LANG", LANG]
+    args += ["--setenv", WORKSPACE_VARIABLE, str(root)]
     return [*args, "--", *command]
 
 

@@ -76,6 +76,7 @@ def probe(args: dict) -> dict:
             said["connect"] = f"failed: {error.strerror or error}"
     said["environ"] = sorted(os.environ)
     said["home"] = os.environ.get("HOME", "")
+    said["workspace"] = os.environ.get("CHOCK_WORKSPACE", "")
     said["cwd"] = os.getcwd()
     return said
 
