@@ -120,7 +120,7 @@ def _tool_call(e: Event) -> EventView:
         "tool-call",
         value(e, "name"),
         value(e, "at"),
-        _facts(("call", value(e, "call_id"))),
+        _facts(("call", value(e, "call_id")), ("MCP server", value(e, "server")), ("its tool", value(e, "tool"))),
         (Block("Arguments", as_json(value(e, "args")), "json"),),
     )
 
@@ -183,6 +183,22 @@ def _usage(e: Event) -> EventView:
     )  # fmt: skip
 
 
+def _mcp_server(e: Event) -> EventView:
+    return EventView(
+        e["id"], "MCP server", "mcp-server", value(e, "server"), value(e, "at"),
+        _facts(("state", value(e, "state")), ("from", value(e, "origin")), ("tools", value(e, "tools")),
+               ("why", value(e, "reason"))),
+    )  # fmt: skip
+
+
+def _mcp_tools(e: Event) -> EventView:
+    names = value(e, "names")
+    return EventView(
+        e["id"], "MCP tools changed", "mcp-tools", value(e, "server"), value(e, "at"),
+        blocks=_blocks(Block("Tools", "\n".join(str(name) for name in names))),
+    )  # fmt: skip
+
+
 def _retry(e: Event) -> EventView:
     return EventView(
         e["id"], "Provider retry", "retry", at=value(e, "at"),
@@ -231,6 +247,8 @@ KNOWN: dict[str, Callable[[Event], EventView | None]] = {
     "assistant.message": _assistant_message,
     "tool.call": _tool_call,
     "tool.result": _tool_result,
+    "mcp.server": _mcp_server,
+    "mcp.tools": _mcp_tools,
     "approval.request": _approval_request,
     "approval.answer": _approval_answer,
     "background.start": _background,
@@ -258,8 +276,10 @@ READS: dict[str, tuple[str, ...]] = {
     "workspace.close": ("branch", "commit", "removed", "skipped", "left_out"),
     "user.message": ("text", "via"),
     "assistant.message": ("text", "tool_calls"),
-    "tool.call": ("call_id", "name", "args"),
+    "tool.call": ("call_id", "name", "args", "server", "tool"),
     "tool.result": ("call_id", "name", "output", "is_error", "diff"),
+    "mcp.server": ("server", "state", "origin", "tools", "reason"),
+    "mcp.tools": ("server", "names"),
     "approval.request": ("request_id", "tool", "summary", "call_id", "by_config"),
     "approval.answer": ("request_id", "answer", "via"),
     "background.start": ("handle", "kind", "command"),
