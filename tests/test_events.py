@@ -187,3 +187,29 @@ def test_the_terminal_view_reads_a_wrong_typed_field_as_its_default():
         "used 5 in · 3 out tokens",
         "session ended: completed",
     ]
+
+
+def test_the_terminal_view_says_what_became_of_each_mcp_server_with_its_words_escaped():
+    shown = io.StringIO()
+    render = terminal_renderer(shown)
+    for event in [
+        {"id": 1, "type": "mcp.server", "server": "docs", "state": "started", "origin": "config", "tools": 3},
+        {"id": 2, "type": "mcp.server", "server": "tracker", "state": "failed", "reason": "no answer\x1b[2J in 20 s"},
+        {
+            "id": 3,
+            "type": "mcp.server",
+            "server": "proj",
+            "state": "skipped",
+            "origin": "project",
+            "reason": "untrusted",
+        },
+        {"id": 4, "type": "mcp.tools", "server": "docs", "names": ["mcp__docs__search", "mcp__docs__\x07ring"]},
+        {"id": 5, "type": "mcp.server", "server": "docs", "state": "stopped"},  # the session's own end says enough
+    ]:
+        render(event)
+    assert shown.getvalue().splitlines() == [
+        "MCP server docs started (3 tools)",
+        "MCP server tracker failed: no answer\\x1b[2J in 20 s",
+        "MCP server proj skipped: untrusted",
+        "MCP server docs changed its tools: mcp__docs__search, mcp__docs__\\x07ring",
+    ]

@@ -275,6 +275,21 @@ class TerminalView:
                 self.screen.write(
                     self._style(f"  left out: {value(event, 'left_out'):,} more, not listed", fg="yellow") + "\n"
                 )
+        elif kind == "mcp.server" and value(event, "state") != "stopped":
+            state, reason = value(event, "state"), value(event, "reason")
+            text = f"MCP server {self._s(value(event, 'server'))} {self._s(state)}"
+            text += f" ({value(event, 'tools')} tools)" if state == "started" else ""
+            text += f": {self._s(reason)}" if reason else ""
+            self.screen.write(self._style(text, fg=None if state == "started" else "yellow", dim=state == "started"))
+            self.screen.write("\n")
+        elif kind == "mcp.tools":
+            names = ", ".join(str(name) for name in value(event, "names")) or "none"
+            self.screen.write(
+                self._style(
+                    f"MCP server {self._s(value(event, 'server'))} changed its tools: {self._s(names)}", dim=True
+                )
+                + "\n"
+            )
         elif kind == "provider.retry":
             wait = event.get("wait_seconds")
             wait_text = f"{wait:.3g} s" if isinstance(wait, int | float) else "a moment"
