@@ -24,7 +24,7 @@ ONE_FILE = [
 # The second model call waits, so the move's handover is answered at the boundary after it.
 SLOW = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
-    {"text": "", "delay": 1.5,
+    {"text": "", "delay": 10,  # the window the move asks in: wide enough for a loaded machine
      "tool_calls": [{"call_id": "c2", "name": "write_file", "args": {"path": "b.txt", "content": "B"}}]},
     {"text": "Both written.", "tool_calls": []},
 ]  # fmt: skip

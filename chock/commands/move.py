@@ -108,6 +108,12 @@ def _relay(source: ControlClient, source_host: str, target: ControlClient, targe
     return announced.body_length
 
 
+def _reachable_from(source_host: str, target: Address) -> str:
+    """The target's address as the source records it for `chock run --continue` to ask there: an `ssh://`
+    address reaches it from anywhere its key works; a socket or TCP address only from this machine ("": none)."""
+    return str(target) if target.ssh is not None or source_host == LOCAL else ""
+
+
 def _target_project(project: str | None, target: str) -> str:
     if target == LOCAL:
         return str(Path(project).resolve()) if project else str(project_root(None))
@@ -177,7 +183,8 @@ def move(
     there = _ask(target, to_host, check, mp.HostNamed).host
     _step(f"taking session {session_id} {source.where} (a running session hands over at its next turn boundary)")
     try:
-        manifest = _ask(source.client, source.host, mp.MoveOutRequest(session_id, there, wait), mp.Manifest)
+        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(source.host, to_address))
+        manifest = _ask(source.client, source.host, out, mp.Manifest)
     except KeyboardInterrupt:
         raise _interrupted(
             f"stopped while the session was being taken {source.where}: {to_host} holds nothing of it; if it was "

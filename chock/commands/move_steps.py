@@ -1,7 +1,8 @@
 """`chock run`'s hidden options for the steps of a move, each run by a child of a daemon
 (docs/remote.md#moving-a-session):
 
-    chock run --move-out ID --to HOST [--wait SECONDS]     the source, step 1: one JSON line describing the parts
+    chock run --move-out ID --to HOST [--wait SECONDS] [--address=ADDR]
+                                                           the source, step 1: one JSON line describing the parts
     chock run --move-in ID --project DIR --from HOST [--instance NAME] [--running]
                                                            the target, step 2: `{"adopted": <event id>}`, then
                                                            a running session carries on here
@@ -30,12 +31,13 @@ _OPTIONS = (
     click.option("--moved", "moved", metavar="ID", hidden=True, help="Step 3 of a move, on its source."),
     click.option("--to", "move_to", metavar="HOST", hidden=True, help="The host a session moves to."),
     click.option("--from", "move_from", metavar="HOST", hidden=True, help="The host a session moves from."),
+    click.option("--address", "move_address", metavar="ADDR", hidden=True, help="Where the client reached --to."),
     click.option("--running", "move_running", is_flag=True, hidden=True, help="It was running: carry it on."),
     click.option(
         "--wait", "move_wait", type=float, default=DEFAULT_WAIT_SECONDS, hidden=True, help="Bounds each answer."
     ),
 )
-_NAMES = (*STEPS, "move_to", "move_from", "move_running", "move_wait")
+_NAMES = (*STEPS, "move_to", "move_from", "move_address", "move_running", "move_wait")
 
 
 def move_options(function: F) -> F:
@@ -69,7 +71,10 @@ def run_source_step(layout: Layout, move: dict[str, Any], found: str) -> int:
     from chock.session import moving
 
     if found == "move_out":
-        said = moving.move_out(layout, move["move_out"], move["move_to"], wait=move["move_wait"], say=_quiet)
+        said = moving.move_out(
+            layout, move["move_out"], move["move_to"], wait=move["move_wait"], say=_quiet,
+            address=move["move_address"] or "",
+        )  # fmt: skip
     else:
         said = {"moved": moving.moved(layout, move["moved"], move["move_to"])}
     os.write(1, (moving.json_line(said) + "\n").encode())

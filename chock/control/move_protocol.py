@@ -3,7 +3,7 @@ and its reply, part of chock.control.daemon_protocol's `VERBS` (declared here so
 verbs a session's life uses; nothing else declares a verb).
 
     move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>            (on the target)
-    move-out <id>\\t<to host>\\t<wait seconds>                  -> ok <manifest JSON>        (on the source)
+    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>      -> ok <manifest JSON>        (on the source)
     send <id>\\t<part>                                         -> ok <length>\\t<sha256>, then <length> bytes
     receive <id>\\t<part>\\t<length>\\t<sha256>, then <length> bytes -> ok received          (on the target)
     move-in <id>\\t<project>\\t<from host>\\t<0|1>\\t<instance>     -> ok <adopt event id>     (on the target)
@@ -41,6 +41,19 @@ def host_name(value: str) -> str:
     if isinstance(value, str) and 0 < len(value) <= 253 and _HOST.issuperset(value) and value[0] != "-":
         return value
     raise f.bad_request(f"{f.show(str(value))} is not a host name (letters, digits, . - and _)")
+
+
+def target_address(value: str) -> str:
+    """A move's target as the client reached it, as `--daemon` takes an address (never a connection's name: the
+    source's config.zon may name other connections), in its own spelling: at most 1024 characters."""
+    from chock.control.endpoint import BadAddress, parse_address
+
+    try:
+        if not isinstance(value, str) or len(value) > 1024:
+            raise BadAddress("longer than 1024 characters")
+        return str(parse_address(value))
+    except BadAddress as error:
+        raise f.bad_request(f"{f.show(str(value)[:80])} is not a daemon's address ({error})") from None
 
 
 def seconds(name: str, field: str) -> int:
@@ -244,26 +257,28 @@ class MoveCheckRequest(Request):
 
 
 class MoveOutRequest(Request):
-    """`move-out <id>\\t<to host>\\t<wait seconds>` -> `ok <manifest JSON>`: the source's child takes the session
-    (a running one at its next turn boundary, `--wait` bounding each round trip), ends its span handed over to the
-    target, and stages its parts."""
+    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>` -> `ok <manifest JSON>`: the source's child takes
+    the session (a running one at its next turn boundary, `--wait` bounding each round trip), ends its span handed
+    over to the target, and stages its parts. `<address>` is where the client reached the target (an address as
+    `--daemon` takes one; empty: none the source could use), which `chock run --continue` asks there."""
 
-    __slots__ = ("session_id", "to", "wait")
-    ATTRS = ("session_id", "to", "wait")
+    __slots__ = ("address", "session_id", "to", "wait")
+    ATTRS = ("session_id", "to", "wait", "address")
     verb = "move-out"
-    FIELDS = ("session id", "to host", "wait seconds")
+    FIELDS = ("session id", "to host", "wait seconds", "address")
     REPLY = Manifest
 
-    def __init__(self, session_id: str, to: str, wait: int) -> None:
+    def __init__(self, session_id: str, to: str, wait: int, address: str = "") -> None:
         self.session_id = f.session_id(session_id)
         self.to = host_name(to)
         if type(wait) is not int or not 0 < wait <= 24 * 3600:
             raise f.bad_request(f"the wait must be from 1 to 86400 seconds (got {f.show(str(wait))})")
         self.wait = wait
+        self.address = target_address(address) if address else ""
 
     @classmethod
     def from_fields(cls, fields: list[str]) -> MoveOutRequest:
-        return cls(fields[0], fields[1], seconds("the wait", fields[2]))
+        return cls(fields[0], fields[1], seconds("the wait", fields[2]), fields[3])
 
     @property
     def WAIT(self) -> float:  # type: ignore[override]  # the client's bound, as every request names it

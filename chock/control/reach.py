@@ -37,6 +37,9 @@ def control_dir() -> Path:
     return ensure_dir(directory)
 
 
+_DRAINING = threading.Lock()
+
+
 class SshSocket(socket.socket):
     """This end of the socket pair whose other end is ssh's stdin and stdout; closing it reaps the ssh."""
 
@@ -44,16 +47,26 @@ class SshSocket(socket.socket):
     target: SshTarget | None = None
     # True: close() waits for the ssh (bounded) before returning; False (an event loop): a thread reaps it.
     wait_on_close = True
+    said: bytes | None = None  # what ssh wrote on stderr, once read and its pipe closed
 
     def close(self) -> None:
+        """Close the socket, reap the ssh and close its stderr pipe: no descriptor of the connection outlives it
+        (one left to the garbage collector is closed whenever that runs — in a forked child, another's)."""
         super().close()
         process = self.process
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        if self.wait_on_close:
-            _reap(process)
+        if self.wait_on_close or process.poll() is not None:
+            self._ended(process)
         else:
-            threading.Thread(target=_reap, args=(process,), name="chock-ssh-reaper", daemon=True).start()
+            threading.Thread(target=self._ended, args=(process,), name="chock-ssh-reaper", daemon=True).start()
+
+    def _ended(self, process: subprocess.Popen[bytes]) -> bytes:
+        _reap(process)
+        with _DRAINING:  # the reaper thread and failure() may both get here
+            if self.said is None:
+                self.said = _drain(process)
+            return self.said
 
     def failure(self) -> str | None:
         """Why ssh ended the connection, in one line with what to do (chock.control.ssh.explain); None when it
@@ -61,8 +74,8 @@ class SshSocket(socket.socket):
         process, target = self.process, self.target
         if process is None or target is None:
             return None
-        _reap(process)
-        return explain(target, process.returncode, _drain(process))
+        said = self._ended(process)
+        return explain(target, process.returncode, said)
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:

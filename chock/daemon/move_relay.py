@@ -237,6 +237,8 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
     line of JSON, checked, with this host's name, is the reply. Its refusal is `refused` in its own words."""
     project = _project_of(daemon, request.session_id)
     args = ["run", "--move-out", request.session_id, "--to", request.to, "--wait", str(request.wait)]
+    if request.address:  # one argument, `=` joined: an address is never taken for an option
+        args.append(f"--address={request.address}")
     doing = f"moving session {request.session_id} out"
     code, said, out = daemon.children.run_chock(args, project, doing, timeout=2 * request.wait + mp.MOVE_SECONDS - 30)
     if code != 0:

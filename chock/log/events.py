@@ -243,6 +243,7 @@ EVENTS: dict[str, dict[str, Field]] = {
         "error": (TEXT, ""),
         "via": (TEXT, ""),
         "to": (TEXT, ""),  # handover or moved to another host: its host name
+        "address": (TEXT, ""),  # a move's handover: where the client reached `to` (`--continue` asks there)
     },
 }
 

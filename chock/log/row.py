@@ -48,6 +48,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "exit_code": EVENTS["session.end"]["exit_code"][0],
     "ended_at": (str,),
     "end_to": (str,),  # the host a handover or a move went to (session.end's `to`)
+    "end_address": (str,),  # where that host was reached (session.end's `address`; "" if it names none)
     **{name: EVENTS["usage"][name][0] for name in USAGE_FIELDS},  # summed over the `usage` events
     "cost": EVENTS["usage"]["cost"][0],  # summed too; None: no call was priced
     "currency": EVENTS["session.start"]["currency"][0],  # the latest span's: its price's currency
@@ -88,6 +89,7 @@ class RowState:
         self.exit_code: int | None = None
         self.ended_at = ""
         self.end_to = ""
+        self.end_address = ""
         self.input_tokens = 0
         self.output_tokens = 0
         self.cache_read_tokens = 0
@@ -279,7 +281,7 @@ def _begin_span(state: RowState, event: Event, owner: str) -> None:
     state.end_reason = ""
     state.exit_code = None
     state.ended_at = ""
-    state.end_to = ""
+    state.end_to = state.end_address = ""
     state.pending_approvals.clear()  # questions belonged to the process that asked them
 
 
@@ -311,6 +313,7 @@ def _session_end(state: RowState, event: Event) -> None:
     state.exit_code = code if isinstance(code, int) else None
     state.ended_at = str(event.get("at", ""))
     state.end_to = _text(event, "to")
+    state.end_address = _text(event, "address")
     # Nothing outlives its owner's end: an owner that could not log a `background.end` (a full disk) still
     # killed the work.
     state.pending_approvals.clear()

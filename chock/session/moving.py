@@ -79,12 +79,16 @@ def moved_refusal(state: RowState, doing: str) -> Refused | None:
 # Step 1 ----------------------------------------------------------------------------------------------------
 
 
-def move_out(layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None]) -> dict[str, Any]:
+def move_out(
+    layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None], address: str = ""
+) -> dict[str, Any]:
     """Step 1; returns the line that describes the parts (`{"parts": […], "base", "instance", "session",
     "was_running"}`). A refusal before the handover end is logged leaves the session as it was (a running one
-    handed over to nobody: `chock run --continue` takes it back)."""
+    handed over to nobody: `chock run --continue` takes it back). `address` is where the client reached `to`;
+    the handover end records it, and `chock run --continue` asks there whether `to` adopted the session."""
     check_session_id(session_id)
     check_host(to, "--to")
+    where = {"address": _checked_address(address)} if address else {}
     loaded = catalog.load(layout, session_id)
     if loaded is None:
         raise Refused(f"there is no session {session_id} on this machine")
@@ -115,7 +119,7 @@ def move_out(layout: Layout, session_id: str, to: str, *, wait: float, say: Call
         # The span that ends the log sent: nothing can refuse after it.
         # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
         log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
-        log.append("session.end", reason="handover", to=to)
+        log.append("session.end", reason="handover", to=to, **where)
         log.sync()
         sent = _copy_log(path, out / "log")
     return {
@@ -125,6 +129,15 @@ def move_out(layout: Layout, session_id: str, to: str, *, wait: float, say: Call
         "session": session_id,
         "was_running": was_running,
     }
+
+
+def _checked_address(address: str) -> str:
+    from chock.control.address import BadAddress, parse_address
+
+    try:
+        return str(parse_address(address))
+    except BadAddress as error:
+        raise Refused(f"--address: {error}; nothing was moved") from None
 
 
 def _check_movable(state: RowState, status: str, to: str) -> None:
@@ -269,7 +282,7 @@ def check_taking_back(state: RowState, *, force: bool, say: Callable[[str], None
             "adopted it, the two copies now diverge"
         )
         return
-    why = _held_there(there, state.id)
+    why = _held_there(there, state.end_address, state.id)
     if why:
         raise Refused(
             f"session {state.id} was moved out to {there}, and {why}: continuing it here could make two copies "
@@ -278,18 +291,22 @@ def check_taking_back(state: RowState, *, force: bool, say: Callable[[str], None
         )
 
 
-def _held_there(there: str, session_id: str) -> str:
-    """Why `there` may hold the session ("" when its daemon says it does not)."""
+def _held_there(there: str, address: str, session_id: str) -> str:
+    """Why `there` may hold the session ("" when its daemon says it does not): asked at the address the move
+    reached it at (the handover end's `address`), else at the connection config.zon names `there`."""
     from chock.control import daemon_protocol as dp
-    from chock.control.address import BadAddress, host_address
+    from chock.control.address import BadAddress, host_address, parse_address
     from chock.control.client import ControlClient
     from chock.control.framing import ErrorCode, ProtocolError
 
     try:
-        _, address = host_address(there)
-        ControlClient(address, timeout=10.0).call(dp.FindRequest(session_id))
+        reached = parse_address(address) if address else host_address(there)[1]
+        ControlClient(reached, timeout=10.0).call(dp.FindRequest(session_id))
     except BadAddress:
-        return f"{there} is no connection in config.zon, so it cannot be asked whether it holds it"
+        return (
+            f"the move recorded no address of {there}'s, and {there} is no connection in config.zon, so it cannot "
+            "be asked whether it holds it"
+        )
     except ProtocolError as error:
         if error.code == ErrorCode.NOT_FOUND:
             return ""
