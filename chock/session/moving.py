@@ -101,11 +101,7 @@ def move_out(
         except DetachFailed as failed:
             raise Refused(f"{failed}; it was not moved") from None
     path = layout.log_path(session_id)
-    try:
-        log = SessionLog.take(path, remember=lambda fd, row: catalog.remember(layout, session_id, fd, row))
-    except LogLocked:
-        raise Refused(f"session {session_id} is running in another process; it was not moved") from None
-    with log:
+    with _taken(layout, session_id, "is running in another process;") as log:
         state = _row_held(layout, session_id, log)  # again under the lock: it may have changed since
         status = state.status(False) if state.ended else ("abandoned" if state.interrupted() else "running")
         _check_movable(state, status, to)
@@ -244,11 +240,10 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
     then the worktree goes; the id of that end."""
     check_session_id(session_id)
     check_host(to, "--to")
-    path = layout.log_path(session_id)
     try:
-        log = SessionLog.take(path, remember=lambda fd, row: catalog.remember(layout, session_id, fd, row))
-    except LogLocked:
-        raise Refused(f"session {session_id} is running here: it was not moved") from None
+        log = _taken(layout, session_id, "is running here:")
+    except Refused:
+        raise
     except ChockError:
         raise Refused(f"there is no session {session_id} on this machine") from None
     with log:
@@ -266,6 +261,17 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
                 workspace.remove(keep.worktree_of(state))
     clear(moves_dir(layout, session_id, "out"))
     return int(end["id"])
+
+
+def _taken(layout: Layout, session_id: str, busy: str) -> SessionLog:
+    """The session's log, held by this process (its row remembered as it lets go); Refused, saying the session
+    `busy` and was not moved, while another process holds it."""
+    try:
+        return SessionLog.take(
+            layout.log_path(session_id), remember=lambda fd, row: catalog.remember(layout, session_id, fd, row)
+        )
+    except LogLocked:
+        raise Refused(f"session {session_id} {busy} it was not moved") from None
 
 
 def clear(parts: Path) -> None:
