@@ -247,6 +247,24 @@ def test_a_catalog_folds_only_what_was_appended_and_never_a_torn_tail(home, tmp_
     assert first.state.input_tokens == 5  # an entry a reader holds never changes under it
 
 
+def test_a_rows_instance_and_approve_all_are_what_a_move_reads_and_outlive_the_reader(home, tmp_path):
+    """A move takes the session's instance and `--yes` from its row (cached), not from a fold of its whole log:
+    the start's instance, and approve_all as the latest span's start or adopt says."""
+    layout = home.layout
+    sid = write_session(layout, 1, tmp_path / "p", [
+        {"type": "session.end", "reason": "completed", "exit_code": 0},
+        {"type": "session.adopt", "via": "terminal", "approve_all": True},
+    ])  # fmt: skip
+    path = layout.log_path(sid)
+    path.write_bytes(path.read_bytes().replace(b'"task 1"', b'"task 1", "instance": "demo"'))
+    row = Catalog(layout, cache=False).entry(sid).state
+    assert (row.instance, row.approve_all) == ("demo", True)
+    back = RowState.from_json(json.loads(json.dumps(row.to_json())))
+    assert back is not None and (back.instance, back.approve_all) == ("demo", True)
+    append(layout, sid, encode({"id": 4, "at": AT, "type": "session.adopt", "via": "daemon", "approve_all": False}))
+    assert Catalog(layout, cache=False).entry(sid).state.approve_all is False
+
+
 def test_a_log_that_shrank_or_was_replaced_is_folded_again_from_its_start(home, tmp_path):
     layout, project = home.layout, tmp_path / "p"
     sid = write_session(

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from chock.log.events import MAX_EVENT_BYTES, encode
 from chock.log.fold import fold
-from chock.log.reader import iter_lines, offset_after, owner_alive, read_events
+from chock.log.reader import iter_lines, lines_backwards, offset_after, owner_alive, read_events
 from chock.log.writer import RESERVE, LogLocked, SessionLog
 
 
@@ -75,6 +75,22 @@ def test_replay_finds_the_line_after_any_id_whatever_the_lines_lengths(tmp_path_
         handle.seek(offset_after(handle, after))
         line = handle.readline()
     assert (json.loads(line)["id"] if line else None) == (after + 1 if after < len(padding) else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from([0, 1, 70, 65535, 65536, 200_000]), max_size=8),
+    st.sampled_from([b"", b"{", b"t" * 70_000]),
+)
+def test_a_log_read_from_its_tail_gives_every_whole_line_last_first(tmp_path_factory, sizes, torn):
+    """What a moved-away log's last span is read with (the tail of a 100 MB log, not all of it): lines longer
+    than the chunk it reads, empty ones, and a torn tail, which is never given."""
+    lines = [b"x" * size + b"\n" for size in sizes]
+    path = tmp_path_factory.mktemp("log") / "log.jsonl"
+    path.write_bytes(b"".join(lines) + torn)
+    starts = [sum(map(len, lines[:n])) for n in range(len(lines))]
+    with open(path, "rb") as handle:
+        assert list(lines_backwards(handle)) == list(zip(starts, lines, strict=True))[::-1]
 
 
 def test_a_torn_tail_is_ignored_by_readers_and_cut_by_the_next_owner(tmp_path):

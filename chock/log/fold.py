@@ -32,16 +32,14 @@ SUMMARY_HEADER = (
 
 class SessionState(RowState):
     __slots__ = (
-        "approve_all", "assistant_messages", "branch", "compactions", "context_items", "context_tokens",
-        "conversation", "conversation_ids", "ends", "error", "instance", "instructions", "learned_window", "model",
+        "assistant_messages", "branch", "compactions", "context_items", "context_tokens",
+        "conversation", "conversation_ids", "ends", "error", "instructions", "learned_window", "model",
         "plan", "session_rules", "span_start_id", "subagent_results", "workspace_open_id",
     )  # fmt: skip
 
     def __init__(self) -> None:
         super().__init__()
-        self.instance = ""
         self.model = ""
-        self.approve_all = False
         self.span_start_id = 0  # the id of the latest session.start / session.adopt
         self.error = ""
         self.instructions = ""  # the project's AGENTS.md, as session.start logged it
@@ -119,9 +117,7 @@ def _begin_span(state: SessionState, event: Event) -> None:
 
 def _session_start(state: SessionState, event: Event) -> None:
     state.message = str(event.get("message", ""))  # whole: the row keeps a preview
-    state.instance = str(event.get("instance", ""))
     state.model = str(event.get("model", "") or "")
-    state.approve_all = bool(event.get("approve_all", False))
     state.instructions = str(event.get("instructions", "") or "")
     _begin_span(state, event)
 
@@ -132,9 +128,6 @@ def _session_adopt(state: SessionState, event: Event) -> None:
         # A move-in: session-scoped approval rules stay on the host that saved them (docs/remote.md).
         state.session_rules.clear()
         state.workspace_open_id = 0
-    # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
-    # the daemon continues for a `say` follows the daemon's policy instead.
-    state.approve_all = bool(event.get("approve_all", state.approve_all))
 
 
 def _session_end(state: SessionState, event: Event) -> None:

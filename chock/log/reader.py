@@ -82,6 +82,28 @@ def iter_lines(path: Path, after: int = 0) -> Iterator[bytes]:
             yield line
 
 
+def lines_backwards(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The complete lines of an open log, last first, each with the offset it starts at (a torn tail skipped): the
+    tail of a log of any size read with one chunk held at a time, and at most a line besides."""
+    end = os.fstat(handle.fileno()).st_size
+    held, at = b"", end  # `held` is the log's bytes from `at` to its end, less the lines already given
+    while True:
+        newline = held.rfind(b"\n", 0, len(held) - 1)
+        if newline >= 0 or at == 0:
+            start = newline + 1
+            line = held[start:]
+            if line.endswith(b"\n"):
+                yield at + start, line
+            held = held[:start]
+            if at == 0 and start == 0:
+                return
+            continue
+        step = min(_CHUNK, at)
+        at -= step
+        handle.seek(at)
+        held = handle.read(step) + held
+
+
 def read_events(path: Path, after: int = 0) -> Iterator[Event]:
     """Parsed events after `after`; a line that is not an event is skipped."""
     for line in iter_lines(path, after):

@@ -37,6 +37,8 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "started_at": (str,),
     "last_event_id": (int,),
     "owner": (str,),  # daemon | terminal | none: as the latest session.start / session.adopt says
+    "instance": (str,),  # the instance session.start named
+    "approve_all": (bool,),  # --yes: as the latest session.start / session.adopt says
     "owner_pid": EVENTS["session.start"]["pid"][0],
     # Where the owner ran, as it recorded itself (chock.platform.host): what proves it gone once its lock is free.
     "owner_pid_start": EVENTS["session.start"]["pid_start"][0],  # the pid's start time, in clock ticks since boot
@@ -79,6 +81,8 @@ class RowState:
         self.started_at = ""
         self.last_event_id = 0
         self.owner = "none"
+        self.instance = ""
+        self.approve_all = False
         self.owner_pid: int | None = None
         self.owner_pid_start: int | None = None
         self.owner_machine = ""
@@ -290,12 +294,17 @@ def _session_start(state: RowState, event: Event) -> None:
     state.project = str(event.get("project", ""))
     state.message = str(event.get("message", ""))[:MESSAGE_PREVIEW]
     state.started_at = str(event.get("at", ""))
+    state.instance = str(event.get("instance", ""))
+    state.approve_all = bool(event.get("approve_all", False))
     _begin_span(state, event, str(event.get("owner", "terminal")))
 
 
 def _session_adopt(state: RowState, event: Event) -> None:
     via = str(event.get("via", "terminal"))
     _begin_span(state, event, "daemon" if via == "move" else via)  # a move's children are the daemon's
+    # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
+    # the daemon continues for a `say` follows the daemon's policy instead.
+    state.approve_all = bool(event.get("approve_all", state.approve_all))
     project = _text(event, "project")
     if project:  # a move's adopt on its target: the project there (what the index and `list` go by)
         state.project = project

@@ -159,6 +159,12 @@ class SessionLog:
             self.row.apply(event)  # what the row fold of this line gives (docs/log.md#rows-and-the-catalog)
         return event
 
+    def knows_row(self, row: RowState) -> None:
+        """`row` is the row fold of every line the log holds now (its owner just folded them): it is kept up as
+        lines are appended, and is what the cache is given at release, so nothing is read then."""
+        if self._remember is not None:
+            self.row = row.copy()
+
     def sync(self) -> None:
         """Make every line written so far durable before what they record or authorise happens outside this
         process (docs/log.md#durability); nothing to do when nothing was written since the last sync. Raises

@@ -14,6 +14,7 @@ and only this machine's `workspace.open` is taken over or removed.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -21,12 +22,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from chock.errors import EXIT_INTERRUPTED, ChockError, Refused, UsageError
 from chock.log.events import Event, decode
 from chock.log.fold import SessionState
 from chock.log.index import MOVED_PROJECT
+from chock.log.reader import lines_backwards
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
@@ -94,13 +96,19 @@ def _calls_well_formed(calls: object) -> bool:
     )
 
 
-def _parsed(line: bytes, where: str) -> Event:
-    def refuse(constant: str) -> None:
-        raise ValueError(constant)
+def _refuse_constant(constant: str) -> None:
+    raise ValueError(constant)
 
+
+# One decoder for every line (json.loads with an argument builds a new one per call: most of a big log's check).
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _parsed(line: bytes, where: str) -> Event:
+    """One line as a JSON object: UTF-8, no NaN or Infinity; Refused otherwise."""
     try:
-        event = json.loads(line, parse_constant=refuse)
-    except (ValueError, RecursionError):
+        event = _DECODER.decode(line.decode())
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise _bad(f"{where} is not JSON") from None
     if type(event) is not dict:
         raise _bad(f"{where} is not a JSON object")
@@ -154,6 +162,7 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
             undo.append(old.log.release)
         undo.append(_import_branch(repo, incoming / "bundle", session_id, base, move.source))
         log = _write_log(layout, session_id, incoming / "log", checked.last_id, old, str(prepared.project), undo)
+        log.knows_row(state)  # the check folded every line: the cache gets its row with nothing read again
         undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
         if old is not None and old.cut:
             _remove_cut_worktree(layout, prepared, session_id, base)
@@ -233,19 +242,13 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path, to: str) -> _
     except LogLocked:
         raise Refused(f"session {session_id} is running on this host; nothing was written") from None
     try:
-        lines = path.read_bytes().splitlines(keepends=True)
-        events = [decode(line) or {} for line in lines]
-        adopts = [at for at, event in enumerate(events) if event.get("type") == "session.adopt"]
-        last = events[-1] if events else {}
-        ended = last.get("type") == "session.end"
-        cut = ended and last.get("reason") == "handover" and bool(to) and last.get("to") == to
-        if not cut and (not adopts or not ended or last.get("reason") != "moved"):
-            raise Refused(
-                f"session {session_id} is on this host already and did not move away from it; nothing was written"
-            )
-        kept = b"".join(lines if cut else lines[: adopts[-1]])
-        with open(incoming, "rb") as sent:
-            if sent.read(len(kept)) != kept:
+        with open(path, "rb") as here:
+            kept, cut = _kept_length(here, to)
+            if kept is None:
+                raise Refused(
+                    f"session {session_id} is on this host already and did not move away from it; nothing was written"
+                )
+            if not _same_prefix(here, incoming, kept):
                 raise Refused(
                     f"session {session_id} is on this host already, and the log sent does not continue it (its log "
                     "here is no prefix of the one sent): the two copies diverged; nothing was written"
@@ -254,6 +257,40 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path, to: str) -> _
         log.release()
         raise
     return _Old(log, path, cut)
+
+
+def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
+    """How much of the log here the incoming one must begin with, read from its tail: all of it when a move-in to
+    here was cut before its adopt (it ends with the source's handover to `to`), else all before its last
+    `session.adopt` when it ends with `end {reason: moved}`; None for any other log. And whether it was cut."""
+    lines = lines_backwards(here)
+    last = next(lines, None)
+    end = (decode(last[1]) or {}) if last is not None else {}
+    if end.get("type") != "session.end":
+        return None, False
+    if end.get("reason") == "handover" and to and end.get("to") == to:
+        return os.fstat(here.fileno()).st_size, True
+    if end.get("reason") != "moved":
+        return None, False
+    assert last is not None
+    for offset, line in itertools.chain([last], lines):
+        # Only a line naming the type (or escaping a character, as JSON may) can be an adopt: the rest are skipped.
+        if (b"session.adopt" in line or b"\\u" in line) and (decode(line) or {}).get("type") == "session.adopt":
+            return offset, False
+    return None, False
+
+
+def _same_prefix(here: BinaryIO, incoming: Path, length: int) -> bool:
+    """Whether the incoming log begins with the first `length` bytes of `here`, compared a chunk at a time."""
+    here.seek(0)
+    with open(incoming, "rb") as sent:
+        while length:
+            step = min(moving.COPY_CHUNK, length)
+            mine = here.read(step)
+            if len(mine) != step or sent.read(step) != mine:
+                return False
+            length -= step
+    return True
 
 
 def _write_log(

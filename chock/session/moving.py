@@ -26,8 +26,6 @@ from chock.control import parts
 from chock.errors import ChockError, Refused
 from chock.log import catalog
 from chock.log.events import MAX_EVENT_BYTES
-from chock.log.fold import SessionState, fold
-from chock.log.reader import read_events
 from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir
@@ -104,7 +102,7 @@ def move_out(
             raise Refused(f"{failed}; it was not moved") from None
     path = layout.log_path(session_id)
     with _taken(layout, session_id, "is running in another process;") as log:
-        state = fold(read_events(path))  # again under the lock: it may have changed since
+        state = _row_held(layout, session_id, log)  # again under the lock: it may have changed since
         status = state.status(False) if state.ended else ("abandoned" if state.interrupted() else "running")
         _check_movable(state, status, to)
         out = _fresh(moves_dir(layout, session_id, "out"))
@@ -160,7 +158,18 @@ def _fresh(directory: Path) -> Path:
     return ensure_dir(directory)
 
 
-def _bundle(state: SessionState, target: Path) -> dict[str, Any]:
+def _row_held(layout: Layout, session_id: str, log: SessionLog) -> RowState:
+    """The row of a log this process holds: the catalog's cached row, folded on from where the cache ends (the
+    row fold skips every line a row cannot need), never the whole conversation (docs/log.md#rows-and-the-catalog).
+    The log keeps it up, so its release gives the cache the row with nothing read again."""
+    loaded = catalog.load(layout, session_id)
+    if loaded is None:
+        raise Refused(f"there is no session {session_id} on this machine")
+    log.knows_row(loaded[0])
+    return loaded[0]
+
+
+def _bundle(state: RowState, target: Path) -> dict[str, Any]:
     """`git bundle` of exactly `refs/heads/chock/<id>` past the session's base (empty: no branch, or one at the
     base), refused past BUNDLE_LIMIT."""
     repo = workspace.open_project(Path(state.project)).repo
@@ -200,11 +209,15 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
 
 
 def _copy_log(source: Path, target: Path) -> dict[str, Any]:
+    """The log as it is now, copied and digested in one pass (the source's own log was synced; a staged part a
+    crash tore is made again by the next move-out, so it is not synced)."""
+    digest = hashlib.sha256()
     with open(source, "rb") as found, open(target, "wb", opener=_private) as out:
-        shutil.copyfileobj(found, out, COPY_CHUNK)
-        out.flush()
-        os.fsync(out.fileno())
-    return _described("log", target)
+        while chunk := found.read(COPY_CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+        size = out.tell()
+    return {"part": "log", "length": size, "sha256": digest.hexdigest()}
 
 
 def _private(path: str, flags: int) -> int:
@@ -227,7 +240,6 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
     then the worktree goes; the id of that end."""
     check_session_id(session_id)
     check_host(to, "--to")
-    path = layout.log_path(session_id)
     try:
         log = _taken(layout, session_id, "is running here:")
     except Refused:
@@ -235,7 +247,7 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
     except ChockError:
         raise Refused(f"there is no session {session_id} on this machine") from None
     with log:
-        state = fold(read_events(path))
+        state = _row_held(layout, session_id, log)
         if not (state.ended and state.end_reason == "handover" and state.end_to == to):
             raise Refused(
                 f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"
