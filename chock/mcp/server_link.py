@@ -28,6 +28,8 @@ MAX_LISTED_BYTES = 16 * 1024 * 1024
 
 ProgressCallback = Callable[[float, float | None, str], None]
 ElicitCallback = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
+# The session's side of it, (server, message, requested schema) -> (action, content): it is told which server asks.
+Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
 
 class McpError(ChockError):

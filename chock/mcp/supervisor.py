@@ -18,7 +18,7 @@ import contextlib
 import functools
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,7 @@ from chock.mcp import confinement, tool_names
 from chock.mcp.declarations import ServerSpec
 from chock.mcp.jsonrpc_client import NOTIFICATIONS_PER_SECOND
 from chock.mcp.result_text import MAX_RESULT_BYTES, bounded, result_text
-from chock.mcp.server_link import McpError, McpRefused, ProgressCallback, ServerLink
+from chock.mcp.server_link import Elicit, McpError, McpRefused, ProgressCallback, ServerLink
 from chock.mcp.stdio_pump import StdioPump
 from chock.paths import Layout
 from chock.session import reaper, sandbox
@@ -47,9 +47,6 @@ MAX_DESCRIPTION_BYTES = 4 * 1024
 SANDBOX_REBUILDS = 3
 EXITING_SECONDS = 0.5
 __all__ = ["MAX_RESULT_BYTES", "McpServers", "McpTool"]
-
-# (server, message, requested schema) -> (action, content): the session is told which server asks.
-Elicit = Callable[[str, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from chock.session.tools.tool import Result, Tool
 if TYPE_CHECKING:
     from chock.config import Config
     from chock.log.events import Event
-    from chock.mcp.supervisor import Elicit, McpTool
+    from chock.mcp.server_link import Elicit
+    from chock.mcp.supervisor import McpTool
     from chock.paths import Layout
     from chock.session.hostgit import Repo
     from chock.session.ports import McpFactory, McpPort

@@ -28,8 +28,7 @@ from chock.session.steering import Steering
 
 if TYPE_CHECKING:
     from chock.log.events import Event
-    from chock.mcp.server_link import ProgressCallback
-    from chock.mcp.supervisor import Elicit
+    from chock.mcp.server_link import Elicit, ProgressCallback
 
 
 class Clock(Protocol):
@@ -154,7 +153,7 @@ class McpPort(Protocol):
 
 
 # Builds the session's MCP servers around its `emit` and its way of asking a person, a server's elicitation
-# (chock.mcp.supervisor.Elicit); the session calls it once.
+# (chock.mcp.server_link.Elicit); the session calls it once.
 McpFactory = Callable[[Callable[..., "Event"], "Elicit"], McpPort]
 
 
