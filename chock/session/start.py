@@ -32,7 +32,7 @@ from chock.log.writer import LogLocked, LogWriteFailed, Remember, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
-from chock.providers import Provider
+from chock.providers import Provider, warm
 from chock.session import asking, instructions, mcp_wiring, moving, reaper, sandbox, workspace
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
@@ -160,8 +160,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:
     config = load_config(layout.config)
-    found = workspace.open_project(project or request.project or Path.cwd())
     instance = instances.resolve(layout, config, instance_name)
+    if instance.kind != "replay":
+        warm.begin()  # the HTTP client is imported while git and bwrap run, below and in _place
+    found = workspace.open_project(project or request.project or Path.cwd())
     budget = session_budget(config, instance.name, instance.tuning)
     replay_entries = None
     if instance.kind == "replay":
@@ -491,6 +493,7 @@ def _provider(prepared: _Prepared, model: str | None, state: SessionState, clock
     instance = prepared.instance
     if prepared.replay_entries is not None:
         return _replay(prepared, state, None)
+    warm.finish()  # the main thread imports nothing of the HTTP client while the warming thread does
     from chock.providers.registry import make_provider
 
     return make_provider(
