@@ -166,7 +166,7 @@ def test_create_from_an_existing_branch_checks_it_out(project: Path, directory: 
 
 
 def test_create_fails_quoting_git(project: Path, directory: Path) -> None:
-    with pytest.raises(ChockError, match=r"git rev-parse .*failed"):
+    with pytest.raises(ChockError, match=r"no-such-revision\^\{commit\} names no commit .*git cat-file answered"):
         workspace.create(project, directory, BRANCH, start="no-such-revision")
 
 
