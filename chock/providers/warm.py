@@ -18,6 +18,7 @@ module this version of httpcore or anyio does not have) is left for the main thr
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 
 # In the order the first request needs them: httpx (lean, without its command-line tool), then what httpcore
@@ -37,7 +38,12 @@ MODULES = (
     "anyio._backends._asyncio",
 )
 
+# While the thread imports, the main thread takes the interpreter's lock back within this many seconds of a git
+# or bwrap process ending (Python's own interval, 5 ms, would cost each of a start's dozen waits up to that).
+SWITCH_SECONDS = 0.0002
+
 _thread: threading.Thread | None = None
+_interval = 0.005  # the interval `finish` puts back
 
 
 def _import_all() -> None:
@@ -50,13 +56,17 @@ def _import_all() -> None:
 
 def begin() -> None:
     """Start importing the HTTP client in a thread, once per process."""
-    global _thread
+    global _thread, _interval
     if _thread is None:
         _thread = threading.Thread(target=_import_all, name="chock-warm-http", daemon=True)
+        _interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_SECONDS)
         _thread.start()
 
 
 def finish() -> None:
-    """Wait until the thread `begin` started (if any) has imported what it could."""
+    """Wait until the thread `begin` started (if any) has imported what it could, and put the interpreter's
+    switch interval back."""
     if _thread is not None:
         _thread.join()
+        sys.setswitchinterval(_interval)
