@@ -29,6 +29,7 @@ from chock.log.events import Event
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.writer import LogLocked, LogWriteFailed, Remember, SessionLog
+from chock.mcp.declarations import PROJECT_FILE
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
@@ -187,6 +188,8 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
     session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
     # The session starts from the commit HEAD names now; the project's instructions are read from that commit.
     commit = prepared.head
+    # The root's files a start reads (the instructions now, the MCP declaration with the workspace), in one listing.
+    prepared.repo.tree_entries(commit, (instructions.NAME, PROJECT_FILE))
     found = instructions.read(prepared.repo, commit)
     said = {"instructions": found.text} if found.text else {}
     if found.note:
