@@ -164,19 +164,20 @@ def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance
     instance = instances.resolve(layout, config, instance_name)
     if instance.kind != "replay":
         warm.begin()  # the HTTP client is imported while git and bwrap run, below and in _place
-    found = workspace.open_project(project or request.project or Path.cwd())
-    budget = session_budget(config, instance.name, instance.tuning)
-    replay_entries = None
-    if instance.kind == "replay":
-        from chock.providers.replay import load_entries
-
-        replay_entries = load_entries(Path(instance.address or ""))
-    try:
-        credential = instances.credential(layout, config, instance)
-    except ChockError as error:  # a store that cannot answer refuses the run before anything exists
-        raise Refused(str(error)) from None
     bwrap = sandbox.find_bwrap()
-    sandbox.check_bwrap(bwrap)
+    with sandbox.BwrapCheck(bwrap) as checking:  # bwrap builds its test sandbox while git finds the project
+        found = workspace.open_project(project or request.project or Path.cwd())
+        budget = session_budget(config, instance.name, instance.tuning)
+        replay_entries = None
+        if instance.kind == "replay":
+            from chock.providers.replay import load_entries
+
+            replay_entries = load_entries(Path(instance.address or ""))
+        try:
+            credential = instances.credential(layout, config, instance)
+        except ChockError as error:  # a store that cannot answer refuses the run before anything exists
+            raise Refused(str(error)) from None
+        checking.result()
     return _Prepared(config, found.root, instance, credential, bwrap, replay_entries, found.repo, found.head, budget)
 
 
