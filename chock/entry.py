@@ -4,7 +4,8 @@ through the command line in chock/commands/cli.py.
 A socket-activated `chock daemon` is a start a client waits on (systemd holds the first connection after every
 idle exit until the daemon answers it), and `chock sessions` is what a person types all day: their options are
 tables (chock/argv.py) that this reads without importing click, and nothing on their way imports what they do
-not use (docs/architecture.md#start-up). Anything those tables do not take plainly goes to click, and so does
+not use (docs/architecture.md#start-up). `chock run`, a session's start, goes through click with its own command
+alone under the group (chock/commands/root.py). Anything those tables do not take plainly goes to click, and so does
 a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.commands.overview's text, the same click prints. Whichever
 way a command ran, it ends as click ends one: a refusal is `chock: <message>` and its code, Ctrl-C is
 `Aborted!` and 1, and a reader that stops reading (`| head`) ends it quietly with 1.
@@ -40,9 +41,17 @@ def main() -> None:
             from chock.paths import Layout
 
             sys.exit(_ended(lambda: command.run(Layout.from_env(), values)))
-    from chock.commands.cli import main as cli
+    if args[:1] == ["run"] and "_CHOCK_COMPLETE" not in os.environ:
+        # A session's start: the group with `run` alone under it, so no other command's module is imported.
+        from chock.commands.root import main as root
+        from chock.commands.run import run
 
-    cli(prog_name="chock")
+        root.add_command(run)
+        root(prog_name="chock")  # click's main exits
+    else:
+        from chock.commands.cli import main as cli
+
+        cli(prog_name="chock")
 
 
 def _help() -> int:

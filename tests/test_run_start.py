@@ -32,6 +32,13 @@ BEFORE_FIRST_REQUEST = {
     "struct", "subprocess", "tempfile", "termios", "textwrap", "threading", "token", "tokenize", "traceback", "tty",
     "types", "typing", "unicodedata", "urllib", "uuid", "warnings", "weakref", "winreg", "zlib",
 }  # fmt: skip
+# The command modules among them: `run`'s own and what it is built from, under the bare group
+# (chock/commands/root.py), never another command's.
+COMMAND_MODULES = {
+    "chock.commands", "chock.commands.base", "chock.commands.completion", "chock.commands.detach",
+    "chock.commands.move_steps", "chock.commands.overview", "chock.commands.root", "chock.commands.run",
+    "chock.commands.shared_options",
+}  # fmt: skip
 # What Debian's httpx 0.23 imports for its command-line tool, which a session never runs.
 NEVER = {"rich", "pygments", "markdown_it", "mdurl", "attr"}
 
@@ -65,3 +72,5 @@ def test_chock_run_reaches_its_first_request_having_imported_a_fixed_list(home, 
     assert not imported & NEVER, sorted(imported & NEVER)
     packages = {name.split(".")[0] for name in imported}
     assert packages <= BEFORE_FIRST_REQUEST, sorted(packages - BEFORE_FIRST_REQUEST)
+    commands = {name for name in imported if name.startswith("chock.commands")}
+    assert commands == COMMAND_MODULES, sorted(commands ^ COMMAND_MODULES)

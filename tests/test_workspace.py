@@ -166,7 +166,7 @@ def test_create_from_an_existing_branch_checks_it_out(project: Path, directory: 
 
 
 def test_create_fails_quoting_git(project: Path, directory: Path) -> None:
-    with pytest.raises(ChockError, match=r"git rev-parse .*failed"):
+    with pytest.raises(ChockError, match=r"no-such-revision\^\{commit\} names no commit .*git cat-file answered"):
         workspace.create(project, directory, BRANCH, start="no-such-revision")
 
 
@@ -473,3 +473,28 @@ def test_sessions_started_at_once_in_one_project_each_get_their_worktree(tmp_pat
         project = make_project(tmp_path / f"p{round_}")
         assert _create_at_once(project, tmp_path / f"w{round_}", 16) == []
         assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 17  # the project and its 16
+
+
+def test_tree_entries_reads_several_root_files_at_once_and_keeps_only_what_a_commit_id_names(project: Path) -> None:
+    (project / ".chock").mkdir()
+    (project / ".chock" / "mcp.zon").write_text(".{}\n")
+    (project / "AGENTS.md").write_text("be brief\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "instructions and servers")
+    found = workspace.open_project(project)
+    commit = found.head
+    entries = found.repo.tree_entries(commit, ("AGENTS.md", ".chock/mcp.zon", "absent.txt", ".chock"))
+    agents, servers, absent, folder = (
+        entries[name] for name in ("AGENTS.md", ".chock/mcp.zon", "absent.txt", ".chock")
+    )
+    assert agents is not None and agents.regular and agents.size == len("be brief\n")
+    assert servers is not None and servers.regular and servers.size == len(".{}\n")
+    assert absent is None
+    assert folder is not None and folder.kind == "tree" and not folder.regular
+    # HEAD moves: a name that is not a commit id is read again, and the new commit's entry is its own.
+    (project / "AGENTS.md").write_text("be briefer still\n")
+    git(project, "commit", "-q", "-am", "longer")
+    moved = found.repo.tree_entry("HEAD", "AGENTS.md")
+    assert moved is not None and moved.size == len("be briefer still\n")
+    again = found.repo.tree_entry(commit, "AGENTS.md")  # the first commit's, kept
+    assert again == agents

@@ -9,11 +9,8 @@ tree costs only click and the small modules it names; `chock --help`, `chock ses
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from chock import __version__
 from chock.commands import (
     approval_rules,
     configuration,
@@ -29,35 +26,7 @@ from chock.commands import (
     steer,
     workspaces,
 )
-from chock.commands.base import Command, Subgroup
-from chock.errors import ChockError, complain
-from chock.paths import Layout
-
-
-class _Group(click.Group):
-    """Turns a ChockError anywhere below into `chock: <message>` and its exit code; never a traceback. Its
-    help is chock.commands.overview's, the text `chock --help` prints without click."""
-
-    command_class = Command
-    group_class = Subgroup
-
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write(overview.render(formatter.width))
-
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except ChockError as error:
-            sys.exit(complain(error))
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=overview.DESCRIPTION)
-@click.version_option(__version__, prog_name="chock")
-@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CHOCK_CONFIG", help=overview.CONFIG_HELP)
-@click.pass_context
-def main(ctx: click.Context, config: str | None) -> None:
-    ctx.obj = Layout.from_env(config)
-
+from chock.commands.root import main
 
 # Every command of `chock`, by family. Each has its line in chock.commands.overview: `chock --help` prints those
 # lines with or without click, and _register() fails here when a command has none.

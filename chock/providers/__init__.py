@@ -12,6 +12,7 @@ conversation is provider-neutral (the fold of the session log builds it); each w
     openai.py     the chat-completions wire (`aiand`, `openai-compat`), the same way
     retry.py      which failures before an answer's first byte are tried again, and how long to wait
     lean_http.py  httpx, imported without its command-line tool
+    warm.py       the HTTP client imported in a thread while a session's start waits on git and bwrap
     transport.py  HTTP for both wires: the streamed POST (`HTTPProvider`) with its retries, and `GET /models`
     replay.py     the `replay` kind, a file of answers played back
     registry.py   kind → wire, `make_provider`, and the credential check `chock login` runs

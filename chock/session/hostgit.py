@@ -13,6 +13,7 @@ and passed on the command line where they are used.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -139,6 +140,24 @@ class CommittedFile:
         return "a symlink" if self.mode == "120000" else "not a regular file"
 
 
+# What `Repo.tree_entries` read, by repository, commit id and path; cleared past a bound in a long-lived process.
+_KEPT_ENTRIES: dict[tuple[Path, str, str], CommittedFile | None] = {}
+_MOST_KEPT_ENTRIES = 256
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _ls_tree_record(record: bytes) -> tuple[str, CommittedFile]:
+    """One `git ls-tree -z -l` record: its path and its entry (an entry of no kind when git's line is not the
+    four fields this knows)."""
+    head, _, path = record.partition(b"\t")
+    fields = head.decode("ascii", "replace").split()
+    name = os.fsdecode(path)
+    if len(fields) != 4:
+        return name, CommittedFile("", "", "", 0)
+    mode, kind, oid, size = fields
+    return name, CommittedFile(mode, kind, oid, int(size) if size.isdigit() else 0)
+
+
 @dataclass(frozen=True)
 class Repo:
     """A repository named by explicit paths: the person's project, as `discover` found it.
@@ -210,14 +229,35 @@ class Repo:
 
     def tree_entry(self, commit: str, path: str) -> CommittedFile | None:
         """The entry at `path` (from the top) in `commit`'s tree, or None when there is none."""
-        listing = self.run(["ls-tree", "-z", "-l", "--full-tree", commit, "--", path]).stdout
-        if not listing:
-            return None
-        fields = listing.split(b"\t", 1)[0].decode("ascii", "replace").split()
-        if len(fields) != 4:
-            return CommittedFile("", "", "", 0)
-        mode, kind, oid, size = fields
-        return CommittedFile(mode, kind, oid, int(size) if size.isdigit() else 0)
+        return self.tree_entries(commit, (path,))[path]
+
+    def tree_entries(self, commit: str, paths: Sequence[str]) -> dict[str, CommittedFile | None]:
+        """The entries at `paths` (from the top) in `commit`'s tree, None for each that is none, with one git
+        command. A commit named by its id never changes, so what was read of it is kept (`_KEPT_ENTRIES`): a
+        session's start reads its root's few files at once (chock.session.start) and each reader after reads
+        its own from what is kept."""
+        keep = _COMMIT_ID.fullmatch(commit) is not None
+        found = {
+            path: _KEPT_ENTRIES[key]
+            for path in paths
+            if keep and (key := (self.common_dir, commit, path)) in _KEPT_ENTRIES
+        }
+        wanted = [path for path in dict.fromkeys(paths) if path not in found]
+        # ls-tree shows a directory's own entry only when no path asked for lies inside it: those ask alone.
+        alone = [path for path in wanted if any(other.startswith(f"{path}/") for other in wanted)]
+        listed: dict[str, CommittedFile] = {}
+        for group in ([path for path in wanted if path not in alone], *([path] for path in alone)):
+            if group:
+                listing = self.run(["ls-tree", "-z", "-l", "--full-tree", commit, "--", *group]).stdout
+                listed.update(_ls_tree_record(record) for record in listing.split(b"\0") if record)
+        if wanted:
+            if keep and len(_KEPT_ENTRIES) > _MOST_KEPT_ENTRIES:
+                _KEPT_ENTRIES.clear()
+            for path in wanted:
+                found[path] = listed.get(path)
+                if keep:
+                    _KEPT_ENTRIES[(self.common_dir, commit, path)] = found[path]
+        return found
 
     def blob_head(self, oid: str, limit: int) -> bytes:
         """The first `limit` bytes of a blob, however large it is."""

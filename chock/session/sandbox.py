@@ -61,17 +61,51 @@ def find_bwrap(path: str | None = None) -> str:
 
 def check_bwrap(bwrap: str) -> None:
     """Refuse before anything starts when bwrap is there but cannot build a sandbox (no namespaces, …)."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *_system_binds(), "--", "true"]
-    try:
-        done = subprocess.run(argv, env=host_environment(), stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise Refused(f"bwrap at {bwrap} cannot run: {error}") from None
-    if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
-        raise Refused(
-            f"bwrap at {bwrap} cannot build a sandbox on this machine: {detail}; "
-            "Chock never runs tools without a sandbox"
-        )
+    BwrapCheck(bwrap).result()
+
+
+class BwrapCheck:
+    """`check_bwrap` begun now and answered by `result()`, so a start can do other work (its git lookups) while
+    bwrap builds its test sandbox; leaving it as a context (or `abandon()`) ends it when that work failed first."""
+
+    def __init__(self, bwrap: str) -> None:
+        self.bwrap = bwrap
+        argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", *_system_binds(), "--", "true"]
+        try:
+            self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
+                argv, env=host_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+            self.error: OSError | None = None
+        except OSError as error:
+            self.process, self.error = None, error
+
+    def result(self) -> None:
+        """Return when bwrap built its sandbox; a Refused saying why not, when it could not."""
+        if self.process is None:
+            raise Refused(f"bwrap at {self.bwrap} cannot run: {self.error}")
+        try:
+            _, stderr = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired as error:
+            self.abandon()
+            raise Refused(f"bwrap at {self.bwrap} cannot run: {error}") from None
+        if self.process.returncode != 0:
+            detail = stderr.decode(errors="replace").strip() or f"exit status {self.process.returncode}"
+            raise Refused(
+                f"bwrap at {self.bwrap} cannot build a sandbox on this machine: {detail}; "
+                "Chock never runs tools without a sandbox"
+            )
+
+    def abandon(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> BwrapCheck:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abandon()  # when the work alongside failed first: no bwrap is left behind
 
 
 def host_environment() -> dict[str, str]:

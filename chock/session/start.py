@@ -29,10 +29,11 @@ from chock.log.events import Event
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.writer import LogLocked, LogWriteFailed, Remember, SessionLog
+from chock.mcp.declarations import PROJECT_FILE
 from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
-from chock.providers import Provider
+from chock.providers import Provider, warm
 from chock.session import asking, instructions, mcp_wiring, moving, reaper, sandbox, workspace
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
@@ -160,20 +161,23 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _prepare(layout: Layout, request: RunRequest, project: Path | None, instance_name: str | None) -> _Prepared:
     config = load_config(layout.config)
-    found = workspace.open_project(project or request.project or Path.cwd())
     instance = instances.resolve(layout, config, instance_name)
-    budget = session_budget(config, instance.name, instance.tuning)
-    replay_entries = None
-    if instance.kind == "replay":
-        from chock.providers.replay import load_entries
-
-        replay_entries = load_entries(Path(instance.address or ""))
-    try:
-        credential = instances.credential(layout, config, instance)
-    except ChockError as error:  # a store that cannot answer refuses the run before anything exists
-        raise Refused(str(error)) from None
+    if instance.kind != "replay":
+        warm.begin()  # the HTTP client is imported while git and bwrap run, below and in _place
     bwrap = sandbox.find_bwrap()
-    sandbox.check_bwrap(bwrap)
+    with sandbox.BwrapCheck(bwrap) as checking:  # bwrap builds its test sandbox while git finds the project
+        found = workspace.open_project(project or request.project or Path.cwd())
+        budget = session_budget(config, instance.name, instance.tuning)
+        replay_entries = None
+        if instance.kind == "replay":
+            from chock.providers.replay import load_entries
+
+            replay_entries = load_entries(Path(instance.address or ""))
+        try:
+            credential = instances.credential(layout, config, instance)
+        except ChockError as error:  # a store that cannot answer refuses the run before anything exists
+            raise Refused(str(error)) from None
+        checking.result()
     return _Prepared(config, found.root, instance, credential, bwrap, replay_entries, found.repo, found.head, budget)
 
 
@@ -185,6 +189,8 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
     session_id = check_session_id(request.session_id) if request.session_id else new_session_id()
     # The session starts from the commit HEAD names now; the project's instructions are read from that commit.
     commit = prepared.head
+    # The root's files a start reads (the instructions now, the MCP declaration with the workspace), in one listing.
+    prepared.repo.tree_entries(commit, (instructions.NAME, PROJECT_FILE))
     found = instructions.read(prepared.repo, commit)
     said = {"instructions": found.text} if found.text else {}
     if found.note:
@@ -491,6 +497,7 @@ def _provider(prepared: _Prepared, model: str | None, state: SessionState, clock
     instance = prepared.instance
     if prepared.replay_entries is not None:
         return _replay(prepared, state, None)
+    warm.finish()  # the main thread imports nothing of the HTTP client while the warming thread does
     from chock.providers.registry import make_provider
 
     return make_provider(

@@ -113,8 +113,26 @@ def branch_exists(worktree: Worktree) -> bool:
     return _branch_exists(worktree.repo, worktree.branch)
 
 
-def _commit_of(repo: Repo, revision: str) -> str:
-    return repo.value(["rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"])
+def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None]:
+    """The commit `start` names and the commit of `branch` (None when there is no such branch), with one git
+    command; a GitFailed saying which name is no commit."""
+    names = (f"{start}^{{commit}}", f"refs/heads/{branch}^{{commit}}")
+    if any("\n" in name for name in names):  # cat-file reads one name a line
+        raise GitFailed(f"{start!r} names no commit in {repo.common_dir}: a revision holds no line break")
+    lines = repo.value(["cat-file", "--batch-check"], input="".join(f"{name}\n" for name in names).encode())
+    answers = lines.splitlines()
+    if len(answers) != len(names):
+        raise GitFailed(f"git cat-file gave {len(answers)} answers for {len(names)} names in {repo.common_dir}")
+    found: list[str | None] = []
+    for name, line in zip(names, answers, strict=True):
+        fields = line.split(" ")
+        if fields[-1] == "missing" and name == names[1]:
+            found.append(None)  # no branch yet: the session starts at `start`
+        elif len(fields) == 3 and fields[1] == "commit":
+            found.append(fields[0])
+        else:
+            raise GitFailed(f"{name} names no commit in {repo.common_dir}: git cat-file answered {line!r}")
+    return found[0] or "", found[1]
 
 
 def _tip(worktree: Worktree) -> tuple[str, str, bool]:
@@ -157,8 +175,8 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
     directory = Path(directory).absolute()
     admin = repo.common_dir / "worktrees" / directory.name
     ensure_dir(directory.parent)
-    base = _commit_of(repo, start)
-    commit = _commit_of(repo, f"refs/heads/{branch}") if _branch_exists(repo, branch) else base
+    base, on_branch = _start_commits(repo, start, branch)
+    commit = on_branch or base
     with _one_at_a_time(repo):
         if os.path.lexists(admin):  # a worktree gone without its admin dir: git would pick another name
             repo.run(["worktree", "prune"])
