@@ -43,7 +43,9 @@ WRITTEN_MARGIN_NS = 10_000_000
 # Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
 READ_MARGIN_NS = 1_000_000_000
 OWN = -(1 << 63)  # an entry's bound is the record's own
-_FIELDS = "<qqqQQQq"
+_IDENTITY = "<qqqQQQ"
+_FIELDS = _IDENTITY + "q"
+_BOUND_AT = struct.calcsize(_IDENTITY)
 _BOUND = struct.Struct("<q")
 _FILE, _EXECUTABLE, _SYMLINK = "100644", "100755", "120000"  # as chock.session.tree gives them
 _OID_LENGTHS = (40, 64)  # sha1 and sha256 repositories
@@ -211,18 +213,25 @@ def _parse(data: bytes, found: Mapping[str, Identity]) -> Trusted:
     names = rest[: max(end - 1, 0)].decode(_ENCODING, _ERRORS).split("\0") if count else []
     if len(names) != count or len(fields) != count * layout.size:
         raise _Damaged
+    # Compared in bulk, each pass in C: what still has its recorded identity; then, of that, what is older than
+    # its bound.
+    recorded = dict(zip(names, struct.iter_unpack(f"{_IDENTITY}{8 + oid_length}x", fields), strict=True))
+    same = found.items() & recorded.items()
+    if not same:
+        return Trusted({}, {})
+    tails = list(struct.iter_unpack(f"<{_BOUND_AT}xq{oid_length}s", fields))
+    position = dict(zip(names, range(count), strict=True))
     own = since_ns - margin_ns
     keys, carried = {}, {}
-    size, bound_at = layout.size, struct.calcsize(_FIELDS[:-1])
-    for index, (name, entry) in enumerate(zip(names, layout.iter_unpack(fields), strict=True)):
-        now = found.get(name)
-        if now is None or now != entry[:6]:
-            continue
-        bound = own if entry[6] == OWN else entry[6]
-        if now[1] < bound and now[2] < bound and bound <= since_ns:  # an older record's bound, carried over
+    size = layout.size
+    for name, entry in same:
+        index = position[name]
+        bound, oid = tails[index]
+        passed = own if bound == OWN else bound
+        if entry[1] < passed and entry[2] < passed and passed <= since_ns:  # an older record's bound, carried over
             mode = entry[5]
             kind = _SYMLINK if mode & 0o170000 == 0o120000 else _EXECUTABLE if mode & 0o100 else _FILE
-            keys[name] = kind + entry[7].decode("ascii")
+            keys[name] = kind + oid.decode("ascii")
             raw = fields[index * size : (index + 1) * size]
-            carried[name] = raw if entry[6] != OWN else raw[:bound_at] + _BOUND.pack(bound) + raw[bound_at + 8 :]
+            carried[name] = raw if bound != OWN else raw[:_BOUND_AT] + _BOUND.pack(passed) + raw[_BOUND_AT + 8 :]
     return Trusted(keys, carried)
