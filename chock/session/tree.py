@@ -61,9 +61,9 @@ def listing(repo: Repo, commit: str) -> dict[str, TreeEntry]:
     return _parse(done.stdout)
 
 
-# `<mode><oid><TAB><path>`: both fixed widths, so an entry is its key, `mode + oid`, cut from its record. `--format`
-# of ls-tree and ls-files needs git 2.38 (debian/control depends on it).
-_KEYED = "--format=%(objectmode)%(objectname)%x09%(path)"
+# `<path>\0<mode><oid>\0`: a path never holds a NUL, so the output splits into path and key alternately, and a
+# dict is made of it in C. `--format` of ls-tree and ls-files needs git 2.38 (debian/control depends on it).
+_KEYED = "--format=%(path)%x00%(objectmode)%(objectname)"
 
 
 def tree_keys(repo: Repo, commit: str) -> dict[str, str]:
@@ -77,12 +77,12 @@ def index_keys(repo: Repo, index: Path) -> dict[str, str]:
 
 
 def _keyed(output: bytes) -> dict[str, str]:
-    records = output.decode(_ENCODING, _ERRORS).split("\0")  # the paths as os.fsdecode gives them
-    records.pop()  # after the last NUL
-    if not records:
-        return {}
-    cut = records[0].index("\t")
-    return {record[cut + 1 :]: record[:cut] for record in records}
+    fields = output.decode(_ENCODING, _ERRORS).split("\0")  # the paths as os.fsdecode gives them
+    fields.pop()  # after the last NUL
+    if len(fields) % 2:
+        raise GitFailed(f"git listed {len(fields)} fields, not pairs of a path and its entry")
+    pairs = iter(fields)
+    return dict(zip(pairs, pairs, strict=False))
 
 
 def _parse(output: bytes) -> dict[str, TreeEntry]:
