@@ -22,7 +22,6 @@ import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -46,7 +45,6 @@ CHUNK = 1 << 20
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_NAME = attrgetter("name")
 S_ISREG, S_ISLNK, S_ISDIR = stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
 
 
@@ -211,8 +209,8 @@ class _Survey:
         """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a
         finish: one pass, nothing per file but the lstat and one dict entry)."""
         found = self.found
-        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`
-            entries = sorted(listed, key=_NAME)
+        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`; in the directory's own order
+            entries = list(listed)
         if not prefix:  # the top-level `.git`, whatever it is
             entries = [entry for entry in entries if entry.name != ".git"]
         for entry in entries:
@@ -278,7 +276,9 @@ def snapshot(
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         kept = [path for path in survey.found if path in base or path not in ignored] if ignored else list(survey.found)
-        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
+        survey.skipped = sorted(
+            ((path, why) for path, why in survey.skipped if path not in ignored), key=_in_tree_order
+        )
         known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
         keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
         unknown = [path for path in kept if path not in keys]
@@ -299,8 +299,13 @@ def snapshot(
     result = WorktreeSnapshot(base, survey.skipped, known.carried, fresh, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
         held = index_keys(repo, index)
-        result.skipped += [(path, INVALID) for path in kept if path not in held]
+        result.skipped += sorted(((path, INVALID) for path in kept if path not in held), key=_in_tree_order)
     return result
+
+
+def _in_tree_order(skipped: tuple[str, str]) -> list[str]:
+    """A skipped path's place in a depth-first walk by name (`a/b` before `a-c`)."""
+    return skipped[0].split("/")
 
 
 def _ignored(repo: Repo, root: int, survey: _Survey, untracked: list[str]) -> set[str]:
