@@ -13,11 +13,11 @@ place:
 
 A file is trusted only when its identity now is the recorded one and both its mtime and ctime are older than
 its bound: `since_ns - margin_ns` for an entry whose bound is OWN (the racy rule: a file written again in the
-tick it was recorded in keeps its stat data, so such a file is hashed again). A file once trusted is recorded
-again as it was, since any write after the bound it passed would have changed its ctime: an OWN bound becomes
-the next record's own, so at worst the file is read once more. ctime is what an agent cannot set back, so a
-file rewritten and given its old mtime is hashed. A record missing, damaged, cut short, of another version, or
-larger than twice the tree being finished could need trusts nothing: everything is hashed, as without it.
+tick it was recorded in keeps its stat data, so such a file is hashed again). A file once trusted keeps the
+bound it passed when the record is written again, since any write after that bound would have changed its
+ctime. ctime is what an agent cannot set back, so a file rewritten and given its old mtime is hashed. A record
+missing, damaged, cut short, of another version, or larger than twice the tree being finished could need
+trusts nothing: everything is hashed, as without it.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ OWN = -(1 << 63)  # an entry's bound is the record's own
 _IDENTITY = "<qqqQQQ"
 _FIELDS = _IDENTITY + "q"
 _BOUND_AT = struct.calcsize(_IDENTITY)
+_BOUND = struct.Struct("<q")
 _FILE, _EXECUTABLE, _SYMLINK = "100644", "100755", "120000"  # as chock.session.tree gives them
 # A tree entry's mode by the file type and owner's execute bit of st_mode.
 _KINDS = {0o100000: _FILE, 0o100100: _EXECUTABLE, 0o120000: _SYMLINK, 0o120100: _SYMLINK}
@@ -214,11 +215,12 @@ def _parse(data: bytes, found: Mapping[str, Identity]) -> Trusted:
     names = rest[: max(end - 1, 0)].decode(_ENCODING, _ERRORS).split("\0") if count else []
     if len(names) != count or len(fields) != count * layout.size:
         raise _Damaged
-    # Unpacked in bulk (in C), then read in the record's order: the walk's, so each lookup is near the last.
+    # Unpacked in bulk (in C), then read in the record's own order, one lookup each (hash order costs more in misses).
     identities = struct.iter_unpack(f"{_IDENTITY}{8 + oid_length}x", fields)
     tails = struct.iter_unpack(f"<{_BOUND_AT}xq{oid_length}s", fields)
     own = since_ns - margin_ns
-    keys, at = {}, {}
+    keys, carried = {}, {}
+    size, own_bound = layout.size, _BOUND.pack(own)
     get = found.get
     for index, (name, entry, (bound, oid)) in enumerate(zip(names, identities, tails, strict=True)):
         if get(name) != entry:
@@ -226,8 +228,11 @@ def _parse(data: bytes, found: Mapping[str, Identity]) -> Trusted:
         passed = own if bound == OWN else bound
         if entry[1] < passed and entry[2] < passed and passed <= since_ns:  # an older record's bound, carried over
             keys[name] = _KINDS[entry[5] & 0o170100] + oid.decode("ascii")
-            at[name] = index * layout.size
-    # Each trusted entry is recorded again as it is: one whose bound was the record's own gets the next record's,
-    # later, so it can only be read again sooner; it passed this one, so trusting it again is sound either way.
-    carried = {name: fields[start : start + layout.size] for name, start in at.items()}
+            start = index * size
+            if bound == OWN:  # it keeps the bound it passed: the next record's own may be later than its mtime
+                carried[name] = (
+                    fields[start : start + _BOUND_AT] + own_bound + fields[start + _BOUND_AT + 8 : start + size]
+                )
+            else:
+                carried[name] = fields[start : start + size]
     return Trusted(keys, carried)
