@@ -177,6 +177,20 @@ def test_argv_creates_home_and_knowledgebase_0700(box: Sandbox, layout: Layout, 
         assert oct(path.stat().st_mode & 0o777) == "0o700"
 
 
+def test_a_command_line_built_again_after_its_dirs_went_remakes_home_or_refuses(
+    box: Sandbox, layout: Layout, project: Path
+) -> None:
+    """The binds are built once per sandbox and reused; a directory they name that is gone since (HOME removed,
+    the workspace removed) is noticed at the next command line, as at the first."""
+    assert ok(box, "echo first > $HOME/a.txt && cat $HOME/a.txt") == "first\n"
+    shutil.rmtree(layout.toolchains_dir(project))
+    assert ok(box, "echo again > $HOME/b.txt && ls $HOME") == "b.txt\nknowledgebase\n"
+    assert (layout.toolchains_dir(project) / "b.txt").read_text() == "again\n"
+    shutil.rmtree(box.workspace)
+    with pytest.raises(ChockError, match=r"the workspace .* does not exist"):
+        box.argv(["true"], bwrap="bwrap")
+
+
 # Inside, for real ---------------------------------------------------------------------------------------
 
 

@@ -98,6 +98,19 @@ def test_only_what_changed_is_read_and_every_kind_of_change_is_committed(project
     )
 
 
+def test_a_continued_finish_reads_only_what_changed_since_the_last_one(project: Path, directory: Path) -> None:
+    """A finish that hashed something records again every entry it trusted, and the next finish trusts them."""
+    worktree = settled(project, directory)
+    (directory / "README.md").write_text("first change\n")
+    time.sleep(SETTLE_SECONDS)  # so README.md is not racy against the record this finish writes
+    assert commit(worktree).hashed == 1
+    (directory / "keep.txt").write_text("second change\n")
+    committed = commit(worktree)
+    assert committed.hashed == 1
+    assert git(project, "diff", "--name-only", committed.parent, committed.commit) == "keep.txt"
+    assert (show(project, "README.md"), show(project, "keep.txt")) == ("first change\n", "second change\n")
+
+
 def test_a_file_rewritten_to_its_size_and_given_back_its_mtime_is_committed(project: Path, directory: Path) -> None:
     worktree = settled(project, directory)
     path = directory / "keep.txt"

@@ -23,6 +23,7 @@ import os
 import shutil
 import stat
 import subprocess
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,17 +151,24 @@ class Sandbox:
         """
         if not command:
             raise ChockError("no command to run in the sandbox")
+        isolated = isolation(bwrap, network=self.network, status_fd=status_fd)
+        built = _built.get(self)
+        if built is None or not all(os.path.isdir(path) for path in built[1]):
+            built = _built[self] = self._binds()
+        return [*isolated, *built[0], "--", *command]
+
+    def _binds(self) -> tuple[list[str], tuple[str, ...]]:
+        """What `argv` adds after `isolation`, and the directories it names (each checked again at every call;
+        the whole is built again when one is gone)."""
         worktree = self._existing(self.workspace, "the workspace")
         git_dir = self._existing(self.git_dir, "the project's .git directory")
         admin = self._existing(self.worktree_admin, "the worktree's admin directory")
         home = ensure_dir(self.home).resolve()
         knowledgebase = ensure_dir(self.knowledgebase).resolve()
         mount_point = ensure_dir(home / "knowledgebase")
-
-        args = isolation(bwrap, network=self.network, status_fd=status_fd)
         # Order matters: /tmp's tmpfs first, so paths below /tmp (tests) are bound on top of it; .git
         # read-only before its worktree admin dir read-write over it; HOME before the knowledgebase in it.
-        args += ["--bind", str(worktree), str(worktree)]
+        args = ["--bind", str(worktree), str(worktree)]
         args += ["--ro-bind", str(git_dir), str(git_dir)]
         args += ["--bind", str(admin), str(admin)]
         args += ["--bind", str(home), str(home)]
@@ -171,7 +179,7 @@ class Sandbox:
         args += ["--chdir", str(worktree), "--clearenv"]
         for name, value in self.environment().items():
             args += ["--setenv", name, value]
-        return [*args, "--", *command]
+        return args, tuple(map(str, (worktree, git_dir, admin, home, knowledgebase, mount_point)))
 
     @staticmethod
     def _existing(path: Path, what: str) -> Path:
@@ -179,6 +187,11 @@ class Sandbox:
         if not resolved.is_dir():
             raise ChockError(f"{what} {path} does not exist; the sandbox cannot be built without it")
         return resolved
+
+
+# The binds each sandbox's `argv` adds, built at its first command line and again only when a directory they
+# name is gone; held while the sandbox is.
+_built: weakref.WeakKeyDictionary[Sandbox, tuple[list[str], tuple[str, ...]]] = weakref.WeakKeyDictionary()
 
 
 def for_workspace(layout: Layout, worktree: Worktree, *, network: bool = False) -> Sandbox:

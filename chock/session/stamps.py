@@ -43,9 +43,13 @@ WRITTEN_MARGIN_NS = 10_000_000
 # Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
 READ_MARGIN_NS = 1_000_000_000
 OWN = -(1 << 63)  # an entry's bound is the record's own
-_FIELDS = "<qqqQQQq"
+_IDENTITY = "<qqqQQQ"
+_FIELDS = _IDENTITY + "q"
+_BOUND_AT = struct.calcsize(_IDENTITY)
 _BOUND = struct.Struct("<q")
 _FILE, _EXECUTABLE, _SYMLINK = "100644", "100755", "120000"  # as chock.session.tree gives them
+# A tree entry's mode by the file type and owner's execute bit of st_mode.
+_KINDS = {0o100000: _FILE, 0o100100: _EXECUTABLE, 0o120000: _SYMLINK, 0o120100: _SYMLINK}
 _OID_LENGTHS = (40, 64)  # sha1 and sha256 repositories
 _ENCODING = sys.getfilesystemencoding()
 _ERRORS = sys.getfilesystemencodeerrors()
@@ -211,18 +215,24 @@ def _parse(data: bytes, found: Mapping[str, Identity]) -> Trusted:
     names = rest[: max(end - 1, 0)].decode(_ENCODING, _ERRORS).split("\0") if count else []
     if len(names) != count or len(fields) != count * layout.size:
         raise _Damaged
+    # Unpacked in bulk (in C), then read in the record's own order, one lookup each (hash order costs more in misses).
+    identities = struct.iter_unpack(f"{_IDENTITY}{8 + oid_length}x", fields)
+    tails = struct.iter_unpack(f"<{_BOUND_AT}xq{oid_length}s", fields)
     own = since_ns - margin_ns
     keys, carried = {}, {}
-    size, bound_at = layout.size, struct.calcsize(_FIELDS[:-1])
-    for index, (name, entry) in enumerate(zip(names, layout.iter_unpack(fields), strict=True)):
-        now = found.get(name)
-        if now is None or now != entry[:6]:
+    size, own_bound = layout.size, _BOUND.pack(own)
+    get = found.get
+    for index, (name, entry, (bound, oid)) in enumerate(zip(names, identities, tails, strict=True)):
+        if get(name) != entry:
             continue
-        bound = own if entry[6] == OWN else entry[6]
-        if now[1] < bound and now[2] < bound and bound <= since_ns:  # an older record's bound, carried over
-            mode = entry[5]
-            kind = _SYMLINK if mode & 0o170000 == 0o120000 else _EXECUTABLE if mode & 0o100 else _FILE
-            keys[name] = kind + entry[7].decode("ascii")
-            raw = fields[index * size : (index + 1) * size]
-            carried[name] = raw if entry[6] != OWN else raw[:bound_at] + _BOUND.pack(bound) + raw[bound_at + 8 :]
+        passed = own if bound == OWN else bound
+        if entry[1] < passed and entry[2] < passed and passed <= since_ns:  # an older record's bound, carried over
+            keys[name] = _KINDS[entry[5] & 0o170100] + oid.decode("ascii")
+            start = index * size
+            if bound == OWN:  # it keeps the bound it passed: the next record's own may be later than its mtime
+                carried[name] = (
+                    fields[start : start + _BOUND_AT] + own_bound + fields[start + _BOUND_AT + 8 : start + size]
+                )
+            else:
+                carried[name] = fields[start : start + size]
     return Trusted(keys, carried)

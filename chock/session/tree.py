@@ -45,6 +45,7 @@ CHUNK = 1 << 20
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+S_ISREG, S_ISLNK, S_ISDIR = stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
 
 
 class TreeEntry(NamedTuple):
@@ -58,9 +59,9 @@ def listing(repo: Repo, commit: str) -> dict[str, TreeEntry]:
     return _parse(done.stdout)
 
 
-# `<mode><oid><TAB><path>`: both fixed widths, so an entry is its key, `mode + oid`, cut from its record. `--format`
-# of ls-tree and ls-files needs git 2.38 (debian/control depends on it).
-_KEYED = "--format=%(objectmode)%(objectname)%x09%(path)"
+# `<path>\0<mode><oid>\0`: a path never holds a NUL, so the output splits into path and key alternately, and a
+# dict is made of it in C. `--format` of ls-tree and ls-files needs git 2.38 (debian/control depends on it).
+_KEYED = "--format=%(path)%x00%(objectmode)%(objectname)"
 
 
 def tree_keys(repo: Repo, commit: str) -> dict[str, str]:
@@ -74,12 +75,12 @@ def index_keys(repo: Repo, index: Path) -> dict[str, str]:
 
 
 def _keyed(output: bytes) -> dict[str, str]:
-    records = output.decode(_ENCODING, _ERRORS).split("\0")  # the paths as os.fsdecode gives them
-    records.pop()  # after the last NUL
-    if not records:
-        return {}
-    cut = records[0].index("\t")
-    return {record[cut + 1 :]: record[:cut] for record in records}
+    fields = output.decode(_ENCODING, _ERRORS).split("\0")  # the paths as os.fsdecode gives them
+    fields.pop()  # after the last NUL
+    if len(fields) % 2:
+        raise GitFailed(f"git listed {len(fields)} fields, not pairs of a path and its entry")
+    pairs = iter(fields)
+    return dict(zip(pairs, pairs, strict=False))
 
 
 def _parse(output: bytes) -> dict[str, TreeEntry]:
@@ -199,30 +200,36 @@ class WorktreeSnapshot:
 @dataclass
 class _Survey:
     gitlinks: set[str]  # the base's submodules: a directory there keeps its entry and is not entered
-    kinds: dict[str, str] = field(default_factory=dict)  # path -> "file" | "link" for what git can hold
-    found: dict[str, stamps.Identity] = field(default_factory=dict)  # path -> its identity, for each of kinds
+    found: dict[str, stamps.Identity] = field(default_factory=dict)  # path -> identity of what git can hold
     kept_gitlinks: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     gitignores: list[str] = field(default_factory=list)
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
-        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`
-            found = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in listed)
-        for name, status in found:
-            path = prefix + name
+        """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a
+        finish: one pass, nothing per file but the lstat and one dict entry)."""
+        found = self.found
+        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`; in the directory's own order
+            entries = list(listed)
+        if not prefix:  # the top-level `.git`, whatever it is
+            entries = [entry for entry in entries if entry.name != ".git"]
+        for entry in entries:
+            status = entry.stat(follow_symlinks=False)
             mode = status.st_mode
-            if path == ".git":
-                continue
-            if stat.S_ISLNK(mode):
-                self.kinds[path] = "link"
-                self.found[path] = stamps.identity(status)
-            elif stat.S_ISREG(mode):
-                self.kinds[path] = "file"
-                self.found[path] = stamps.identity(status)
-                if name == ".gitignore":
-                    self.gitignores.append(path)
-            elif stat.S_ISDIR(mode):
-                self._directory(fd, name, path, depth)
+            if S_ISREG(mode) or S_ISLNK(mode):
+                name = entry.name
+                found[prefix + name] = (
+                    status.st_size,
+                    status.st_mtime_ns,
+                    status.st_ctime_ns,
+                    status.st_ino,
+                    status.st_dev,
+                    mode,
+                )
+                if name == ".gitignore" and S_ISREG(mode):
+                    self.gitignores.append(prefix + name)
+            elif S_ISDIR(mode):
+                self._directory(fd, entry.name, prefix + entry.name, depth)
 
     def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
         if path in self.gitlinks:
@@ -264,12 +271,14 @@ def snapshot(
     try:
         try:
             survey.walk(root, "")
-            untracked = [path for path in survey.kinds if path not in base]
+            untracked = sorted(survey.found.keys() - base.keys())
             ignored = _ignored(repo, root, survey, untracked + [f"{path}/" for path, _ in survey.skipped])
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
-        kept = [path for path in survey.kinds if path in base or path not in ignored]
-        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
+        kept = [path for path in survey.found if path in base or path not in ignored] if ignored else list(survey.found)
+        survey.skipped = sorted(
+            ((path, why) for path, why in survey.skipped if path not in ignored), key=_in_tree_order
+        )
         known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
         keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
         unknown = [path for path in kept if path not in keys]
@@ -290,8 +299,13 @@ def snapshot(
     result = WorktreeSnapshot(base, survey.skipped, known.carried, fresh, len(unknown))
     if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
         held = index_keys(repo, index)
-        result.skipped += [(path, INVALID) for path in kept if path not in held]
+        result.skipped += sorted(((path, INVALID) for path in kept if path not in held), key=_in_tree_order)
     return result
+
+
+def _in_tree_order(skipped: tuple[str, str]) -> list[str]:
+    """A skipped path's place in a depth-first walk by name (`a/b` before `a-c`)."""
+    return skipped[0].split("/")
 
 
 def _ignored(repo: Repo, root: int, survey: _Survey, untracked: list[str]) -> set[str]:
@@ -402,7 +416,7 @@ def _hash(
     try:
         for path in paths:
             try:
-                if survey.kinds[path] == "link":
+                if S_ISLNK(survey.found[path][5]):
                     read, written = os.pipe()
                     os.write(written, _link_target(root, path))
                     os.close(written)
