@@ -13,7 +13,10 @@ Its tools (always offered, in this order):
                        -> asks the client an elicitation (`message`, default "Which colour?"), answers with what
                           came back (JSON as text); with `withdraw`, waits for a file `$HOME/withdraw` instead,
                           then withdraws it (notifications/cancelled) and answers "withdrawn"
-    grow {}            -> adds a tool `extra`, sends notifications/tools/list_changed, then answers
+    extra {}           -> "extra ran", once `grow` added it
+    grow {later}       -> adds a tool `extra`, sends notifications/tools/list_changed, then answers; with `later`,
+                          answers at once, and does the rest once a file `$HOME/grow` exists (at most 120 s),
+                          then writes `$HOME/grown`
     hang {}            -> never answers
     garbage {}         -> answers with a line that is not JSON
     big {megabytes}    -> answers with a result of that many MiB (default 10) on one line
@@ -156,6 +159,9 @@ class Server:
                 self.withdrawn(request_id, asked)
             else:
                 text(request_id, json.dumps(ask_client("elicitation/create", asked)))
+        elif name == "grow" and args.get("later"):
+            text(request_id, "will grow")
+            self.grow_later()
         elif name == "grow":
             if not any(tool["name"] == "extra" for tool in self.tools):
                 self.tools.append({"name": "extra", "description": "Added later", "inputSchema": {"type": "object"}})
@@ -184,6 +190,8 @@ class Server:
             os._exit(3)
         elif name == "env":
             text(request_id, json.dumps(dict(os.environ)))
+        elif name == "extra" and any(tool["name"] == "extra" for tool in self.tools):
+            text(request_id, "extra ran")
         else:
             write({"id": request_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
 
@@ -219,6 +227,18 @@ class Server:
             _cancelled.add(params.get("requestId"))
         elif request_id is not None and not method.startswith("notifications/"):
             write({"id": request_id, "error": {"code": -32601, "message": f"Method not found: {method}"}})
+
+    def grow_later(self) -> None:
+        """Wait for `$HOME/grow` (at most 120 s), add `extra`, say the list changed, then write `$HOME/grown`."""
+        home = os.environ.get("HOME", "/nonexistent")
+        for _ in range(12000):
+            if os.path.exists(os.path.join(home, "grow")):
+                break
+            time.sleep(0.01)
+        self.tools.append({"name": "extra", "description": "Added later", "inputSchema": {"type": "object"}})
+        write({"method": "notifications/tools/list_changed"})
+        with open(os.path.join(home, "grown"), "w") as told:
+            told.write("grown\n")
 
     def withdrawn(self, request_id: Any, asked: dict[str, Any]) -> None:
         """Ask, wait for `$HOME/withdraw` (at most 120 s), withdraw the question, answer the call."""
