@@ -34,11 +34,6 @@ PART_BOUNDS = {"log": 256 * 1024 * 1024, "bundle": 1024 * 1024 * 1024, "scratchp
 ENCODED_LINE = 64 * 1024
 RAW_PER_LINE = ENCODED_LINE // 4 * 3
 
-# A body line (a log's event line, or a base64 line) arrives whole within this long of the line before it, or the
-# part is cut: the line deadline of docs/protocol.md#bounds, applied to each line of a part, so a peer that sends
-# a part slower than one line per 10 s (at least 100 KiB/s for a log's longest line) holds nothing for long.
-BODY_LINE_SECONDS = f.LINE_SECONDS
-
 
 def encoded(part: str) -> bool:
     """Whether `part` travels base64-encoded (the bundle and the scratchpad) rather than as it is (the log)."""

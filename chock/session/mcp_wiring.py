@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chock.session import tools
-from chock.session.tools.tool import Result, Tool
+from chock.session.tools.tool import Tool
 
 if TYPE_CHECKING:
     from chock.config import Config
@@ -141,7 +141,3 @@ def defaults(schema: dict[str, Any]) -> dict[str, Any]:
     return {
         name: field["default"] for name, field in properties.items() if isinstance(field, dict) and "default" in field
     }
-
-
-def relayed_result(result: Result) -> dict[str, Any]:
-    return {"output": result.output, "is_error": result.is_error}
