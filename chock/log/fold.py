@@ -17,11 +17,11 @@ prefix is the one before it.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chock.log.events import Event, decode, value
-from chock.log.row import RowState, count, this_machines
+from chock.log.row import ROW_TYPES, RowState, count, lines_with, this_machines
 
 # What a compacted conversation starts with: the task, and the model's own summary of the work so far.
 SUMMARY_HEADER = (
@@ -76,6 +76,19 @@ class SessionState(RowState):
             if event is not None:
                 self.apply(event)
 
+    def feed_folded(self, data: bytes) -> Iterator[Event]:
+        """Fold the whole lines `data` holds as `feed` does, parsing only the lines `apply` does anything with
+        (`folded_lines`), and yield each event folded; `last_event_id` is then the id of `data`'s last line.
+        For lines already checked (a log this host holds): the rest are skipped unread."""
+        for start in folded_lines(data):
+            event = decode(data[start : data.index(b"\n", start) + 1])
+            if event is not None:
+                self.apply(event)
+                yield event
+        last = decode(data[data.rfind(b"\n", 0, len(data) - 1) + 1 :]) if data else None
+        if last is not None and isinstance(last.get("id"), int):
+            self.last_event_id = last["id"]
+
     # Facts derived from the fold --------------------------------------------------------------------
 
     @property
@@ -93,6 +106,12 @@ class SessionState(RowState):
             if message["role"] == "tool":
                 answered.add(message["call_id"])
         return []
+
+
+def folded_lines(data: bytes) -> list[int]:
+    """The start of every line of `data` (whole lines) whose event `SessionState.apply` may fold: each holds
+    one of the folded types as a JSON string, or an escape that could spell one."""
+    return lines_with(data, _FOLDED_MARKERS)
 
 
 def fold(events: Iterable[Event]) -> SessionState:
@@ -275,3 +294,6 @@ _HANDLERS = {
     "plan": _plan,
     "approval.answer": _approval_answer,
 }
+
+# What a line must hold to be an event the fold reads: its type, quoted as JSON spells it.
+_FOLDED_MARKERS = tuple(sorted(f'"{name}"'.encode() for name in {*_HANDLERS, *ROW_TYPES}))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 from chock.log.events import EVENTS, USAGE_FIELDS, Event, decode
 
@@ -443,10 +444,20 @@ def _compiled(pattern: bytes) -> re.Pattern[bytes]:
     return re.compile(pattern)
 
 
+# The types a row folds: a fuller fold (chock.log.fold) finds its lines with these and its own.
+ROW_TYPES = frozenset(_ROW_HANDLERS)
+
+
 def _row_lines(data: bytes) -> list[int]:
     """The start of every line of `data` that may be a row event, in order."""
+    return lines_with(data, _MARKERS)
+
+
+def lines_with(data: bytes, markers: Iterable[bytes]) -> list[int]:
+    """The start of every line of `data` (whole lines) that holds one of `markers` or a JSON escape of a
+    character a type is spelled with (`_ESCAPED`), in order: every line whose type a marker quotes."""
     starts = set()
-    for marker in _MARKERS:
+    for marker in markers:
         found = data.find(marker)
         while found >= 0:
             start = data.rfind(b"\n", 0, found) + 1

@@ -114,6 +114,33 @@ class SessionLog:
         return log
 
     @classmethod
+    def take_received(
+        cls, path: Path, received: Path, fd: int, last_id: int, *, remember: Remember | None = None
+    ) -> SessionLog:
+        """An owned log that is the file `received` (a moved session's, whole lines its caller checked through
+        `fd`, open on it read-write and appending, the last line with id `last_id`): locked, made durable, then
+        renamed to `path` (replacing what is there), so nobody finds it there before it is whole and owned. Its
+        bytes are not copied, but on another file system (`create_holding`). Owns `fd` once it returns."""
+        _lock(fd, received)
+        os.fchmod(fd, FILE_MODE)
+        if not os.path.samestat(os.lstat(received), os.fstat(fd)):
+            raise ChockError(f"{received} was replaced while it was checked; nothing was written")
+        _fdatasync(fd)
+        try:
+            os.replace(received, path)
+        except OSError as error:
+            if error.errno != errno.EXDEV:
+                raise
+            os.lseek(fd, 0, os.SEEK_SET)
+            log = cls.create_holding(path, fd, last_id, remember=remember)
+            os.close(fd)
+            return log
+        sync_directory(path.parent)
+        log = cls(path, fd, last_id, remember)
+        log._dirty = False
+        return log
+
+    @classmethod
     def take(cls, path: Path, *, remember: Remember | None = None) -> SessionLog:
         """Take an existing log: lock it, cut a torn tail, and learn the last id."""
         try:

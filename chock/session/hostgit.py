@@ -212,14 +212,20 @@ class Repo:
         return _completed(args, self.work_tree, done, check)
 
     def stream(
-        self, args: Sequence[str], *, stdin: int = subprocess.DEVNULL, config: Sequence[str] = ()
+        self,
+        args: Sequence[str],
+        *,
+        stdin: int = subprocess.DEVNULL,
+        config: Sequence[str] = (),
+        objects: Path | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start one git command reading `stdin` (a file descriptor) and writing to a pipe the caller reads."""
+        """Start one git command reading `stdin` (a file descriptor) and writing to a pipe the caller reads;
+        `objects` is a quarantine its new objects go to."""
         try:
             return subprocess.Popen(
                 _argv(args, config),
                 cwd=self.work_tree,
-                env=self._env(None, person=False),
+                env=self._env(None, person=False, objects=objects),
                 stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,7 +32,7 @@ from chock.log.reader import lines_backwards
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
-from chock.session import moving, sandbox, start, workspace
+from chock.session import move_branch, moving, sandbox, start, workspace
 from chock.session.hostgit import Repo
 
 Undo = Callable[[], None]
@@ -48,41 +48,88 @@ class Checked:
     before: Event | None
 
 
-def check_log(path: Path, session_id: str) -> Checked:
-    """The incoming log, checked line by line (see the module); Refused naming the first line that fails."""
-    state, before, latest_end, last = SessionState(), None, None, None
-    expected = 1
-    with open(path, "rb") as found:
-        while line := found.readline(moving.EVENT_LIMIT + 2):
-            where = f"line {expected} of the log sent for session {session_id}"
-            if len(line) > moving.EVENT_LIMIT + 1:
-                raise _bad(f"{where} is longer than {moving.EVENT_LIMIT} bytes, the most an event may be")
-            if not line.endswith(b"\n"):
-                raise _bad(f"{where} is not a whole line")
-            event = _parsed(line, where)
-            found_id = event.get("id")
-            if type(found_id) is not int or found_id != expected:
-                raise _bad(f"{where} has the id {found_id!r}: a log's ids go 1, 2, 3, … in order")
-            kind = event.get("type")
-            if (expected == 1) != (kind == "session.start"):
-                raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
-            # A session.start always names its session (an adopt of an older Chock may not).
-            named = event.get("session", session_id if kind == "session.adopt" else None)
-            if kind in ("session.start", "session.adopt") and named != session_id:
-                raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
-            if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
-                raise _bad(f"{where} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}")
-            if kind == "session.adopt" and not _moved_out(latest_end):
-                before = latest_end  # a move-out that did not happen (its move was cut) is no end of the session's
-            elif kind == "session.end":
-                latest_end = event
-            state.apply(event)
-            last, expected = event, expected + 1
+def check_log(found: BinaryIO, session_id: str, trusted: int = 0) -> Checked:
+    """The incoming log, checked line by line (see the module) in one streaming read; Refused naming the first
+    line that fails. Its first `trusted` bytes, whole lines, are the log this host holds (compared byte for byte
+    by the caller): they are folded, not checked again."""
+    state, ends, last = SessionState(), _Ends(), None
+    found.seek(0)
+    for chunk in _whole_lines(found, trusted):
+        for event in state.feed_folded(chunk):
+            ends.saw(event)
+            last = event
+    if last is not None and last.get("id") != state.last_event_id:
+        last = None  # the prefix's last line is none the fold reads: no end
+    expected = state.last_event_id + 1
+    while line := found.readline(moving.EVENT_LIMIT + 2):
+        where = f"line {expected} of the log sent for session {session_id}"
+        if len(line) > moving.EVENT_LIMIT + 1:
+            raise _bad(f"{where} is longer than {moving.EVENT_LIMIT} bytes, the most an event may be")
+        if not line.endswith(b"\n"):
+            raise _bad(f"{where} is not a whole line")
+        event = _parsed(line, where)
+        found_id = event.get("id")
+        if type(found_id) is not int or found_id != expected:
+            raise _bad(f"{where} has the id {found_id!r}: a log's ids go 1, 2, 3, … in order")
+        kind = event.get("type")
+        if (expected == 1) != (kind == "session.start"):
+            raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
+        # A session.start always names its session (an adopt of an older Chock may not).
+        named = event.get("session", session_id if kind == "session.adopt" else None)
+        if kind in ("session.start", "session.adopt") and named != session_id:
+            raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
+        if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
+            raise _bad(f"{where} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}")
+        ends.saw(event)
+        state.apply(event)
+        last, expected = event, expected + 1
     if last is None or last.get("type") != "session.end" or last.get("reason") != "handover" or not last.get("to"):
         raise _bad(f"the log sent for session {session_id} does not end with its source's handover to this host")
     if not moving.COMMIT_ID.fullmatch(state.workspace_base):
         raise _bad(f"the log sent for session {session_id} names no commit as its base")
-    return Checked(state, expected - 1, before)
+    return Checked(state, expected - 1, ends.before)
+
+
+@dataclass
+class _Ends:
+    """The ends a log's check keeps: the latest, and the one before the source's move-out span."""
+
+    before: Event | None = None
+    latest: Event | None = None
+
+    def saw(self, event: Event) -> None:
+        kind = event.get("type")
+        if kind == "session.adopt" and not _moved_out(self.latest):
+            self.before = self.latest  # a move-out that did not happen (its move was cut) is no end of the session's
+        elif kind == "session.end":
+            self.latest = event
+
+
+def _whole_lines(found: BinaryIO, length: int) -> Iterator[bytes]:
+    """The next `length` bytes of `found` (whole lines), a few MiB of whole lines at a time."""
+    held = b""
+    while length:
+        data = found.read(min(PREFIX_CHUNK, length))
+        if not data:
+            raise _bad("the log sent changed while it was read")
+        length -= len(data)
+        data = held + data
+        cut = data.rfind(b"\n") + 1 if length else len(data)
+        held = data[cut:]
+        if cut:
+            yield data[:cut]
+
+
+# A prefix the target holds already is folded this much at a time.
+PREFIX_CHUNK = 8 * 1024 * 1024
+
+
+def _handed_to(found: BinaryIO) -> str:
+    """The host the incoming log's last line hands the session over to, or "" (the check refuses it then)."""
+    last = next(lines_backwards(found), None)
+    end = (decode(last[1]) or {}) if last is not None else {}
+    to = end.get("to") if end.get("type") == "session.end" and end.get("reason") == "handover" else None
+    return to if isinstance(to, str) else ""
 
 
 def _calls_well_formed(calls: object) -> bool:
@@ -115,8 +162,7 @@ def _parsed(line: bytes, where: str) -> Event:
     return event
 
 
-def _bad(why: str) -> Refused:
-    return Refused(f"refused the moved session: {why}; nothing was written")
+_bad = move_branch.bad
 
 
 def run(layout: Layout, request: start.RunRequest, render: Callable[[Event], None]) -> int:
@@ -143,25 +189,33 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
             f"the moved session {session_id} has no {', no '.join(missing)} in {incoming}: the daemon puts each part "
             "there once it is received and checked; move it again. Nothing was written"
         )
-    checked = check_log(incoming / "log", session_id)
-    state = checked.state
-    prepared = start._prepare(layout, request, request.project, request.instance or state.instance)
-    base, repo = state.workspace_base, prepared.repo
-    if repo.run(["cat-file", "-e", f"{base}^{{commit}}"], check=False).returncode != 0:
-        raise Refused(
-            f"{prepared.project} does not hold commit {base}, the base of session {session_id}; fetch it there "
-            "(`git fetch` from where the project came) and move the session again. Nothing was written"
-        )
     for part, limit in (("bundle", moving.BUNDLE_LIMIT), ("scratchpad", moving.SCRATCHPAD_LIMIT)):
         if (incoming / part).stat().st_size > limit:
             raise _bad(f"its {part} is larger than {limit} bytes")
     undo: list[Undo] = []
+    # The received log, opened once: checked through this descriptor, then it becomes the session's log.
+    fd, fd_taken = os.open(incoming / "log", os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC), False
     try:
-        old = _existing_log(layout, session_id, incoming / "log", state.end_to)
-        if old is not None:
-            undo.append(old.log.release)
-        undo.append(_import_branch(repo, incoming / "bundle", session_id, base, move.source))
-        log = _write_log(layout, session_id, incoming / "log", checked.last_id, old, str(prepared.project), undo)
+        # git checks the bundle's objects in a process of its own while this one checks the log.
+        with (
+            move_branch.Unpacking(_project_repo(request.project), incoming / "bundle") as unpacking,
+            open(os.dup(fd), "rb") as received,
+        ):
+            old = _existing_log(layout, session_id, received)
+            if old is not None:
+                undo.append(old.log.release)
+            checked = check_log(received, session_id, old.kept if old is not None else 0)
+            state = checked.state
+            prepared = start._prepare(layout, request, request.project, request.instance or state.instance)
+            base, repo = state.workspace_base, prepared.repo
+            if repo.run(["cat-file", "-e", f"{base}^{{commit}}"], check=False).returncode != 0:
+                raise Refused(
+                    f"{prepared.project} does not hold commit {base}, the base of session {session_id}; fetch it "
+                    "there (`git fetch` from where the project came) and move the session again. Nothing was written"
+                )
+            undo.append(move_branch.import_branch(repo, unpacking, session_id, base, move.source))
+        log = _write_log(layout, session_id, incoming / "log", fd, checked.last_id, old, str(prepared.project), undo)
+        fd_taken = True
         log.knows_row(state)  # the check folded every line: the cache gets its row with nothing read again
         undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
         if old is not None and old.cut:
@@ -183,6 +237,8 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
             start._open_workspace(layout, opening, session_id, request, place)
         log.sync()  # the commit point
     except BaseException:
+        if not fd_taken:
+            os.close(fd)
         for step in reversed(undo):
             with contextlib.suppress(Exception):
                 step()
@@ -226,24 +282,33 @@ class _Old:
 
     log: SessionLog
     path: Path
+    kept: int  # the length of it the incoming log begins with, byte for byte
     cut: bool = False  # a move-in to here that ended before its adopt: what it wrote is a leftover
 
 
-def _existing_log(layout: Layout, session_id: str, incoming: Path, to: str) -> _Old | None:
+def _existing_log(layout: Layout, session_id: str, incoming: BinaryIO) -> _Old | None:
     """The log already here, when there is one: taken only when it moved away from here and, without its move-out
     lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one — or when it is what a
-    move-in to here cut before its adopt left (it ends with the source's handover to `to`, this host, as the
-    incoming one does), and is a prefix of the incoming one."""
+    move-in to here cut before its adopt left (it ends with the source's handover to this host, as the incoming
+    one does), and is a prefix of the incoming one. A refusal is the incoming log's own, when it has one."""
     path = layout.log_path(session_id)
     if not path.exists():
         return None
+    try:
+        return _take_existing(path, session_id, incoming)
+    except Refused:
+        check_log(incoming, session_id)  # a log that fails its checks is refused for that, first
+        raise
+
+
+def _take_existing(path: Path, session_id: str, incoming: BinaryIO) -> _Old:
     try:
         log = SessionLog.take(path)
     except LogLocked:
         raise Refused(f"session {session_id} is running on this host; nothing was written") from None
     try:
         with open(path, "rb") as here:
-            kept, cut = _kept_length(here, to)
+            kept, cut = _kept_length(here, _handed_to(incoming))
             if kept is None:
                 raise Refused(
                     f"session {session_id} is on this host already and did not move away from it; nothing was written"
@@ -256,7 +321,7 @@ def _existing_log(layout: Layout, session_id: str, incoming: Path, to: str) -> _
     except BaseException:
         log.release()
         raise
-    return _Old(log, path, cut)
+    return _Old(log, path, kept, cut)
 
 
 def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
@@ -280,24 +345,32 @@ def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
     return None, False
 
 
-def _same_prefix(here: BinaryIO, incoming: Path, length: int) -> bool:
+def _same_prefix(here: BinaryIO, sent: BinaryIO, length: int) -> bool:
     """Whether the incoming log begins with the first `length` bytes of `here`, compared a chunk at a time."""
     here.seek(0)
-    with open(incoming, "rb") as sent:
-        while length:
-            step = min(moving.COPY_CHUNK, length)
-            mine = here.read(step)
-            if len(mine) != step or sent.read(step) != mine:
-                return False
-            length -= step
+    sent.seek(0)
+    while length:
+        step = min(moving.COPY_CHUNK, length)
+        mine = here.read(step)
+        if len(mine) != step or sent.read(step) != mine:
+            return False
+        length -= step
     return True
 
 
 def _write_log(
-    layout: Layout, session_id: str, incoming: Path, last_id: int, old: _Old | None, project: str, undo: list[Undo]
+    layout: Layout,
+    session_id: str,
+    incoming: Path,
+    fd: int,
+    last_id: int,
+    old: _Old | None,
+    project: str,
+    undo: list[Undo],
 ) -> SessionLog:
-    """The incoming log as the session's log, owned; one already here is kept as `log.jsonl.moved-N`. The
-    project here is written beside it for the index."""
+    """The incoming log (checked through `fd`, which the log owns once this returns) renamed to be the session's
+    log, owned; one already here is kept as `log.jsonl.moved-N`. The project here is written beside it for the
+    index."""
     path = layout.log_path(session_id)
     if old is None:
         ensure_dir(layout.sessions_dir)
@@ -313,8 +386,7 @@ def _write_log(
         undo.append(old.log.release)
     # Before the log is there, so the index reads it with the log's first line (chock.log.index).
     replace_file(str(layout.session_dir(session_id) / MOVED_PROJECT), os.fsencode(project) + b"\n")
-    with open(incoming, "rb") as sent:
-        log = SessionLog.create_holding(path, sent.fileno(), last_id, remember=start._remembered(layout, session_id))
+    log = SessionLog.take_received(path, incoming, fd, last_id, remember=start._remembered(layout, session_id))
     undo.append(log.release)
     if old is not None:
         old.log.release()
@@ -340,88 +412,13 @@ def _write_scratchpad(path: Path, incoming: Path) -> Undo:
     return put_back
 
 
-def _import_branch(repo: Repo, bundle: Path, session_id: str, base: str, source: str) -> Undo:
-    """`refs/heads/chock/<id>` from the bundle, and nothing else of it: its objects checked (`_take_objects`), its
-    tip checked to descend from the base and from the branch already here, then the branch is moved to it. An
-    empty bundle carries no branch (the work is the base). Returns how to put the branch back."""
-    branch = f"refs/heads/chock/{session_id}"
-    found = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}"], check=False)
-    here = found.stdout.decode().strip() if found.returncode == 0 else ""
-    if bundle.stat().st_size == 0:
-        if here and not _ancestor(repo, here, base):
-            raise _diverged(session_id, repo)
-        return lambda: None
-    listed = repo.run(["bundle", "list-heads", str(bundle), branch], check=False)
-    tips = [line.split(" ", 1)[0] for line in listed.stdout.decode(errors="replace").splitlines()
-            if line.endswith(f" {branch}")]  # fmt: skip
-    if listed.returncode != 0 or len(tips) != 1 or not moving.COMMIT_ID.fullmatch(tips[0]):
-        raise _bad(f"its bundle holds no {branch}")
-    tip = tips[0]
-    _take_objects(repo, bundle)
-    fetched = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{tip}^{{commit}}"], check=False)
-    if fetched.stdout.decode().strip() != tip or not _ancestor(repo, base, tip):
-        raise _bad(f"its bundle's {branch} does not descend from the session's base {base}")
-    if here and not _ancestor(repo, here, tip):
-        raise _diverged(session_id, repo)
-    repo.run(["update-ref", "-m", f"chock: moved in from {source}", branch, tip, here])
-
-    def undo() -> None:
-        if here:
-            repo.run(["update-ref", "-m", "chock: move undone", branch, here, tip])
-        else:
-            repo.run(["update-ref", "-d", branch, tip])
-
-    return undo
-
-
-# A bundle's header (its refs and prerequisites) is read up to this; ours names one ref and the base's boundary.
-BUNDLE_HEADER_LIMIT = 1024 * 1024
-
-
-def _take_objects(repo: Repo, bundle: Path) -> None:
-    """The bundle's pack into the repository, every object checked first: `git index-pack --strict` into a
-    quarantine beside the repository's objects (as `git receive-pack` takes a push), moved in only once all of it
-    passed. `git fetch` from a bundle checks no object before git 2.48, whatever `transfer.fsckObjects` says."""
-    with open(bundle, "rb") as handle:
-        line = handle.readline(64)
-        if line not in (b"# v2 git bundle\n", b"# v3 git bundle\n"):
-            raise _bad("its bundle is not a git bundle (v2 or v3)")
-        while line not in (b"\n", b""):
-            line = handle.readline(BUNDLE_HEADER_LIMIT)
-            if handle.tell() > BUNDLE_HEADER_LIMIT:
-                raise _bad(f"its bundle's header is longer than {BUNDLE_HEADER_LIMIT} bytes")
-        if not line:
-            raise _bad("its bundle holds no pack")
-        os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # git reads the pack from here on
-        store = repo.common_dir / "objects"
-        quarantine = store / f"incoming-chock-{os.getpid()}"
-        shutil.rmtree(quarantine, ignore_errors=True)
-        try:
-            (quarantine / "pack").mkdir(parents=True)
-            checked = repo.run(
-                ["index-pack", "--strict", "--fix-thin", "--stdin"], stdin=handle.fileno(), objects=quarantine,
-                check=False,
-            )  # fmt: skip
-            if checked.returncode != 0:
-                said = checked.stderr.decode(errors="replace").strip().splitlines()
-                raise _bad(f"its bundle fails git's object checks ({'; '.join(said[-2:]) or 'index-pack failed'})")
-            # The index last: git reads a pack only once its index is there.
-            for made in sorted((quarantine / "pack").iterdir(), key=lambda path: path.suffix == ".idx"):
-                os.replace(made, store / "pack" / made.name)
-        finally:
-            shutil.rmtree(quarantine, ignore_errors=True)
-
-
-def _ancestor(repo: Repo, older: str, newer: str) -> bool:
-    return repo.run(["merge-base", "--is-ancestor", older, newer], check=False).returncode == 0
-
-
-def _diverged(session_id: str, repo: Repo) -> Refused:
-    return Refused(
-        f"the branch chock/{session_id} in {repo.common_dir} is not an ancestor of the one sent: it holds work the "
-        f"moved session does not; rename it (`git branch -m chock/{session_id} …`) and move the session again. "
-        "Nothing was written"
-    )
+def _project_repo(project: Path) -> Repo | None:
+    """The repository of the project the session moves into, as every command finds it; None when there is none
+    (`start._prepare` refuses it then, in its own words)."""
+    try:
+        return workspace.open_project(project).repo
+    except ChockError:
+        return None
 
 
 def _remove_cut_worktree(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> None:
