@@ -295,5 +295,7 @@ _HANDLERS = {
     "approval.answer": _approval_answer,
 }
 
-# What a line must hold to be an event the fold reads: its type, quoted as JSON spells it.
-_FOLDED_MARKERS = tuple(sorted(f'"{name}"'.encode() for name in {*_HANDLERS, *ROW_TYPES}))
+# The types of the events the fold reads: any other event changes nothing in it but `last_event_id`.
+FOLDED_TYPES = frozenset({*_HANDLERS, *ROW_TYPES})
+# What a line must hold to be one of them: its type, quoted as JSON spells it.
+_FOLDED_MARKERS = tuple(sorted(f'"{name}"'.encode() for name in FOLDED_TYPES))

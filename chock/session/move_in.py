@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from chock.errors import EXIT_INTERRUPTED, ChockError, Refused, UsageError
 from chock.log.events import Event, decode
-from chock.log.fold import SessionState
+from chock.log.fold import FOLDED_TYPES, SessionState
 from chock.log.index import MOVED_PROJECT
 from chock.log.reader import lines_backwards
 from chock.log.writer import LogLocked, SessionLog
@@ -61,28 +61,28 @@ def check_log(found: BinaryIO, session_id: str, trusted: int = 0) -> Checked:
     if last is not None and last.get("id") != state.last_event_id:
         last = None  # the prefix's last line is none the fold reads: no end
     expected = state.last_event_id + 1
-    while line := found.readline(moving.EVENT_LIMIT + 2):
-        where = f"line {expected} of the log sent for session {session_id}"
+    folded, readline, apply = FOLDED_TYPES, found.readline, state.apply
+    while line := readline(moving.EVENT_LIMIT + 2):
         if len(line) > moving.EVENT_LIMIT + 1:
-            raise _bad(f"{where} is longer than {moving.EVENT_LIMIT} bytes, the most an event may be")
-        if not line.endswith(b"\n"):
-            raise _bad(f"{where} is not a whole line")
-        event = _parsed(line, where)
+            raise _bad(
+                f"{_where(expected, session_id)} is longer than {moving.EVENT_LIMIT} bytes, the most an event may be"
+            )
+        if line[-1:] != b"\n":
+            raise _bad(f"{_where(expected, session_id)} is not a whole line")
+        event = _parsed(line, expected, session_id)
         found_id = event.get("id")
         if type(found_id) is not int or found_id != expected:
-            raise _bad(f"{where} has the id {found_id!r}: a log's ids go 1, 2, 3, … in order")
+            raise _bad(f"{_where(expected, session_id)} has the id {found_id!r}: a log's ids go 1, 2, 3, … in order")
         kind = event.get("type")
         if (expected == 1) != (kind == "session.start"):
-            raise _bad(f"{where} is a {kind!r}: a log begins with its one session.start")
-        # A session.start always names its session (an adopt of an older Chock may not).
-        named = event.get("session", session_id if kind == "session.adopt" else None)
-        if kind in ("session.start", "session.adopt") and named != session_id:
-            raise _bad(f"{where} names the session {event.get('session')!r}, not {session_id}")
-        if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
-            raise _bad(f"{where} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}")
-        ends.saw(event)
-        state.apply(event)
+            raise _bad(f"{_where(expected, session_id)} is a {kind!r}: a log begins with its one session.start")
+        if kind in _CHECKED:
+            _check_event(event, kind, expected, session_id)
+            ends.saw(event)
+        if kind in folded:  # no other event changes the fold but for its id, set below
+            apply(event)
         last, expected = event, expected + 1
+    state.last_event_id = expected - 1
     if last is None or last.get("type") != "session.end" or last.get("reason") != "handover" or not last.get("to"):
         raise _bad(f"the log sent for session {session_id} does not end with its source's handover to this host")
     if not moving.COMMIT_ID.fullmatch(state.workspace_base):
@@ -143,6 +143,26 @@ def _calls_well_formed(calls: object) -> bool:
     )
 
 
+# The events a check looks into beyond their id.
+_CHECKED = frozenset({"session.start", "session.adopt", "session.end", "assistant.message"})
+
+
+def _check_event(event: Event, kind: str, expected: int, session_id: str) -> None:
+    """What a start, an adopt or a model's message must be to go on here."""
+    # A session.start always names its session (an adopt of an older Chock may not).
+    named = event.get("session", session_id if kind == "session.adopt" else None)
+    if kind in ("session.start", "session.adopt") and named != session_id:
+        raise _bad(f"{_where(expected, session_id)} names the session {event.get('session')!r}, not {session_id}")
+    if kind == "assistant.message" and not _calls_well_formed(event.get("tool_calls", [])):
+        raise _bad(
+            f"{_where(expected, session_id)} has tool_calls that are not a list of {{call_id, name, args: {{…}}}}"
+        )
+
+
+def _where(number: int, session_id: str) -> str:
+    return f"line {number} of the log sent for session {session_id}"
+
+
 def _refuse_constant(constant: str) -> None:
     raise ValueError(constant)
 
@@ -151,14 +171,20 @@ def _refuse_constant(constant: str) -> None:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
-def _parsed(line: bytes, where: str) -> Event:
-    """One line as a JSON object: UTF-8, no NaN or Infinity; Refused otherwise."""
+def _parsed(line: bytes, number: int, session_id: str) -> Event:
+    """One line (ending in its newline) as a JSON object: UTF-8, no NaN or Infinity; Refused otherwise."""
     try:
-        event = _DECODER.decode(line.decode())
+        text = line.decode()
+        if text[:1] == "{":  # as a writer writes it: decode's whitespace checks are needed only after it
+            event, end = _DECODER.raw_decode(text)
+            if text[end:] != "\n" and text[end:].strip(" \t\n\r"):
+                raise ValueError("extra data")
+        else:
+            event = _DECODER.decode(text)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        raise _bad(f"{where} is not JSON") from None
+        raise _bad(f"{_where(number, session_id)} is not JSON") from None
     if type(event) is not dict:
-        raise _bad(f"{where} is not a JSON object")
+        raise _bad(f"{_where(number, session_id)} is not a JSON object")
     return event
 
 

@@ -1,0 +1,109 @@
+"""What the target's `chock run --move-in` does with the parts its daemon received (docs/remote.md#moving-a-session):
+the log part becomes the session's log by a rename (never a copy), private; a session coming back is checked
+after the prefix the target holds, which must match byte for byte; and the fold of that prefix, which reads only
+the lines the fold needs, is the fold of every line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from chock.log.fold import SessionState
+from tests.test_move_children import (
+    ONE_FILE,
+    _ended_session,
+    _move,
+    _move_in,
+    _move_out,
+    _relay,
+    _row,
+    hosts,  # noqa: F401 - the fixture: two hosts, two clones
+)
+
+
+def test_the_received_log_becomes_the_sessions_log_by_a_rename_and_private(hosts):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id = _ended_session(a, project_a)
+    said = _move_out(a, session_id, "hostb")
+    into = _relay(a, b, session_id, said)
+    sent = (into / "log").read_bytes()
+    os.chmod(into / "log", 0o644)  # as a daemon's umask may leave it
+    received = os.stat(into / "log")
+    b.replay_instance(ONE_FILE)
+    taken = _move_in(b, session_id, project_b, "hosta")
+    assert taken.returncode == 0, taken.stderr
+    held = os.stat(b.layout.log_path(session_id))
+    assert (held.st_dev, held.st_ino) == (received.st_dev, received.st_ino)  # the bytes were not copied
+    assert stat.S_IMODE(held.st_mode) == 0o600
+    assert b.layout.log_path(session_id).read_bytes().startswith(sent)
+    assert not (b.layout.state / "moves" / session_id).exists()
+    assert _row(b, project_b)["status"] == "ended"
+
+
+def _coming_back(hosts) -> tuple:  # noqa: F811
+    """A session moved A -> B, then moved out of B towards A, its parts received on A: (A, B, project A, id,
+    the log A received)."""
+    a, b, project_a, project_b = hosts
+    session_id = _ended_session(a, project_a)
+    b.replay_instance(ONE_FILE)
+    _move(a, b, session_id, project_b, ("hosta", "hostb"))
+    said = _move_out(b, session_id, "hosta")
+    into = _relay(b, a, session_id, said)
+    return a, b, project_a, session_id, into / "log"
+
+
+def test_a_session_coming_back_whose_log_differs_from_the_one_here_is_refused(hosts):  # noqa: F811
+    a, _, project_a, session_id, log = _coming_back(hosts)
+    before = a.layout.log_path(session_id).read_bytes()
+    first, rest = log.read_bytes().split(b"\n", 1)
+    assert b"write a file" in first
+    log.write_bytes(first.replace(b"write a file", b"write a fill") + b"\n" + rest)  # one byte, still whole JSON
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3 and "the two copies diverged" in refused.stderr, refused.stderr
+    assert a.layout.log_path(session_id).read_bytes() == before
+    assert _row(a, project_a)["status"] == "moved"
+
+
+def test_a_session_coming_back_is_checked_line_by_line_after_the_prefix_here(hosts):  # noqa: F811
+    a, _, project_a, session_id, log = _coming_back(hosts)
+    before = a.layout.log_path(session_id).read_bytes()
+    events = [json.loads(line) for line in log.read_bytes().splitlines()]
+    assert len(events) > before.count(b"\n")  # B's lines come after all A holds
+    events[-1]["id"] += 1
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3, refused.stderr
+    assert f"line {len(events)} of the log sent" in refused.stderr and "a log's ids go 1, 2, 3" in refused.stderr
+    assert a.layout.log_path(session_id).read_bytes() == before
+
+
+def test_a_session_coming_back_takes_the_whole_log_and_carries_its_fold(hosts):  # noqa: F811
+    a, _, project_a, session_id, log = _coming_back(hosts)
+    sent = log.read_bytes()
+    taken = _move_in(a, session_id, project_a, "hostb")
+    assert taken.returncode == 0, taken.stderr
+    assert a.layout.log_path(session_id).read_bytes().startswith(sent)
+    row = _row(a, project_a)
+    assert (row["status"], row["project"], row["end_reason"]) == ("ended", str(project_a), "completed")
+
+
+def test_the_fold_of_the_lines_it_reads_is_the_fold_of_every_line(hosts):  # noqa: F811
+    log = _coming_back(hosts)[-1]
+    data = log.read_bytes()
+    last = json.loads(data.splitlines()[-1])["id"]
+    extra = [
+        # A type spelled with an escape, as JSON may: read, and folded.
+        '{"id": %d, "at": "2026-01-01T00:00:00Z", "type": "\\u0070lan", "steps": [{"step": "s", "status": "done"}]}',
+        # A type's name in a text, not its type: read, and changes nothing.
+        '{"id": %d, "at": "2026-01-01T00:00:00Z", "type": "assistant.delta", "text": "plan"}',
+        '{"id": %d, "at": "2026-01-01T00:00:00Z", "type": "usage", "input_tokens": 7, "output_tokens": 3}',
+        '{"id": %d, "at": "2026-01-01T00:00:00Z", "type": "assistant.delta", "text": "skipped"}',
+    ]
+    data += "".join(line % (last + n) + "\n" for n, line in enumerate(extra, 1)).encode()
+    whole, read = SessionState(), SessionState()
+    whole.feed(data)
+    assert [e["id"] for e in read.feed_folded(data)][-2:] == [last + 2, last + 3]
+    slots = [name for cls in type(whole).__mro__ for name in getattr(cls, "__slots__", ())]
+    assert {name: getattr(read, name) for name in slots} == {name: getattr(whole, name) for name in slots}
+    assert read.plan == [{"step": "s", "status": "done"}] and read.last_event_id == last + 4
