@@ -38,7 +38,8 @@ def host(root: Path) -> dict[str, str]:
     (root / "runtime").mkdir(parents=True, mode=0o700)
     (root / "demo.jsonl").write_text("".join(json.dumps({"type": "assistant.message", **e}) + "\n" for e in ONE_FILE))
     (root / "config.zon").write_text('.{ .instances = .{ .demo = .{ .kind = "replay=demo.jsonl" } } }\n')
-    return _common.environment(root)
+    # One compiled-module cache for every host, as an installed Chock has: no host compiles Chock again.
+    return {**_common.environment(root), "PYTHONPYCACHEPREFIX": str(root.parent / "pycache")}
 
 
 def run(env: dict[str, str], *args: str, cwd: Path) -> str:

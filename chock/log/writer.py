@@ -123,8 +123,9 @@ class SessionLog:
         bytes are not copied, but on another file system (`create_holding`). Owns `fd` once it returns."""
         _lock(fd, received)
         os.fchmod(fd, FILE_MODE)
-        if not os.path.samestat(os.lstat(received), os.fstat(fd)):
-            raise ChockError(f"{received} was replaced while it was checked; nothing was written")
+        opened = os.fstat(fd)
+        if not os.path.samestat(os.lstat(received), opened) or opened.st_nlink != 1:
+            raise ChockError(f"{received} was replaced or linked while it was checked; nothing was written")
         _fdatasync(fd)
         try:
             os.replace(received, path)
