@@ -10,6 +10,7 @@ import os
 import stat
 
 from chock.log.fold import SessionState
+from tests.fakes.projects import git_value
 from tests.test_move_children import (
     ONE_FILE,
     _ended_session,
@@ -107,3 +108,18 @@ def test_the_fold_of_the_lines_it_reads_is_the_fold_of_every_line(hosts):  # noq
     slots = [name for cls in type(whole).__mro__ for name in getattr(cls, "__slots__", ())]
     assert {name: getattr(read, name) for name in slots} == {name: getattr(whole, name) for name in slots}
     assert read.plan == [{"step": "s", "status": "done"}] and read.last_event_id == last + 4
+
+
+def test_a_session_coming_back_with_no_work_done_away_takes_nothing_of_its_bundle(hosts):  # noqa: F811
+    a, _, project_a, session_id, log = _coming_back(hosts)
+    tip = git_value(project_a, "rev-parse", f"chock/{session_id}")
+    bundle = log.parent / "bundle"
+    header, pack = bundle.read_bytes().split(b"\n\n", 1)
+    assert f"{tip} refs/heads/chock/{session_id}".encode() in header  # the branch here is the one sent
+    bundle.write_bytes(header + b"\n\n" + bytes(len(pack)))  # its pack unreadable: git would refuse it
+    packs = sorted(os.listdir(project_a / ".git/objects/pack"))
+    taken = _move_in(a, session_id, project_a, "hostb")
+    assert taken.returncode == 0, taken.stderr
+    assert sorted(os.listdir(project_a / ".git/objects/pack")) == packs
+    assert git_value(project_a, "rev-parse", f"chock/{session_id}") == tip
+    assert not [name for name in os.listdir(project_a / ".git/objects") if name.startswith("incoming-")]

@@ -37,10 +37,11 @@ class Unpacking:
     """`git index-pack --strict --fix-thin` of the bundle's pack into a quarantine of `repo`'s object store,
     running from construction; `take` waits for it and moves the pack in when every object passed; leaving the
     block stops it and removes the quarantine. With no repository (the project is refused later, in its own
-    words), or an empty bundle, nothing runs. A bundle whose header is wrong is refused by `take`, so a log's
-    refusal comes first."""
+    words), or an empty bundle, nothing runs; nor when the bundle's `branch` is the one here already (a session
+    coming back that did no work away): all its objects are here. A bundle whose header is wrong is refused by
+    `take`, so a log's refusal comes first."""
 
-    def __init__(self, repo: Repo | None, bundle: Path) -> None:
+    def __init__(self, repo: Repo | None, bundle: Path, branch: str) -> None:
         self.repo, self.bundle = repo, bundle
         self._process: subprocess.Popen[bytes] | None = None
         self._refusal: Refused | None = None
@@ -49,10 +50,13 @@ class Unpacking:
             return
         with open(bundle, "rb") as handle:
             try:
-                _skip_header(handle)
+                header = _skip_header(handle)
             except Refused as refusal:
                 self._refusal = refusal
                 return
+            here = branch_tip(repo, branch)
+            if here and f"{here} {branch}\n".encode() in header:
+                return  # `import_branch` finds the tip here: nothing of the pack is needed
             self._quarantine = repo.common_dir / "objects" / f"incoming-chock-{os.getpid()}"
             shutil.rmtree(self._quarantine, ignore_errors=True)
             (self._quarantine / "pack").mkdir(parents=True)
@@ -92,27 +96,40 @@ class Unpacking:
             os.replace(made, store / "pack" / made.name)
 
 
-def _skip_header(handle: BinaryIO) -> None:
-    """Read a bundle's header (v2 or v3) up to its blank line, so `handle` is at its pack; Refused otherwise."""
+def _skip_header(handle: BinaryIO) -> list[bytes]:
+    """Read a bundle's header (v2 or v3) up to its blank line, so `handle` is at its pack: its lines; Refused
+    otherwise."""
     line = handle.readline(64)
     if line not in (b"# v2 git bundle\n", b"# v3 git bundle\n"):
         raise bad("its bundle is not a git bundle (v2 or v3)")
+    lines = []
     while line not in (b"\n", b""):
         line = handle.readline(BUNDLE_HEADER_LIMIT)
         if handle.tell() > BUNDLE_HEADER_LIMIT:
             raise bad(f"its bundle's header is longer than {BUNDLE_HEADER_LIMIT} bytes")
+        lines.append(line)
     if not line:
         raise bad("its bundle holds no pack")
+    return lines
+
+
+def branch_of(session_id: str) -> str:
+    """The one ref a moved session's bundle carries into the project."""
+    return f"refs/heads/chock/{session_id}"
+
+
+def branch_tip(repo: Repo, branch: str) -> str:
+    """The commit `branch` names in `repo`, or "" when it names none."""
+    found = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}"], check=False)
+    return found.stdout.decode().strip() if found.returncode == 0 else ""
 
 
 def import_branch(repo: Repo, unpacking: Unpacking, session_id: str, base: str, source: str) -> Undo:
     """`refs/heads/chock/<id>` from the bundle, and nothing else of it: its objects checked (`Unpacking`), its
     tip checked to descend from the base and from the branch already here, then the branch is moved to it. An
     empty bundle carries no branch (the work is the base). Returns how to put the branch back."""
-    bundle = unpacking.bundle
-    branch = f"refs/heads/chock/{session_id}"
-    found = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}"], check=False)
-    here = found.stdout.decode().strip() if found.returncode == 0 else ""
+    bundle, branch = unpacking.bundle, branch_of(session_id)
+    here = branch_tip(repo, branch)
     if bundle.stat().st_size == 0:
         if here and not _ancestor(repo, here, base):
             raise _diverged(session_id, repo)
@@ -123,6 +140,10 @@ def import_branch(repo: Repo, unpacking: Unpacking, session_id: str, base: str, 
     if listed.returncode != 0 or len(tips) != 1 or not moving.COMMIT_ID.fullmatch(tips[0]):
         raise bad(f"its bundle holds no {branch}")
     tip = tips[0]
+    if tip == here:  # it came back with no work done away: every object is here, reachable from the branch
+        if not _ancestor(repo, base, tip):
+            raise bad(f"its bundle's {branch} does not descend from the session's base {base}")
+        return lambda: None
     unpacking.take(repo)
     fetched = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{tip}^{{commit}}"], check=False)
     if fetched.stdout.decode().strip() != tip or not _ancestor(repo, base, tip):

@@ -224,7 +224,9 @@ def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
     try:
         # git checks the bundle's objects in a process of its own while this one checks the log.
         with (
-            move_branch.Unpacking(_project_repo(request.project), incoming / "bundle") as unpacking,
+            move_branch.Unpacking(
+                _project_repo(request.project), incoming / "bundle", move_branch.branch_of(session_id)
+            ) as unpacking,
             open(os.dup(fd), "rb") as received,
         ):
             old = _existing_log(layout, session_id, received)
