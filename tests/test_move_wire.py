@@ -25,6 +25,7 @@ from chock.control.client import ControlClient
 from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data, ServerConnection
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
+from chock.log.reader import owner_alive
 from tests.conftest import Home
 from tests.fakes.daemon import Daemon
 from tests.fakes.old_daemon import old_daemon
@@ -102,6 +103,8 @@ def _ended_on(a: Daemon, home: Home, tmp_path: Path) -> tuple[str, Path, Path]:
     subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
     session_id = a.client.call(dp.StartRequest(str(here), "write a file")).session_id
     wait_until(lambda: a.client.call(dp.FindRequest(session_id)).row["status"] == "ended", 60, "the session to end")
+    log = state(tmp_path, "a") / "sessions" / session_id / "log.jsonl"
+    wait_until(lambda: not owner_alive(log), 30, "the ended session's child to let go of its log")
     return session_id, here, there
 
 
