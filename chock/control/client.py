@@ -126,6 +126,22 @@ class Pump:
         while self.connection.held() < lines and not self.connection.closed:
             self._receive(deadline, what)
 
+    def whole(self, most: int, first: float | None, rest: float | None, what: str) -> list[ReplyLine] | None:
+        """The reply to the request just sent, read to its end (the peer's close: its first bytes within `first`,
+        the others within `rest` as a whole, as a stream's lines are waited for) and decoded in one pass
+        (`ClientConnection.read_whole`): its items, at most `most`; None when it cannot be read so, and then
+        `next_event` reads the same bytes line by line."""
+        connection = self.connection
+        if not connection.read_whole():
+            return None
+        deadline = Deadline(first, time.monotonic)
+        while connection.reading_whole and not connection.whole_held:
+            self._receive(deadline, what)
+        deadline = Deadline(rest, time.monotonic)
+        while connection.reading_whole:
+            self._receive(deadline, what)
+        return connection.whole_items(most)
+
     def _receive(self, deadline: Deadline, what: str) -> None:
         """One read from the peer into the connection, waiting at most what is left of `deadline` (which raises,
         naming `what`, once none is)."""
@@ -291,9 +307,12 @@ class ControlClient:
         """A streamed verb (`read`, `list`, `watch`): the header and first line are read before this returns,
         so a refusal is raised here; each later line is waited for at most `idle_timeout` (None: as long as it
         takes — a watched session may be quiet for minutes)."""
-        pump = self._open()
+        return self._stream(self._open(), request, idle_timeout)
+
+    def _stream(self, pump: Pump, request: Request, idle_timeout: float | None, *, sent: bool = False) -> ReplyStream:
         try:
-            pump.send(request)
+            if not sent:
+                pump.send(request)
             if request.REPLY is not None:
                 header, first = pump.reply(self.timeout, request.verb), None
             else:
@@ -306,8 +325,19 @@ class ControlClient:
     def collect(self, request: Request, *, most: int) -> list[ReplyLine]:
         """A streamed verb's lines read to the end of its reply (its header, if any, left out), at most `most` of
         them (a daemon, perhaps another machine's, decides how many it sends; the rest are not read): for a reply
-        that ends by itself (`list`, `sessions`, `read`), never for a `watch`."""
-        stream = self.stream(request)
+        that ends by itself (`list`, `sessions`, `read`), never for a `watch`. A listing is read to its end and
+        parsed in one pass (`Pump.whole`)."""
+        pump = self._open()
+        try:
+            pump.send(request)
+            items = pump.whole(most, self.timeout, DEFAULT_TIMEOUT, request.verb)
+        except BaseException:
+            pump.close()
+            raise
+        if items is not None:
+            pump.close()
+            return items
+        stream = self._stream(pump, request, DEFAULT_TIMEOUT, sent=True)
         try:
             return stream.rest(most)
         finally:

@@ -33,6 +33,10 @@ from chock.control.framing import (
 from chock.control.greeting import Greeted, check_greeting_reply, encode_greeting, encode_greeting_reply, parse_greeting
 from chock.control.message import LineProtocol, ReplyLine, Request
 
+# A reply read whole (`ClientConnection.read_whole`) holds at most this much before it is read line by line
+# instead: ten thousand rows (dp.MAX_SESSIONS) of about 3 KiB each.
+WHOLE_MOST = 32 * 1024 * 1024
+
 # What a pump sees of a connection: these classes and the events `next_event` gives (the body's among them).
 __all__ = ["CLOSED", "END_OF_BODY", "NEED_DATA", "ClientConnection", "Data", "Sentinel", "ServerConnection"]
 
@@ -303,6 +307,11 @@ class ServerConnection:
         return error.code in (ErrorCode.TOO_LARGE, ErrorCode.PROTOCOL, ErrorCode.GREETING)
 
 
+def _longest(data: bytes) -> int:
+    """The length of the longest line of `data`, without its `\\n`."""
+    return max(map(len, data.split(b"\n")))
+
+
 class ClientConnection:
     """The client's end: `greeting()` first, then `send(request)` and the reply's lines as typed events.
 
@@ -329,6 +338,7 @@ class ClientConnection:
         self._header_fed = False
         self._beyond = bytearray()
         self._body_left: int | None = None
+        self._whole: bytearray | None = None  # a reply being read whole, to be decoded at once at its end
 
     # What this end sends ------------------------------------------------------------------------------------
 
@@ -362,6 +372,11 @@ class ClientConnection:
         if not data:
             self._eof = True
             return
+        if self._whole is not None:
+            self._whole += data
+            if len(self._whole) > WHOLE_MOST:
+                self._unwhole()
+            return
         request = self._request
         if self._state == "reply" and request is not None and request.REPLY_BODY:
             if self._header_fed:
@@ -381,6 +396,53 @@ class ClientConnection:
         if self._state != "reply" or request is None or request.END is not None or self.protocol.anytime:
             return False
         return hasattr(request.ITEM, "decode_many")
+
+    def read_whole(self) -> bool:
+        """Hold the reply just requested as bytes until the peer closes, for `whole_items` to decode in one pass:
+        for a stream that `batches` whose item type decodes a block (`decode_block`), with no header. False (and
+        nothing changes) for any other reply."""
+        request = self._request
+        if not self.batches() or request is None or request.REPLY is not None or self._replies.complete:
+            return False
+        if not hasattr(request.ITEM, "decode_block"):
+            return False
+        self._whole = bytearray()
+        return True
+
+    @property
+    def reading_whole(self) -> bool:
+        """A reply is being read whole and the peer has not closed yet: receive more."""
+        return self._whole is not None and not self._eof
+
+    @property
+    def whole_held(self) -> int:
+        """How many bytes of a reply read whole are held."""
+        return len(self._whole) if self._whole is not None else 0
+
+    def whole_items(self, most: int) -> list[ReplyLine] | None:
+        """The reply read whole, every item decoded by one call of the item type's `decode_block`; None when it
+        cannot be read so (a refusal, a line that is not an item, a line past its bound, more than `most`
+        items): then its bytes are read line by line by `next_event`, which refuses what it always refused."""
+        data, self._whole = self._whole, None
+        if data is None or not self._eof:
+            if data is not None:
+                self._whole = data
+                self._unwhole()
+            return None
+        request = self._request
+        assert request is not None
+        whole = bytes(data)
+        items = request.ITEM.decode_block(whole) if whole else []  # type: ignore[union-attr]  # read_whole checked
+        if items is None or len(items) > most or (len(whole) > MAX_REPLY_LINE and _longest(whole) > MAX_REPLY_LINE):
+            self._replies.feed(whole)
+            return None
+        return items
+
+    def _unwhole(self) -> None:
+        """Read what is held of a whole reply (and all that comes after) line by line."""
+        data, self._whole = self._whole, None
+        if data:
+            self._replies.feed(bytes(data))
 
     def held(self) -> int:
         """How many complete lines are received and not yet read."""
@@ -402,6 +464,8 @@ class ClientConnection:
         return self._state in ("greeting", "reply")
 
     def next_event(self) -> Greeted | ReplyLine | Data | Sentinel:
+        if self._whole is not None:
+            self._unwhole()
         if self._body_left is not None:
             return self._body_event()
         try:
