@@ -194,6 +194,17 @@ def _spell(line: bytes, how: int) -> bytes:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(_EVENT | _USAGE, st.sampled_from([0, 0, 0, 0, 1, 2, 3, 4, 5, 6])), max_size=40), st.data())
 def test_the_row_fold_equals_the_conversation_folds_row_for_any_events(tmp_path, events, data):
+    _fold_equals_conversation_fold(tmp_path, events, data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_EVENT | _USAGE | _USAGE, st.sampled_from([0, 0, 0, 0, 2, 3, 4, 5])), max_size=40), st.data())
+def test_the_row_fold_equals_the_conversation_folds_row_with_no_escaped_type(tmp_path, events, data):
+    """With no type spelled with an escape, the usage lines are found in one scan (`row._plain_usages`)."""
+    _fold_equals_conversation_fold(tmp_path, events, data)
+
+
+def _fold_equals_conversation_fold(tmp_path, events, data):
     lines = [_spell(encode({"id": n, "at": AT, **event}), how) for n, (event, how) in enumerate(events, 1)]
     whole = b"".join(lines)
     assert rows_of(whole) == full_rows(whole, tmp_path / "log.jsonl")

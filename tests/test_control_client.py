@@ -202,6 +202,45 @@ def test_a_daemon_that_predates_the_greeting_is_named_as_such(serve):
         ControlClient(address_of(server), timeout=5).ping()
 
 
+def test_a_list_goes_with_the_greeting_in_one_round_trip(sockdir):
+    """`collect` sends its request right behind its greeting: a daemon that answers nothing until it holds both
+    lines answers it (a client that waited for the greeting's answer first would wait for ever)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sockdir / "d.sock"))
+    listener.listen(1)
+    row = dp.ListRow("2026-12-01T07:34:50.123Z", {"id": SID, "status": "ended"}).encode()
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            held = b""
+            while held.count(b"\n") < 2 and (chunk := conn.recv(4096)):
+                held += chunk
+            if held == b"hello chock-control 1\nlist /p\n":
+                conn.sendall(HELLO_OK + row)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        got = ControlClient(f"unix:{sockdir / 'd.sock'}", timeout=2).collect(dp.ListRequest("/p"), most=10)
+        assert [(line.started_at, line.row["id"]) for line in got] == [("2026-12-01T07:34:50.123Z", SID)]
+    finally:
+        listener.close()
+        thread.join(5)
+    # A refusal of the greeting is still the refusal, the request never read.
+    for n, (reply, words) in enumerate((
+        (error_line("protocol", "this daemon speaks chock-control 0, the client chock-control 1: update the daemon"),
+         "update the daemon"),
+        (b"error unknown-verb hello is not a verb\n", "predates chock-control 1"),
+    )):  # fmt: skip
+        with pytest.raises(ProtocolError, match=words):
+            with_server = Scripted(sockdir / f"refusing{n}.sock", [[reply]])
+            try:
+                ControlClient(address_of(with_server), timeout=5).collect(dp.ListRequest("/p"), most=10)
+            finally:
+                with_server.close()
+
+
 def test_a_daemon_that_says_nothing_is_unreachable_within_the_bound(serve):
     server = serve([b""], hold=True)
     began = time.monotonic()

@@ -90,11 +90,15 @@ class Pump:
         self.connection = connection
 
     @classmethod
-    def greet(cls, sock: socket.socket, protocol: LineProtocol, peer: str, timeout: float) -> Pump:
-        """Greet over a connected socket and check the number; a refusal is raised and the socket closed."""
+    def greet(
+        cls, sock: socket.socket, protocol: LineProtocol, peer: str, timeout: float, request: Request | None = None
+    ) -> Pump:
+        """Greet over a connected socket and check the number; a refusal is raised and the socket closed. With
+        `request`, it is sent with the greeting (`ClientConnection.greeting_with`)."""
         pump = cls(sock, ClientConnection(protocol, peer=peer))
         try:
-            pump.write(pump.connection.greeting())
+            connection = pump.connection
+            pump.write(connection.greeting() if request is None else connection.greeting_with(request))
             pump.next_event(timeout, "the greeting")
         except BaseException:
             pump.close()
@@ -247,14 +251,15 @@ class ControlClient:
         self.address = parse_address(address) if isinstance(address, str) else address
         self.timeout = timeout
 
-    def _open(self) -> Pump:
+    def _open(self, request: Request | None = None) -> Pump:
+        """A greeted connection to the daemon; with `request`, that request sent with the greeting."""
         address = self.address
         try:
             sock = open_transport(address, self.timeout)
         except OSError as error:
             raise Unreachable(f"no chock daemon answers at {address} ({os_reason(error)}); {START_DAEMON}") from None
         try:
-            return Pump.greet(sock, dp.CONTROL, f"daemon at {address}", self.timeout)
+            return Pump.greet(sock, dp.CONTROL, f"daemon at {address}", self.timeout, request)
         except Unreachable as error:
             raise ended_why(sock, error) from None
 
@@ -326,10 +331,9 @@ class ControlClient:
         """A streamed verb's lines read to the end of its reply (its header, if any, left out), at most `most` of
         them (a daemon, perhaps another machine's, decides how many it sends; the rest are not read): for a reply
         that ends by itself (`list`, `sessions`, `read`), never for a `watch`. A listing is read to its end and
-        parsed in one pass (`Pump.whole`)."""
-        pump = self._open()
+        parsed in one pass (`Pump.whole`). The request goes with the greeting: one round trip, not two."""
+        pump = self._open(request)
         try:
-            pump.send(request)
             items = pump.whole(most, self.timeout, DEFAULT_TIMEOUT, request.verb)
         except BaseException:
             pump.close()

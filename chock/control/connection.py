@@ -339,6 +339,7 @@ class ClientConnection:
         self._beyond = bytearray()
         self._body_left: int | None = None
         self._whole: bytearray | None = None  # a reply being read whole, to be decoded at once at its end
+        self._ahead: Request | None = None  # the request sent with the greeting, until the greeting is answered
 
     # What this end sends ------------------------------------------------------------------------------------
 
@@ -360,11 +361,29 @@ class ClientConnection:
         if self._state != "ready":
             raise RuntimeError(f"a request cannot be sent now (the exchange is at {self._state})")
         data = request.encode()
+        self._begin(request)
+        return data
+
+    def greeting_with(self, request: Request) -> bytes:
+        """The greeting with the request right behind it, for a protocol of one verb a connection: the server
+        reads the request only once the numbers are equal, and never reads it when they are not, so sending it
+        first only saves the wait for the greeting's answer. A field this client refuses raises here, before
+        anything is written. A reply `read_whole` would take is held whole from its first byte."""
+        if not self.protocol.one_verb:
+            raise RuntimeError("only a connection of one verb sends its request with its greeting")
+        data = request.encode()
+        greeting = self.greeting()
+        self._ahead = request
+        if self._whole_reply(request):
+            self._whole = bytearray()
+        return greeting + data
+
+    def _begin(self, request: Request) -> None:
+        """`request` is sent: its reply comes next."""
         self._request, self._header_seen, self._used = request, False, True
         self._header_fed, self._body_left = False, None
         self._beyond.clear()
         self._state = "reply"
-        return data
 
     # What the server sends ----------------------------------------------------------------------------------
 
@@ -373,6 +392,10 @@ class ClientConnection:
             self._eof = True
             return
         if self._whole is not None:
+            if self._state == "greeting":  # the greeting's answer is a line; the reply's bytes come after it
+                newline = data.find(b"\n") + 1
+                self._replies.feed(data[:newline] if newline else data)
+                data = data[newline:] if newline else b""
             self._whole += data
             if len(self._whole) > WHOLE_MOST:
                 self._unwhole()
@@ -401,13 +424,23 @@ class ClientConnection:
         """Hold the reply just requested as bytes until the peer closes, for `whole_items` to decode in one pass:
         for a stream that `batches` whose item type decodes a block (`decode_block`), with no header. False (and
         nothing changes) for any other reply."""
+        if self._whole is not None:
+            return True  # held whole since the greeting
         request = self._request
-        if not self.batches() or request is None or request.REPLY is not None or self._replies.complete:
-            return False
-        if not hasattr(request.ITEM, "decode_block"):
+        if self._state != "reply" or request is None or self._replies.complete or not self._whole_reply(request):
             return False
         self._whole = bytearray()
         return True
+
+    def _whole_reply(self, request: Request) -> bool:
+        """Whether `request`'s reply can be read whole: items with `decode_block`, no header, no end line (it
+        ends when the peer closes), and no line that may come at any time."""
+        return (
+            request.REPLY is None
+            and request.END is None
+            and not self.protocol.anytime
+            and hasattr(request.ITEM, "decode_block")
+        )
 
     @property
     def reading_whole(self) -> bool:
@@ -464,7 +497,7 @@ class ClientConnection:
         return self._state in ("greeting", "reply")
 
     def next_event(self) -> Greeted | ReplyLine | Data | Sentinel:
-        if self._whole is not None:
+        if self._whole is not None and self._state != "greeting":
             self._unwhole()
         if self._body_left is not None:
             return self._body_event()
@@ -480,6 +513,9 @@ class ClientConnection:
             greeted = check_greeting_reply(line, self.protocol, number=self.number)
             self.server_number = greeted.number
             self._state = "ready"
+            if self._ahead is not None:  # sent with the greeting: its reply comes next
+                self._begin(self._ahead)
+                self._ahead = None
             return greeted
         for cls in self.protocol.anytime:
             reply = cls.decode(line)

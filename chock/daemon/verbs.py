@@ -123,11 +123,14 @@ def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     if reply.inline and not catalog.warm(request.project):
         raise InThread
     if reply.inline:
-        data = catalog.reply(request.project, _list_line)
-    else:
-        with _COLD_LIST:
-            data = catalog.reply(request.project, _list_line)
+        reply.send(catalog.reply(request.project, _list_line))
+        return
+    with _COLD_LIST:
+        data, save = catalog.reply_then_save(request.project, _list_line)
     reply.send(data)
+    reply.end()  # the client has its whole reply: the cache is written after, not while it waits
+    with _COLD_LIST:
+        save()
 
 
 _COLD_LIST = threading.Lock()

@@ -126,39 +126,53 @@ class Catalog:
 
     def of_project(self, project: str | os.PathLike[str]) -> list[Entry]:
         """The sessions of `project` (compared by resolved real path), oldest first."""
-        return list(self._listing(project).entries)
+        return list(self._listing(project)[0].entries)
 
     def reply(self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]) -> bytes:
         """The daemon's `list` of `project`: `Entry.line` of each session, oldest first. Made once for a listing
         that finds every entry as the last one did and every session ended (no line of it can change then)."""
-        listed = self._listing(project)
-        if listed.reply is not None:
-            return listed.reply
-        entries = listed.entries
-        data = b"".join([entry.line(self.alive(entry), encode) for entry in entries])
-        if all(entry.state.ended for entry in entries):
-            listed.reply = data
-        return data
+        return self.reply_then_save(project, encode, defer=False)[0]
 
-    def _listing(self, project: str | os.PathLike[str]) -> LastListing:
+    def reply_then_save(
+        self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes], *, defer: bool = True
+    ) -> tuple[bytes, Callable[[], object]]:
+        """`reply`, and what writes the cache of what it found (nothing, when nothing is due): the daemon's cold
+        `list` calls it once its reply is sent, so a client never waits on the cache."""
+        listed, save = self._listing(project, defer=defer)
+        if listed.reply is None:
+            entries = listed.entries
+            data = b"".join([entry.line(self.alive(entry), encode) for entry in entries])
+            if all(entry.state.ended for entry in entries):
+                listed.reply = data
+        return listed.reply if listed.reply is not None else data, save
+
+    def _listing(
+        self, project: str | os.PathLike[str], *, defer: bool = False
+    ) -> tuple[LastListing, Callable[[], object]]:
         """The listing of `project`: the last one when the look found the same entries and its cache check
-        left nothing for time to change (then neither the check nor the sort would give anything else)."""
+        left nothing for time to change (then neither the check nor the sort would give anything else). With
+        `defer`, the cache is written by the function returned with it, else before this returns."""
         real = os.path.realpath(project)
         key = key_of(real)
         found = [entry for entry in self._looks(self.index.sessions_of(real), key) if entry is not None]
         last = self._listed.get(key)
         if last is not None and last.settled and last.real == real and _same(last.found, found):
-            return last
+            return last, _nothing
         entries = [entry for entry in found if entry.project_real == real]
-        settled = self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
+        foreign = frozenset(entry.session_id for entry in found if entry.project_real != real)
+        if defer:
+            # Not settled yet: the next listing checks the cache again (and finds it written, or writes it).
+            listed = self._listed[key] = LastListing(real, found, False, sorted(entries, key=started))
+            return listed, lambda: self._save(key, entries, foreign)
+        settled = self._save(key, entries, foreign)
         listed = self._listed[key] = LastListing(real, found, settled, sorted(entries, key=started))
-        return listed
+        return listed, _nothing
 
     def warm(self, project: str | os.PathLike[str]) -> bool:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
         sessions dir is, and no event has touched any of its entries (watched). A listing that is not warm
         reads files: the daemon makes it in a thread, never in its selector loop."""
-        if self._freshness is None:
+        if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
             return False
         ids = self.index.current(os.path.realpath(project))
         if ids is None:
@@ -373,6 +387,10 @@ class LastListing:
         self.settled = settled
         self.entries = entries
         self.reply: bytes | None = None
+
+
+def _nothing() -> None:
+    """Nothing left to save."""
 
 
 def _same(old: list[Entry], new: list[Entry]) -> bool:
