@@ -25,7 +25,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
@@ -37,6 +36,7 @@ from chock.paths import Layout, check_session_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from chock.log.freshness import Freshness
@@ -88,8 +88,8 @@ class Catalog:
 
     def __init__(self, layout: Layout, *, cache: bool = True, watched: bool = False) -> None:
         # Paths as strings: a listing builds one per session, and pathlib would be its largest cost.
-        self._sessions = os.fspath(layout.sessions_dir)
-        self._cache = os.fspath(layout.rows_dir) if cache else None
+        self._sessions = layout.sessions_text
+        self._cache = layout.rows_text if cache else None
         self._entries: dict[str, Entry] = {}
         # With `watched` (the daemon's: it lists again and again), which entries no event has touched, made at
         # the first look; the lock keeps its bookkeeping and `_entries` in step.
