@@ -21,6 +21,7 @@ every look, and not at all for a session whose log says how it ended (docs/log.m
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
@@ -133,12 +134,27 @@ class Catalog:
         that finds every entry as the last one did and every session ended (no line of it can change then)."""
         return self.reply_then_save(project, encode, defer=False)[0]
 
+    def warm_reply(
+        self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]
+    ) -> bytes | None:
+        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read."""
+        real = os.path.realpath(project)
+        if not self._warm(real):
+            return None
+        return self.reply_then_save(project, encode, defer=False, real=real)[0]
+
     def reply_then_save(
-        self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes], *, defer: bool = True
+        self,
+        project: str | os.PathLike[str],
+        encode: Callable[[str, dict[str, Any]], bytes],
+        *,
+        defer: bool = True,
+        real: str | None = None,
     ) -> tuple[bytes, Callable[[], object]]:
         """`reply`, and what writes the cache of what it found (nothing, when nothing is due): the daemon's cold
-        `list` calls it once its reply is sent, so a client never waits on the cache."""
-        listed, save = self._listing(project, defer=defer)
+        `list` calls it once its reply is sent, so a client never waits on the cache. `real` is `project`
+        resolved, when the caller has just resolved it."""
+        listed, save = self._listing(project, defer=defer, real=real)
         if listed.reply is None:
             entries = listed.entries
             data = b"".join([entry.line(self.alive(entry), encode) for entry in entries])
@@ -147,12 +163,13 @@ class Catalog:
         return listed.reply if listed.reply is not None else data, save
 
     def _listing(
-        self, project: str | os.PathLike[str], *, defer: bool = False
+        self, project: str | os.PathLike[str], *, defer: bool = False, real: str | None = None
     ) -> tuple[LastListing, Callable[[], object]]:
         """The listing of `project`: the last one when the look found the same entries and its cache check
         left nothing for time to change (then neither the check nor the sort would give anything else). With
         `defer`, the cache is written by the function returned with it, else before this returns."""
-        real = os.path.realpath(project)
+        if real is None:
+            real = os.path.realpath(project)
         key = key_of(real)
         found = [entry for entry in self._looks(self.index.sessions_of(real), key) if entry is not None]
         last = self._listed.get(key)
@@ -172,16 +189,19 @@ class Catalog:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
         sessions dir is, and no event has touched any of its entries (watched). A listing that is not warm
         reads files: the daemon makes it in a thread, never in its selector loop."""
+        return self._warm(os.path.realpath(project))
+
+    def _warm(self, real: str) -> bool:
+        """`warm` of a resolved project path."""
         if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
             return False
-        ids = self.index.current(os.path.realpath(project))
+        ids = self.index.current(real)
         if ids is None:
             return False
         with self._lock:
             for session_id in self._freshness.drain():
                 self._entries.pop(session_id, None)
-            fresh, entries = self._freshness.fresh, self._entries
-            return all(session_id in fresh and session_id in entries for session_id in ids)
+            return self._freshness.fresh.issuperset(ids) and all(map(self._entries.__contains__, ids))
 
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
@@ -217,7 +237,12 @@ class Catalog:
             for session_id in freshness.drain():
                 self._entries.pop(session_id, None)
             fresh, entries = freshness.fresh, self._entries
-            found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
+            if fresh.issuperset(ids):  # the warm listing's case: every one held, fresh
+                found = list(map(entries.get, ids))
+                if None not in found:
+                    return found  # type: ignore[return-value]  # None is not in it
+            else:
+                found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
         return [
             entry if entry is not None else self._look(session_id, key)
             for session_id, entry in zip(ids, found, strict=True)
@@ -396,7 +421,7 @@ def _nothing() -> None:
 def _same(old: list[Entry], new: list[Entry]) -> bool:
     """Whether a look found the very entries it found before (an entry is never changed: a new look makes a new
     one)."""
-    return len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True))
+    return len(old) == len(new) and all(map(operator.is_, old, new))
 
 
 def _fold(session_id: str, fd: int, base: Cached | None, resolve: Callable[[str], str]) -> tuple[Entry, bool]:
