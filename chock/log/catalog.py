@@ -240,7 +240,7 @@ class Catalog:
             if fresh.issuperset(ids):  # the warm listing's case: every one held, fresh
                 found = list(map(entries.get, ids))
                 if None not in found:
-                    return found  # type: ignore[return-value]  # None is not in it
+                    return found  # None is not in it
             else:
                 found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
         return [
