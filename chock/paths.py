@@ -248,6 +248,12 @@ class Layout:
     def sessions_dir(self) -> Path:
         return self.state / "sessions"
 
+    @property
+    def sessions_text(self) -> str:
+        """`sessions_dir` as a string, made without pathlib: the daemon's first `list` imports none
+        (docs/architecture.md#start-up)."""
+        return os.path.join(self.state_dir, "sessions")
+
     def session_dir(self, session_id: str) -> Path:
         return self.sessions_dir / check_session_id(session_id)
 
@@ -336,7 +342,12 @@ class Layout:
     def rows_dir(self) -> Path:
         """Session rows and the index by project, folded from this state dir's logs (`chock.log.catalog`).
         Per state dir, so two state dirs (a test's, a benchmark's) can share one cache dir."""
-        return _path(self.cache_dir or _default_cache()) / "rows" / path_name(os.path.realpath(self.state_dir))
+        return _path(self.rows_text)
+
+    @property
+    def rows_text(self) -> str:
+        """`rows_dir` as a string, made without pathlib."""
+        return os.path.join(self.cache_dir or _default_cache(), "rows", path_name(os.path.realpath(self.state_dir)))
 
 
 def _default_cache() -> str:

@@ -194,6 +194,17 @@ def _spell(line: bytes, how: int) -> bytes:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(_EVENT | _USAGE, st.sampled_from([0, 0, 0, 0, 1, 2, 3, 4, 5, 6])), max_size=40), st.data())
 def test_the_row_fold_equals_the_conversation_folds_row_for_any_events(tmp_path, events, data):
+    _fold_equals_conversation_fold(tmp_path, events, data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_EVENT | _USAGE | _USAGE, st.sampled_from([0, 0, 0, 0, 2, 3, 4, 5])), max_size=40), st.data())
+def test_the_row_fold_equals_the_conversation_folds_row_with_no_escaped_type(tmp_path, events, data):
+    """With no type spelled with an escape, the usage lines are found in one scan (`row._plain_usages`)."""
+    _fold_equals_conversation_fold(tmp_path, events, data)
+
+
+def _fold_equals_conversation_fold(tmp_path, events, data):
     lines = [_spell(encode({"id": n, "at": AT, **event}), how) for n, (event, how) in enumerate(events, 1)]
     whole = b"".join(lines)
     assert rows_of(whole) == full_rows(whole, tmp_path / "log.jsonl")
@@ -949,3 +960,30 @@ def test_a_fifo_symlink_or_directory_in_place_of_a_cache_file_is_a_file_that_is_
     _in_place_of(path, kind, tmp_path)  # the listing may have written a file over it
     daemon = daemons.start()
     assert [line.row["id"] for line in daemon.client.collect(dp.ListRequest(project), most=dp.MAX_SESSIONS)] == ids
+
+
+def test_the_daemons_first_list_imports_no_pathlib(tmp_path):
+    """The daemon's first `list` (the catalog, the index, the row cache, the reply) makes no pathlib object:
+    pathlib costs a cold interpreter tens of milliseconds (docs/architecture.md#start-up). Run with -S, so no
+    site hook has imported it first."""
+    state, project = tmp_path / "state", tmp_path / "project"
+    project.mkdir()
+    for n in range(3):
+        session_id = f"20261201-07345{n}-00000{n}"
+        (state / "sessions" / session_id).mkdir(parents=True)
+        start = {"id": 1, "at": AT, "type": "session.start", "session": session_id, "project": str(project)}
+        end = {"id": 2, "at": AT, "type": "session.end", "reason": "completed", "exit_code": 0}
+        (state / "sessions" / session_id / "log.jsonl").write_bytes(encode(start) + encode(end))
+    code = (
+        "import sys\n"
+        "from chock.paths import Layout\n"
+        "from chock.log.catalog import Catalog\n"
+        "from chock.daemon.verbs import _list_line\n"
+        f"layout = Layout({str(tmp_path / 'c.zon')!r}, {str(state)!r}, {str(tmp_path / 'data')!r}, "
+        f"{str(tmp_path / 'cache')!r})\n"
+        f"data, save = Catalog(layout, watched=True).reply_then_save({str(project)!r}, _list_line)\n"
+        "save()\n"
+        "print(data.count(b'\\n'), 'pathlib' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["3", "False"], done.stdout + done.stderr

@@ -17,8 +17,11 @@ from chock.control import session_protocol as sp
 from chock.control.address import Address, BadAddress, parse_address, resolve_address
 from chock.control.client import ControlClient, NoAnswer, SessionClient, SessionEnded, events_of
 from chock.control.framing import MAX_MESSAGE_LINE, LineBuffer, ProtocolError, Unreachable
+from chock.control.rows import ROW_DEFAULTS
 from chock.control.session_protocol import APPROVAL, HANDOVER, ConfirmRequest, HandoverRequest
 from chock.errors import ChockError
+from chock.log.events import encode
+from chock.log.row import RowState
 
 SID = "20261201-073450-a1b2c3"
 HELLO_OK = b"ok chock-control 1\n"
@@ -199,6 +202,45 @@ def test_a_daemon_that_predates_the_greeting_is_named_as_such(serve):
         ControlClient(address_of(server), timeout=5).ping()
 
 
+def test_a_list_goes_with_the_greeting_in_one_round_trip(sockdir):
+    """`collect` sends its request right behind its greeting: a daemon that answers nothing until it holds both
+    lines answers it (a client that waited for the greeting's answer first would wait for ever)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sockdir / "d.sock"))
+    listener.listen(1)
+    row = dp.ListRow("2026-12-01T07:34:50.123Z", {"id": SID, "status": "ended"}).encode()
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            held = b""
+            while held.count(b"\n") < 2 and (chunk := conn.recv(4096)):
+                held += chunk
+            if held == b"hello chock-control 1\nlist /p\n":
+                conn.sendall(HELLO_OK + row)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        got = ControlClient(f"unix:{sockdir / 'd.sock'}", timeout=2).collect(dp.ListRequest("/p"), most=10)
+        assert [(line.started_at, line.row["id"]) for line in got] == [("2026-12-01T07:34:50.123Z", SID)]
+    finally:
+        listener.close()
+        thread.join(5)
+    # A refusal of the greeting is still the refusal, the request never read.
+    for n, (reply, words) in enumerate((
+        (error_line("protocol", "this daemon speaks chock-control 0, the client chock-control 1: update the daemon"),
+         "update the daemon"),
+        (b"error unknown-verb hello is not a verb\n", "predates chock-control 1"),
+    )):  # fmt: skip
+        with pytest.raises(ProtocolError, match=words):
+            with_server = Scripted(sockdir / f"refusing{n}.sock", [[reply]])
+            try:
+                ControlClient(address_of(with_server), timeout=5).collect(dp.ListRequest("/p"), most=10)
+            finally:
+                with_server.close()
+
+
 def test_a_daemon_that_says_nothing_is_unreachable_within_the_bound(serve):
     server = serve([b""], hold=True)
     began = time.monotonic()
@@ -271,7 +313,7 @@ def test_list_gives_rows_oldest_first(serve):
     ]
     server = serve([HELLO_OK, b"".join(dp.ListRow(at, row).encode() for at, row in rows)])
     lines = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/home/me/proj"), most=dp.MAX_SESSIONS)
-    assert [(line.started_at, line.row) for line in lines] == rows
+    assert [(line.started_at, line.row) for line in lines] == [(at, {**ROW_DEFAULTS, **row}) for at, row in rows]
     assert server.received[0][1] == "list /home/me/proj"
 
 
@@ -285,13 +327,54 @@ def test_list_read_in_one_pass_gives_each_row_as_reading_its_line_alone_does(ser
     got = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
     alone = [dp.ListRow.decode(line.decode()[:-1]) for line in lines]
     assert [(line.started_at, line.row) for line in got] == [(row.started_at, row.row) for row in alone if row]
-    assert len(got) == 52 and got[50].started_at == "time\twith a tab" and got[51].row == {"id": "sp"}
+    assert len(got) == 52 and got[50].started_at == "time\twith a tab" and got[51].row == {**ROW_DEFAULTS, "id": "sp"}
     # Two lines whose JSON, joined, would make two objects: each alone is no row.
     split = [b'2026-12-04T00:00:00.000Z\t{"a": 1}, {"b": [0\n', b"2026-12-04T00:00:01.000Z\t{}]}\n"]
     server = serve([HELLO_OK, lines[0] + b"".join(split)], name="split.sock")
     with pytest.raises(ProtocolError) as caught:
         ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
     assert "cannot read" in caught.value.text or "expected" in caught.value.text, caught.value.text
+
+
+def test_a_time_with_quotes_is_read_as_reading_its_line_alone_does(serve):
+    """A time that, put in a JSON string as it is, would end the string and make rows of its own: the client
+    gives exactly the rows each line gives alone, never more."""
+    times = ['a",{}],["b', 'x\\"', "plain"]
+    lines = [dp.ListRow(at, {"id": f"s{n}", "status": "ended"}).encode() for n, at in enumerate(times)]
+    server = serve([HELLO_OK, b"".join(lines)])
+    got = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
+    assert [(line.started_at, line.row["id"]) for line in got] == [(at, f"s{n}") for n, at in enumerate(times)]
+    # Three lines none of which is a row alone, that would parse as three rows if their times went in as they are.
+    forged = b'a",{"k":"\t"z":[[1\n' + b"T2\t{}]]}\n" + b'c",{}],["d\t{}\n'
+    server = serve([HELLO_OK, forged], name="forged.sock")
+    with pytest.raises(ProtocolError) as caught:
+        ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
+    assert caught.value.code == "protocol", caught.value
+
+
+def test_a_rows_fields_at_their_default_are_left_out_and_given_back(serve):
+    """The wire leaves out what the client gives back: the client reads the row the daemon made, field for
+    field, type for type (0 is not false, 0.0 not null) and in the same order; the always-sent fields stay."""
+    folded = RowState()
+    folded.feed(b"".join(encode(event) for event in (
+        {"id": 1, "at": "2026-12-01T07:34:50.123Z", "type": "session.start", "session": SID, "project": "/p",
+         "message": "go", "owner": "daemon"},
+        {"id": 2, "at": "2026-12-01T07:34:51.000Z", "type": "usage", "input_tokens": 5, "output_tokens": 0,
+         "cost": 0.0},
+        {"id": 3, "at": "2026-12-01T07:34:52.000Z", "type": "session.end", "reason": "completed", "exit_code": 0},
+    )))  # fmt: skip
+    plain, priced = RowState(), folded
+    plain.id, plain.started_at = "20261201-073453-000000", "2026-12-01T07:34:53.000Z"
+    rows = [state.row(owner_alive=False) for state in (plain, priced)]
+    lines = [dp.ListRow(row["started_at"], row).encode() for row in rows]
+    assert b'"pending_approvals"' not in lines[1] and b'"budget"' not in lines[1] and b'"owner":"none"' in lines[1]
+    assert b'"exit_code":0' in lines[1] and b'"cost":0.0' in lines[1] and b'"output_tokens"' not in lines[1]
+    assert len(lines[0]) < 200 and len(lines[1]) < 320, lines  # about half of every field written out
+    server = serve([HELLO_OK, b"".join(lines)])
+    got = ControlClient(address_of(server), timeout=5).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
+    typed = [[(name, type(value), value) for name, value in row.items()] for row in rows]
+    assert [[(name, type(value), value) for name, value in line.row.items()] for line in got] == typed
+    assert [dp.ListRow.decode(line.decode()[:-1]).row for line in lines] == rows  # a line read alone: the same
 
 
 def test_list_of_an_unknown_project_is_empty(serve):

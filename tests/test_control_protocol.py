@@ -14,6 +14,7 @@ from chock.control import session_protocol as sp
 from chock.control.connection import CLOSED, NEED_DATA, ClientConnection, ServerConnection
 from chock.control.framing import ErrorCode, LineBuffer, ProtocolError
 from chock.control.greeting import Greeted, check_greeting_reply, parse_greeting
+from chock.control.rows import ROW_DEFAULTS
 
 SID = "20261201-073450-a1b2c3"
 
@@ -372,9 +373,10 @@ def test_an_error_reply_stays_one_line_round_trips_and_is_cut():
 def test_list_rows_until_close_with_json_as_is():
     row = {"id": SID, "message": 'line one\nline\ttwo \\ "quoted"', "status": "running"}
     line = dp.ListRow("2026-12-01T07:34:50.123Z", row).encode()
-    assert line.decode().split("\t")[1] == json.dumps(row, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+    assert line.decode().split("\t")[1] == json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+    read = {**ROW_DEFAULTS, **row}  # what the line left out, given back
     assert reply_to(dp.ListRequest("/p"), line, line, eof=True) == [
-        dp.ListRow("2026-12-01T07:34:50.123Z", row), dp.ListRow("2026-12-01T07:34:50.123Z", row), CLOSED,
+        dp.ListRow("2026-12-01T07:34:50.123Z", read), dp.ListRow("2026-12-01T07:34:50.123Z", read), CLOSED,
     ]  # fmt: skip
     assert reply_to(dp.ListRequest("/p"), eof=True) == [CLOSED]  # an unknown project has no rows
 

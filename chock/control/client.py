@@ -90,11 +90,15 @@ class Pump:
         self.connection = connection
 
     @classmethod
-    def greet(cls, sock: socket.socket, protocol: LineProtocol, peer: str, timeout: float) -> Pump:
-        """Greet over a connected socket and check the number; a refusal is raised and the socket closed."""
+    def greet(
+        cls, sock: socket.socket, protocol: LineProtocol, peer: str, timeout: float, request: Request | None = None
+    ) -> Pump:
+        """Greet over a connected socket and check the number; a refusal is raised and the socket closed. With
+        `request`, it is sent with the greeting (`ClientConnection.greeting_with`)."""
         pump = cls(sock, ClientConnection(protocol, peer=peer))
         try:
-            pump.write(pump.connection.greeting())
+            connection = pump.connection
+            pump.write(connection.greeting() if request is None else connection.greeting_with(request))
             pump.next_event(timeout, "the greeting")
         except BaseException:
             pump.close()
@@ -125,6 +129,22 @@ class Pump:
         deadline = Deadline(timeout, time.monotonic)
         while self.connection.held() < lines and not self.connection.closed:
             self._receive(deadline, what)
+
+    def whole(self, most: int, first: float | None, rest: float | None, what: str) -> list[ReplyLine] | None:
+        """The reply to the request just sent, read to its end (the peer's close: its first bytes within `first`,
+        the others within `rest` as a whole, as a stream's lines are waited for) and decoded in one pass
+        (`ClientConnection.read_whole`): its items, at most `most`; None when it cannot be read so, and then
+        `next_event` reads the same bytes line by line."""
+        connection = self.connection
+        if not connection.read_whole():
+            return None
+        deadline = Deadline(first, time.monotonic)
+        while connection.reading_whole and not connection.whole_held:
+            self._receive(deadline, what)
+        deadline = Deadline(rest, time.monotonic)
+        while connection.reading_whole:
+            self._receive(deadline, what)
+        return connection.whole_items(most)
 
     def _receive(self, deadline: Deadline, what: str) -> None:
         """One read from the peer into the connection, waiting at most what is left of `deadline` (which raises,
@@ -231,14 +251,15 @@ class ControlClient:
         self.address = parse_address(address) if isinstance(address, str) else address
         self.timeout = timeout
 
-    def _open(self) -> Pump:
+    def _open(self, request: Request | None = None) -> Pump:
+        """A greeted connection to the daemon; with `request`, that request sent with the greeting."""
         address = self.address
         try:
             sock = open_transport(address, self.timeout)
         except OSError as error:
             raise Unreachable(f"no chock daemon answers at {address} ({os_reason(error)}); {START_DAEMON}") from None
         try:
-            return Pump.greet(sock, dp.CONTROL, f"daemon at {address}", self.timeout)
+            return Pump.greet(sock, dp.CONTROL, f"daemon at {address}", self.timeout, request)
         except Unreachable as error:
             raise ended_why(sock, error) from None
 
@@ -291,9 +312,12 @@ class ControlClient:
         """A streamed verb (`read`, `list`, `watch`): the header and first line are read before this returns,
         so a refusal is raised here; each later line is waited for at most `idle_timeout` (None: as long as it
         takes — a watched session may be quiet for minutes)."""
-        pump = self._open()
+        return self._stream(self._open(), request, idle_timeout)
+
+    def _stream(self, pump: Pump, request: Request, idle_timeout: float | None, *, sent: bool = False) -> ReplyStream:
         try:
-            pump.send(request)
+            if not sent:
+                pump.send(request)
             if request.REPLY is not None:
                 header, first = pump.reply(self.timeout, request.verb), None
             else:
@@ -306,8 +330,18 @@ class ControlClient:
     def collect(self, request: Request, *, most: int) -> list[ReplyLine]:
         """A streamed verb's lines read to the end of its reply (its header, if any, left out), at most `most` of
         them (a daemon, perhaps another machine's, decides how many it sends; the rest are not read): for a reply
-        that ends by itself (`list`, `sessions`, `read`), never for a `watch`."""
-        stream = self.stream(request)
+        that ends by itself (`list`, `sessions`, `read`), never for a `watch`. A listing is read to its end and
+        parsed in one pass (`Pump.whole`). The request goes with the greeting: one round trip, not two."""
+        pump = self._open(request)
+        try:
+            items = pump.whole(most, self.timeout, DEFAULT_TIMEOUT, request.verb)
+        except BaseException:
+            pump.close()
+            raise
+        if items is not None:
+            pump.close()
+            return items
+        stream = self._stream(pump, request, DEFAULT_TIMEOUT, sent=True)
         try:
             return stream.rest(most)
         finally:

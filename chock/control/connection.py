@@ -33,6 +33,10 @@ from chock.control.framing import (
 from chock.control.greeting import Greeted, check_greeting_reply, encode_greeting, encode_greeting_reply, parse_greeting
 from chock.control.message import LineProtocol, ReplyLine, Request
 
+# A reply read whole (`ClientConnection.read_whole`) holds at most this much before it is read line by line
+# instead: ten thousand rows (dp.MAX_SESSIONS) of about 3 KiB each.
+WHOLE_MOST = 32 * 1024 * 1024
+
 # What a pump sees of a connection: these classes and the events `next_event` gives (the body's among them).
 __all__ = ["CLOSED", "END_OF_BODY", "NEED_DATA", "ClientConnection", "Data", "Sentinel", "ServerConnection"]
 
@@ -303,6 +307,11 @@ class ServerConnection:
         return error.code in (ErrorCode.TOO_LARGE, ErrorCode.PROTOCOL, ErrorCode.GREETING)
 
 
+def _longest(data: bytes) -> int:
+    """The length of the longest line of `data`, without its `\\n`."""
+    return max(map(len, data.split(b"\n")))
+
+
 class ClientConnection:
     """The client's end: `greeting()` first, then `send(request)` and the reply's lines as typed events.
 
@@ -329,6 +338,8 @@ class ClientConnection:
         self._header_fed = False
         self._beyond = bytearray()
         self._body_left: int | None = None
+        self._whole: bytearray | None = None  # a reply being read whole, to be decoded at once at its end
+        self._ahead: Request | None = None  # the request sent with the greeting, until the greeting is answered
 
     # What this end sends ------------------------------------------------------------------------------------
 
@@ -350,17 +361,44 @@ class ClientConnection:
         if self._state != "ready":
             raise RuntimeError(f"a request cannot be sent now (the exchange is at {self._state})")
         data = request.encode()
+        self._begin(request)
+        return data
+
+    def greeting_with(self, request: Request) -> bytes:
+        """The greeting with the request right behind it, for a protocol of one verb a connection: the server
+        reads the request only once the numbers are equal, and never reads it when they are not, so sending it
+        first only saves the wait for the greeting's answer. A field this client refuses raises here, before
+        anything is written. A reply `read_whole` would take is held whole from its first byte."""
+        if not self.protocol.one_verb:
+            raise RuntimeError("only a connection of one verb sends its request with its greeting")
+        data = request.encode()
+        greeting = self.greeting()
+        self._ahead = request
+        if self._whole_reply(request):
+            self._whole = bytearray()
+        return greeting + data
+
+    def _begin(self, request: Request) -> None:
+        """`request` is sent: its reply comes next."""
         self._request, self._header_seen, self._used = request, False, True
         self._header_fed, self._body_left = False, None
         self._beyond.clear()
         self._state = "reply"
-        return data
 
     # What the server sends ----------------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> None:
         if not data:
             self._eof = True
+            return
+        if self._whole is not None:
+            if self._state == "greeting":  # the greeting's answer is a line; the reply's bytes come after it
+                newline = data.find(b"\n") + 1
+                self._replies.feed(data[:newline] if newline else data)
+                data = data[newline:] if newline else b""
+            self._whole += data
+            if len(self._whole) > WHOLE_MOST:
+                self._unwhole()
             return
         request = self._request
         if self._state == "reply" and request is not None and request.REPLY_BODY:
@@ -382,6 +420,63 @@ class ClientConnection:
             return False
         return hasattr(request.ITEM, "decode_many")
 
+    def read_whole(self) -> bool:
+        """Hold the reply just requested as bytes until the peer closes, for `whole_items` to decode in one pass:
+        for a stream that `batches` whose item type decodes a block (`decode_block`), with no header. False (and
+        nothing changes) for any other reply."""
+        if self._whole is not None:
+            return True  # held whole since the greeting
+        request = self._request
+        if self._state != "reply" or request is None or self._replies.complete or not self._whole_reply(request):
+            return False
+        self._whole = bytearray()
+        return True
+
+    def _whole_reply(self, request: Request) -> bool:
+        """Whether `request`'s reply can be read whole: items with `decode_block`, no header, no end line (it
+        ends when the peer closes), and no line that may come at any time."""
+        return (
+            request.REPLY is None
+            and request.END is None
+            and not self.protocol.anytime
+            and hasattr(request.ITEM, "decode_block")
+        )
+
+    @property
+    def reading_whole(self) -> bool:
+        """A reply is being read whole and the peer has not closed yet: receive more."""
+        return self._whole is not None and not self._eof
+
+    @property
+    def whole_held(self) -> int:
+        """How many bytes of a reply read whole are held."""
+        return len(self._whole) if self._whole is not None else 0
+
+    def whole_items(self, most: int) -> list[ReplyLine] | None:
+        """The reply read whole, every item decoded by one call of the item type's `decode_block`; None when it
+        cannot be read so (a refusal, a line that is not an item, a line past its bound, more than `most`
+        items): then its bytes are read line by line by `next_event`, which refuses what it always refused."""
+        data, self._whole = self._whole, None
+        if data is None or not self._eof:
+            if data is not None:
+                self._whole = data
+                self._unwhole()
+            return None
+        request = self._request
+        assert request is not None
+        whole = bytes(data)
+        items = request.ITEM.decode_block(whole) if whole else []  # type: ignore[union-attr]  # read_whole checked
+        if items is None or len(items) > most or (len(whole) > MAX_REPLY_LINE and _longest(whole) > MAX_REPLY_LINE):
+            self._replies.feed(whole)
+            return None
+        return items
+
+    def _unwhole(self) -> None:
+        """Read what is held of a whole reply (and all that comes after) line by line."""
+        data, self._whole = self._whole, None
+        if data:
+            self._replies.feed(bytes(data))
+
     def held(self) -> int:
         """How many complete lines are received and not yet read."""
         return self._replies.complete
@@ -402,6 +497,8 @@ class ClientConnection:
         return self._state in ("greeting", "reply")
 
     def next_event(self) -> Greeted | ReplyLine | Data | Sentinel:
+        if self._whole is not None and self._state != "greeting":
+            self._unwhole()
         if self._body_left is not None:
             return self._body_event()
         try:
@@ -416,6 +513,9 @@ class ClientConnection:
             greeted = check_greeting_reply(line, self.protocol, number=self.number)
             self.server_number = greeted.number
             self._state = "ready"
+            if self._ahead is not None:  # sent with the greeting: its reply comes next
+                self._begin(self._ahead)
+                self._ahead = None
             return greeted
         for cls in self.protocol.anytime:
             reply = cls.decode(line)

@@ -21,6 +21,7 @@ import json
 from chock.control import framing as f
 from chock.control.message import Bare, LineProtocol, ReplyLine, Request
 from chock.control.move_protocol import MOVE_VERBS
+from chock.control.rows import encode_row, full_row, rows_of
 
 CONTROL_NAME = "chock-control"
 PROTOCOL = 1
@@ -159,7 +160,7 @@ class ListRow(ReplyLine):
         self.row = row
 
     def encode(self) -> bytes:
-        return self.line(self.started_at, _dumps(self.row))
+        return self.line(self.started_at, encode_row(self.row))
 
     @staticmethod
     def line(started_at: str, row_json: str) -> bytes:
@@ -173,7 +174,7 @@ class ListRow(ReplyLine):
         if row is None:
             return None
         try:
-            return cls(f.unescape(started_at), row)
+            return cls(f.unescape(started_at), full_row(row))
         except f.ProtocolError:
             return None
 
@@ -193,8 +194,15 @@ class ListRow(ReplyLine):
                 return None
             if end != len(text) or not isinstance(row, dict):
                 return None
-            decoded.append(cls(started_at, row))
+            decoded.append(cls(started_at, full_row(row)))
         return decoded
+
+    @classmethod
+    def decode_block(cls, data: bytes) -> list[ReplyLine] | None:
+        """`decode` of every line of `data` (whole lines) with one JSON parse of the whole (`rows.rows_of`); None
+        unless every line is a row as `decode` reads it."""
+        rows = rows_of(data)
+        return None if rows is None else [cls(started_at, row) for started_at, row in rows]
 
 
 class InstanceRow(ReplyLine):

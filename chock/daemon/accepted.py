@@ -81,6 +81,9 @@ class InlineWriter(ReplyWriter):
     def stream(self, chunks: Iterator[bytes]) -> None:
         self._connection.producer = chunks
 
+    def end(self) -> None:
+        """Nothing to do: the loop ends the reply once it is written."""
+
 
 class Connection:
     """One accepted socket in the selector loop: what it has read, what it owes, and its next deadline."""

@@ -49,6 +49,14 @@ class ReplyWriter:
         except OSError:
             raise ClientGone from None
 
+    def end(self) -> None:
+        """The reply is whole: the client reads its end now (the connection lingers and closes as it always does);
+        what the verb does after this, the client does not wait for."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            raise ClientGone from None
+
     def stream(self, chunks: Iterator[bytes]) -> None:
         """Send what `chunks` produces, as the client takes it, gathered into sends of about SEND_BATCH bytes."""
         batch: list[bytes] = []

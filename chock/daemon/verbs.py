@@ -120,14 +120,18 @@ def list_(daemon: Daemon, reply: ReplyWriter, request: dp.ListRequest) -> None:
     `list` folds logs and reads the cache, and the loop never waits on a file. Threaded lists take turns, so a
     page's polls during a cold start fold each log once."""
     catalog = daemon.catalog
-    if reply.inline and not catalog.warm(request.project):
-        raise InThread
     if reply.inline:
-        data = catalog.reply(request.project, _list_line)
-    else:
-        with _COLD_LIST:
-            data = catalog.reply(request.project, _list_line)
+        data = catalog.warm_reply(request.project, _list_line)
+        if data is None:
+            raise InThread
+        reply.send(data)
+        return
+    with _COLD_LIST:
+        data, save = catalog.reply_then_save(request.project, _list_line)
     reply.send(data)
+    reply.end()  # the client has its whole reply: the cache is written after, not while it waits
+    with _COLD_LIST:
+        save()
 
 
 _COLD_LIST = threading.Lock()

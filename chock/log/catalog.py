@@ -21,11 +21,11 @@ every look, and not at all for a session whose log says how it ended (docs/log.m
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from chock.log import rowcache
 from chock.log.events import MAX_EVENT_BYTES
@@ -37,6 +37,7 @@ from chock.paths import Layout, check_session_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from chock.log.freshness import Freshness
@@ -88,8 +89,8 @@ class Catalog:
 
     def __init__(self, layout: Layout, *, cache: bool = True, watched: bool = False) -> None:
         # Paths as strings: a listing builds one per session, and pathlib would be its largest cost.
-        self._sessions = os.fspath(layout.sessions_dir)
-        self._cache = os.fspath(layout.rows_dir) if cache else None
+        self._sessions = layout.sessions_text
+        self._cache = layout.rows_text if cache else None
         self._entries: dict[str, Entry] = {}
         # With `watched` (the daemon's: it lists again and again), which entries no event has touched, made at
         # the first look; the lock keeps its bookkeeping and `_entries` in step.
@@ -126,48 +127,81 @@ class Catalog:
 
     def of_project(self, project: str | os.PathLike[str]) -> list[Entry]:
         """The sessions of `project` (compared by resolved real path), oldest first."""
-        return list(self._listing(project).entries)
+        return list(self._listing(project)[0].entries)
 
     def reply(self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]) -> bytes:
         """The daemon's `list` of `project`: `Entry.line` of each session, oldest first. Made once for a listing
         that finds every entry as the last one did and every session ended (no line of it can change then)."""
-        listed = self._listing(project)
-        if listed.reply is not None:
-            return listed.reply
-        entries = listed.entries
-        data = b"".join([entry.line(self.alive(entry), encode) for entry in entries])
-        if all(entry.state.ended for entry in entries):
-            listed.reply = data
-        return data
+        return self.reply_then_save(project, encode, defer=False)[0]
 
-    def _listing(self, project: str | os.PathLike[str]) -> LastListing:
-        """The listing of `project`: the last one when the look found the same entries and its cache check
-        left nothing for time to change (then neither the check nor the sort would give anything else)."""
+    def warm_reply(
+        self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]
+    ) -> bytes | None:
+        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read."""
         real = os.path.realpath(project)
+        if not self._warm(real):
+            return None
+        return self.reply_then_save(project, encode, defer=False, real=real)[0]
+
+    def reply_then_save(
+        self,
+        project: str | os.PathLike[str],
+        encode: Callable[[str, dict[str, Any]], bytes],
+        *,
+        defer: bool = True,
+        real: str | None = None,
+    ) -> tuple[bytes, Callable[[], object]]:
+        """`reply`, and what writes the cache of what it found (nothing, when nothing is due): the daemon's cold
+        `list` calls it once its reply is sent, so a client never waits on the cache. `real` is `project`
+        resolved, when the caller has just resolved it."""
+        listed, save = self._listing(project, defer=defer, real=real)
+        if listed.reply is None:
+            entries = listed.entries
+            data = b"".join([entry.line(self.alive(entry), encode) for entry in entries])
+            if all(entry.state.ended for entry in entries):
+                listed.reply = data
+        return listed.reply if listed.reply is not None else data, save
+
+    def _listing(
+        self, project: str | os.PathLike[str], *, defer: bool = False, real: str | None = None
+    ) -> tuple[LastListing, Callable[[], object]]:
+        """The listing of `project`: the last one when the look found the same entries and its cache check
+        left nothing for time to change (then neither the check nor the sort would give anything else). With
+        `defer`, the cache is written by the function returned with it, else before this returns."""
+        if real is None:
+            real = os.path.realpath(project)
         key = key_of(real)
         found = [entry for entry in self._looks(self.index.sessions_of(real), key) if entry is not None]
         last = self._listed.get(key)
         if last is not None and last.settled and last.real == real and _same(last.found, found):
-            return last
+            return last, _nothing
         entries = [entry for entry in found if entry.project_real == real]
-        settled = self._save(key, entries, frozenset(entry.session_id for entry in found if entry.project_real != real))
+        foreign = frozenset(entry.session_id for entry in found if entry.project_real != real)
+        if defer:
+            # Not settled yet: the next listing checks the cache again (and finds it written, or writes it).
+            listed = self._listed[key] = LastListing(real, found, False, sorted(entries, key=started))
+            return listed, lambda: self._save(key, entries, foreign)
+        settled = self._save(key, entries, foreign)
         listed = self._listed[key] = LastListing(real, found, settled, sorted(entries, key=started))
-        return listed
+        return listed, _nothing
 
     def warm(self, project: str | os.PathLike[str]) -> bool:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
         sessions dir is, and no event has touched any of its entries (watched). A listing that is not warm
         reads files: the daemon makes it in a thread, never in its selector loop."""
-        if self._freshness is None:
+        return self._warm(os.path.realpath(project))
+
+    def _warm(self, real: str) -> bool:
+        """`warm` of a resolved project path."""
+        if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
             return False
-        ids = self.index.current(os.path.realpath(project))
+        ids = self.index.current(real)
         if ids is None:
             return False
         with self._lock:
             for session_id in self._freshness.drain():
                 self._entries.pop(session_id, None)
-            fresh, entries = self._freshness.fresh, self._entries
-            return all(session_id in fresh and session_id in entries for session_id in ids)
+            return self._freshness.fresh.issuperset(ids) and all(map(self._entries.__contains__, ids))
 
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
@@ -203,7 +237,12 @@ class Catalog:
             for session_id in freshness.drain():
                 self._entries.pop(session_id, None)
             fresh, entries = freshness.fresh, self._entries
-            found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
+            if fresh.issuperset(ids):  # the warm listing's case: every one held, fresh
+                found = list(map(entries.get, ids))
+                if None not in found:
+                    return found  # None is not in it
+            else:
+                found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
         return [
             entry if entry is not None else self._look(session_id, key)
             for session_id, entry in zip(ids, found, strict=True)
@@ -375,10 +414,14 @@ class LastListing:
         self.reply: bytes | None = None
 
 
+def _nothing() -> None:
+    """Nothing left to save."""
+
+
 def _same(old: list[Entry], new: list[Entry]) -> bool:
     """Whether a look found the very entries it found before (an entry is never changed: a new look makes a new
     one)."""
-    return len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True))
+    return len(old) == len(new) and all(map(operator.is_, old, new))
 
 
 def _fold(session_id: str, fd: int, base: Cached | None, resolve: Callable[[str], str]) -> tuple[Entry, bool]:

@@ -122,9 +122,18 @@ class RowState:
             handler(self, event)
 
     def feed(self, data: bytes) -> None:
-        """Fold complete log lines (`data` ends with a newline), skipping every line a row cannot need."""
+        """Fold complete log lines (`data` ends with a newline), skipping every line a row cannot need. When every
+        `usage` line is spelled as the writer spells it (`_plain_usages`), they are found in one scan and added
+        in order, and only the other row lines are looked for: usage only adds, so no other event's place among
+        them changes what it adds."""
+        usages = _plain_usages(data)
+        if usages is not None:
+            self._add_usages(usages)
+            starts = lines_with(data, _OTHER_MARKERS, escaped=False)
+        else:
+            starts = lines_with(data, _MARKERS)
         usage_line = _compiled(_USAGE)
-        for start in _row_lines(data):
+        for start in starts:
             end = data.index(b"\n", start) + 1
             usage = usage_line.match(data, start, end)
             if usage is not None:  # most of a row's lines: added as `_usage` would, with no event built
@@ -136,6 +145,20 @@ class RowState:
         last = _last_id(data)
         if last is not None:
             self.last_event_id = last
+
+    def _add_usages(self, usages: list[tuple[bytes, ...]]) -> None:
+        """`_add_usage` of each of `usages` (the groups of `_USAGE` matches, in the log's order), column by column:
+        a sum is a sum in any order but the cost's, which is added in order, as the lines come."""
+        if not usages:
+            return
+        _, inputs, outputs, reads, writes, costs, _ = zip(*usages, strict=True)
+        self.input_tokens += sum(map(int, inputs))
+        self.output_tokens += sum(map(int, outputs))
+        self.cache_read_tokens += sum(map(int, filter(None, reads)))
+        self.cache_write_tokens += sum(map(int, filter(None, writes)))
+        if any(costs):
+            for cost in filter(None, costs):
+                self.cost = (self.cost or 0.0) + (float(cost) if any(c in cost for c in b".eE") else int(cost))
 
     def _add_usage(self, usage: re.Match[bytes]) -> None:
         """What `apply` of the usage event a `_USAGE` match spells does (`_usage`: a JSON number with a fraction or
@@ -422,6 +445,8 @@ _ROW_HANDLERS = {
 _MARKERS = tuple(
     sorted({(f'"{name.split(".")[0]}.' if "." in name else f'"{name}"').encode() for name in _ROW_HANDLERS})
 )
+_USAGE_MARKER = b'"usage"'
+_OTHER_MARKERS = tuple(marker for marker in _MARKERS if marker != _USAGE_MARKER)
 # ...or an escape JSON could spell one of their characters with: `\u00` and the code of `.`, `_` or a-z.
 _ESCAPED = rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])"
 
@@ -437,6 +462,13 @@ _USAGE = (
 ).replace(b"<n>", rb"(0|[1-9][0-9]*)")  # a whole number as JSON writes one
 
 
+# The same line found anywhere in a log at the speed of a byte search (a newline first, a literal): led by the
+# newline before it, which the scan puts before the first line, and followed by its own, which it leaves for
+# the next line's match.
+assert _USAGE.endswith(rb"\}\n")
+_USAGE_SCAN = rb"\n" + _USAGE[:-2] + rb"(?=\n)"
+
+
 @functools.cache
 def _compiled(pattern: bytes) -> re.Pattern[bytes]:
     """A pattern above, compiled on the first fold rather than at import: the daemon imports this module on
@@ -448,14 +480,9 @@ def _compiled(pattern: bytes) -> re.Pattern[bytes]:
 ROW_TYPES = frozenset(_ROW_HANDLERS)
 
 
-def _row_lines(data: bytes) -> list[int]:
-    """The start of every line of `data` that may be a row event, in order."""
-    return lines_with(data, _MARKERS)
-
-
-def lines_with(data: bytes, markers: Iterable[bytes]) -> list[int]:
-    """The start of every line of `data` (whole lines) that holds one of `markers` or a JSON escape of a
-    character a type is spelled with (`_ESCAPED`), in order: every line whose type a marker quotes."""
+def lines_with(data: bytes, markers: Iterable[bytes], *, escaped: bool = True) -> list[int]:
+    """The start of every line of `data` (whole lines) that holds one of `markers` or, with `escaped`, a JSON
+    escape of a character a type is spelled with (`_ESCAPED`), in order: every line whose type a marker quotes."""
     starts = set()
     for marker in markers:
         found = data.find(marker)
@@ -463,9 +490,20 @@ def lines_with(data: bytes, markers: Iterable[bytes]) -> list[int]:
             start = data.rfind(b"\n", 0, found) + 1
             starts.add(start)
             found = data.find(marker, data.index(b"\n", found) + 1)
-    for match in _compiled(_ESCAPED).finditer(data):
-        starts.add(data.rfind(b"\n", 0, match.start()) + 1)
+    if escaped:
+        for match in _compiled(_ESCAPED).finditer(data):
+            starts.add(data.rfind(b"\n", 0, match.start()) + 1)
     return sorted(starts)
+
+
+def _plain_usages(data: bytes) -> list[tuple[bytes, ...]] | None:
+    """The groups of every `usage` line of `data` as `_USAGE` matches it, in order, found in one scan; None unless
+    every line that holds `"usage"` is one (a line spelled otherwise is decoded, in its place) and no line holds
+    an escape that may spell a row type (it may be a usage event too)."""
+    if _compiled(_ESCAPED).search(data) is not None:
+        return None
+    found = _compiled(_USAGE_SCAN).findall(b"\n" + data)
+    return found if len(found) == data.count(_USAGE_MARKER) else None
 
 
 def _last_id(data: bytes) -> int | None:

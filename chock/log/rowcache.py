@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, ensure_dir, is_session_id
@@ -160,7 +159,7 @@ def write_bytes(path: str, data: bytes | bytearray) -> bool:
             if attempt:
                 return False
             with contextlib.suppress(OSError):
-                ensure_dir(Path(directory))
+                ensure_dir(directory)
             continue
         except OSError:
             return False
@@ -491,7 +490,7 @@ def locked(path: str, *, wait: float = 0.0) -> Iterator[bool]:
 def _lock(path: str, wait: float) -> int:
     """A descriptor of `path` holding its lock, or -1."""
     try:
-        ensure_dir(Path(os.path.dirname(path)))
+        ensure_dir(os.path.dirname(path))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
     except OSError:
         return -1

@@ -1,0 +1,94 @@
+"""A session row on the wire (docs/protocol.md#list): a field at its default is left out, and given back by the
+client, so a row reads the same at every end while a listing's bytes are about half of what they were.
+
+Only a field whose absence an older client already reads as this default is left out (every client gives a
+field it knows a default: `row.get(...)` and the page's `|| 0`); `id`, `project`, `started_at`, `status` and
+`owner` (whose default, "none", an older client would show as `-`) are always sent.
+
+A listing's reply is read in one pass: `rows_of` makes the whole reply one JSON text and parses it with one
+`json.loads`, or says it cannot (then the reply is read line by line, as it always was, and refused the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+# Every field of a row, in the order the daemon makes it (chock.log.row.RowState.row), with the value a client
+# gives it when the row leaves it out.
+ROW_DEFAULTS: dict[str, Any] = {
+    "id": "",
+    "project": "",
+    "started_at": "",
+    "status": "",
+    "owner": "none",
+    "message": "",
+    "last_event_id": 0,
+    "ended_at": "",
+    "end_reason": "",
+    "end_to": "",
+    "exit_code": None,
+    "pending_approvals": 0,
+    "background": 0,
+    "workspace_kept": False,
+    "free": False,
+    "interrupted_by": "",
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cache_read_tokens": 0,
+    "cache_write_tokens": 0,
+    "cost": None,
+    "currency": "",
+    "budget": None,
+}
+_ALWAYS = frozenset(("id", "project", "started_at", "status", "owner"))
+# Each field that may be left out, with its default's type: 0 is not False, and 0.0 is not 0, on the wire.
+_LEFT_OUT = {name: (type(value), value) for name, value in ROW_DEFAULTS.items() if name not in _ALWAYS}
+
+
+def encode_row(row: dict[str, Any]) -> str:
+    """The row's JSON as a reply carries it: compact, its fields at their default left out."""
+    kept = {name: value for name, value in row.items() if _LEFT_OUT.get(name) != (type(value), value)}
+    return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+
+
+def full_row(wire: dict[str, Any]) -> dict[str, Any]:
+    """A row as a reply carried it, with every field it left out at its default, in the daemon's order (a
+    field this client does not know comes after them)."""
+    return {**ROW_DEFAULTS, **wire}
+
+
+# A line's start, after the newline before it, up to its tab: a time the one-pass parse can put in a JSON string as
+# it is (no escape, no quote). Led by a newline, it is found at the speed of a byte search.
+_PLAIN_TIME = re.compile(rb'\n[^\t\n"\\]*\t')
+
+
+def rows_of(data: bytes) -> list[tuple[str, dict[str, Any]]] | None:
+    """Every `<started at>\\t<row JSON>` line of `data` (whole lines, each ending in `\\n`) as (time, full row),
+    with one `json.loads` of the whole; None unless each line is exactly one such row as the line-by-line reader
+    takes it (one tab, a time with no escape or quote, valid UTF-8 with no NUL, a JSON object after the tab)."""
+    lines = data.count(b"\n")
+    if not lines or not data.endswith(b"\n") or data.count(b"\t") != lines or b"\0" in data:
+        return None
+    if len(_PLAIN_TIME.findall(b"\n" + data)) != lines:
+        return None
+    try:
+        text = data.decode("utf-8")
+        # `T1\tJ1\nT2\tJ2\n` -> `[["T1",J1],["T2",J2]]`: the tab and newline appear nowhere else (one tab a line,
+        # and a JSON text holds neither outside its whitespace, which the count of tabs rules out).
+        pairs = json.loads('[["' + text[:-1].replace("\t", '",').replace("\n", '],["') + "]]")
+    except (ValueError, RecursionError):
+        return None
+    if len(pairs) != lines:
+        return None
+    defaults = ROW_DEFAULTS
+    rows = []
+    for pair in pairs:
+        if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not dict:
+            return None
+        rows.append((pair[0], {**defaults, **pair[1]}))
+    return rows
