@@ -29,7 +29,7 @@ import _common
 from finish_changed import git
 
 from tests.fakes.providers import FakeProvider
-from tests.fakes.sessions import alive, descendants, processes_with
+from tests.fakes.sessions import alive, descendants, parked, processes_with
 
 GOAL_MIB = 12.0
 MIB = 1024 * 1024
@@ -120,7 +120,8 @@ def main() -> None:
             wait_for(f"all {count} wait for approval",
                      lambda: sum("approval.request" in e for e in events(root).values()) == count,
                      sessions, 60 + 3 * count)  # fmt: skip
-            time.sleep(1.0)  # a waiting session gives back what it holds for nothing just after it logs the request
+            # A waiting session parks (docs/architecture.md#parking) once nothing but the approval is in flight.
+            wait_for(f"all {count} park", lambda: all(parked(p.pid) for p in sessions), sessions, 30 + count)
             held = [pss(p.pid) for p in sessions]
             bare = pss(anchor.pid)
             started = time.monotonic()
