@@ -65,7 +65,7 @@ class _Client:
         self.kind = kind
         self.sock = sock
         self.connection = connection
-        self.greeting = b""  # the greeting line as the client sent it: the rebuilt session takes it in again
+        self.greeting = b""  # the greeting line as the client sent it, once answered: the rebuilt session takes it in
         self.unserved = bytearray()  # from the first byte of the first request not served here
 
 
@@ -229,11 +229,8 @@ class Waiter:
         record["clients"] = [
             {"kind": c.kind, "fd": c.sock.detach(), "greeting": c.greeting.decode("latin-1"),
              "unserved": bytes(c.unserved).decode("latin-1")}
-            for c in self.clients if c.greeting
+            for c in self.clients
         ]  # fmt: skip
-        for client in self.clients:
-            if not client.greeting:  # not greeted yet: it greets the rebuilt session's socket again, or not at all
-                client.sock.close()
         fds = [record["log"], *record["listen"].values(), *(c["fd"] for c in record["clients"])]
         for listener in self.listening.values():
             listener.detach()

@@ -211,7 +211,7 @@ class SessionSockets:
         carried: Carried | None = None,
     ) -> None:  # fmt: skip
         client = _Client(writer, protocol)
-        if carried is not None:  # its greeting was answered by the waiter: taken in again, not answered twice
+        if carried is not None and carried.greeting:  # answered by the waiter: taken in again, not answered twice
             client.connection.receive_data(carried.greeting, _now())
             client.connection.next_event()
         sock: socket.socket | None = writer.get_extra_info("socket")
