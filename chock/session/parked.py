@@ -23,6 +23,13 @@ import socket
 import sys
 import time
 
+TYPE_CHECKING = False  # typing is not imported at run time: the waiter imports as little as it can
+if TYPE_CHECKING:
+    from typing import Any
+
+    from chock.control.connection import ServerConnection
+    from chock.control.framing import ProtocolError
+    from chock.control.message import ReplyLine, Request
 # A person answering at `chock approve` may take a while; a connection idle longer than this is closed.
 IDLE_SECONDS = 15 * 60.0
 # Connections each socket serves at once: a person's few terminals and the daemon's relays.
@@ -32,17 +39,17 @@ READ_SIZE = 4096
 STOPPING = {signal.SIGTERM, signal.SIGINT}
 
 
-def read_record(fd: int) -> dict:  # type: ignore[type-arg]
+def read_record(fd: int) -> dict[str, Any]:
     """The JSON record handed over in the memory file `fd` (closed here)."""
     chunks = []
     os.lseek(fd, 0, os.SEEK_SET)
     while chunk := os.read(fd, 65536):
         chunks.append(chunk)
     os.close(fd)
-    return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
+    return json.loads(b"".join(chunks))
 
 
-def write_record(record: dict) -> int:  # type: ignore[type-arg]
+def write_record(record: dict[str, Any]) -> int:
     """A memory file holding `record` as JSON, inheritable across exec: its descriptor."""
     fd = os.memfd_create("chock-park", 0)  # not MFD_CLOEXEC: the next program reads it
     data = json.dumps(record).encode()
@@ -58,10 +65,10 @@ def inherit(fds: list[int]) -> None:
         os.set_inheritable(fd, True)
 
 
-class _Client:
+class _Held:
     """One connection: its socket, its protocol state, and the raw bytes of what it has not been served yet."""
 
-    def __init__(self, kind: str, sock: socket.socket, connection: object) -> None:
+    def __init__(self, kind: str, sock: socket.socket, connection: ServerConnection) -> None:
         self.kind = kind
         self.sock = sock
         self.connection = connection
@@ -74,7 +81,7 @@ class _Unpark(Exception):
 
 
 class Waiter:
-    def __init__(self, record: dict) -> None:  # type: ignore[type-arg]
+    def __init__(self, record: dict[str, Any]) -> None:
         from chock.control import session_protocol as sp
         from chock.control.connection import NEED_DATA, ServerConnection
         from chock.control.framing import LINE_SECONDS, ErrorCode, ProtocolError
@@ -89,7 +96,7 @@ class Waiter:
             kind: socket.socket(fileno=fd) for kind, fd in record["listen"].items()
         }  # fmt: skip
         self.protocols = {"approval": sp.APPROVAL, "handover": sp.HANDOVER}
-        self.clients: list[_Client] = []
+        self.clients: list[_Held] = []
         self.said: list[str] = list(record.get("said", []))
         self.pending = {item["request_id"]: item for item in record["pending"]}
         # SIGTERM and SIGINT stop the session, as they stop it in process: their handler only wakes the select.
@@ -109,11 +116,15 @@ class Waiter:
                 self._once()
         except _Unpark:
             pass
+        except Exception:  # never die holding the session: the rebuilt session serves what the waiter could not
+            import traceback
+
+            traceback.print_exc()
         self._unpark()
 
     def _once(self) -> None:
         now = time.monotonic()
-        deadlines = [c.connection.next_deadline() for c in self.clients]  # type: ignore[attr-defined]
+        deadlines = [c.connection.next_deadline() for c in self.clients]
         soonest = min((d for d in deadlines if d is not None), default=None)
         timeout = None if soonest is None else max(0.0, soonest - now)
         watched = [self.signals, *self.listening.values(), *(c.sock for c in self.clients)]
@@ -128,7 +139,7 @@ class Waiter:
         for client in list(self.clients):
             if client.sock in readable:
                 self._read(client, now)
-            elif client.connection.deadline_passed(now) is not None:  # type: ignore[attr-defined]
+            elif client.connection.deadline_passed(now) is not None:
                 self._drop(client)
 
     def _accept(self, kind: str, listener: socket.socket, now: float) -> None:
@@ -139,7 +150,7 @@ class Waiter:
         connection = self.server_connection(
             self.protocols[kind], now=now, line_seconds=self.line_seconds, idle_seconds=IDLE_SECONDS
         )
-        client = _Client(kind, sock, connection)
+        client = _Held(kind, sock, connection)
         ErrorCode = self.error_code
         if not self.is_own_user(sock):
             self._refuse(client, self.protocol_error(ErrorCode.FORBIDDEN, "this session serves only its own user"))
@@ -150,38 +161,38 @@ class Waiter:
             return
         self.clients.append(client)
 
-    def _read(self, client: _Client, now: float) -> None:
+    def _read(self, client: _Held, now: float) -> None:
         try:
             data = client.sock.recv(READ_SIZE)
         except OSError:
             data = b""
         connection = client.connection
-        connection.receive_data(data, now)  # type: ignore[attr-defined]
+        connection.receive_data(data, now)
         client.unserved += data
         if not data:
             self._drop(client)
             return
         while True:
             try:
-                event = connection.next_event()  # type: ignore[attr-defined]
+                event = connection.next_event()
             except self.protocol_error as error:
                 self._served_line(client)
-                if connection.fatal(error):  # type: ignore[attr-defined]
+                if connection.fatal(error):
                     self._refuse(client, error)
                     return
-                self._send(client, connection.send(error, now))  # type: ignore[attr-defined]
+                self._send(client, connection.send(error, now))
                 continue
             if event is self.need_data:
                 return
             if isinstance(event, self.greeted_type):
                 client.greeting = self._served_line(client)
-                self._send(client, connection.greeting_reply())  # type: ignore[attr-defined]
+                self._send(client, connection.greeting_reply())
                 continue
-            replies = self._handle(event)
+            replies = self._handle(event)  # type: ignore[arg-type]
             self._served_line(client)
-            self._send(client, b"".join(connection.send(reply, now) for reply in replies))  # type: ignore[attr-defined]
+            self._send(client, b"".join(connection.send(reply, now) for reply in replies))
 
-    def _handle(self, event: object) -> list[object]:
+    def _handle(self, event: Request) -> list[ReplyLine | ProtocolError]:
         """The replies the waiter gives itself; raises _Unpark (leaving the request unserved) for the rest."""
         sp = self.sp
         if isinstance(event, sp.PendingRequest):
@@ -197,26 +208,26 @@ class Waiter:
         raise _Unpark
 
     @staticmethod
-    def _served_line(client: _Client) -> bytes:
+    def _served_line(client: _Held) -> bytes:
         """Drop the line just served from what is carried over; that line."""
         end = client.unserved.find(b"\n") + 1
         line = bytes(client.unserved[:end])
         del client.unserved[:end]
         return line
 
-    def _send(self, client: _Client, data: bytes) -> None:
+    def _send(self, client: _Held, data: bytes) -> None:
         try:
             client.sock.sendall(data)
         except OSError:
             self._drop(client)
 
-    def _refuse(self, client: _Client, error: object) -> None:
+    def _refuse(self, client: _Held, error: ProtocolError) -> None:
         with _quiet():
-            client.sock.sendall(client.connection.send(error))  # type: ignore[attr-defined]
+            client.sock.sendall(client.connection.send(error))
             client.sock.shutdown(socket.SHUT_WR)
         client.sock.close()
 
-    def _drop(self, client: _Client) -> None:
+    def _drop(self, client: _Held) -> None:
         if client in self.clients:
             self.clients.remove(client)
         client.sock.close()

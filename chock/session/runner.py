@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from chock.rules.rule import check_pattern
 from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, parking, reaper, tools
 from chock.session.approvals import Answer, Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
-from chock.session.ports import Ports, ToolRunner, no_mcp_servers, wait_set
+from chock.session.ports import Ports, ToolRunner, wait_set
 from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import Result, ToolRefused
@@ -218,9 +217,9 @@ class Session:
         call_model = call_model_first
         if unparked is not None:  # the rest of the turn it parked in: the waiting call, then the reply's others
             waiting = unparked.pending[0]
-            for call in self.state.open_tool_calls:
-                parked = waiting["request_id"] if call["call_id"] == waiting["call_id"] else None
-                await self._tool(ToolCall(call["call_id"], call["name"], call["args"]), parked=parked)
+            for open_call in self.state.open_tool_calls:
+                parked = waiting["request_id"] if open_call["call_id"] == waiting["call_id"] else None
+                await self._tool(ToolCall(open_call["call_id"], open_call["name"], open_call["args"]), parked=parked)
             self.emit("turn.end")
             call_model = True
         while True:
@@ -358,6 +357,15 @@ class Session:
             **diff,
             **({"server": served["server"]} if served else {}),
         )
+
+    @property
+    def working(self) -> bool:
+        """Background commands or subagents are running."""
+        return bool(self._work)
+
+    @property
+    def renders_json(self) -> bool:
+        return bool(getattr(self._render, "as_json", False))
 
     @property
     def workspace(self) -> Path:
@@ -500,10 +508,10 @@ class Session:
         try:
             while not self.approvals.answered(request_id):
                 self._answered.clear()
-                if timeout is None and self._may_park():
+                if timeout is None and parking.may_park(self):
                     await wait_set(self._answered, parking.PARK_SECONDS, clock)
-                    if not self.approvals.answered(request_id) and self._may_park():
-                        self._park(call_id)
+                    if not self.approvals.answered(request_id) and parking.may_park(self):
+                        parking.park_session(self, call_id)  # returns only if the exec failed
                 elif timeout is None:
                     await self._answered.wait()
                 elif clock.now() - began >= timeout:
@@ -524,39 +532,6 @@ class Session:
             self._save_project_rule(taken.rule, request_id, str(answered.get("at", "")))
         self.sockets.answer_logged(request_id)
         return taken
-
-    def _may_park(self) -> bool:
-        """Whether nothing but the one waiting request is in flight, and nobody could be asked in this process: no
-        terminal, no `.approvals.timeout` to keep, no background work or subagent, no MCP server, no handover ask,
-        no client connected, nothing said and not stopped. In doubt, the session waits in process."""
-        settings = self.settings
-        return (
-            not settings.interactive
-            and settings.approval_timeout is None
-            and not self._work
-            and not self.state.background
-            and not self.state.subagents
-            and self.ports.mcp is no_mcp_servers
-            and not self.handover.open
-            and self.sockets.idle()
-            and not self.steering.queued
-            and self.steering.stop_via is None
-            and self.log.failed is None
-            and len(self.approvals.pending()) == 1
-            and os.environ.get(PARKING_VARIABLE) != "never"
-        )
-
-    def _park(self, call_id: str) -> None:
-        """Sync the log, then exec the waiter (returns only if that failed: the session waits in process)."""
-        self.log.sync()
-        waiting = self.approvals.pending()[0]
-        pending = [{"request_id": waiting.request_id, "tool": waiting.tool, "summary": waiting.summary,
-                    "call_id": call_id}]  # fmt: skip
-        with contextlib.suppress(OSError):
-            parking.park(
-                self.settings.session_id, self.log.fileno(), self.sockets.listening(), pending,
-                as_json=bool(getattr(self._render, "as_json", False)),
-            )  # fmt: skip
 
     async def _elicit(self, server: str, message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """A server's elicitation, asked of the person as an approval question naming the server and showing its
@@ -600,9 +575,6 @@ class Session:
 def _not_shown(name: str, progress: float, total: float | None, message: str) -> None:
     return None
 
-
-# `never`: no session parks (for a comparison measured in the same run: bench/waiting_memory.py).
-PARKING_VARIABLE = "CHOCK_PARKING"
 
 # Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).
 RULE_SCOPES = {"c": "config", "p": "project", "s": "session"}

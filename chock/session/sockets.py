@@ -118,7 +118,7 @@ class SessionSockets:
         self._handover = handover
         self._steering = steering
         self._changed = changed  # the session loop looks at the handover again
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.Server] = []
         self._owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
         self._clients: dict[str, set[_Client]] = {"approval": set(), "handover": set()}
         # `ok answered` owed once the answer is logged: to whom, and what their connection waits on meanwhile.

@@ -14,7 +14,6 @@ import contextlib
 import functools
 import os
 import signal
-import socket  # asyncio has imported it already
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider, warm
 from chock.session import asking, instructions, mcp_wiring, moving, parking, reaper, sandbox, workspace
+from chock.session.event_loop import single_threaded_loop
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
 from chock.session.rule_sources import config_rules
@@ -108,7 +108,7 @@ def carry_on(opening: _Opening, request: RunRequest, render: Callable[[Event], N
     serve = functools.partial(SessionSockets, opening.sockets)
     if unparked is not None:
         serve = functools.partial(serve, inherited=unparked.listening, carried=unparked.clients)
-    ports = Ports(provider, opening.runner, serve, clock, mcp=opening.mcp)
+    ports = Ports(provider, opening.runner, serve, clock, mcp=opening.mcp, parks=True)
     session = Session(opening.log, opening.state, opening.settings, ports, render)
     return _drive(session, opening.call_model, provider, unparked)
 
@@ -578,7 +578,7 @@ def _drive(session: Session, call_model: bool, provider: Provider, unparked: par
         finally:
             await provider.aclose()
 
-    loop = _single_threaded_loop()
+    loop = single_threaded_loop()
     try:
         return loop.run_until_complete(main())
     finally:
@@ -587,35 +587,6 @@ def _drive(session: Session, call_model: bool, provider: Provider, unparked: par
         loop.run_until_complete(loop.shutdown_asyncgens())
         asyncio.set_event_loop(None)
         loop.close()
-
-
-class _Loop(asyncio.SelectorEventLoop):
-    """An event loop that never starts a thread: name lookups run inline (a loopback or numeric address
-    resolves at once; a real name costs one blocking lookup per connection, which a model call dwarfs)."""
-
-    async def getaddrinfo(
-        self,
-        host: bytes | str | None,
-        port: bytes | str | int | None,
-        *,
-        family: int = 0,
-        type: int = 0,
-        proto: int = 0,
-        flags: int = 0,
-    ) -> list[tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int] | tuple[str, int, int, int]]]:
-        # socket's stub also allows an (int, bytes) address, what getaddrinfo gives for a family it cannot decode.
-        return socket.getaddrinfo(host, port, family, type, proto, flags)  # type: ignore[return-value]
-
-
-def _single_threaded_loop() -> asyncio.AbstractEventLoop:
-    loop = _Loop()
-    asyncio.set_event_loop(loop)
-    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
-        # 3.11's default child watcher starts a thread per process; the pidfd watcher uses the loop itself.
-        watcher = asyncio.PidfdChildWatcher()
-        watcher.attach_loop(loop)
-        asyncio.set_child_watcher(watcher)
-    return loop
 
 
 def exit_now(code: object) -> NoReturn:
