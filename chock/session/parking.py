@@ -11,7 +11,6 @@ nothing to it. Whenever anything else is in flight, or in doubt, the session wai
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -21,11 +20,6 @@ from typing import Any
 
 import chock
 from chock.session import parked
-from chock.session.ports import no_mcp_servers
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from chock.session.runner import Session
 
 # How long a request waits in process before the session parks.
 PARK_SECONDS = 2.0
@@ -74,42 +68,12 @@ def unpark_argv(session_id: str, as_json: bool) -> list[str]:
             "--unpark"]  # fmt: skip
 
 
-def may_park(session: Session) -> bool:
-    """Whether nothing but the one waiting request is in flight, and nobody could be asked in this process: no
-    terminal, no `.approvals.timeout` to keep, no background work or subagent, no MCP server, no handover ask,
-    no client connected, nothing said and not stopped. In doubt, the session waits in process."""
-    settings, state = session.settings, session.state
-    return (
-        session.ports.parks
-        and not settings.interactive
-        and settings.approval_timeout is None
-        and not session.working
-        and not state.background
-        and not state.subagents
-        and session.ports.mcp is no_mcp_servers
-        and not session.handover.open
-        and session.sockets.idle()
-        and not session.steering.queued
-        and session.steering.stop_via is None
-        and session.log.failed is None
-        and len(session.approvals.pending()) == 1
-        and os.environ.get(PARKING_VARIABLE) != "never"
-    )
+def allowed() -> bool:
+    """Whether parking is on (`CHOCK_PARKING=never` turns it off)."""
+    return os.environ.get(PARKING_VARIABLE) != "never"
 
 
-def park_session(session: Session, call_id: str) -> None:
-    """Sync the log, then exec the waiter for the one request open, asked about call `call_id`; returns only if
-    the exec failed (the session then waits in process)."""
-    session.log.sync()
-    waiting = session.approvals.pending()[0]
-    pending = [{"request_id": waiting.request_id, "tool": waiting.tool, "summary": waiting.summary,
-                "call_id": call_id}]  # fmt: skip
-    with contextlib.suppress(OSError):
-        park(session.settings.session_id, session.log.fileno(), session.sockets.listening(), pending,
-             as_json=session.renders_json)  # fmt: skip
-
-
-def park(session_id: str, log_fd: int, listening: dict[str, int], pending: list[dict[str, Any]], *,
+def park(session_id: str, log_fd: int, listening: dict[str, int], pending: list[dict[str, Any]],
          as_json: bool) -> None:  # fmt: skip
     """Exec the waiter in this process; returns only if the exec failed (the session then waits in process).
     The rebuilt session records its own lifecycle in the journal when this one does."""

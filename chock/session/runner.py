@@ -34,7 +34,7 @@ from chock.rules.rule import check_pattern
 from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, parking, reaper, tools
 from chock.session.approvals import Answer, Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
-from chock.session.ports import Ports, ToolRunner, wait_set
+from chock.session.ports import Ports, ToolRunner, no_mcp_servers, wait_set
 from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import Result, ToolRefused
@@ -359,15 +359,6 @@ class Session:
         )
 
     @property
-    def working(self) -> bool:
-        """Background commands or subagents are running."""
-        return bool(self._work)
-
-    @property
-    def renders_json(self) -> bool:
-        return bool(getattr(self._render, "as_json", False))
-
-    @property
     def workspace(self) -> Path:
         return self.settings.workspace
 
@@ -433,7 +424,8 @@ class Session:
         served = self.mcp.served(call.name)
         key = asking.mcp_rule_name(served["server"], served["tool"]) if served else call.name
         if parked is not None:
-            self._refuse_unless_yes(await self._ask(parked, call.name, "", call.call_id, {}, logged=True), key)
+            taken = await self._ask(parked, call.name, "", call.call_id, {}, logged=True)
+            asking.refuse_unless_yes(taken, key, settings.approval_timeout)
             return
         default = "ask" if served else settings.shell_policy if asks else "allow"  # --yes answers an ask, never a deny
         decision = asking.decide(settings.rules, state, key, call.args, default)
@@ -460,22 +452,7 @@ class Session:
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
         taken = await self._ask(request_id, call.name, summary, call.call_id, asking.proposal(key, call.args))
-        self._refuse_unless_yes(taken, key)
-
-    def _refuse_unless_yes(self, taken: Answer, key: str) -> None:
-        """Raise ToolRefused, saying why, unless the person's answer was yes."""
-        settings = self.settings
-        if taken.answer == "yes":
-            return
-        if taken.via == "timeout":
-            allowing = asking.allow_hint(key)
-            raise ToolRefused(
-                f"nobody answered within {_duration(settings.approval_timeout or 0)} (the person's "
-                f".approvals.timeout), so this call did not run{allowing}; carry on without it, or ask again later"
-            )
-        if taken.note:
-            raise ToolRefused(f"the person declined this call, and said: {taken.note}")
-        raise ToolRefused("the person declined this command")
+        asking.refuse_unless_yes(taken, key, settings.approval_timeout)
 
     async def _ask(
         self, request_id: str, tool: str, summary: str, call_id: str, proposal: dict[str, Any], *,
@@ -508,10 +485,10 @@ class Session:
         try:
             while not self.approvals.answered(request_id):
                 self._answered.clear()
-                if timeout is None and parking.may_park(self):
+                if timeout is None and self._may_park():
                     await wait_set(self._answered, parking.PARK_SECONDS, clock)
-                    if not self.approvals.answered(request_id) and parking.may_park(self):
-                        parking.park_session(self, call_id)  # returns only if the exec failed
+                    if not self.approvals.answered(request_id) and self._may_park():
+                        self._park(call_id)  # returns only if the exec failed
                 elif timeout is None:
                     await self._answered.wait()
                 elif clock.now() - began >= timeout:
@@ -532,6 +509,29 @@ class Session:
             self._save_project_rule(taken.rule, request_id, str(answered.get("at", "")))
         self.sockets.answer_logged(request_id)
         return taken
+
+    def _may_park(self) -> bool:
+        """Whether nothing but the one waiting request is in flight, and nobody could be asked in this process: no
+        terminal, no `.approvals.timeout` to keep, no background work or subagent, no MCP server, no handover ask,
+        no client connected, nothing said and not stopped (docs/architecture.md#parking). In doubt, it is not."""
+        settings, state, steering = self.settings, self.state, self.steering
+        return (
+            self.ports.parks and parking.allowed() and not settings.interactive
+            and settings.approval_timeout is None and not self._work and not state.background
+            and not state.subagents and self.ports.mcp is no_mcp_servers and not self.handover.open
+            and self.sockets.idle() and not steering.queued and steering.stop_via is None
+            and self.log.failed is None and len(self.approvals.pending()) == 1
+        )  # fmt: skip
+
+    def _park(self, call_id: str) -> None:
+        """Sync the log, then exec the waiter for the one request open (returns only if the exec failed)."""
+        self.log.sync()
+        waiting = self.approvals.pending()[0]
+        pending = {"request_id": waiting.request_id, "tool": waiting.tool, "summary": waiting.summary,
+                   "call_id": call_id}  # fmt: skip
+        as_json = bool(getattr(self._render, "as_json", False))
+        with contextlib.suppress(OSError):
+            parking.park(self.settings.session_id, self.log.fileno(), self.sockets.listening(), [pending], as_json)
 
     async def _elicit(self, server: str, message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """A server's elicitation, asked of the person as an approval question naming the server and showing its
@@ -578,13 +578,6 @@ def _not_shown(name: str, progress: float, total: float | None, message: str) ->
 
 # Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).
 RULE_SCOPES = {"c": "config", "p": "project", "s": "session"}
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _commit_message(state: SessionState) -> str:
