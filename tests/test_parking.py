@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.client import SessionClient
+from chock.control.framing import ProtocolError
 from tests.fakes.sessions import alive, event_of, new_session, parked, replay_config, wait_for_end, wait_for_event
 from tests.fakes.wait import wait_until
 
@@ -134,6 +139,8 @@ def test_what_is_said_to_a_parked_session_is_queued_by_it_and_taken_in_once_it_c
     owner, request_id = park(home, session_id)
     said = home.chock("say", session_id, "also a test", "--daemon", daemon.address, cwd=project)
     assert said.returncode == 0, said.stderr
+    with approval(home, session_id) as client, pytest.raises(ProtocolError, match="not waiting"):
+        client.answer("r999", True)  # refused by the waiter itself too
     assert parked(owner)  # queued by the waiter itself
     with approval(home, session_id) as client:
         client.answer(request_id, True)
@@ -185,3 +192,19 @@ def test_a_parked_session_killed_is_free_to_continue_as_after_a_crash(home, proj
     cut = next(e for e in events if e["type"] == "tool.result")
     assert cut["is_error"] and "cut off" in cut["output"]
     assert events[-1]["reason"] == "completed"
+
+
+# What a parked session must never hold: the interpreter a whole session is (its loop, its CLI, its HTTP client).
+HEAVY = ("asyncio", "click", "httpx", "ssl", "typing", "dataclasses", "chock.session.runner", "chock.providers")
+
+
+def test_the_waiter_imports_only_the_standard_librarys_basics_and_the_protocol_modules():
+    root = str(Path(__file__).resolve().parent.parent)
+    probe = (
+        f"import sys; sys.path.insert(0, {root!r}); from chock.session import parked; "
+        "parked.Waiter({'listen': {}, 'pending': []}); print(' '.join(sorted(sys.modules)))"
+    )
+    loaded = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=True)
+    modules = loaded.stdout.split()
+    assert "chock.control.session_protocol" in modules
+    assert [m for m in modules if m.startswith(HEAVY)] == []
