@@ -81,7 +81,8 @@ def test_a_parked_session_answered_yes_carries_on_and_logs_what_one_never_parked
     finally:
         kept.kill()
 
-    process = home.spawn("run", "two commands", cwd=project, **quiet)
+    shown = {**quiet, "stdout": subprocess.PIPE}  # what it prints is what a terminal-less run prints
+    process = home.spawn("run", "two commands", cwd=project, **shown)
     try:
         others = lambda: [s for s in os.listdir(home.layout.sessions_dir) if s != never]  # noqa: E731
         session_id = wait_until(others, 30, "a second session")[0]
@@ -92,8 +93,10 @@ def test_a_parked_session_answered_yes_carries_on_and_logs_what_one_never_parked
                 assert [item.request_id for item in client.pending()] == [request_id]  # the waiter answers this
                 client.answer(request_id, True)  # `ok answered` comes from the rebuilt session, once it is logged
         assert process.wait(60) == 0, process.stderr.read()  # the same process all along: its exit is ours
+        printed = process.stdout.read()
     finally:
         process.kill()
+    assert printed.count(f"chock approve {session_id}") == 2  # the second question was asked by the rebuilt one
     events = home.events(session_id)
     assert without_times(events) == without_times(home.events(never))
     assert [e["output"].strip() for e in events if e["type"] == "tool.result"] == ["first", "second"]

@@ -133,6 +133,8 @@ def _unpark(layout: Layout, record: int, session_id: str | None, as_json: bool) 
     from chock.session.start import exit_now, unpark
 
     renderer = render.json_renderer() if as_json else render.terminal_renderer()
+    if isinstance(renderer, render.TerminalView) and session_id:
+        renderer.session_id = session_id  # for the `chock approve` hint of its next question
     try:
         with session_records(session_id, None, "unpark"):
             try:
