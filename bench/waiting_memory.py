@@ -2,7 +2,8 @@
 
 N `chock run` sessions, one project each, are started as a terminal starts one and leaves it (each under
 `setsid`, with no terminal: they wait on their approval.sock) against a loopback openai-compat provider
-(tests/fakes/providers.py) whose first answer asks for a shell call. Once every one waits, the Pss of each
+(tests/fakes/providers.py) whose first answer asks for a shell call. Once every one waits and has parked
+(docs/architecture.md#parking: its process runs the lean waiter), the Pss of each
 session process and its children (/proc/PID/smaps_rollup) is summed per session; the anchor is a bare sleeping
 `python3 -c 'import time; time.sleep(1e9)'` measured the same way in the same run. Then every session is answered
 yes through `chock approve`: each must run its command, make its second call and complete, and nothing may be
@@ -11,7 +12,7 @@ left running. The goal: 100 waiting sessions at <= 12 MiB Pss each (>= 2,000 per
     python bench/waiting_memory.py               # 100 sessions
     python bench/waiting_memory.py --sessions 20
     python bench/waiting_memory.py --installed   # /usr/bin/chock under /usr/bin/python3
-    python bench/waiting_memory.py --quick       # 3 sessions: asserts each waits, then completes once answered
+    python bench/waiting_memory.py --quick       # 3 sessions: asserts each parks, then completes once answered
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import _common
 from finish_changed import git
 
 from tests.fakes.providers import FakeProvider
-from tests.fakes.sessions import alive, descendants, processes_with
+from tests.fakes.sessions import alive, descendants, parked, processes_with
 
 GOAL_MIB = 12.0
 MIB = 1024 * 1024
@@ -96,7 +97,7 @@ def sessions_projects(root: Path) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = _common.arguments(__doc__ or "", "3 sessions: asserts each waits, then completes", installed=True)
+    parser = _common.arguments(__doc__ or "", "3 sessions: asserts each parks, then completes", installed=True)
     parser.add_argument("--sessions", type=int, default=100, help="sessions waiting at once (100)")
     options = _common.parse(parser)
     count = 3 if options.quick else options.sessions
@@ -120,7 +121,8 @@ def main() -> None:
             wait_for(f"all {count} wait for approval",
                      lambda: sum("approval.request" in e for e in events(root).values()) == count,
                      sessions, 60 + 3 * count)  # fmt: skip
-            time.sleep(1.0)  # a waiting session gives back what it holds for nothing just after it logs the request
+            # A waiting session parks (docs/architecture.md#parking) once nothing but the approval is in flight.
+            wait_for(f"all {count} park", lambda: all(parked(p.pid) for p in sessions), sessions, 30 + count)
             held = [pss(p.pid) for p in sessions]
             bare = pss(anchor.pid)
             started = time.monotonic()
@@ -145,8 +147,8 @@ def main() -> None:
         results = [fake_call for fake_call in fake.calls if any(m.get("role") == "tool" for m in fake_call["messages"])]
         assert len(results) == count and all(COMMAND.split()[1] in json.dumps(r) for r in results)
     if options.quick:
-        print(f"waiting_memory: quick mode: {count} sessions waited for approval, then each ran its command and "
-              f"completed once answered; nothing left running")  # fmt: skip
+        print(f"waiting_memory: quick mode: {count} sessions waited for approval and parked, then each ran its "
+              f"command and completed once answered; nothing left running")  # fmt: skip
         return
     median = statistics.median(held)
     print(f"{count} sessions waiting for approval, openai-compat provider (low / median / high):")

@@ -40,6 +40,7 @@ from chock.paths import Layout, is_session_id
 @view_options
 @click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
 @click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
+@click.option("--unpark", type=int, hidden=True, help="Rebuild a parked session from the record on this descriptor.")
 @click.option(
     "--force",
     is_flag=True,
@@ -62,6 +63,7 @@ def run(
     as_json: bool,
     for_daemon: bool,
     after_reboot: bool,
+    unpark: int | None,
     force: bool,
     move: dict[str, Any],
 ) -> None:
@@ -70,6 +72,8 @@ def run(
     from chock.session.start import MoveIn, RunRequest, exit_now
     from chock.session.start import run as run_session
 
+    if unpark is not None:
+        _unpark(layout, unpark, session_id, as_json)
     step = move_steps.step(move)
     if step in ("move_out", "moved"):
         sys.exit(move_steps.run_source_step(layout, move, step))
@@ -119,6 +123,27 @@ def run(
                     renderer.close()  # the spinner's line cleared before anything else is printed
             sys.exit(code)
     except SystemExit as ended:  # the log is released: what is left is the interpreter's teardown, skipped
+        exit_now(ended.code)
+
+
+def _unpark(layout: Layout, record: int, session_id: str | None, as_json: bool) -> None:
+    """The parked session's waiter exec'd this: rebuild the session and carry it on (docs/architecture.md#parking)."""
+    from chock.platform.journal import session_records
+    from chock.session import render
+    from chock.session.start import exit_now, unpark
+
+    renderer = render.json_renderer() if as_json else render.terminal_renderer()
+    if isinstance(renderer, render.TerminalView) and session_id:
+        renderer.session_id = session_id  # for the `chock approve` hint of its next question
+    try:
+        with session_records(session_id, None, "unpark"):
+            try:
+                code = unpark(layout, record, renderer)
+            finally:
+                if isinstance(renderer, render.TerminalView):
+                    renderer.close()
+            sys.exit(code)
+    except SystemExit as ended:
         exit_now(ended.code)
 
 

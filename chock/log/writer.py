@@ -156,6 +156,18 @@ class SessionLog:
             os.close(fd)
             raise
 
+    @classmethod
+    def inherit(cls, path: Path, fd: int, *, remember: Remember | None = None) -> SessionLog:
+        """The log this process already owns on `fd`, inherited across an exec (a parked session rebuilt): the
+        same open file description, so the same lock (docs/architecture.md#parking)."""
+        os.set_inheritable(fd, False)
+        _still_there(fd, path)
+        return cls(path, fd, _cut_torn_tail(fd), remember)
+
+    def fileno(self) -> int:
+        """The descriptor that holds the log's lock."""
+        return self._fd
+
     def append(self, type: str, **fields: Any) -> Event:
         """Write one event; returns it with its id and time. Raises LogWriteFailed, after which only a
         `session.end` may still be appended (there is room for it in the reserve). Raises UndeclaredEvent, and

@@ -22,6 +22,8 @@ from typing import Any
 from chock.control.daemon_protocol import NOTE_LIMIT
 from chock.log.fold import SessionState
 from chock.rules.rule import Decision, Rule, RuleSet, check_pattern
+from chock.session.approvals import Answer
+from chock.session.tools.tool import ToolRefused
 from chock.terminal import as_lines, colour, drop_typed_ahead, safe
 
 TYPE_CHECKING = False
@@ -110,6 +112,28 @@ def allow_hint(name: str) -> str:
         return ""
     pattern = proposal(name, {})["propose"]
     return f'; the rule `.{{ .allow = "{pattern}" }}` in .approvals.rules of config.zon lets it run without asking'
+
+
+def refuse_unless_yes(taken: Answer, name: str, timeout: float | None) -> None:
+    """Raise ToolRefused, saying why for the model, unless the person's answer was yes (`name`: the call's rule
+    name, `timeout`: the `.approvals.timeout` a `via: timeout` answer ran out)."""
+    if taken.answer == "yes":
+        return
+    if taken.via == "timeout":
+        raise ToolRefused(
+            f"nobody answered within {_duration(timeout or 0)} (the person's .approvals.timeout), so this call "
+            f"did not run{allow_hint(name)}; carry on without it, or ask again later"
+        )
+    if taken.note:
+        raise ToolRefused(f"the person declined this call, and said: {taken.note}")
+    raise ToolRefused("the person declined this command")
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 @dataclass(frozen=True)

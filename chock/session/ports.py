@@ -105,6 +105,10 @@ class SocketServer(Protocol):
 
     async def close(self, *, ended: str) -> None: ...
 
+    def idle(self) -> bool: ...
+
+    def listening(self) -> dict[str, int]: ...
+
 
 # Builds the server around the session's approvals, handover and steering; the callable is told the handover
 # (or the work) changed, so the loop looks again.
@@ -188,3 +192,4 @@ class Ports:
     clock: Clock = field(default_factory=SystemClock)
     git: HostGit = field(default_factory=OffloadedGit)
     mcp: McpFactory = no_mcp_servers
+    parks: bool = False  # a session waiting on a person may exec its waiter (chock.session.parking): a real process's

@@ -81,6 +81,7 @@ def json_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
         stream.write(safe_json(json.dumps(event, ensure_ascii=False)) + "\n")
         stream.flush()
 
+    render.as_json = True  # type: ignore[attr-defined]  # a session rebuilt after parking renders as this one did
     return render
 
 

@@ -31,10 +31,10 @@ from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
 from chock.rules.rule import check_pattern
-from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, reaper, tools
+from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, parking, reaper, tools
 from chock.session.approvals import Answer, Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
-from chock.session.ports import Ports, ToolRunner, wait_set
+from chock.session.ports import Ports, ToolRunner, no_mcp_servers, wait_set
 from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import Result, ToolRefused
@@ -116,20 +116,30 @@ class Session:
 
     # Running ------------------------------------------------------------------------------------------
 
-    async def run(self, *, call_model_first: bool) -> int:
+    async def run(self, *, call_model_first: bool, unparked: parking.Unparked | None = None) -> int:
         """Run turns until the task is done; log how it ended and return the exit code.
 
         A stop (over handover.sock, or a signal) cancels the loop wherever it waits — a model stream, a tool, an
         approval, the commit — until the log says where the work went; from there on, and once any other end has
         begun, nothing cancels the end being logged. Leaving the work's nursery kills the background commands and
-        subagents and waits until they are gone (each kills its process, a command its whole sandbox)."""
+        subagents and waits until they are gone (each kills its process, a command its whole sandbox).
+
+        A session rebuilt after parking (`unparked`) takes in first what came while it was parked, then carries
+        its turn on from the call that waited (docs/architecture.md#parking)."""
+        if unparked is not None:
+            for item in unparked.pending:
+                self.approvals.open(item["request_id"], item["tool"], item["summary"])
+            for text in unparked.said:
+                self.steering.say(text)
+            if unparked.stop:
+                self.steering.stop(unparked.stop)
         await self.sockets.start()
         git, worktree = self.ports.git, self.settings.worktree
         try:
             async with self._work:
                 async with self._stop_scope:
                     try:
-                        await self._turns(call_model_first)
+                        await self._turns(call_model_first, unparked)
                     finally:  # however the turns end (a stop cancels the call in flight: notifications/cancelled)
                         await self.mcp.stop()
                     self.steering.close()  # the session completes: nothing said from here on could be taken in
@@ -202,9 +212,16 @@ class Session:
             self.emit("user.message", text=text, via="socket")
         return bool(messages)
 
-    async def _turns(self, call_model_first: bool) -> None:
+    async def _turns(self, call_model_first: bool, unparked: parking.Unparked | None = None) -> None:
         await self.mcp.start()  # in parallel, each bounded; the sockets answer meanwhile
         call_model = call_model_first
+        if unparked is not None:  # the rest of the turn it parked in: the waiting call, then the reply's others
+            waiting = unparked.pending[0]
+            for open_call in self.state.open_tool_calls:
+                parked = waiting["request_id"] if open_call["call_id"] == waiting["call_id"] else None
+                await self._tool(ToolCall(open_call["call_id"], open_call["name"], open_call["args"]), parked=parked)
+            self.emit("turn.end")
+            call_model = True
         while True:
             await self.turn_boundary()
             if self._take_in_messages():
@@ -310,9 +327,12 @@ class Session:
 
     # Tools: the loop dispatches through chock.session.tools, and the session is their Context -------------
 
-    async def _tool(self, call: ToolCall) -> None:
+    async def _tool(self, call: ToolCall, *, parked: str | None = None) -> None:
+        """Run one call of the model's reply; `parked`: the request it waited on when its session parked (its
+        `tool.call` and `approval.request` are logged already)."""
         served = self.mcp.served(call.name)  # {server, tool} for an MCP tool's call
-        self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args, **served)
+        if parked is None:
+            self.emit("tool.call", call_id=call.call_id, name=call.name, args=call.args, **served)
         self._calling = call
         try:
             result = await tools.dispatch(
@@ -320,7 +340,7 @@ class Session:
                 self,
                 call.name,
                 call.args,
-                approve=lambda asks: self._approve(call, asks),
+                approve=lambda asks: self._approve(call, asks, parked),
                 ready=self.log.sync,
             )
         finally:
@@ -394,14 +414,19 @@ class Session:
 
     # Approvals ----------------------------------------------------------------------------------------
 
-    async def _approve(self, call: ToolCall, asks: bool) -> None:
+    async def _approve(self, call: ToolCall, asks: bool, parked: str | None = None) -> None:
         """Decide the call by the rules in force (chock.session.asking); a call no rule matches of a tool that does
         not ask runs with nothing logged. An MCP tool's call is decided as `mcp:<server>/<tool>`, and asks when no
         rule decides it (a server's readOnlyHint changes nothing). Returns when it may run; raises ToolRefused,
-        naming why, when not."""
+        naming why, when not. A call whose session parked as it waited (`parked`, its request) is not decided
+        again: its question was asked, and it waits for that answer."""
         settings, state = self.settings, self.state
         served = self.mcp.served(call.name)
         key = asking.mcp_rule_name(served["server"], served["tool"]) if served else call.name
+        if parked is not None:
+            taken = await self._ask(parked, call.name, "", call.call_id, {}, logged=True)
+            asking.refuse_unless_yes(taken, key, settings.approval_timeout)
+            return
         default = "ask" if served else settings.shell_policy if asks else "allow"  # --yes answers an ask, never a deny
         decision = asking.decide(settings.rules, state, key, call.args, default)
         if not decision.rules and not asks:
@@ -427,27 +452,20 @@ class Session:
                 raise ToolRefused('shell commands are denied by this person\'s config (.approvals.shell = "deny")')
             return
         taken = await self._ask(request_id, call.name, summary, call.call_id, asking.proposal(key, call.args))
-        if taken.answer == "yes":
-            return
-        if taken.via == "timeout":
-            allowing = asking.allow_hint(key)
-            raise ToolRefused(
-                f"nobody answered within {_duration(settings.approval_timeout or 0)} (the person's "
-                f".approvals.timeout), so this call did not run{allowing}; carry on without it, or ask again later"
-            )
-        if taken.note:
-            raise ToolRefused(f"the person declined this call, and said: {taken.note}")
-        raise ToolRefused("the person declined this command")
+        asking.refuse_unless_yes(taken, key, settings.approval_timeout)
 
     async def _ask(
         self, request_id: str, tool: str, summary: str, call_id: str, proposal: dict[str, Any], *,
-        timeout: float | None = None,
+        timeout: float | None = None, logged: bool = False,
     ) -> Answer:  # fmt: skip
         """Wait for a person's answer (or the deadline of `.approvals.timeout`, or `timeout` when shorter), log it,
-        and save the rule an "always" answer gives; the answer taken."""
-        self.approvals.open(request_id, tool, summary)
-        self.emit("approval.request", request_id=request_id, tool=tool, summary=summary, call_id=call_id,
-                  **proposal)  # fmt: skip
+        and save the rule an "always" answer gives; the answer taken. `logged`: the request is open and logged
+        already (a rebuilt session's, which asks nothing at a terminal). With nothing else in flight and nobody
+        to ask in process, the session parks after PARK_SECONDS (chock.session.parking)."""
+        if not logged:
+            self.approvals.open(request_id, tool, summary)
+            self.emit("approval.request", request_id=request_id, tool=tool, summary=summary, call_id=call_id,
+                      **proposal)  # fmt: skip
         prompt = None
         if self.settings.interactive:
             question = asking.question(tool, summary, proposal.get("propose", ""), proposal.get("propose_why", ""))
@@ -467,7 +485,11 @@ class Session:
         try:
             while not self.approvals.answered(request_id):
                 self._answered.clear()
-                if timeout is None:
+                if timeout is None and self._may_park():
+                    await wait_set(self._answered, parking.PARK_SECONDS, clock)
+                    if not self.approvals.answered(request_id) and self._may_park():
+                        self._park(call_id)  # returns only if the exec failed
+                elif timeout is None:
                     await self._answered.wait()
                 elif clock.now() - began >= timeout:
                     self.approvals.answer(request_id, "no", "timeout")
@@ -487,6 +509,29 @@ class Session:
             self._save_project_rule(taken.rule, request_id, str(answered.get("at", "")))
         self.sockets.answer_logged(request_id)
         return taken
+
+    def _may_park(self) -> bool:
+        """Whether nothing but the one waiting request is in flight, and nobody could be asked in this process: no
+        terminal, no `.approvals.timeout` to keep, no background work or subagent, no MCP server, no handover ask,
+        no client connected, nothing said and not stopped (docs/architecture.md#parking). In doubt, it is not."""
+        settings, state, steering = self.settings, self.state, self.steering
+        return (
+            self.ports.parks and parking.allowed() and not settings.interactive
+            and settings.approval_timeout is None and not self._work and not state.background
+            and not state.subagents and self.ports.mcp is no_mcp_servers and not self.handover.open
+            and self.sockets.idle() and not steering.queued and steering.stop_via is None
+            and self.log.failed is None and len(self.approvals.pending()) == 1
+        )  # fmt: skip
+
+    def _park(self, call_id: str) -> None:
+        """Sync the log, then exec the waiter for the one request open (returns only if the exec failed)."""
+        self.log.sync()
+        waiting = self.approvals.pending()[0]
+        pending = {"request_id": waiting.request_id, "tool": waiting.tool, "summary": waiting.summary,
+                   "call_id": call_id}  # fmt: skip
+        as_json = bool(getattr(self._render, "as_json", False))
+        with contextlib.suppress(OSError):
+            parking.park(self.settings.session_id, self.log.fileno(), self.sockets.listening(), [pending], as_json)
 
     async def _elicit(self, server: str, message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """A server's elicitation, asked of the person as an approval question naming the server and showing its
@@ -533,13 +578,6 @@ def _not_shown(name: str, progress: float, total: float | None, message: str) ->
 
 # Where a rule that decided a call lives, by its id's first letter (docs/log.md: approval.answer's `scope`).
 RULE_SCOPES = {"c": "config", "p": "project", "s": "session"}
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _commit_message(state: SessionState) -> str:

@@ -34,13 +34,12 @@ from chock.platform.listening import Owned
 from chock.platform.peer import is_own_user
 from chock.session.approvals import Approvals
 from chock.session.handover import Handover, HandoverRefused
+from chock.session.parked import IDLE_SECONDS, MAX_CONNECTIONS, READ_SIZE
 from chock.session.steering import SessionEnding, Steering
 
-# A person answering at `chock approve` may take a while; a connection idle longer than this is closed.
-IDLE_SECONDS = 15 * 60.0
-# Connections each socket serves at once: a person's few terminals and the daemon's relays.
-MAX_CONNECTIONS = 16
-READ_SIZE = 4096
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chock.session.parking import Carried
 
 
 class _Client:
@@ -107,32 +106,60 @@ class SessionSockets:
         handover: Handover,
         steering: Steering,
         changed: Callable[[], None],
+        *,
+        inherited: dict[str, int] | None = None,
+        carried: list[Carried] | None = None,
     ) -> None:
         self._paths = paths
+        self._inherited = inherited or {}  # listening sockets a parked session handed on, by kind
+        self._carried = carried or []  # connections its waiter held
+        self._carrying: set[asyncio.Future[None]] = set()  # their servings (the server holds the others')
         self._approvals = approvals
         self._handover = handover
         self._steering = steering
         self._changed = changed  # the session loop looks at the handover again
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.Server] = []
         self._owned: list[Owned] = []  # only these socket files are ours to remove (an adopter may rebind)
         self._clients: dict[str, set[_Client]] = {"approval": set(), "handover": set()}
         # `ok answered` owed once the answer is logged: to whom, and what their connection waits on meanwhile.
         self._unlogged: dict[str, tuple[_Client, asyncio.Future[None]]] = {}
 
     async def start(self) -> None:
-        """Listen on both sockets; a stale socket file at either path is ours to replace (we hold the lock)."""
-        for kind, protocol in (("approval", sp.APPROVAL), ("handover", sp.HANDOVER)):
+        """Listen on both sockets; a stale socket file at either path is ours to replace (we hold the lock). A
+        session rebuilt after parking listens on the sockets it inherited, and serves the connections carried
+        over first, from the request its waiter left unserved."""
+        protocols = {"approval": sp.APPROVAL, "handover": sp.HANDOVER}
+        for kind, protocol in protocols.items():
             path = self._paths[kind]
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            previous = os.umask(0o177)  # the socket is born 0600; the process is single-threaded
-            try:
-                server = await asyncio.start_unix_server(functools.partial(self._serve, kind, protocol), path=str(path))
-            finally:
-                os.umask(previous)
+            serve = functools.partial(self._serve, kind, protocol)
+            if kind in self._inherited:
+                listening = socket.socket(fileno=self._inherited[kind])
+                server = await asyncio.start_unix_server(serve, sock=listening)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                previous = os.umask(0o177)  # the socket is born 0600; the process is single-threaded
+                try:
+                    server = await asyncio.start_unix_server(serve, path=str(path))
+                finally:
+                    os.umask(previous)
             self._servers.append(server)
             info = os.lstat(path)
             self._owned.append(Owned(os.fspath(path), info.st_dev, info.st_ino))
+        for carried in self._carried:
+            reader, writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=carried.fd))
+            serve = functools.partial(self._serve, carried.kind, protocols[carried.kind], carried=carried)
+            self._carrying.add(asyncio.ensure_future(serve(reader, writer)))
+        self._carried = []
+
+    def listening(self) -> dict[str, int]:
+        """The listening sockets' descriptors, by kind (what a parking session hands on)."""
+        kinds = ("approval", "handover")
+        return {kind: server.sockets[0].fileno() for kind, server in zip(kinds, self._servers, strict=True)}
+
+    def idle(self) -> bool:
+        """No client is connected and no reply is owed: nothing would be lost by parking."""
+        return not self._unlogged and not any(self._clients.values())
 
     async def tell_asker(self, reply: ReplyLine) -> bool:
         """Send the handover asker what the machine said (`busy`, `ready`, `released`); False if it is gone."""
@@ -180,9 +207,13 @@ class SessionSockets:
     # One connection ----------------------------------------------------------------------------------------
 
     async def _serve(
-        self, kind: str, protocol: LineProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+        self, kind: str, protocol: LineProtocol, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        carried: Carried | None = None,
+    ) -> None:  # fmt: skip
         client = _Client(writer, protocol)
+        if carried is not None and carried.greeting:  # answered by the waiter: taken in again, not answered twice
+            client.connection.receive_data(carried.greeting, _now())
+            client.connection.next_event()
         sock: socket.socket | None = writer.get_extra_info("socket")
         if sock is None or not is_own_user(sock):
             await client.refuse(ProtocolError(ErrorCode.FORBIDDEN, "this session serves only its own user"), reader)
@@ -194,7 +225,7 @@ class SessionSockets:
             return
         clients.add(client)
         try:
-            await self._exchange(client, reader)
+            await self._exchange(client, reader, carried.unserved if carried is not None else b"")
         except (TimeoutError, ConnectionError):
             pass
         finally:
@@ -204,9 +235,12 @@ class SessionSockets:
                 self._changed()
             client.close()
 
-    async def _exchange(self, client: _Client, reader: asyncio.StreamReader) -> None:
+    async def _exchange(self, client: _Client, reader: asyncio.StreamReader, unserved: bytes = b"") -> None:
         connection = client.connection
-        while await client.read(reader):
+        if unserved:
+            connection.receive_data(unserved, _now())
+        while unserved or await client.read(reader):
+            unserved = b""
             while True:
                 try:
                     event = connection.next_event()

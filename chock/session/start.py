@@ -14,7 +14,6 @@ import contextlib
 import functools
 import os
 import signal
-import socket  # asyncio has imported it already
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,7 +33,8 @@ from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider, warm
-from chock.session import asking, instructions, mcp_wiring, moving, reaper, sandbox, workspace
+from chock.session import asking, instructions, mcp_wiring, moving, parking, reaper, sandbox, workspace
+from chock.session.event_loop import single_threaded_loop
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
 from chock.session.rule_sources import config_rules
@@ -104,9 +104,13 @@ def carry_on(opening: _Opening, request: RunRequest, render: Callable[[Event], N
     for event in opening.backlog:
         render(event)
     # The loop's ports, the real ones (chock.session.ports): host git is the default, each call in a child.
-    ports = Ports(provider, opening.runner, functools.partial(SessionSockets, opening.sockets), clock, mcp=opening.mcp)
+    unparked = opening.unparked
+    serve = functools.partial(SessionSockets, opening.sockets)
+    if unparked is not None:
+        serve = functools.partial(serve, inherited=unparked.listening, carried=unparked.clients)
+    ports = Ports(provider, opening.runner, serve, clock, mcp=opening.mcp, parks=True)
     session = Session(opening.log, opening.state, opening.settings, ports, render)
-    return _drive(session, opening.call_model, provider)
+    return _drive(session, opening.call_model, provider, unparked)
 
 
 @dataclass
@@ -122,6 +126,7 @@ class _Opening:
     mcp: McpFactory = no_mcp_servers  # the session's MCP servers, started by its loop
     call_model: bool = True
     backlog: list[Event] = field(default_factory=list)  # shown once the renderer runs
+    unparked: parking.Unparked | None = None  # a parked session rebuilt: what its waiter hands on
 
     def emit(self, type: str, **fields: Any) -> Event:
         event = self.log.append(type, **fields)
@@ -229,6 +234,34 @@ def _begin(layout: Layout, request: RunRequest) -> _Opening:
         _open_workspace(layout, opening, session_id, request, place)
         opening.emit("user.message", text=message)
     return opening
+
+
+def unpark(layout: Layout, record: int, render: Callable[[Event], None]) -> int:
+    """Rebuild a parked session from its log, in the process its waiter exec'd (docs/architecture.md#parking):
+    the lock and the sockets are inherited, nothing is logged on the way, and the turn it parked in carries on
+    from the call that waited. What cannot be had again (its instance, its workspace) ends it as an error."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    unparked = parking.Unparked.read(record)
+    session_id = unparked.session_id
+    path = layout.log_path(session_id)
+    log = SessionLog.inherit(path, unparked.log_fd, remember=_remembered(layout, session_id))
+    state = fold(read_events(path))
+    request = RunRequest(project=Path(state.project))
+    try:
+        prepared = _prepare(layout, request, Path(state.project), state.instance)
+        place = _place(layout, prepared, session_id, state, request, fresh=False)
+    except (ChockError, KeyboardInterrupt) as error:
+        interrupted = isinstance(error, KeyboardInterrupt)
+        reason, code = ("interrupted", EXIT_INTERRUPTED) if interrupted else ("error", EXIT_FAILED)
+        said = {"via": "signal"} if interrupted else {"error": f"the parked session could not be rebuilt: {error}"}
+        log.append("session.end", reason=reason, exit_code=code, **said)
+        log.sync()
+        log.release()
+        return code
+    opening = _Opening(log, state, prepared, _socket_paths(layout, session_id), unparked=unparked)
+    _settle(layout, opening, session_id, request, place)  # no MCP server: a session parks only without one
+    opening.call_model = False
+    return carry_on(opening, request, render)
 
 
 def _continue(layout: Layout, request: RunRequest) -> _Opening:
@@ -443,6 +476,15 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         base=worktree.base,
         machine_id=host.machine_id(),  # only this machine takes it over or removes it (docs/remote.md)
     )
+    _settle(layout, opening, session_id, request, place)
+    opening.mcp = mcp_wiring.factory(
+        layout, prepared.config, prepared.repo, worktree, prepared.project, request.interactive, opening.emit
+    )
+
+
+def _settle(layout: Layout, opening: _Opening, session_id: str, request: RunRequest, place: _Place) -> None:
+    """The session's runner and settings, for the place its log says it works in."""
+    prepared, worktree, directory = opening.prepared, place.worktree, place.directory
     opening.runner = Sandboxed(place.sandbox, prepared.bwrap)
     instance = prepared.instance
     opening.settings = Settings(
@@ -468,9 +510,6 @@ def _open_workspace(layout: Layout, opening: _Opening, session_id: str, request:
         rules=asking.Rules(tuple(config_rules(prepared.config.approvals_rules)), layout, str(prepared.project)),
         approval_timeout=prepared.config.approvals_timeout,
         budget=prepared.budget,
-    )
-    opening.mcp = mcp_wiring.factory(
-        layout, prepared.config, prepared.repo, worktree, prepared.project, request.interactive, opening.emit
     )
 
 
@@ -524,7 +563,7 @@ def _replay(prepared: _Prepared, state: SessionState, purpose: str | None) -> Pr
     )
 
 
-def _drive(session: Session, call_model: bool, provider: Provider) -> int:
+def _drive(session: Session, call_model: bool, provider: Provider, unparked: parking.Unparked | None = None) -> int:
     """Run the session on one loop; SIGINT and SIGTERM interrupt it (logged as `interrupted`). The process adopts
     whatever its sandboxes leave behind, so the session can kill it (chock.session.reaper)."""
     reaper.adopt_orphans()
@@ -533,12 +572,13 @@ def _drive(session: Session, call_model: bool, provider: Provider) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):  # handled at the loop's next wait, once run() has begun
             loop.add_signal_handler(signum, session.steering.stop, "signal")
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, parking.parked.STOPPING)  # blocked across a parking exec
         try:
-            return await session.run(call_model_first=call_model)
+            return await session.run(call_model_first=call_model, unparked=unparked)
         finally:
             await provider.aclose()
 
-    loop = _single_threaded_loop()
+    loop = single_threaded_loop()
     try:
         return loop.run_until_complete(main())
     finally:
@@ -547,35 +587,6 @@ def _drive(session: Session, call_model: bool, provider: Provider) -> int:
         loop.run_until_complete(loop.shutdown_asyncgens())
         asyncio.set_event_loop(None)
         loop.close()
-
-
-class _Loop(asyncio.SelectorEventLoop):
-    """An event loop that never starts a thread: name lookups run inline (a loopback or numeric address
-    resolves at once; a real name costs one blocking lookup per connection, which a model call dwarfs)."""
-
-    async def getaddrinfo(
-        self,
-        host: bytes | str | None,
-        port: bytes | str | int | None,
-        *,
-        family: int = 0,
-        type: int = 0,
-        proto: int = 0,
-        flags: int = 0,
-    ) -> list[tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int] | tuple[str, int, int, int]]]:
-        # socket's stub also allows an (int, bytes) address, what getaddrinfo gives for a family it cannot decode.
-        return socket.getaddrinfo(host, port, family, type, proto, flags)  # type: ignore[return-value]
-
-
-def _single_threaded_loop() -> asyncio.AbstractEventLoop:
-    loop = _Loop()
-    asyncio.set_event_loop(loop)
-    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
-        # 3.11's default child watcher starts a thread per process; the pidfd watcher uses the loop itself.
-        watcher = asyncio.PidfdChildWatcher()
-        watcher.attach_loop(loop)
-        asyncio.set_child_watcher(watcher)
-    return loop
 
 
 def exit_now(code: object) -> NoReturn:

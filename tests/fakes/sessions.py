@@ -106,6 +106,15 @@ def alive(pids: set[int]) -> set[int]:
     return left
 
 
+def parked(pid: int) -> bool:
+    """Whether the session process `pid` is parked: it is running the lean waiter (chock.session.parked)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"chock/session/parked.py" in handle.read()
+    except OSError:
+        return False
+
+
 def processes_with(marker: str) -> set[int]:
     """Every live process on the machine whose command line holds `marker`, whoever its parent is now."""
     found = set()

@@ -1,0 +1,104 @@
+"""Parking: a session waiting on a person becomes a lean waiter, and is rebuilt from its log once it is needed
+(docs/architecture.md#parking).
+
+A daemon's or a terminal-less session whose only work in flight is the tool call waiting for an answer parks
+after PARK_SECONDS: it execs chock.session.parked (same pid, so the daemon's child, its systemd scope and its
+journal fields stay), which holds nothing but the log's lock and its two listening sockets. When an answer, a
+stop, a handover or a signal comes, the waiter execs `chock run --unpark`, which folds the log and carries the
+turn on exactly where it stopped: the log holds every fact the rebuilt session needs, and parking itself writes
+nothing to it. Whenever anything else is in flight, or in doubt, the session waits in process as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import chock
+from chock.session import parked
+
+# How long a request waits in process before the session parks.
+PARK_SECONDS = 2.0
+# `never`: no session parks (to compare what a wait holds: bench/waiting_memory.py).
+PARKING_VARIABLE = "CHOCK_PARKING"
+
+
+@dataclass
+class Carried:
+    """A connection the waiter held, with the greeting it already answered and the bytes it left unserved."""
+
+    kind: str  # approval | handover
+    fd: int
+    greeting: bytes
+    unserved: bytes
+
+
+@dataclass
+class Unparked:
+    """What a rebuilt session is handed: the descriptors it inherited, and what happened while it was parked."""
+
+    session_id: str
+    log_fd: int
+    listening: dict[str, int]
+    pending: list[dict[str, str]]  # request_id, tool, summary, call_id
+    said: list[str] = field(default_factory=list)
+    stop: str | None = None  # "signal" when one came while parked
+    clients: list[Carried] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, fd: int) -> Unparked:
+        record = parked.read_record(fd)
+        clients = [
+            Carried(c["kind"], c["fd"], c["greeting"].encode("latin-1"), c["unserved"].encode("latin-1"))
+            for c in record.get("clients", [])
+        ]
+        for fd_ in [record["log"], *record["listen"].values(), *(c.fd for c in clients)]:
+            os.set_inheritable(fd_, False)
+        return cls(record["session"], record["log"], record["listen"], record["pending"], record.get("said", []),
+                   record.get("stop"), clients)  # fmt: skip
+
+
+def unpark_argv(session_id: str, as_json: bool) -> list[str]:
+    """The arguments after the interpreter that rebuild the session (the record's descriptor is appended)."""
+    return [*chock.module_argv("chock")[1:], "run", "--session-id", session_id, *(["--json"] if as_json else []),
+            "--unpark"]  # fmt: skip
+
+
+def allowed() -> bool:
+    """Whether parking is on (`CHOCK_PARKING=never` turns it off)."""
+    return os.environ.get(PARKING_VARIABLE) != "never"
+
+
+def park(session_id: str, log_fd: int, listening: dict[str, int], pending: list[dict[str, Any]],
+         as_json: bool) -> None:  # fmt: skip
+    """Exec the waiter in this process; returns only if the exec failed (the session then waits in process).
+    The rebuilt session records its own lifecycle in the journal when this one does."""
+    from chock.platform.journal import child_environment, flush
+
+    record = {
+        "session": session_id,
+        "log": log_fd,
+        "listen": listening,
+        "pending": pending,
+        "python": sys.executable,
+        "path": str(Path(chock.__file__).parent.parent),
+        "unpark": unpark_argv(session_id, as_json),
+    }
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    flush()
+    os.environ.update(child_environment())
+    parked.inherit([log_fd, *listening.values()])
+    memo = parked.write_record(record)
+    signal.pthread_sigmask(signal.SIG_BLOCK, parked.STOPPING)
+    try:
+        os.execv(sys.executable, [sys.executable, "-I", "-S", parked.__file__, str(memo)])
+    finally:  # only reached when the exec failed
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, parked.STOPPING)
+        os.close(memo)
+        for fd in [log_fd, *listening.values()]:
+            os.set_inheritable(fd, False)

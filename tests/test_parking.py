@@ -1,0 +1,213 @@
+"""A session waiting on a person parks: it becomes a lean waiter (same pid) and is rebuilt from its log once it is
+needed, carrying on exactly where it stopped (docs/architecture.md#parking).
+
+Real daemons and terminal-less `chock run` sessions, real sandboxes; the model is a `replay` instance. A session
+is parked when its process runs chock/session/parked.py (its command line says so).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chock.control import daemon_protocol as dp
+from chock.control import session_protocol as sp
+from chock.control.client import SessionClient
+from chock.control.framing import ProtocolError
+from tests.fakes.sessions import alive, event_of, new_session, parked, replay_config, wait_for_end, wait_for_event
+from tests.fakes.wait import wait_until
+
+# A reply of two shell calls, each asking, then an end.
+TWO_CALLS = [
+    {"text": "", "tool_calls": [
+        {"call_id": "c1", "name": "shell", "args": {"command": "echo first > one.txt; echo first"}},
+        {"call_id": "c2", "name": "shell", "args": {"command": "echo second"}},
+    ]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+ONE_CALL = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "shell", "args": {"command": "echo ran"}}]},
+    {"text": "Done.", "tool_calls": []},
+]  # fmt: skip
+
+
+def kinds(events: list[dict]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def park(home, session_id: str, request: int = 1) -> tuple[int, str]:
+    """Wait until the session's `request`th approval request is logged and it parked; its pid and request id."""
+    owner = event_of(home, session_id, "session.start")["pid"]
+    asked = wait_for_event(home, session_id, "approval.request", lambda e: e["call_id"] == f"c{request}")
+    wait_until(lambda: parked(owner), 30, f"session {session_id} to park")
+    return owner, asked["request_id"]
+
+
+def approval(home, session_id: str) -> SessionClient:
+    return SessionClient(home.layout.session_socket(session_id, "approval"), sp.APPROVAL)
+
+
+def handover(home, session_id: str) -> SessionClient:
+    return SessionClient(home.layout.session_socket(session_id, "handover"), sp.HANDOVER)
+
+
+def daemon_session(home, daemon, project, entries, message: str = "do it") -> str:
+    replay_config(home, entries, shell="ask")
+    return daemon.client.call(dp.StartRequest(project, message)).session_id
+
+
+def without_times(events: list[dict]) -> list[dict]:
+    """The events as a session that never parked would log them, but for what differs by run."""
+    varying = ("at", "pid", "pid_start", "session", "directory", "admin", "commit", "base", "branch", "started")
+    return [{k: v for k, v in e.items() if k not in varying} for e in events]
+
+
+def test_a_parked_session_answered_yes_carries_on_and_logs_what_one_never_parked_logs(home, project, tmp_path):
+    replay_config(home, TWO_CALLS, shell="ask")
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+    kept = home.spawn("run", "two commands", cwd=project, env={"CHOCK_PARKING": "never"}, **quiet)
+    try:
+        never = new_session(home)
+        for call in ("c1", "c2"):
+            asked = wait_for_event(home, never, "approval.request", lambda e, c=call: e["call_id"] == c)
+            with approval(home, never) as client:
+                client.answer(asked["request_id"], True)
+        assert kept.wait(60) == 0, kept.stderr.read()
+    finally:
+        kept.kill()
+
+    shown = {**quiet, "stdout": subprocess.PIPE}  # what it prints is what a terminal-less run prints
+    process = home.spawn("run", "two commands", cwd=project, **shown)
+    try:
+        others = lambda: [s for s in os.listdir(home.layout.sessions_dir) if s != never]  # noqa: E731
+        session_id = wait_until(others, 30, "a second session")[0]
+        for number in (1, 2):  # it parks at each question, and is rebuilt by each answer
+            owner, request_id = park(home, session_id, number)
+            assert owner == process.pid
+            with approval(home, session_id) as client:
+                assert [item.request_id for item in client.pending()] == [request_id]  # the waiter answers this
+                client.answer(request_id, True)  # `ok answered` comes from the rebuilt session, once it is logged
+        assert process.wait(60) == 0, process.stderr.read()  # the same process all along: its exit is ours
+        printed = process.stdout.read()
+    finally:
+        process.kill()
+    assert printed.count(f"chock approve {session_id}") == 2  # the second question was asked by the rebuilt one
+    events = home.events(session_id)
+    assert without_times(events) == without_times(home.events(never))
+    assert [e["output"].strip() for e in events if e["type"] == "tool.result"] == ["first", "second"]
+    assert events[-1]["reason"] == "completed"
+
+
+def test_a_parked_session_answered_no_tells_the_model_and_completes(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    with approval(home, session_id) as client:
+        client.call(sp.SessionAnswerWithRequest(request_id, False, note="not today"))
+    end = wait_for_end(home, session_id, "completed")
+    assert end["exit_code"] == 0
+    result = event_of(home, session_id, "tool.result")
+    assert result["is_error"] and "not today" in result["output"]
+    answer = event_of(home, session_id, "approval.answer")
+    assert (answer["answer"], answer["via"], answer["note"]) == ("no", "socket", "not today")
+    wait_until(lambda: not alive({owner}), 10, "the session's process to be gone")
+
+
+def test_a_parked_session_stopped_ends_interrupted_as_a_stop_does(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, _ = park(home, session_id)
+    stopped = home.chock("stop", session_id, "--daemon", daemon.address, cwd=project)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"session {session_id} stopped" in stopped.stdout
+    end = wait_for_end(home, session_id)
+    assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "socket", 130)
+    wait_until(lambda: not alive({owner}), 10, "the session's process to be gone")
+    assert kinds(home.events(session_id))[-3:] == ["tool.call", "approval.request", "session.end"]
+
+
+def test_a_parked_session_stopped_by_sigterm_ends_interrupted_by_signal(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, _ = park(home, session_id)
+    os.kill(owner, signal.SIGTERM)
+    end = wait_for_end(home, session_id)
+    assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "signal", 130)
+
+
+def test_what_is_said_to_a_parked_session_is_queued_by_it_and_taken_in_once_it_carries_on(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    said = home.chock("say", session_id, "also a test", "--daemon", daemon.address, cwd=project)
+    assert said.returncode == 0, said.stderr
+    with approval(home, session_id) as client, pytest.raises(ProtocolError, match="not waiting"):
+        client.answer("r999", True)  # refused by the waiter itself too
+    assert parked(owner)  # queued by the waiter itself
+    with approval(home, session_id) as client:
+        client.answer(request_id, True)
+    wait_for_end(home, session_id, "completed")
+    events = home.events(session_id)
+    message = next(i for i, e in enumerate(events) if e["type"] == "user.message" and e.get("via") == "socket")
+    assert events[message]["text"] == "also a test"
+    assert kinds(events)[message - 2 : message] == ["tool.result", "turn.end"]  # taken in at the next boundary
+
+
+def test_a_handover_asked_of_a_parked_session_waits_for_the_answer_then_hands_over(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    _, request_id = park(home, session_id)
+    with handover(home, session_id) as asking:
+        asking.ask(sp.HandoverRequest())  # carried into the rebuilt session: answered only at a turn boundary
+        with approval(home, session_id) as client:
+            client.answer(request_id, True)
+        assert isinstance(asking.next_reply(30), sp.Ready)
+        asking.ask(sp.ConfirmRequest())
+        assert isinstance(asking.next_reply(30), sp.Released)
+    events = home.events(session_id)
+    end = next(e for e in events if e["type"] == "session.end")
+    assert (end["reason"], end["exit_code"]) == ("handover", 8)
+    assert kinds(events)[: kinds(events).index("session.end")][-3:] == ["approval.answer", "tool.result", "turn.end"]
+
+
+def test_a_parked_session_outlives_a_daemon_restart_and_is_answered_through_the_new_one(home, project, daemons):
+    first = daemons.start()
+    session_id = daemon_session(home, first, project, ONE_CALL)
+    owner, _ = park(home, session_id)
+    first.kill()
+    second = daemons.start(socket_path=first.socket)
+    approved = home.chock("approve", session_id, "--daemon", second.address, input="y\n", cwd=project)
+    assert approved.returncode == 0, approved.stderr
+    assert wait_for_end(home, session_id, "completed")["exit_code"] == 0
+    wait_until(lambda: not alive({owner}), 10, "the session's process to be gone")
+
+
+def test_a_parked_session_killed_is_free_to_continue_as_after_a_crash(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, _ = park(home, session_id)
+    os.kill(owner, signal.SIGKILL)
+    wait_until(lambda: not alive({owner}), 10, "the waiter to be gone")
+    resumed = home.chock("run", "--yes", "--continue", session_id, cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    events = home.events(session_id)
+    adopt = event_of(home, session_id, "session.adopt")
+    assert adopt["after"] == "crash"
+    cut = next(e for e in events if e["type"] == "tool.result")
+    assert cut["is_error"] and "cut off" in cut["output"]
+    assert events[-1]["reason"] == "completed"
+
+
+# What a parked session must never hold: the interpreter a whole session is (its loop, its CLI, its HTTP client).
+HEAVY = ("asyncio", "click", "httpx", "ssl", "typing", "dataclasses", "chock.session.runner", "chock.providers")
+
+
+def test_the_waiter_imports_only_the_standard_librarys_basics_and_the_protocol_modules():
+    root = str(Path(__file__).resolve().parent.parent)
+    probe = (
+        f"import sys; sys.path.insert(0, {root!r}); from chock.session import parked; "
+        "parked.Waiter({'listen': {}, 'pending': []}); print(' '.join(sorted(sys.modules)))"
+    )
+    loaded = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=True)
+    modules = loaded.stdout.split()
+    assert "chock.control.session_protocol" in modules
+    assert [m for m in modules if m.startswith(HEAVY)] == []
