@@ -27,7 +27,10 @@ from chock.config import ConfigRule
 from chock.errors import ChockError, Refused
 from chock.paths import Layout, ensure_dir, path_name
 from chock.platform.flock import lock_within
-from chock.rules.rule import Rule, check_pattern
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chock.rules.rule import Rule
 
 # How long a writer waits for another writer of the same project's rules (each holds the lock for one small
 # read and write).
@@ -68,6 +71,8 @@ def project_rules(layout: Layout, project: str | os.PathLike[str]) -> list[Rule]
 
 
 def _parse(text: str, path: Path) -> list[Rule]:
+    from chock.rules.rule import Rule, check_pattern
+
     try:
         data = json.loads(text)
         entries = data["rules"]
@@ -120,6 +125,8 @@ class _Locked:
 
 def save_project_rule(layout: Layout, project: str | os.PathLike[str], pattern: str, origin: str) -> Rule:
     """Add an allow rule to the project (a pattern it holds already is kept as it was); returns the rule."""
+    from chock.rules.rule import Rule, check_pattern
+
     pattern = check_pattern(pattern)
     locked = _Locked(layout, project)
     with locked as rules:
@@ -151,6 +158,8 @@ def remove_project_rule(layout: Layout, project: str | os.PathLike[str], wanted:
 
 def session_rules(session_id: str, saved: list[dict[str, str]]) -> list[Rule]:
     """The rules a session's log saved (`SessionState.session_rules`), each once, oldest first."""
+    from chock.rules.rule import Rule, check_pattern
+
     rules: dict[str, Rule] = {}
     for entry in saved:
         try:
@@ -163,6 +172,11 @@ def session_rules(session_id: str, saved: list[dict[str, str]]) -> list[Rule]:
 
 def config_rules(given: Iterable[ConfigRule]) -> list[Rule]:
     """config.zon's rules (`chock.config.ConfigRule`) as rules."""
+    given = tuple(given)
+    if not given:
+        return []  # chock.rules is imported at a session's first decision, not at a start with no config rules
+    from chock.rules.rule import Rule
+
     return [Rule(rule.verdict, rule.pattern, rule.origin, rule.id) for rule in given]  # type: ignore[arg-type]
 
 
