@@ -17,7 +17,6 @@ file. What it holds is not trusted more than the config: each pattern is checked
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -47,6 +46,8 @@ class RuleRefused(Refused):
 
 def rule_id(kind: str, *parts: str) -> str:
     """A short, stable id: `kind` (`p` project, `s` session) and 8 hex of the parts' digest."""
+    import hashlib  # at the first rule made, not at a session's start
+
     return kind + hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
