@@ -7,7 +7,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import chock
+from chock.argv import parse
+from chock.commands import run
 from tests.fakes.providers import FakeProvider
 
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -72,3 +76,32 @@ def test_chock_run_reaches_its_first_request_having_imported_a_fixed_list(home, 
     assert packages <= BEFORE_FIRST_REQUEST, sorted(packages - BEFORE_FIRST_REQUEST)
     commands = {name for name in imported if name.startswith("chock.commands")}
     assert commands == COMMAND_MODULES, sorted(commands ^ COMMAND_MODULES)
+
+
+# Plain uses of `chock run`'s options, which chock/entry.py reads with the table alone.
+PLAIN = (
+    ["say hello"], ["--yes", "--json", "a task"], ["a task", "--yes"], ["--continue"], ["--continue", "--yes"],
+    ["--continue", "20261206-101010-abcdef"], ["--continue=new words", "--allow-dirty"], ["--continue", "new words"],
+    ["--color", "never", "--progress=never", "x"], ["--project", ".", "x"], ["--on", "local", "--model", "m", "x"],
+    ["--instance", "i", "--session-id", "s", "--for-daemon", "--after-reboot", "--force", "x"], ["--adopt", "a"],
+    ["--move-out", "ID", "--to", "h", "--wait", "5", "--address=a"], ["--move-in", "ID", "--from", "h", "--running"],
+)  # fmt: skip
+# What the table leaves to click, which explains it (or prints the help).
+NOT_PLAIN = (
+    ["--help"], ["-h"], ["a", "b"], ["--color", "bogus"], ["--bogus"], ["--yes=1"], ["--model"], ["--model", "--yes"],
+    ["--daemon", "d", "x"], ["--port", "1"], ["--wait", "soon"], ["--project", "afile"], ["--", "-x"], ["-"],
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("args", PLAIN)
+def test_chock_run_s_table_reads_a_plain_command_line_as_click_does(args):
+    values = parse(list(args), run.OPTIONS, run.WORDS)
+    assert values is not None
+    assert values == run.command().make_context("run", list(args)).params
+
+
+@pytest.mark.parametrize("args", NOT_PLAIN)
+def test_what_chock_run_s_table_does_not_take_plainly_is_left_to_click(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    assert parse(list(args), run.OPTIONS, run.WORDS) is None
