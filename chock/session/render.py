@@ -12,7 +12,6 @@ is written, and `--json` lines pass `safe_json` (docs/architecture.md#what-reach
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import shutil
 import sys
@@ -95,7 +94,7 @@ class TerminalView:
         self.screen = Screen(self.out)
         self.color = colour(self.out)
         # Markdown where colour and a live terminal are, and rich is installed (a missing one shows plain text).
-        self.markdown = self.color and self.screen.live and importlib.util.find_spec("rich") is not None
+        self.markdown = self.color and self.screen.live and _rich_installed()
         self.streaming = False
         self.text: Blocks | None = None  # Markdown: the streamed text not rendered yet
         self.blocks = 0  # blocks of this answer rendered so far
@@ -353,3 +352,10 @@ def styled(text: str, fg: str | None = None, bold: bool | None = None, dim: bool
     if dim is not None:
         codes.append("2" if dim else "22")
     return "".join(f"\x1b[{code}m" for code in codes) + text + "\x1b[0m"
+
+
+def _rich_installed() -> bool:
+    """Whether rich (the Markdown layout) can be imported; asked only at a colour terminal."""
+    import importlib.util
+
+    return importlib.util.find_spec("rich") is not None
