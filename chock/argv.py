@@ -92,9 +92,10 @@ def parse(args: list[str], options: tuple[Option, ...], words: tuple[str, ...] =
             taken += 1
             continue
         flag, equals, text = arg.partition("=")
-        option = flags.get(flag)
-        if option is None or (option.is_flag and equals):
+        found = flags.get(flag)
+        if found is None or (found.is_flag and equals):
             return None
+        option = found
         if option.is_flag:
             values[option.name] = True
             continue

@@ -145,4 +145,4 @@ def command() -> Command:
     plainly): made from this table."""
     from chock.commands.base import table_command
 
-    return table_command("run", sys.modules[__name__], HELP, epilog=EPILOG)  # type: ignore[arg-type]
+    return table_command("run", sys.modules[__name__], HELP, epilog=EPILOG)
