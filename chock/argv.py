@@ -1,7 +1,8 @@
 """Options as data, read with click or without it.
 
 A command that must start fast — a socket-activated `chock daemon`, which a client waits on after every idle
-exit, and `chock sessions`, which a person types all day — defines its options as a table of `Option`s. The
+exit, `chock sessions`, which a person types all day, and `chock run`, a session's start — defines its options
+as a table of `Option`s (and names its words, `chock run`'s MESSAGE). The
 click command (chock/commands/) is built from the table, and chock/entry.py reads the same table with `parse`,
 without importing click (docs/architecture.md#start-up). `parse` takes only plain uses of the options;
 anything else (`--help`, a subcommand, an unknown option, a value that is not a number) is left to click,
@@ -15,11 +16,16 @@ import os
 
 class Option:
     """One option: its flag, its parameter's name, how its text becomes a value (str, int, float, a path
-    class; bool for a flag that takes no value), its help, its default, the variable that gives one, for a
-    path whether it must be a directory when it exists, and whether it may be given again (`multiple`: its
-    value is then the tuple of those given, in order)."""
+    class; bool for a flag that takes no value), its help, its default, the variable that gives one, whether
+    its value must name a directory when it names anything (`directory`; a path class is then one click checks,
+    any other is checked where it is used), whether it may be given again (`multiple`: its value is then the
+    tuple of those given, in order), the only values it takes (`choices`), the value it has when given bare
+    (`flag_value`: its value is then optional), and whether `--help` leaves it out (`hidden`)."""
 
-    __slots__ = ("convert", "default", "directory", "envvar", "flag", "help", "metavar", "multiple", "name")
+    __slots__ = (
+        "choices", "convert", "default", "directory", "envvar", "flag", "flag_value", "help", "hidden", "metavar",
+        "multiple", "name",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -29,10 +35,13 @@ class Option:
         metavar: str,
         help: str,
         *,
-        default: str | None = None,
+        default: object = None,
         envvar: str | None = None,
         directory: bool = False,
         multiple: bool = False,
+        choices: tuple[str, ...] | None = None,
+        flag_value: str | None = None,
+        hidden: bool = False,
     ) -> None:
         self.flag = flag
         self.name = name
@@ -43,17 +52,21 @@ class Option:
         self.envvar = envvar
         self.directory = directory
         self.multiple = multiple
+        self.choices = choices
+        self.flag_value = flag_value
+        self.hidden = hidden
 
     @property
     def is_flag(self) -> bool:
         return self.convert is bool
 
 
-def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | None:
-    """The values `args` give (`--flag VALUE`, `--flag=VALUE`, a bare `--flag` for a flag; each one of
-    `options`), or None when `args` holds anything else."""
+def parse(args: list[str], options: tuple[Option, ...], words: tuple[str, ...] = ()) -> dict[str, object] | None:
+    """The values `args` give (`--flag VALUE`, `--flag=VALUE`, a bare `--flag` for a flag or an option with a
+    `flag_value`; each one of `options`) and, by the names in `words`, the words among them in order (None for
+    those not given), or None when `args` holds anything else."""
     flags = {option.flag: option for option in options}
-    values: dict[str, object] = {}
+    values: dict[str, object] = dict.fromkeys(words)
     for option in options:
         given = os.environ.get(option.envvar) if option.envvar else None
         if option.is_flag:
@@ -67,8 +80,17 @@ def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | N
                 return None
         else:
             values[option.name] = option.default
-    rest = iter(args)
-    for arg in rest:
+    taken = 0
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if not arg.startswith("-"):
+            if taken == len(words):
+                return None  # a word too many: click says which
+            values[words[taken]] = arg
+            taken += 1
+            continue
         flag, equals, text = arg.partition("=")
         found = flags.get(flag)
         if found is None or (found.is_flag and equals):
@@ -78,11 +100,17 @@ def parse(args: list[str], options: tuple[Option, ...]) -> dict[str, object] | N
             values[option.name] = True
             continue
         if not equals:
-            text = next(rest, "")
+            text = args[index] if index < len(args) else ""
+            if option.flag_value is not None and (not text or text.startswith("-")):
+                values[option.name] = option.flag_value  # bare, as click reads an option whose value is optional
+                continue
+            index += 1
             if not text or text.startswith("-"):
                 return None  # no value, or what may be another option: click says which
-        if option.directory and os.path.exists(text) and not os.path.isdir(text):
-            return None  # click says it is a file
+        if option.directory and os.path.exists(text) and not (os.path.isdir(text) and os.access(text, os.R_OK)):
+            return None  # click says it is a file, or not readable
+        if option.choices is not None and text not in option.choices:
+            return None  # click names the choices
         try:
             value = option.convert(text)
         except ValueError:

@@ -2,12 +2,12 @@
 through the command line in chock/commands/cli.py.
 
 A socket-activated `chock daemon` is a start a client waits on (systemd holds the first connection after every
-idle exit until the daemon answers it), and `chock sessions` is what a person types all day: their options are
-tables (chock/argv.py) that this reads without importing click, and nothing on their way imports what they do
-not use (docs/architecture.md#start-up). `chock run`, a session's start, goes through click with its own command
-alone under the group (chock/commands/root.py). Anything those tables do not take plainly goes to click, and so does
-a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.commands.overview's text, the same click prints. Whichever
-way a command ran, it ends as click ends one: a refusal is `chock: <message>` and its code, Ctrl-C is
+idle exit until the daemon answers it), `chock sessions` is what a person types all day, and `chock run` is a
+session's start: their options are tables (chock/argv.py) that this reads without importing click, and nothing
+on their way imports what they do not use (docs/architecture.md#start-up). Anything those tables do not take
+plainly goes to click (for `chock run`, with its own command alone under the group, chock/commands/root.py), and
+so does a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.commands.overview's text, the same click
+prints. Whichever way a command ran, it ends as click ends one: a refusal is `chock: <message>` and its code, Ctrl-C is
 `Aborted!` and 1, and a reader that stops reading (`| head`) ends it quietly with 1.
 """
 
@@ -17,9 +17,15 @@ import os
 import sys
 from collections.abc import Callable
 
-# The commands read without click: the module that holds each one's `OPTIONS` and its `run(layout, values)`
-# (chock.commands.base.Table; its click twin is made from the same module by `table_group`).
-FAST = {"daemon": "chock.daemon.options", "sessions": "chock.commands.listing", "dial-stdio": "chock.commands.dial"}
+# The commands read without click: the module that holds each one's `OPTIONS` (and `WORDS`, if it takes any) and
+# its `run(layout, values)` (chock.commands.base.Table; its click twin is made from the same module by
+# `table_group`, or `table_command` for one that takes words).
+FAST = {
+    "daemon": "chock.daemon.options",
+    "sessions": "chock.commands.listing",
+    "dial-stdio": "chock.commands.dial",
+    "run": "chock.commands.run",
+}
 
 
 def main() -> None:
@@ -36,17 +42,18 @@ def main() -> None:
         from chock.argv import parse
 
         command = import_module(FAST[args[0]])
-        values = parse(args[1:], command.OPTIONS)
+        values = parse(args[1:], command.OPTIONS, getattr(command, "WORDS", ()))
         if values is not None:
             from chock.paths import Layout
 
             sys.exit(_ended(lambda: command.run(Layout.from_env(), values)))
     if args[:1] == ["run"] and "_CHOCK_COMPLETE" not in os.environ:
-        # A session's start: the group with `run` alone under it, so no other command's module is imported.
+        # What `chock run`'s table did not take plainly: the group with `run` alone under it, so no other
+        # command's module is imported.
+        from chock.commands import run
         from chock.commands.root import main as root
-        from chock.commands.run import run
 
-        root.add_command(run)
+        root.add_command(run.command())
         root(prog_name="chock")  # click's main exits
     else:
         from chock.commands.cli import main as cli

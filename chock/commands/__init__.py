@@ -7,7 +7,8 @@
 packages, or, where only that command needs it, in a module of its own here: `listing` (`chock sessions`, which
 also starts without click), `targets` (which session a steering command names, and the verb it sends),
 `attach`, `detach`, `approve`, `doctor` and `completion`. `overview` is `chock --help`'s text and
-`shared_options` the options several commands share, both read without click too.
+`shared_options` the options several commands share, both read without click too, as is `run`, whose options
+are a table its click twin is made from.
 
 This file imports nothing: `chock --help`, `chock sessions` and a socket-activated `chock daemon` pass through
 the package on their way to a module of it (docs/architecture.md#start-up).

@@ -17,11 +17,12 @@ from typing import Any, Protocol, TypeVar
 import click
 
 from chock.argv import Option
-from chock.commands.completion import host_names
+from chock.commands.completion import host_names, instance_names, session_ids
+from chock.commands.shared_options import COLOR, PROGRESS, VIEW_OPTIONS
 from chock.control.address import ENVIRONMENT
 from chock.errors import UsageError
 from chock.paths import Layout
-from chock.terminal import COLOR_CHOICES, PROGRESS_CHOICES, choose_colour, choose_progress
+from chock.terminal import choose_colour, choose_progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,8 +30,41 @@ F = TypeVar("F", bound=Callable[..., Any])
 WORDS_BEFORE_DASHES = "chock.words_before_dashes"
 
 
-# The options whose value is a host: they complete `local` and config.zon's connection names.
-HOST_OPTIONS = ("daemon_address", "on_address")
+# What completes an option's value, by its name: a host (`local` and config.zon's connection names), an instance,
+# a session of this project.
+COMPLETERS = {
+    "daemon_address": host_names,
+    "on_address": host_names,
+    "instance": instance_names,
+    "continue_id": session_ids,
+}
+
+
+def _option(option: Option, **more: Any) -> Callable[[F], F]:
+    """The click option a row of a table (chock.argv.Option) makes."""
+    if option.is_flag:
+        return click.option(option.flag, option.name, is_flag=True, hidden=option.hidden, help=option.help)
+    kind: Any = option.convert
+    if option.choices is not None:
+        kind = click.Choice(option.choices)
+    elif issubclass(kind, Path):
+        kind = click.Path(path_type=kind, file_okay=not option.directory)
+    if option.flag_value is not None:
+        more.update(is_flag=False, flag_value=option.flag_value)
+    return click.option(
+        option.flag,
+        option.name,
+        type=kind,
+        metavar=option.metavar or None,
+        help=option.help,
+        default=option.default,
+        show_default=option.default is not None,
+        envvar=option.envvar,
+        multiple=option.multiple,
+        hidden=option.hidden,
+        shell_complete=COMPLETERS.get(option.name),
+        **more,
+    )
 
 
 def options(table: tuple[Option, ...]) -> Callable[[F], F]:
@@ -39,25 +73,7 @@ def options(table: tuple[Option, ...]) -> Callable[[F], F]:
 
     def apply(function: F) -> F:
         for option in reversed(table):
-            if option.is_flag:
-                made = click.option(option.flag, option.name, is_flag=True, help=option.help)
-            else:
-                kind: Any = option.convert
-                if issubclass(kind, Path):
-                    kind = click.Path(path_type=kind, file_okay=not option.directory)
-                made = click.option(
-                    option.flag,
-                    option.name,
-                    type=kind,
-                    metavar=option.metavar,
-                    help=option.help,
-                    default=option.default,
-                    show_default=option.default is not None,
-                    envvar=option.envvar,
-                    multiple=option.multiple,
-                    shell_complete=host_names if option.name in HOST_OPTIONS else None,
-                )
-            function = made(function)
+            function = _option(option)(function)
         return function
 
     return apply
@@ -179,6 +195,28 @@ def table_group(name: str, table: Table, help: str, *, hidden: bool = False) -> 
     return made
 
 
+class Words(Table, Protocol):
+    """A table whose command also takes words: their names, in order, each optional (`chock run`'s MESSAGE)."""
+
+    @property
+    def WORDS(self) -> tuple[str, ...]: ...
+
+
+def table_command(name: str, table: Words, help: str, *, epilog: str | None = None) -> Command:
+    """The click twin of a command started without click that takes words: its options the table's, its words
+    optional arguments, and what it does the table's `run`, so both ways of starting it act alike."""
+
+    def made(ctx: click.Context, **values: object) -> None:
+        layout = ctx.find_object(Layout)
+        assert layout is not None  # the group `chock` set it
+        sys.exit(table.run(layout, values))
+
+    function = options(table.OPTIONS)(click.pass_context(made))
+    for word in reversed(table.WORDS):
+        function = click.argument(word, required=False)(function)
+    return command(name, help=help, epilog=epilog)(function)
+
+
 # Gives a command the state dir's layout, which the group `chock` made from --config and the environment.
 pass_layout = click.make_pass_decorator(Layout)
 
@@ -191,24 +229,11 @@ def project_root(project: Path | None) -> Path:
 
 
 def view_options(function: F) -> F:
-    """`--color` and `--progress`, as the commands that show a session take them: each sets what
-    `chock.terminal` decides from (docs/architecture.md#what-reaches-a-terminal)."""
-    progress = click.option(
-        "--progress",
-        type=click.Choice(PROGRESS_CHOICES),
-        default="auto",
-        show_default=True,
-        expose_value=False,
-        callback=lambda ctx, param, value: choose_progress(value),
-        help="A spinner with the elapsed time while a model call or a tool runs (auto: at a terminal).",
-    )
-    color = click.option(
-        "--color",
-        type=click.Choice(COLOR_CHOICES),
-        default="auto",
-        show_default=True,
-        expose_value=False,
-        callback=lambda ctx, param, value: choose_colour(value),
-        help="Colour and styles; beats $NO_COLOR (auto: none with $NO_COLOR, else at a terminal).",
-    )
-    return color(progress(function))
+    """`--color` and `--progress` (chock.commands.shared_options.VIEW_OPTIONS), as the commands that show a session
+    take them: each sets what `chock.terminal` decides from (docs/architecture.md#what-reaches-a-terminal)."""
+    chosen = {COLOR.name: choose_colour, PROGRESS.name: choose_progress}
+    for option in reversed(VIEW_OPTIONS):
+        choose = chosen[option.name]
+        made = _option(option, expose_value=False, callback=lambda ctx, param, value, choose=choose: choose(value))
+        function = made(function)
+    return function

@@ -31,7 +31,7 @@ from chock.commands.root import main
 # Every command of `chock`, by family. Each has its line in chock.commands.overview: `chock --help` prints those
 # lines with or without click, and _register() fails here when a command has none.
 COMMANDS: tuple[click.Command, ...] = (
-    run.run,
+    run.command(),
     sessions.sessions,
     sessions.usage,
     sessions.plan,

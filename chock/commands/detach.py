@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from chock.commands.shared_options import DEFAULT_WAIT_SECONDS
 from chock.control import daemon_protocol as dp
 from chock.control.address import CONNECTION_NAME, LOCAL, Address
 from chock.control.client import ControlClient, expect
@@ -26,8 +27,6 @@ from chock.control.ssh import SCHEME
 from chock.errors import UsageError
 from chock.log import catalog
 from chock.paths import Layout, check_session_id
-
-DEFAULT_WAIT_SECONDS = 300.0
 
 
 @dataclass(frozen=True)

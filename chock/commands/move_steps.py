@@ -11,50 +11,30 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-import click
-
-from chock.commands.detach import DEFAULT_WAIT_SECONDS
+from chock.argv import Option
+from chock.commands.shared_options import DEFAULT_WAIT_SECONDS
 from chock.errors import UsageError
 from chock.paths import Layout
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 STEPS = ("move_out", "move_in", "moved")
-_OPTIONS = (
-    click.option("--move-out", "move_out", metavar="ID", hidden=True, help="Step 1 of a move, on its source."),
-    click.option("--move-in", "move_in", metavar="ID", hidden=True, help="Step 2 of a move, on its target."),
-    click.option("--moved", "moved", metavar="ID", hidden=True, help="Step 3 of a move, on its source."),
-    click.option("--to", "move_to", metavar="HOST", hidden=True, help="The host a session moves to."),
-    click.option("--from", "move_from", metavar="HOST", hidden=True, help="The host a session moves from."),
-    click.option("--address", "move_address", metavar="ADDR", hidden=True, help="Where the client reached --to."),
-    click.option("--running", "move_running", is_flag=True, hidden=True, help="It was running: carry it on."),
-    click.option(
-        "--wait", "move_wait", type=float, default=DEFAULT_WAIT_SECONDS, hidden=True, help="Bounds each answer."
-    ),
+OPTIONS = (
+    Option("--move-out", "move_out", str, "ID", "Step 1 of a move, on its source.", hidden=True),
+    Option("--move-in", "move_in", str, "ID", "Step 2 of a move, on its target.", hidden=True),
+    Option("--moved", "moved", str, "ID", "Step 3 of a move, on its source.", hidden=True),
+    Option("--to", "move_to", str, "HOST", "The host a session moves to.", hidden=True),
+    Option("--from", "move_from", str, "HOST", "The host a session moves from.", hidden=True),
+    Option("--address", "move_address", str, "ADDR", "Where the client reached --to.", hidden=True),
+    Option("--running", "move_running", bool, "", "It was running: carry it on.", hidden=True),
+    Option("--wait", "move_wait", float, "", "Bounds each answer.", default=DEFAULT_WAIT_SECONDS, hidden=True),
 )
-_NAMES = (*STEPS, "move_to", "move_from", "move_address", "move_running", "move_wait")
-
-
-def move_options(function: F) -> F:
-    """The options above, handed to the command as one `move` dict."""
-
-    @functools.wraps(function)
-    def gathered(*args: Any, **kwargs: Any) -> Any:
-        kwargs["move"] = {name: kwargs.pop(name) for name in _NAMES}
-        return function(*args, **kwargs)
-
-    for option in reversed(_OPTIONS):
-        gathered = option(gathered)
-    return gathered  # type: ignore[return-value]
 
 
 def step(move: dict[str, Any]) -> str | None:
-    """Which step is asked for (None: no move), refusing two at once and a host option without its step."""
+    """Which step the values of `chock run`'s options (`OPTIONS` among them) ask for (None: no move), refusing
+    two at once and a host option without its step."""
     asked = [name for name in STEPS if move[name] is not None]
     if len(asked) > 1:
         raise UsageError("give one of --move-out, --move-in and --moved")

@@ -1,114 +1,120 @@
-"""`chock run`: a session in this terminal, from a task, a `--continue`, or a session the daemon hands it."""
+"""`chock run`: a session in this terminal, from a task, a `--continue`, or a session the daemon hands it.
+
+A session's start is waited on at every task, so `chock run` is read without click (chock/entry.py's FAST): its
+options are `OPTIONS` (chock/argv.py), its word `MESSAGE`, and `run` does what it does whichever way it was
+started; its click twin (chock/commands/cli.py) is made from the same table (docs/architecture.md#start-up).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
-from typing import Any
 
-import click
-
+from chock.argv import Option
 from chock.commands import move_steps
-from chock.commands.base import command, options, pass_layout, view_options
-from chock.commands.completion import instance_names, session_ids
-from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED
+from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED, VIEW_OPTIONS
 from chock.errors import EXIT_INTERRUPTED, exit_status
 from chock.paths import Layout, is_session_id
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
-@command(epilog=exit_status("run"))
-@click.argument("message", required=False)
-@options((ON, PROJECT_AS_TYPED))
-@click.option("--instance", shell_complete=instance_names, help="Which configured or logged-in instance to use.")
-@click.option("--model", help="The model to ask (default: the instance's).")
-@click.option("--allow-dirty", is_flag=True, help="Copy uncommitted files into the new workspace.")
-@click.option(
-    "--continue",
-    "continue_id",
-    is_flag=False,
-    flag_value="",
-    default=None,
-    metavar="[SESSION]",
-    help="Take a session back into this terminal (default: the newest; at a terminal, picked from the recent "
-    "ones); MESSAGE is optional.",
-    shell_complete=session_ids,
-)
-@click.option("--adopt", "adopt_id", metavar="SESSION", help="Carry on a handed-over session (used by the daemon).")
-@click.option("--session-id", metavar="ID", help="Use this id for the new session (used by the daemon).")
-@click.option("--yes", is_flag=True, help="Approve every request (for scripts and CI).")
-@options((JSON,))
-@view_options
-@click.option("--for-daemon", is_flag=True, hidden=True, help="Carry an ended session on for the daemon's `say`.")
-@click.option("--after-reboot", is_flag=True, hidden=True, help="Carry on a session a reboot interrupted (the daemon).")
-@click.option("--unpark", type=int, hidden=True, help="Rebuild a parked session from the record on this descriptor.")
-@click.option(
-    "--force",
-    is_flag=True,
-    help="With --continue: take back a session moved out to a host that cannot say it does not hold it.",
-)
-@move_steps.move_options
-@pass_layout
-def run(
-    layout: Layout,
-    message: str | None,
-    on_address: str | None,
-    project: str | None,
-    instance: str | None,
-    model: str | None,
-    allow_dirty: bool,
-    continue_id: str | None,
-    adopt_id: str | None,
-    session_id: str | None,
-    yes: bool,
-    as_json: bool,
-    for_daemon: bool,
-    after_reboot: bool,
-    unpark: int | None,
-    force: bool,
-    move: dict[str, Any],
-) -> None:
-    """Work on MESSAGE (or standard input) in a sandboxed worktree of the project."""
+    from chock.commands.base import Command
+
+HELP = "Work on MESSAGE (or standard input) in a sandboxed worktree of the project."
+EPILOG = exit_status("run")
+
+WORDS = ("message",)
+OPTIONS = (
+    ON,
+    PROJECT_AS_TYPED,
+    Option("--instance", "instance", str, "", "Which configured or logged-in instance to use."),
+    Option("--model", "model", str, "", "The model to ask (default: the instance's)."),
+    Option("--allow-dirty", "allow_dirty", bool, "", "Copy uncommitted files into the new workspace."),
+    Option(
+        "--continue",
+        "continue_id",
+        str,
+        "[SESSION]",
+        "Take a session back into this terminal (default: the newest; at a terminal, picked from the recent "
+        "ones); MESSAGE is optional.",
+        flag_value="",
+    ),
+    Option("--adopt", "adopt_id", str, "SESSION", "Carry on a handed-over session (used by the daemon)."),
+    Option("--session-id", "session_id", str, "ID", "Use this id for the new session (used by the daemon)."),
+    Option("--yes", "yes", bool, "", "Approve every request (for scripts and CI)."),
+    JSON,
+    *VIEW_OPTIONS,
+    Option("--for-daemon", "for_daemon", bool, "", "Carry an ended session on for the daemon's `say`.", hidden=True),
+    Option(
+        "--after-reboot", "after_reboot", bool, "", "Carry on a session a reboot interrupted (the daemon).", hidden=True
+    ),
+    Option(
+        "--unpark", "unpark", int, "FD", "Rebuild a parked session from the record on this descriptor.", hidden=True
+    ),
+    Option(
+        "--force", "force", bool, "", "With --continue: take back a session moved out to a host that cannot say it "
+        "does not hold it."
+    ),
+    *move_steps.OPTIONS,
+)  # fmt: skip
+
+
+def run(layout: Layout, values: dict[str, object]) -> int:
+    """`chock run`: work on MESSAGE (or standard input) in a sandboxed worktree of the project; the exit code."""
+    from chock.terminal import choose_colour, choose_progress
+
+    choose_colour(str(values["color"]))
+    choose_progress(str(values["progress"]))
+    step = move_steps.step(values)
+    if step in ("move_out", "moved"):
+        return move_steps.run_source_step(layout, values, step)
     from chock.session import render
     from chock.session.start import MoveIn, RunRequest, exit_now
     from chock.session.start import run as run_session
 
+    unpark: int | None = values["unpark"]  # type: ignore[assignment]
     if unpark is not None:
-        _unpark(layout, unpark, session_id, as_json)
-    step = move_steps.step(move)
-    if step in ("move_out", "moved"):
-        sys.exit(move_steps.run_source_step(layout, move, step))
-    move_in = None if step is None else MoveIn(move["move_in"], move["move_from"], move["move_running"])
-    if continue_id and message is None and not _looks_like_session_id(continue_id):
+        _unpark(layout, unpark, values["session_id"], bool(values["as_json"]))  # type: ignore[arg-type]
+    message: str | None = values["message"]  # type: ignore[assignment]
+    continue_id: str | None = values["continue_id"]  # type: ignore[assignment]
+    project: str | None = values["project"]  # type: ignore[assignment]
+    move_in = (
+        None if step is None else MoveIn(str(values["move_in"]), str(values["move_from"]), bool(values["move_running"]))
+    )
+    if continue_id and message is None and not is_session_id(continue_id):
         continue_id, message = "", continue_id  # `--continue "new message"` continues the newest session
-    if on_address is not None:
+    if values["on_address"] is not None:
         from chock.commands.run_on import run_on
 
-        flags = {"--yes": yes, "--allow-dirty": allow_dirty, "--model": model is not None, "--json": as_json,
-                 "--adopt": adopt_id is not None, "--session-id": session_id is not None,
-                 "--for-daemon": for_daemon, "--after-reboot": after_reboot}  # fmt: skip
+        flags = {"--yes": values["yes"], "--allow-dirty": values["allow_dirty"], "--model": values["model"] is not None,
+                 "--json": values["as_json"], "--adopt": values["adopt_id"] is not None,
+                 "--session-id": values["session_id"] is not None, "--for-daemon": values["for_daemon"],
+                 "--after-reboot": values["after_reboot"]}  # fmt: skip
         given = [flag for flag, value in flags.items() if value]
-        sys.exit(run_on(on_address, project, instance, message, continue_id, given))
+        return run_on(str(values["on_address"]), project, values["instance"], message, continue_id, given)  # type: ignore[arg-type]
     interactive = sys.stdin.isatty()
-    ctx = click.get_current_context()
-    checked = next(param for param in ctx.command.params if param.name == "project")
-    directory = click.Path(path_type=Path, file_okay=False)  # as PROJECT is checked, only when it is here
-    project_dir = None if project is None else directory.convert(project, checked, ctx)
+    project_dir = None if project is None else _directory(project)
+    for_daemon, after_reboot = bool(values["for_daemon"]), bool(values["after_reboot"])
+    adopt_id: str | None = values["adopt_id"]  # type: ignore[assignment]
     if continue_id == "" and adopt_id is None and interactive and sys.stdout.isatty() and not for_daemon:
         from chock.commands.picker import continued
 
         continue_id = continued(layout, project_dir)
         if continue_id is None:
-            click.echo("nothing continued: no session was picked", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            print("nothing continued: no session was picked", file=sys.stderr)
+            return EXIT_INTERRUPTED
     if message is None and adopt_id is None and move_in is None and not interactive and not after_reboot:
         message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
+    session_id: str | None = values["session_id"]  # type: ignore[assignment]
     request = RunRequest(
-        message=message, project=project_dir, instance=instance, model=model, allow_dirty=allow_dirty, yes=yes,
-        continue_id=continue_id, adopt_id=adopt_id, session_id=session_id, interactive=interactive,
-        for_daemon=for_daemon or after_reboot, after_reboot=after_reboot, force=force,
-        move_in=move_in,
+        message=message, project=project_dir, instance=values["instance"], model=values["model"],  # type: ignore[arg-type]
+        allow_dirty=bool(values["allow_dirty"]), yes=bool(values["yes"]), continue_id=continue_id, adopt_id=adopt_id,
+        session_id=session_id, interactive=interactive, for_daemon=for_daemon or after_reboot,
+        after_reboot=after_reboot, force=bool(values["force"]), move_in=move_in,
     )  # fmt: skip
-    renderer = render.json_renderer() if as_json else render.terminal_renderer()
+    renderer = render.json_renderer() if values["as_json"] else render.terminal_renderer()
     from chock.platform.journal import session_records
 
     try:
@@ -147,5 +153,23 @@ def _unpark(layout: Layout, record: int, session_id: str | None, as_json: bool) 
         exit_now(ended.code)
 
 
-def _looks_like_session_id(text: str) -> bool:
-    return bool(is_session_id(text))
+def _directory(project: str) -> Path:
+    """`--project` as a directory. A value naming what is not a readable directory reaches here only through
+    click (chock.argv.parse leaves it to click), which refuses it as it refuses PROJECT."""
+    from pathlib import Path
+
+    if not os.path.exists(project) or (os.path.isdir(project) and os.access(project, os.R_OK)):
+        return Path(project)
+    import click
+
+    ctx = click.get_current_context()
+    checked = next(param for param in ctx.command.params if param.name == "project")
+    return click.Path(path_type=Path, file_okay=False).convert(project, checked, ctx)
+
+
+def command() -> Command:
+    """`chock run` under click (chock/commands/cli.py, and chock/entry.py for what the table does not take
+    plainly): made from this table."""
+    from chock.commands.base import table_command
+
+    return table_command("run", sys.modules[__name__], HELP, epilog=EPILOG)

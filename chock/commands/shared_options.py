@@ -13,12 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from chock.argv import Option
+from chock.terminal import COLOR_CHOICES, PROGRESS_CHOICES
 
 PROJECT = Option("--project", "project", Path, "DIRECTORY", "The git project (default: here).", directory=True)
 
 # `chock run`'s: with --on it names a directory on the daemon's machine, sent as typed and never looked at here;
-# without, `chock run` checks it as PROJECT is checked.
-PROJECT_AS_TYPED = Option("--project", "project", str, "DIRECTORY", "The git project (default: here).")
+# without, `chock run` checks it as PROJECT is checked (`directory`: the start without click leaves to click a
+# value naming what is not a readable directory, with or without --on).
+PROJECT_AS_TYPED = Option("--project", "project", str, "DIRECTORY", "The git project (default: here).", directory=True)
 
 DAEMON = Option(
     "--daemon",
@@ -51,6 +53,31 @@ EVERY_HOST = Option(
     "",
     "Every project's sessions on every host (this machine and each connection; each --daemon given, if any).",
 )
+
+# What the commands that show a session take (chock.terminal decides from their values: `choose_colour`,
+# `choose_progress`).
+COLOR = Option(
+    "--color",
+    "color",
+    str,
+    "",
+    "Colour and styles; beats $NO_COLOR (auto: none with $NO_COLOR, else at a terminal).",
+    default="auto",
+    choices=COLOR_CHOICES,
+)
+PROGRESS = Option(
+    "--progress",
+    "progress",
+    str,
+    "",
+    "A spinner with the elapsed time while a model call or a tool runs (auto: at a terminal).",
+    default="auto",
+    choices=PROGRESS_CHOICES,
+)
+VIEW_OPTIONS = (COLOR, PROGRESS)
+
+# How long a handover or a move waits for each answer (`chock detach --wait`, a move's steps).
+DEFAULT_WAIT_SECONDS = 300.0
 
 # The options naming a daemon, as every command that can act through one takes them.
 DAEMON_OPTIONS = (DAEMON, PORT)

@@ -34,13 +34,14 @@ class TooLongShape:
     `limit` its context window, `output` the part of it reserved for the answer, `prompt` the request's size)."""
 
     source: str
-    words: re.Pattern[str] | None = None
+    words: str | None = None  # a pattern, matched with WORDS_FLAGS
     field: str = ""
     value: str = ""
 
 
-def _words(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.I | re.S)
+# How a shape's words match: case aside, `.` taking newlines too. Each pattern is compiled at its first use (re
+# keeps it), not when a session's start imports this module.
+WORDS_FLAGS = re.I | re.S
 
 
 # Every refusal Chock hears as "too long", each with where its shape is documented. A server's window is read
@@ -49,14 +50,14 @@ TOO_LONG_SHAPES = (
     # Anthropic, docs.anthropic.com/en/api/errors (invalid_request_error, 400): "prompt is too long: 208310
     # tokens > 200000 maximum".
     TooLongShape(
-        "anthropic: prompt is too long", _words(r"prompt is too long(?::\s*(?P<prompt>\d+) tokens > (?P<limit>\d+))?")
+        "anthropic: prompt is too long", r"prompt is too long(?::\s*(?P<prompt>\d+) tokens > (?P<limit>\d+))?"
     ),
     # Anthropic, docs.anthropic.com/en/docs/build-with-claude/context-windows: newer models refuse input plus
     # `max_tokens` over the window: "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000,
     # decrease input length or `max_tokens` and try again".
     TooLongShape(
         "anthropic: input length and max_tokens exceed context limit",
-        _words(
+        (
             r"input length and `?max_tokens`? exceed context limit"
             r"(?::\s*(?P<prompt>\d+) \+ (?P<output>\d+) > (?P<limit>\d+))?"
         ),
@@ -68,7 +69,7 @@ TOO_LONG_SHAPES = (
     # 272000 tokens. Your messages resulted in 509178 tokens. Please reduce the length of the messages."
     TooLongShape(
         "openai: input tokens exceed the configured limit",
-        _words(r"input tokens exceed the configured limit of (?P<limit>\d+) tokens(?:.*?resulted in (?P<prompt>\d+))?"),
+        r"input tokens exceed the configured limit of (?P<limit>\d+) tokens(?:.*?resulted in (?P<prompt>\d+))?",
     ),
     # OpenAI's classic words, which vLLM repeats (vllm/entrypoints/renderer.py, serving_engine.py): "This
     # model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens" /
@@ -76,7 +77,7 @@ TOO_LONG_SHAPES = (
     # contains at least 40961 input tokens, for a total of at least 40961 tokens".
     TooLongShape(
         "openai, vllm: maximum context length is N tokens",
-        _words(
+        (
             r"maximum context length is (?P<limit>\d+) tokens"
             r"(?:.*?(?:requested (?P<output>\d+) output tokens.*?)?"
             r"(?:resulted in|request has|contains(?: at least)?) (?P<prompt>\d+))?"
@@ -86,7 +87,7 @@ TOO_LONG_SHAPES = (
     # longer than the maximum model length of 8192."
     TooLongShape(
         "vllm: prompt is longer than the maximum model length",
-        _words(r"prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length of (?P<limit>\d+)"),
+        r"prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length of (?P<limit>\d+)",
     ),
     # SGLang (python/sglang/srt/managers/tokenizer_manager.py, _validate_one_request), in its top-level
     # ErrorResponse: "The input (N tokens) is longer than the model's context length (M tokens)." and
@@ -94,11 +95,11 @@ TOO_LONG_SHAPES = (
     # T tokens: N tokens from the input messages and X tokens for the completion."
     TooLongShape(
         "sglang: the input is longer than the model's context length",
-        _words(r"input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<limit>\d+) tokens\)"),
+        r"input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<limit>\d+) tokens\)",
     ),
     TooLongShape(
         "sglang: requested token count exceeds the model's maximum context length",
-        _words(
+        (
             r"exceeds the model's maximum context length of (?P<limit>\d+) tokens"
             r"(?:.*?(?P<prompt>\d+) tokens from the input messages and (?P<output>\d+) tokens for the completion)?"
         ),
@@ -110,7 +111,7 @@ TOO_LONG_SHAPES = (
     TooLongShape("llama.cpp: type exceed_context_size_error", field="type", value="exceed_context_size_error"),
     TooLongShape(
         "llama.cpp: exceeds the available context size",
-        _words(r"(?:\((?P<prompt>\d+) tokens\) )?exceeds the available context size(?: \((?P<limit>\d+) tokens\))?"),
+        r"(?:\((?P<prompt>\d+) tokens\) )?exceeds the available context size(?: \((?P<limit>\d+) tokens\))?",
     ),
 )
 
@@ -288,7 +289,7 @@ def too_long(status: int, body: bytes | str, credential: str | None = None) -> T
             hit = str(error.get(shape.field, "")) == shape.value
             groups: dict[str, str | None] = {}
         else:
-            match = shape.words.search(words) if shape.words is not None else None
+            match = re.search(shape.words, words, WORDS_FLAGS) if shape.words is not None else None
             hit = match is not None
             groups = match.groupdict() if match is not None else {}
         if not hit:

@@ -11,7 +11,7 @@ it for kinds `aiand` and `openai-compat`.
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from typing import Any
 
 from chock.providers import ToolCall
@@ -170,7 +170,7 @@ class ChatStream(StreamReader):
     def tool_calls(self) -> list[ToolCall]:
         # Some local servers leave the id out; the log and the next request need one all the same.
         return [
-            ToolCall(call_id=call["id"] or f"call_{uuid.uuid4().hex[:24]}", name=call["name"], args=self._args(call))
+            ToolCall(call_id=call["id"] or f"call_{os.urandom(12).hex()}", name=call["name"], args=self._args(call))
             for _, call in sorted(self._calls.items())
         ]
 

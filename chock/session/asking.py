@@ -19,9 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from chock.control.daemon_protocol import NOTE_LIMIT
 from chock.log.fold import SessionState
-from chock.rules.rule import Decision, Rule, RuleSet, check_pattern
 from chock.session.approvals import Answer
 from chock.session.tools.tool import ToolRefused
 from chock.terminal import as_lines, colour, drop_typed_ahead, safe
@@ -29,6 +27,10 @@ from chock.terminal import as_lines, colour, drop_typed_ahead, safe
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from chock.paths import Layout
+    from chock.rules.rule import Decision, Rule, RuleSet
+
+# chock.rules (the shell reader and the rules) and the daemon's protocol are imported at a session's first
+# decision, not at its start (docs/architecture.md#start-up).
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Rules:
         """Config's, the project's as its file says now, then the session's own. The project's file is looked at
         every call; it is read and the rules compiled again only when it or the session's rules changed (the
         file is only ever replaced whole, so a new one is a new inode)."""
+        from chock.rules.rule import RuleSet
         from chock.session.rule_sources import project_rules, project_rules_path, session_rules
 
         identity: tuple[int, ...] | None = ()
@@ -87,6 +90,8 @@ def mcp_rule_name(server: str, tool: str) -> str:
 def proposal(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """The `propose*` fields of `approval.request`: the rule "always" would save. `name` is a built-in tool's, or an
     MCP tool's rule name (`mcp_rule_name`): a tool name no pattern can hold proposes its server's `mcp:<server>/*`."""
+    from chock.rules.rule import check_pattern
+
     if name.startswith("mcp:"):
         try:
             return {"propose": check_pattern(name)}
@@ -204,10 +209,14 @@ async def terminal_answer(question_: str, propose: str) -> TerminalAnswer | None
             edited = await read_line()
             if edited is None:
                 return None
+            from chock.rules.rule import check_pattern
+
             try:
                 return TerminalAnswer("yes", scope, check_pattern(edited.strip() or propose))
             except ValueError as refusal:
                 sys.stderr.write(f"not saved: {safe(str(refusal), styled=styled, one_line=True)}\n")
+    from chock.control.daemon_protocol import NOTE_LIMIT
+
     note = rest.strip() if word in ("n", "no") else ""
     data = note.encode("utf-8")
     if len(data) > NOTE_LIMIT:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pickle
 import signal
 import time
 from collections.abc import Callable
@@ -35,6 +34,8 @@ REAP_SECONDS = reaper.KILLED_SECONDS
 async def in_child(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` run in a forked child; its result, or its ChockError raised here. A cancel kills the
     child and its process group at once."""
+    import pickle  # here, not at a session's start; before the fork, so no child imports it again
+
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     parent = os.getpid()
     pid = os.fork()
@@ -83,6 +84,8 @@ def _child(write_end: int, parent: int, function: Callable[..., Any], args: tupl
             outcome = ("error", str(error), error.exit_code)
         except BaseException as error:
             outcome = ("crash", f"{type(error).__name__}: {error}")
+        import pickle  # in_child imported it before it forked: this only looks it up
+
         data = pickle.dumps(outcome)
         view = memoryview(data)
         while view:

@@ -12,14 +12,11 @@ is written, and `--json` lines pass `safe_json` (docs/architecture.md#what-reach
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import shutil
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
-
-import click
 
 from chock.log.events import USAGE_FIELDS, Event, value
 from chock.session.spinner import Screen
@@ -36,6 +33,8 @@ PLAN_MARKS = {"done": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 # The events after which the model is (about to be) called: the spinner says "thinking".
 THINKING = ("session.start", "session.adopt", "workspace.open", "user.message", "assistant.message", "tool.result",
             "compaction")  # fmt: skip
+# The colours a line may have, as SGR foreground codes.
+COLOURS = {"black": 30, "red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
 RETRY_WORDS = {None: "no connection", 408: "timed out", 409: "conflict", 429: "rate limited", 529: "overloaded"}
 
 
@@ -96,7 +95,7 @@ class TerminalView:
         self.screen = Screen(self.out)
         self.color = colour(self.out)
         # Markdown where colour and a live terminal are, and rich is installed (a missing one shows plain text).
-        self.markdown = self.color and self.screen.live and importlib.util.find_spec("rich") is not None
+        self.markdown = self.color and self.screen.live and _rich_installed()
         self.streaming = False
         self.text: Blocks | None = None  # Markdown: the streamed text not rendered yet
         self.blocks = 0  # blocks of this answer rendered so far
@@ -185,7 +184,7 @@ class TerminalView:
             self.streaming = False
 
     def _style(self, text: str, fg: str | None = None, bold: bool | None = None, dim: bool | None = None) -> str:
-        return click.style(text, fg=fg, bold=bold, dim=dim) if self.color else text
+        return styled(text, fg=fg, bold=bold, dim=dim) if self.color else text
 
     def _s(self, value: object) -> str:
         """A value of the event, on one line, as it may reach the terminal."""
@@ -343,3 +342,21 @@ def _answered(event: Event) -> str:
     if scope in ("session", "project") and rule:
         said += f", and always in this {scope}: `{rule}`"
     return f"{said}: {note}" if note else said
+
+
+def styled(text: str, fg: str | None = None, bold: bool | None = None, dim: bool | None = None) -> str:
+    """`text` in colour `fg` (a name of COLOURS), bold or not, dim or not (None: as it was), then every style
+    reset: the sequences click.style writes, without importing click."""
+    codes = [str(COLOURS[fg])] if fg else []
+    if bold is not None:
+        codes.append("1" if bold else "22")
+    if dim is not None:
+        codes.append("2" if dim else "22")
+    return "".join(f"\x1b[{code}m" for code in codes) + text + "\x1b[0m"
+
+
+def _rich_installed() -> bool:
+    """Whether rich (the Markdown layout) can be imported; asked only at a colour terminal."""
+    import importlib.util
+
+    return importlib.util.find_spec("rich") is not None

@@ -17,7 +17,6 @@ file. What it holds is not trusted more than the config: each pattern is checked
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -27,7 +26,10 @@ from chock.config import ConfigRule
 from chock.errors import ChockError, Refused
 from chock.paths import Layout, ensure_dir, path_name
 from chock.platform.flock import lock_within
-from chock.rules.rule import Rule, check_pattern
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chock.rules.rule import Rule
 
 # How long a writer waits for another writer of the same project's rules (each holds the lock for one small
 # read and write).
@@ -44,6 +46,8 @@ class RuleRefused(Refused):
 
 def rule_id(kind: str, *parts: str) -> str:
     """A short, stable id: `kind` (`p` project, `s` session) and 8 hex of the parts' digest."""
+    import hashlib  # at the first rule made, not at a session's start
+
     return kind + hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
@@ -68,6 +72,8 @@ def project_rules(layout: Layout, project: str | os.PathLike[str]) -> list[Rule]
 
 
 def _parse(text: str, path: Path) -> list[Rule]:
+    from chock.rules.rule import Rule, check_pattern
+
     try:
         data = json.loads(text)
         entries = data["rules"]
@@ -120,6 +126,8 @@ class _Locked:
 
 def save_project_rule(layout: Layout, project: str | os.PathLike[str], pattern: str, origin: str) -> Rule:
     """Add an allow rule to the project (a pattern it holds already is kept as it was); returns the rule."""
+    from chock.rules.rule import Rule, check_pattern
+
     pattern = check_pattern(pattern)
     locked = _Locked(layout, project)
     with locked as rules:
@@ -151,6 +159,8 @@ def remove_project_rule(layout: Layout, project: str | os.PathLike[str], wanted:
 
 def session_rules(session_id: str, saved: list[dict[str, str]]) -> list[Rule]:
     """The rules a session's log saved (`SessionState.session_rules`), each once, oldest first."""
+    from chock.rules.rule import Rule, check_pattern
+
     rules: dict[str, Rule] = {}
     for entry in saved:
         try:
@@ -163,6 +173,11 @@ def session_rules(session_id: str, saved: list[dict[str, str]]) -> list[Rule]:
 
 def config_rules(given: Iterable[ConfigRule]) -> list[Rule]:
     """config.zon's rules (`chock.config.ConfigRule`) as rules."""
+    given = tuple(given)
+    if not given:
+        return []  # chock.rules is imported at a session's first decision, not at a start with no config rules
+    from chock.rules.rule import Rule
+
     return [Rule(rule.verdict, rule.pattern, rule.origin, rule.id) for rule in given]  # type: ignore[arg-type]
 
 

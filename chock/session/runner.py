@@ -30,7 +30,6 @@ from chock.log.events import Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.rules.rule import check_pattern
 from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, parking, reaper, tools
 from chock.session.approvals import Answer, Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
@@ -97,7 +96,7 @@ class Session:
         self._work = Nursery(on_done=self._wake.set)  # background commands and subagents by handle
         self._stop_scope = StopScope()  # a stop cancels the turns and the commit, never the rest of the end
         self._answered = asyncio.Event()  # an approval request was answered
-        self.approvals = Approvals(on_answer=lambda request_id: self._answered.set(), check_rule=check_pattern)
+        self.approvals = Approvals(on_answer=lambda request_id: self._answered.set(), check_rule=_check_pattern)
         self.handover = Handover(clock=ports.clock.now)
         self.steering = Steering(on_say=self._wake.set, on_stop=self._stop_scope.stop)
         self.sockets = ports.serve(self.approvals, self.handover, self.steering, self._wake.set)
@@ -583,3 +582,10 @@ RULE_SCOPES = {"c": "config", "p": "project", "s": "session"}
 def _commit_message(state: SessionState) -> str:
     first = (state.message.strip().splitlines() or ["(no message)"])[0][:72]
     return f"chock: {first}\n\nSession {state.id}."
+
+
+def _check_pattern(rule: str) -> str:
+    """chock.rules.rule.check_pattern, imported at the first answer that saves a rule, not at a session's start."""
+    from chock.rules.rule import check_pattern
+
+    return check_pattern(rule)

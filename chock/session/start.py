@@ -33,7 +33,7 @@ from chock.paths import Layout, check_session_id, ensure_dir, new_session_id
 from chock.platform import host
 from chock.project import find_root
 from chock.providers import Provider, warm
-from chock.session import asking, instructions, mcp_wiring, moving, parking, reaper, sandbox, workspace
+from chock.session import asking, instructions, mcp_wiring, parking, reaper, sandbox, workspace
 from chock.session.event_loop import single_threaded_loop
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
@@ -352,6 +352,8 @@ def _socket_paths(layout: Layout, session_id: str) -> dict[str, Path]:
 def _check_takeover(state: SessionState, request: RunRequest, adopting: bool) -> tuple[bool, str]:
     """Apply the continuing rules (docs/architecture.md#chock-run); whether the kept workspace moves to this
     process, and what interrupted the last owner when its span has no end (`reboot` or `crash`, when provable)."""
+    from chock.session import moving  # a continued session's: a new one's start does without it
+
     interrupted = state.interrupted()
     refusal = moving.moved_refusal(state, "continuing")
     if refusal is not None:
