@@ -15,6 +15,7 @@ two ends do not speak the same protocol number or a reply cannot be read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -38,6 +39,8 @@ DEFAULT_TIMEOUT = 30.0
 _CHUNK = 64 * 1024
 # A part of a moving session is read in larger pieces: fewer trips through the pump for the same bytes.
 _BODY_CHUNK = 1024 * 1024
+# How many such pieces a relay holds read and not yet written (at most this many MiB).
+AHEAD = 8
 # The next step for a person when no daemon answers; serve says the same.
 START_DAEMON = "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
 
@@ -272,7 +275,9 @@ class ControlClient:
 
     def open_body(self, request: Request) -> tuple[ReplyLine, Iterator[bytes | bytearray]]:
         """A verb whose reply's first line is followed by bytes (`send`): that line, and the bytes as they come
-        (the connection closes when they end, or when the iterator is closed)."""
+        (the connection closes when they end, or when the iterator is closed). The bytes are read by a thread of
+        their own, up to AHEAD chunks before the caller takes them: a relay reads one peer while it writes the
+        other."""
         pump = self._open()
         try:
             pump.send(request)
@@ -283,7 +288,7 @@ class ControlClient:
 
         def body() -> Iterator[bytes | bytearray]:
             with pump:
-                yield from pump.body(self.timeout, request.verb)
+                yield from read_ahead(pump.body(self.timeout, request.verb), pump.sock)
 
         return header, body()
 
@@ -312,6 +317,51 @@ class ControlClient:
             return stream.rest(most)
         finally:
             stream.close()
+
+
+def read_ahead(chunks: Iterator[bytes | bytearray], sock: socket.socket) -> Iterator[bytes | bytearray]:
+    """`chunks` (read from `sock`), pulled by a thread of their own at most AHEAD chunks before they are taken; what
+    the reading raises is raised here, in its turn. Closed early, the socket is shut so the thread's wait ends."""
+    import queue
+    import threading
+
+    box: queue.Queue[tuple[bool, object]] = queue.Queue(AHEAD)
+    taken = threading.Event()  # the consumer is gone: the thread puts nothing more
+
+    def put(item: tuple[bool, object]) -> None:
+        while not taken.is_set():
+            try:
+                box.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def pull() -> None:
+        try:
+            for chunk in chunks:
+                put((True, chunk))
+                if taken.is_set():
+                    return
+            put((False, None))
+        except BaseException as error:  # handed to the consumer, raised there
+            put((False, error))
+
+    thread = threading.Thread(target=pull, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, item = box.get()
+            if not more:
+                if item is not None:
+                    raise item  # type: ignore[misc]  # what the reading raised
+                return
+            yield item  # type: ignore[misc]  # a chunk
+    finally:
+        taken.set()
+        if thread.is_alive():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        thread.join()
 
 
 def unexpected(reply: ReplyLine, cut: Unreachable) -> Unreachable:
