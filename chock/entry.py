@@ -41,6 +41,13 @@ def main() -> None:
             from chock.paths import Layout
 
             sys.exit(_ended(lambda: command.run(Layout.from_env(), values)))
+    if args[:1] == ["run"] and args[1:2] in (["--move-out"], ["--moved"]) and not (config and os.path.isdir(config)):
+        # A move's step on its source, which the move waits on: read without click when its options are plain.
+        from chock.commands.move_steps import fast
+
+        code = _ended(lambda: fast(args[1:]))
+        if code is not None:  # None: not plainly its options, click reads them
+            sys.exit(code)
     if args[:1] == ["run"] and "_CHOCK_COMPLETE" not in os.environ:
         # A session's start: the group with `run` alone under it, so no other command's module is imported.
         from chock.commands.root import main as root
@@ -61,7 +68,7 @@ def _help() -> int:
     return 0
 
 
-def _ended(run: Callable[[], int]) -> int:
+def _ended(run: Callable[[], int | None]) -> int | None:
     """The exit code of `run()`, ended the way click ends a command."""
     from chock.errors import ChockError, complain
 

@@ -16,8 +16,6 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import click
-
 from chock.commands.detach import DEFAULT_WAIT_SECONDS
 from chock.errors import UsageError
 from chock.paths import Layout
@@ -25,30 +23,33 @@ from chock.paths import Layout
 F = TypeVar("F", bound=Callable[..., Any])
 
 STEPS = ("move_out", "move_in", "moved")
-_OPTIONS = (
-    click.option("--move-out", "move_out", metavar="ID", hidden=True, help="Step 1 of a move, on its source."),
-    click.option("--move-in", "move_in", metavar="ID", hidden=True, help="Step 2 of a move, on its target."),
-    click.option("--moved", "moved", metavar="ID", hidden=True, help="Step 3 of a move, on its source."),
-    click.option("--to", "move_to", metavar="HOST", hidden=True, help="The host a session moves to."),
-    click.option("--from", "move_from", metavar="HOST", hidden=True, help="The host a session moves from."),
-    click.option("--address", "move_address", metavar="ADDR", hidden=True, help="Where the client reached --to."),
-    click.option("--running", "move_running", is_flag=True, hidden=True, help="It was running: carry it on."),
-    click.option(
-        "--wait", "move_wait", type=float, default=DEFAULT_WAIT_SECONDS, hidden=True, help="Bounds each answer."
-    ),
-)
 _NAMES = (*STEPS, "move_to", "move_from", "move_address", "move_running", "move_wait")
 
 
 def move_options(function: F) -> F:
-    """The options above, handed to the command as one `move` dict."""
+    """The options above, handed to the command as one `move` dict (click imported here: `fast` reads the source's
+    steps without it)."""
+    import click
+
+    options = (
+        click.option("--move-out", "move_out", metavar="ID", hidden=True, help="Step 1 of a move, on its source."),
+        click.option("--move-in", "move_in", metavar="ID", hidden=True, help="Step 2 of a move, on its target."),
+        click.option("--moved", "moved", metavar="ID", hidden=True, help="Step 3 of a move, on its source."),
+        click.option("--to", "move_to", metavar="HOST", hidden=True, help="The host a session moves to."),
+        click.option("--from", "move_from", metavar="HOST", hidden=True, help="The host a session moves from."),
+        click.option("--address", "move_address", metavar="ADDR", hidden=True, help="Where the client reached --to."),
+        click.option("--running", "move_running", is_flag=True, hidden=True, help="It was running: carry it on."),
+        click.option(
+            "--wait", "move_wait", type=float, default=DEFAULT_WAIT_SECONDS, hidden=True, help="Bounds each answer."
+        ),
+    )
 
     @functools.wraps(function)
     def gathered(*args: Any, **kwargs: Any) -> Any:
         kwargs["move"] = {name: kwargs.pop(name) for name in _NAMES}
         return function(*args, **kwargs)
 
-    for option in reversed(_OPTIONS):
+    for option in reversed(options):
         gathered = option(gathered)
     return gathered  # type: ignore[return-value]
 
@@ -64,6 +65,30 @@ def step(move: dict[str, Any]) -> str | None:
         flag = "--" + needs[found].removeprefix("move_")
         raise UsageError(f"--{found.replace('_', '-')} needs {flag} HOST")
     return found
+
+
+def fast(args: list[str]) -> int | None:
+    """`chock run --move-out …` or `--moved …` read without click (chock/entry.py: a move waits on each of these
+    children's start): the step's exit code, or None when `args` are not plainly these options (click reads
+    them then, and explains)."""
+    from chock.argv import Option, parse
+
+    table = (
+        Option("--move-out", "move_out", str, "ID", ""),
+        Option("--moved", "moved", str, "ID", ""),
+        Option("--to", "move_to", str, "HOST", ""),
+        Option("--address", "move_address", str, "ADDR", ""),
+        Option("--wait", "move_wait", float, "SECONDS", "", default=str(DEFAULT_WAIT_SECONDS)),
+    )
+    values = parse(args, table)
+    if values is None:
+        return None
+    move: dict[str, Any] = {name: None for name in _NAMES} | {"move_running": False} | values
+    move["move_wait"] = float(move["move_wait"])
+    found = step(move)
+    if found not in ("move_out", "moved"):
+        return None
+    return run_source_step(Layout.from_env(), move, found)
 
 
 def run_source_step(layout: Layout, move: dict[str, Any], found: str) -> int:

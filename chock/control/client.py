@@ -20,7 +20,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
@@ -29,6 +29,9 @@ from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, D
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.control.reach import connect, ended_why, open_transport
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 R = TypeVar("R", bound=ReplyLine)
 
@@ -39,6 +42,9 @@ DEFAULT_TIMEOUT = 30.0
 _CHUNK = 64 * 1024
 # A part of a moving session is read in larger pieces: fewer trips through the pump for the same bytes.
 _BODY_CHUNK = 1024 * 1024
+# A connection dialed ahead is used within this of its greeting, well inside the daemon's 30 s bound on a greeted
+# connection without its verb; older, it is closed and another dialed.
+SPARE_SECONDS = 15.0
 # How many such pieces a relay holds read and not yet written (at most this many MiB).
 AHEAD = 8
 # The next step for a person when no daemon answers; serve says the same.
@@ -317,6 +323,54 @@ class ControlClient:
             return stream.rest(most)
         finally:
             stream.close()
+
+
+class WarmClient(ControlClient):
+    """A ControlClient for a run of verbs to one daemon (a move's): the connection for the next verb is dialed and
+    greeted by a thread while the verb before it runs, so the run pays one connection's start, not one each. A
+    connection kept past SPARE_SECONDS is closed unused (the daemon bounds the wait for a greeted connection's verb)
+    and another dialed; `close` closes the one kept."""
+
+    def __init__(self, address: Address | str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        super().__init__(address, timeout=timeout)
+        self.ahead = True  # False before the run's last verb: nothing is dialed after it
+        self._spare: Future[tuple[float, Pump]] | None = self._dial_ahead()
+
+    def _dial_ahead(self) -> Future[tuple[float, Pump]]:
+        import threading
+        from concurrent.futures import Future  # a move's, not every command's start (docs/architecture.md#start-up)
+
+        future: Future[tuple[float, Pump]] = Future()
+
+        def dial() -> None:
+            try:
+                pump = super(WarmClient, self)._open()
+            except BaseException as error:  # the verb that needs it dials again, and says why it could not
+                future.set_exception(error)
+            else:
+                future.set_result((time.monotonic(), pump))
+
+        threading.Thread(target=dial, name="dial-ahead", daemon=True).start()
+        return future
+
+    def _open(self) -> Pump:
+        spare, self._spare = self._spare, (self._dial_ahead() if self.ahead else None)
+        if spare is None:
+            return super()._open()
+        try:
+            dialed, pump = spare.result()
+        except ProtocolError:
+            return super()._open()
+        if time.monotonic() - dialed < SPARE_SECONDS:
+            return pump
+        pump.close()
+        return super()._open()
+
+    def close(self) -> None:
+        """Close the connection dialed ahead, once it is (without waiting for it)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.add_done_callback(lambda done: done.exception() is None and done.result()[1].close())
 
 
 def read_ahead(chunks: Iterator[bytes | bytearray], sock: socket.socket) -> Iterator[bytes | bytearray]:

@@ -108,14 +108,16 @@ def move_out(
         out = _fresh(moves_dir(layout, session_id, "out"))
         if state.workspace_kept:  # its edits, committed or not, travel on the branch
             keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
-        bundle = _bundle(state, out / "bundle")
-        scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
-        # The span that ends the log sent: nothing can refuse after it.
-        # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
-        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
-        log.append("session.end", reason="handover", to=to, **where)
-        log.sync()
-        sent = _copy_log(path, out / "log")
+        # What the log holds now is final (this process holds it): staged and digested while git makes the bundle.
+        with _LogCopy(path, out / "log") as staged:
+            bundle = _bundle(state, out / "bundle")
+            scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
+            # The span that ends the log sent: nothing can refuse after it.
+            # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
+            log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
+            log.append("session.end", reason="handover", to=to, **where)
+            log.sync()
+            sent = staged.finish()
     return {
         "parts": [sent, bundle, scratchpad],
         "base": state.workspace_base,
@@ -208,16 +210,54 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
     return _described("scratchpad", target)
 
 
-def _copy_log(source: Path, target: Path) -> dict[str, Any]:
-    """The log as it is now, copied and digested in one pass (the source's own log was synced; a staged part a
-    crash tore is made again by the next move-out, so it is not synced)."""
-    digest = hashlib.sha256()
-    with open(source, "rb") as found, open(target, "wb", opener=_private) as out:
-        while chunk := found.read(COPY_CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
-        size = out.tell()
-    return {"part": "log", "length": size, "sha256": digest.hexdigest()}
+class _LogCopy:
+    """The log copied to its staged part and digested in one pass, by a thread from the start: what the log holds
+    when this begins is copied while the caller makes the other parts; `finish` copies the rest (the span the
+    caller appended since) and describes the part. The source's own log was synced; a staged part a crash tore is
+    made again by the next move-out, so it is not synced."""
+
+    def __init__(self, source: Path, target: Path) -> None:
+        import threading
+
+        self._found = open(source, "rb")  # noqa: SIM115 - closed by __exit__
+        self._out = open(target, "wb", opener=_private)  # noqa: SIM115 - closed by __exit__
+        self._digest = hashlib.sha256()
+        self._failed: BaseException | None = None
+        size = os.fstat(self._found.fileno()).st_size
+        self._thread = threading.Thread(target=self._copy_guarded, args=(size,), name="log-copy", daemon=True)
+        self._thread.start()
+
+    def _copy_guarded(self, size: int) -> None:
+        try:
+            self._copy(size)
+        except BaseException as error:  # raised by `finish`, in the caller's thread
+            self._failed = error
+
+    def _copy(self, most: int | None) -> None:
+        """Copy up to `most` bytes more (None: to the end of the file)."""
+        while most is None or most > 0:
+            chunk = self._found.read(COPY_CHUNK if most is None else min(COPY_CHUNK, most))
+            if not chunk:
+                return
+            self._digest.update(chunk)
+            self._out.write(chunk)
+            most = None if most is None else most - len(chunk)
+
+    def finish(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._failed is not None:
+            raise self._failed
+        self._copy(None)
+        self._out.flush()
+        return {"part": "log", "length": self._out.tell(), "sha256": self._digest.hexdigest()}
+
+    def __enter__(self) -> _LogCopy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join()
+        self._found.close()
+        self._out.close()
 
 
 def _private(path: str, flags: int) -> int:
