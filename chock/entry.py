@@ -4,7 +4,8 @@ through the command line in chock/commands/cli.py.
 A socket-activated `chock daemon` is a start a client waits on (systemd holds the first connection after every
 idle exit until the daemon answers it), and `chock sessions` is what a person types all day: their options are
 tables (chock/argv.py) that this reads without importing click, and nothing on their way imports what they do
-not use (docs/architecture.md#start-up). `chock run`, a session's start, goes through click with its own command
+not use (docs/architecture.md#start-up); so are a move's steps on its source (`chock run --move-out`, `--moved`),
+which a move waits on. `chock run`, a session's start, goes through click with its own command
 alone under the group (chock/commands/root.py). Anything those tables do not take plainly goes to click, and so does
 a `$CHOCK_CONFIG` click would refuse. `chock --help` is chock.commands.overview's text, the same click prints. Whichever
 way a command ran, it ends as click ends one: a refusal is `chock: <message>` and its code, Ctrl-C is
