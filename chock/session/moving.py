@@ -87,10 +87,12 @@ def move_out(
     check_session_id(session_id)
     check_host(to, "--to")
     where = {"address": _checked_address(address)} if address else {}
-    loaded = catalog.load(layout, session_id)
-    if loaded is None:
+    # One catalog for both looks: the second, under the lock, folds only what the log gained since the first.
+    rows = catalog.Catalog(layout)
+    entry = rows.entry(session_id)
+    if entry is None:
         raise Refused(f"there is no session {session_id} on this machine")
-    state, alive = loaded
+    state, alive = entry.state, rows.alive(entry)
     _check_movable(state, state.status(alive), to)
     was_running = state.status(alive) in ("running", "waiting")
     if was_running:
@@ -102,7 +104,7 @@ def move_out(
             raise Refused(f"{failed}; it was not moved") from None
     path = layout.log_path(session_id)
     with _taken(layout, session_id, "is running in another process;") as log:
-        state = _row_held(layout, session_id, log)  # again under the lock: it may have changed since
+        state = _row_held(rows, session_id, log)  # again under the lock: it may have changed since
         status = state.status(False) if state.ended else ("abandoned" if state.interrupted() else "running")
         _check_movable(state, status, to)
         out = _fresh(moves_dir(layout, session_id, "out"))
@@ -160,15 +162,16 @@ def _fresh(directory: Path) -> Path:
     return ensure_dir(directory)
 
 
-def _row_held(layout: Layout, session_id: str, log: SessionLog) -> RowState:
-    """The row of a log this process holds: the catalog's cached row, folded on from where the cache ends (the
-    row fold skips every line a row cannot need), never the whole conversation (docs/log.md#rows-and-the-catalog).
-    The log keeps it up, so its release gives the cache the row with nothing read again."""
-    loaded = catalog.load(layout, session_id)
-    if loaded is None:
+def _row_held(rows: catalog.Catalog, session_id: str, log: SessionLog) -> RowState:
+    """The row of a log this process holds: the catalog's row (from its cache, or its look before), folded on from
+    where that ends (the row fold skips every line a row cannot need), never the whole conversation again
+    (docs/log.md#rows-and-the-catalog). The log keeps it up, so its release gives the cache the row with nothing
+    read again."""
+    entry = rows.entry(session_id)
+    if entry is None:
         raise Refused(f"there is no session {session_id} on this machine")
-    log.knows_row(loaded[0])
-    return loaded[0]
+    log.knows_row(entry.state)
+    return entry.state
 
 
 def _bundle(state: RowState, target: Path) -> dict[str, Any]:
@@ -287,7 +290,7 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
     except ChockError:
         raise Refused(f"there is no session {session_id} on this machine") from None
     with log:
-        state = _row_held(layout, session_id, log)
+        state = _row_held(catalog.Catalog(layout), session_id, log)
         if not (state.ended and state.end_reason == "handover" and state.end_to == to):
             raise Refused(
                 f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"
