@@ -15,6 +15,7 @@ two ends do not speak the same protocol number or a reply cannot be read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, TypeVar
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.address import Address, parse_address
-from chock.control.ahead import read_ahead
 from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, Data
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import LineProtocol, ReplyLine, Request
@@ -294,7 +294,7 @@ class ControlClient:
 
         def body() -> Iterator[bytes | bytearray]:
             with pump:
-                yield from read_ahead(pump.body(self.timeout, request.verb), pump.sock, AHEAD)
+                yield from read_ahead(pump.body(self.timeout, request.verb), pump.sock)
 
         return header, body()
 
@@ -371,6 +371,51 @@ class WarmClient(ControlClient):
         spare, self._spare = self._spare, None
         if spare is not None:
             spare.add_done_callback(lambda done: done.exception() is None and done.result()[1].close())
+
+
+def read_ahead(chunks: Iterator[bytes | bytearray], sock: socket.socket) -> Iterator[bytes | bytearray]:
+    """`chunks` (read from `sock`), pulled by a thread of their own at most AHEAD chunks before they are taken; what
+    the reading raises is raised here, in its turn. Closed early, the socket is shut so the thread's wait ends."""
+    import queue
+    import threading
+
+    box: queue.Queue[tuple[bool, object]] = queue.Queue(AHEAD)
+    taken = threading.Event()  # the consumer is gone: the thread puts nothing more
+
+    def put(item: tuple[bool, object]) -> None:
+        while not taken.is_set():
+            try:
+                box.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def pull() -> None:
+        try:
+            for chunk in chunks:
+                put((True, chunk))
+                if taken.is_set():
+                    return
+            put((False, None))
+        except BaseException as error:  # handed to the consumer, raised there
+            put((False, error))
+
+    thread = threading.Thread(target=pull, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, item = box.get()
+            if not more:
+                if item is not None:
+                    raise item  # type: ignore[misc]  # what the reading raised
+                return
+            yield item  # type: ignore[misc]  # a chunk
+    finally:
+        taken.set()
+        if thread.is_alive():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        thread.join()
 
 
 def unexpected(reply: ReplyLine, cut: Unreachable) -> Unreachable:

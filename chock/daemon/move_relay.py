@@ -21,7 +21,6 @@ from typing import Any
 
 from chock.control import move_protocol as mp
 from chock.control import parts
-from chock.control.ahead import read_ahead
 from chock.control.connection import CLOSED, END_OF_BODY, Data
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.daemon.children import Refusal
@@ -30,9 +29,6 @@ from chock.daemon.reply import ClientGone, ReplyWriter
 from chock.log.row import RowState
 
 READ_SIZE = 1024 * 1024
-# How many chunks of a part (each at most about READ_SIZE) wait between the thread that reads or encodes them and the
-# one that decodes or sends them.
-AHEAD = 4
 
 # Beside the staged parts: each part's size and sha256 as move-out's child said them.
 DIGESTS = ".digests.json"
@@ -158,7 +154,7 @@ def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> N
         try:
             with open(temporary, "xb") as out:
                 decoder = parts.PartDecoder(request.part, request.sha256)
-                for data in read_ahead(_body(reply), reply.sock, AHEAD):  # read while the chunk before is decoded
+                for data in _body(reply):
                     out.write(decoder.feed(data))
                 decoder.finish()
             os.replace(temporary, os.path.join(directory, request.part))
@@ -286,8 +282,7 @@ def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
         reply.answer(mp.PartHeader(parts.wire_length(request.part, size), digest))
         try:
             if parts.encoded(request.part):
-                # Encoded by a thread while the chunk before is sent.
-                reply.stream(read_ahead(parts.encode_chunks(request.part, handle.read, size), None, AHEAD))
+                reply.stream(parts.encode_chunks(request.part, handle.read, size))
             elif size and reply.sock.sendfile(handle, 0, size) != size:  # the kernel's copy, file to socket
                 raise OSError(f"the {request.part} shrank under its sender")
         except OSError:
