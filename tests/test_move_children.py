@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,25 @@ def test_an_ended_session_moves_with_its_log_and_branch_and_stays_ended_there(ho
     assert again.returncode == 3 and "moved to hostb" in again.stderr
     assert a.chock("sessions", "remove", session_id, cwd=project_a).returncode == 0
     assert not a.layout.session_dir(session_id).exists()
+
+
+def test_the_sources_steps_start_without_click_and_refuse_as_chock_run_does(hosts):
+    a, _, project_a, _ = hosts
+    session_id = _ended_session(a, project_a)
+    # A move waits on each of these children's start: they are read without click (docs/architecture.md#start-up).
+    for step in (["--move-out", session_id, "--to", "hostb"], ["--moved", session_id, "--to", "hostb"]):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-P", "-m", "chock", "run", *step], capture_output=True, text=True,
+            env=a.env, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "import time:" in line}
+        assert "chock.session.moving" in imported and "click" not in imported, step
+    # What the fast path does not take plainly is click's, which explains it.
+    odd = a.chock("run", "--moved", session_id, "--to", "hostb", "--bogus")
+    assert odd.returncode == 2 and "No such option '--bogus'" in odd.stderr
+    unknown = a.chock("run", "--moved", "20261206-114500-a1b2c3", "--to", "hostb")
+    assert unknown.returncode == 3 and "there is no session 20261206-114500-a1b2c3" in unknown.stderr
 
 
 def test_a_running_session_hands_over_at_its_turn_boundary_and_finishes_on_the_target(hosts):

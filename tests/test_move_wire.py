@@ -176,6 +176,23 @@ def test_a_line_past_the_parts_line_bound_is_too_large_as_soon_as_it_passes_it()
     assert caught.value.code == ErrorCode.TOO_LARGE and ServerConnection.fatal(caught.value)
 
 
+def test_a_log_line_past_the_event_bound_is_found_inside_a_read_of_many_lines():
+    limit = parts.line_bound("log")
+    short = b"x" * 999 + b"\n"
+    for long, refused in ((b"y" * limit + b"\n", False), (b"y" * (limit + 1) + b"\n", True)):
+        # Short lines, then one at (or one past) the bound, then more short lines: all in one read of the body.
+        body = short * 700 + long + short * 700
+        codec = server_at()
+        codec.receive_data(mp.ReceiveRequest(SESSION, "log", len(body), sha(body)).encode() + body, 1.0)
+        assert isinstance(codec.next_event(), mp.ReceiveRequest)
+        if not refused:
+            assert codec.next_event().data == body  # type: ignore[union-attr]
+            continue
+        with pytest.raises(ProtocolError) as caught:
+            codec.next_event()
+        assert caught.value.code == ErrorCode.TOO_LARGE, caught.value
+
+
 def test_a_client_reads_sends_bytes_whole_and_a_part_cut_short_is_unreachable():
     body = wire("scratchpad", b"notes\n" * 20_000)
     for cut in (False, True):

@@ -22,12 +22,16 @@ from chock.control import daemon_protocol as dp
 from chock.control import move_protocol as mp
 from chock.control import parts
 from chock.control.address import LOCAL, Address, host_address, named_hosts
-from chock.control.client import ControlClient, R, expect
+from chock.control.client import ControlClient, R, WarmClient, expect
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
 from chock.errors import EXIT_INTERRUPTED, ChockError, UsageError
 from chock.paths import Layout
 from chock.terminal import shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chock.commands.targets import Target
 
 # A running session hands over at its next turn boundary, each of the exchange's two round trips bounded by this
 # (as `chock detach --wait`).
@@ -165,7 +169,11 @@ def move(
         acting="chock move",
     )  # fmt: skip
     session_id = source.session_id
-    row = _ask(source.client, source.host, dp.FindRequest(session_id), dp.ListRow).row
+    row = (
+        source.row
+        if source.row is not None
+        else _ask(source.client, source.host, dp.FindRequest(session_id), dp.ListRow).row
+    )
     if row.get("status") == "moved":
         went = str(row.get("end_to") or "another host")
         raise MoveFailed(
@@ -176,18 +184,32 @@ def move(
     if to_address == source.client.address:
         raise UsageError(f"session {session_id} is {source.where} already: name another host with --to")
     project_there = _target_project(project, to_host)
-    target = ControlClient(to_address)
-    base, own_instance = _origin(source.client, source.host, session_id)
+    # Each verb's connection to either host is dialed while the one before it runs.
+    target, from_client = WarmClient(to_address), WarmClient(source.client.address)
+    try:
+        _move(source, from_client, session_id, to, to_host, to_address, target, project_there, instance, wait)
+    finally:
+        target.close()
+        from_client.close()
+
+
+def _move(
+    found: Target, source: WarmClient, session_id: str, to: str, to_host: str, to_address: Address,
+    target: WarmClient, project_there: str, instance: str | None, wait: int,
+) -> None:  # fmt: skip
+    """The move's steps, from `move-check` on (see the module)."""
+    where = found.where
+    base, own_instance = _origin(source, found.host, session_id)
     _step(f"asking {to_host} whether it takes session {session_id}")
     check = mp.MoveCheckRequest(session_id, base, instance or own_instance, project_there)
     there = _ask(target, to_host, check, mp.HostNamed).host
-    _step(f"taking session {session_id} {source.where} (a running session hands over at its next turn boundary)")
+    _step(f"taking session {session_id} {where} (a running session hands over at its next turn boundary)")
     try:
-        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(source.host, to_address))
-        manifest = _ask(source.client, source.host, out, mp.Manifest)
+        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address))
+        manifest = _ask(source, found.host, out, mp.Manifest)
     except KeyboardInterrupt:
         raise _interrupted(
-            f"stopped while the session was being taken {source.where}: {to_host} holds nothing of it; if it was "
+            f"stopped while the session was being taken {where}: {to_host} holds nothing of it; if it was "
             f"taken, it is handed over to nobody there, and `chock run --continue {session_id}` there takes it back"
         ) from None
     try:
@@ -195,11 +217,11 @@ def move(
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)
             _ask(target, to_host, again, mp.HostNamed)
         for part in parts.PARTS:
-            _relay(source.client, source.host, target, to_host, session_id, part)
+            _relay(source, found.host, target, to_host, session_id, part)
     except BaseException as error:
         _drop(target, session_id)
         left = (
-            f"{to_host} holds nothing of it; session {session_id} is handed over to nobody {source.where}: "
+            f"{to_host} holds nothing of it; session {session_id} is handed over to nobody {where}: "
             f"`chock run --continue {session_id}` there takes it back"
         )
         if isinstance(error, ChockError):
@@ -211,17 +233,19 @@ def move(
     _step(f"{to_host} adopts it")
     move_in = mp.MoveInRequest(session_id, project_there, manifest.host, manifest.was_running, instance or "")
     unknown = (
-        f"if {to_host} did not adopt it, `chock run --continue {session_id}` {source.where} takes it back (it asks "
+        f"if {to_host} did not adopt it, `chock run --continue {session_id}` {where} takes it back (it asks "
         f"{to_host} first); `chock sessions --daemon {to}` says whether {to_host} holds it"
     )
+    target.ahead = False  # its last verb
     try:
         adopted = _ask(target, to_host, move_in, mp.MovedIn).adopted
     except MoveFailed as error:
         raise MoveFailed(f"{error} — {unknown}") from None
     except KeyboardInterrupt:
         raise _interrupted(f"stopped while {to_host} was adopting it: {unknown}") from None
-    _step(f"ending it {source.where}")
-    _ask(source.client, source.host, mp.MovedRequest(session_id, there), mp.MovedOut)
+    _step(f"ending it {where}")
+    source.ahead = False
+    _ask(source, found.host, mp.MovedRequest(session_id, there), mp.MovedOut)
     goes_on = "it goes on there"
     if not manifest.was_running:
         goes_on = f"it is ended there: `chock say {to}:{session_id} MESSAGE` continues it"

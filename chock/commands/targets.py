@@ -131,6 +131,7 @@ class Target:
     host: str
     project: Path
     session_id: str
+    row: dict[str, object] | None = None  # the session's row, when its host was found by asking (`find`)
 
     @property
     def named(self) -> bool:
@@ -221,4 +222,4 @@ def target(
     project_there = row.get("project")
     if not isinstance(project_there, str) or not project_there.startswith("/"):
         raise SteerFailed(f"the daemon at {address} named no absolute project for session {session_id}")
-    return Target(ControlClient(address), name, Path(project_there), wanted)
+    return Target(ControlClient(address), name, Path(project_there), wanted, row)

@@ -15,11 +15,12 @@ two ends do not speak the same protocol number or a reply cannot be read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
@@ -28,6 +29,9 @@ from chock.control.connection import END_OF_BODY, NEED_DATA, ClientConnection, D
 from chock.control.framing import ErrorCode, ProtocolError, Unreachable
 from chock.control.message import LineProtocol, ReplyLine, Request
 from chock.control.reach import connect, ended_why, open_transport
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 R = TypeVar("R", bound=ReplyLine)
 
@@ -38,6 +42,11 @@ DEFAULT_TIMEOUT = 30.0
 _CHUNK = 64 * 1024
 # A part of a moving session is read in larger pieces: fewer trips through the pump for the same bytes.
 _BODY_CHUNK = 1024 * 1024
+# A connection dialed ahead is used within this of its greeting, well inside the daemon's 30 s bound on a greeted
+# connection without its verb; older, it is closed and another dialed.
+SPARE_SECONDS = 15.0
+# How many such pieces a relay holds read and not yet written (at most this many MiB).
+AHEAD = 8
 # The next step for a person when no daemon answers; serve says the same.
 START_DAEMON = "start one with `chock daemon`, or `systemctl --user start chock.socket` where its units are installed"
 
@@ -293,7 +302,9 @@ class ControlClient:
 
     def open_body(self, request: Request) -> tuple[ReplyLine, Iterator[bytes | bytearray]]:
         """A verb whose reply's first line is followed by bytes (`send`): that line, and the bytes as they come
-        (the connection closes when they end, or when the iterator is closed)."""
+        (the connection closes when they end, or when the iterator is closed). The bytes are read by a thread of
+        their own, up to AHEAD chunks before the caller takes them: a relay reads one peer while it writes the
+        other."""
         pump = self._open()
         try:
             pump.send(request)
@@ -304,7 +315,7 @@ class ControlClient:
 
         def body() -> Iterator[bytes | bytearray]:
             with pump:
-                yield from pump.body(self.timeout, request.verb)
+                yield from read_ahead(pump.body(self.timeout, request.verb), pump.sock)
 
         return header, body()
 
@@ -346,6 +357,107 @@ class ControlClient:
             return stream.rest(most)
         finally:
             stream.close()
+
+
+class WarmClient(ControlClient):
+    """A ControlClient for a run of verbs to one daemon (a move's): the connection for the next verb is dialed and
+    greeted by a thread while the verb before it runs, so the run pays one connection's start, not one each. A
+    connection kept past SPARE_SECONDS is closed unused (the daemon bounds the wait for a greeted connection's verb)
+    and another dialed; `close` closes the one kept."""
+
+    def __init__(self, address: Address | str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        super().__init__(address, timeout=timeout)
+        self.ahead = True  # False before the run's last verb: nothing is dialed after it
+        self._spare: Future[tuple[float, Pump]] | None = self._dial_ahead()
+
+    def _dial_ahead(self) -> Future[tuple[float, Pump]]:
+        import threading
+        from concurrent.futures import Future  # a move's, not every command's start (docs/architecture.md#start-up)
+
+        future: Future[tuple[float, Pump]] = Future()
+
+        def dial() -> None:
+            try:
+                pump = super(WarmClient, self)._open()
+            except BaseException as error:  # the verb that needs it dials again, and says why it could not
+                future.set_exception(error)
+            else:
+                future.set_result((time.monotonic(), pump))
+
+        threading.Thread(target=dial, name="dial-ahead", daemon=True).start()
+        return future
+
+    def _open(self, request: Request | None = None) -> Pump:
+        spare, self._spare = self._spare, (self._dial_ahead() if self.ahead else None)
+        if spare is None:
+            return super()._open(request)
+        try:
+            dialed, pump = spare.result()
+        except ProtocolError:
+            return super()._open(request)
+        if time.monotonic() - dialed < SPARE_SECONDS:
+            if request is not None:  # greeted already: the request goes now
+                pump.send(request)
+            return pump
+        pump.close()
+        return super()._open(request)
+
+    def close(self) -> None:
+        """Close the connection dialed ahead, once it is (without waiting for it)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.add_done_callback(_close_dialed)
+
+
+def _close_dialed(done: Future[tuple[float, Pump]]) -> None:
+    """Close a connection dialed ahead that nothing took, once its dial is done (a failed one holds nothing)."""
+    if done.exception() is None:
+        done.result()[1].close()
+
+
+def read_ahead(chunks: Iterator[bytes | bytearray], sock: socket.socket) -> Iterator[bytes | bytearray]:
+    """`chunks` (read from `sock`), pulled by a thread of their own at most AHEAD chunks before they are taken; what
+    the reading raises is raised here, in its turn. Closed early, the socket is shut so the thread's wait ends."""
+    import queue
+    import threading
+
+    box: queue.Queue[tuple[bool, object]] = queue.Queue(AHEAD)
+    taken = threading.Event()  # the consumer is gone: the thread puts nothing more
+
+    def put(item: tuple[bool, object]) -> None:
+        while not taken.is_set():
+            try:
+                box.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def pull() -> None:
+        try:
+            for chunk in chunks:
+                put((True, chunk))
+                if taken.is_set():
+                    return
+            put((False, None))
+        except BaseException as error:  # handed to the consumer, raised there
+            put((False, error))
+
+    thread = threading.Thread(target=pull, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, item = box.get()
+            if not more:
+                if item is not None:
+                    raise item  # type: ignore[misc]  # what the reading raised
+                return
+            yield item  # type: ignore[misc]  # a chunk
+    finally:
+        taken.set()
+        if thread.is_alive():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        thread.join()
 
 
 def unexpected(reply: ReplyLine, cut: Unreachable) -> Unreachable:

@@ -121,26 +121,36 @@ class PartDecoder:
         if not encoded(self.part):
             self._take(data)
             return data
-        self._held += data
-        end = self._held.rfind(b"\n") + 1
-        if not end:
-            return b""
-        lines, self._held = bytes(self._held[:end]), self._held[end:]
+        buffer = self._held + data if self._held else data
+        view = memoryview(buffer)
         out = []
-        for line in lines.split(b"\n")[:-1]:
-            if self._last or len(line) > ENCODED_LINE or len(line) % 4:
-                raise f.bad_request(
-                    f"the {self.part} is not base64 in lines of {ENCODED_LINE:,} characters (the last may be "
-                    "shorter); nothing of it was kept"
-                )
-            self._last = len(line) < ENCODED_LINE
-            try:
-                out.append(binascii.a2b_base64(line, strict_mode=True))
-            except binascii.Error as error:
-                raise f.bad_request(f"the {self.part} is not base64 ({error}); nothing of it was kept") from None
+        at = 0
+        while (end := buffer.find(b"\n", at, at + ENCODED_LINE + 1)) >= 0:
+            out.append(self._line(view[at:end]))
+            at = end + 1
+        if len(buffer) - at > ENCODED_LINE:
+            self._refuse()
+        self._held = bytearray(view[at:])
+        view.release()
         decoded = b"".join(out)
         self._take(decoded)
         return decoded
+
+    def _line(self, line: memoryview) -> bytes:
+        """One base64 line's bytes: every line but the last is exactly ENCODED_LINE long, and decodes strictly."""
+        if self._last or len(line) % 4:
+            self._refuse()
+        self._last = len(line) < ENCODED_LINE
+        try:
+            return binascii.a2b_base64(line, strict_mode=True)
+        except binascii.Error as error:
+            raise f.bad_request(f"the {self.part} is not base64 ({error}); nothing of it was kept") from None
+
+    def _refuse(self) -> None:
+        raise f.bad_request(
+            f"the {self.part} is not base64 in lines of {ENCODED_LINE:,} characters (the last may be shorter); "
+            "nothing of it was kept"
+        )
 
     def _take(self, data: bytes | bytearray) -> None:
         self.size += len(data)

@@ -260,8 +260,9 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
 
 
 def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
-    """`send` -> `ok <length>\\t<sha256>`, then the part as it travels: the file `move-out` staged, read through
-    once for its digest, then sent as the client takes it. A file that changes under it cuts the reply short."""
+    """`send` -> `ok <length>\\t<sha256>`, then the part as it travels: the file `move-out` staged (its digest as
+    move-out's child said it, else read through once for it), sent as the client takes it — the log by the kernel
+    (sendfile), the others encoded in large batches. A file that changes under it cuts the reply short."""
     import hashlib
 
     path = daemon.layout.move_dir(request.session_id) / "out" / request.part
@@ -280,7 +281,10 @@ def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
             handle.seek(0)
         reply.answer(mp.PartHeader(parts.wire_length(request.part, size), digest))
         try:
-            reply.stream(parts.encode_chunks(request.part, handle.read, size))
+            if parts.encoded(request.part):
+                reply.stream(parts.encode_chunks(request.part, handle.read, size))
+            elif size and reply.sock.sendfile(handle, 0, size) != size:  # the kernel's copy, file to socket
+                raise OSError(f"the {request.part} shrank under its sender")
         except OSError:
             raise ClientGone from None  # the reply is cut short, never a part that looks whole
 

@@ -87,10 +87,12 @@ def move_out(
     check_session_id(session_id)
     check_host(to, "--to")
     where = {"address": _checked_address(address)} if address else {}
-    loaded = catalog.load(layout, session_id)
-    if loaded is None:
+    # One catalog for both looks: the second, under the lock, folds only what the log gained since the first.
+    rows = catalog.Catalog(layout)
+    entry = rows.entry(session_id)
+    if entry is None:
         raise Refused(f"there is no session {session_id} on this machine")
-    state, alive = loaded
+    state, alive = entry.state, rows.alive(entry)
     _check_movable(state, state.status(alive), to)
     was_running = state.status(alive) in ("running", "waiting")
     if was_running:
@@ -102,20 +104,22 @@ def move_out(
             raise Refused(f"{failed}; it was not moved") from None
     path = layout.log_path(session_id)
     with _taken(layout, session_id, "is running in another process;") as log:
-        state = _row_held(layout, session_id, log)  # again under the lock: it may have changed since
+        state = _row_held(rows, session_id, log)  # again under the lock: it may have changed since
         status = state.status(False) if state.ended else ("abandoned" if state.interrupted() else "running")
         _check_movable(state, status, to)
         out = _fresh(moves_dir(layout, session_id, "out"))
         if state.workspace_kept:  # its edits, committed or not, travel on the branch
             keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
-        bundle = _bundle(state, out / "bundle")
-        scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
-        # The span that ends the log sent: nothing can refuse after it.
-        # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
-        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
-        log.append("session.end", reason="handover", to=to, **where)
-        log.sync()
-        sent = _copy_log(path, out / "log")
+        # What the log holds now is final (this process holds it): staged and digested while git makes the bundle.
+        with _LogCopy(path, out / "log") as staged:
+            bundle = _bundle(state, out / "bundle")
+            scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
+            # The span that ends the log sent: nothing can refuse after it.
+            # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
+            log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
+            log.append("session.end", reason="handover", to=to, **where)
+            log.sync()
+            sent = staged.finish()
     return {
         "parts": [sent, bundle, scratchpad],
         "base": state.workspace_base,
@@ -158,15 +162,16 @@ def _fresh(directory: Path) -> Path:
     return ensure_dir(directory)
 
 
-def _row_held(layout: Layout, session_id: str, log: SessionLog) -> RowState:
-    """The row of a log this process holds: the catalog's cached row, folded on from where the cache ends (the
-    row fold skips every line a row cannot need), never the whole conversation (docs/log.md#rows-and-the-catalog).
-    The log keeps it up, so its release gives the cache the row with nothing read again."""
-    loaded = catalog.load(layout, session_id)
-    if loaded is None:
+def _row_held(rows: catalog.Catalog, session_id: str, log: SessionLog) -> RowState:
+    """The row of a log this process holds: the catalog's row (from its cache, or its look before), folded on from
+    where that ends (the row fold skips every line a row cannot need), never the whole conversation again
+    (docs/log.md#rows-and-the-catalog). The log keeps it up, so its release gives the cache the row with nothing
+    read again."""
+    entry = rows.entry(session_id)
+    if entry is None:
         raise Refused(f"there is no session {session_id} on this machine")
-    log.knows_row(loaded[0])
-    return loaded[0]
+    log.knows_row(entry.state)
+    return entry.state
 
 
 def _bundle(state: RowState, target: Path) -> dict[str, Any]:
@@ -208,16 +213,54 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
     return _described("scratchpad", target)
 
 
-def _copy_log(source: Path, target: Path) -> dict[str, Any]:
-    """The log as it is now, copied and digested in one pass (the source's own log was synced; a staged part a
-    crash tore is made again by the next move-out, so it is not synced)."""
-    digest = hashlib.sha256()
-    with open(source, "rb") as found, open(target, "wb", opener=_private) as out:
-        while chunk := found.read(COPY_CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
-        size = out.tell()
-    return {"part": "log", "length": size, "sha256": digest.hexdigest()}
+class _LogCopy:
+    """The log copied to its staged part and digested in one pass, by a thread from the start: what the log holds
+    when this begins is copied while the caller makes the other parts; `finish` copies the rest (the span the
+    caller appended since) and describes the part. The source's own log was synced; a staged part a crash tore is
+    made again by the next move-out, so it is not synced."""
+
+    def __init__(self, source: Path, target: Path) -> None:
+        import threading
+
+        self._found = open(source, "rb")  # noqa: SIM115 - closed by __exit__
+        self._out = open(target, "wb", opener=_private)  # noqa: SIM115 - closed by __exit__
+        self._digest = hashlib.sha256()
+        self._failed: BaseException | None = None
+        size = os.fstat(self._found.fileno()).st_size
+        self._thread = threading.Thread(target=self._copy_guarded, args=(size,), name="log-copy", daemon=True)
+        self._thread.start()
+
+    def _copy_guarded(self, size: int) -> None:
+        try:
+            self._copy(size)
+        except BaseException as error:  # raised by `finish`, in the caller's thread
+            self._failed = error
+
+    def _copy(self, most: int | None) -> None:
+        """Copy up to `most` bytes more (None: to the end of the file)."""
+        while most is None or most > 0:
+            chunk = self._found.read(COPY_CHUNK if most is None else min(COPY_CHUNK, most))
+            if not chunk:
+                return
+            self._digest.update(chunk)
+            self._out.write(chunk)
+            most = None if most is None else most - len(chunk)
+
+    def finish(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._failed is not None:
+            raise self._failed
+        self._copy(None)
+        self._out.flush()
+        return {"part": "log", "length": self._out.tell(), "sha256": self._digest.hexdigest()}
+
+    def __enter__(self) -> _LogCopy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join()
+        self._found.close()
+        self._out.close()
 
 
 def _private(path: str, flags: int) -> int:
@@ -247,7 +290,7 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
     except ChockError:
         raise Refused(f"there is no session {session_id} on this machine") from None
     with log:
-        state = _row_held(layout, session_id, log)
+        state = _row_held(catalog.Catalog(layout), session_id, log)
         if not (state.ended and state.end_reason == "handover" and state.end_to == to):
             raise Refused(
                 f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"

@@ -73,7 +73,10 @@ class OldDaemon:
                 conn.sendall(codec.send(refusal))
                 return
             if event is NEED_DATA:
-                data = conn.recv(65536)
+                try:
+                    data = conn.recv(65536)
+                except OSError:  # a client gone without a verb (a connection it dialed ahead) may reset it
+                    return
                 if not data:
                     return
                 codec.receive_data(data)

@@ -65,7 +65,10 @@ class CuttingRelay:
             # The greeting, passed on at once (its answer comes before the request is sent), then the request line.
             held, greeted = b"", False
             while not (greeted and b"\n" in held):
-                data = client.recv(65536)
+                try:
+                    data = client.recv(65536)
+                except OSError:  # a client gone without a verb (a connection it dialed ahead) may reset it
+                    return
                 if not data:
                     return
                 held += data
