@@ -8,8 +8,8 @@ is the agent's, and git would take filters, attributes, a `.git` file and more f
 - `snapshot` walks the worktree without following a symlink, asks `git check-ignore` about what it found
   against a private copy of the `.gitignore` files (git reads them as data, nothing else), hashes what is
   kept and changed (a file its stamps vouch for keeps its blob id: chock.session.stamps) with
-  `git hash-object --no-filters` through file descriptors it opened itself, and writes what differs from the
-  base commit over a private index read from it, with `git update-index --index-info`. A symlink becomes a
+  `git hash-object --no-filters` through file descriptors it opened itself, and says what differs from the
+  base commit (chock.session.treewrite writes only the trees that differ). A symlink becomes a
   120000 entry holding its target; the top-level `.git`, whatever it is, is skipped; a nested repository is
   left out and reported.
 """
@@ -190,6 +190,8 @@ class WorktreeSnapshot:
     """A worktree's content in a private index, and what was left out of it."""
 
     base: dict[str, str]  # the commit it was compared with: `mode + oid` by path (tree_keys)
+    current: dict[str, str]  # what a commit of it holds: `mode + oid` by path
+    changed: dict[str, str | None]  # what differs from `base`: its `mode + oid`, None for a path gone
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
     carried: dict[str, bytes] = field(default_factory=dict)  # the stamps' entries of files not read (stamps.Trusted)
@@ -259,7 +261,8 @@ def _has(directory: int, name: str) -> bool:
 def snapshot(
     repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool, trust: bool = False
 ) -> WorktreeSnapshot:
-    """Fill the private `index` with `directory`'s files as git would commit them on top of `base_commit`.
+    """`directory`'s files as git would commit them on top of `base_commit`, and what differs from it; the
+    private `index` (a path that need not exist) is where git judges the names of paths the base does not hold.
 
     With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
     a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
@@ -276,9 +279,7 @@ def snapshot(
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         kept = [path for path in survey.found if path in base or path not in ignored] if ignored else list(survey.found)
-        survey.skipped = sorted(
-            ((path, why) for path, why in survey.skipped if path not in ignored), key=_in_tree_order
-        )
+        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
         known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
         keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
         unknown = [path for path in kept if path not in keys]
@@ -288,19 +289,28 @@ def snapshot(
             fresh[path] = (survey.found[path], oid)
     finally:
         os.close(root)
-    # The index starts as the base commit's tree (its cache-tree too, so write-tree writes again only the trees
-    # that changed); only what differs from it is written over it.
-    repo.run(["read-tree", base_commit], index=index)
-    zero = "0" * len(next(iter(base.values()), "0" * 46)[6:])
-    gone = [f"0 {zero}\t{path}" for path in base.keys() - keys.keys() - set(survey.kept_gitlinks)]
-    written = [f"{key[:6]} {key[6:]}\t{path}" for path, key in keys.items() - base.items()]
-    listed = "".join(f"{record}\0" for record in sorted(gone) + written).encode(_ENCODING, _ERRORS)
+    keys.update((path, base[path]) for path in survey.kept_gitlinks)
+    changed: dict[str, str | None] = {path: key for path, key in keys.items() - base.items()}
+    refused = _refused(repo, index, {path: keys[path] for path in changed if path not in base})
+    for path in refused:
+        del changed[path], keys[path]
+    changed.update(dict.fromkeys(base.keys() - keys.keys()))
+    invalid = sorted(((path, INVALID) for path in refused), key=_in_tree_order)
+    skipped = sorted(survey.skipped, key=_in_tree_order) + invalid
+    return WorktreeSnapshot(base, keys, changed, skipped, known.carried, fresh, len(unknown))
+
+
+def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
+    """Those of the paths `added` (path -> `mode + oid`) git refuses to hold (a `.GIT` directory, …), as
+    `git update-index` judges them in the private `index`, which holds nothing else."""
+    if not added:
+        return []
+    listed = "".join(f"{key[:6]} {key[6:]}\t{path}\0" for path, key in added.items()).encode(_ENCODING, _ERRORS)
     done = repo.run(["update-index", "-z", "--index-info"], index=index, input=listed)
-    result = WorktreeSnapshot(base, survey.skipped, known.carried, fresh, len(unknown))
-    if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
-        held = index_keys(repo, index)
-        result.skipped += sorted(((path, INVALID) for path in kept if path not in held), key=_in_tree_order)
-    return result
+    if not done.stderr.strip():  # "Ignoring path …"
+        return []
+    held = index_keys(repo, index)
+    return [path for path in added if path not in held]
 
 
 def _in_tree_order(skipped: tuple[str, str]) -> list[str]:

@@ -28,7 +28,7 @@ from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
 from chock.platform.flock import lock_within
 from chock.project import find_root
-from chock.session import hostgit, stamps, tree, wholediff
+from chock.session import hostgit, stamps, tree, treewrite, wholediff
 from chock.session.hostgit import GitFailed, Repo
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
@@ -320,10 +320,10 @@ def commit(worktree: Worktree, message: str) -> Committed:
     # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
     with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
         try:
-            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=True)
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, parent_tree, trust=True)
         except GitFailed:
             # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
-            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=False)
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, parent_tree, trust=False)
         made = parent
         if new_tree != parent_tree:
             made = repo.value(
@@ -340,13 +340,15 @@ def commit(worktree: Worktree, message: str) -> Committed:
     return Committed(made, skipped, parent, taken.hashed, branch, not had_branch and branch is not None, whole)
 
 
-def _written_tree(repo: Repo, directory: Path, parent: str, *, trust: bool) -> tuple[tree.WorktreeSnapshot, str]:
-    """The worktree's snapshot on `parent`, its blobs written, and the tree object git wrote of it."""
+def _written_tree(
+    repo: Repo, directory: Path, parent: str, parent_tree: str, *, trust: bool
+) -> tuple[tree.WorktreeSnapshot, str]:
+    """The worktree's snapshot on `parent` (whose tree is `parent_tree`), its blobs written, and the tree git
+    wrote of it."""
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
-        index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, directory, parent, index, write=True, trust=trust)
-        # write-tree checks that every blob it names exists: one a damaged record named is refused here.
-        return taken, repo.value(["write-tree"], index=index)
+        taken = tree.snapshot(repo, directory, parent, Path(scratch) / "index", write=True, trust=trust)
+    # mktree checks that every object it names exists: a blob a damaged record named is refused here.
+    return taken, treewrite.build(repo, parent_tree, taken.changed)
 
 
 def advance(worktree: Worktree, committed: Committed) -> None:
@@ -376,9 +378,8 @@ def changes(worktree: Worktree) -> Changes:
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
         taken = tree.snapshot(repo, worktree.directory, parent, index, write=False, trust=True)
-        current = tree.index_keys(repo, index)
     return Changes(
-        [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
+        [f"{status} {path}" for status, path in tree.changes(taken.base, taken.current)],
         [f"{path} ({why})" for path, why in taken.skipped],
         taken.hashed,
     )
