@@ -150,7 +150,7 @@ DAMAGE = {
     "cut short": lambda record: record[: len(record) // 2],
     "without its last line": lambda record: record[: record.rindex(b"\0") + 1],
     "empty": lambda record: b"",
-    "another version": lambda record: record.replace(b"chock-stamps 1", b"chock-stamps 9", 1),
+    "another version": lambda record: record.replace(stamps.MAGIC, b"chock-stamps 9", 1),
 }
 
 

@@ -193,9 +193,8 @@ class WorktreeSnapshot:
     current: dict[str, str]  # what a commit of it holds: `mode + oid` by path
     changed: dict[str, str | None]  # what differs from `base`: its `mode + oid`, None for a path gone
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
-    carried: dict[str, bytes] = field(default_factory=dict)  # the stamps' entries of files not read (stamps.Trusted)
-    fresh: dict[str, tuple[stamps.Identity, str]] = field(default_factory=dict)  # files hashed: (identity, blob id)
+    found: dict[str, stamps.Identity] = field(default_factory=dict)  # each file's identity as the walk saw it
+    fresh: set[str] = field(default_factory=set)  # the files read and hashed; the rest kept their stamps' blob id
     hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
 
 
@@ -209,29 +208,27 @@ class _Survey:
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
         """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a
-        finish: one pass, nothing per file but the lstat and one dict entry)."""
-        found = self.found
+        finish: one pass, nothing per file but the lstat and one dict entry; a directory is known by its
+        entry's type, with no lstat)."""
+        found, identity = self.found, stamps.identity
         with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`; in the directory's own order
             entries = list(listed)
-        if not prefix:  # the top-level `.git`, whatever it is
-            entries = [entry for entry in entries if entry.name != ".git"]
+        if prefix and any(entry.name == ".git" for entry in entries):
+            self.skipped.append((prefix[:-1], NESTED))  # a `.git` of any kind below the top: a nested repository
+            return
         for entry in entries:
+            name = entry.name
+            if name == ".git" and not prefix:
+                continue  # the top-level `.git`, whatever it is
+            if entry.is_dir(follow_symlinks=False):
+                self._directory(fd, name, prefix + name, depth)
+                continue
             status = entry.stat(follow_symlinks=False)
             mode = status.st_mode
             if S_ISREG(mode) or S_ISLNK(mode):
-                name = entry.name
-                found[prefix + name] = (
-                    status.st_size,
-                    status.st_mtime_ns,
-                    status.st_ctime_ns,
-                    status.st_ino,
-                    status.st_dev,
-                    mode,
-                )
+                found[prefix + name] = identity(status)
                 if name == ".gitignore" and S_ISREG(mode):
                     self.gitignores.append(prefix + name)
-            elif S_ISDIR(mode):
-                self._directory(fd, entry.name, prefix + entry.name, depth)
 
     def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
         if path in self.gitlinks:
@@ -242,20 +239,9 @@ class _Survey:
             return
         fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         try:
-            if _has(fd, ".git"):
-                self.skipped.append((path, NESTED))
-                return
             self.walk(fd, path + "/", depth + 1)
         finally:
             os.close(fd)
-
-
-def _has(directory: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=directory, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def snapshot(
@@ -280,13 +266,12 @@ def snapshot(
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         kept = [path for path in survey.found if path in base or path not in ignored] if ignored else list(survey.found)
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
-        keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
+        keys = _trusted(directory, survey, kept) if trust else {}  # path -> tree key (mode and oid) of each file kept
         unknown = [path for path in kept if path not in keys]
-        fresh = {}
+        fresh = set()
         for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
             keys[path] = mode + oid
-            fresh[path] = (survey.found[path], oid)
+            fresh.add(path)
     finally:
         os.close(root)
     keys.update((path, base[path]) for path in survey.kept_gitlinks)
@@ -297,7 +282,7 @@ def snapshot(
     changed.update(dict.fromkeys(base.keys() - keys.keys()))
     invalid = sorted(((path, INVALID) for path in refused), key=_in_tree_order)
     skipped = sorted(survey.skipped, key=_in_tree_order) + invalid
-    return WorktreeSnapshot(base, keys, changed, skipped, known.carried, fresh, len(unknown))
+    return WorktreeSnapshot(base, keys, changed, skipped, survey.found, fresh, len(unknown))
 
 
 def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
@@ -394,7 +379,7 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> stamps.Trusted:
+def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, str]:
     """What the stamps say of the files of `kept` they vouch for."""
     found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
     return stamps.trusted(directory, found)

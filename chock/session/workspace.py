@@ -330,9 +330,8 @@ def commit(worktree: Worktree, message: str) -> Committed:
                 ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
             )
         if taken.hashed:  # what was read is recorded, so the next finish (a continue) reads only what changes
-            recording.carry(taken.carried)
-            for path, (found, oid) in taken.fresh.items():
-                recording.add(path, found, oid)
+            files = {path: key for path, key in taken.current.items() if not key.startswith(tree.GITLINK)}
+            recording.add_all(files, taken.found, taken.fresh)
             recording.close()
     skipped = [f"{path} ({why})" for path, why in taken.skipped]
     branch = worktree.branch if had_branch or made != parent else None
