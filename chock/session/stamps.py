@@ -6,7 +6,7 @@ may write, on the same file system as the files it describes (so its own time st
 clock), and removed with the worktree. It is written whole to `<workspace>.stamps.new` (0600) and renamed into
 place:
 
-    chock-stamps 2 <blob id length> <entries>\n
+    chock-stamps 2 <blob id length> <entries> <tree id, or ->\n
     each entry's size, mtime_ns, ctime_ns, inode, dev, st_mode (8 bytes each, little-endian)
     each entry's tree key (`100644<blob id>`: the mode its st_mode gives), each followed by \0
     each entry's path, in the same order, each followed by \0
@@ -17,9 +17,11 @@ a file hashed or written whose mtime or ctime is not older than the record's tim
 that same tick could keep its stat data) is recorded with a size of -1, which no file has, so the next finish
 reads it again. A file once trusted stays trusted while its identity holds, since any write after the record
 changes its ctime; ctime is what an agent cannot set back, so a file rewritten and given its old mtime is read.
-Comparing is done in bulk, as set operations on identity tuples (in C), never entry by entry in Python. A record
-missing, damaged, cut short, of another version, or larger than twice the tree being finished could need
-trusts nothing: everything is hashed, as without it.
+The tree id in the first line says the entries are exactly that tree (its every path; it holds no submodule):
+when it is the tree a finish builds on, the record stands for that tree and git need not list it. A record of
+no tree (`-`) vouches for its files only. Comparing is done in bulk, as set operations on identity tuples (in
+C), never entry by entry in Python. A record missing, damaged, cut short, of another version, or larger than
+twice the tree being finished could need trusts nothing: everything is hashed, as without it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import zlib
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 # (size, mtime_ns, ctime_ns, inode, dev, st_mode): what lstat says of a file, compared whole.
 Identity = tuple[int, int, int, int, int, int]
@@ -103,6 +106,7 @@ class Recording:
         self.identities: list[Identity] = []
         self.keys: list[str] = []
         self.fresh: list[int] = []  # indexes of the entries the racy rule is applied to at `close`
+        self.tree = ""  # the tree the entries are exactly, when the writer knows it
 
     def add(self, path: str, found: Identity, oid: str) -> None:
         """Record `path` as `found`, holding the blob `oid`, as written or read now."""
@@ -136,7 +140,7 @@ class Recording:
         oid_length = len(self.keys[0]) - 6 if self.keys else 40
         body = b"".join(
             (
-                b"%s %d %d\n" % (MAGIC, oid_length, count),
+                b"%s %d %d %s\n" % (MAGIC, oid_length, count, (self.tree or "-").encode()),
                 struct.pack("<" + "qqqQQQ" * count, *itertools.chain.from_iterable(identities)),
                 "".join(f"{key}\0" for key in self.keys).encode("ascii"),
                 "".join(f"{path}\0" for path in self.paths).encode(_ENCODING, _ERRORS),
@@ -173,41 +177,72 @@ class _Damaged(Exception):
     pass
 
 
-def trusted(workspace: Path, found: Mapping[str, Identity]) -> dict[str, str]:
-    """The tree keys (path -> `mode + oid`) of the files of `found` (path -> its identity now) that the record
-    says are unchanged; none when there is no usable record.
+class Record(NamedTuple):
+    """What the record says of a walk's files."""
+
+    trusted: dict[str, str]  # path -> tree key (`mode + oid`) of each file found as recorded
+    others: dict[str, str]  # path -> tree key of every other entry: changed, gone, or racy
+    tree: str  # the tree the entries are exactly ("" when it says none)
+
+
+NOTHING = Record({}, {}, "")
+
+
+def tree_of(workspace: Path) -> str:
+    """The tree the record says its entries are exactly, from its first line ("" for none): a finish on that
+    tree need not ask git for it, nor look for submodules. The whole record is checked when it is read."""
+    try:
+        with open(path_of(workspace), "rb", opener=_open_record) as reading:
+            words = reading.readline(256).split(b" ")
+    except OSError:
+        return ""
+    if len(words) != 5 or b" ".join(words[:2]) != MAGIC or len(words[4]) - 1 not in _OID_LENGTHS:
+        return ""
+    return words[4][:-1].decode("ascii", "replace")
+
+
+def _open_record(path: str, flags: int) -> int:
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def read(workspace: Path, found: Mapping[str, Identity]) -> Record:
+    """What the record says of the files of `found` (path -> its identity now); NOTHING when there is no usable
+    record.
 
     A record larger than twice what one of `found` would take is not read: what is held is never more than the
     tree being finished could need.
     """
     try:
-        fd = os.open(path_of(workspace), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = _open_record(str(path_of(workspace)), 0)
     except OSError:
-        return {}
+        return NOTHING
     try:
         status = os.fstat(fd)
         room = 2 * (len(found) * (_IDENTITY.size + 72) + 4 * sum(map(len, found))) + 4096
         if not stat.S_ISREG(status.st_mode) or status.st_size > room:
-            return {}
+            return NOTHING
         chunks: list[bytes] = []
         got = 0
         while chunk := os.read(fd, status.st_size + 1 - got):  # one byte past its size says it grew meanwhile
             chunks.append(chunk)
             got += len(chunk)
         data = b"".join(chunks)
-        return _parse(data, found) if len(data) == status.st_size else {}
+        return _parse(data, found) if len(data) == status.st_size else NOTHING
     except (_Damaged, ValueError, OSError, struct.error, UnicodeDecodeError):
-        return {}
+        return NOTHING
     finally:
         os.close(fd)
 
 
-def _parse(data: bytes, found: Mapping[str, Identity]) -> dict[str, str]:
+def _parse(data: bytes, found: Mapping[str, Identity]) -> Record:
     head = data[: data.index(b"\n")]
     words = head.split(b" ")
-    if len(words) != 4 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
+    if len(words) != 5 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
         raise _Damaged
     oid_length, count = int(words[2]), int(words[3])
+    tree = words[4].decode("ascii")
+    if tree != "-" and len(tree) != oid_length:
+        raise _Damaged
     body_end = data.rfind(b"end ")
     if body_end < 0 or not data.endswith(b"\n") or zlib.crc32(memoryview(data)[:body_end]) != int(data[body_end + 4 :]):
         raise _Damaged
@@ -220,6 +255,10 @@ def _parse(data: bytes, found: Mapping[str, Identity]) -> dict[str, str]:
     # In C: the pairs (path, identity) the record holds that the walk did not find as they are.
     recorded = zip(names, _IDENTITY.iter_unpack(data[len(head) + 1 : identities_end]), strict=True)
     unchanged = dict(zip(names, keys, strict=True))
+    others = {}
     for name, _ in set(recorded).difference(found.items()):
-        unchanged.pop(name, None)
-    return unchanged
+        if name in unchanged:
+            others[name] = unchanged.pop(name)
+    if len(unchanged) + len(others) != count:  # a path twice
+        raise _Damaged
+    return Record(unchanged, others, "" if tree == "-" else tree)

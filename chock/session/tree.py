@@ -119,6 +119,8 @@ def write_files(repo: Repo, commit: str, directory: Path, recording: stamps.Reco
             parent, name = dirs.parent_of(path)
             if entry.mode == GITLINK:
                 os.mkdir(name, 0o777, dir_fd=parent)
+                if recording is not None:
+                    recording.tree = ""  # stamps of a tree stand for it only when it holds no submodule
                 continue
             size = _blob_header(process.stdout.readline(), entry.oid)
             if entry.mode == SYMLINK:
@@ -187,15 +189,16 @@ class _Dirs:
 
 @dataclass
 class WorktreeSnapshot:
-    """A worktree's content in a private index, and what was left out of it."""
+    """A worktree's content as a commit would hold it, what differs from its base, and what was left out."""
 
-    base: dict[str, str]  # the commit it was compared with: `mode + oid` by path (tree_keys)
+    base: dict[str, str]  # `mode + oid` by path of the base's entries, every one that may differ at least
     current: dict[str, str]  # what a commit of it holds: `mode + oid` by path
     changed: dict[str, str | None]  # what differs from `base`: its `mode + oid`, None for a path gone
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     found: dict[str, stamps.Identity] = field(default_factory=dict)  # each file's identity as the walk saw it
     fresh: set[str] = field(default_factory=set)  # the files read and hashed; the rest kept their stamps' blob id
     hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
+    from_record: bool = False  # the stamps stood for the base (exactly its tree): git did not list it
 
 
 @dataclass
@@ -245,28 +248,40 @@ class _Survey:
 
 
 def snapshot(
-    repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool, trust: bool = False
+    repo: Repo, directory: Path, base: tuple[str, str], index: Path, *, write: bool, trust: bool = False
 ) -> WorktreeSnapshot:
-    """`directory`'s files as git would commit them on top of `base_commit`, and what differs from it; the
-    private `index` (a path that need not exist) is where git judges the names of paths the base does not hold.
+    """`directory`'s files as git would commit them on top of the commit `base` (its id and its tree's), and
+    what differs from it; the private `index` (a path that need not exist) is where git judges the names of
+    paths the base does not hold.
 
     With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
     a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
-    and is not read.
+    and is not read; stamps that are exactly the base's tree stand for it, and git does not list it.
     """
-    base = tree_keys(repo, base_commit)
-    survey = _Survey({path for path, key in base.items() if key.startswith(GITLINK)})
+    commit, base_tree = base
+    from_record = trust and stamps.tree_of(directory) == base_tree
+    listed = {} if from_record else tree_keys(repo, commit)  # path -> tree key of every entry of the base
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
-            survey.walk(root, "")
-            untracked = sorted(survey.found.keys() - base.keys())
+            survey = _walk(root, listed)
+            record = stamps.read(directory, survey.found) if from_record else stamps.NOTHING
+            if from_record and record.tree != base_tree:  # damaged after all: git lists the base
+                from_record, listed = False, tree_keys(repo, commit)
+                if any(key.startswith(GITLINK) for key in listed.values()):
+                    survey = _walk(root, listed)
+            tracked = record.trusted.keys() | record.others.keys() if from_record else listed.keys()
+            untracked = sorted(survey.found.keys() - tracked)
             ignored = _ignored(repo, root, survey, untracked + [f"{path}/" for path, _ in survey.skipped])
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
-        kept = [path for path in survey.found if path in base or path not in ignored] if ignored else list(survey.found)
+        # Only untracked paths were asked about, so what is ignored is never a file the base holds.
+        kept = [path for path in survey.found if path not in ignored] if ignored else list(survey.found)
         survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        keys = _trusted(directory, survey, kept) if trust else {}  # path -> tree key (mode and oid) of each file kept
+        if from_record:
+            keys = record.trusted  # path -> tree key (mode and oid) of each file kept
+        else:
+            keys = _trusted(directory, survey, kept) if trust else {}
         unknown = [path for path in kept if path not in keys]
         fresh = set()
         for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
@@ -274,15 +289,27 @@ def snapshot(
             fresh.add(path)
     finally:
         os.close(root)
-    keys.update((path, base[path]) for path in survey.kept_gitlinks)
-    changed: dict[str, str | None] = {path: key for path, key in keys.items() - base.items()}
-    refused = _refused(repo, index, {path: keys[path] for path in changed if path not in base})
+    if from_record:  # the base is the record: only what was read again, or is gone, can differ from it
+        base_keys = record.others
+        changed: dict[str, str | None] = {path: keys[path] for path in fresh if base_keys.get(path) != keys[path]}
+    else:
+        base_keys = listed
+        keys.update((path, listed[path]) for path in survey.kept_gitlinks)
+        changed = {path: key for path, key in keys.items() - listed.items()}
+    refused = _refused(repo, index, {path: keys[path] for path in changed if path not in base_keys})
     for path in refused:
         del changed[path], keys[path]
-    changed.update(dict.fromkeys(base.keys() - keys.keys()))
+    changed.update(dict.fromkeys(base_keys.keys() - keys.keys()))
     invalid = sorted(((path, INVALID) for path in refused), key=_in_tree_order)
     skipped = sorted(survey.skipped, key=_in_tree_order) + invalid
-    return WorktreeSnapshot(base, keys, changed, skipped, survey.found, fresh, len(unknown))
+    return WorktreeSnapshot(base_keys, keys, changed, skipped, survey.found, fresh, len(unknown), from_record)
+
+
+def _walk(root: int, listed: dict[str, str]) -> _Survey:
+    """The walk of the worktree open at `root`, entering no directory that is a submodule in `listed`."""
+    survey = _Survey({path for path, key in listed.items() if key.startswith(GITLINK)})
+    survey.walk(root, "")
+    return survey
 
 
 def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
@@ -382,7 +409,7 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
 def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, str]:
     """What the stamps say of the files of `kept` they vouch for."""
     found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
-    return stamps.trusted(directory, found)
+    return stamps.read(directory, found).trusted
 
 
 def _hash(
@@ -492,12 +519,12 @@ def _open_to_clear(name: str, parent: int) -> int:
     return fd
 
 
-def changes(base: dict[str, str], current: dict[str, str]) -> list[tuple[str, str]]:
-    """(status, path) for each difference between two `mode + oid` listings, sorted by path: A added, D deleted,
-    M modified, T type changed."""
+def changes(base: dict[str, str], changed: dict[str, str | None]) -> list[tuple[str, str]]:
+    """(status, path) for each of `changed` (path -> its `mode + oid`, None when gone) against `base`, sorted by
+    path: A added, D deleted, M modified, T type changed."""
     found = []
-    for path in sorted(base.keys() | current.keys()):
-        before, after = base.get(path), current.get(path)
+    for path in sorted(changed):
+        before, after = base.get(path), changed[path]
         if before == after:
             continue
         if before is None:
