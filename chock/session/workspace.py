@@ -143,19 +143,20 @@ def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None
 
 def _tip(worktree: Worktree) -> tuple[str, str, bool]:
     """What the work builds on — the branch's commit when it exists, else the session's base — its tree, and
-    whether the branch exists, with one git command each."""
+    whether the branch exists, with one git command."""
     repo, ref = worktree.repo, f"refs/heads/{worktree.branch}"
+    if worktree.base:
+        base, on_branch, tree_id = _start_commits(repo, worktree.base, worktree.branch)
+        return on_branch or base, tree_id, on_branch is not None
     listed = repo.value(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref])
     for line in listed.splitlines():
         name, kind, commit, tree_id = line.rsplit(" ", 3)
         if name == ref and kind == "commit":
             return commit, tree_id, True
-    if not worktree.base:
-        raise ChockError(
-            f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
-            "so the workspace has nothing to be committed on"
-        )
-    return worktree.base, repo.value(["rev-parse", "--verify", "--end-of-options", f"{worktree.base}^{{tree}}"]), False
+    raise ChockError(
+        f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
+        "so the workspace has nothing to be committed on"
+    )
 
 
 @dataclass(frozen=True)
