@@ -111,6 +111,27 @@ def test_a_continued_finish_reads_only_what_changed_since_the_last_one(project: 
     assert (show(project, "README.md"), show(project, "keep.txt")) == ("first change\n", "second change\n")
 
 
+def test_stamps_stand_for_the_branch_only_while_they_are_its_tree(project: Path, directory: Path) -> None:
+    """The stamps name the tree they record and stand for it, so git need not list it; once the branch moves on
+    without the worktree (the person commits to it), git lists the branch's tree, and the commit still holds
+    exactly what the worktree holds."""
+    worktree = settled(project, directory)
+    (directory / "README.md").write_text("the agent's\n")
+    time.sleep(SETTLE_SECONDS)
+    commit(worktree)
+    elsewhere = project.parent / "elsewhere"
+    git(project, "worktree", "add", "-q", str(elsewhere), BRANCH)
+    (elsewhere / "keep.txt").write_text("the person's\n")
+    git(elsewhere, "commit", "-q", "-am", "the person's change, on the session's branch")
+    (directory / "src" / "app.py").write_text("print(2)\n")
+
+    committed = commit(worktree)
+
+    assert committed.hashed == 1  # app.py: keep.txt's stamps still hold, though the branch's keep.txt changed
+    assert git(project, "diff", "--name-only", committed.parent, committed.commit).split() == ["keep.txt", "src/app.py"]
+    assert (show(project, "keep.txt"), show(project, "README.md")) == ("keep\n", "the agent's\n")
+
+
 def test_a_file_rewritten_to_its_size_and_given_back_its_mtime_is_committed(project: Path, directory: Path) -> None:
     worktree = settled(project, directory)
     path = directory / "keep.txt"
@@ -150,7 +171,7 @@ DAMAGE = {
     "cut short": lambda record: record[: len(record) // 2],
     "without its last line": lambda record: record[: record.rindex(b"\0") + 1],
     "empty": lambda record: b"",
-    "another version": lambda record: record.replace(b"chock-stamps 1", b"chock-stamps 9", 1),
+    "another version": lambda record: record.replace(stamps.MAGIC, b"chock-stamps 9", 1),
 }
 
 

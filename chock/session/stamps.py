@@ -6,29 +6,35 @@ may write, on the same file system as the files it describes (so its own time st
 clock), and removed with the worktree. It is written whole to `<workspace>.stamps.new` (0600) and renamed into
 place:
 
-    chock-stamps 1 <blob id length> <entries>\\n
-    each entry's size, mtime_ns, ctime_ns, inode, dev, st_mode, bound_ns (8 bytes each, little-endian), blob id
-    each entry's path, in the same order, followed by \\0
-    end <since_ns> <margin_ns> <crc32 of everything before this line>\\n
+    chock-stamps 2 <blob id length> <entries> <tree id, or ->\n
+    each entry's size, mtime_ns, ctime_ns, inode, dev, st_mode (8 bytes each, little-endian)
+    each entry's tree key (`100644<blob id>`: the mode its st_mode gives), each followed by \0
+    each entry's path, in the same order, each followed by \0
+    end <crc32 of everything before this line>\n
 
-A file is trusted only when its identity now is the recorded one and both its mtime and ctime are older than
-its bound: `since_ns - margin_ns` for an entry whose bound is OWN (the racy rule: a file written again in the
-tick it was recorded in keeps its stat data, so such a file is hashed again). A file once trusted keeps the
-bound it passed when the record is written again, since any write after that bound would have changed its
-ctime. ctime is what an agent cannot set back, so a file rewritten and given its old mtime is hashed. A record
-missing, damaged, cut short, of another version, or larger than twice the tree being finished could need
-trusts nothing: everything is hashed, as without it.
+A file is trusted when its identity now is the recorded one. The racy rule is applied as the record is written:
+a file hashed or written whose mtime or ctime is not older than the record's time less a margin (a write in
+that same tick could keep its stat data) is recorded with a size of -1, which no file has, so the next finish
+reads it again. A file once trusted stays trusted while its identity holds, since any write after the record
+changes its ctime; ctime is what an agent cannot set back, so a file rewritten and given its old mtime is read.
+The tree id in the first line says the entries are exactly that tree (its every path; it holds no submodule):
+when it is the tree a finish builds on, the record stands for that tree and git need not list it. A record of
+no tree (`-`) vouches for its files only. Comparing is done in bulk, as set operations on identity tuples (in
+C), never entry by entry in Python. A record missing, damaged, cut short, of another version, or larger than
+twice the tree being finished could need trusts nothing: everything is hashed, as without it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import os
 import stat
 import struct
 import sys
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
@@ -36,34 +42,28 @@ from typing import NamedTuple
 # (size, mtime_ns, ctime_ns, inode, dev, st_mode): what lstat says of a file, compared whole.
 Identity = tuple[int, int, int, int, int, int]
 
-MAGIC = b"chock-stamps 1"
+MAGIC = b"chock-stamps 2"
 # Recorded as Chock fills a new worktree: nothing else can write there until the record is in place, so a
 # later write is stamped no earlier than the record; this covers one tick of any kernel's coarse clock.
 WRITTEN_MARGIN_NS = 10_000_000
 # Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
 READ_MARGIN_NS = 1_000_000_000
-OWN = -(1 << 63)  # an entry's bound is the record's own
-_IDENTITY = "<qqqQQQ"
-_FIELDS = _IDENTITY + "q"
-_BOUND_AT = struct.calcsize(_IDENTITY)
-_BOUND = struct.Struct("<q")
-_FILE, _EXECUTABLE, _SYMLINK = "100644", "100755", "120000"  # as chock.session.tree gives them
-# A tree entry's mode by the file type and owner's execute bit of st_mode.
-_KINDS = {0o100000: _FILE, 0o100100: _EXECUTABLE, 0o120000: _SYMLINK, 0o120100: _SYMLINK}
+RACY = -1  # the size a racy entry is recorded with: no file's identity matches it
+_IDENTITY = struct.Struct("<qqqQQQ")
+_KINDS = {0o100000: "100644", 0o100100: "100755", 0o120000: "120000", 0o120100: "120000"}  # by type and owner x
 _OID_LENGTHS = (40, 64)  # sha1 and sha256 repositories
 _ENCODING = sys.getfilesystemencoding()
 _ERRORS = sys.getfilesystemencodeerrors()
 
+# What lstat says of a file, compared whole: one C call for the tuple.
+identity: Callable[[os.stat_result], Identity] = operator.attrgetter(
+    "st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev", "st_mode"
+)
 
-def identity(status: os.stat_result) -> Identity:
-    return (
-        status.st_size,
-        status.st_mtime_ns,
-        status.st_ctime_ns,
-        status.st_ino,
-        status.st_dev,
-        status.st_mode,
-    )
+
+def key_of(found: Identity, oid: str) -> str:
+    """The tree key (`mode + oid`) of a file of identity `found` holding the blob `oid`."""
+    return _KINDS[found[5] & 0o170100] + oid
 
 
 def path_of(workspace: Path) -> Path:
@@ -85,7 +85,7 @@ def _temporary(final: Path) -> Path:
 
 
 class Recording:
-    """A record being written: `add` each file, then `close` writes it and renames it into place; leaving a
+    """A record being written: `add` the files, then `close` writes it and renames it into place; leaving a
     `with` block without `close` (an error) deletes the unfinished file.
 
     `since_ns` is the file system's time when the recording was opened, read back from the new file itself;
@@ -103,34 +103,50 @@ class Recording:
         self.since_ns = os.fstat(self.fd).st_mtime_ns
         self.margin_ns = margin_ns
         self.paths: list[str] = []
-        self.fields: list[bytes] = []
-        self.oid_length = 0
+        self.identities: list[Identity] = []
+        self.keys: list[str] = []
+        self.fresh: list[int] = []  # indexes of the entries the racy rule is applied to at `close`
+        self.tree = ""  # the tree the entries are exactly, when the writer knows it
 
-    def add(self, path: str, found: Identity, oid: str, bound: int | None = None) -> None:
-        """Record `path` as `found` holding the blob `oid`; `bound`: the racy bound it already passed, if any."""
-        if not self.oid_length:
-            self.oid_length = len(oid)
+    def add(self, path: str, found: Identity, oid: str) -> None:
+        """Record `path` as `found`, holding the blob `oid`, as written or read now."""
+        self.fresh.append(len(self.paths))
         self.paths.append(path)
-        self.fields.append(struct.pack(_FIELDS, *found, OWN if bound is None else bound) + oid.encode())
+        self.identities.append(found)
+        self.keys.append(key_of(found, oid))
 
-    def carry(self, entries: Mapping[str, bytes]) -> None:
-        """Record again, as they are, the entries `Trusted.carried` holds."""
-        self.paths.extend(entries)
-        self.fields.extend(entries.values())
-        first = next(iter(entries.values()), None)
-        if first is not None and not self.oid_length:
-            self.oid_length = len(first) - struct.calcsize(_FIELDS)
+    def add_all(self, keys: Mapping[str, str], found: Mapping[str, Identity], fresh: Collection[str]) -> None:
+        """Record each path of `keys` (path -> tree key) as `found` says it is; those of `fresh` were read now,
+        the rest were trusted from the last record (their racy bound is passed)."""
+        start = len(self.paths)
+        self.paths.extend(keys)
+        self.keys.extend(keys.values())
+        self.identities.extend(map(found.__getitem__, keys))
+        self.fresh.extend(index for index, path in enumerate(keys, start) if path in fresh)
 
     def close(self, *, stamp_now: bool = False) -> None:
         """Write the record and put it in place of the last one."""
         assert self.fd is not None
-        paths = "\0".join(self.paths).encode(_ENCODING, _ERRORS) + (b"\0" if self.paths else b"")
-        body = b"%s %d %d\n" % (MAGIC, self.oid_length or 40, len(self.paths)) + b"".join(self.fields) + paths
-        _write_all(self.fd, body)
         if stamp_now:
             os.utime(self.fd)  # the file system's time now, after every write before it
             self.since_ns = os.fstat(self.fd).st_mtime_ns
-        _write_all(self.fd, b"end %d %d %d\n" % (self.since_ns, self.margin_ns, zlib.crc32(body)))
+        bound = self.since_ns - self.margin_ns
+        identities = self.identities
+        for index in self.fresh:
+            _, mtime, ctime, inode, device, mode = identities[index]
+            if mtime >= bound or ctime >= bound:
+                identities[index] = (RACY, mtime, ctime, inode, device, mode)
+        count = len(self.paths)
+        oid_length = len(self.keys[0]) - 6 if self.keys else 40
+        body = b"".join(
+            (
+                b"%s %d %d %s\n" % (MAGIC, oid_length, count, (self.tree or "-").encode()),
+                struct.pack("<" + "qqqQQQ" * count, *itertools.chain.from_iterable(identities)),
+                "".join(f"{key}\0" for key in self.keys).encode("ascii"),
+                "".join(f"{path}\0" for path in self.paths).encode(_ENCODING, _ERRORS),
+            )
+        )
+        _write_all(self.fd, body + b"end %d\n" % zlib.crc32(body))
         os.close(self.fd)
         self.fd = None
         os.replace(self.temporary, self.final)
@@ -161,78 +177,88 @@ class _Damaged(Exception):
     pass
 
 
-class Trusted(NamedTuple):
-    """What the record says of the files it vouches for."""
+class Record(NamedTuple):
+    """What the record says of a walk's files."""
 
-    keys: dict[str, str]  # path -> its tree entry, mode and blob id (`100644<oid>`)
-    carried: dict[str, bytes]  # path -> its entry for the next record, with the bound it passed
+    trusted: dict[str, str]  # path -> tree key (`mode + oid`) of each file found as recorded
+    others: dict[str, str]  # path -> tree key of every other entry: changed, gone, or racy
+    tree: str  # the tree the entries are exactly ("" when it says none)
 
 
-def trusted(workspace: Path, found: Mapping[str, Identity]) -> Trusted:
-    """The files of `found` (path -> its identity now) that the record says are unchanged and that are older
-    than their racy bound; none when there is no usable record.
+NOTHING = Record({}, {}, "")
+
+
+def tree_of(workspace: Path) -> str:
+    """The tree the record says its entries are exactly, from its first line ("" for none): a finish on that
+    tree need not ask git for it, nor look for submodules. The whole record is checked when it is read."""
+    try:
+        with open(path_of(workspace), "rb", opener=_open_record) as reading:
+            words = reading.readline(256).split(b" ")
+    except OSError:
+        return ""
+    if len(words) != 5 or b" ".join(words[:2]) != MAGIC or len(words[4]) - 1 not in _OID_LENGTHS:
+        return ""
+    return words[4][:-1].decode("ascii", "replace")
+
+
+def _open_record(path: str, flags: int) -> int:
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def read(workspace: Path, found: Mapping[str, Identity]) -> Record:
+    """What the record says of the files of `found` (path -> its identity now); NOTHING when there is no usable
+    record.
 
     A record larger than twice what one of `found` would take is not read: what is held is never more than the
     tree being finished could need.
     """
     try:
-        fd = os.open(path_of(workspace), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = _open_record(str(path_of(workspace)), 0)
     except OSError:
-        return Trusted({}, {})
+        return NOTHING
     try:
         status = os.fstat(fd)
-        room = 2 * (len(found) * (struct.calcsize(_FIELDS) + 65) + 4 * sum(map(len, found))) + 4096
+        room = 2 * (len(found) * (_IDENTITY.size + 72) + 4 * sum(map(len, found))) + 4096
         if not stat.S_ISREG(status.st_mode) or status.st_size > room:
-            return Trusted({}, {})
+            return NOTHING
         chunks: list[bytes] = []
         got = 0
         while chunk := os.read(fd, status.st_size + 1 - got):  # one byte past its size says it grew meanwhile
             chunks.append(chunk)
             got += len(chunk)
         data = b"".join(chunks)
-        return _parse(data, found) if len(data) == status.st_size else Trusted({}, {})
-    except (_Damaged, ValueError, OSError, struct.error):
-        return Trusted({}, {})
+        return _parse(data, found) if len(data) == status.st_size else NOTHING
+    except (_Damaged, ValueError, OSError, struct.error, UnicodeDecodeError):
+        return NOTHING
     finally:
         os.close(fd)
 
 
-def _parse(data: bytes, found: Mapping[str, Identity]) -> Trusted:
-    head, _, rest = data.partition(b"\n")
+def _parse(data: bytes, found: Mapping[str, Identity]) -> Record:
+    head = data[: data.index(b"\n")]
     words = head.split(b" ")
-    if len(words) != 4 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
+    if len(words) != 5 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
         raise _Damaged
     oid_length, count = int(words[2]), int(words[3])
-    layout = struct.Struct(_FIELDS + f"{oid_length}s")
-    fields, rest = rest[: count * layout.size], rest[count * layout.size :]
-    end = rest.rfind(b"\0") + 1
-    trailer = rest[end:].split(b" ")
-    if len(trailer) != 4 or trailer[0] != b"end" or not trailer[3].endswith(b"\n"):
+    tree = words[4].decode("ascii")
+    if tree != "-" and len(tree) != oid_length:
         raise _Damaged
-    since_ns, margin_ns, crc = (int(word) for word in trailer[1:])
-    if zlib.crc32(memoryview(data)[: len(data) - len(rest) + end]) != crc or margin_ns < 0:
+    body_end = data.rfind(b"end ")
+    if body_end < 0 or not data.endswith(b"\n") or zlib.crc32(memoryview(data)[:body_end]) != int(data[body_end + 4 :]):
         raise _Damaged
-    names = rest[: max(end - 1, 0)].decode(_ENCODING, _ERRORS).split("\0") if count else []
-    if len(names) != count or len(fields) != count * layout.size:
+    identities_end = len(head) + 1 + count * _IDENTITY.size
+    keys_end = identities_end + count * (7 + oid_length)
+    keys = data[identities_end:keys_end].decode("ascii").split("\0")
+    names = data[keys_end:body_end].decode(_ENCODING, _ERRORS).split("\0")
+    if keys.pop() or names.pop() or len(keys) != count or len(names) != count:  # each ends with \0
         raise _Damaged
-    # Unpacked in bulk (in C), then read in the record's own order, one lookup each (hash order costs more in misses).
-    identities = struct.iter_unpack(f"{_IDENTITY}{8 + oid_length}x", fields)
-    tails = struct.iter_unpack(f"<{_BOUND_AT}xq{oid_length}s", fields)
-    own = since_ns - margin_ns
-    keys, carried = {}, {}
-    size, own_bound = layout.size, _BOUND.pack(own)
-    get = found.get
-    for index, (name, entry, (bound, oid)) in enumerate(zip(names, identities, tails, strict=True)):
-        if get(name) != entry:
-            continue
-        passed = own if bound == OWN else bound
-        if entry[1] < passed and entry[2] < passed and passed <= since_ns:  # an older record's bound, carried over
-            keys[name] = _KINDS[entry[5] & 0o170100] + oid.decode("ascii")
-            start = index * size
-            if bound == OWN:  # it keeps the bound it passed: the next record's own may be later than its mtime
-                carried[name] = (
-                    fields[start : start + _BOUND_AT] + own_bound + fields[start + _BOUND_AT + 8 : start + size]
-                )
-            else:
-                carried[name] = fields[start : start + size]
-    return Trusted(keys, carried)
+    # In C: the pairs (path, identity) the record holds that the walk did not find as they are.
+    recorded = zip(names, _IDENTITY.iter_unpack(data[len(head) + 1 : identities_end]), strict=True)
+    unchanged = dict(zip(names, keys, strict=True))
+    others = {}
+    for name, _ in set(recorded).difference(found.items()):
+        if name in unchanged:
+            others[name] = unchanged.pop(name)
+    if len(unchanged) + len(others) != count:  # a path twice
+        raise _Damaged
+    return Record(unchanged, others, "" if tree == "-" else tree)

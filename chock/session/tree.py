@@ -8,8 +8,8 @@ is the agent's, and git would take filters, attributes, a `.git` file and more f
 - `snapshot` walks the worktree without following a symlink, asks `git check-ignore` about what it found
   against a private copy of the `.gitignore` files (git reads them as data, nothing else), hashes what is
   kept and changed (a file its stamps vouch for keeps its blob id: chock.session.stamps) with
-  `git hash-object --no-filters` through file descriptors it opened itself, and writes what differs from the
-  base commit over a private index read from it, with `git update-index --index-info`. A symlink becomes a
+  `git hash-object --no-filters` through file descriptors it opened itself, and says what differs from the
+  base commit (chock.session.treewrite writes only the trees that differ). A symlink becomes a
   120000 entry holding its target; the top-level `.git`, whatever it is, is skipped; a nested repository is
   left out and reported.
 """
@@ -119,6 +119,8 @@ def write_files(repo: Repo, commit: str, directory: Path, recording: stamps.Reco
             parent, name = dirs.parent_of(path)
             if entry.mode == GITLINK:
                 os.mkdir(name, 0o777, dir_fd=parent)
+                if recording is not None:
+                    recording.tree = ""  # stamps of a tree stand for it only when it holds no submodule
                 continue
             size = _blob_header(process.stdout.readline(), entry.oid)
             if entry.mode == SYMLINK:
@@ -187,14 +189,16 @@ class _Dirs:
 
 @dataclass
 class WorktreeSnapshot:
-    """A worktree's content in a private index, and what was left out of it."""
+    """A worktree's content as a commit would hold it, what differs from its base, and what was left out."""
 
-    base: dict[str, str]  # the commit it was compared with: `mode + oid` by path (tree_keys)
+    base: dict[str, str]  # `mode + oid` by path of the base's entries, every one that may differ at least
+    current: dict[str, str]  # what a commit of it holds: `mode + oid` by path
+    changed: dict[str, str | None]  # what differs from `base`: its `mode + oid`, None for a path gone
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    # path -> (identity, blob id, the racy bound it passed: None for a file hashed now)
-    carried: dict[str, bytes] = field(default_factory=dict)  # the stamps' entries of files not read (stamps.Trusted)
-    fresh: dict[str, tuple[stamps.Identity, str]] = field(default_factory=dict)  # files hashed: (identity, blob id)
+    found: dict[str, stamps.Identity] = field(default_factory=dict)  # each file's identity as the walk saw it
+    fresh: set[str] = field(default_factory=set)  # the files read and hashed; the rest kept their stamps' blob id
     hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
+    from_record: bool = False  # the stamps stood for the base (exactly its tree): git did not list it
 
 
 @dataclass
@@ -207,29 +211,27 @@ class _Survey:
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
         """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a
-        finish: one pass, nothing per file but the lstat and one dict entry)."""
-        found = self.found
+        finish: one pass, nothing per file but the lstat and one dict entry; a directory is known by its
+        entry's type, with no lstat)."""
+        found, identity = self.found, stamps.identity
         with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`; in the directory's own order
             entries = list(listed)
-        if not prefix:  # the top-level `.git`, whatever it is
-            entries = [entry for entry in entries if entry.name != ".git"]
+        if prefix and any(entry.name == ".git" for entry in entries):
+            self.skipped.append((prefix[:-1], NESTED))  # a `.git` of any kind below the top: a nested repository
+            return
         for entry in entries:
+            name = entry.name
+            if name == ".git" and not prefix:
+                continue  # the top-level `.git`, whatever it is
+            if entry.is_dir(follow_symlinks=False):
+                self._directory(fd, name, prefix + name, depth)
+                continue
             status = entry.stat(follow_symlinks=False)
             mode = status.st_mode
             if S_ISREG(mode) or S_ISLNK(mode):
-                name = entry.name
-                found[prefix + name] = (
-                    status.st_size,
-                    status.st_mtime_ns,
-                    status.st_ctime_ns,
-                    status.st_ino,
-                    status.st_dev,
-                    mode,
-                )
+                found[prefix + name] = identity(status)
                 if name == ".gitignore" and S_ISREG(mode):
                     self.gitignores.append(prefix + name)
-            elif S_ISDIR(mode):
-                self._directory(fd, entry.name, prefix + entry.name, depth)
 
     def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
         if path in self.gitlinks:
@@ -240,67 +242,87 @@ class _Survey:
             return
         fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         try:
-            if _has(fd, ".git"):
-                self.skipped.append((path, NESTED))
-                return
             self.walk(fd, path + "/", depth + 1)
         finally:
             os.close(fd)
 
 
-def _has(directory: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=directory, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def snapshot(
-    repo: Repo, directory: Path, base_commit: str, index: Path, *, write: bool, trust: bool = False
+    repo: Repo, directory: Path, base: tuple[str, str], index: Path, *, write: bool, trust: bool = False
 ) -> WorktreeSnapshot:
-    """Fill the private `index` with `directory`'s files as git would commit them on top of `base_commit`.
+    """`directory`'s files as git would commit them on top of the commit `base` (its id and its tree's), and
+    what differs from it; the private `index` (a path that need not exist) is where git judges the names of
+    paths the base does not hold.
 
     With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
     a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
-    and is not read.
+    and is not read; stamps that are exactly the base's tree stand for it, and git does not list it.
     """
-    base = tree_keys(repo, base_commit)
-    survey = _Survey({path for path, key in base.items() if key.startswith(GITLINK)})
+    commit, base_tree = base
+    from_record = trust and stamps.tree_of(directory) == base_tree
+    listed = {} if from_record else tree_keys(repo, commit)  # path -> tree key of every entry of the base
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
-            survey.walk(root, "")
-            untracked = sorted(survey.found.keys() - base.keys())
+            survey = _walk(root, listed)
+            record = stamps.read(directory, survey.found) if from_record else stamps.NOTHING
+            if from_record and record.tree != base_tree:  # damaged after all: git lists the base
+                from_record, listed = False, tree_keys(repo, commit)
+                if any(key.startswith(GITLINK) for key in listed.values()):
+                    survey = _walk(root, listed)
+            tracked = record.trusted.keys() | record.others.keys() if from_record else listed.keys()
+            untracked = sorted(survey.found.keys() - tracked)
             ignored = _ignored(repo, root, survey, untracked + [f"{path}/" for path, _ in survey.skipped])
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
-        kept = [path for path in survey.found if path in base or path not in ignored] if ignored else list(survey.found)
-        survey.skipped = sorted(
-            ((path, why) for path, why in survey.skipped if path not in ignored), key=_in_tree_order
-        )
-        known = _trusted(directory, survey, kept) if trust else stamps.Trusted({}, {})
-        keys = known.keys  # path -> tree entry key (mode and oid) of every file kept
+        # Only untracked paths were asked about, so what is ignored is never a file the base holds.
+        kept = [path for path in survey.found if path not in ignored] if ignored else list(survey.found)
+        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
+        if from_record:
+            keys = record.trusted  # path -> tree key (mode and oid) of each file kept
+        else:
+            keys = _trusted(directory, survey, kept) if trust else {}
         unknown = [path for path in kept if path not in keys]
-        fresh = {}
+        fresh = set()
         for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
             keys[path] = mode + oid
-            fresh[path] = (survey.found[path], oid)
+            fresh.add(path)
     finally:
         os.close(root)
-    # The index starts as the base commit's tree (its cache-tree too, so write-tree writes again only the trees
-    # that changed); only what differs from it is written over it.
-    repo.run(["read-tree", base_commit], index=index)
-    zero = "0" * len(next(iter(base.values()), "0" * 46)[6:])
-    gone = [f"0 {zero}\t{path}" for path in base.keys() - keys.keys() - set(survey.kept_gitlinks)]
-    written = [f"{key[:6]} {key[6:]}\t{path}" for path, key in keys.items() - base.items()]
-    listed = "".join(f"{record}\0" for record in sorted(gone) + written).encode(_ENCODING, _ERRORS)
+    if from_record:  # the base is the record: only what was read again, or is gone, can differ from it
+        base_keys = record.others
+        changed: dict[str, str | None] = {path: keys[path] for path in fresh if base_keys.get(path) != keys[path]}
+    else:
+        base_keys = listed
+        keys.update((path, listed[path]) for path in survey.kept_gitlinks)
+        changed = {path: key for path, key in keys.items() - listed.items()}
+    refused = _refused(repo, index, {path: keys[path] for path in changed if path not in base_keys})
+    for path in refused:
+        del changed[path], keys[path]
+    changed.update(dict.fromkeys(base_keys.keys() - keys.keys()))
+    invalid = sorted(((path, INVALID) for path in refused), key=_in_tree_order)
+    skipped = sorted(survey.skipped, key=_in_tree_order) + invalid
+    return WorktreeSnapshot(base_keys, keys, changed, skipped, survey.found, fresh, len(unknown), from_record)
+
+
+def _walk(root: int, listed: dict[str, str]) -> _Survey:
+    """The walk of the worktree open at `root`, entering no directory that is a submodule in `listed`."""
+    survey = _Survey({path for path, key in listed.items() if key.startswith(GITLINK)})
+    survey.walk(root, "")
+    return survey
+
+
+def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
+    """Those of the paths `added` (path -> `mode + oid`) git refuses to hold (a `.GIT` directory, …), as
+    `git update-index` judges them in the private `index`, which holds nothing else."""
+    if not added:
+        return []
+    listed = "".join(f"{key[:6]} {key[6:]}\t{path}\0" for path, key in added.items()).encode(_ENCODING, _ERRORS)
     done = repo.run(["update-index", "-z", "--index-info"], index=index, input=listed)
-    result = WorktreeSnapshot(base, survey.skipped, known.carried, fresh, len(unknown))
-    if done.stderr.strip():  # "Ignoring path …": a name git refuses to hold (a `.GIT` directory, …)
-        held = index_keys(repo, index)
-        result.skipped += sorted(((path, INVALID) for path in kept if path not in held), key=_in_tree_order)
-    return result
+    if not done.stderr.strip():  # "Ignoring path …"
+        return []
+    held = index_keys(repo, index)
+    return [path for path in added if path not in held]
 
 
 def _in_tree_order(skipped: tuple[str, str]) -> list[str]:
@@ -384,10 +406,10 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> stamps.Trusted:
+def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, str]:
     """What the stamps say of the files of `kept` they vouch for."""
     found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
-    return stamps.trusted(directory, found)
+    return stamps.read(directory, found).trusted
 
 
 def _hash(
@@ -497,12 +519,12 @@ def _open_to_clear(name: str, parent: int) -> int:
     return fd
 
 
-def changes(base: dict[str, str], current: dict[str, str]) -> list[tuple[str, str]]:
-    """(status, path) for each difference between two `mode + oid` listings, sorted by path: A added, D deleted,
-    M modified, T type changed."""
+def changes(base: dict[str, str], changed: dict[str, str | None]) -> list[tuple[str, str]]:
+    """(status, path) for each of `changed` (path -> its `mode + oid`, None when gone) against `base`, sorted by
+    path: A added, D deleted, M modified, T type changed."""
     found = []
-    for path in sorted(base.keys() | current.keys()):
-        before, after = base.get(path), current.get(path)
+    for path in sorted(changed):
+        before, after = base.get(path), changed[path]
         if before == after:
             continue
         if before is None:

@@ -28,7 +28,7 @@ from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
 from chock.platform.flock import lock_within
 from chock.project import find_root
-from chock.session import hostgit, stamps, tree, wholediff
+from chock.session import hostgit, stamps, tree, treewrite, wholediff
 from chock.session.hostgit import GitFailed, Repo
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
@@ -113,10 +113,16 @@ def branch_exists(worktree: Worktree) -> bool:
     return _branch_exists(worktree.repo, worktree.branch)
 
 
-def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None]:
-    """The commit `start` names and the commit of `branch` (None when there is no such branch), with one git
-    command; a GitFailed saying which name is no commit."""
-    names = (f"{start}^{{commit}}", f"refs/heads/{branch}^{{commit}}")
+def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None, str]:
+    """The commit `start` names, the commit of `branch` (None when there is no such branch), and the tree of the
+    one a session starts at (the branch's when it exists), with one git command; a GitFailed saying which name
+    is no commit."""
+    names = (
+        f"{start}^{{commit}}",
+        f"refs/heads/{branch}^{{commit}}",
+        f"{start}^{{tree}}",
+        f"refs/heads/{branch}^{{tree}}",
+    )
     if any("\n" in name for name in names):  # cat-file reads one name a line
         raise GitFailed(f"{start!r} names no commit in {repo.common_dir}: a revision holds no line break")
     lines = repo.value(["cat-file", "--batch-check"], input="".join(f"{name}\n" for name in names).encode())
@@ -124,32 +130,33 @@ def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None
     if len(answers) != len(names):
         raise GitFailed(f"git cat-file gave {len(answers)} answers for {len(names)} names in {repo.common_dir}")
     found: list[str | None] = []
-    for name, line in zip(names, answers, strict=True):
+    for name, line, kind in zip(names, answers, ("commit", "commit", "tree", "tree"), strict=True):
         fields = line.split(" ")
-        if fields[-1] == "missing" and name == names[1]:
+        if fields[-1] == "missing" and name in names[1::2]:
             found.append(None)  # no branch yet: the session starts at `start`
-        elif len(fields) == 3 and fields[1] == "commit":
+        elif len(fields) == 3 and fields[1] == kind:
             found.append(fields[0])
         else:
             raise GitFailed(f"{name} names no commit in {repo.common_dir}: git cat-file answered {line!r}")
-    return found[0] or "", found[1]
+    return found[0] or "", found[1], found[3] or found[2] or ""
 
 
 def _tip(worktree: Worktree) -> tuple[str, str, bool]:
     """What the work builds on — the branch's commit when it exists, else the session's base — its tree, and
-    whether the branch exists, with one git command each."""
+    whether the branch exists, with one git command."""
     repo, ref = worktree.repo, f"refs/heads/{worktree.branch}"
+    if worktree.base:
+        base, on_branch, tree_id = _start_commits(repo, worktree.base, worktree.branch)
+        return on_branch or base, tree_id, on_branch is not None
     listed = repo.value(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref])
     for line in listed.splitlines():
         name, kind, commit, tree_id = line.rsplit(" ", 3)
         if name == ref and kind == "commit":
             return commit, tree_id, True
-    if not worktree.base:
-        raise ChockError(
-            f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
-            "so the workspace has nothing to be committed on"
-        )
-    return worktree.base, repo.value(["rev-parse", "--verify", "--end-of-options", f"{worktree.base}^{{tree}}"]), False
+    raise ChockError(
+        f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
+        "so the workspace has nothing to be committed on"
+    )
 
 
 @dataclass(frozen=True)
@@ -175,7 +182,7 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
     directory = Path(directory).absolute()
     admin = repo.common_dir / "worktrees" / directory.name
     ensure_dir(directory.parent)
-    base, on_branch = _start_commits(repo, start, branch)
+    base, on_branch, start_tree = _start_commits(repo, start, branch)
     commit = on_branch or base
     with _one_at_a_time(repo):
         if os.path.lexists(admin):  # a worktree gone without its admin dir: git would pick another name
@@ -191,6 +198,7 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
         _check_named(worktree)
         os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700
         with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+            recording.tree = start_tree  # the files written are exactly it (write_files says when not)
             tree.write_files(repo, commit, directory, recording)
             recording.close(stamp_now=True)
         repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
@@ -320,19 +328,21 @@ def commit(worktree: Worktree, message: str) -> Committed:
     # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
     with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
         try:
-            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=True)
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, parent_tree, trust=True)
         except GitFailed:
             # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
-            taken, new_tree = _written_tree(repo, worktree.directory, parent, trust=False)
+            taken, new_tree = _written_tree(repo, worktree.directory, parent, parent_tree, trust=False)
         made = parent
         if new_tree != parent_tree:
             made = repo.value(
                 ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
             )
-        if taken.hashed:  # what was read is recorded, so the next finish (a continue) reads only what changes
-            recording.carry(taken.carried)
-            for path, (found, oid) in taken.fresh.items():
-                recording.add(path, found, oid)
+        # What was read is recorded, so the next finish (a continue) reads only what changes; and the record
+        # stands for the tree now built on, so that finish need not ask git for it.
+        if taken.hashed or new_tree != parent_tree or not taken.from_record:
+            files = {path: key for path, key in taken.current.items() if not key.startswith(tree.GITLINK)}
+            recording.add_all(files, taken.found, taken.fresh)
+            recording.tree = new_tree if len(files) == len(taken.current) else ""
             recording.close()
     skipped = [f"{path} ({why})" for path, why in taken.skipped]
     branch = worktree.branch if had_branch or made != parent else None
@@ -340,13 +350,16 @@ def commit(worktree: Worktree, message: str) -> Committed:
     return Committed(made, skipped, parent, taken.hashed, branch, not had_branch and branch is not None, whole)
 
 
-def _written_tree(repo: Repo, directory: Path, parent: str, *, trust: bool) -> tuple[tree.WorktreeSnapshot, str]:
-    """The worktree's snapshot on `parent`, its blobs written, and the tree object git wrote of it."""
+def _written_tree(
+    repo: Repo, directory: Path, parent: str, parent_tree: str, *, trust: bool
+) -> tuple[tree.WorktreeSnapshot, str]:
+    """The worktree's snapshot on `parent` (whose tree is `parent_tree`), its blobs written, and the tree git
+    wrote of it."""
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
-        index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, directory, parent, index, write=True, trust=trust)
-        # write-tree checks that every blob it names exists: one a damaged record named is refused here.
-        return taken, repo.value(["write-tree"], index=index)
+        base = (parent, parent_tree)
+        taken = tree.snapshot(repo, directory, base, Path(scratch) / "index", write=True, trust=trust)
+    # mktree checks that every object it names exists: a blob a damaged record named is refused here.
+    return taken, treewrite.build(repo, parent_tree, taken.changed)
 
 
 def advance(worktree: Worktree, committed: Committed) -> None:
@@ -372,13 +385,12 @@ def changes(worktree: Worktree) -> Changes:
     same computation as `finish`, trusting the stamps as it does (they are not written again: the blobs hashed
     here are not written to the repository, so no record may name them)."""
     repo = worktree.repo
-    parent = _tip(worktree)[0]
+    parent, parent_tree, _ = _tip(worktree)
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
         index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, worktree.directory, parent, index, write=False, trust=True)
-        current = tree.index_keys(repo, index)
+        taken = tree.snapshot(repo, worktree.directory, (parent, parent_tree), index, write=False, trust=True)
     return Changes(
-        [f"{status} {path}" for status, path in tree.changes(taken.base, current)],
+        [f"{status} {path}" for status, path in tree.changes(taken.base, taken.changed)],
         [f"{path} ({why})" for path, why in taken.skipped],
         taken.hashed,
     )
