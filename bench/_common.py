@@ -200,6 +200,12 @@ def spread(values: Sequence[float], *, scale: float = 1000.0, unit: str = "ms", 
     return f"{low:8.{digits}f} {median:8.{digits}f} {high:8.{digits}f} {unit}"
 
 
+def labelled(label: str, values: Sequence[float], unit: str = "s", digits: int = 2) -> str:
+    """`label: low …, median …, high …` of `values` as they are, in `unit`."""
+    low, median, high = min(values), statistics.median(values), max(values)
+    return f"{label}: low {low:.{digits}f} {unit}, median {median:.{digits}f} {unit}, high {high:.{digits}f} {unit}"
+
+
 def median_time(function: Callable[[], object], repeats: int) -> float:
     """The median of `timed`'s seconds."""
     return statistics.median(timed(function, repeats))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -87,11 +86,6 @@ def baseline(parts: Path, project: Path, scratch: Path) -> float:
     return took
 
 
-def spread(label: str, values: list[float], unit: str = "s") -> str:
-    low, median, high = min(values), statistics.median(values), max(values)
-    return f"{label}: low {low:.2f} {unit}, median {median:.2f} {unit}, high {high:.2f} {unit}"
-
-
 def main() -> None:
     options = _common.parse(_common.arguments(__doc__ or "", "4 MB and 2 MiB, 2 move-ins: asserts it arrives whole"))
     log_bytes = (4 if options.quick else 100) * 1000 * 1000
@@ -154,10 +148,12 @@ def main() -> None:
         )
         return
     print(f"a {log_bytes // 10**6} MB log and a {branch_bytes >> 20} MiB branch, moved in {runs} times")
-    print(spread("  baseline (git index-pack --strict, then the log copied)", theirs))
-    print(spread("  chock run --move-in, first time here", firsts))
-    print(spread("  ratio", [m / t for m, t in zip(firsts, theirs, strict=True)], "x") + " (goal: at most 1.5x)")
-    print(spread("  chock run --move-in, coming back (A -> B -> A)", backs))
+    print(_common.labelled("  baseline (git index-pack --strict, then the log copied)", theirs))
+    print(_common.labelled("  chock run --move-in, first time here", firsts))
+    print(
+        _common.labelled("  ratio", [m / t for m, t in zip(firsts, theirs, strict=True)], "x") + " (goal: at most 1.5x)"
+    )
+    print(_common.labelled("  chock run --move-in, coming back (A -> B -> A)", backs))
 
 
 if __name__ == "__main__":

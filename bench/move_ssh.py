@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -135,11 +134,6 @@ def move(hosts: Hosts, session_id: str, source: str, target: str, project: Path)
     return took, int(done.stdout.split()[-1])
 
 
-def spread(label: str, values: list[float], unit: str = "s") -> str:
-    low, median, high = min(values), statistics.median(values), max(values)
-    return f"{label}: low {low:.2f} {unit}, median {median:.2f} {unit}, high {high:.2f} {unit}"
-
-
 def main() -> None:
     options = _common.parse(_common.arguments(__doc__ or "", "4 MB and 2 MiB, 2 moves: asserts it arrives whole"))
     log_bytes = (4 if options.quick else 100) * 1000 * 1000
@@ -196,9 +190,9 @@ def main() -> None:
         return
     ratios = [mine / base_time for mine, base_time in zip(ours, theirs, strict=True)]
     print(f"a {log_bytes // 10**6} MB log and a {branch_bytes >> 20} MiB branch, moved {moves} times over ssh")
-    print(spread("  baseline (ssh cat log | ssh cat > x, then git bundle create)", theirs))
-    print(spread("  chock move", ours))
-    print(spread("  ratio", ratios, "x") + " (goal: at most 2x)")
+    print(_common.labelled("  baseline (ssh cat log | ssh cat > x, then git bundle create)", theirs))
+    print(_common.labelled("  chock move", ours))
+    print(_common.labelled("  ratio", ratios, "x") + " (goal: at most 2x)")
     print(
         f"  peak resident memory: client {client_peak / 2**20:.1f} MiB, "
         + ", ".join(f"daemon {name} {value / 2**20:.1f} MiB" for name, value in peaks.items())
