@@ -545,3 +545,43 @@ def test_a_session_named_on_both_hosts_of_a_move_is_found_where_it_went(tmp_path
     assert f"said to session {session_id}" in said.stdout
     assert b.client.call(dp.FindRequest(session_id)).row["status"] != "moved"
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"  # nothing was said there
+
+
+# Dies at the word that tells the daemon the adopt is logged: a move-in child killed at its commit point.
+DIES_BEFORE_SAYING_ADOPTED = """
+import os
+
+_write = os.write
+
+
+def _dies_before_saying_adopted(fd, data):
+    if bytes(data).startswith(b'{"adopted"'):
+        os._exit(9)
+    return _write(fd, data)
+
+
+os.write = _dies_before_saying_adopted
+"""
+
+
+def test_a_target_whose_child_dies_after_its_adopt_but_before_saying_so_is_told_as_the_owner(tmp_path, home, daemons):
+    """The adopt is the commit point: a target child that logged it and died before it said `{"adopted": N}`
+    owns the session, so the move is told as done, and the source ends its copy as moved."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(DIES_BEFORE_SAYING_ADOPTED)
+    dies = {"PYTHONPATH": str(site) + os.pathsep + home.env.get("PYTHONPATH", "")}
+    a, b = (
+        daemons.start(
+            env={"CHOCK_STATE_DIR": str(state(tmp_path, name)), **more, "CHOCK_DATA_DIR": str(tmp_path / name / "data")}
+        )
+        for name, more in (("a", {}), ("b", dies))
+    )
+    session_id, _, there = _ended_on(a, home, tmp_path)
+
+    moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert moved.returncode == 0, moved.stderr
+    assert f"session {session_id} moved to {b.address}" in moved.stdout
+    landed = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().splitlines()
+    assert any(b'"type": "session.adopt"' in line and b'"via": "move"' in line for line in landed)
+    assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"

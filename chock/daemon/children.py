@@ -31,7 +31,7 @@ from collections.abc import Callable
 from chock import module_argv
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.log.events import decode
-from chock.log.reader import owner_alive
+from chock.log.reader import lines_backwards, owner_alive
 from chock.paths import Layout, ensure_dir, new_session_id, project_key
 from chock.platform import journal
 from chock.platform.journal import CHILD_VARIABLE
@@ -56,6 +56,9 @@ POLL_MAX = 0.1
 
 # What is read of run.log to find the child's last line: its refusal is one line near the end.
 TAIL_BYTES = 16 * 1024
+# How far back from a log's end a move-in child's own adopt is looked for when it died before saying it: after
+# the adopt it logs its workspace.open, and at most a turn's few events before it could die.
+OWN_ADOPT_LINES = 64
 
 # Variables that belong to the daemon's own service and must not reach a child: no child inherits LISTEN_*,
 # a child's sd_notify would speak for the daemon's unit, and CHOCK_LOG_TARGET is the daemon's to set.
@@ -211,6 +214,8 @@ class Children:
                 os.replace(output, run_log)
                 moved = True
             said = _adopted(run_log if moved else output, offset)
+            if said is None and exited:  # it may have died between its adopt and saying so: the log tells
+                said = _own_adopt(log, child.pid)
             if said is None:
                 return False
             events = _events_after(log, said - 1)[:1]
@@ -448,6 +453,23 @@ def _events_after(path: Path, after: int) -> list[dict[str, Any]]:
         return list(read_events(path, after))
     except FileNotFoundError:
         return []
+
+
+def _own_adopt(path: Path, pid: int) -> int | None:
+    """The id of the `session.adopt {via: move}` the move-in child `pid` logged, looked for among the log's last
+    OWN_ADOPT_LINES lines: the commit point of a move whose child died before it said `{"adopted": N}`."""
+    from itertools import islice
+
+    try:
+        with open(path, "rb") as handle:
+            for _, line in islice(lines_backwards(handle), OWN_ADOPT_LINES):
+                event = decode(line)
+                if event is not None and _by(event, "session.adopt", pid) and event.get("via") == "move":
+                    found = event.get("id")
+                    return found if type(found) is int else None
+    except FileNotFoundError:
+        return None
+    return None
 
 
 def _adopted(path: Path, offset: int) -> int | None:
