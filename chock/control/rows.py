@@ -1,9 +1,5 @@
-"""A session row on the wire (docs/protocol.md#list): a field at its default is left out, and given back by the
-client, so a row reads the same at every end while a listing's bytes are about half of what they were.
-
-Only a field whose absence an older client already reads as this default is left out (every client gives a
-field it knows a default: `row.get(...)` and the page's `|| 0`); `id`, `project`, `started_at`, `status` and
-`owner` (whose default, "none", an older client would show as `-`) are always sent.
+"""A session row on the wire (docs/protocol.md#list): compact JSON with every field, and a client that gives a
+field a row leaves out its default, so a row reads the same at every end.
 
 A listing's reply is read in one pass: `rows_of` makes the whole reply one JSON text and parses it with one
 `json.loads`, or says it cannot (then the reply is read line by line, as it always was, and refused the same way).
@@ -19,7 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Every field of a row, in the order the daemon makes it (chock.log.row.RowState.row), with the value a client
-# gives it when the row leaves it out.
+# gives it when a row leaves it out (a daemon that does not know it yet).
 ROW_DEFAULTS: dict[str, Any] = {
     "id": "",
     "project": "",
@@ -45,15 +41,12 @@ ROW_DEFAULTS: dict[str, Any] = {
     "currency": "",
     "budget": None,
 }
-_ALWAYS = frozenset(("id", "project", "started_at", "status", "owner"))
-# Each field that may be left out, with its default's type: 0 is not False, and 0.0 is not 0, on the wire.
-_LEFT_OUT = {name: (type(value), value) for name, value in ROW_DEFAULTS.items() if name not in _ALWAYS}
 
 
 def encode_row(row: dict[str, Any]) -> str:
-    """The row's JSON as a reply carries it: compact, its fields at their default left out."""
-    kept = {name: value for name, value in row.items() if _LEFT_OUT.get(name) != (type(value), value)}
-    return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+    """The row's JSON as a reply carries it: compact (no space after `,` or `:`), every field written out, so
+    that every client, however old, reads each field it knows."""
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
 
 
 def full_row(wire: dict[str, Any]) -> dict[str, Any]:
