@@ -35,6 +35,7 @@ class Carried:
     fd: int
     greeting: bytes
     unserved: bytes
+    owed: bytes = b""  # replies the waiter gave that the client had not yet taken: sent first
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Unparked:
     def read(cls, fd: int) -> Unparked:
         record = parked.read_record(fd)
         clients = [
-            Carried(c["kind"], c["fd"], c["greeting"].encode("latin-1"), c["unserved"].encode("latin-1"))
+            Carried(c["kind"], c["fd"], *(c.get(k, "").encode("latin-1") for k in ("greeting", "unserved", "owed")))
             for c in record.get("clients", [])
         ]
         for fd_ in [record["log"], *record["listen"].values(), *(c.fd for c in clients)]:
