@@ -252,3 +252,18 @@ def test_a_line_past_its_bound_ends_only_its_own_connection_to_a_parked_session(
         assert parked(owner)
         client.answer(request_id, True)
     assert wait_for_end(home, session_id, "completed")["exit_code"] == 0
+
+
+def test_a_parked_session_that_cannot_be_rebuilt_says_why_and_is_free_to_continue(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    home.write_config("not a config\n")  # what the rebuilt session needs again cannot be had
+    with approval(home, session_id) as client, pytest.raises(ProtocolError, match=r"session ended \(error\)"):
+        client.answer(request_id, True)  # whoever answered reads that the session ended, not a cut connection
+    end = wait_for_end(home, session_id, "error")
+    assert "the parked session could not be rebuilt" in end["error"] and "config" in end["error"]
+    wait_until(lambda: not alive({owner}), 10, "the session's process to be gone")
+    replay_config(home, ONE_CALL, shell="allow")
+    resumed = home.chock("run", "--yes", "--continue", session_id, cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    assert home.events(session_id)[-1]["reason"] == "completed"
