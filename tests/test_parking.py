@@ -267,3 +267,46 @@ def test_a_parked_session_that_cannot_be_rebuilt_says_why_and_is_free_to_continu
     resumed = home.chock("run", "--yes", "--continue", session_id, cwd=project)
     assert resumed.returncode == 0, resumed.stderr
     assert home.events(session_id)[-1]["reason"] == "completed"
+
+
+def test_a_stop_signal_that_comes_while_a_session_parks_stops_it(home, project):
+    replay_config(home, ONE_CALL, shell="ask")
+    # strace sends SIGTERM as the session writes its waiter's record (memfd_create): in the middle of parking.
+    tracer = ["strace", "-qq", "-o", "/dev/null", "-e", "trace=memfd_create",
+              "-e", "inject=memfd_create:signal=TERM:when=1"]  # fmt: skip
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+    process = home.spawn("run", "one command", cwd=project, prefix=tracer, **quiet)
+    try:
+        session_id = wait_until(
+            lambda: home.layout.sessions_dir.exists() and os.listdir(home.layout.sessions_dir), 30, "the session"
+        )[0]
+        end = wait_for_end(home, session_id)
+        assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "signal", 130)
+        assert process.wait(30) == 130
+    finally:
+        process.kill()
+
+
+def test_a_stop_signal_that_comes_while_a_parked_session_reads_its_answer_stops_it(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    # strace, attached to the waiter, sends SIGTERM as it reads its next request: the answer, which unparks it.
+    tracer = subprocess.Popen(["strace", "-qq", "-o", "/dev/null", "-p", str(owner), "-e", "trace=recvfrom",
+                               "-e", "inject=recvfrom:signal=TERM:when=1"])  # fmt: skip
+    try:
+        wait_until(lambda: tracer_of(owner) == tracer.pid, 30, "strace to attach")
+        with greeted(home, session_id) as answering:
+            answering.sendall(sp.SessionAnswerRequest(request_id, True).encode())
+            answering.shutdown(socket.SHUT_WR)
+            b"".join(iter(lambda: answering.recv(65536), b""))
+        end = wait_for_end(home, session_id)
+        assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "signal", 130)
+    finally:
+        tracer.kill()
+        tracer.wait()
+
+
+def tracer_of(pid: int) -> int:
+    """The pid of the process tracing `pid` (0: none)."""
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line for line in status if line.startswith("TracerPid:")).split()[1])

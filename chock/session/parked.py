@@ -258,6 +258,9 @@ class Waiter:
         # A signal from here on stays pending across the exec: the rebuilt session takes it once it handles it.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
         record = self.record
+        with _quiet():  # one that came since the last select (while an answer was read) is a stop all the same
+            if self.signals.recv(1):
+                record["stop"] = "signal"
         record["said"] = self.said
         record["clients"] = [
             {"kind": c.kind, "fd": c.sock.detach(), "greeting": c.greeting.decode("latin-1"),
