@@ -7,8 +7,10 @@ is parked when its process runs chock/session/parked.py (its command line says s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,8 @@ import pytest
 from chock.control import daemon_protocol as dp
 from chock.control import session_protocol as sp
 from chock.control.client import SessionClient
-from chock.control.framing import ProtocolError
+from chock.control.framing import MAX_MESSAGE_LINE, ProtocolError
+from chock.control.greeting import encode_greeting
 from tests.fakes.sessions import alive, event_of, new_session, parked, replay_config, wait_for_end, wait_for_event
 from tests.fakes.wait import wait_until
 
@@ -54,6 +57,14 @@ def approval(home, session_id: str) -> SessionClient:
 
 def handover(home, session_id: str) -> SessionClient:
     return SessionClient(home.layout.session_socket(session_id, "handover"), sp.HANDOVER)
+
+
+def greeted(home, session_id: str) -> socket.socket:
+    """A raw connection to the session's approval.sock that has sent its greeting (its reply left unread)."""
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(str(home.layout.session_socket(session_id, "approval")))
+    raw.sendall(encode_greeting(sp.APPROVAL))
+    return raw
 
 
 def daemon_session(home, daemon, project, entries, message: str = "do it") -> str:
@@ -211,3 +222,91 @@ def test_the_waiter_imports_only_the_standard_librarys_basics_and_the_protocol_m
     modules = loaded.stdout.split()
     assert "chock.control.session_protocol" in modules
     assert [m for m in modules if m.startswith(HEAVY)] == []
+
+
+def test_a_client_that_never_reads_its_replies_does_not_keep_a_parked_session_from_its_answer(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    _, request_id = park(home, session_id)
+    greedy = greeted(home, session_id)
+    try:
+        # Thousands of `pending` asked and none of their replies read: more than a socket's buffer holds.
+        greedy.sendall(b"pending\n" * 4000)
+        with approval(home, session_id) as client:
+            client.answer(request_id, True)
+        assert wait_for_end(home, session_id, "completed")["exit_code"] == 0
+    finally:
+        greedy.close()
+
+
+def test_a_line_past_its_bound_ends_only_its_own_connection_to_a_parked_session(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    with greeted(home, session_id) as huge:
+        with contextlib.suppress(OSError):  # it may be cut off mid-line: it is refused either way
+            huge.sendall(b"say " + b"x" * (MAX_MESSAGE_LINE + 1) + b"\n")
+        huge.shutdown(socket.SHUT_WR)
+        told = b"".join(iter(lambda: huge.recv(65536), b""))
+    assert told.count(b"\n") == 2 and b"error" in told.splitlines()[-1]  # the greeting's reply, then the refusal
+    with approval(home, session_id) as client:
+        assert [item.request_id for item in client.pending()] == [request_id]  # still the waiter's to answer
+        assert parked(owner)
+        client.answer(request_id, True)
+    assert wait_for_end(home, session_id, "completed")["exit_code"] == 0
+
+
+def test_a_parked_session_that_cannot_be_rebuilt_says_why_and_is_free_to_continue(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    home.write_config("not a config\n")  # what the rebuilt session needs again cannot be had
+    with approval(home, session_id) as client, pytest.raises(ProtocolError, match=r"session ended \(error\)"):
+        client.answer(request_id, True)  # whoever answered reads that the session ended, not a cut connection
+    end = wait_for_end(home, session_id, "error")
+    assert "the parked session could not be rebuilt" in end["error"] and "config" in end["error"]
+    wait_until(lambda: not alive({owner}), 10, "the session's process to be gone")
+    replay_config(home, ONE_CALL, shell="allow")
+    resumed = home.chock("run", "--yes", "--continue", session_id, cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    assert home.events(session_id)[-1]["reason"] == "completed"
+
+
+def test_a_stop_signal_that_comes_while_a_session_parks_stops_it(home, project):
+    replay_config(home, ONE_CALL, shell="ask")
+    # strace sends SIGTERM as the session writes its waiter's record (memfd_create): in the middle of parking.
+    tracer = ["strace", "-qq", "-o", "/dev/null", "-e", "trace=memfd_create",
+              "-e", "inject=memfd_create:signal=TERM:when=1"]  # fmt: skip
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+    process = home.spawn("run", "one command", cwd=project, prefix=tracer, **quiet)
+    try:
+        session_id = wait_until(
+            lambda: home.layout.sessions_dir.exists() and os.listdir(home.layout.sessions_dir), 30, "the session"
+        )[0]
+        end = wait_for_end(home, session_id)
+        assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "signal", 130)
+        assert process.wait(30) == 130
+    finally:
+        process.kill()
+
+
+def test_a_stop_signal_that_comes_while_a_parked_session_reads_its_answer_stops_it(home, project, daemon):
+    session_id = daemon_session(home, daemon, project, ONE_CALL)
+    owner, request_id = park(home, session_id)
+    # strace, attached to the waiter, sends SIGTERM as it reads its next request: the answer, which unparks it.
+    tracer = subprocess.Popen(["strace", "-qq", "-o", "/dev/null", "-p", str(owner), "-e", "trace=recvfrom",
+                               "-e", "inject=recvfrom:signal=TERM:when=1"])  # fmt: skip
+    try:
+        wait_until(lambda: tracer_of(owner) == tracer.pid, 30, "strace to attach")
+        with greeted(home, session_id) as answering:
+            answering.sendall(sp.SessionAnswerRequest(request_id, True).encode())
+            answering.shutdown(socket.SHUT_WR)
+            b"".join(iter(lambda: answering.recv(65536), b""))
+        end = wait_for_end(home, session_id)
+        assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "signal", 130)
+    finally:
+        tracer.kill()
+        tracer.wait()
+
+
+def tracer_of(pid: int) -> int:
+    """The pid of the process tracing `pid` (0: none)."""
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line for line in status if line.startswith("TracerPid:")).split()[1])

@@ -74,6 +74,9 @@ class _Held:
         self.connection = connection
         self.greeting = b""  # the greeting line as the client sent it, once answered: the rebuilt session takes it in
         self.unserved = bytearray()  # from the first byte of the first request not served here
+        # Replies not yet taken by the client. While any are, nothing more of its requests is served (as a
+        # session's drain waits), so a client that never reads holds only its own connection, never the waiter.
+        self.owed = bytearray()
 
 
 class _Unpark(Exception):
@@ -127,8 +130,9 @@ class Waiter:
         deadlines = [c.connection.next_deadline() for c in self.clients]
         soonest = min((d for d in deadlines if d is not None), default=None)
         timeout = None if soonest is None else max(0.0, soonest - now)
-        watched = [self.signals, *self.listening.values(), *(c.sock for c in self.clients)]
-        readable, _, _ = select.select(watched, [], [], timeout)
+        watched = [self.signals, *self.listening.values(), *(c.sock for c in self.clients if not c.owed)]
+        owing = [c.sock for c in self.clients if c.owed]
+        readable, writable, _ = select.select(watched, owing, [], timeout)
         now = time.monotonic()
         if self.signals in readable:
             self.record["stop"] = "signal"
@@ -137,7 +141,9 @@ class Waiter:
             if listener in readable:
                 self._accept(kind, listener, now)
         for client in list(self.clients):
-            if client.sock in readable:
+            if client.sock in writable and self._flush(client) and not client.owed:
+                self._serve_lines(client, now)  # what it asked meanwhile, already read
+            elif client.sock in readable:
                 self._read(client, now)
             elif client.connection.deadline_passed(now) is not None:
                 self._drop(client)
@@ -159,6 +165,7 @@ class Waiter:
             refusal = f"this session's {kind} socket serves {MAX_CONNECTIONS} connections at once; try again shortly"
             self._refuse(client, self.protocol_error(ErrorCode.REFUSED, refusal))
             return
+        sock.setblocking(False)
         self.clients.append(client)
 
     def _read(self, client: _Held, now: float) -> None:
@@ -172,7 +179,12 @@ class Waiter:
         if not data:
             self._drop(client)
             return
-        while True:
+        self._serve_lines(client, now)
+
+    def _serve_lines(self, client: _Held, now: float) -> None:
+        """Serve the requests read from `client`, until its replies are owed (its socket is full) or it is gone."""
+        connection = client.connection
+        while client in self.clients and not client.owed:
             try:
                 event = connection.next_event()
             except self.protocol_error as error:
@@ -216,16 +228,26 @@ class Waiter:
         return line
 
     def _send(self, client: _Held, data: bytes) -> None:
+        client.owed += data
+        self._flush(client)
+
+    def _flush(self, client: _Held) -> bool:
+        """Send what `client` is owed, as far as its socket takes it now; False when it has gone (dropped)."""
         try:
-            client.sock.sendall(data)
+            while client.owed:
+                del client.owed[: client.sock.send(client.owed)]
+        except BlockingIOError:
+            pass
         except OSError:
             self._drop(client)
+            return False
+        return True
 
     def _refuse(self, client: _Held, error: ProtocolError) -> None:
         with _quiet():
             client.sock.sendall(client.connection.send(error))
             client.sock.shutdown(socket.SHUT_WR)
-        client.sock.close()
+        self._drop(client)
 
     def _drop(self, client: _Held) -> None:
         if client in self.clients:
@@ -236,10 +258,13 @@ class Waiter:
         # A signal from here on stays pending across the exec: the rebuilt session takes it once it handles it.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
         record = self.record
+        with _quiet():  # one that came since the last select (while an answer was read) is a stop all the same
+            if self.signals.recv(1):
+                record["stop"] = "signal"
         record["said"] = self.said
         record["clients"] = [
             {"kind": c.kind, "fd": c.sock.detach(), "greeting": c.greeting.decode("latin-1"),
-             "unserved": bytes(c.unserved).decode("latin-1")}
+             "unserved": bytes(c.unserved).decode("latin-1"), "owed": bytes(c.owed).decode("latin-1")}
             for c in self.clients
         ]  # fmt: skip
         fds = [record["log"], *record["listen"].values(), *(c["fd"] for c in record["clients"])]

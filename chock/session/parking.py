@@ -11,8 +11,10 @@ nothing to it. Whenever anything else is in flight, or in doubt, the session wai
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ class Carried:
     fd: int
     greeting: bytes
     unserved: bytes
+    owed: bytes = b""  # replies the waiter gave that the client had not yet taken: sent first
 
 
 @dataclass
@@ -53,13 +56,33 @@ class Unparked:
     def read(cls, fd: int) -> Unparked:
         record = parked.read_record(fd)
         clients = [
-            Carried(c["kind"], c["fd"], c["greeting"].encode("latin-1"), c["unserved"].encode("latin-1"))
+            Carried(c["kind"], c["fd"], *(c.get(k, "").encode("latin-1") for k in ("greeting", "unserved", "owed")))
             for c in record.get("clients", [])
         ]
         for fd_ in [record["log"], *record["listen"].values(), *(c.fd for c in clients)]:
             os.set_inheritable(fd_, False)
         return cls(record["session"], record["log"], record["listen"], record["pending"], record.get("said", []),
                    record.get("stop"), clients)  # fmt: skip
+
+
+def tell_ended(clients: list[Carried], reason: str) -> None:
+    """Tell each carried client the session ended (`ended <reason>`, as a session's close does) and close it:
+    for a session that could not be rebuilt, so that whoever answered it reads why nothing came of it."""
+    from chock.control import session_protocol as sp
+    from chock.control.connection import ServerConnection
+    from chock.control.framing import LINGER_SECONDS
+
+    protocols = {"approval": sp.APPROVAL, "handover": sp.HANDOVER}
+    for client in clients:
+        with socket.socket(fileno=client.fd) as sock:
+            if not client.greeting:  # before its greeting is answered, a client reads no reply
+                continue
+            connection = ServerConnection(protocols[client.kind])
+            connection.receive_data(client.greeting)
+            connection.next_event()
+            with contextlib.suppress(OSError):
+                sock.settimeout(LINGER_SECONDS)  # a client that reads nothing does not hold the end up
+                sock.sendall(connection.send(sp.Ended(reason)))
 
 
 def unpark_argv(session_id: str, as_json: bool) -> list[str]:

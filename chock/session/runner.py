@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -487,7 +488,7 @@ class Session:
                 if timeout is None and self._may_park():
                     await wait_set(self._answered, parking.PARK_SECONDS, clock)
                     if not self.approvals.answered(request_id) and self._may_park():
-                        self._park(call_id)  # returns only if the exec failed
+                        await self._park(request_id, call_id)  # returns only if it did not park
                 elif timeout is None:
                     await self._answered.wait()
                 elif clock.now() - began >= timeout:
@@ -522,15 +523,26 @@ class Session:
             and self.log.failed is None and len(self.approvals.pending()) == 1
         )  # fmt: skip
 
-    def _park(self, call_id: str) -> None:
-        """Sync the log, then exec the waiter for the one request open (returns only if the exec failed)."""
-        self.log.sync()
-        waiting = self.approvals.pending()[0]
-        pending = {"request_id": waiting.request_id, "tool": waiting.tool, "summary": waiting.summary,
-                   "call_id": call_id}  # fmt: skip
-        as_json = bool(getattr(self._render, "as_json", False))
-        with contextlib.suppress(OSError):
-            parking.park(self.settings.session_id, self.log.fileno(), self.sockets.listening(), [pending], as_json)
+    async def _park(self, request_id: str, call_id: str) -> None:
+        """Sync the log, then exec the waiter for the one request open; returns if the exec failed, or if a stop
+        or anything else came meanwhile. SIGTERM and SIGINT are blocked from here: one that came before was only
+        noted by the loop, and would be lost across the exec were the loop not let to take it in first."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, parking.parked.STOPPING)
+        try:
+            for _ in range(3):  # a signal's wakeup is read in one pass of the loop, and handled in the next
+                await asyncio.sleep(0)
+            if self.approvals.answered(request_id) or not self._may_park():
+                return
+            self.log.sync()
+            waiting = self.approvals.pending()[0]
+            pending = {"request_id": waiting.request_id, "tool": waiting.tool, "summary": waiting.summary,
+                       "call_id": call_id}  # fmt: skip
+            as_json = bool(getattr(self._render, "as_json", False))
+            with contextlib.suppress(OSError):
+                parking.park(self.settings.session_id, self.log.fileno(), self.sockets.listening(), [pending],
+                             as_json)  # fmt: skip
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, parking.parked.STOPPING)
 
     async def _elicit(self, server: str, message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """A server's elicitation, asked of the person as an approval question naming the server and showing its

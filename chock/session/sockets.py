@@ -224,6 +224,8 @@ class SessionSockets:
             await client.refuse(ProtocolError(ErrorCode.REFUSED, refusal), reader)
             return
         clients.add(client)
+        if carried is not None and carried.owed:  # the waiter's replies the client had not taken yet, in order
+            client.put(carried.owed)
         try:
             await self._exchange(client, reader, carried.unserved if carried is not None else b"")
         except (TimeoutError, ConnectionError):

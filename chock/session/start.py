@@ -257,6 +257,7 @@ def unpark(layout: Layout, record: int, render: Callable[[Event], None]) -> int:
         log.append("session.end", reason=reason, exit_code=code, **said)
         log.sync()
         log.release()
+        parking.tell_ended(unparked.clients, reason)
         return code
     opening = _Opening(log, state, prepared, _socket_paths(layout, session_id), unparked=unparked)
     _settle(layout, opening, session_id, request, place)  # no MCP server: a session parks only without one
