@@ -110,9 +110,8 @@ def _real_logs(home, project) -> list[bytes]:
     try:
         waiting = wait_until(lambda: set(os.listdir(home.layout.sessions_dir)) - before, what="the new session")
         waiting_id = waiting.pop()
-        wait_until(
-            lambda: b'"approval.request"' in home.layout.log_path(waiting_id).read_bytes(), what="its approval request"
-        )
+        log = home.layout.log_path(waiting_id)  # its directory is made a moment before its log
+        wait_until(lambda: log.exists() and b'"approval.request"' in log.read_bytes(), what="its approval request")
     finally:
         process.kill()
         process.wait(10)
