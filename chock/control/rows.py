@@ -8,7 +8,6 @@ A listing's reply is read in one pass: `rows_of` makes the whole reply one JSON 
 from __future__ import annotations
 
 import json
-import re
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -56,8 +55,9 @@ def full_row(wire: dict[str, Any]) -> dict[str, Any]:
 
 
 # A line's start, after the newline before it, up to its tab: a time the one-pass parse can put in a JSON string as
-# it is (no escape, no quote). Led by a newline, it is found at the speed of a byte search.
-_PLAIN_TIME = re.compile(rb'\n[^\t\n"\\]*\t')
+# it is (no escape, no quote). Led by a newline, it is found at the speed of a byte search. Compiled at the first
+# listing read, not when a command that never reads one imports the protocol (docs/architecture.md#start-up).
+_PLAIN_TIME = rb'\n[^\t\n"\\]*\t'
 
 
 def rows_of(data: bytes) -> list[tuple[str, dict[str, Any]]] | None:
@@ -67,7 +67,9 @@ def rows_of(data: bytes) -> list[tuple[str, dict[str, Any]]] | None:
     lines = data.count(b"\n")
     if not lines or not data.endswith(b"\n") or data.count(b"\t") != lines or b"\0" in data:
         return None
-    if len(_PLAIN_TIME.findall(b"\n" + data)) != lines:
+    import re  # re caches the compiled pattern
+
+    if len(re.findall(_PLAIN_TIME, b"\n" + data)) != lines:
         return None
     try:
         text = data.decode("utf-8")
