@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,8 +34,9 @@ READ_SIZE = 1024 * 1024
 # Beside the staged parts: each part's size and sha256 as move-out's child said them.
 DIGESTS = ".digests.json"
 
-# One move's steps at this host take turns (a `move-drop` waits for a `receive` under way); a step still waiting
-# past this is told the session is busy.
+# One move's steps at this host take turns: each part's `receive` its own (the parts travel at once, each on a
+# connection of its own), `move-in` and `move-drop` every part's (they wait for each `receive` under way); a step
+# still waiting past this is told the session is busy.
 TURN_SECONDS = 30.0
 
 # Stands in for every character of a host name a log could not carry (chock.control.move_protocol.host_name).
@@ -47,19 +49,22 @@ def own_host() -> str:
     return name or "localhost"
 
 
-def _turn(daemon: Daemon, session_id: str) -> contextlib.AbstractContextManager[None]:
-    lock = daemon.steering(f"move {session_id}")
+@contextlib.contextmanager
+def _turn(daemon: Daemon, session_id: str, names: tuple[str, ...] = parts.PARTS) -> Iterator[None]:
+    """The turns of the move's steps `names` (parts, taken in one order), held together: a `receive` takes its
+    part's, `move-in` and `move-drop` every part's; BUSY once they were waited for TURN_SECONDS."""
+    deadline = time.monotonic() + TURN_SECONDS
+    with contextlib.ExitStack() as held:
+        for name in names:
+            lock = daemon.steering(f"move {session_id} {name}")
+            if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                raise ProtocolError(ErrorCode.BUSY, f"another step of moving session {session_id} is under way here")
+            held.callback(lock.release)
+        yield
 
-    @contextlib.contextmanager
-    def held() -> Iterator[None]:
-        if not lock.acquire(timeout=TURN_SECONDS):
-            raise ProtocolError(ErrorCode.BUSY, f"another step of moving session {session_id} is under way here")
-        try:
-            yield
-        finally:
-            lock.release()
 
-    return held()
+# Making the directory parts are received into, and removing it once it is empty, take turns across the parts.
+_DIRECTORY = threading.Lock()
 
 
 def _project_of(daemon: Daemon, session_id: str) -> str:
@@ -148,23 +153,26 @@ def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> N
     """`receive`: exactly `<length>` bytes after the request, read under the connection's line deadlines, decoded
     and checked against the sha256 announced; kept as `moves/<id>/in/<part>` only when they match."""
     directory = _received(daemon, request.session_id)
-    with _turn(daemon, request.session_id):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+    with _turn(daemon, request.session_id, (request.part,)):
         temporary = os.path.join(directory, f".{request.part}.{secrets.token_hex(8)}")
+        with _DIRECTORY:  # not removed, empty, by another part's failure before this part's file is in it
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            out = open(temporary, "xb")  # noqa: SIM115 - closed below
         try:
-            with open(temporary, "xb") as out:
+            with out:
                 decoder = parts.PartDecoder(request.part, request.sha256)
                 for data in _body(reply):
                     out.write(decoder.feed(data))
                 decoder.finish()
             os.replace(temporary, os.path.join(directory, request.part))
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)  # nothing else received yet: nothing of this move is left
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(directory))
+            with _DIRECTORY:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)  # nothing else received (or being received): nothing of this move is left
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(directory))
             raise
     reply.answer(mp.Received())
 
