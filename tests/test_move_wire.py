@@ -607,3 +607,52 @@ def test_a_target_whose_child_dies_after_its_adopt_but_before_saying_so_is_told_
     landed = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().splitlines()
     assert any(b'"type": "session.adopt"' in line and b'"via": "move"' in line for line in landed)
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+
+
+def _commit_on(project: Path, branch: str, name: str, data: bytes) -> None:
+    """A commit of `name` holding `data` on `branch` of `project`, its worktree untouched (as a turn's work lands)."""
+    import subprocess
+
+    index = {**os.environ, "GIT_INDEX_FILE": str(project / ".git" / "test.index")}
+    run = lambda *args, **kw: subprocess.run(["git", "-C", str(project), *args], capture_output=True, check=True, **kw)  # noqa: E731
+    blob = run("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+    run("read-tree", branch, env=index)
+    run("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=index)
+    tree = run("write-tree", env=index).stdout.decode().strip()
+    made = run("-c", "user.name=t", "-c", "user.email=t@example.com", "commit-tree", tree, "-p", branch, "-m", name)
+    run("update-ref", f"refs/heads/{branch}", made.stdout.decode().strip())
+
+
+def _bundle_sent(said: str) -> int:
+    """The bundle's bytes on the wire, as `chock move` said it sent them."""
+    import re
+
+    found = re.search(r"its bundle \(([\d,]+) bytes\)", said)
+    assert found is not None, said
+    return int(found.group(1).replace(",", ""))
+
+
+def test_a_session_coming_back_sends_only_the_objects_its_target_lacks(tmp_path, home, hosts):
+    """A -> B carries the branch's 400 KB; B's work (a small commit) comes back to A without them, since A holds
+    them; moved to B again with no work done, no object travels. Each host ends with the whole branch."""
+    a, b = hosts
+    session_id, here, there = _ended_on(a, home, tmp_path)
+    branch = f"chock/{session_id}"
+    big = os.urandom(400_000)
+    _commit_on(here, branch, "big.bin", big)
+    went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert went.returncode == 0, went.stderr
+    assert _bundle_sent(went.stderr) > len(big)
+
+    _commit_on(there, branch, "small.txt", b"done on b\n")
+    came = home.chock("move", session_id, "--daemon", b.address, "--to", a.address, "--project", str(here))
+    assert came.returncode == 0, came.stderr
+    assert _bundle_sent(came.stderr) < 10_000
+    assert git_value(here, "show", f"{branch}:small.txt") == "done on b"
+    assert git_value(here, "cat-file", "-s", f"{branch}:big.bin") == str(len(big))
+
+    again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert again.returncode == 0, again.stderr
+    assert _bundle_sent(again.stderr) < 1_000
+    assert git_value(there, "rev-parse", branch) == git_value(here, "rev-parse", branch)
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"

@@ -248,10 +248,12 @@ def _move(
     base, own_instance = _origin(source, found.host, session_id)
     _step(f"asking {to_host} whether it takes session {session_id}")
     check = mp.MoveCheckRequest(session_id, base, instance or own_instance, project_there)
-    there = _ask(target, to_host, check, mp.HostNamed).host
+    named = _ask(target, to_host, check, mp.HostNamed)
+    there = named.host
     _step(f"taking session {session_id} {where} (a running session hands over at its next turn boundary)")
     try:
-        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address))
+        # What the target's `chock/<id>` holds already (a session coming back) is left out of the bundle.
+        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address), named.tip)
         manifest = _ask(source, found.host, out, mp.Manifest)
     except KeyboardInterrupt:
         raise _interrupted(

@@ -29,6 +29,10 @@ from chock.daemon.context import Daemon
 from chock.daemon.reply import ClientGone, ReplyWriter
 from chock.log.row import RowState
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.session.hostgit import Repo
+
 READ_SIZE = 1024 * 1024
 
 # Beside the staged parts: each part's size and sha256 as move-out's child said them.
@@ -90,12 +94,14 @@ def _drop(path: str) -> None:
 
 
 def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest) -> None:
-    """`move-check` -> `ok <this host's name>`, or the first reason this host would not take the session: an
-    instance it does not have, a project that is not a git repository holding the base commit, or the id of a
-    session it holds (and that did not move away from it)."""
+    """`move-check` -> `ok <this host's name>[\\t<tip>]` (`<tip>`: the commit the project's `chock/<id>` names, when
+    it has one), or the first reason this host would not take the session: an instance it does not have, a project
+    that is not a git repository holding the base commit, or the id of a session it holds (and that did not move
+    away from it)."""
     from chock.config import load_config
     from chock.errors import ChockError
     from chock.instances import listed
+    from chock.session.move_branch import branch_of, branch_tip
 
     try:
         names = [name for name, _, _ in listed(daemon.layout, load_config(daemon.layout.config))]
@@ -106,7 +112,7 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
             f"this host has no instance named {request.instance} (it has {', '.join(names) or 'none'}): name one of "
             "its own with --instance"
         )
-    _check_base(request.project, request.base)
+    repo = _check_base(request.project, request.base)
     entry = daemon.catalog.entry(request.session_id)
     if entry is not None and not _may_come(entry.state, daemon.catalog.alive(entry)):
         status = entry.state.status(daemon.catalog.alive(entry))
@@ -114,7 +120,7 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
             f"this host already holds session {request.session_id} ({status}), and it did not move away from here; "
             "nothing was changed"
         )
-    reply.answer(mp.HostNamed(own_host()))
+    reply.answer(mp.HostNamed(own_host(), branch_tip(repo, branch_of(request.session_id))))
 
 
 def _may_come(state: RowState, alive: bool) -> bool:
@@ -125,8 +131,9 @@ def _may_come(state: RowState, alive: bool) -> bool:
     return state.end_reason == "moved" or (state.end_reason == "handover" and state.end_to == own_host() and not alive)
 
 
-def _check_base(project: str, base: str) -> None:
-    """`project` is a git repository (as the person's git finds it) holding commit `base`, or Refusal naming it."""
+def _check_base(project: str, base: str) -> Repo:
+    """`project` is a git repository (as the person's git finds it) holding commit `base` (returned), or Refusal
+    naming it."""
     from pathlib import Path
 
     from chock.errors import ChockError
@@ -147,6 +154,7 @@ def _check_base(project: str, base: str) -> None:
             f"{project} does not hold commit {base}, the session's base: fetch it there first (git fetch), or give "
             "--project a clone that has it"
         )
+    return repo
 
 
 def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> None:
@@ -247,6 +255,8 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
     args = ["run", "--move-out", request.session_id, "--to", request.to, "--wait", str(request.wait)]
     if request.address:  # one argument, `=` joined: an address is never taken for an option
         args.append(f"--address={request.address}")
+    if request.have:
+        args.append(f"--have={request.have}")
     doing = f"moving session {request.session_id} out"
     code, said, out = daemon.children.run_chock(args, project, doing, timeout=2 * request.wait + mp.MOVE_SECONDS - 30)
     if code != 0:
