@@ -188,7 +188,10 @@ def _bundle(state: RowState, target: Path, have: str = "") -> dict[str, Any]:
     ref = f"refs/heads/chock/{state.id}"
     tip = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], check=False)
     commit = tip.stdout.decode().strip()
-    held = bool(have) and repo.run(["merge-base", "--is-ancestor", have, commit], check=False).returncode == 0
+    held = (
+        bool(COMMIT_ID.fullmatch(have))
+        and repo.run(["merge-base", "--is-ancestor", have, commit], check=False).returncode == 0
+    )
     if tip.returncode != 0 or commit == state.workspace_base:
         target.write_bytes(b"")
     elif held and have == commit:
