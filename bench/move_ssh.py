@@ -9,7 +9,9 @@ random bytes is committed on its branch. Each run moves it the other way (A -> B
 client's `chock move` from its start to its exit, the ssh masters already up. The baseline, measured in the same
 run on the same masters: the log piped from the host holding it to the other through the client, and `git
 bundle create` of the branch on that host. Printed: low / median / high of each and of their ratio (the goal: at
-most 2×), and the peak resident memory (VmHWM) of each daemon and the largest of the client's processes (the
+most 2×), the same per direction with each step's seconds (from the client's line for it to the next), the first
+move alone (the only one that carries the whole branch: a later one carries only what its target lacks, here
+nothing), and the peak resident memory (VmHWM) of each daemon and the largest of the client's processes (the
 goal: each under 64 MiB).
 
     python bench/move_ssh.py           # a 100 MB log and a 50 MiB branch, 5 moves: the figures
@@ -120,18 +122,34 @@ def baseline(hosts: Hosts, source: Host, target: Host, session_id: str, project:
     return took
 
 
-def move(hosts: Hosts, session_id: str, source: str, target: str, project: Path) -> tuple[float, int]:
-    """`chock move SOURCE:ID --to TARGET`: seconds, and the largest resident memory of the client's processes."""
+def move(hosts: Hosts, session_id: str, source: str, target: str, project: Path) -> tuple[float, int, dict[str, float]]:
+    """`chock move SOURCE:ID --to TARGET`: seconds, the largest resident memory of the client's processes, and the
+    seconds of each step it said on standard error (from its line to the next, the last to its exit)."""
     assert hosts.client is not None
     argv = [PYTHON, "-m", "chock", "move", f"{source}:{session_id}", "--to", target, "--project", str(project)]
     started = time.perf_counter()
-    done = subprocess.run(
+    running = subprocess.Popen(
         [*hosts.client.prefix(), PYTHON, "-c", PEAK, *argv], env=hosts.client.env(hosts.chock_dir),
-        cwd=hosts.client.home, capture_output=True, text=True, timeout=1800,
+        cwd=hosts.client.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert running.stderr is not None and running.stdout is not None
+    said = [(time.perf_counter(), line) for line in running.stderr]
+    out = running.stdout.read()
+    running.wait(1800)
     took = time.perf_counter() - started
-    assert done.returncode == 0, done.stderr
-    return took, int(done.stdout.split()[-1])
+    assert running.returncode == 0, "".join(line for _, line in said)
+    steps: dict[str, float] = {"start": said[0][0] - started if said else 0.0}
+    for (at, line), (after, _) in zip(said, [*said[1:], (started + took, "")], strict=True):
+        named = [name for start, name in STEP_NAMES if line.startswith(start) or f" {start}" in line]
+        steps[named[0] if named else line.split()[0]] = after - at
+    return took, int(out.split()[-1]), steps
+
+
+# The client's step lines (a line that starts with, or says, the words) as the per-step figures name them.
+STEP_NAMES = (
+    ("asking", "check"), ("taking session", "move-out"), ("sending its log", "parts"), ("sending its", "sending"),
+    ("adopts it", "adopt"), ("ending it", "moved"),
+)  # fmt: skip
 
 
 def main() -> None:
@@ -166,11 +184,13 @@ def main() -> None:
         sides = [(a, "a", b, "b", there), (b, "b", a, "a", a.project)]
         projects = {"a": a.project, "b": there}
         ours, theirs, client_peak = [], [], 0
+        steps: list[tuple[str, dict[str, float]]] = []
         for turn in range(moves):
             source, source_name, target, target_name, target_project = sides[turn % 2]
             theirs.append(baseline(hosts, source, target, session_id, projects[source_name], base))
-            took, peak = move(hosts, session_id, source_name, target_name, target_project)
+            took, peak, said = move(hosts, session_id, source_name, target_name, target_project)
             ours.append(took)
+            steps.append((f"{source_name}->{target_name}", said))
             client_peak = max(client_peak, peak)
             events = [json.loads(line) for line in _log(target, session_id).read_bytes().splitlines()]
             assert events[-1]["type"] in ("workspace.open", "session.end"), events[-1]
@@ -193,6 +213,15 @@ def main() -> None:
     print(_common.labelled("  baseline (ssh cat log | ssh cat > x, then git bundle create)", theirs))
     print(_common.labelled("  chock move", ours))
     print(_common.labelled("  ratio", ratios, "x") + " (goal: at most 2x)")
+    # The first move carries the whole branch; a later one only what its target lacks (here: nothing, no work is
+    # done between moves), while the baseline bundles the whole branch every time.
+    print(f"  first move (the whole branch travels): {ours[0]:.2f} s against {theirs[0]:.2f} s, {ratios[0]:.2f}x")
+    for direction in sorted({way for way, _ in steps}):
+        mine = [ratio for ratio, (way, _) in zip(ratios, steps, strict=True) if way == direction]
+        print(_common.labelled(f"  ratio {direction}", mine, "x"))
+        for name in dict.fromkeys(step for way, said in steps if way == direction for step in said):
+            values = [said.get(name, 0.0) for way, said in steps if way == direction]
+            print(_common.labelled(f"    {name}", values))
     print(
         f"  peak resident memory: client {client_peak / 2**20:.1f} MiB, "
         + ", ".join(f"daemon {name} {value / 2**20:.1f} MiB" for name, value in peaks.items())

@@ -222,8 +222,14 @@ def test_a_terminal_session_moved_while_it_waits_in_a_model_call_exits_8_and_fin
 
 @pytest.mark.parametrize(
     ("verb", "part", "frames"),
-    [("send", "log", -1), ("receive", "log", 1), ("receive", "bundle", 1), ("move-in", "-", -1)],
-    ids=["before-the-log", "in-the-log", "in-the-bundle", "between-the-bundle-and-the-adopt"],
+    [
+        ("send", "log", -1),
+        ("receive", "log", 1),
+        ("send", "bundle", -1),
+        ("receive", "bundle", 1),
+        ("move-in", "-", -1),
+    ],
+    ids=["before-the-log", "in-the-log", "before-the-bundle", "in-the-bundle", "between-the-bundle-and-the-adopt"],
 )
 def test_a_move_cut_over_ssh_leaves_one_owner_that_continues_it_and_a_second_move_replaces_any_leftover(
     pair: Pair, verb: str, part: str, frames: int

@@ -387,7 +387,15 @@ def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_pa
     moved = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
     assert moved.returncode == 0, moved.stderr
     assert f"session {session_id} moved to {b.address}" in moved.stdout
-    for step in ("asking", "taking session", "sending its log", "sending its bundle", "adopts it", "ending it"):
+    for step in (
+        "asking",
+        "taking session",
+        "sending its log",
+        "beside it, its scratchpad",
+        "then its bundle",
+        "adopts it",
+        "ending it",
+    ):
         assert step in moved.stderr
 
     sent = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes().split(b"\n")[:-1]
@@ -407,8 +415,14 @@ def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_pa
 
 @pytest.mark.parametrize(
     ("verb", "part", "after"),
-    [("send", "log", None), ("receive", "log", 40), ("receive", "bundle", 300), ("move-in", None, None)],
-    ids=["before-the-log", "in-the-log", "in-the-bundle", "between-the-bundle-and-the-adopt"],
+    [
+        ("send", "log", None),
+        ("receive", "log", 40),
+        ("send", "bundle", None),
+        ("receive", "bundle", 300),
+        ("move-in", None, None),
+    ],
+    ids=["before-the-log", "in-the-log", "before-the-bundle", "in-the-bundle", "between-the-bundle-and-the-adopt"],
 )
 def test_a_move_cut_at_any_step_before_the_adopt_leaves_one_owner_and_a_second_move_completes(
     tmp_path, home, hosts, verb, part, after
@@ -476,9 +490,11 @@ def test_chock_move_hands_a_running_daemon_session_over_at_its_turn_boundary_and
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
 
 
-def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_path, home, hosts):
-    """The bundle stalls on its way (a relay holds it); Ctrl-C: what the target received goes, and the source's
-    session is handed over to nobody, as the command says."""
+@pytest.mark.parametrize("stalled", ["bundle", "log"])
+def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_path, home, hosts, stalled):
+    """One part stalls on its way (a relay holds it) while the others arrive whole beside it — the log and the
+    bundle travel at once; Ctrl-C: what the target received goes, and the source's session is handed over to nobody,
+    as the command says."""
     import signal
     import subprocess
 
@@ -487,14 +503,20 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
     a, b = hosts
     session_id, _, there = _ended_on(a, home, tmp_path)
     received = state(tmp_path, "b") / "moves" / session_id / "in"
-    with CuttingRelay(b.socket, verb="receive", part="bundle", after=100, hold=True) as relay:
+    others = set(parts.PARTS) - {stalled}
+    with CuttingRelay(b.socket, verb="receive", part=stalled, after=40, hold=True) as relay:
         move = home.spawn(
             "move", session_id, "--daemon", a.address, "--to", relay.address, "--project", str(there),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         try:
-            wait_until(relay.holding.is_set, 60, "the bundle to stall")
-            assert {"log", "scratchpad"} <= set(os.listdir(received)) and "bundle" not in os.listdir(received)
+            wait_until(relay.holding.is_set, 60, f"the {stalled} to stall")
+            wait_until(
+                lambda: received.is_dir() and others <= set(os.listdir(received)),
+                30,
+                f"the {', '.join(others)} to arrive beside it",
+            )
+            assert stalled not in os.listdir(received)
             move.send_signal(signal.SIGINT)
             _, stderr = move.communicate(timeout=60)
         finally:
@@ -585,3 +607,52 @@ def test_a_target_whose_child_dies_after_its_adopt_but_before_saying_so_is_told_
     landed = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().splitlines()
     assert any(b'"type": "session.adopt"' in line and b'"via": "move"' in line for line in landed)
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
+
+
+def _commit_on(project: Path, branch: str, name: str, data: bytes) -> None:
+    """A commit of `name` holding `data` on `branch` of `project`, its worktree untouched (as a turn's work lands)."""
+    import subprocess
+
+    index = {**os.environ, "GIT_INDEX_FILE": str(project / ".git" / "test.index")}
+    run = lambda *args, **kw: subprocess.run(["git", "-C", str(project), *args], capture_output=True, check=True, **kw)  # noqa: E731
+    blob = run("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+    run("read-tree", branch, env=index)
+    run("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=index)
+    tree = run("write-tree", env=index).stdout.decode().strip()
+    made = run("-c", "user.name=t", "-c", "user.email=t@example.com", "commit-tree", tree, "-p", branch, "-m", name)
+    run("update-ref", f"refs/heads/{branch}", made.stdout.decode().strip())
+
+
+def _bundle_sent(said: str) -> int:
+    """The bundle's bytes on the wire, as `chock move` said it sent them."""
+    import re
+
+    found = re.search(r"its bundle \(([\d,]+) bytes\)", said)
+    assert found is not None, said
+    return int(found.group(1).replace(",", ""))
+
+
+def test_a_session_coming_back_sends_only_the_objects_its_target_lacks(tmp_path, home, hosts):
+    """A -> B carries the branch's 400 KB; B's work (a small commit) comes back to A without them, since A holds
+    them; moved to B again with no work done, no object travels. Each host ends with the whole branch."""
+    a, b = hosts
+    session_id, here, there = _ended_on(a, home, tmp_path)
+    branch = f"chock/{session_id}"
+    big = os.urandom(400_000)
+    _commit_on(here, branch, "big.bin", big)
+    went = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert went.returncode == 0, went.stderr
+    assert _bundle_sent(went.stderr) > len(big)
+
+    _commit_on(there, branch, "small.txt", b"done on b\n")
+    came = home.chock("move", session_id, "--daemon", b.address, "--to", a.address, "--project", str(here))
+    assert came.returncode == 0, came.stderr
+    assert _bundle_sent(came.stderr) < 10_000
+    assert git_value(here, "show", f"{branch}:small.txt") == "done on b"
+    assert git_value(here, "cat-file", "-s", f"{branch}:big.bin") == str(len(big))
+
+    again = home.chock("move", session_id, "--daemon", a.address, "--to", b.address, "--project", str(there))
+    assert again.returncode == 0, again.stderr
+    assert _bundle_sent(again.stderr) < 1_000
+    assert git_value(there, "rev-parse", branch) == git_value(here, "rev-parse", branch)
+    assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"

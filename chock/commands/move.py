@@ -103,13 +103,56 @@ def _relay(source: ControlClient, source_host: str, target: ControlClient, targe
     announced = expect(header, mp.PartHeader)
     receive = mp.ReceiveRequest(session_id, part, announced.body_length, announced.sha256)
     try:
-        _step(f"sending its {part} ({announced.body_length:,} bytes)")
         expect(target.call_with_body(receive, body), mp.Received)
     except ProtocolError as error:
         raise _failed(target_host, receive, error) from None
     finally:
         body.close()  # type: ignore[attr-defined]  # a generator
     return announced.body_length
+
+
+def _relay_lanes(lanes: list[tuple[WarmClient, WarmClient]], source_host: str, target_host: str, session_id: str,
+                 manifest: mp.Manifest) -> None:  # fmt: skip
+    """Every part, each lane of `parts.LANES` on its own (source, target) clients, the lanes at once: the first
+    in this thread, the others in threads of their own. The first failure cuts every lane's connections (so no part
+    goes on being sent) and is raised once all lanes stopped; Ctrl-C here does the same."""
+    import threading
+
+    sizes = {part: parts.wire_length(part, length) for part, length, _ in manifest.parts}
+    said = [" then ".join(f"its {part} ({sizes[part]:,} bytes)" for part in lane) for lane in parts.LANES]
+    _step(f"sending {said[0]}" + "".join(f"; beside it, {lane}" for lane in said[1:]))
+    failures: list[BaseException] = []
+
+    def cut() -> None:
+        for clients in lanes:
+            for client in clients:
+                client.cut()
+
+    def run(lane: tuple[str, ...], source: WarmClient, target: WarmClient) -> None:
+        try:
+            for part in lane:
+                _relay(source, source_host, target, target_host, session_id, part)
+        except BaseException as error:
+            failures.append(error)
+            cut()
+
+    others = [
+        threading.Thread(target=run, args=(lane, *clients), name=f"relay-{lane[-1]}", daemon=True)
+        for lane, clients in zip(parts.LANES[1:], lanes[1:], strict=True)
+    ]
+    for thread in others:
+        thread.start()
+    try:
+        run(parts.LANES[0], *lanes[0])
+        for thread in others:
+            thread.join()
+    except BaseException:  # Ctrl-C while the other lanes ran
+        cut()
+        for thread in others:
+            thread.join()
+        raise
+    if failures:
+        raise failures[0]
 
 
 def _reachable_from(source_host: str, target: Address) -> str:
@@ -184,28 +227,33 @@ def move(
     if to_address == source.client.address:
         raise UsageError(f"session {session_id} is {source.where} already: name another host with --to")
     project_there = _target_project(project, to_host)
-    # Each verb's connection to either host is dialed while the one before it runs.
-    target, from_client = WarmClient(to_address), WarmClient(source.client.address)
+    # Each verb's connection to either host is dialed while the one before it runs; each lane of parts has its own.
+    lanes = [(WarmClient(source.client.address), WarmClient(to_address)) for _ in parts.LANES]
     try:
-        _move(source, from_client, session_id, to, to_host, to_address, target, project_there, instance, wait)
+        _move(source, session_id, to, to_host, to_address, lanes, project_there, instance, wait)
     finally:
-        target.close()
-        from_client.close()
+        for clients in lanes:
+            for client in clients:
+                client.close()
 
 
 def _move(
-    found: Target, source: WarmClient, session_id: str, to: str, to_host: str, to_address: Address,
-    target: WarmClient, project_there: str, instance: str | None, wait: int,
+    found: Target, session_id: str, to: str, to_host: str, to_address: Address,
+    lanes: list[tuple[WarmClient, WarmClient]], project_there: str, instance: str | None, wait: int,
 ) -> None:  # fmt: skip
-    """The move's steps, from `move-check` on (see the module)."""
+    """The move's steps, from `move-check` on (see the module); `lanes`, each a (source, target) pair of clients, the
+    first for every verb but the parts of the other lanes."""
     where = found.where
+    source, target = lanes[0]
     base, own_instance = _origin(source, found.host, session_id)
     _step(f"asking {to_host} whether it takes session {session_id}")
     check = mp.MoveCheckRequest(session_id, base, instance or own_instance, project_there)
-    there = _ask(target, to_host, check, mp.HostNamed).host
+    named = _ask(target, to_host, check, mp.HostNamed)
+    there = named.host
     _step(f"taking session {session_id} {where} (a running session hands over at its next turn boundary)")
     try:
-        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address))
+        # What the target's `chock/<id>` holds already (a session coming back) is left out of the bundle.
+        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address), named.tip)
         manifest = _ask(source, found.host, out, mp.Manifest)
     except KeyboardInterrupt:
         raise _interrupted(
@@ -216,10 +264,9 @@ def _move(
         if (manifest.base, manifest.instance) != (base, own_instance):
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)
             _ask(target, to_host, again, mp.HostNamed)
-        for part in parts.PARTS:
-            _relay(source, found.host, target, to_host, session_id, part)
+        _relay_lanes(lanes, found.host, to_host, session_id, manifest)
     except BaseException as error:
-        _drop(target, session_id)
+        _drop(ControlClient(to_address), session_id)  # on a connection of its own: the lanes' may be cut
         left = (
             f"{to_host} holds nothing of it; session {session_id} is handed over to nobody {where}: "
             f"`chock run --continue {session_id}` there takes it back"

@@ -369,6 +369,8 @@ class WarmClient(ControlClient):
         super().__init__(address, timeout=timeout)
         self.ahead = True  # False before the run's last verb: nothing is dialed after it
         self._spare: Future[tuple[float, Pump]] | None = self._dial_ahead()
+        self._given: list[Pump] = []  # the connections verbs took, for `cut`
+        self._cut = False
 
     def _dial_ahead(self) -> Future[tuple[float, Pump]]:
         import threading
@@ -388,6 +390,13 @@ class WarmClient(ControlClient):
         return future
 
     def _open(self, request: Request | None = None) -> Pump:
+        pump = self._take(request)
+        self._given = [*(given for given in self._given if given.sock.fileno() >= 0), pump]
+        if self._cut:  # cut while this connection was being taken
+            _shut(pump)
+        return pump
+
+    def _take(self, request: Request | None) -> Pump:
         spare, self._spare = self._spare, (self._dial_ahead() if self.ahead else None)
         if spare is None:
             return super()._open(request)
@@ -402,11 +411,23 @@ class WarmClient(ControlClient):
         pump.close()
         return super()._open(request)
 
+    def cut(self) -> None:
+        """Shut every connection a verb took and has not closed, and each one taken from now on, from any thread:
+        the verb running on it fails at once as Unreachable (a move's part stops being sent once another failed)."""
+        self._cut = True
+        for pump in self._given:
+            _shut(pump)
+
     def close(self) -> None:
         """Close the connection dialed ahead, once it is (without waiting for it)."""
         spare, self._spare = self._spare, None
         if spare is not None:
             spare.add_done_callback(_close_dialed)
+
+
+def _shut(pump: Pump) -> None:
+    with contextlib.suppress(OSError):  # closed already
+        pump.sock.shutdown(socket.SHUT_RDWR)
 
 
 def _close_dialed(done: Future[tuple[float, Pump]]) -> None:

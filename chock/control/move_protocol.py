@@ -2,8 +2,8 @@
 and its reply, part of chock.control.daemon_protocol's `VERBS` (declared here so that table stays one screenful of
 verbs a session's life uses; nothing else declares a verb).
 
-    move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>            (on the target)
-    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>      -> ok <manifest JSON>        (on the source)
+    move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>[\\t<tip>]    (on the target)
+    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have> -> ok <manifest JSON>  (on the source)
     send <id>\\t<part>                                         -> ok <length>\\t<sha256>, then <length> bytes
     receive <id>\\t<part>\\t<length>\\t<sha256>, then <length> bytes -> ok received          (on the target)
     move-in <id>\\t<project>\\t<from host>\\t<0|1>\\t<instance>     -> ok <adopt event id>     (on the target)
@@ -68,23 +68,27 @@ def seconds(name: str, field: str) -> int:
 
 
 class HostNamed(ReplyLine):
-    """`ok <host name>`: `move-check`'s answer, the target's own host name (what the source's log says it went to)."""
+    """`ok <host name>[\\t<tip>]`: `move-check`'s answer, the target's own host name (what the source's log says it
+    went to) and, when the project there has a branch `chock/<id>`, the commit it names: every object it reaches is
+    there already, so the bundle leaves them out (`move-out`'s `<have>`)."""
 
-    __slots__ = ("host",)
-    WHAT = "ok <host name>"
+    __slots__ = ("host", "tip")
+    WHAT = "ok <host name>[\\t<tip>]"
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, tip: str = "") -> None:
         self.host = host
+        self.tip = commit(tip) if tip else ""
 
     def encode(self) -> bytes:
-        return f"ok {self.host}\n".encode()
+        return f"ok {self.host}{chr(9) + self.tip if self.tip else ''}\n".encode()
 
     @classmethod
     def decode(cls, line: str) -> HostNamed | None:
         if not line.startswith("ok "):
             return None
+        host, tab, tip = line[3:].partition("\t")
         try:
-            return cls(host_name(line[3:]))
+            return cls(host_name(host), commit(tip) if tab else "")
         except f.ProtocolError:
             return None
 
@@ -257,28 +261,31 @@ class MoveCheckRequest(Request):
 
 
 class MoveOutRequest(Request):
-    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>` -> `ok <manifest JSON>`: the source's child takes
-    the session (a running one at its next turn boundary, `--wait` bounding each round trip), ends its span handed
-    over to the target, and stages its parts. `<address>` is where the client reached the target (an address as
-    `--daemon` takes one; empty: none the source could use), which `chock run --continue` asks there."""
+    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>` -> `ok <manifest JSON>`: the source's child
+    takes the session (a running one at its next turn boundary, `--wait` bounding each round trip), ends its span
+    handed over to the target, and stages its parts. `<address>` is where the client reached the target (an address
+    as `--daemon` takes one; empty: none the source could use), which `chock run --continue` asks there. `<have>` is
+    the commit the target's `chock/<id>` names (`move-check`'s `<tip>`; empty: none): the bundle leaves out every
+    object it reaches, when it is an ancestor of the branch here."""
 
-    __slots__ = ("address", "session_id", "to", "wait")
-    ATTRS = ("session_id", "to", "wait", "address")
+    __slots__ = ("address", "have", "session_id", "to", "wait")
+    ATTRS = ("session_id", "to", "wait", "address", "have")
     verb = "move-out"
-    FIELDS = ("session id", "to host", "wait seconds", "address")
+    FIELDS = ("session id", "to host", "wait seconds", "address", "have")
     REPLY = Manifest
 
-    def __init__(self, session_id: str, to: str, wait: int, address: str = "") -> None:
+    def __init__(self, session_id: str, to: str, wait: int, address: str = "", have: str = "") -> None:
         self.session_id = f.session_id(session_id)
         self.to = host_name(to)
         if type(wait) is not int or not 0 < wait <= 24 * 3600:
             raise f.bad_request(f"the wait must be from 1 to 86400 seconds (got {f.show(str(wait))})")
         self.wait = wait
         self.address = target_address(address) if address else ""
+        self.have = commit(have) if have else ""
 
     @classmethod
     def from_fields(cls, fields: list[str]) -> MoveOutRequest:
-        return cls(fields[0], fields[1], seconds("the wait", fields[2]), fields[3])
+        return cls(fields[0], fields[1], seconds("the wait", fields[2]), fields[3], fields[4])
 
     @property
     def WAIT(self) -> float:  # type: ignore[override]  # the client's bound, as every request names it

@@ -22,8 +22,11 @@ from collections.abc import Callable, Iterator
 from chock.control import framing as f
 from chock.log.events import MAX_EVENT_BYTES
 
-# The order the parts travel in; the bundle last, since it is the largest and the slowest to check.
+# The parts, in the order a target checks them; the bundle last, since it is the largest and the slowest to check.
 PARTS = ("log", "scratchpad", "bundle")
+# How they travel: each lane on connections of its own, the lanes at once (the log beside the bundle, so a move
+# takes about as long as the larger of the two, not their sum), the parts of a lane one after the other.
+LANES = (("log",), ("scratchpad", "bundle"))
 
 # How much of each part a host takes, decoded: a log of 256 MiB is more than a year of a busy session's events
 # (its outputs are cut at their own bounds); a bundle of 1 GiB holds any branch a session makes (its worktree is

@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,13 +29,18 @@ from chock.daemon.context import Daemon
 from chock.daemon.reply import ClientGone, ReplyWriter
 from chock.log.row import RowState
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.session.hostgit import Repo
+
 READ_SIZE = 1024 * 1024
 
 # Beside the staged parts: each part's size and sha256 as move-out's child said them.
 DIGESTS = ".digests.json"
 
-# One move's steps at this host take turns (a `move-drop` waits for a `receive` under way); a step still waiting
-# past this is told the session is busy.
+# One move's steps at this host take turns: each part's `receive` its own (the parts travel at once, each on a
+# connection of its own), `move-in` and `move-drop` every part's (they wait for each `receive` under way); a step
+# still waiting past this is told the session is busy.
 TURN_SECONDS = 30.0
 
 # Stands in for every character of a host name a log could not carry (chock.control.move_protocol.host_name).
@@ -47,19 +53,22 @@ def own_host() -> str:
     return name or "localhost"
 
 
-def _turn(daemon: Daemon, session_id: str) -> contextlib.AbstractContextManager[None]:
-    lock = daemon.steering(f"move {session_id}")
+@contextlib.contextmanager
+def _turn(daemon: Daemon, session_id: str, names: tuple[str, ...] = parts.PARTS) -> Iterator[None]:
+    """The turns of the move's steps `names` (parts, taken in one order), held together: a `receive` takes its
+    part's, `move-in` and `move-drop` every part's; BUSY once they were waited for TURN_SECONDS."""
+    deadline = time.monotonic() + TURN_SECONDS
+    with contextlib.ExitStack() as held:
+        for name in names:
+            lock = daemon.steering(f"move {session_id} {name}")
+            if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                raise ProtocolError(ErrorCode.BUSY, f"another step of moving session {session_id} is under way here")
+            held.callback(lock.release)
+        yield
 
-    @contextlib.contextmanager
-    def held() -> Iterator[None]:
-        if not lock.acquire(timeout=TURN_SECONDS):
-            raise ProtocolError(ErrorCode.BUSY, f"another step of moving session {session_id} is under way here")
-        try:
-            yield
-        finally:
-            lock.release()
 
-    return held()
+# Making the directory parts are received into, and removing it once it is empty, take turns across the parts.
+_DIRECTORY = threading.Lock()
 
 
 def _project_of(daemon: Daemon, session_id: str) -> str:
@@ -85,12 +94,14 @@ def _drop(path: str) -> None:
 
 
 def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest) -> None:
-    """`move-check` -> `ok <this host's name>`, or the first reason this host would not take the session: an
-    instance it does not have, a project that is not a git repository holding the base commit, or the id of a
-    session it holds (and that did not move away from it)."""
+    """`move-check` -> `ok <this host's name>[\\t<tip>]` (`<tip>`: the commit the project's `chock/<id>` names, when
+    it has one), or the first reason this host would not take the session: an instance it does not have, a project
+    that is not a git repository holding the base commit, or the id of a session it holds (and that did not move
+    away from it)."""
     from chock.config import load_config
     from chock.errors import ChockError
     from chock.instances import listed
+    from chock.session.move_branch import branch_of, branch_tip
 
     try:
         names = [name for name, _, _ in listed(daemon.layout, load_config(daemon.layout.config))]
@@ -101,7 +112,7 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
             f"this host has no instance named {request.instance} (it has {', '.join(names) or 'none'}): name one of "
             "its own with --instance"
         )
-    _check_base(request.project, request.base)
+    repo = _check_base(request.project, request.base)
     entry = daemon.catalog.entry(request.session_id)
     if entry is not None and not _may_come(entry.state, daemon.catalog.alive(entry)):
         status = entry.state.status(daemon.catalog.alive(entry))
@@ -109,7 +120,7 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
             f"this host already holds session {request.session_id} ({status}), and it did not move away from here; "
             "nothing was changed"
         )
-    reply.answer(mp.HostNamed(own_host()))
+    reply.answer(mp.HostNamed(own_host(), branch_tip(repo, branch_of(request.session_id))))
 
 
 def _may_come(state: RowState, alive: bool) -> bool:
@@ -120,8 +131,9 @@ def _may_come(state: RowState, alive: bool) -> bool:
     return state.end_reason == "moved" or (state.end_reason == "handover" and state.end_to == own_host() and not alive)
 
 
-def _check_base(project: str, base: str) -> None:
-    """`project` is a git repository (as the person's git finds it) holding commit `base`, or Refusal naming it."""
+def _check_base(project: str, base: str) -> Repo:
+    """`project` is a git repository (as the person's git finds it) holding commit `base` (returned), or Refusal
+    naming it."""
     from pathlib import Path
 
     from chock.errors import ChockError
@@ -142,29 +154,33 @@ def _check_base(project: str, base: str) -> None:
             f"{project} does not hold commit {base}, the session's base: fetch it there first (git fetch), or give "
             "--project a clone that has it"
         )
+    return repo
 
 
 def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> None:
     """`receive`: exactly `<length>` bytes after the request, read under the connection's line deadlines, decoded
     and checked against the sha256 announced; kept as `moves/<id>/in/<part>` only when they match."""
     directory = _received(daemon, request.session_id)
-    with _turn(daemon, request.session_id):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+    with _turn(daemon, request.session_id, (request.part,)):
         temporary = os.path.join(directory, f".{request.part}.{secrets.token_hex(8)}")
+        with _DIRECTORY:  # not removed, empty, by another part's failure before this part's file is in it
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            out = open(temporary, "xb")  # noqa: SIM115 - closed below
         try:
-            with open(temporary, "xb") as out:
+            with out:
                 decoder = parts.PartDecoder(request.part, request.sha256)
                 for data in _body(reply):
                     out.write(decoder.feed(data))
                 decoder.finish()
             os.replace(temporary, os.path.join(directory, request.part))
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)  # nothing else received yet: nothing of this move is left
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(directory))
+            with _DIRECTORY:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)  # nothing else received (or being received): nothing of this move is left
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(directory))
             raise
     reply.answer(mp.Received())
 
@@ -239,6 +255,8 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
     args = ["run", "--move-out", request.session_id, "--to", request.to, "--wait", str(request.wait)]
     if request.address:  # one argument, `=` joined: an address is never taken for an option
         args.append(f"--address={request.address}")
+    if request.have:
+        args.append(f"--have={request.have}")
     doing = f"moving session {request.session_id} out"
     code, said, out = daemon.children.run_chock(args, project, doing, timeout=2 * request.wait + mp.MOVE_SECONDS - 30)
     if code != 0:

@@ -32,6 +32,10 @@ from chock.paths import Layout, check_session_id, ensure_dir
 from chock.platform import host
 from chock.session import keep, workspace
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.session.hostgit import Repo
+
 # The parts that travel, and their bounds, are the wire's (chock/control/parts.py): a part staged here is one a
 # target takes.
 PARTS = parts.PARTS
@@ -78,12 +82,14 @@ def moved_refusal(state: RowState, doing: str) -> Refused | None:
 
 
 def move_out(
-    layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None], address: str = ""
-) -> dict[str, Any]:
+    layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None], address: str = "",
+    have: str = "",
+) -> dict[str, Any]:  # fmt: skip
     """Step 1; returns the line that describes the parts (`{"parts": […], "base", "instance", "session",
     "was_running"}`). A refusal before the handover end is logged leaves the session as it was (a running one
     handed over to nobody: `chock run --continue` takes it back). `address` is where the client reached `to`;
-    the handover end records it, and `chock run --continue` asks there whether `to` adopted the session."""
+    the handover end records it, and `chock run --continue` asks there whether `to` adopted the session. `have`
+    is the commit `to`'s `chock/<id>` names (as its `move-check` said): the bundle leaves out what it reaches."""
     check_session_id(session_id)
     check_host(to, "--to")
     where = {"address": _checked_address(address)} if address else {}
@@ -112,7 +118,7 @@ def move_out(
             keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
         # What the log holds now is final (this process holds it): staged and digested while git makes the bundle.
         with _LogCopy(path, out / "log") as staged:
-            bundle = _bundle(state, out / "bundle")
+            bundle = _bundle(state, out / "bundle", have)
             scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
             # The span that ends the log sent: nothing can refuse after it.
             # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
@@ -174,17 +180,25 @@ def _row_held(rows: catalog.Catalog, session_id: str, log: SessionLog) -> RowSta
     return entry.state
 
 
-def _bundle(state: RowState, target: Path) -> dict[str, Any]:
+def _bundle(state: RowState, target: Path, have: str = "") -> dict[str, Any]:
     """`git bundle` of exactly `refs/heads/chock/<id>` past the session's base (empty: no branch, or one at the
-    base), refused past BUNDLE_LIMIT."""
+    base) and past `have` when it is an ancestor of the branch (the target holds every object it reaches: only the
+    rest travels), refused past BUNDLE_LIMIT."""
     repo = workspace.open_project(Path(state.project)).repo
     ref = f"refs/heads/chock/{state.id}"
     tip = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], check=False)
     commit = tip.stdout.decode().strip()
+    held = (
+        bool(COMMIT_ID.fullmatch(have))
+        and repo.run(["merge-base", "--is-ancestor", have, commit], check=False).returncode == 0
+    )
     if tip.returncode != 0 or commit == state.workspace_base:
         target.write_bytes(b"")
+    elif held and have == commit:
+        _held_bundle(repo, target, ref, commit)
     else:
-        repo.run(["bundle", "create", "--quiet", str(target), ref, f"^{state.workspace_base}"])
+        left_out = [f"^{state.workspace_base}", *([f"^{have}"] if held else [])]
+        repo.run(["bundle", "create", "--quiet", str(target), ref, *left_out])
         size = target.stat().st_size
         if size > BUNDLE_LIMIT:
             raise Refused(
@@ -193,6 +207,16 @@ def _bundle(state: RowState, target: Path) -> dict[str, Any]:
             )
     os.chmod(target, 0o600)
     return _described("bundle", target)
+
+
+def _held_bundle(repo: Repo, target: Path, ref: str, commit: str) -> None:
+    """A bundle of `ref` at `commit` whose every object the target holds (`commit` is its prerequisite): its header
+    and an empty pack, written as git writes them — `git bundle create` refuses a bundle with no object."""
+    found = repo.run(["rev-parse", "--show-object-format"], check=False).stdout.decode().strip() or "sha1"
+    header = "# v2 git bundle\n" if found == "sha1" else f"# v3 git bundle\n@object-format={found}\n"
+    pack = b"PACK" + (2).to_bytes(4, "big") + (0).to_bytes(4, "big")  # version 2, no object
+    with open(target, "wb", opener=_private) as out:
+        out.write(f"{header}-{commit}\n{commit} {ref}\n\n".encode() + pack + hashlib.new(found, pack).digest())
 
 
 def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
