@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import Refused
 from chock.mcp.declarations import DeclarationError, ServerSpec, parse_servers
 from chock.providers.kinds import KINDS, KindError, kind_address, split_kind
+from chock.value import Value
 
 APPROVALS = ("ask", "allow", "deny")
 # What the daemon does at its start with the sessions it owned that a reboot interrupted
@@ -30,18 +30,28 @@ AFTER_REBOOT = ("list", "resume")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(Value):
     """One key of config.zon: its path (`NAME` stands for a name the person chooses), its type as written, its
     default as `chock config` and the manual say it, and what it means. A `secret` is never shown; `env` is the
     variable that overrides it."""
 
-    path: str
-    type: str
-    default: str
-    meaning: str
-    secret: bool = False
-    env: str | None = None
+    __slots__ = ("default", "env", "meaning", "path", "secret", "type")
+
+    def __init__(
+        self,
+        path: str,
+        type: str,
+        default: str,
+        meaning: str,
+        secret: bool = False,
+        env: str | None = None,
+    ) -> None:
+        self.path = path
+        self.type = type
+        self.default = default
+        self.meaning = meaning
+        self.secret = secret
+        self.env = env
 
 
 # Every key there is, in the order the manual and `chock config` give them. What validation accepts (the unknown
@@ -145,16 +155,25 @@ class ConfigError(Refused):
     """`config.zon` cannot be used: refused before anything starts (exit 3)."""
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(Value):
     """What a million tokens cost, in `currency` (ISO 4217); cache reads and writes cost the input price unless
     said otherwise."""
 
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
-    currency: str = DEFAULT_CURRENCY
+    __slots__ = ("cache_read", "cache_write", "currency", "input", "output")
+
+    def __init__(
+        self,
+        input: float,
+        output: float,
+        cache_read: float | None = None,
+        cache_write: float | None = None,
+        currency: str = DEFAULT_CURRENCY,
+    ) -> None:
+        self.input = input
+        self.output = output
+        self.cache_read = cache_read
+        self.cache_write = cache_write
+        self.currency = currency
 
     def cost(self, usage: dict[str, int]) -> float:
         """The cost of one call's `usage` (a `usage` event's fields)."""
@@ -170,70 +189,128 @@ class Price:
         return total / 1_000_000
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Value):
     """What one session may spend over all its calls, in `currency` (ISO 4217)."""
 
-    amount: float
-    currency: str
+    __slots__ = ("amount", "currency")
+
+    def __init__(self, amount: float, currency: str) -> None:
+        self.amount = amount
+        self.currency = currency
 
     def __str__(self) -> str:
         return f"{self.amount:.2f} {self.currency}"
 
 
-@dataclass(frozen=True)
-class Tuning:
+class Tuning(Value):
     """How an instance is used: None is the default (the retry policy's, the model family's window, no price, the
     global budget)."""
 
-    retries: int | None = None
-    price: Price | None = None
-    context_window: int | None = None
-    budget: Budget | None = None
+    __slots__ = ("budget", "context_window", "price", "retries")
+
+    def __init__(
+        self,
+        retries: int | None = None,
+        price: Price | None = None,
+        context_window: int | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        self.retries = retries
+        self.price = price
+        self.context_window = context_window
+        self.budget = budget
 
 
-@dataclass(frozen=True)
-class InstanceConfig:
-    name: str
-    kind: str
-    # replay: the absolute path of the replay file; anthropic/aiand: their default address when none is given.
-    address: str
-    model: str | None = None
-    token: str | None = field(default=None, repr=False)  # never printed by accident
-    tuning: Tuning = field(default_factory=Tuning)
+class InstanceConfig(Value):
+    __slots__ = ("address", "kind", "model", "name", "token", "tuning")
+    SECRET = ("token",)
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        address: str,
+        model: str | None = None,
+        token: str | None = None,
+        tuning: Tuning | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        # replay: the absolute path of the replay file; anthropic/aiand: their default address when none is given.
+        self.address = address
+        self.model = model
+        self.token = token  # never printed by accident
+        self.tuning = Tuning() if tuning is None else tuning
 
 
-@dataclass(frozen=True)
-class ConfigRule:
+class ConfigRule(Value):
     """One rule of `.approvals.rules`: its verdict, its pattern (as `chock.rules.rule.check_pattern` normalised
     it), its id (`c<N>`, the N-th rule) and its origin (the file and line a person finds it at)."""
 
-    verdict: str
-    pattern: str
-    id: str
-    origin: str
+    __slots__ = ("id", "origin", "pattern", "verdict")
+
+    def __init__(self, verdict: str, pattern: str, id: str, origin: str) -> None:
+        self.verdict = verdict
+        self.pattern = pattern
+        self.id = id
+        self.origin = origin
 
 
-@dataclass(frozen=True)
-class Config:
-    path: Path  # where it was read from (it may not exist)
-    instance: str | None = None
-    instances: dict[str, InstanceConfig] = field(default_factory=dict)
-    # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
-    tunings: dict[str, Tuning] = field(default_factory=dict)
-    budget: Budget | None = None  # every session's, unless its instance has a .budget of its own
-    approvals_shell: str = "ask"
-    approvals_rules: tuple[ConfigRule, ...] = ()
-    approvals_timeout: float | None = None  # seconds; None: an approval waits until it is answered
-    sandbox_network: bool = False
-    credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
-    after_reboot: str = "list"
-    # Named daemons on other machines (docs/remote.md): `--daemon NAME` and `$CHOCK_DAEMON=NAME` reach them.
-    connections: dict[str, Address] = field(default_factory=dict)
-    # The hosts `chock serve` is a client of when no --daemon names them: `local` or connections' names.
-    serve_daemons: tuple[str, ...] = ()
-    mcp: dict[str, ServerSpec] = field(default_factory=dict)  # `.mcp.servers`, by name (chock.mcp.declarations)
-    exists: bool = False
+class Config(Value):
+    __slots__ = (
+        "after_reboot",
+        "approvals_rules",
+        "approvals_shell",
+        "approvals_timeout",
+        "budget",
+        "connections",
+        "credential_store",
+        "exists",
+        "instance",
+        "instances",
+        "mcp",
+        "path",
+        "sandbox_network",
+        "serve_daemons",
+        "tunings",
+    )
+
+    def __init__(
+        self,
+        path: Path,
+        instance: str | None = None,
+        instances: dict[str, InstanceConfig] | None = None,
+        tunings: dict[str, Tuning] | None = None,
+        budget: Budget | None = None,
+        approvals_shell: str = "ask",
+        approvals_rules: tuple[ConfigRule, ...] = (),
+        approvals_timeout: float | None = None,
+        sandbox_network: bool = False,
+        credential_store: str | None = None,
+        after_reboot: str = "list",
+        connections: dict[str, Address] | None = None,
+        serve_daemons: tuple[str, ...] = (),
+        mcp: dict[str, ServerSpec] | None = None,
+        exists: bool = False,
+    ) -> None:
+        self.path = path  # where it was read from (it may not exist)
+        self.instance = instance
+        self.instances = {} if instances is None else instances
+        # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
+        self.tunings = {} if tunings is None else tunings
+        self.budget = budget  # every session's, unless its instance has a .budget of its own
+        self.approvals_shell = approvals_shell
+        self.approvals_rules = approvals_rules
+        self.approvals_timeout = approvals_timeout  # seconds; None: an approval waits until it is answered
+        self.sandbox_network = sandbox_network
+        self.credential_store = credential_store  # None: the OS keystore (decided by the credentials code)
+        self.after_reboot = after_reboot
+        # Named daemons on other machines (docs/remote.md): `--daemon NAME` and `$CHOCK_DAEMON=NAME` reach them.
+        self.connections = {} if connections is None else connections
+        # The hosts `chock serve` is a client of when no --daemon names them: `local` or connections' names.
+        self.serve_daemons = serve_daemons
+        self.mcp = {} if mcp is None else mcp  # `.mcp.servers`, by name (chock.mcp.declarations)
+        self.exists = exists
 
 
 def load_config(path: Path, *, platform: str = sys.platform) -> Config:

@@ -20,7 +20,6 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chock import zon
@@ -32,6 +31,7 @@ from chock.credentials.stores import STORE_NAMES, open_store
 from chock.credentials.stores.file import FileStore
 from chock.paths import Layout
 from chock.providers.kinds import MCP_SERVER
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.mcp.declarations import ServerSpec
@@ -40,14 +40,16 @@ CONFIG_SOURCE = "config.zon"
 TOKENS_SOURCE = "tokens.zon"
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(Value):
     """Where an instance's credential would come from, for `chock credentials`. Never a value."""
 
-    name: str
-    kind: str | None
-    address: str | None
-    source: str | None  # a store name (from the index), "config.zon", "tokens.zon", or None: none is sent
+    __slots__ = ("address", "kind", "name", "source")
+
+    def __init__(self, name: str, kind: str | None, address: str | None, source: str | None) -> None:
+        self.name = name
+        self.kind = kind
+        self.address = address
+        self.source = source  # a store name (from the index), "config.zon", "tokens.zon", or None: none is sent
 
 
 def lookup(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +29,7 @@ from chock.mcp.declarations import (
 )
 from chock.paths import Layout
 from chock.terminal import colour, safe
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.config import Config
@@ -41,15 +41,24 @@ TRUST_ANSWERS = ("y", "yes")
 DECLINED = "the person did not trust this declaration"
 
 
-@dataclass(frozen=True)
-class Declaration:
+class Declaration(Value):
     """A project's declaration at one commit, read and parsed; `problem` says why it cannot be used."""
 
-    project: Path
-    commit: str
-    data: bytes | None  # None: the commit holds no `.chock/mcp.zon` (or it could not be read)
-    servers: dict[str, ServerSpec]
-    problem: str = ""
+    __slots__ = ("commit", "data", "problem", "project", "servers")
+
+    def __init__(
+        self,
+        project: Path,
+        commit: str,
+        data: bytes | None,
+        servers: dict[str, ServerSpec],
+        problem: str = "",
+    ) -> None:
+        self.project = project
+        self.commit = commit
+        self.data = data  # None: the commit holds no `.chock/mcp.zon` (or it could not be read)
+        self.servers = servers
+        self.problem = problem
 
     @property
     def source(self) -> str:
