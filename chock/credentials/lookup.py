@@ -17,7 +17,6 @@ index's entry of that name, and only for the origin it was stored for.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -92,6 +91,8 @@ def mcp_credential(layout: Layout, config: Config, spec: ServerSpec, *, can_prom
     credential is never sent there. The refusal names the origins, never a value."""
     if not spec.credential:
         return None
+    import shlex  # here, not at a session's start, which imports only what its first request uses
+
     from chock.mcp.declarations import origin_of
 
     name, wanted = spec.credential, origin_of(spec.url)

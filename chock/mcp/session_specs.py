@@ -13,7 +13,6 @@ is skipped too: the person's own entry wins.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -130,6 +129,8 @@ def trust_question(found: Declaration, before: bytes | None, *, styled: bool | N
     else:
         head = f"{found.project} changed its MCP servers since you trusted them ({found.source}); what changed:"
         old = before.decode("utf-8", "replace")
+        import difflib  # for this question alone: a session's start imports only what its first request uses
+
         body = "".join(
             difflib.unified_diff(
                 old.splitlines(keepends=True), new.splitlines(keepends=True), "trusted", found.commit[:12]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -210,6 +209,8 @@ def provider_words(body: bytes | str, credential: str | None) -> str | None:
 
 def login_hint(kind: str, address: str, instance: str | None) -> str:
     """The command that stores a (new) credential for this instance."""
+    import shlex  # for a refusal: a session's start imports only what its first request uses
+
     own = DEFAULT_ADDRESSES.get(kind)
     provider = kind if own is not None and own == address.rstrip("/") else f"{kind}={shown_address(address)}"
     name = f" --name {shlex.quote(instance)}" if instance and instance != kind else ""
