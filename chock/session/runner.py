@@ -58,43 +58,18 @@ class OverBudget(ChockError):
 
 class Settings(Value):
     __slots__ = (
-        "approval_timeout",
-        "branch",
-        "budget",
-        "context_window",
-        "interactive",
-        "price",
-        "project",
-        "rules",
-        "scratchpad",
-        "session_id",
-        "shell_policy",
-        "subagent_blocks",
-        "subagent_spec",
-        "summarizer",
-        "workspace",
-        "worktree",
-    )
+        "approval_timeout", "branch", "budget", "context_window", "interactive", "price", "project", "rules",
+        "scratchpad", "session_id", "shell_policy", "subagent_blocks", "subagent_spec", "summarizer", "workspace",
+        "worktree"
+    )  # fmt: skip
 
     def __init__(
-        self,
-        session_id: str,
-        project: Path,
-        workspace: Path,
-        worktree: Worktree,
-        branch: str,
-        shell_policy: str,
-        interactive: bool,
-        scratchpad: Path,
-        subagent_spec: dict[str, Any],
-        subagent_blocks: list[list[dict[str, Any]]],
-        price: Price | None = None,
-        context_window: int | None = None,
-        summarizer: Provider | None = None,
-        rules: asking.Rules | None = None,
-        approval_timeout: float | None = None,
-        budget: Budget | None = None,
-    ) -> None:
+        self, session_id: str, project: Path, workspace: Path, worktree: Worktree, branch: str, shell_policy: str,
+        interactive: bool, scratchpad: Path, subagent_spec: dict[str, Any],
+        subagent_blocks: list[list[dict[str, Any]]], price: Price | None = None, context_window: int | None = None,
+        summarizer: Provider | None = None, rules: asking.Rules | None = None,
+        approval_timeout: float | None = None, budget: Budget | None = None
+    ) -> None:  # fmt: skip
         self.session_id = session_id
         self.project = project
         self.workspace = workspace
@@ -118,13 +93,9 @@ class Session:
     """One session's loop, given its ports (chock.session.ports): it builds none of its collaborators."""
 
     def __init__(
-        self,
-        log: SessionLog,
-        state: SessionState,
-        settings: Settings,
-        ports: Ports,
-        render: Callable[[Event], None],
-    ) -> None:
+        self, log: SessionLog, state: SessionState, settings: Settings, ports: Ports,
+        render: Callable[[Event], None]
+    ) -> None:  # fmt: skip
         self.log = log
         self.state = state
         self.provider: Provider = ports.provider

@@ -36,6 +36,7 @@ from chock.session.event_loop import single_threaded_loop
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
 from chock.session.rule_sources import config_rules
+from chock.session.run_request import RunRequest
 from chock.session.runner import Session, Settings
 from chock.session.sockets import SessionSockets
 from chock.value import Value
@@ -45,83 +46,13 @@ if TYPE_CHECKING:
     from chock.log.row import RowState
 
 
-class RunRequest(Value):
-    __slots__ = (
-        "adopt_id",
-        "after_reboot",
-        "allow_dirty",
-        "continue_id",
-        "for_daemon",
-        "force",
-        "instance",
-        "interactive",
-        "message",
-        "model",
-        "move_in",
-        "project",
-        "session_id",
-        "yes",
-    )
-
-    def __init__(
-        self,
-        message: str | None = None,
-        project: Path | None = None,
-        instance: str | None = None,
-        model: str | None = None,
-        allow_dirty: bool = False,
-        yes: bool = False,
-        continue_id: str | None = None,
-        adopt_id: str | None = None,
-        session_id: str | None = None,
-        interactive: bool = False,
-        for_daemon: bool = False,
-        after_reboot: bool = False,
-        force: bool = False,
-        move_in: MoveIn | None = None,
-    ) -> None:
-        self.message = message
-        self.project = project
-        self.instance = instance
-        self.model = model
-        self.allow_dirty = allow_dirty
-        self.yes = yes
-        self.continue_id = continue_id  # "" means: the newest session of this project
-        self.adopt_id = adopt_id
-        self.session_id = session_id
-        self.interactive = interactive
-        self.for_daemon = for_daemon  # a child of the daemon carrying an ended session on for a `say`
-        self.after_reboot = after_reboot  # a child of the daemon carrying on a session a reboot interrupted
-        self.force = force  # take back a session moved out to a host that cannot say it does not hold it
-        self.move_in = move_in  # a moved session this host receives (docs/remote.md#moving-a-session)
-
-
-class MoveIn(Value):
-    """`chock run --move-in ID --project DIR --from HOST [--running]`: what the daemon's child is given."""
-
-    __slots__ = ("running", "session_id", "source")
-
-    def __init__(self, session_id: str, source: str, running: bool) -> None:
-        self.session_id = session_id
-        self.source = source  # the host it comes from
-        self.running = running  # it was running there: it carries on here
-
-
 class _Prepared(Value):
     __slots__ = ("budget", "bwrap", "config", "credential", "head", "instance", "project", "replay_entries", "repo")
 
     def __init__(
-        self,
-        config: Config,
-        project: Path,
-        instance: instances.Instance,
-        credential: str | None,
-        bwrap: str,
-        replay_entries: list[dict[str, Any]] | None,
-        repo: Repo,
-        head: str,
-        budget: Budget | None,
-    ) -> None:
+        self, config: Config, project: Path, instance: instances.Instance, credential: str | None, bwrap: str,
+        replay_entries: list[dict[str, Any]] | None, repo: Repo, head: str, budget: Budget | None
+    ) -> None:  # fmt: skip
         self.config = config
         self.project = project
         self.instance = instance
@@ -168,31 +99,14 @@ class _Opening(Value):
     """A session whose log is owned and whose first events are written, before its loop starts."""
 
     __slots__ = (
-        "backlog",
-        "call_model",
-        "log",
-        "mcp",
-        "prepared",
-        "runner",
-        "settings",
-        "sockets",
-        "state",
-        "unparked",
-    )
+        "backlog", "call_model", "log", "mcp", "prepared", "runner", "settings", "sockets", "state", "unparked"
+    )  # fmt: skip
 
     def __init__(
-        self,
-        log: SessionLog,
-        state: SessionState,
-        prepared: _Prepared,
-        sockets: dict[str, Path],
-        settings: Settings | None = None,
-        runner: ToolRunner | None = None,
-        mcp: McpFactory = no_mcp_servers,
-        call_model: bool = True,
-        backlog: list[Event] | None = None,
-        unparked: parking.Unparked | None = None,
-    ) -> None:
+        self, log: SessionLog, state: SessionState, prepared: _Prepared, sockets: dict[str, Path],
+        settings: Settings | None = None, runner: ToolRunner | None = None, mcp: McpFactory = no_mcp_servers,
+        call_model: bool = True, backlog: list[Event] | None = None, unparked: parking.Unparked | None = None
+    ) -> None:  # fmt: skip
         self.log = log
         self.state = state
         self.prepared = prepared
