@@ -12,16 +12,30 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chock import zon
+from chock.config_keys import (  # noqa: F401 - re-exported: the table is read as chock.config's
+    APPROVALS_KEYS,
+    BUDGET_KEYS,
+    CREDENTIALS_KEYS,
+    INSTANCE_KEYS,
+    KEYS,
+    PRICE_KEYS,
+    SANDBOX_KEYS,
+    SERVE_KEYS,
+    TOP_KEYS,
+    TUNING_KEYS,
+    Key,
+    children,
+)
 from chock.control.endpoint import CONNECTION_NAME, LOCAL, Address, BadAddress, parse_address
 from chock.credentials.stores import STORE_NAMES, available_stores
 from chock.errors import Refused
 from chock.mcp.declarations import DeclarationError, ServerSpec, parse_servers
 from chock.providers.kinds import KINDS, KindError, kind_address, split_kind
+from chock.value import Value
 
 APPROVALS = ("ask", "allow", "deny")
 # What the daemon does at its start with the sessions it owned that a reboot interrupted
@@ -30,99 +44,6 @@ AFTER_REBOOT = ("list", "resume")
 PLATFORM_NAMES = {"darwin": "macOS", "linux": "Linux"}
 
 
-@dataclass(frozen=True)
-class Key:
-    """One key of config.zon: its path (`NAME` stands for a name the person chooses), its type as written, its
-    default as `chock config` and the manual say it, and what it means. A `secret` is never shown; `env` is the
-    variable that overrides it."""
-
-    path: str
-    type: str
-    default: str
-    meaning: str
-    secret: bool = False
-    env: str | None = None
-
-
-# Every key there is, in the order the manual and `chock config` give them. What validation accepts (the unknown
-# key refusals), `chock config`, `chock config check` and `man 5 chock-config` all read this one table.
-KEYS: tuple[Key, ...] = (
-    Key(".instance", "string", "the only instance, when there is one",
-        "The instance a session uses when `chock run` names none."),
-    Key(".instances.NAME.kind", "string", "none: the entry tunes the `chock login` instance NAME",
-        "anthropic, aiand, openai-compat=URL or replay=FILE (relative to this file's directory)."),
-    Key(".instances.NAME.address", "string", "the kind's (after =, else the provider's)",
-        "Where the provider is; overrides the =VALUE of .kind."),
-    Key(".instances.NAME.model", "string", "the provider's default", "The model asked for."),
-    Key(".instances.NAME.token", "string", "none: the credential stores' (chock login)",
-        "The credential sent to the provider.", secret=True),
-    Key(".instances.NAME.retries", "whole number 0-10", "2",
-        "How often a call that failed before its answer began is sent again."),
-    Key(".instances.NAME.price.input", "number", "none: calls are not priced",
-        "What a million input tokens cost."),
-    Key(".instances.NAME.price.output", "number", "none", "What a million output tokens cost."),
-    Key(".instances.NAME.price.cache_read", "number", "the input price", "What a million tokens read from the "
-        "prompt cache cost."),
-    Key(".instances.NAME.price.cache_write", "number", "the input price", "What a million tokens written to the "
-        "prompt cache cost."),
-    Key(".instances.NAME.price.currency", "ISO 4217 code", '"USD"', "The currency of the price, three capital "
-        "letters; a price written without one is in USD."),
-    Key(".instances.NAME.context_window", "whole number of tokens", "the model family's, else none",
-        "Past 80% of it the session has the model summarize the work so far."),
-    Key(".instances.NAME.budget.amount", "number", "the global .budget",
-        "What one session on this instance may spend, counted over all its calls."),
-    Key(".instances.NAME.budget.currency", "ISO 4217 code", "none (required with .amount)",
-        "The budget's currency: the instance's .price must be in it."),
-    Key(".budget.amount", "number", "none: no bound",
-        "What one session may spend, counted over all its calls, continues, compactions and subagents included; "
-        "past it the session ends (reason budget, exit 1) and continues once the budget is raised."),
-    Key(".budget.currency", "ISO 4217 code", "none (required with .amount)",
-        "The budget's currency: every instance it covers needs a .price in it."),
-    Key(".approvals.shell", "ask | allow | deny", '"ask"', "What a shell command no rule names gets."),
-    Key(".approvals.rules", "list of .{ .allow/.ask/.deny = PATTERN }", "none",
-        "Rules that decide calls without asking (docs/approvals.md); deny beats ask beats allow."),
-    Key(".approvals.timeout", '"<n>s", "<n>m" or "<n>h"', "none: a question waits for its answer",
-        "An approval unanswered this long is a no (1s to 7 days)."),
-    Key(".sandbox.network", "true | false", "false", "Whether tools in the sandbox reach the network."),
-    Key(".credentials.store", "secret_service | keychain | file | secretspec", "the OS keystore",
-        "Where `chock login` keeps credentials."),
-    Key(".after_reboot", "list | resume", '"list"',
-        "What the daemon does with the sessions a reboot interrupted: list them, or carry them on."),
-    Key(".connections.NAME", "address", "none", "A daemon on another machine (docs/remote.md), as "
-        '"ssh://me@build.lan"; --daemon NAME reaches it.'),
-    Key(".serve.daemons", "list of names", '"local"',
-        "The hosts `chock serve` is a client of: local or connections' names.", env="CHOCK_DAEMON"),
-    Key(".mcp.servers.NAME.command", "list of strings", "none (one of .command, .url)",
-        'An MCP server run in its sandbox over stdio, by its argv: .{ "docs-mcp", "--stdio" } (docs/mcp.md).'),
-    Key(".mcp.servers.NAME.url", "https URL", "none", "A remote MCP server's Streamable HTTP address (http only "
-        "to this machine)."),
-    Key(".mcp.servers.NAME.credential", "string", "none", "The `chock login --provider mcp=URL` credential sent "
-        "to .url's origin, and nowhere else."),
-    Key(".mcp.servers.NAME.network", "true | false", "false", "Whether a stdio server reaches the network."),
-    Key(".mcp.servers.NAME.workspace", "read | write", '"read"', "Whether a stdio server may write the "
-        "workspace (never with .network)."),
-    Key(".mcp.servers.NAME.timeout", "seconds, 1-3600", "120", "How long one call of the server's tools may take."),
-)  # fmt: skip
-
-
-def children(prefix: str) -> tuple[str, ...]:
-    """The names of the keys directly under `prefix` (`""` is the top; `.instances.NAME` an instance), in order."""
-    found: list[str] = []
-    for key in KEYS:
-        if key.path.startswith(prefix + "."):
-            name = key.path[len(prefix) + 1 :].split(".", 1)[0]
-            if name not in found:
-                found.append(name)
-    return tuple(found)
-
-
-TOP_KEYS = children("")
-# How an instance is used, apart from where it is: an entry with only these adjusts the `chock login` instance of
-# the same name (whose own entry has no room for them).
-TUNING_KEYS = ("retries", "price", "context_window", "budget")
-INSTANCE_KEYS = children(".instances.NAME")
-PRICE_KEYS = children(".instances.NAME.price")
-BUDGET_KEYS = children(".budget")
 # A price or a budget written without a currency (every config.zon before currencies) is in US dollars, the
 # currency the providers' price lists use.
 DEFAULT_CURRENCY = "USD"
@@ -131,30 +52,31 @@ MAX_RETRIES = 10
 # No model worth running has a smaller window: the system prompt and the tools alone take a good part of it.
 MIN_CONTEXT_WINDOW = 1000
 MAX_CONTEXT_WINDOW = 100_000_000
-APPROVALS_KEYS = children(".approvals")
 RULE_VERDICTS = ("allow", "ask", "deny")
 # `.approvals.timeout`: `<n>s`, `<n>m` or `<n>h`, from a second to a week (docs/approvals.md#a-deadline).
 TIMEOUT_UNITS = {"s": 1, "m": 60, "h": 3600}
 MAX_TIMEOUT = 7 * 24 * 3600
-SANDBOX_KEYS = children(".sandbox")
-CREDENTIALS_KEYS = children(".credentials")
-SERVE_KEYS = children(".serve")
 
 
 class ConfigError(Refused):
     """`config.zon` cannot be used: refused before anything starts (exit 3)."""
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(Value):
     """What a million tokens cost, in `currency` (ISO 4217); cache reads and writes cost the input price unless
     said otherwise."""
 
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
-    currency: str = DEFAULT_CURRENCY
+    __slots__ = ("cache_read", "cache_write", "currency", "input", "output")
+
+    def __init__(
+        self, input: float, output: float, cache_read: float | None = None, cache_write: float | None = None,
+        currency: str = DEFAULT_CURRENCY
+    ) -> None:  # fmt: skip
+        self.input = input
+        self.output = output
+        self.cache_read = cache_read
+        self.cache_write = cache_write
+        self.currency = currency
 
     def cost(self, usage: dict[str, int]) -> float:
         """The cost of one call's `usage` (a `usage` event's fields)."""
@@ -170,70 +92,98 @@ class Price:
         return total / 1_000_000
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Value):
     """What one session may spend over all its calls, in `currency` (ISO 4217)."""
 
-    amount: float
-    currency: str
+    __slots__ = ("amount", "currency")
+
+    def __init__(self, amount: float, currency: str) -> None:
+        self.amount = amount
+        self.currency = currency
 
     def __str__(self) -> str:
         return f"{self.amount:.2f} {self.currency}"
 
 
-@dataclass(frozen=True)
-class Tuning:
+class Tuning(Value):
     """How an instance is used: None is the default (the retry policy's, the model family's window, no price, the
     global budget)."""
 
-    retries: int | None = None
-    price: Price | None = None
-    context_window: int | None = None
-    budget: Budget | None = None
+    __slots__ = ("budget", "context_window", "price", "retries")
+
+    def __init__(
+        self, retries: int | None = None, price: Price | None = None, context_window: int | None = None,
+        budget: Budget | None = None
+    ) -> None:  # fmt: skip
+        self.retries = retries
+        self.price = price
+        self.context_window = context_window
+        self.budget = budget
 
 
-@dataclass(frozen=True)
-class InstanceConfig:
-    name: str
-    kind: str
-    # replay: the absolute path of the replay file; anthropic/aiand: their default address when none is given.
-    address: str
-    model: str | None = None
-    token: str | None = field(default=None, repr=False)  # never printed by accident
-    tuning: Tuning = field(default_factory=Tuning)
+class InstanceConfig(Value):
+    __slots__ = ("address", "kind", "model", "name", "token", "tuning")
+    SECRET = ("token",)
+
+    def __init__(
+        self, name: str, kind: str, address: str, model: str | None = None, token: str | None = None,
+        tuning: Tuning | None = None
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.kind = kind
+        # replay: the absolute path of the replay file; anthropic/aiand: their default address when none is given.
+        self.address = address
+        self.model = model
+        self.token = token  # never printed by accident
+        self.tuning = Tuning() if tuning is None else tuning
 
 
-@dataclass(frozen=True)
-class ConfigRule:
+class ConfigRule(Value):
     """One rule of `.approvals.rules`: its verdict, its pattern (as `chock.rules.rule.check_pattern` normalised
     it), its id (`c<N>`, the N-th rule) and its origin (the file and line a person finds it at)."""
 
-    verdict: str
-    pattern: str
-    id: str
-    origin: str
+    __slots__ = ("id", "origin", "pattern", "verdict")
+
+    def __init__(self, verdict: str, pattern: str, id: str, origin: str) -> None:
+        self.verdict = verdict
+        self.pattern = pattern
+        self.id = id
+        self.origin = origin
 
 
-@dataclass(frozen=True)
-class Config:
-    path: Path  # where it was read from (it may not exist)
-    instance: str | None = None
-    instances: dict[str, InstanceConfig] = field(default_factory=dict)
-    # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
-    tunings: dict[str, Tuning] = field(default_factory=dict)
-    budget: Budget | None = None  # every session's, unless its instance has a .budget of its own
-    approvals_shell: str = "ask"
-    approvals_rules: tuple[ConfigRule, ...] = ()
-    approvals_timeout: float | None = None  # seconds; None: an approval waits until it is answered
-    sandbox_network: bool = False
-    credential_store: str | None = None  # None: the OS keystore (decided by the credentials code)
-    after_reboot: str = "list"
-    # Named daemons on other machines (docs/remote.md): `--daemon NAME` and `$CHOCK_DAEMON=NAME` reach them.
-    connections: dict[str, Address] = field(default_factory=dict)
-    # The hosts `chock serve` is a client of when no --daemon names them: `local` or connections' names.
-    serve_daemons: tuple[str, ...] = ()
-    mcp: dict[str, ServerSpec] = field(default_factory=dict)  # `.mcp.servers`, by name (chock.mcp.declarations)
-    exists: bool = False
+class Config(Value):
+    __slots__ = (
+        "after_reboot", "approvals_rules", "approvals_shell", "approvals_timeout", "budget", "connections",
+        "credential_store", "exists", "instance", "instances", "mcp", "path", "sandbox_network", "serve_daemons",
+        "tunings"
+    )  # fmt: skip
+
+    def __init__(
+        self, path: Path, instance: str | None = None, instances: dict[str, InstanceConfig] | None = None,
+        tunings: dict[str, Tuning] | None = None, budget: Budget | None = None, approvals_shell: str = "ask",
+        approvals_rules: tuple[ConfigRule, ...] = (), approvals_timeout: float | None = None,
+        sandbox_network: bool = False, credential_store: str | None = None, after_reboot: str = "list",
+        connections: dict[str, Address] | None = None, serve_daemons: tuple[str, ...] = (),
+        mcp: dict[str, ServerSpec] | None = None, exists: bool = False
+    ) -> None:  # fmt: skip
+        self.path = path  # where it was read from (it may not exist)
+        self.instance = instance
+        self.instances = {} if instances is None else instances
+        # Entries with no .kind, only tuning: they adjust the `chock login` instance of the same name.
+        self.tunings = {} if tunings is None else tunings
+        self.budget = budget  # every session's, unless its instance has a .budget of its own
+        self.approvals_shell = approvals_shell
+        self.approvals_rules = approvals_rules
+        self.approvals_timeout = approvals_timeout  # seconds; None: an approval waits until it is answered
+        self.sandbox_network = sandbox_network
+        self.credential_store = credential_store  # None: the OS keystore (decided by the credentials code)
+        self.after_reboot = after_reboot
+        # Named daemons on other machines (docs/remote.md): `--daemon NAME` and `$CHOCK_DAEMON=NAME` reach them.
+        self.connections = {} if connections is None else connections
+        # The hosts `chock serve` is a client of when no --daemon names them: `local` or connections' names.
+        self.serve_daemons = serve_daemons
+        self.mcp = {} if mcp is None else mcp  # `.mcp.servers`, by name (chock.mcp.declarations)
+        self.exists = exists
 
 
 def load_config(path: Path, *, platform: str = sys.platform) -> Config:

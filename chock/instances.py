@@ -8,22 +8,31 @@ one there is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from chock.config import Config, Tuning
 from chock.errors import Refused
 from chock.paths import Layout
 from chock.providers.kinds import DEFAULT_ADDRESSES, MCP_SERVER, REPLAY
+from chock.value import Value
 
 
-@dataclass(frozen=True)
-class Instance:
-    name: str
-    kind: str
-    address: str | None
-    model: str | None
-    origin: str  # "config" or "index"
-    tuning: Tuning = field(default_factory=Tuning)
+class Instance(Value):
+    __slots__ = ("address", "kind", "model", "name", "origin", "tuning")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        address: str | None,
+        model: str | None,
+        origin: str,
+        tuning: Tuning | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.address = address
+        self.model = model
+        self.origin = origin  # "config" or "index"
+        self.tuning = Tuning() if tuning is None else tuning
 
 
 def available(layout: Layout, config: Config) -> dict[str, Instance]:

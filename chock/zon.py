@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chock.errors import ChockError
+from chock.value import Value
 
 # A config file nests three or four levels; the bound keeps a broken or hostile file from walking the parser
 # into Python's own recursion limit (1000 frames) and failing with a traceback instead of a line and column.
@@ -247,12 +247,14 @@ T_END = "end of input"
 _PUNCTUATION = {"}": T_CLOSE, ",": T_COMMA, "=": T_EQUALS}
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str
-    text: str  # the source text, for error messages
-    value: Any  # the decoded name, string or number
-    pos: int  # offset of the first character in the source
+class _Token(Value):
+    __slots__ = ("kind", "pos", "text", "value")
+
+    def __init__(self, kind: str, text: str, value: Any, pos: int) -> None:
+        self.kind = kind
+        self.text = text  # the source text, for error messages
+        self.value = value  # the decoded name, string or number
+        self.pos = pos  # offset of the first character in the source
 
 
 def _line_column(text: str, pos: int) -> tuple[int, int]:

@@ -45,7 +45,9 @@ def kinds(events: list[dict]) -> list[str]:
 
 def park(home, session_id: str, request: int = 1) -> tuple[int, str]:
     """Wait until the session's `request`th approval request is logged and it parked; its pid and request id."""
-    owner = event_of(home, session_id, "session.start")["pid"]
+    # The session's directory is made a moment before its log, and its first line written after.
+    wait_until(lambda: home.layout.log_path(session_id).exists(), 30, f"session {session_id}'s log")
+    owner = wait_for_event(home, session_id, "session.start")["pid"]
     asked = wait_for_event(home, session_id, "approval.request", lambda e: e["call_id"] == f"c{request}")
     wait_until(lambda: parked(owner), 30, f"session {session_id} to park")
     return owner, asked["request_id"]

@@ -27,7 +27,7 @@ BEFORE_FIRST_REQUEST = {
     "_sre", "_ssl", "_string", "_struct", "_typing", "_weakrefset", "_winapi", "anyio", "array", "ast",
     "asyncio", "atexit", "base64", "binascii", "bisect", "brotli", "brotlicffi", "bz2", "calendar", "certifi",
     "chock", "collections", "concurrent", "contextlib", "contextvars", "copy", "copyreg", "ctypes",
-    "dataclasses", "datetime", "difflib", "dis", "email", "encodings", "enum", "errno", "fcntl", "fnmatch",
+    "dataclasses", "datetime", "dis", "email", "encodings", "enum", "errno", "fcntl", "fnmatch",
     "functools", "h11", "h2", "hashlib", "heapq", "hmac", "http", "httpcore", "httpx",
     "idna", "importlib", "inspect", "ipaddress", "itertools", "json", "keyword", "linecache", "locale", "logging",
     "lzma", "math", "mimetypes", "msvcrt", "netrc", "nt", "ntpath", "opcode", "operator", "org",
@@ -41,8 +41,12 @@ BEFORE_FIRST_REQUEST = {
 # never another command's, nor the click group's.
 COMMAND_MODULES = {"chock.commands.move_steps", "chock.commands.shared_options"}
 # Chock's modules a session imports where it first uses them, after its first request: the click group and the
-# command tree, the approval rules (at the first decision), a continued session's moving.
-LATER = {"chock.commands.root", "chock.commands.base", "chock.commands.cli", "chock.rules", "chock.session.moving"}
+# command tree, the approval rules (at the first decision), a continued session's moving, the catalog and its row
+# cache (as the log is let go).
+LATER = {
+    "chock.commands.root", "chock.commands.base", "chock.commands.cli", "chock.rules", "chock.session.moving",
+    "chock.log.catalog", "chock.log.rowcache",
+}  # fmt: skip
 # What Debian's httpx 0.23 imports for its command-line tool, which a session never runs; and click, which
 # `chock run` is read without.
 NEVER = {"rich", "pygments", "markdown_it", "mdurl", "attr", "click"}
@@ -80,6 +84,30 @@ def test_chock_run_reaches_its_first_request_having_imported_a_fixed_list(home, 
     assert packages <= BEFORE_FIRST_REQUEST, sorted(packages - BEFORE_FIRST_REQUEST)
     commands = {name for name in imported if name.startswith("chock.commands")}
     assert commands == COMMAND_MODULES, sorted(commands ^ COMMAND_MODULES)
+
+
+# Chock's classes on a session's way to its first request: what `chock run`'s modules import, and the provider.
+DATACLASS_CHECK = """
+import inspect, sys
+from dataclasses import is_dataclass
+import chock.commands.run, chock.session.render, chock.session.start, chock.providers.registry
+import chock.providers.openai, chock.providers.anthropic
+made = sorted(
+    f"{name}.{cls.__qualname__}" for name, module in list(sys.modules.items()) if name.startswith("chock")
+    for cls in vars(module).values() if inspect.isclass(cls) and cls.__module__ == name and is_dataclass(cls)
+)
+print("\\n".join(made))
+"""
+
+
+def test_no_class_a_session_s_start_builds_is_a_dataclass():
+    """@dataclass compiles each class's methods at import: chock.value.Value classes are built instead."""
+    done = subprocess.run(
+        [DEBIAN_PYTHON, "-c", DATACLASS_CHECK], env={"PYTHONPATH": CHECKOUT, "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
 
 
 # Plain uses of `chock run`'s options, which chock/entry.py reads with the table alone.

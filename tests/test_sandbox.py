@@ -149,7 +149,7 @@ def test_argv_isolates_everything_and_never_binds_root(box: Sandbox) -> None:
     assert argv[argv.index("--chdir") + 1] == str(box.workspace)
     assert "--clearenv" in argv
     assert argv[-2:] == ["--", "true"]
-    networked = Sandbox(**{**box.__dict__, "network": True}).argv(["true"], bwrap="bwrap")
+    networked = box.replace(network=True).argv(["true"], bwrap="bwrap")
     assert networked[1:3] == ["--unshare-all", "--share-net"]
 
 
@@ -401,7 +401,7 @@ def test_network_is_off_by_default(box: Sandbox, loopback_server: int) -> None:
 
 
 def test_network_on_reaches_the_host(box: Sandbox, loopback_server: int) -> None:
-    networked = Sandbox(**{**box.__dict__, "network": True})
+    networked = box.replace(network=True)
     done = run(networked, CONNECT.format(port=loopback_server), shell="/bin/bash")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "hello from the host\n"

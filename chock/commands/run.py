@@ -71,7 +71,8 @@ def run(layout: Layout, values: dict[str, object]) -> int:
     if step in ("move_out", "moved"):
         return move_steps.run_source_step(layout, values, step)
     from chock.session import render
-    from chock.session.start import MoveIn, RunRequest, exit_now
+    from chock.session.run_request import MoveIn, RunRequest
+    from chock.session.start import exit_now
     from chock.session.start import run as run_session
 
     unpark: int | None = values["unpark"]  # type: ignore[assignment]

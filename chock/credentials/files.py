@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import stat
 import tempfile
 from pathlib import Path
@@ -58,6 +57,8 @@ def check_private(path: Path, what: str) -> None:
     """Refuse `path`, by name, when group or others can read it. `what` says what it is refused for."""
     mode = os.stat(path).st_mode
     if mode & READABLE_BY_OTHERS:
+        import shlex  # for this refusal alone: a session's start imports only what its first request uses
+
         raise InsecureFile(
             f"{path} can be read by other users (mode {stat.S_IMODE(mode):04o}), so {what} is refused. "
             f"Make it yours alone with `chmod 600 {shlex.quote(str(path))}` and try again."

@@ -9,23 +9,25 @@ store config.zon names today.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from chock import zon
 from chock.credentials.files import read_zon_struct, write_private
 from chock.credentials.refusals import CredentialError
 from chock.paths import Layout
+from chock.value import Value
 
 WHAT = "the instance index"
 
 
-@dataclass(frozen=True)
-class IndexEntry:
-    kind: str
-    address: str | None
-    model: str | None
-    stored: str
+class IndexEntry(Value):
+    __slots__ = ("address", "kind", "model", "stored")
+
+    def __init__(self, kind: str, address: str | None, model: str | None, stored: str) -> None:
+        self.kind = kind
+        self.address = address
+        self.model = model
+        self.stored = stored
 
     def as_zon(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"kind": self.kind}

@@ -17,10 +17,8 @@ index's entry of that name, and only for the origin it was stored for.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chock import zon
@@ -32,6 +30,7 @@ from chock.credentials.stores import STORE_NAMES, open_store
 from chock.credentials.stores.file import FileStore
 from chock.paths import Layout
 from chock.providers.kinds import MCP_SERVER
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.mcp.declarations import ServerSpec
@@ -40,14 +39,16 @@ CONFIG_SOURCE = "config.zon"
 TOKENS_SOURCE = "tokens.zon"
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(Value):
     """Where an instance's credential would come from, for `chock credentials`. Never a value."""
 
-    name: str
-    kind: str | None
-    address: str | None
-    source: str | None  # a store name (from the index), "config.zon", "tokens.zon", or None: none is sent
+    __slots__ = ("address", "kind", "name", "source")
+
+    def __init__(self, name: str, kind: str | None, address: str | None, source: str | None) -> None:
+        self.name = name
+        self.kind = kind
+        self.address = address
+        self.source = source  # a store name (from the index), "config.zon", "tokens.zon", or None: none is sent
 
 
 def lookup(
@@ -90,6 +91,8 @@ def mcp_credential(layout: Layout, config: Config, spec: ServerSpec, *, can_prom
     credential is never sent there. The refusal names the origins, never a value."""
     if not spec.credential:
         return None
+    import shlex  # here, not at a session's start, which imports only what its first request uses
+
     from chock.mcp.declarations import origin_of
 
     name, wanted = spec.credential, origin_of(spec.url)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chock import zon
 from chock.errors import Refused
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.session.hostgit import Repo
@@ -45,18 +45,30 @@ class DeclarationError(Refused):
     """A server entry that cannot be used: the message names its key path and what would be accepted."""
 
 
-@dataclass(frozen=True)
-class ServerSpec:
+class ServerSpec(Value):
     """One declared server: a stdio `command` (argv) or a Streamable HTTP `url`, never both."""
 
-    name: str
-    origin: str  # "config" | "project"
-    command: tuple[str, ...] = ()
-    url: str = ""
-    credential: str = ""  # the `chock login` name (config only)
-    network: bool = False
-    workspace: str = "read"  # "read" | "write" (write is never combined with network)
-    timeout: float = DEFAULT_TIMEOUT  # one call's, in seconds
+    __slots__ = ("command", "credential", "name", "network", "origin", "timeout", "url", "workspace")
+
+    def __init__(
+        self,
+        name: str,
+        origin: str,
+        command: tuple[str, ...] = (),
+        url: str = "",
+        credential: str = "",
+        network: bool = False,
+        workspace: str = "read",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.name = name
+        self.origin = origin  # "config" | "project"
+        self.command = command
+        self.url = url
+        self.credential = credential  # the `chock login` name (config only)
+        self.network = network
+        self.workspace = workspace  # "read" | "write" (write is never combined with network)
+        self.timeout = timeout  # one call's, in seconds
 
 
 def parse_servers(value: Any, where: str, *, origin: str) -> dict[str, ServerSpec]:

@@ -13,10 +13,8 @@ is skipped too: the person's own entry wins.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +28,7 @@ from chock.mcp.declarations import (
 )
 from chock.paths import Layout
 from chock.terminal import colour, safe
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.config import Config
@@ -41,15 +40,24 @@ TRUST_ANSWERS = ("y", "yes")
 DECLINED = "the person did not trust this declaration"
 
 
-@dataclass(frozen=True)
-class Declaration:
+class Declaration(Value):
     """A project's declaration at one commit, read and parsed; `problem` says why it cannot be used."""
 
-    project: Path
-    commit: str
-    data: bytes | None  # None: the commit holds no `.chock/mcp.zon` (or it could not be read)
-    servers: dict[str, ServerSpec]
-    problem: str = ""
+    __slots__ = ("commit", "data", "problem", "project", "servers")
+
+    def __init__(
+        self,
+        project: Path,
+        commit: str,
+        data: bytes | None,
+        servers: dict[str, ServerSpec],
+        problem: str = "",
+    ) -> None:
+        self.project = project
+        self.commit = commit
+        self.data = data  # None: the commit holds no `.chock/mcp.zon` (or it could not be read)
+        self.servers = servers
+        self.problem = problem
 
     @property
     def source(self) -> str:
@@ -121,6 +129,8 @@ def trust_question(found: Declaration, before: bytes | None, *, styled: bool | N
     else:
         head = f"{found.project} changed its MCP servers since you trusted them ({found.source}); what changed:"
         old = before.decode("utf-8", "replace")
+        import difflib  # for this question alone: a session's start imports only what its first request uses
+
         body = "".join(
             difflib.unified_diff(
                 old.splitlines(keepends=True), new.splitlines(keepends=True), "trusted", found.commit[:12]

@@ -23,51 +23,67 @@ Each module imports only modules listed above it, so none of them imports anothe
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from chock.errors import ChockError
 from chock.log.events import USAGE_FIELDS
+from chock.value import Value
 
 
-@dataclass(frozen=True)
-class TextDelta:
+class TextDelta(Value):
     """Text as it arrives."""
 
-    text: str
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    call_id: str
-    name: str
-    args: dict[str, Any]
+class ToolCall(Value):
+    __slots__ = ("args", "call_id", "name")
+
+    def __init__(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.args = args
 
     def as_dict(self) -> dict[str, Any]:
         return {"call_id": self.call_id, "name": self.name, "args": self.args}
 
 
-@dataclass(frozen=True)
-class Retrying:
+class Retrying(Value):
     """The call failed before its answer's first byte and is sent again after `wait_seconds`; the session logs
     it (`provider.retry`) while the provider waits."""
 
-    attempt: int  # the attempt that failed, from 1
-    status: int | None  # its HTTP status; None when no answer came (a connection error)
-    wait_seconds: float
-    error: str  # what the failed attempt said, as a person reads it
+    __slots__ = ("attempt", "error", "status", "wait_seconds")
+
+    def __init__(self, attempt: int, status: int | None, wait_seconds: float, error: str) -> None:
+        self.attempt = attempt  # the attempt that failed, from 1
+        self.status = status  # its HTTP status; None when no answer came (a connection error)
+        self.wait_seconds = wait_seconds
+        self.error = error  # what the failed attempt said, as a person reads it
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Value):
     """The whole answer of one model call, after its last delta."""
 
-    text: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    __slots__ = ("cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens", "text", "tool_calls")
+
+    def __init__(
+        self,
+        text: str,
+        tool_calls: list[ToolCall] | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        self.text = text
+        self.tool_calls = [] if tool_calls is None else tool_calls
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cache_read_tokens = cache_read_tokens
+        self.cache_write_tokens = cache_write_tokens
 
     @property
     def usage(self) -> dict[str, int]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from chock.providers import ProviderError
 from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS
 from chock.providers.lean_http import httpx
+from chock.value import Value
 
 # The provider's own message is quoted; a proxy's HTML error page is not a message, and a long one is cut.
 QUOTE_LIMIT = 300
@@ -27,16 +26,18 @@ REDACTED = "[redacted]"
 TOO_LONG_STATUSES = frozenset({400, 413})
 
 
-@dataclass(frozen=True)
-class TooLongShape:
+class TooLongShape(Value):
     """One documented way a server refuses a prompt for its size in tokens: an error object field that says so
     (`field`, `value`), or the message's words (`words`, whose named groups read what the server states:
     `limit` its context window, `output` the part of it reserved for the answer, `prompt` the request's size)."""
 
-    source: str
-    words: str | None = None  # a pattern, matched with WORDS_FLAGS
-    field: str = ""
-    value: str = ""
+    __slots__ = ("field", "source", "value", "words")
+
+    def __init__(self, source: str, words: str | None = None, field: str = "", value: str = "") -> None:
+        self.source = source
+        self.words = words  # a pattern, matched with WORDS_FLAGS
+        self.field = field
+        self.value = value
 
 
 # How a shape's words match: case aside, `.` taking newlines too. Each pattern is compiled at its first use (re
@@ -116,13 +117,15 @@ TOO_LONG_SHAPES = (
 )
 
 
-@dataclass(frozen=True)
-class TooLong:
+class TooLong(Value):
     """A refusal for the prompt's size: the input window the server stated (its context less what it reserved
     for the answer), and the prompt's size as it counted it; None where it did not say."""
 
-    window: int | None
-    prompt: int | None
+    __slots__ = ("prompt", "window")
+
+    def __init__(self, window: int | None, prompt: int | None) -> None:
+        self.window = window
+        self.prompt = prompt
 
 
 def redact(text: str, credential: str | None) -> str:
@@ -206,6 +209,8 @@ def provider_words(body: bytes | str, credential: str | None) -> str | None:
 
 def login_hint(kind: str, address: str, instance: str | None) -> str:
     """The command that stores a (new) credential for this instance."""
+    import shlex  # for a refusal: a session's start imports only what its first request uses
+
     own = DEFAULT_ADDRESSES.get(kind)
     provider = kind if own is not None and own == address.rstrip("/") else f"{kind}={shown_address(address)}"
     name = f" --name {shlex.quote(instance)}" if instance and instance != kind else ""

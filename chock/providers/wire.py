@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from chock.providers import USAGE_FIELDS, ProviderError, Reply, ToolCall
 from chock.providers.failures import broken_tool_call, describe, not_an_api_stream, stream_failure
+from chock.value import Value
 
 # The most tokens one count may say: 2**53, the largest whole number every JSON reader (the page's too) keeps
 # exact, and a cost that stays a finite float at any price.
@@ -75,18 +75,27 @@ class StreamReader:
         return Reply(text="".join(self.text), tool_calls=self.tool_calls(), **self.usage())
 
 
-@dataclass(frozen=True)
-class Wire:
+class Wire(Value):
     """One wire format: where its POST goes, its headers, its request body and its stream's reader."""
 
-    path: str  # where the POST goes, below the instance's address
-    last_line: str  # what ends a complete stream, named when a stream is cut before it
-    # The headers that carry the credential (and whatever else every request of this wire needs).
-    auth_headers: Callable[[str | None], dict[str, str]]
-    # (model, conversation, tools, system) -> the JSON body of one streamed call.
-    request_body: Callable[[str, list[dict[str, Any]], list[dict[str, Any]], str], dict[str, Any]]
-    # (address, instance) -> a fresh reader for one call's stream.
-    reader: Callable[[str, str | None], StreamReader]
+    __slots__ = ("auth_headers", "last_line", "path", "reader", "request_body")
+
+    def __init__(
+        self,
+        path: str,
+        last_line: str,
+        auth_headers: Callable[[str | None], dict[str, str]],
+        request_body: Callable[[str, list[dict[str, Any]], list[dict[str, Any]], str], dict[str, Any]],
+        reader: Callable[[str, str | None], StreamReader],
+    ) -> None:
+        self.path = path  # where the POST goes, below the instance's address
+        self.last_line = last_line  # what ends a complete stream, named when a stream is cut before it
+        # The headers that carry the credential (and whatever else every request of this wire needs).
+        self.auth_headers = auth_headers
+        # (model, conversation, tools, system) -> the JSON body of one streamed call.
+        self.request_body = request_body
+        # (address, instance) -> a fresh reader for one call's stream.
+        self.reader = reader
 
 
 def sse_field(line: str) -> tuple[str, str]:

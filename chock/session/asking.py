@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from chock.log.fold import SessionState
 from chock.session.approvals import Answer
 from chock.session.tools.tool import ToolRefused
 from chock.terminal import as_lines, colour, drop_typed_ahead, safe
+from chock.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,16 +33,18 @@ if TYPE_CHECKING:
 # decision, not at its start (docs/architecture.md#start-up).
 
 
-@dataclass(frozen=True)
 class Rules:
     """What a session decides its calls by, apart from its log: config.zon's rules, and where the project's live
     (None: a session with no project rules, as a test builds one)."""
 
-    config: tuple[Rule, ...] = ()
-    layout: Layout | None = None
-    project: str = ""
-    # The last RuleSet built, by what it was built from: the project file's identity and the session's rules.
-    _last: dict[object, RuleSet] = field(default_factory=dict, compare=False, repr=False)
+    __slots__ = ("_last", "config", "layout", "project")
+
+    def __init__(self, config: tuple[Rule, ...] = (), layout: Layout | None = None, project: str = "") -> None:
+        self.config = config
+        self.layout = layout
+        self.project = project
+        # The last RuleSet built, by what it was built from: the project file's identity and the session's rules.
+        self._last: dict[object, RuleSet] = {}
 
     def in_force(self, state: SessionState) -> RuleSet:
         """Config's, the project's as its file says now, then the session's own. The project's file is looked at
@@ -141,12 +143,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-@dataclass(frozen=True)
-class TerminalAnswer:
-    answer: str  # yes | no
-    scope: str = "once"
-    rule: str = ""
-    note: str = ""
+class TerminalAnswer(Value):
+    __slots__ = ("answer", "note", "rule", "scope")
+
+    def __init__(self, answer: str, scope: str = "once", rule: str = "", note: str = "") -> None:
+        self.answer = answer  # yes | no
+        self.scope = scope
+        self.rule = rule
+        self.note = note
 
 
 def question(tool: str, summary: str, propose: str, why: str) -> str:

@@ -21,7 +21,6 @@ to fit ends the session with an error naming the server's window; nothing is sen
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from typing import Any
 
 from chock.config import Price
@@ -29,6 +28,7 @@ from chock.errors import ChockError
 from chock.log.fold import SessionState, cut_message
 from chock.providers import Provider, ProviderError
 from chock.session.calls import Emit, call, record_usage
+from chock.value import Value
 
 # Compact when a request would fill this much of the window: the rest is room for the answer and for the
 # turn's tool outputs, and for the error of estimating tokens from bytes.
@@ -53,15 +53,24 @@ the decisions made and why; what remains to be done, and what you were doing las
 do not call any tool: answer with the summary only."""
 
 
-@dataclass(frozen=True)
-class CallSetup:
+class CallSetup(Value):
     """What every call of the session sends besides the conversation."""
 
-    provider: Provider
-    tools: list[dict[str, Any]]
-    system: str
-    window: int | None  # the context window in tokens; None: never compacted
-    price: Price | None
+    __slots__ = ("price", "provider", "system", "tools", "window")
+
+    def __init__(
+        self,
+        provider: Provider,
+        tools: list[dict[str, Any]],
+        system: str,
+        window: int | None,
+        price: Price | None,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools
+        self.system = system
+        self.window = window  # the context window in tokens; None: never compacted
+        self.price = price
 
 
 def estimate(conversation: list[dict[str, Any]], tools: list[dict[str, Any]], system: str) -> int:
@@ -103,7 +112,7 @@ async def compact_if_needed(
         # refusal.
         aim = int(COMPACT_AT * window * min(1.0, size / counted)) if counted > size else int(COMPACT_AT * window)
         size = max(size, counted)
-        request = replace(request, window=aim)
+        request = request.replace(window=aim)
     elif window is None or size < COMPACT_AT * window:
         return
     # The window is the server's own when a refusal stated it, now or earlier in the session.

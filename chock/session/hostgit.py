@@ -16,10 +16,10 @@ import os
 import re
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chock.errors import ChockError
+from chock.value import Value
 
 # Checked against git 2.39 with each setting in the project's own config: the first four change what the
 # commands Chock runs do (hooks and fsmonitor: tests/test_hostgit.py); the rest guard commands Chock does
@@ -121,14 +121,16 @@ def version() -> str:
 REGULAR_MODES = ("100644", "100755")
 
 
-@dataclass(frozen=True)
-class CommittedFile:
+class CommittedFile(Value):
     """One entry of a commit's tree, as `git ls-tree -l` gives it (`kind` blob, tree or commit)."""
 
-    mode: str
-    kind: str
-    oid: str
-    size: int
+    __slots__ = ("kind", "mode", "oid", "size")
+
+    def __init__(self, mode: str, kind: str, oid: str, size: int) -> None:
+        self.mode = mode
+        self.kind = kind
+        self.oid = oid
+        self.size = size
 
     @property
     def regular(self) -> bool:
@@ -158,20 +160,22 @@ def _ls_tree_record(record: bytes) -> tuple[str, CommittedFile]:
     return name, CommittedFile(mode, kind, oid, int(size) if size.isdigit() else 0)
 
 
-@dataclass(frozen=True)
-class Repo:
+class Repo(Value):
     """A repository named by explicit paths: the person's project, as `discover` found it.
 
     `git_dir` is the project's own git dir (its HEAD and index), `common_dir` the one its worktrees share
     (objects, refs, config). `work_tree` is the project, or a directory Chock itself wrote (`with_work_tree`).
     """
 
-    git_dir: Path
-    common_dir: Path
-    work_tree: Path
+    __slots__ = ("common_dir", "git_dir", "work_tree")
+
+    def __init__(self, git_dir: Path, common_dir: Path, work_tree: Path) -> None:
+        self.git_dir = git_dir
+        self.common_dir = common_dir
+        self.work_tree = work_tree
 
     def with_work_tree(self, work_tree: Path) -> Repo:
-        return replace(self, work_tree=work_tree)
+        return self.replace(work_tree=work_tree)
 
     def _env(self, index: Path | None, person: bool, objects: Path | None = None) -> dict[str, str]:
         env = _environment(person=person)

@@ -10,9 +10,8 @@ this machine or another, builds the same system prompt from the log alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from chock.session.hostgit import Repo
+from chock.value import Value
 
 NAME = "AGENTS.md"
 # The bound Codex puts on a project's instructions (`project_doc_max_bytes`): enough for any real guide, small
@@ -20,10 +19,12 @@ NAME = "AGENTS.md"
 LIMIT = 32 * 1024
 
 
-@dataclass(frozen=True)
-class ProjectInstructions:
-    text: str = ""  # what goes into the system prompt ("" for none)
-    note: str = ""  # what a person is told: why the file was not read, or that it was cut
+class ProjectInstructions(Value):
+    __slots__ = ("note", "text")
+
+    def __init__(self, text: str = "", note: str = "") -> None:
+        self.text = text  # what goes into the system prompt ("" for none)
+        self.note = note  # what a person is told: why the file was not read, or that it was cut
 
 
 def read(repo: Repo, commit: str) -> ProjectInstructions:

@@ -34,6 +34,7 @@ from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
 from chock.session import move_branch, moving, sandbox, start, workspace
 from chock.session.hostgit import Repo
+from chock.session.run_request import RunRequest
 
 Undo = Callable[[], None]
 
@@ -191,7 +192,7 @@ def _parsed(line: bytes, number: int, session_id: str) -> Event:
 _bad = move_branch.bad
 
 
-def run(layout: Layout, request: start.RunRequest, render: Callable[[Event], None]) -> int:
+def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
     """`chock run --move-in`: step 2, then a session that was running carries on here to its end; the exit code
     (0 for an ended one, ended here again)."""
     signal.signal(signal.SIGTERM, start._interrupt)  # as `chock run` does until its loop answers it
@@ -199,7 +200,7 @@ def run(layout: Layout, request: start.RunRequest, render: Callable[[Event], Non
     return 0 if opening is None else start.carry_on(opening, request, render)
 
 
-def move_in(layout: Layout, request: start.RunRequest) -> start._Opening | None:
+def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
     """Step 2: check, write, adopt (see the module). The opening to carry a running session on from (the adopt
     and workspace.open logged), or None once an ended one has ended here again."""
     move = request.move_in

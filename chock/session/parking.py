@@ -16,12 +16,12 @@ import os
 import signal
 import socket
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import chock
 from chock.session import parked
+from chock.value import Value
 
 # How long a request waits in process before the session parks.
 PARK_SECONDS = 2.0
@@ -29,28 +29,41 @@ PARK_SECONDS = 2.0
 PARKING_VARIABLE = "CHOCK_PARKING"
 
 
-@dataclass
-class Carried:
+class Carried(Value):
     """A connection the waiter held, with the greeting it already answered and the bytes it left unserved."""
 
-    kind: str  # approval | handover
-    fd: int
-    greeting: bytes
-    unserved: bytes
-    owed: bytes = b""  # replies the waiter gave that the client had not yet taken: sent first
+    __slots__ = ("fd", "greeting", "kind", "owed", "unserved")
+
+    def __init__(self, kind: str, fd: int, greeting: bytes, unserved: bytes, owed: bytes = b"") -> None:
+        self.kind = kind  # approval | handover
+        self.fd = fd
+        self.greeting = greeting
+        self.unserved = unserved
+        self.owed = owed  # replies the waiter gave that the client had not yet taken: sent first
 
 
-@dataclass
-class Unparked:
+class Unparked(Value):
     """What a rebuilt session is handed: the descriptors it inherited, and what happened while it was parked."""
 
-    session_id: str
-    log_fd: int
-    listening: dict[str, int]
-    pending: list[dict[str, str]]  # request_id, tool, summary, call_id
-    said: list[str] = field(default_factory=list)
-    stop: str | None = None  # "signal" when one came while parked
-    clients: list[Carried] = field(default_factory=list)
+    __slots__ = ("clients", "listening", "log_fd", "pending", "said", "session_id", "stop")
+
+    def __init__(
+        self,
+        session_id: str,
+        log_fd: int,
+        listening: dict[str, int],
+        pending: list[dict[str, str]],
+        said: list[str] | None = None,
+        stop: str | None = None,
+        clients: list[Carried] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.log_fd = log_fd
+        self.listening = listening
+        self.pending = pending  # request_id, tool, summary, call_id
+        self.said = [] if said is None else said
+        self.stop = stop  # "signal" when one came while parked
+        self.clients = [] if clients is None else clients
 
     @classmethod
     def read(cls, fd: int) -> Unparked:

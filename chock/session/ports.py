@@ -14,7 +14,6 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +24,7 @@ from chock.session.approvals import Approvals
 from chock.session.handover import Handover
 from chock.session.sandbox import Sandbox
 from chock.session.steering import Steering
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.log.events import Event
@@ -61,15 +61,23 @@ async def wait_set(event: asyncio.Event, seconds: float, clock: Clock) -> bool:
     return event.is_set()
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(Value):
     """How one shell command's process is started: its argv, its whole environment, and its directory."""
 
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path | None = None
-    # bwrap's status (`--json-status-fd`): the pipe's write end goes to the process, the read end stays here
-    status: tuple[int, int] | None = None
+    __slots__ = ("argv", "cwd", "env", "status")
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path | None = None,
+        status: tuple[int, int] | None = None,
+    ) -> None:
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
+        # bwrap's status (`--json-status-fd`): the pipe's write end goes to the process, the read end stays here
+        self.status = status
 
 
 class ToolRunner(Protocol):
@@ -79,12 +87,14 @@ class ToolRunner(Protocol):
     def shell(self, command: str) -> Launch: ...
 
 
-@dataclass(frozen=True)
-class Sandboxed:
+class Sandboxed(Value):
     """`/bin/sh -c command` under bubblewrap, in the session's sandbox: the one `chock run` uses."""
 
-    sandbox: Sandbox
-    bwrap: str
+    __slots__ = ("bwrap", "sandbox")
+
+    def __init__(self, sandbox: Sandbox, bwrap: str) -> None:
+        self.sandbox = sandbox
+        self.bwrap = bwrap
 
     def shell(self, command: str) -> Launch:
         read, write = os.pipe()
@@ -184,12 +194,24 @@ def no_mcp_servers(emit: Callable[..., Event], elicit: Elicit) -> McpPort:
     return NoMcpServers()
 
 
-@dataclass
-class Ports:
-    provider: Provider
-    tools: ToolRunner
-    serve: Serve
-    clock: Clock = field(default_factory=SystemClock)
-    git: HostGit = field(default_factory=OffloadedGit)
-    mcp: McpFactory = no_mcp_servers
-    parks: bool = False  # a session waiting on a person may exec its waiter (chock.session.parking): a real process's
+class Ports(Value):
+    __slots__ = ("clock", "git", "mcp", "parks", "provider", "serve", "tools")
+
+    def __init__(
+        self,
+        provider: Provider,
+        tools: ToolRunner,
+        serve: Serve,
+        clock: Clock | None = None,
+        git: HostGit | None = None,
+        mcp: McpFactory = no_mcp_servers,
+        parks: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools
+        self.serve = serve
+        self.clock = SystemClock() if clock is None else clock
+        self.git = OffloadedGit() if git is None else git
+        self.mcp = mcp
+        # A session waiting on a person may exec its waiter (chock.session.parking): a real process's ports.
+        self.parks = parks

@@ -20,7 +20,6 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from chock.session.scopes import CancelledByStop, Nursery, StopScope
 from chock.session.steering import Steering
 from chock.session.tools.tool import Result, ToolRefused
 from chock.session.workspace import Worktree
+from chock.value import Value
 
 
 class HandedOver(Exception):
@@ -56,37 +56,46 @@ class OverBudget(ChockError):
         )
 
 
-@dataclass
-class Settings:
-    session_id: str
-    project: Path
-    workspace: Path
-    worktree: Worktree  # as recorded when it was made: finishing starts from this
-    branch: str
-    shell_policy: str  # ask | allow | deny
-    interactive: bool  # a person at this terminal can answer approval prompts
-    scratchpad: Path
-    subagent_spec: dict[str, Any]  # what a subagent child needs to reach the same instance
-    subagent_blocks: list[list[dict[str, Any]]]  # replay entries per subagent (replay kind only)
-    price: Price | None = None  # the instance's, when config.zon gives one: usage events then carry a cost
-    context_window: int | None = None  # tokens; None: the conversation is never compacted
-    summarizer: Provider | None = None  # what writes a compaction's summary, when not the session's provider
-    rules: asking.Rules = field(default_factory=asking.Rules)  # config.zon's rules and where the project's live
-    approval_timeout: float | None = None  # `.approvals.timeout` in seconds; None: a question waits for its answer
-    budget: Budget | None = None  # what the whole session may spend, in its price's currency; None: no bound
+class Settings(Value):
+    __slots__ = (
+        "approval_timeout", "branch", "budget", "context_window", "interactive", "price", "project", "rules",
+        "scratchpad", "session_id", "shell_policy", "subagent_blocks", "subagent_spec", "summarizer", "workspace",
+        "worktree"
+    )  # fmt: skip
+
+    def __init__(
+        self, session_id: str, project: Path, workspace: Path, worktree: Worktree, branch: str, shell_policy: str,
+        interactive: bool, scratchpad: Path, subagent_spec: dict[str, Any],
+        subagent_blocks: list[list[dict[str, Any]]], price: Price | None = None, context_window: int | None = None,
+        summarizer: Provider | None = None, rules: asking.Rules | None = None,
+        approval_timeout: float | None = None, budget: Budget | None = None
+    ) -> None:  # fmt: skip
+        self.session_id = session_id
+        self.project = project
+        self.workspace = workspace
+        self.worktree = worktree  # as recorded when it was made: finishing starts from this
+        self.branch = branch
+        self.shell_policy = shell_policy  # ask | allow | deny
+        self.interactive = interactive  # a person at this terminal can answer approval prompts
+        self.scratchpad = scratchpad
+        self.subagent_spec = subagent_spec  # what a subagent child needs to reach the same instance
+        self.subagent_blocks = subagent_blocks  # replay entries per subagent (replay kind only)
+        self.price = price  # the instance's, when config.zon gives one: usage events then carry a cost
+        self.context_window = context_window  # tokens; None: the conversation is never compacted
+        self.summarizer = summarizer  # what writes a compaction's summary, when not the session's provider
+        self.rules = asking.Rules() if rules is None else rules  # config.zon's rules and where the project's live
+        # `.approvals.timeout` in seconds; None: a question waits for its answer
+        self.approval_timeout = approval_timeout
+        self.budget = budget  # what the whole session may spend, in its price's currency; None: no bound
 
 
 class Session:
     """One session's loop, given its ports (chock.session.ports): it builds none of its collaborators."""
 
     def __init__(
-        self,
-        log: SessionLog,
-        state: SessionState,
-        settings: Settings,
-        ports: Ports,
-        render: Callable[[Event], None],
-    ) -> None:
+        self, log: SessionLog, state: SessionState, settings: Settings, ports: Ports,
+        render: Callable[[Event], None]
+    ) -> None:  # fmt: skip
         self.log = log
         self.state = state
         self.provider: Provider = ports.provider

@@ -25,12 +25,12 @@ import stat
 import subprocess
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from chock.errors import ChockError, Refused
 from chock.paths import Layout, ensure_dir
 from chock.session.workspace import Worktree
+from chock.value import Value
 
 BWRAP_MISSING = (
     "bwrap (bubblewrap) is not installed: install it with `apt install bubblewrap`; "
@@ -114,16 +114,26 @@ def host_environment() -> dict[str, str]:
     return {"PATH": HOST_PATH}
 
 
-@dataclass(frozen=True)
-class Sandbox:
+class Sandbox(Value):
     """What one session's tools may see; `argv` and `environment` are all a spawner needs."""
 
-    workspace: Path  # the linked worktree, read-write at its own path
-    git_dir: Path  # the project's (common) .git directory, read-only at its own path
-    worktree_admin: Path  # .git/worktrees/<name>, read-write over the read-only .git
-    home: Path  # the project's toolchains dir: HOME, read-write
-    knowledgebase: Path  # mounted at $HOME/knowledgebase, read-write
-    network: bool = False
+    __slots__ = ("__weakref__", "git_dir", "home", "knowledgebase", "network", "workspace", "worktree_admin")
+
+    def __init__(
+        self,
+        workspace: Path,
+        git_dir: Path,
+        worktree_admin: Path,
+        home: Path,
+        knowledgebase: Path,
+        network: bool = False,
+    ) -> None:
+        self.workspace = workspace  # the linked worktree, read-write at its own path
+        self.git_dir = git_dir  # the project's (common) .git directory, read-only at its own path
+        self.worktree_admin = worktree_admin  # .git/worktrees/<name>, read-write over the read-only .git
+        self.home = home  # the project's toolchains dir: HOME, read-write
+        self.knowledgebase = knowledgebase  # mounted at $HOME/knowledgebase, read-write
+        self.network = network
 
     def environment(self) -> dict[str, str]:
         """The tool's whole environment, built from scratch: no key of the person's reaches it."""
@@ -255,14 +265,16 @@ def forget_masks() -> None:
     _known_masks.clear()
 
 
-@dataclass(frozen=True)
-class _Masks:
+class _Masks(Value):
     """The entries below a root that the machine's other users cannot read, and the identity (mtime and ctime)
     of every directory read to find them: an entry added, removed or renamed in one of them, or a directory's
     own mode changed, changes them."""
 
-    masked: tuple[tuple[str, str], ...]
-    directories: tuple[tuple[str, int, int], ...]
+    __slots__ = ("directories", "masked")
+
+    def __init__(self, masked: tuple[tuple[str, str], ...], directories: tuple[tuple[str, int, int], ...]) -> None:
+        self.masked = masked
+        self.directories = directories
 
     def current(self) -> bool:
         for path, mtime, ctime in self.directories:

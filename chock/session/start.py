@@ -16,14 +16,12 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from chock import instances
 from chock.config import Budget, Config, load_config, session_budget
 from chock.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, ChockError, Refused, UsageError
-from chock.log import catalog
 from chock.log.events import Event
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
@@ -38,48 +36,32 @@ from chock.session.event_loop import single_threaded_loop
 from chock.session.hostgit import Repo
 from chock.session.ports import McpFactory, Ports, Sandboxed, SystemClock, ToolRunner, no_mcp_servers
 from chock.session.rule_sources import config_rules
+from chock.session.run_request import RunRequest
 from chock.session.runner import Session, Settings
 from chock.session.sockets import SessionSockets
+from chock.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chock.log.row import RowState
 
 
-@dataclass
-class RunRequest:
-    message: str | None = None
-    project: Path | None = None
-    instance: str | None = None
-    model: str | None = None
-    allow_dirty: bool = False
-    yes: bool = False
-    continue_id: str | None = None  # "" means: the newest session of this project
-    adopt_id: str | None = None
-    session_id: str | None = None
-    interactive: bool = False
-    for_daemon: bool = False  # a child of the daemon carrying an ended session on for a `say`
-    after_reboot: bool = False  # a child of the daemon carrying on a session a reboot interrupted
-    force: bool = False  # take back a session moved out to a host that cannot say it does not hold it
-    move_in: MoveIn | None = None  # a moved session this host receives (docs/remote.md#moving-a-session)
+class _Prepared(Value):
+    __slots__ = ("budget", "bwrap", "config", "credential", "head", "instance", "project", "replay_entries", "repo")
 
-
-@dataclass(frozen=True)
-class MoveIn:
-    """`chock run --move-in ID --project DIR --from HOST [--running]`: what the daemon's child is given."""
-
-    session_id: str
-    source: str  # the host it comes from
-    running: bool  # it was running there: it carries on here
-
-
-@dataclass
-class _Prepared:
-    config: Config
-    project: Path
-    instance: instances.Instance
-    credential: str | None
-    bwrap: str
-    replay_entries: list[dict[str, Any]] | None
-    repo: Repo  # the project's, looked up once (workspace.open_project)
-    head: str  # the commit the project's HEAD named then: where a new session starts
-    budget: Budget | None  # refused before anything is written when the instance has no price in its currency
+    def __init__(
+        self, config: Config, project: Path, instance: instances.Instance, credential: str | None, bwrap: str,
+        replay_entries: list[dict[str, Any]] | None, repo: Repo, head: str, budget: Budget | None
+    ) -> None:  # fmt: skip
+        self.config = config
+        self.project = project
+        self.instance = instance
+        self.credential = credential
+        self.bwrap = bwrap
+        self.replay_entries = replay_entries
+        self.repo = repo  # the project's, looked up once (workspace.open_project)
+        self.head = head  # the commit the project's HEAD named then: where a new session starts
+        self.budget = budget  # refused before anything is written when the instance has no price in its currency
 
 
 def run(layout: Layout, request: RunRequest, render: Callable[[Event], None]) -> int:
@@ -113,20 +95,28 @@ def carry_on(opening: _Opening, request: RunRequest, render: Callable[[Event], N
     return _drive(session, opening.call_model, provider, unparked)
 
 
-@dataclass
-class _Opening:
+class _Opening(Value):
     """A session whose log is owned and whose first events are written, before its loop starts."""
 
-    log: SessionLog
-    state: SessionState
-    prepared: _Prepared
-    sockets: dict[str, Path]
-    settings: Settings | None = None
-    runner: ToolRunner | None = None  # where the session's shell commands run: its sandbox
-    mcp: McpFactory = no_mcp_servers  # the session's MCP servers, started by its loop
-    call_model: bool = True
-    backlog: list[Event] = field(default_factory=list)  # shown once the renderer runs
-    unparked: parking.Unparked | None = None  # a parked session rebuilt: what its waiter hands on
+    __slots__ = (
+        "backlog", "call_model", "log", "mcp", "prepared", "runner", "settings", "sockets", "state", "unparked"
+    )  # fmt: skip
+
+    def __init__(
+        self, log: SessionLog, state: SessionState, prepared: _Prepared, sockets: dict[str, Path],
+        settings: Settings | None = None, runner: ToolRunner | None = None, mcp: McpFactory = no_mcp_servers,
+        call_model: bool = True, backlog: list[Event] | None = None, unparked: parking.Unparked | None = None
+    ) -> None:  # fmt: skip
+        self.log = log
+        self.state = state
+        self.prepared = prepared
+        self.sockets = sockets
+        self.settings = settings
+        self.runner = runner  # where the session's shell commands run: its sandbox
+        self.mcp = mcp  # the session's MCP servers, started by its loop
+        self.call_model = call_model
+        self.backlog = [] if backlog is None else backlog  # shown once the renderer runs
+        self.unparked = unparked  # a parked session rebuilt: what its waiter hands on
 
     def emit(self, type: str, **fields: Any) -> Event:
         event = self.log.append(type, **fields)
@@ -268,6 +258,8 @@ def unpark(layout: Layout, record: int, render: Callable[[Event], None]) -> int:
 def _continue(layout: Layout, request: RunRequest) -> _Opening:
     adopting = request.adopt_id is not None
     session_id = request.adopt_id or request.continue_id
+    from chock.log import catalog  # a continued session's: a new one's start needs it only as its log is let go
+
     if not session_id:
         root = find_root(request.project or Path.cwd())
         session_id = catalog.newest(layout, root)
@@ -343,7 +335,13 @@ def _spending(prepared: _Prepared) -> dict[str, Any]:
 def _remembered(layout: Layout, session_id: str) -> Remember:
     """What the session's log does as this process lets go of it: the session's row goes to the cache, so no
     listing folds the log again (docs/log.md#rows-and-the-catalog)."""
-    return lambda fd, row: catalog.remember(layout, session_id, fd, row)
+
+    def remember(fd: int, row: RowState | None) -> None:
+        from chock.log import catalog
+
+        catalog.remember(layout, session_id, fd, row)
+
+    return remember
 
 
 def _socket_paths(layout: Layout, session_id: str) -> dict[str, Path]:
@@ -415,14 +413,16 @@ def _close_what_the_last_owner_left(opening: _Opening) -> None:
         opening.emit("subagent.end", handle=handle, result=f"lost: {lost}")
 
 
-@dataclass
-class _Place:
+class _Place(Value):
     """Where a session works: settled — and, for a new worktree, made — before it is logged."""
 
-    directory: Path
-    commit: str
-    worktree: workspace.Worktree
-    sandbox: sandbox.Sandbox
+    __slots__ = ("commit", "directory", "sandbox", "worktree")
+
+    def __init__(self, directory: Path, commit: str, worktree: workspace.Worktree, sandbox: sandbox.Sandbox) -> None:
+        self.directory = directory
+        self.commit = commit
+        self.worktree = worktree
+        self.sandbox = sandbox
 
 
 def _place(

@@ -21,13 +21,13 @@ import shutil
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple
 
 from chock.errors import ChockError
 from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
+from chock.value import Value
 
 FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
 
@@ -187,27 +187,48 @@ class _Dirs:
 # Reading a worktree ---------------------------------------------------------------------------------------
 
 
-@dataclass
-class WorktreeSnapshot:
+class WorktreeSnapshot(Value):
     """A worktree's content as a commit would hold it, what differs from its base, and what was left out."""
 
-    base: dict[str, str]  # `mode + oid` by path of the base's entries, every one that may differ at least
-    current: dict[str, str]  # what a commit of it holds: `mode + oid` by path
-    changed: dict[str, str | None]  # what differs from `base`: its `mode + oid`, None for a path gone
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    found: dict[str, stamps.Identity] = field(default_factory=dict)  # each file's identity as the walk saw it
-    fresh: set[str] = field(default_factory=set)  # the files read and hashed; the rest kept their stamps' blob id
-    hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
-    from_record: bool = False  # the stamps stood for the base (exactly its tree): git did not list it
+    __slots__ = ("base", "changed", "current", "found", "fresh", "from_record", "hashed", "skipped")
+
+    def __init__(
+        self,
+        base: dict[str, str],
+        current: dict[str, str],
+        changed: dict[str, str | None],
+        skipped: list[tuple[str, str]] | None = None,
+        found: dict[str, stamps.Identity] | None = None,
+        fresh: set[str] | None = None,
+        hashed: int = 0,
+        from_record: bool = False,
+    ) -> None:
+        self.base = base  # `mode + oid` by path of the base's entries, every one that may differ at least
+        self.current = current  # what a commit of it holds: `mode + oid` by path
+        self.changed = changed  # what differs from `base`: its `mode + oid`, None for a path gone
+        self.skipped = [] if skipped is None else skipped  # (path, why)
+        self.found = {} if found is None else found  # each file's identity as the walk saw it
+        self.fresh = set() if fresh is None else fresh  # the files read and hashed; the rest kept their stamps' blob id
+        self.hashed = hashed  # how many files were read and hashed; the rest kept the blob id the stamps recorded
+        self.from_record = from_record  # the stamps stood for the base (exactly its tree): git did not list it
 
 
-@dataclass
-class _Survey:
-    gitlinks: set[str]  # the base's submodules: a directory there keeps its entry and is not entered
-    found: dict[str, stamps.Identity] = field(default_factory=dict)  # path -> identity of what git can hold
-    kept_gitlinks: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    gitignores: list[str] = field(default_factory=list)
+class _Survey(Value):
+    __slots__ = ("found", "gitignores", "gitlinks", "kept_gitlinks", "skipped")
+
+    def __init__(
+        self,
+        gitlinks: set[str],
+        found: dict[str, stamps.Identity] | None = None,
+        kept_gitlinks: list[str] | None = None,
+        skipped: list[tuple[str, str]] | None = None,
+        gitignores: list[str] | None = None,
+    ) -> None:
+        self.gitlinks = gitlinks  # the base's submodules: a directory there keeps its entry and is not entered
+        self.found = {} if found is None else found  # path -> identity of what git can hold
+        self.kept_gitlinks = [] if kept_gitlinks is None else kept_gitlinks
+        self.skipped = [] if skipped is None else skipped
+        self.gitignores = [] if gitignores is None else gitignores
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
         """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from chock.platform.flock import lock_within
 from chock.project import find_root
 from chock.session import hostgit, stamps, tree, treewrite, wholediff
 from chock.session.hostgit import GitFailed, Repo
+from chock.value import Value
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
 
@@ -56,14 +56,16 @@ def _lookup(path: Path, *, head: bool) -> tuple[Repo | None, str | None, str]:
     return Repo(git_dir=git_dir, common_dir=common, work_tree=top), lines[3] if len(lines) == 4 else None, ""
 
 
-@dataclass(frozen=True)
-class Project:
+class Project(Value):
     """The person's project as a session's start finds it: the top of its work tree, its repository, and the
     commit HEAD names (where a new session starts)."""
 
-    root: Path
-    repo: Repo
-    head: str
+    __slots__ = ("head", "repo", "root")
+
+    def __init__(self, root: Path, repo: Repo, head: str) -> None:
+        self.root = root
+        self.repo = repo
+        self.head = head
 
 
 def open_project(path: Path) -> Project:
@@ -159,15 +161,17 @@ def _tip(worktree: Worktree) -> tuple[str, str, bool]:
     )
 
 
-@dataclass(frozen=True)
-class Worktree:
+class Worktree(Value):
     """A session's worktree as Chock recorded it when it made it: every host-side use starts from this."""
 
-    repo: Repo  # the project
-    directory: Path
-    admin: Path  # <common dir>/worktrees/<name>
-    branch: str  # where finishing puts the work: made then, when the work differs from `base`
-    base: str = ""  # the session's base: what a finish with no branch yet builds on ("" in logs older than it)
+    __slots__ = ("admin", "base", "branch", "directory", "repo")
+
+    def __init__(self, repo: Repo, directory: Path, admin: Path, branch: str, base: str = "") -> None:
+        self.repo = repo  # the project
+        self.directory = directory
+        self.admin = admin  # <common dir>/worktrees/<name>
+        self.branch = branch  # where finishing puts the work: made then, when the work differs from `base`
+        self.base = base  # the session's base: what a finish with no branch yet builds on ("" in logs older than it)
 
 
 def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "HEAD") -> tuple[Worktree, str]:
@@ -301,15 +305,26 @@ def _identity(repo: Repo) -> tuple[str, ...]:
     return (f"user.name={found['user.name']}", f"user.email={found['user.email']}")
 
 
-@dataclass(frozen=True)
-class Committed:
-    commit: str  # the branch's commit after finishing (its old one, or the base, when nothing changed)
-    skipped: list[str]  # what was left out of it, and why
-    parent: str = ""  # the commit it was built on: the branch's, or the base when there is no branch yet
-    hashed: int = 0  # files read and hashed to build it; every other file kept the blob id its stamps recorded
-    branch: str | None = None  # the branch holding the work once `advance` ran; None: no branch, no changes
-    made_branch: bool = False  # `advance` creates the branch (it did not exist)
-    whole: dict[str, Any] = field(default_factory=dict)  # the branch's whole work against the base (wholediff)
+class Committed(Value):
+    __slots__ = ("branch", "commit", "hashed", "made_branch", "parent", "skipped", "whole")
+
+    def __init__(
+        self,
+        commit: str,
+        skipped: list[str],
+        parent: str = "",
+        hashed: int = 0,
+        branch: str | None = None,
+        made_branch: bool = False,
+        whole: dict[str, Any] | None = None,
+    ) -> None:
+        self.commit = commit  # the branch's commit after finishing (its old one, or the base, when nothing changed)
+        self.skipped = skipped  # what was left out of it, and why
+        self.parent = parent  # the commit it was built on: the branch's, or the base when there is no branch yet
+        self.hashed = hashed  # files read and hashed to build it; every other file kept the blob id its stamps recorded
+        self.branch = branch  # the branch holding the work once `advance` ran; None: no branch, no changes
+        self.made_branch = made_branch  # `advance` creates the branch (it did not exist)
+        self.whole = {} if whole is None else whole  # the branch's whole work against the base (wholediff)
 
 
 def commit(worktree: Worktree, message: str) -> Committed:
@@ -373,11 +388,13 @@ def advance(worktree: Worktree, committed: Committed) -> None:
         worktree.repo.run(["update-ref", "-m", message, ref, committed.commit, old])
 
 
-@dataclass(frozen=True)
-class Changes:
-    lines: list[str]  # "M path", "A path", "D path", "T path" against the branch's commit (or the base)
-    skipped: list[str]  # what a finish would leave out, and why
-    hashed: int = 0  # files read and hashed to say so; every other file kept the blob id its stamps recorded
+class Changes(Value):
+    __slots__ = ("hashed", "lines", "skipped")
+
+    def __init__(self, lines: list[str], skipped: list[str], hashed: int = 0) -> None:
+        self.lines = lines  # "M path", "A path", "D path", "T path" against the branch's commit (or the base)
+        self.skipped = skipped  # what a finish would leave out, and why
+        self.hashed = hashed  # files read and hashed to say so; every other file kept the blob id its stamps recorded
 
 
 def changes(worktree: Worktree) -> Changes:

@@ -8,7 +8,6 @@ a note, and the whole change is in the workspace, and on the session's branch on
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -40,6 +39,8 @@ def unified(name: str, before: str | None, after: str) -> str:
     if len(old_middle) + len(new_middle) > COMPARE_LINES:
         said = f"({len(old_middle)} lines from line {start + 1} on became {len(new_middle)}: too many to compare)\n"
         return "".join([*header, said])
+    import difflib  # at the first diff: a session's start imports only what its first request uses
+
     body = difflib.unified_diff(old_middle, new_middle, n=CONTEXT, lineterm="\n")
     return _bounded(header, (_shifted(line, start) for line in list(body)[2:]))
 

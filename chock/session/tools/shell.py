@@ -11,12 +11,12 @@ import asyncio
 import contextlib
 import math
 import os
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from chock.log.events import TOOL_OUTPUT_LIMIT, cut
 from chock.session import reaper, sandbox
 from chock.session.tools.tool import Context, Tool, ToolRefused
+from chock.value import Value
 
 SHELL_TIMEOUT_SECONDS = 600.0
 # Longer than any build or test run a person waits on in one call; a longer command runs in the background.
@@ -88,12 +88,14 @@ class Shell(Tool):
         return output
 
 
-@dataclass
-class Spawned:
+class Spawned(Value):
     """A command's process, and the read end of bwrap's status pipe when the runner gave it one."""
 
-    process: asyncio.subprocess.Process
-    status: int | None = None
+    __slots__ = ("process", "status")
+
+    def __init__(self, process: asyncio.subprocess.Process, status: int | None = None) -> None:
+        self.process = process
+        self.status = status
 
     def setup_failed(self, code: int | None) -> bool:
         """Whether bwrap could not build the sandbox, so the command never ran (`sandbox.setup_failed`); the

@@ -8,11 +8,11 @@ which the session implements, so no tool imports the agent loop.
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from chock.errors import ChockError
+from chock.value import Value
 
 if TYPE_CHECKING:
     from chock.log.events import Event
@@ -72,15 +72,17 @@ class Context(Files, Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Value):
     """What one call gave: the output the model reads, whether it is the tool's error, and for a change to a
     file its unified diff (chock.session.tools.diff), which is logged for a person to see and never sent to
     the model. A tool's `run` returns the output alone when it has nothing more to say."""
 
-    output: str
-    is_error: bool = False
-    diff: str = ""
+    __slots__ = ("diff", "is_error", "output")
+
+    def __init__(self, output: str, is_error: bool = False, diff: str = "") -> None:
+        self.output = output
+        self.is_error = is_error
+        self.diff = diff
 
 
 def path_summary(args: dict[str, Any]) -> str:
