@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class Value:
     """Equal (and hashed) by its fields, the names in `__slots__`, which are also its `__init__`'s parameters."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     SECRET: tuple[str, ...] = ()  # fields its printed form leaves out (a credential)
 
     def _names(self) -> tuple[str, ...]:
@@ -29,7 +29,7 @@ class Value:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
+        return self._fields() == other._fields()
 
     def __hash__(self) -> int:
         return hash(self._fields())
