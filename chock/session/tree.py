@@ -28,16 +28,12 @@ from typing import IO, NamedTuple
 from chock.errors import ChockError
 from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
+from chock.session.survey import Survey, compare, walk
 
 FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
 
-NESTED = "a nested repository"
-TOO_DEEP = "directories nested too deep"
 INVALID = "a path git cannot hold"
 
-# Each level holds one open directory while the walk is below it; the agent's tree is not allowed to
-# exhaust the process's descriptors or Python's stack.
-MAX_DEPTH = 200
 # Files hashed per `git hash-object` run: each is an open descriptor passed to it.
 HASH_BATCH = 256
 CHUNK = 1 << 20
@@ -192,59 +188,16 @@ class WorktreeSnapshot:
     """A worktree's content as a commit would hold it, what differs from its base, and what was left out."""
 
     base: dict[str, str]  # `mode + oid` by path of the base's entries, every one that may differ at least
-    current: dict[str, str]  # what a commit of it holds: `mode + oid` by path
+    current: dict[str, str]  # what a commit of it holds: `mode + oid` by path (but the files of `clean`)
     changed: dict[str, str | None]  # what differs from `base`: its `mode + oid`, None for a path gone
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    found: dict[str, stamps.Identity] = field(default_factory=dict)  # each file's identity as the walk saw it
+    found: dict[str, stamps.Identity] = field(default_factory=dict)  # the identity of each file of `current`
     fresh: set[str] = field(default_factory=set)  # the files read and hashed; the rest kept their stamps' blob id
     hashed: int = 0  # how many files were read and hashed; the rest kept the blob id the stamps recorded
     from_record: bool = False  # the stamps stood for the base (exactly its tree): git did not list it
-
-
-@dataclass
-class _Survey:
-    gitlinks: set[str]  # the base's submodules: a directory there keeps its entry and is not entered
-    found: dict[str, stamps.Identity] = field(default_factory=dict)  # path -> identity of what git can hold
-    kept_gitlinks: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    gitignores: list[str] = field(default_factory=list)
-
-    def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
-        """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a
-        finish: one pass, nothing per file but the lstat and one dict entry; a directory is known by its
-        entry's type, with no lstat)."""
-        found, identity = self.found, stamps.identity
-        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`; in the directory's own order
-            entries = list(listed)
-        if prefix and any(entry.name == ".git" for entry in entries):
-            self.skipped.append((prefix[:-1], NESTED))  # a `.git` of any kind below the top: a nested repository
-            return
-        for entry in entries:
-            name = entry.name
-            if name == ".git" and not prefix:
-                continue  # the top-level `.git`, whatever it is
-            if entry.is_dir(follow_symlinks=False):
-                self._directory(fd, name, prefix + name, depth)
-                continue
-            status = entry.stat(follow_symlinks=False)
-            mode = status.st_mode
-            if S_ISREG(mode) or S_ISLNK(mode):
-                found[prefix + name] = identity(status)
-                if name == ".gitignore" and S_ISREG(mode):
-                    self.gitignores.append(prefix + name)
-
-    def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
-        if path in self.gitlinks:
-            self.kept_gitlinks.append(path)
-            return
-        if depth + 1 >= MAX_DEPTH:
-            self.skipped.append((path, TOO_DEEP))
-            return
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-        try:
-            self.walk(fd, path + "/", depth + 1)
-        finally:
-            os.close(fd)
+    # Directories whose files are all as the stamps recorded them (only when they stood for the base): the
+    # commit holds them as recorded, and the next record copies their part.
+    clean: dict[str, stamps.Stored] = field(default_factory=dict)
 
 
 def snapshot(
@@ -264,52 +217,48 @@ def snapshot(
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
-            survey = _walk(root, listed)
-            record = stamps.read(directory, survey.found) if from_record else stamps.NOTHING
+            found = walk(root, listed)
+            record = stamps.read(directory, found.room()) if trust else stamps.NOTHING
             if from_record and record.tree != base_tree:  # damaged after all: git lists the base
                 from_record, listed = False, tree_keys(repo, commit)
                 if any(key.startswith(GITLINK) for key in listed.values()):
-                    survey = _walk(root, listed)
-            tracked = record.trusted.keys() | record.others.keys() if from_record else listed.keys()
-            untracked = sorted(survey.found.keys() - tracked)
-            ignored = _ignored(repo, root, survey, untracked + [f"{path}/" for path, _ in survey.skipped])
+                    found = walk(root, listed)
+            said = compare(found, record)
+            untracked = sorted(said.new) if from_record else sorted(found.found.keys() - listed.keys())
+            ignored = _ignored(repo, root, found, untracked + [f"{path}/" for path, _ in found.skipped])
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         # Only untracked paths were asked about, so what is ignored is never a file the base holds.
-        kept = [path for path in survey.found if path not in ignored] if ignored else list(survey.found)
-        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        if from_record:
-            keys = record.trusted  # path -> tree key (mode and oid) of each file kept
+        found.skipped = [(path, why) for path, why in found.skipped if path not in ignored]
+        if from_record:  # only the directories where something changed are looked at file by file
+            keys, identities = said.trusted, said.found
+            unknown = said.changed + [path for path in said.new if path not in ignored]
         else:
-            keys = _trusted(directory, survey, kept) if trust else {}
-        unknown = [path for path in kept if path not in keys]
+            keys, identities = said.every_trusted(), found.found
+            for path in ignored:
+                keys.pop(path, None)
+            unknown = [path for path in identities if path not in keys and path not in ignored]
         fresh = set()
-        for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
+        for path, mode, oid in _hash(repo, root, directory, identities, unknown, write):
             keys[path] = mode + oid
             fresh.add(path)
     finally:
         os.close(root)
     if from_record:  # the base is the record: only what was read again, or is gone, can differ from it
-        base_keys = record.others
+        base_keys = said.others
         changed: dict[str, str | None] = {path: keys[path] for path in fresh if base_keys.get(path) != keys[path]}
     else:
         base_keys = listed
-        keys.update((path, listed[path]) for path in survey.kept_gitlinks)
+        keys.update((path, listed[path]) for path in found.kept_gitlinks)
         changed = {path: key for path, key in keys.items() - listed.items()}
     refused = _refused(repo, index, {path: keys[path] for path in changed if path not in base_keys})
     for path in refused:
         del changed[path], keys[path]
     changed.update(dict.fromkeys(base_keys.keys() - keys.keys()))
     invalid = sorted(((path, INVALID) for path in refused), key=_in_tree_order)
-    skipped = sorted(survey.skipped, key=_in_tree_order) + invalid
-    return WorktreeSnapshot(base_keys, keys, changed, skipped, survey.found, fresh, len(unknown), from_record)
-
-
-def _walk(root: int, listed: dict[str, str]) -> _Survey:
-    """The walk of the worktree open at `root`, entering no directory that is a submodule in `listed`."""
-    survey = _Survey({path for path, key in listed.items() if key.startswith(GITLINK)})
-    survey.walk(root, "")
-    return survey
+    skipped = sorted(found.skipped, key=_in_tree_order) + invalid
+    clean = said.clean if from_record else {}
+    return WorktreeSnapshot(base_keys, keys, changed, skipped, identities, fresh, len(unknown), from_record, clean)
 
 
 def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
@@ -330,7 +279,7 @@ def _in_tree_order(skipped: tuple[str, str]) -> list[str]:
     return skipped[0].split("/")
 
 
-def _ignored(repo: Repo, root: int, survey: _Survey, untracked: list[str]) -> set[str]:
+def _ignored(repo: Repo, root: int, survey: Survey, untracked: list[str]) -> set[str]:
     """Which of `untracked` (files, and directories left out, each with a trailing `/`) the `.gitignore` files
     and the person's excludes ignore, without that `/`.
 
@@ -406,14 +355,8 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, str]:
-    """What the stamps say of the files of `kept` they vouch for."""
-    found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
-    return stamps.read(directory, found).trusted
-
-
 def _hash(
-    repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool
+    repo: Repo, root: int, directory: Path, found: dict[str, stamps.Identity], paths: list[str], write: bool
 ) -> list[tuple[str, str, str]]:
     """(path, mode, oid) for each of `paths` still there, hashed in batches from descriptors opened here."""
     records: list[tuple[str, str, str]] = []
@@ -438,7 +381,7 @@ def _hash(
     try:
         for path in paths:
             try:
-                if S_ISLNK(survey.found[path][5]):
+                if S_ISLNK(found[path][5]):
                     read, written = os.pipe()
                     os.write(written, _link_target(root, path))
                     os.close(written)

@@ -342,6 +342,7 @@ def commit(worktree: Worktree, message: str) -> Committed:
         if taken.hashed or new_tree != parent_tree or not taken.from_record:
             files = {path: key for path, key in taken.current.items() if not key.startswith(tree.GITLINK)}
             recording.add_all(files, taken.found, taken.fresh)
+            recording.keep(taken.clean)
             recording.tree = new_tree if len(files) == len(taken.current) else ""
             recording.close()
     skipped = [f"{path} ({why})" for path, why in taken.skipped]
