@@ -45,10 +45,23 @@ CONFIG = ("diff.suppressBlankEmpty=false", "core.quotePath=true", "color.ui=fals
 
 def whole(repo: Repo, base: str, commit: str) -> dict[str, Any]:
     """The fields of `workspace.close` that say what the branch at `commit` changed against `base`: `base`,
-    `diff` (cut: `diff_truncated`), `files` (each `{path, status, added, deleted, binary}`) and `files_left_out`."""
-    statuses, left_out = _listed(repo, ["--name-status"], base, commit, pairs=True)
-    # The same files in the same order (both sorted by path), their counts for those listed.
-    counts, _ = _listed(repo, ["--numstat"], base, commit, pairs=False, most=len(statuses), budget=2 * FILES_BYTES)
+    `diff` (cut: `diff_truncated`), `files` (each `{path, status, added, deleted, binary}`) and `files_left_out`.
+
+    The three git commands are started together, so their starts overlap; each is read in turn."""
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        for extra in (["--name-status", "-z"], ["--numstat", "-z"], []):
+            started.append(_run(repo, extra, base, commit))
+        names, numbers, patch = started
+        statuses, left_out = _listed(names, pairs=True)
+        # The same files in the same order (both sorted by path), their counts for those listed.
+        counts, _ = _listed(numbers, pairs=False, budget=2 * FILES_BYTES)
+        text, cut = _text(patch)
+    finally:
+        for process in started:
+            if process.returncode is None:  # one before it failed: this one is not wanted
+                process.kill()
+                process.communicate()
     files = []
     for (status, path), count in zip(statuses, counts, strict=False):
         added, deleted, _ = count.split("\t", 2)
@@ -62,7 +75,6 @@ def whole(repo: Repo, base: str, commit: str) -> dict[str, Any]:
                 "binary": binary,
             }
         )
-    text, cut = _text(repo, base, commit)
     fields: dict[str, Any] = {"base": base, "diff": text, "files": files}
     if cut:
         fields["diff_truncated"] = True
@@ -86,18 +98,11 @@ def _records(process: subprocess.Popen[bytes]) -> Iterator[bytes]:
 
 
 def _listed(
-    repo: Repo,
-    extra: list[str],
-    base: str,
-    commit: str,
-    *,
-    pairs: bool,
-    most: int = FILES_LISTED,
-    budget: int = FILES_BYTES,
+    process: subprocess.Popen[bytes], *, pairs: bool, most: int = FILES_LISTED, budget: int = FILES_BYTES
 ) -> tuple[list[Any], int]:
-    """The first files of `--name-status -z` (`pairs`: status, then path) or `--numstat -z` (one record each,
-    the path last) — at most `most`, and `budget` bytes of their records — and how many more there were."""
-    process = _run(repo, [*extra, "-z"], base, commit)
+    """The first files `process` lists with `--name-status -z` (`pairs`: status, then path) or `--numstat -z`
+    (one record each, the path last) — at most `most`, and `budget` bytes of their records — and how many more
+    there were."""
     kept: list[Any] = []
     size = more = 0
     with _finished(process, "list the files"):
@@ -113,9 +118,9 @@ def _listed(
     return kept, more
 
 
-def _text(repo: Repo, base: str, commit: str) -> tuple[str, bool]:
-    """The diff's text up to DIFF_BYTES, cut after its last whole line there; whether it was cut."""
-    process = _run(repo, [], base, commit)
+def _text(process: subprocess.Popen[bytes]) -> tuple[str, bool]:
+    """The diff's text `process` writes, up to DIFF_BYTES, cut after its last whole line there; whether it was
+    cut."""
     assert process.stdout is not None
     data = b""
     with _finished(process, "show the diff"):
