@@ -231,6 +231,25 @@ def test_damaged_stamps_are_not_trusted_and_every_file_is_read(project: Path, di
     assert show(project, "keep.txt") == "keep\n"
 
 
+def test_stamps_naming_a_file_twice_are_not_trusted(project: Path, directory: Path) -> None:
+    """A record that names keep.txt twice, the second time with README.md's blob id, and says it is the base's
+    tree: which entry is keep.txt cannot be known, so nothing of it is trusted and every file is read."""
+    worktree = settled(project, directory)
+    files = ["README.md", "gone.txt", "keep.txt", "keep.txt", "link", "src/app.py"]
+    with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+        for path, oid in zip(files, [README, blob_id(FILES["gone.txt"]), KEEP, README], strict=False):
+            recording.add(path, stamps.identity((directory / path).lstat()), oid.decode())
+        for path in files[4:]:
+            recording.add(path, stamps.identity((directory / path).lstat()), git(project, "rev-parse", f"HEAD:{path}"))
+        recording.tree = git(project, "rev-parse", "HEAD^{tree}")  # the base's: settling made no branch
+        recording.close()
+    (directory / "src" / "app.py").write_text("print(2)\n")
+    committed = commit(worktree)
+    assert committed.hashed == 5
+    assert git(project, "diff", "--name-only", committed.parent, committed.commit) == "src/app.py"
+    assert show(project, "keep.txt") == "keep\n"
+
+
 def test_a_record_in_place_of_the_stamps_that_is_not_a_file_is_not_followed(
     project: Path, directory: Path, tmp_path: Path
 ) -> None:

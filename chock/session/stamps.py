@@ -120,7 +120,12 @@ class Stored(NamedTuple):
         """name -> (identity, tree key) of each of its files."""
         names = self.names.decode(ENCODING, ERRORS).split("\0")
         names.pop()  # after the last \0
-        return dict(zip(names, zip(_IDENTITY.iter_unpack(self.identities), self.keys_of(), strict=True), strict=True))
+        entries = dict(
+            zip(names, zip(_IDENTITY.iter_unpack(self.identities), self.keys_of(), strict=True), strict=True)
+        )
+        if len(entries) != self.count:
+            raise Damaged("a name twice in one directory")
+        return entries
 
 
 class Recording:
@@ -219,8 +224,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-class _Damaged(Exception):
-    pass
+class Damaged(Exception):
+    """The record does not hold together: nothing of it is trusted."""
 
 
 class Record(NamedTuple):
@@ -268,7 +273,7 @@ def read(workspace: Path, room: int) -> Record:
             got += len(chunk)
         data = b"".join(chunks)
         return _parse(data) if len(data) == status.st_size else NOTHING
-    except (_Damaged, ValueError, OSError, struct.error, UnicodeDecodeError):
+    except (Damaged, ValueError, OSError, struct.error, UnicodeDecodeError):
         return NOTHING
     finally:
         os.close(fd)
@@ -284,14 +289,14 @@ def _parse(data: bytes) -> Record:
     head_end = data.index(b"\n")
     words = data[:head_end].split(b" ")
     if len(words) != 6 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
-        raise _Damaged
+        raise Damaged
     oid_length, count, files = int(words[2]), int(words[3]), int(words[4])
     tree = words[5].decode("ascii")
     if tree != "-" and len(tree) != oid_length:
-        raise _Damaged
+        raise Damaged
     body_end = data.rfind(b"end ")
     if body_end < 0 or not data.endswith(b"\n") or zlib.crc32(memoryview(data)[:body_end]) != int(data[body_end + 4 :]):
-        raise _Damaged
+        raise Damaged
     at = head_end + 1
     table = []
     for _ in range(count):
@@ -307,15 +312,15 @@ def _parse(data: bytes) -> Record:
     for raw, entries, names_length in table:
         directory = raw.decode(ENCODING, ERRORS)
         if entries <= 0 or directory in directories or (directory and not directory.endswith("/")):
-            raise _Damaged
+            raise Damaged
         keys_at = at + entries * _IDENTITY.size
         names_at = keys_at + entries * width
         end = names_at + names_length
         names = data[names_at:end]
         if end > body_end or names.count(b"\0") != entries or not names.endswith(b"\0"):
-            raise _Damaged
+            raise Damaged
         directories[directory] = Stored(entries, data[at:keys_at], data[keys_at:names_at], names)
         at = end
     if at != body_end or sum(stored.count for stored in directories.values()) != files:
-        raise _Damaged
+        raise Damaged
     return Record(directories, "" if tree == "-" else tree)

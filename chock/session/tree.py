@@ -28,7 +28,7 @@ from typing import IO, NamedTuple
 from chock.errors import ChockError
 from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
-from chock.session.survey import Survey, compare, walk
+from chock.session.survey import Compared, Survey, compare, walk
 
 FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
 
@@ -218,12 +218,12 @@ def snapshot(
     try:
         try:
             found = walk(root, listed)
-            record = stamps.read(directory, found.room()) if trust else stamps.NOTHING
+            record, said = _compared(found, stamps.read(directory, found.room()) if trust else stamps.NOTHING)
             if from_record and record.tree != base_tree:  # damaged after all: git lists the base
                 from_record, listed = False, tree_keys(repo, commit)
                 if any(key.startswith(GITLINK) for key in listed.values()):
                     found = walk(root, listed)
-            said = compare(found, record)
+                    record, said = _compared(found, record)
             untracked = sorted(said.new) if from_record else sorted(found.found.keys() - listed.keys())
             ignored = _ignored(repo, root, found, untracked + [f"{path}/" for path, _ in found.skipped])
         except OSError as error:
@@ -259,6 +259,14 @@ def snapshot(
     skipped = sorted(found.skipped, key=_in_tree_order) + invalid
     clean = said.clean if from_record else {}
     return WorktreeSnapshot(base_keys, keys, changed, skipped, identities, fresh, len(unknown), from_record, clean)
+
+
+def _compared(found: Survey, record: stamps.Record) -> tuple[stamps.Record, Compared]:
+    """What `record` says of what the walk found, and the record: NOTHING when it names a file twice."""
+    try:
+        return record, compare(found, record)
+    except stamps.Damaged:
+        return stamps.NOTHING, compare(found, stamps.NOTHING)
 
 
 def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
