@@ -101,19 +101,19 @@ def named(names: list[str]) -> bytes:
 class Stored(NamedTuple):
     """One directory's part of a record, as bytes: its files' identities, tree keys and names, by name."""
 
-    count: int
+    files: int
     identities: bytes
     keys: bytes
     names: bytes
 
     def holds(self, names: list[str], identities: list[Identity]) -> bool:
         """Whether the directory's files are exactly these, each as recorded (a racy one never is)."""
-        return self.count == len(names) and self.identities == packed(identities) and self.names == named(names)
+        return self.files == len(names) and self.identities == packed(identities) and self.names == named(names)
 
     def keys_of(self) -> list[str]:
         """Its files' tree keys, in its order."""
         text = self.keys.decode("ascii")
-        width = len(text) // self.count if self.count else 0
+        width = len(text) // self.files if self.files else 0
         return [text[at : at + width] for at in range(0, len(text), width)] if width else []
 
     def entries(self) -> dict[str, tuple[Identity, str]]:
@@ -123,7 +123,7 @@ class Stored(NamedTuple):
         entries = dict(
             zip(names, zip(_IDENTITY.iter_unpack(self.identities), self.keys_of(), strict=True), strict=True)
         )
-        if len(entries) != self.count:
+        if len(entries) != self.files:
             raise Damaged("a name twice in one directory")
         return entries
 
@@ -186,10 +186,10 @@ class Recording:
             directories[directory] = Stored(
                 len(entries), packed(list(identities)), "".join(keys).encode("ascii"), named(list(names))
             )
-        files = sum(stored.count for stored in directories.values())
-        oid_length = next((len(stored.keys) // stored.count - 6 for stored in directories.values()), 40)
+        files = sum(stored.files for stored in directories.values())
+        oid_length = next((len(stored.keys) // stored.files - 6 for stored in directories.values()), 40)
         table = b"".join(
-            b"%s\0%d\0%d\0" % (directory.encode(ENCODING, ERRORS), stored.count, len(stored.names))
+            b"%s\0%d\0%d\0" % (directory.encode(ENCODING, ERRORS), stored.files, len(stored.names))
             for directory, stored in directories.items()
         )
         head = b"%s %d %d %d %s\n" % (MAGIC, oid_length, len(directories), files, (self.tree or "-").encode())
@@ -321,6 +321,6 @@ def _parse(data: bytes) -> Record:
             raise Damaged
         directories[directory] = Stored(entries, data[at:keys_at], data[keys_at:names_at], names)
         at = end
-    if at != body_end or sum(stored.count for stored in directories.values()) != files:
+    if at != body_end or sum(stored.files for stored in directories.values()) != files:
         raise Damaged
     return Record(directories, "" if tree == "-" else tree)

@@ -21,6 +21,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple
@@ -201,26 +202,38 @@ class WorktreeSnapshot:
 
 
 def snapshot(
-    repo: Repo, directory: Path, base: tuple[str, str], index: Path, *, write: bool, trust: bool = False
+    repo: Repo,
+    directory: Path,
+    base: Callable[[], tuple[str, str]],
+    index: Path,
+    *,
+    write: bool,
+    trust: bool = False,
 ) -> WorktreeSnapshot:
-    """`directory`'s files as git would commit them on top of the commit `base` (its id and its tree's), and
-    what differs from it; the private `index` (a path that need not exist) is where git judges the names of
-    paths the base does not hold.
+    """`directory`'s files as git would commit them on top of the commit `base` says (its id and its tree's,
+    asked once the walk is done, so that git's answer can come while it runs), and what differs from it; the
+    private `index` (a path that need not exist) is where git judges the names of paths the base does not hold.
 
     With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
     a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
     and is not read; stamps that are exactly the base's tree stand for it, and git does not list it.
     """
-    commit, base_tree = base
-    from_record = trust and stamps.tree_of(directory) == base_tree
-    listed = {} if from_record else tree_keys(repo, commit)  # path -> tree key of every entry of the base
+    # Stamps that name a tree are taken to stand for the base while the walk runs and git says what the base is;
+    # when they do not, git lists the base after all.
+    named = stamps.tree_of(directory) if trust else ""
+    listed: dict[str, str] = {}  # path -> tree key of every entry of the base, unless the stamps stand for it
+    if not named:
+        commit, _ = base()
+        listed = tree_keys(repo, commit)
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
             found = walk(root, listed)
             record, said = _compared(found, stamps.read(directory, found.room()) if trust else stamps.NOTHING)
-            if from_record and record.tree != base_tree:  # damaged after all: git lists the base
-                from_record, listed = False, tree_keys(repo, commit)
+            commit, base_tree = base()
+            from_record = bool(named) and record.tree == base_tree
+            if named and not from_record:  # another tree's, or damaged after all: git lists the base
+                listed = tree_keys(repo, commit)
                 if any(key.startswith(GITLINK) for key in listed.values()):
                     found = walk(root, listed)
                     record, said = _compared(found, record)
