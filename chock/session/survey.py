@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from chock.session import stamps
 
-GITLINK = "160000"
+GITLINK = "160000"  # a submodule's tree entry (chock.session.tree)
 NESTED = "a nested repository"
 TOO_DEEP = "directories nested too deep"
 

@@ -29,9 +29,9 @@ from typing import IO, NamedTuple
 from chock.errors import ChockError
 from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
-from chock.session.survey import Compared, Survey, compare, walk
+from chock.session.survey import DIR_FLAGS, GITLINK, Compared, Survey, compare, walk
 
-FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
+FILE, EXECUTABLE, SYMLINK = "100644", "100755", "120000"
 
 INVALID = "a path git cannot hold"
 
@@ -40,7 +40,7 @@ HASH_BATCH = 256
 CHUNK = 1 << 20
 
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = DIR_FLAGS
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 S_ISREG, S_ISLNK, S_ISDIR = stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
 
