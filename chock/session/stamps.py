@@ -51,6 +51,7 @@ MAGIC = b"chock-stamps 3"
 WRITTEN_MARGIN_NS = 10_000_000
 # Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
 READ_MARGIN_NS = 1_000_000_000
+_IOV_MOST = 512  # parts to one writev (Linux takes 1024)
 RACY = -1  # the size a racy entry is recorded with: no file's identity matches it
 _IDENTITY = struct.Struct("<qqqQQQ")
 _KINDS = {0o100000: "100644", 0o100100: "100755", 0o120000: "120000", 0o120100: "120000"}  # by type and owner x
@@ -108,7 +109,7 @@ class Stored(NamedTuple):
 
     def holds(self, names: list[str], identities: list[Identity]) -> bool:
         """Whether the directory's files are exactly these, each as recorded (a racy one never is)."""
-        return self.files == len(names) and self.identities == packed(identities) and self.names == named(names)
+        return self.files == len(names) and self.names == named(names) and self.identities == packed(identities)
 
     def keys_of(self) -> list[str]:
         """Its files' tree keys, in its order."""
@@ -196,8 +197,11 @@ class Recording:
         parts = [head, table]
         for stored in directories.values():
             parts += stored[1:]
-        body = b"".join(parts)
-        _write_all(self.fd, body + b"end %d\n" % zlib.crc32(body))
+        check = 0
+        for part in parts:
+            check = zlib.crc32(part, check)
+        parts.append(b"end %d\n" % check)
+        _write_all(self.fd, parts)
         os.close(self.fd)
         self.fd = None
         os.replace(self.temporary, self.final)
@@ -218,10 +222,18 @@ class Recording:
         self.abandon()
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    """Write `parts` in order, a few hundred to a system call, with no copy of them joined."""
+    views = [memoryview(part) for part in parts if part]
+    at = 0
+    while at < len(views):
+        written = os.writev(fd, views[at : at + _IOV_MOST])
+        while written:  # past what was written: whole parts, then the start of the next
+            if written >= len(views[at]):
+                written -= len(views[at])
+                at += 1
+            else:
+                views[at], written = views[at][written:], 0
 
 
 class Damaged(Exception):
