@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -98,6 +99,45 @@ def test_only_what_changed_is_read_and_every_kind_of_change_is_committed(project
     )
 
 
+def test_directories_that_go_come_or_turn_into_files_are_committed(project: Path, directory: Path) -> None:
+    """The stamps are compared a directory at a time: a directory gone whole, a new one, a file that became a
+    directory and back, and a file renamed within its directory are each committed as the worktree holds them,
+    and only the files not recorded as they are now are read."""
+    worktree = settled(project, directory)
+    shutil.rmtree(directory / "src")
+    (directory / "keep.txt").unlink()
+    (directory / "keep.txt").mkdir()
+    (directory / "keep.txt" / "inner.txt").write_text("inner\n")
+    (directory / "gone.txt").rename(directory / "moved.txt")
+    (directory / "lib").mkdir()
+    (directory / "lib" / "x.py").write_text("x\n")
+    time.sleep(SETTLE_SECONDS)  # so what the finish reads is not racy against the record it writes
+
+    shown = workspace.changes(worktree)
+    committed = commit(worktree)
+
+    assert shown.lines == [
+        "D gone.txt",
+        "D keep.txt",
+        "A keep.txt/inner.txt",
+        "A lib/x.py",
+        "A moved.txt",
+        "D src/app.py",
+    ]
+    assert shown.hashed == committed.hashed == 3
+    assert git(project, "ls-tree", "-r", "--name-only", BRANCH).split() == [
+        "README.md", "keep.txt/inner.txt", "lib/x.py", "link", "moved.txt"
+    ]  # fmt: skip
+    shutil.rmtree(directory / "lib")
+    (directory / "lib").write_text("a file again\n")
+    committed = commit(worktree)
+    assert committed.hashed == 1
+    assert git(project, "ls-tree", "-r", "--name-only", BRANCH).split() == [
+        "README.md", "keep.txt/inner.txt", "lib", "link", "moved.txt"
+    ]  # fmt: skip
+    assert (show(project, "lib"), show(project, "moved.txt")) == ("a file again\n", "to be deleted\n")
+
+
 def test_a_continued_finish_reads_only_what_changed_since_the_last_one(project: Path, directory: Path) -> None:
     """A finish that hashed something records again every entry it trusted, and the next finish trusts them."""
     worktree = settled(project, directory)
@@ -188,6 +228,25 @@ def test_damaged_stamps_are_not_trusted_and_every_file_is_read(project: Path, di
     committed = commit(worktree)
     assert committed.hashed == 5
     assert git(project, "diff", "--name-only", committed.parent, committed.commit) == "README.md"
+    assert show(project, "keep.txt") == "keep\n"
+
+
+def test_stamps_naming_a_file_twice_are_not_trusted(project: Path, directory: Path) -> None:
+    """A record that names keep.txt twice, the second time with README.md's blob id, and says it is the base's
+    tree: which entry is keep.txt cannot be known, so nothing of it is trusted and every file is read."""
+    worktree = settled(project, directory)
+    files = ["README.md", "gone.txt", "keep.txt", "keep.txt", "link", "src/app.py"]
+    with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+        for path, oid in zip(files, [README, blob_id(FILES["gone.txt"]), KEEP, README], strict=False):
+            recording.add(path, stamps.identity((directory / path).lstat()), oid.decode())
+        for path in files[4:]:
+            recording.add(path, stamps.identity((directory / path).lstat()), git(project, "rev-parse", f"HEAD:{path}"))
+        recording.tree = git(project, "rev-parse", "HEAD^{tree}")  # the base's: settling made no branch
+        recording.close()
+    (directory / "src" / "app.py").write_text("print(2)\n")
+    committed = commit(worktree)
+    assert committed.hashed == 5
+    assert git(project, "diff", "--name-only", committed.parent, committed.commit) == "src/app.py"
     assert show(project, "keep.txt") == "keep\n"
 
 

@@ -12,11 +12,13 @@ and passed on the command line where they are used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from chock.errors import ChockError
 from chock.value import Value
@@ -81,6 +83,37 @@ def _completed(
         detail = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
         raise GitFailed(f"git {' '.join(args)} failed in {where}: {detail}")
     return done
+
+
+T = TypeVar("T")
+
+
+class Started(Generic[T]):
+    """A git command started now and waited for later (`result`), so its start overlaps the caller's own work;
+    `then` makes the result of what it wrote. `stop` kills it when it is no longer wanted."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        args: Sequence[str],
+        where: Path,
+        check: bool,
+        then: Callable[[subprocess.CompletedProcess[bytes]], T],
+    ) -> None:
+        self.process, self.args, self.where, self.check, self.then = process, args, where, check, then
+        self._done: subprocess.CompletedProcess[bytes] | None = None
+
+    def result(self) -> T:
+        """What `then` makes of the command's output once it exited (raises GitFailed when it failed)."""
+        if self._done is None:
+            out, errors = self.process.communicate()
+            self._done = subprocess.CompletedProcess(self.process.args, self.process.returncode, out, errors)
+        return self.then(_completed(self.args, self.where, self._done, self.check))
+
+    def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+            self.process.communicate()
 
 
 def discover(path: Path, *, head: bool = False) -> subprocess.CompletedProcess[bytes]:
@@ -280,6 +313,36 @@ class Repo(Value):
             process.kill()
             process.wait()
 
+    def start(
+        self,
+        args: Sequence[str],
+        then: Callable[[subprocess.CompletedProcess[bytes]], T],
+        *,
+        input: bytes = b"",
+        person: bool = False,
+        check: bool = True,
+    ) -> Started[T]:
+        """Start one git command now, its `input` (small: it must fit in a pipe) written and closed; `person`
+        reads the person's own config (as `person_setting`). Its result is taken later (`Started.result`)."""
+        try:
+            process = subprocess.Popen(
+                _argv(args, ()),
+                cwd=self.work_tree,
+                env=self._env(None, person=person),
+                stdin=subprocess.PIPE if input else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as error:
+            raise _spawn_error(args, self.work_tree, error) from None
+        if process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):  # it exited already: its exit status says why
+                process.stdin.write(input)
+                process.stdin.close()
+            process.stdin.close()
+            process.stdin = None  # written whole: `communicate` only reads
+        return Started(process, args, self.work_tree, check, then)
+
     def value(
         self, args: Sequence[str], *, index: Path | None = None, config: Sequence[str] = (), input: bytes | None = None
     ) -> str:
@@ -289,14 +352,21 @@ class Repo(Value):
     def person_settings(self, *keys: str) -> dict[str, str]:
         """Those of the person's own settings `keys` (lower case) that are set, read with one git command, the
         last value of each winning as with `--get`."""
+        return self.start_person_settings(*keys).result()
+
+    def start_person_settings(self, *keys: str) -> Started[dict[str, str]]:
+        """`person_settings`, its git command started now."""
         pattern = "^(" + "|".join(key.replace(".", "[.]") for key in keys) + ")$"
-        done = self._read_config(["config", "-z", "--get-regexp", pattern])
-        found = {}
-        for record in done.stdout.decode(errors="surrogateescape").split("\0"):
-            key, _, value = record.partition("\n")
-            if key in keys and value.strip():
-                found[key] = value.strip()
-        return found
+
+        def settings(done: subprocess.CompletedProcess[bytes]) -> dict[str, str]:
+            found = {}
+            for record in done.stdout.decode(errors="surrogateescape").split("\0"):
+                key, _, value = record.partition("\n")
+                if key in keys and value.strip():
+                    found[key] = value.strip()
+            return found
+
+        return self.start(["config", "-z", "--get-regexp", pattern], settings, person=True, check=False)
 
     def person_setting(self, key: str, *, path: bool = False) -> str | None:
         """One of the person's own settings (system, global and this repository's config), or None.

@@ -4,12 +4,16 @@ hashes only what changed, the way git's own index does (docs/architecture.md, "F
 The record is `<workspace>.stamps`, beside the worktree in the data dir: outside every directory the sandbox
 may write, on the same file system as the files it describes (so its own time stamp and theirs come from one
 clock), and removed with the worktree. It is written whole to `<workspace>.stamps.new` (0600) and renamed into
-place:
+place. It is kept by directory, each directory's files sorted by name (the walk's order), so a directory whose
+files are all as recorded is known by comparing two byte strings, and its part is copied into the next record
+as it is:
 
-    chock-stamps 2 <blob id length> <entries> <tree id, or ->\n
-    each entry's size, mtime_ns, ctime_ns, inode, dev, st_mode (8 bytes each, little-endian)
-    each entry's tree key (`100644<blob id>`: the mode its st_mode gives), each followed by \0
-    each entry's path, in the same order, each followed by \0
+    chock-stamps 3 <blob id length> <directories> <entries> <tree id, or ->\n
+    for each directory: its path (`a/b/`, "" for the top) \0 its entries \0 the bytes of its names \0
+    for each directory, in that order:
+        each entry's size, mtime_ns, ctime_ns, inode, dev, st_mode (8 bytes each, little-endian)
+        each entry's tree key (`100644<blob id>`: the mode its st_mode gives)
+        each entry's name, each followed by \0
     end <crc32 of everything before this line>\n
 
 A file is trusted when its identity now is the recorded one. The racy rule is applied as the record is written:
@@ -19,9 +23,8 @@ reads it again. A file once trusted stays trusted while its identity holds, sinc
 changes its ctime; ctime is what an agent cannot set back, so a file rewritten and given its old mtime is read.
 The tree id in the first line says the entries are exactly that tree (its every path; it holds no submodule):
 when it is the tree a finish builds on, the record stands for that tree and git need not list it. A record of
-no tree (`-`) vouches for its files only. Comparing is done in bulk, as set operations on identity tuples (in
-C), never entry by entry in Python. A record missing, damaged, cut short, of another version, or larger than
-twice the tree being finished could need trusts nothing: everything is hashed, as without it.
+no tree (`-`) vouches for its files only. A record missing, damaged, cut short, of another version, or larger
+than twice the tree being finished could need trusts nothing: everything is hashed, as without it.
 """
 
 from __future__ import annotations
@@ -42,18 +45,20 @@ from typing import NamedTuple
 # (size, mtime_ns, ctime_ns, inode, dev, st_mode): what lstat says of a file, compared whole.
 Identity = tuple[int, int, int, int, int, int]
 
-MAGIC = b"chock-stamps 2"
+MAGIC = b"chock-stamps 3"
 # Recorded as Chock fills a new worktree: nothing else can write there until the record is in place, so a
 # later write is stamped no earlier than the record; this covers one tick of any kernel's coarse clock.
 WRITTEN_MARGIN_NS = 10_000_000
 # Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
 READ_MARGIN_NS = 1_000_000_000
+_IOV_MOST = 512  # parts to one writev (Linux takes 1024)
 RACY = -1  # the size a racy entry is recorded with: no file's identity matches it
 _IDENTITY = struct.Struct("<qqqQQQ")
 _KINDS = {0o100000: "100644", 0o100100: "100755", 0o120000: "120000", 0o120100: "120000"}  # by type and owner x
 _OID_LENGTHS = (40, 64)  # sha1 and sha256 repositories
-_ENCODING = sys.getfilesystemencoding()
-_ERRORS = sys.getfilesystemencodeerrors()
+ENCODING = sys.getfilesystemencoding()
+ERRORS = sys.getfilesystemencodeerrors()
+_FIRST = operator.itemgetter(0)
 
 # What lstat says of a file, compared whole: one C call for the tuple.
 identity: Callable[[os.stat_result], Identity] = operator.attrgetter(
@@ -84,9 +89,50 @@ def _temporary(final: Path) -> Path:
     return final.with_name(f"{final.name}.new")
 
 
+def packed(identities: list[Identity]) -> bytes:
+    """The identities of a directory's files as the record holds them: one C call."""
+    return struct.pack("<" + "qqqQQQ" * len(identities), *itertools.chain.from_iterable(identities))
+
+
+def named(names: list[str]) -> bytes:
+    """The names of a directory's files as the record holds them, each followed by \\0."""
+    return ("\0".join(names) + "\0").encode(ENCODING, ERRORS) if names else b""
+
+
+class Stored(NamedTuple):
+    """One directory's part of a record, as bytes: its files' identities, tree keys and names, by name."""
+
+    files: int
+    identities: bytes
+    keys: bytes
+    names: bytes
+
+    def holds(self, names: list[str], identities: list[Identity]) -> bool:
+        """Whether the directory's files are exactly these, each as recorded (a racy one never is)."""
+        return self.files == len(names) and self.names == named(names) and self.identities == packed(identities)
+
+    def keys_of(self) -> list[str]:
+        """Its files' tree keys, in its order."""
+        text = self.keys.decode("ascii")
+        width = len(text) // self.files if self.files else 0
+        return [text[at : at + width] for at in range(0, len(text), width)] if width else []
+
+    def entries(self) -> dict[str, tuple[Identity, str]]:
+        """name -> (identity, tree key) of each of its files."""
+        names = self.names.decode(ENCODING, ERRORS).split("\0")
+        names.pop()  # after the last \0
+        entries = dict(
+            zip(names, zip(_IDENTITY.iter_unpack(self.identities), self.keys_of(), strict=True), strict=True)
+        )
+        if len(entries) != self.files:
+            raise Damaged("a name twice in one directory")
+        return entries
+
+
 class Recording:
-    """A record being written: `add` the files, then `close` writes it and renames it into place; leaving a
-    `with` block without `close` (an error) deletes the unfinished file.
+    """A record being written: `add` the files (or `keep` a directory's part of the last record), then `close`
+    writes it and renames it into place; leaving a `with` block without `close` (an error) deletes the
+    unfinished file.
 
     `since_ns` is the file system's time when the recording was opened, read back from the new file itself;
     `close(stamp_now=True)` takes it again at the end instead (for files Chock itself wrote, with nobody else
@@ -102,27 +148,22 @@ class Recording:
         self.fd: int | None = os.open(self.temporary, flags, 0o600)
         self.since_ns = os.fstat(self.fd).st_mtime_ns
         self.margin_ns = margin_ns
-        self.paths: list[str] = []
-        self.identities: list[Identity] = []
-        self.keys: list[str] = []
-        self.fresh: list[int] = []  # indexes of the entries the racy rule is applied to at `close`
+        self.entries: list[tuple[str, Identity, str, bool]] = []  # (path, identity, tree key, read or written now)
+        self.kept: dict[str, Stored] = {}  # directory -> its part of the last record, unchanged
         self.tree = ""  # the tree the entries are exactly, when the writer knows it
 
     def add(self, path: str, found: Identity, oid: str) -> None:
         """Record `path` as `found`, holding the blob `oid`, as written or read now."""
-        self.fresh.append(len(self.paths))
-        self.paths.append(path)
-        self.identities.append(found)
-        self.keys.append(key_of(found, oid))
+        self.entries.append((path, found, key_of(found, oid), True))
 
     def add_all(self, keys: Mapping[str, str], found: Mapping[str, Identity], fresh: Collection[str]) -> None:
         """Record each path of `keys` (path -> tree key) as `found` says it is; those of `fresh` were read now,
         the rest were trusted from the last record (their racy bound is passed)."""
-        start = len(self.paths)
-        self.paths.extend(keys)
-        self.keys.extend(keys.values())
-        self.identities.extend(map(found.__getitem__, keys))
-        self.fresh.extend(index for index, path in enumerate(keys, start) if path in fresh)
+        self.entries.extend((path, found[path], key, path in fresh) for path, key in keys.items())
+
+    def keep(self, directories: Mapping[str, Stored]) -> None:
+        """Record these directories (`a/b/`, "" for the top) as the last record had them: their files are."""
+        self.kept.update(directories)
 
     def close(self, *, stamp_now: bool = False) -> None:
         """Write the record and put it in place of the last one."""
@@ -131,22 +172,36 @@ class Recording:
             os.utime(self.fd)  # the file system's time now, after every write before it
             self.since_ns = os.fstat(self.fd).st_mtime_ns
         bound = self.since_ns - self.margin_ns
-        identities = self.identities
-        for index in self.fresh:
-            _, mtime, ctime, inode, device, mode = identities[index]
-            if mtime >= bound or ctime >= bound:
-                identities[index] = (RACY, mtime, ctime, inode, device, mode)
-        count = len(self.paths)
-        oid_length = len(self.keys[0]) - 6 if self.keys else 40
-        body = b"".join(
-            (
-                b"%s %d %d %s\n" % (MAGIC, oid_length, count, (self.tree or "-").encode()),
-                struct.pack("<" + "qqqQQQ" * count, *itertools.chain.from_iterable(identities)),
-                "".join(f"{key}\0" for key in self.keys).encode("ascii"),
-                "".join(f"{path}\0" for path in self.paths).encode(_ENCODING, _ERRORS),
+        grouped: dict[str, list[tuple[str, Identity, str]]] = {}
+        for path, found, key, fresh in self.entries:
+            if fresh and (found[1] >= bound or found[2] >= bound):
+                found = (RACY, *found[1:])
+            directory, slash, name = path.rpartition("/")
+            grouped.setdefault(directory + slash, []).append((name, found, key))
+        directories = dict(self.kept)
+        for directory, entries in grouped.items():
+            if directory in directories:
+                raise ValueError(f"the stamps of {directory!r} were both kept and written")
+            entries.sort(key=_FIRST)
+            names, identities, keys = zip(*entries, strict=True)
+            directories[directory] = Stored(
+                len(entries), packed(list(identities)), "".join(keys).encode("ascii"), named(list(names))
             )
+        files = sum(stored.files for stored in directories.values())
+        oid_length = next((len(stored.keys) // stored.files - 6 for stored in directories.values()), 40)
+        table = b"".join(
+            b"%s\0%d\0%d\0" % (directory.encode(ENCODING, ERRORS), stored.files, len(stored.names))
+            for directory, stored in directories.items()
         )
-        _write_all(self.fd, body + b"end %d\n" % zlib.crc32(body))
+        head = b"%s %d %d %d %s\n" % (MAGIC, oid_length, len(directories), files, (self.tree or "-").encode())
+        parts = [head, table]
+        for stored in directories.values():
+            parts += stored[1:]
+        check = 0
+        for part in parts:
+            check = zlib.crc32(part, check)
+        parts.append(b"end %d\n" % check)
+        _write_all(self.fd, parts)
         os.close(self.fd)
         self.fd = None
         os.replace(self.temporary, self.final)
@@ -167,25 +222,32 @@ class Recording:
         self.abandon()
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    """Write `parts` in order, a few hundred to a system call, with no copy of them joined."""
+    views = [memoryview(part) for part in parts if part]
+    at = 0
+    while at < len(views):
+        written = os.writev(fd, views[at : at + _IOV_MOST])
+        while written:  # past what was written: whole parts, then the start of the next
+            if written >= len(views[at]):
+                written -= len(views[at])
+                at += 1
+            else:
+                views[at], written = views[at][written:], 0
 
 
-class _Damaged(Exception):
-    pass
+class Damaged(Exception):
+    """The record does not hold together: nothing of it is trusted."""
 
 
 class Record(NamedTuple):
-    """What the record says of a walk's files."""
+    """What a record holds: each directory's part, and the tree its entries are exactly ("" when none)."""
 
-    trusted: dict[str, str]  # path -> tree key (`mode + oid`) of each file found as recorded
-    others: dict[str, str]  # path -> tree key of every other entry: changed, gone, or racy
-    tree: str  # the tree the entries are exactly ("" when it says none)
+    directories: dict[str, Stored]
+    tree: str
 
 
-NOTHING = Record({}, {}, "")
+NOTHING = Record({}, "")
 
 
 def tree_of(workspace: Path) -> str:
@@ -196,29 +258,24 @@ def tree_of(workspace: Path) -> str:
             words = reading.readline(256).split(b" ")
     except OSError:
         return ""
-    if len(words) != 5 or b" ".join(words[:2]) != MAGIC or len(words[4]) - 1 not in _OID_LENGTHS:
+    if len(words) != 6 or b" ".join(words[:2]) != MAGIC or len(words[5]) - 1 not in _OID_LENGTHS:
         return ""
-    return words[4][:-1].decode("ascii", "replace")
+    return words[5][:-1].decode("ascii", "replace")
 
 
 def _open_record(path: str, flags: int) -> int:
     return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
-def read(workspace: Path, found: Mapping[str, Identity]) -> Record:
-    """What the record says of the files of `found` (path -> its identity now); NOTHING when there is no usable
-    record.
-
-    A record larger than twice what one of `found` would take is not read: what is held is never more than the
-    tree being finished could need.
-    """
+def read(workspace: Path, room: int) -> Record:
+    """The record of `workspace`; NOTHING when there is no usable record, or it is larger than `room` bytes (what
+    is held is never more than the tree being finished could need: `room_for`)."""
     try:
         fd = _open_record(str(path_of(workspace)), 0)
     except OSError:
         return NOTHING
     try:
         status = os.fstat(fd)
-        room = 2 * (len(found) * (_IDENTITY.size + 72) + 4 * sum(map(len, found))) + 4096
         if not stat.S_ISREG(status.st_mode) or status.st_size > room:
             return NOTHING
         chunks: list[bytes] = []
@@ -227,38 +284,55 @@ def read(workspace: Path, found: Mapping[str, Identity]) -> Record:
             chunks.append(chunk)
             got += len(chunk)
         data = b"".join(chunks)
-        return _parse(data, found) if len(data) == status.st_size else NOTHING
-    except (_Damaged, ValueError, OSError, struct.error, UnicodeDecodeError):
+        return _parse(data) if len(data) == status.st_size else NOTHING
+    except (Damaged, ValueError, OSError, struct.error, UnicodeDecodeError):
         return NOTHING
     finally:
         os.close(fd)
 
 
-def _parse(data: bytes, found: Mapping[str, Identity]) -> Record:
-    head = data[: data.index(b"\n")]
-    words = head.split(b" ")
-    if len(words) != 5 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
-        raise _Damaged
-    oid_length, count = int(words[2]), int(words[3])
-    tree = words[4].decode("ascii")
+def room_for(files: int, name_bytes: int, directories: int) -> int:
+    """Twice the bytes a record of `files` files in `directories` directories, their paths `name_bytes` long
+    in all, could take."""
+    return 2 * (files * (_IDENTITY.size + 72) + 4 * name_bytes + directories * 32) + 4096
+
+
+def _parse(data: bytes) -> Record:
+    head_end = data.index(b"\n")
+    words = data[:head_end].split(b" ")
+    if len(words) != 6 or b" ".join(words[:2]) != MAGIC or int(words[2]) not in _OID_LENGTHS:
+        raise Damaged
+    oid_length, count, files = int(words[2]), int(words[3]), int(words[4])
+    tree = words[5].decode("ascii")
     if tree != "-" and len(tree) != oid_length:
-        raise _Damaged
+        raise Damaged
     body_end = data.rfind(b"end ")
     if body_end < 0 or not data.endswith(b"\n") or zlib.crc32(memoryview(data)[:body_end]) != int(data[body_end + 4 :]):
-        raise _Damaged
-    identities_end = len(head) + 1 + count * _IDENTITY.size
-    keys_end = identities_end + count * (7 + oid_length)
-    keys = data[identities_end:keys_end].decode("ascii").split("\0")
-    names = data[keys_end:body_end].decode(_ENCODING, _ERRORS).split("\0")
-    if keys.pop() or names.pop() or len(keys) != count or len(names) != count:  # each ends with \0
-        raise _Damaged
-    # In C: the pairs (path, identity) the record holds that the walk did not find as they are.
-    recorded = zip(names, _IDENTITY.iter_unpack(data[len(head) + 1 : identities_end]), strict=True)
-    unchanged = dict(zip(names, keys, strict=True))
-    others = {}
-    for name, _ in set(recorded).difference(found.items()):
-        if name in unchanged:
-            others[name] = unchanged.pop(name)
-    if len(unchanged) + len(others) != count:  # a path twice
-        raise _Damaged
-    return Record(unchanged, others, "" if tree == "-" else tree)
+        raise Damaged
+    at = head_end + 1
+    table = []
+    for _ in range(count):
+        directory_end = data.index(b"\0", at)
+        count_end = data.index(b"\0", directory_end + 1)
+        names_end = data.index(b"\0", count_end + 1)
+        table.append(
+            (data[at:directory_end], int(data[directory_end + 1 : count_end]), int(data[count_end + 1 : names_end]))
+        )
+        at = names_end + 1
+    directories: dict[str, Stored] = {}
+    width = 6 + oid_length
+    for raw, entries, names_length in table:
+        directory = raw.decode(ENCODING, ERRORS)
+        if entries <= 0 or directory in directories or (directory and not directory.endswith("/")):
+            raise Damaged
+        keys_at = at + entries * _IDENTITY.size
+        names_at = keys_at + entries * width
+        end = names_at + names_length
+        names = data[names_at:end]
+        if end > body_end or names.count(b"\0") != entries or not names.endswith(b"\0"):
+            raise Damaged
+        directories[directory] = Stored(entries, data[at:keys_at], data[keys_at:names_at], names)
+        at = end
+    if at != body_end or sum(stored.files for stored in directories.values()) != files:
+        raise Damaged
+    return Record(directories, "" if tree == "-" else tree)

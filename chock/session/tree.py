@@ -21,29 +21,26 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, NamedTuple
 
 from chock.errors import ChockError
 from chock.session import stamps
 from chock.session.hostgit import GitFailed, Repo
+from chock.session.survey import DIR_FLAGS, GITLINK, Compared, Survey, compare, walk
 from chock.value import Value
 
-FILE, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
+FILE, EXECUTABLE, SYMLINK = "100644", "100755", "120000"
 
-NESTED = "a nested repository"
-TOO_DEEP = "directories nested too deep"
 INVALID = "a path git cannot hold"
 
-# Each level holds one open directory while the walk is below it; the agent's tree is not allowed to
-# exhaust the process's descriptors or Python's stack.
-MAX_DEPTH = 200
 # Files hashed per `git hash-object` run: each is an open descriptor passed to it.
 HASH_BATCH = 256
 CHUNK = 1 << 20
 
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = DIR_FLAGS
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 S_ISREG, S_ISLNK, S_ISDIR = stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
 
@@ -190,7 +187,7 @@ class _Dirs:
 class WorktreeSnapshot(Value):
     """A worktree's content as a commit would hold it, what differs from its base, and what was left out."""
 
-    __slots__ = ("base", "changed", "current", "found", "fresh", "from_record", "hashed", "skipped")
+    __slots__ = ("base", "changed", "clean", "current", "found", "fresh", "from_record", "hashed", "skipped")
 
     def __init__(
         self,
@@ -202,135 +199,100 @@ class WorktreeSnapshot(Value):
         fresh: set[str] | None = None,
         hashed: int = 0,
         from_record: bool = False,
+        clean: dict[str, stamps.Stored] | None = None,
     ) -> None:
         self.base = base  # `mode + oid` by path of the base's entries, every one that may differ at least
-        self.current = current  # what a commit of it holds: `mode + oid` by path
+        self.current = current  # what a commit of it holds: `mode + oid` by path (but the files of `clean`)
         self.changed = changed  # what differs from `base`: its `mode + oid`, None for a path gone
         self.skipped = [] if skipped is None else skipped  # (path, why)
-        self.found = {} if found is None else found  # each file's identity as the walk saw it
+        self.found = {} if found is None else found  # the identity of each file of `current`
         self.fresh = set() if fresh is None else fresh  # the files read and hashed; the rest kept their stamps' blob id
         self.hashed = hashed  # how many files were read and hashed; the rest kept the blob id the stamps recorded
         self.from_record = from_record  # the stamps stood for the base (exactly its tree): git did not list it
-
-
-class _Survey(Value):
-    __slots__ = ("found", "gitignores", "gitlinks", "kept_gitlinks", "skipped")
-
-    def __init__(
-        self,
-        gitlinks: set[str],
-        found: dict[str, stamps.Identity] | None = None,
-        kept_gitlinks: list[str] | None = None,
-        skipped: list[tuple[str, str]] | None = None,
-        gitignores: list[str] | None = None,
-    ) -> None:
-        self.gitlinks = gitlinks  # the base's submodules: a directory there keeps its entry and is not entered
-        self.found = {} if found is None else found  # path -> identity of what git can hold
-        self.kept_gitlinks = [] if kept_gitlinks is None else kept_gitlinks
-        self.skipped = [] if skipped is None else skipped
-        self.gitignores = [] if gitignores is None else gitignores
-
-    def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
-        """Note each file and symlink below `fd` with its identity, from one lstat each (the hot loop of a
-        finish: one pass, nothing per file but the lstat and one dict entry; a directory is known by its
-        entry's type, with no lstat)."""
-        found, identity = self.found, stamps.identity
-        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`; in the directory's own order
-            entries = list(listed)
-        if prefix and any(entry.name == ".git" for entry in entries):
-            self.skipped.append((prefix[:-1], NESTED))  # a `.git` of any kind below the top: a nested repository
-            return
-        for entry in entries:
-            name = entry.name
-            if name == ".git" and not prefix:
-                continue  # the top-level `.git`, whatever it is
-            if entry.is_dir(follow_symlinks=False):
-                self._directory(fd, name, prefix + name, depth)
-                continue
-            status = entry.stat(follow_symlinks=False)
-            mode = status.st_mode
-            if S_ISREG(mode) or S_ISLNK(mode):
-                found[prefix + name] = identity(status)
-                if name == ".gitignore" and S_ISREG(mode):
-                    self.gitignores.append(prefix + name)
-
-    def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
-        if path in self.gitlinks:
-            self.kept_gitlinks.append(path)
-            return
-        if depth + 1 >= MAX_DEPTH:
-            self.skipped.append((path, TOO_DEEP))
-            return
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-        try:
-            self.walk(fd, path + "/", depth + 1)
-        finally:
-            os.close(fd)
+        # Directories whose files are all as the stamps recorded them (only when they stood for the base): the
+        # commit holds them as recorded, and the next record copies their part.
+        self.clean = {} if clean is None else clean
 
 
 def snapshot(
-    repo: Repo, directory: Path, base: tuple[str, str], index: Path, *, write: bool, trust: bool = False
+    repo: Repo,
+    directory: Path,
+    base: Callable[[], tuple[str, str]],
+    index: Path,
+    *,
+    write: bool,
+    trust: bool = False,
 ) -> WorktreeSnapshot:
-    """`directory`'s files as git would commit them on top of the commit `base` (its id and its tree's), and
-    what differs from it; the private `index` (a path that need not exist) is where git judges the names of
-    paths the base does not hold.
+    """`directory`'s files as git would commit them on top of the commit `base` says (its id and its tree's,
+    asked once the walk is done, so that git's answer can come while it runs), and what differs from it; the
+    private `index` (a path that need not exist) is where git judges the names of paths the base does not hold.
 
     With `write`, the blobs are written to the repository (for a commit); without, only hashed. With `trust`,
     a file whose identity is the one its stamps recorded (chock.session.stamps) keeps the recorded blob id
     and is not read; stamps that are exactly the base's tree stand for it, and git does not list it.
     """
-    commit, base_tree = base
-    from_record = trust and stamps.tree_of(directory) == base_tree
-    listed = {} if from_record else tree_keys(repo, commit)  # path -> tree key of every entry of the base
+    # Stamps that name a tree are taken to stand for the base while the walk runs and git says what the base is;
+    # when they do not, git lists the base after all.
+    named = stamps.tree_of(directory) if trust else ""
+    listed: dict[str, str] = {}  # path -> tree key of every entry of the base, unless the stamps stand for it
+    if not named:
+        commit, _ = base()
+        listed = tree_keys(repo, commit)
     root = os.open(directory, _DIR_FLAGS)
     try:
         try:
-            survey = _walk(root, listed)
-            record = stamps.read(directory, survey.found) if from_record else stamps.NOTHING
-            if from_record and record.tree != base_tree:  # damaged after all: git lists the base
-                from_record, listed = False, tree_keys(repo, commit)
+            found = walk(root, listed)
+            record, said = _compared(found, stamps.read(directory, found.room()) if trust else stamps.NOTHING)
+            commit, base_tree = base()
+            from_record = bool(named) and record.tree == base_tree
+            if named and not from_record:  # another tree's, or damaged after all: git lists the base
+                listed = tree_keys(repo, commit)
                 if any(key.startswith(GITLINK) for key in listed.values()):
-                    survey = _walk(root, listed)
-            tracked = record.trusted.keys() | record.others.keys() if from_record else listed.keys()
-            untracked = sorted(survey.found.keys() - tracked)
-            ignored = _ignored(repo, root, survey, untracked + [f"{path}/" for path, _ in survey.skipped])
+                    found = walk(root, listed)
+                    record, said = _compared(found, record)
+            untracked = sorted(said.new) if from_record else sorted(found.found.keys() - listed.keys())
+            ignored = _ignored(repo, root, found, untracked + [f"{path}/" for path, _ in found.skipped])
         except OSError as error:
             raise ChockError(f"cannot read the workspace {directory}: {error}") from None
         # Only untracked paths were asked about, so what is ignored is never a file the base holds.
-        kept = [path for path in survey.found if path not in ignored] if ignored else list(survey.found)
-        survey.skipped = [(path, why) for path, why in survey.skipped if path not in ignored]
-        if from_record:
-            keys = record.trusted  # path -> tree key (mode and oid) of each file kept
+        found.skipped = [(path, why) for path, why in found.skipped if path not in ignored]
+        if from_record:  # only the directories where something changed are looked at file by file
+            keys, identities = said.trusted, said.found
+            unknown = said.changed + [path for path in said.new if path not in ignored]
         else:
-            keys = _trusted(directory, survey, kept) if trust else {}
-        unknown = [path for path in kept if path not in keys]
+            keys, identities = said.every_trusted(), found.found
+            for path in ignored:
+                keys.pop(path, None)
+            unknown = [path for path in identities if path not in keys and path not in ignored]
         fresh = set()
-        for path, mode, oid in _hash(repo, root, directory, survey, unknown, write):
+        for path, mode, oid in _hash(repo, root, directory, identities, unknown, write):
             keys[path] = mode + oid
             fresh.add(path)
     finally:
         os.close(root)
     if from_record:  # the base is the record: only what was read again, or is gone, can differ from it
-        base_keys = record.others
+        base_keys = said.others
         changed: dict[str, str | None] = {path: keys[path] for path in fresh if base_keys.get(path) != keys[path]}
     else:
         base_keys = listed
-        keys.update((path, listed[path]) for path in survey.kept_gitlinks)
+        keys.update((path, listed[path]) for path in found.kept_gitlinks)
         changed = {path: key for path, key in keys.items() - listed.items()}
     refused = _refused(repo, index, {path: keys[path] for path in changed if path not in base_keys})
     for path in refused:
         del changed[path], keys[path]
     changed.update(dict.fromkeys(base_keys.keys() - keys.keys()))
     invalid = sorted(((path, INVALID) for path in refused), key=_in_tree_order)
-    skipped = sorted(survey.skipped, key=_in_tree_order) + invalid
-    return WorktreeSnapshot(base_keys, keys, changed, skipped, survey.found, fresh, len(unknown), from_record)
+    skipped = sorted(found.skipped, key=_in_tree_order) + invalid
+    clean = said.clean if from_record else {}
+    return WorktreeSnapshot(base_keys, keys, changed, skipped, identities, fresh, len(unknown), from_record, clean)
 
 
-def _walk(root: int, listed: dict[str, str]) -> _Survey:
-    """The walk of the worktree open at `root`, entering no directory that is a submodule in `listed`."""
-    survey = _Survey({path for path, key in listed.items() if key.startswith(GITLINK)})
-    survey.walk(root, "")
-    return survey
+def _compared(found: Survey, record: stamps.Record) -> tuple[stamps.Record, Compared]:
+    """What `record` says of what the walk found, and the record: NOTHING when it names a file twice."""
+    try:
+        return record, compare(found, record)
+    except stamps.Damaged:
+        return stamps.NOTHING, compare(found, stamps.NOTHING)
 
 
 def _refused(repo: Repo, index: Path, added: dict[str, str]) -> list[str]:
@@ -351,7 +313,7 @@ def _in_tree_order(skipped: tuple[str, str]) -> list[str]:
     return skipped[0].split("/")
 
 
-def _ignored(repo: Repo, root: int, survey: _Survey, untracked: list[str]) -> set[str]:
+def _ignored(repo: Repo, root: int, survey: Survey, untracked: list[str]) -> set[str]:
     """Which of `untracked` (files, and directories left out, each with a trailing `/`) the `.gitignore` files
     and the person's excludes ignore, without that `/`.
 
@@ -427,14 +389,8 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     return name, parent
 
 
-def _trusted(directory: Path, survey: _Survey, kept: list[str]) -> dict[str, str]:
-    """What the stamps say of the files of `kept` they vouch for."""
-    found = survey.found if len(kept) == len(survey.found) else {path: survey.found[path] for path in kept}
-    return stamps.read(directory, found).trusted
-
-
 def _hash(
-    repo: Repo, root: int, directory: Path, survey: _Survey, paths: list[str], write: bool
+    repo: Repo, root: int, directory: Path, found: dict[str, stamps.Identity], paths: list[str], write: bool
 ) -> list[tuple[str, str, str]]:
     """(path, mode, oid) for each of `paths` still there, hashed in batches from descriptors opened here."""
     records: list[tuple[str, str, str]] = []
@@ -459,7 +415,7 @@ def _hash(
     try:
         for path in paths:
             try:
-                if S_ISLNK(survey.found[path][5]):
+                if S_ISLNK(found[path][5]):
                     read, written = os.pipe()
                     os.write(written, _link_target(root, path))
                     os.close(written)

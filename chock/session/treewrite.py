@@ -46,7 +46,30 @@ def build(repo: Repo, base_tree: str, changed: Mapping[str, str | None]) -> str:
             touched.add(directory)
             directory = directory.rpartition("/")[0]
     by_depth = sorted(touched, key=_depth)
-    existing = _read(repo, base_tree, by_depth)
+    # Started now, so its start overlaps reading the trees; it reads the new trees once they are computed.
+    making = repo.stream(["mktree", "--batch", "-z"], stdin=subprocess.PIPE)
+    try:
+        root, written = _built(files, by_depth, _read(repo, base_tree, by_depth), algorithm)
+        answer, errors = making.communicate(b"".join(text for text, _ in written))
+    finally:
+        if making.returncode is None:
+            making.kill()
+            making.communicate()
+    if making.returncode != 0:
+        detail = errors.decode(errors="replace").strip() or f"exit status {making.returncode}"
+        raise GitFailed(f"git mktree --batch -z failed in {repo.work_tree}: {detail}")
+    answered = answer.decode().split()
+    expected = [oid for _, oid in written]
+    if answered != expected:
+        raise GitFailed(f"git mktree wrote the trees {answered}, where {expected} were computed")
+    return root
+
+
+def _built(
+    files: dict[str, dict[str, str | None]], by_depth: list[str], existing: dict[str, Entries], algorithm: str
+) -> tuple[str, list[tuple[bytes, str]]]:
+    """The new root tree's id, and each tree that differs (mktree's input for it, and the id it must answer),
+    deepest first: `files` are the changes by directory, `existing` the trees they change."""
     built: dict[str, dict[str, str | None]] = {}  # directory -> its subdirectories' new tree ids (None: empty)
     written: list[tuple[bytes, str]] = []  # (mktree's input for a tree, the id it must answer)
     root = ""
@@ -69,12 +92,7 @@ def build(repo: Repo, base_tree: str, changed: Mapping[str, str | None]) -> str:
             built.setdefault(parent, {})[name] = oid
         else:
             root = str(oid)
-    listing = b"".join(text for text, _ in written)
-    answered = repo.value(["mktree", "--batch", "-z"], input=listing).split()
-    expected = [oid for _, oid in written]
-    if answered != expected:
-        raise GitFailed(f"git mktree wrote the trees {answered}, where {expected} were computed")
-    return root
+    return root, written
 
 
 def _depth(directory: str) -> int:

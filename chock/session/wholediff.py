@@ -45,10 +45,14 @@ CONFIG = ("diff.suppressBlankEmpty=false", "core.quotePath=true", "color.ui=fals
 
 def whole(repo: Repo, base: str, commit: str) -> dict[str, Any]:
     """The fields of `workspace.close` that say what the branch at `commit` changed against `base`: `base`,
-    `diff` (cut: `diff_truncated`), `files` (each `{path, status, added, deleted, binary}`) and `files_left_out`."""
-    statuses, left_out = _listed(repo, ["--name-status"], base, commit, pairs=True)
-    # The same files in the same order (both sorted by path), their counts for those listed.
-    counts, _ = _listed(repo, ["--numstat"], base, commit, pairs=False, most=len(statuses), budget=2 * FILES_BYTES)
+    `diff` (cut: `diff_truncated`), `files` (each `{path, status, added, deleted, binary}`) and `files_left_out`.
+
+    One git command says it all: `--raw --numstat --patch -z` writes each file's raw record (its status, then
+    its path), then each file's counts, an empty record, and the patch's text."""
+    process = _run(repo, ["--raw", "--numstat", "--patch", "-z"], base, commit)
+    with _finished(process):
+        statuses, counts, left_out, start = _listed(process)
+        text, cut = _text(process, start)
     files = []
     for (status, path), count in zip(statuses, counts, strict=False):
         added, deleted, _ = count.split("\t", 2)
@@ -62,7 +66,6 @@ def whole(repo: Repo, base: str, commit: str) -> dict[str, Any]:
                 "binary": binary,
             }
         )
-    text, cut = _text(repo, base, commit)
     fields: dict[str, Any] = {"base": base, "diff": text, "files": files}
     if cut:
         fields["diff_truncated"] = True
@@ -75,54 +78,50 @@ def _run(repo: Repo, extra: list[str], base: str, commit: str) -> subprocess.Pop
     return repo.stream(["diff", *OPTIONS, *extra, base, commit, "--"], config=CONFIG)
 
 
-def _records(process: subprocess.Popen[bytes]) -> Iterator[bytes]:
-    """The NUL-ended records git writes, read a chunk at a time."""
+def _listed(process: subprocess.Popen[bytes]) -> tuple[list[tuple[str, str]], list[str], int, bytes]:
+    """The first files git lists — (status, path) from the raw records, and the counts records, at most
+    FILES_LISTED files and FILES_BYTES of their status and path (twice that of counts) — how many more there
+    were, and what was read past the empty record that ends the lists (the patch's first bytes)."""
     assert process.stdout is not None
-    pending = b""
-    while chunk := process.stdout.read(CHUNK):
-        pending += chunk
-        *records, pending = pending.split(b"\0")
-        yield from records
-
-
-def _listed(
-    repo: Repo,
-    extra: list[str],
-    base: str,
-    commit: str,
-    *,
-    pairs: bool,
-    most: int = FILES_LISTED,
-    budget: int = FILES_BYTES,
-) -> tuple[list[Any], int]:
-    """The first files of `--name-status -z` (`pairs`: status, then path) or `--numstat -z` (one record each,
-    the path last) — at most `most`, and `budget` bytes of their records — and how many more there were."""
-    process = _run(repo, [*extra, "-z"], base, commit)
-    kept: list[Any] = []
-    size = more = 0
-    with _finished(process, "list the files"):
-        records = _records(process)
-        for record in records:
-            path = next(records, b"") if pairs else b""
-            size += len(record) + len(path)
-            if len(kept) < most and size <= budget:
-                text = record.decode("utf-8", "replace")
-                kept.append((text, path.decode("utf-8", "replace")) if pairs else text)
+    statuses: list[tuple[str, str]] = []
+    counts: list[str] = []
+    size = counts_size = more = 0
+    pending, at, path_of = b"", 0, b""  # path_of: the status whose path is the next record
+    while True:
+        end = pending.find(b"\0", at)
+        if end < 0:
+            chunk = process.stdout.read(CHUNK)
+            if not chunk:
+                return statuses, counts, more, b""  # no change: no lists, no patch
+            pending, at = pending[at:] + chunk, 0
+            continue
+        record, at = pending[at:end], end + 1
+        if path_of:
+            size += len(path_of) + len(record)
+            if len(statuses) < FILES_LISTED and size <= FILES_BYTES:
+                statuses.append((path_of.decode("utf-8", "replace"), record.decode("utf-8", "replace")))
             else:
                 more += 1
-    return kept, more
+            path_of = b""
+        elif record.startswith(b":"):  # `:<modes> <ids> <status>`, its path next
+            path_of = record.rpartition(b" ")[2] or b"?"
+        elif record:
+            counts_size += len(record)
+            if len(counts) < len(statuses) and counts_size <= 2 * FILES_BYTES:
+                counts.append(record.decode("utf-8", "replace"))
+        else:
+            return statuses, counts, more, pending[at:]
 
 
-def _text(repo: Repo, base: str, commit: str) -> tuple[str, bool]:
-    """The diff's text up to DIFF_BYTES, cut after its last whole line there; whether it was cut."""
-    process = _run(repo, [], base, commit)
+def _text(process: subprocess.Popen[bytes], start: bytes) -> tuple[str, bool]:
+    """The diff's text, `start` and what `process` writes after it, up to DIFF_BYTES, cut after its last whole
+    line there; whether it was cut."""
     assert process.stdout is not None
-    data = b""
-    with _finished(process, "show the diff"):
-        while len(data) <= DIFF_BYTES and (chunk := process.stdout.read(CHUNK)):
-            data += chunk
-        if len(data) > DIFF_BYTES:
-            process.kill()  # the rest is not wanted: git stops writing it
+    data = start
+    while len(data) <= DIFF_BYTES and (chunk := process.stdout.read(CHUNK)):
+        data += chunk
+    if len(data) > DIFF_BYTES:
+        process.kill()  # the rest is not wanted: git stops writing it
     if len(data) <= DIFF_BYTES:
         return data.decode("utf-8", "replace"), False
     kept = data[:DIFF_BYTES]
@@ -131,7 +130,7 @@ def _text(repo: Repo, base: str, commit: str) -> tuple[str, bool]:
 
 
 @contextlib.contextmanager
-def _finished(process: subprocess.Popen[bytes], doing: str) -> Iterator[None]:
+def _finished(process: subprocess.Popen[bytes]) -> Iterator[None]:
     """Wait for git once its output is read (or it was killed, its output no longer wanted); a failure quotes
     git."""
     try:
@@ -143,4 +142,4 @@ def _finished(process: subprocess.Popen[bytes], doing: str) -> Iterator[None]:
         _, errors = process.communicate()
     if process.returncode not in (0, -signal.SIGKILL):
         detail = errors.decode(errors="replace").strip() or f"exit status {process.returncode}"
-        raise GitFailed(f"git diff could not {doing} of the session's work: {detail}")
+        raise GitFailed(f"git diff could not show the session's work: {detail}")

@@ -19,19 +19,20 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from chock.errors import ChockError, Refused
 from chock.paths import ensure_dir
 from chock.platform.flock import lock_within
 from chock.project import find_root
 from chock.session import hostgit, stamps, tree, treewrite, wholediff
-from chock.session.hostgit import GitFailed, Repo
+from chock.session.hostgit import GitFailed, Repo, Started
 from chock.value import Value
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
+T = TypeVar("T")
 
 
 def _paths(done: subprocess.CompletedProcess[bytes]) -> list[str]:
@@ -119,6 +120,17 @@ def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None
     """The commit `start` names, the commit of `branch` (None when there is no such branch), and the tree of the
     one a session starts at (the branch's when it exists), with one git command; a GitFailed saying which name
     is no commit."""
+    return _started_commits(repo, start, branch, _same).result()
+
+
+def _same(found: T) -> T:
+    return found
+
+
+def _started_commits(
+    repo: Repo, start: str, branch: str, then: Callable[[tuple[str, str | None, str]], T]
+) -> Started[T]:
+    """`then` of what `_start_commits` says, its git command started now."""
     names = (
         f"{start}^{{commit}}",
         f"refs/heads/{branch}^{{commit}}",
@@ -127,38 +139,48 @@ def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None
     )
     if any("\n" in name for name in names):  # cat-file reads one name a line
         raise GitFailed(f"{start!r} names no commit in {repo.common_dir}: a revision holds no line break")
-    lines = repo.value(["cat-file", "--batch-check"], input="".join(f"{name}\n" for name in names).encode())
-    answers = lines.splitlines()
-    if len(answers) != len(names):
-        raise GitFailed(f"git cat-file gave {len(answers)} answers for {len(names)} names in {repo.common_dir}")
-    found: list[str | None] = []
-    for name, line, kind in zip(names, answers, ("commit", "commit", "tree", "tree"), strict=True):
-        fields = line.split(" ")
-        if fields[-1] == "missing" and name in names[1::2]:
-            found.append(None)  # no branch yet: the session starts at `start`
-        elif len(fields) == 3 and fields[1] == kind:
-            found.append(fields[0])
-        else:
-            raise GitFailed(f"{name} names no commit in {repo.common_dir}: git cat-file answered {line!r}")
-    return found[0] or "", found[1], found[3] or found[2] or ""
+
+    def commits(done: subprocess.CompletedProcess[bytes]) -> T:
+        answers = done.stdout.decode(errors="surrogateescape").strip().splitlines()
+        if len(answers) != len(names):
+            raise GitFailed(f"git cat-file gave {len(answers)} answers for {len(names)} names in {repo.common_dir}")
+        found: list[str | None] = []
+        for name, line, kind in zip(names, answers, ("commit", "commit", "tree", "tree"), strict=True):
+            fields = line.split(" ")
+            if fields[-1] == "missing" and name in names[1::2]:
+                found.append(None)  # no branch yet: the session starts at `start`
+            elif len(fields) == 3 and fields[1] == kind:
+                found.append(fields[0])
+            else:
+                raise GitFailed(f"{name} names no commit in {repo.common_dir}: git cat-file answered {line!r}")
+        return then((found[0] or "", found[1], found[3] or found[2] or ""))
+
+    return repo.start(["cat-file", "--batch-check"], commits, input="".join(f"{name}\n" for name in names).encode())
 
 
-def _tip(worktree: Worktree) -> tuple[str, str, bool]:
+def _tip(worktree: Worktree) -> Started[tuple[str, str, bool]]:
     """What the work builds on — the branch's commit when it exists, else the session's base — its tree, and
-    whether the branch exists, with one git command."""
+    whether the branch exists, with one git command, started now."""
     repo, ref = worktree.repo, f"refs/heads/{worktree.branch}"
     if worktree.base:
-        base, on_branch, tree_id = _start_commits(repo, worktree.base, worktree.branch)
-        return on_branch or base, tree_id, on_branch is not None
-    listed = repo.value(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref])
-    for line in listed.splitlines():
-        name, kind, commit, tree_id = line.rsplit(" ", 3)
-        if name == ref and kind == "commit":
-            return commit, tree_id, True
-    raise ChockError(
-        f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
-        "so the workspace has nothing to be committed on"
-    )
+        return _started_commits(repo, worktree.base, worktree.branch, _tip_of)
+
+    def branch_tip(done: subprocess.CompletedProcess[bytes]) -> tuple[str, str, bool]:
+        for line in done.stdout.decode(errors="surrogateescape").strip().splitlines():
+            name, kind, commit, tree_id = line.rsplit(" ", 3)
+            if name == ref and kind == "commit":
+                return commit, tree_id, True
+        raise ChockError(
+            f"the branch {worktree.branch} is gone from {repo.common_dir} and the session's log names no base, "
+            "so the workspace has nothing to be committed on"
+        )
+
+    return repo.start(["for-each-ref", "--format=%(refname) %(objecttype) %(objectname) %(tree)", ref], branch_tip)
+
+
+def _tip_of(found: tuple[str, str | None, str]) -> tuple[str, str, bool]:
+    base, on_branch, tree_id = found
+    return on_branch or base, tree_id, on_branch is not None
 
 
 class Worktree(Value):
@@ -297,9 +319,8 @@ def _make_real_parents(root: Path, target: Path) -> None:
             probe.mkdir()
 
 
-def _identity(repo: Repo) -> tuple[str, ...]:
-    """The person's git identity when both halves are configured, else Chock's own."""
-    found = repo.person_settings("user.name", "user.email")
+def _identity(found: dict[str, str]) -> tuple[str, ...]:
+    """The person's git identity when both halves are configured (`found`: their settings), else Chock's own."""
     if len(found) != 2:
         return FALLBACK_IDENTITY
     return (f"user.name={found['user.name']}", f"user.email={found['user.email']}")
@@ -339,26 +360,35 @@ def commit(worktree: Worktree, message: str) -> Committed:
     means no commit, and, with no branch yet, no branch.
     """
     repo = worktree.repo
-    parent, parent_tree, had_branch = _tip(worktree)
-    # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
-    with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
-        try:
-            taken, new_tree = _written_tree(repo, worktree.directory, parent, parent_tree, trust=True)
-        except GitFailed:
-            # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
-            taken, new_tree = _written_tree(repo, worktree.directory, parent, parent_tree, trust=False)
-        made = parent
-        if new_tree != parent_tree:
-            made = repo.value(
-                ["commit-tree", new_tree, "-p", parent, "-F", "-"], config=_identity(repo), input=message.encode()
-            )
-        # What was read is recorded, so the next finish (a continue) reads only what changes; and the record
-        # stands for the tree now built on, so that finish need not ask git for it.
-        if taken.hashed or new_tree != parent_tree or not taken.from_record:
-            files = {path: key for path, key in taken.current.items() if not key.startswith(tree.GITLINK)}
-            recording.add_all(files, taken.found, taken.fresh)
-            recording.tree = new_tree if len(files) == len(taken.current) else ""
-            recording.close()
+    # Started now, so that git's starts overlap the walk: what the work builds on, and the person's identity.
+    tip, identity = _tip(worktree), repo.start_person_settings("user.name", "user.email")
+    try:
+        # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
+        with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
+            try:
+                taken, new_tree = _written_tree(repo, worktree.directory, tip, trust=True)
+            except GitFailed:
+                # A blob the stamps name is gone (pruned by gc): the work is read whole instead.
+                taken, new_tree = _written_tree(repo, worktree.directory, tip, trust=False)
+            parent, parent_tree, had_branch = tip.result()
+            made = parent
+            if new_tree != parent_tree:
+                made = repo.value(
+                    ["commit-tree", new_tree, "-p", parent, "-F", "-"],
+                    config=_identity(identity.result()),
+                    input=message.encode(),
+                )
+            # What was read is recorded, so the next finish (a continue) reads only what changes; and the record
+            # stands for the tree now built on, so that finish need not ask git for it.
+            if taken.hashed or new_tree != parent_tree or not taken.from_record:
+                files = {path: key for path, key in taken.current.items() if not key.startswith(tree.GITLINK)}
+                recording.add_all(files, taken.found, taken.fresh)
+                recording.keep(taken.clean)
+                recording.tree = new_tree if len(files) == len(taken.current) else ""
+                recording.close()
+    finally:
+        tip.stop()
+        identity.stop()
     skipped = [f"{path} ({why})" for path, why in taken.skipped]
     branch = worktree.branch if had_branch or made != parent else None
     whole = wholediff.whole(repo, worktree.base, made) if branch and worktree.base else {}
@@ -366,15 +396,16 @@ def commit(worktree: Worktree, message: str) -> Committed:
 
 
 def _written_tree(
-    repo: Repo, directory: Path, parent: str, parent_tree: str, *, trust: bool
+    repo: Repo, directory: Path, tip: Started[tuple[str, str, bool]], *, trust: bool
 ) -> tuple[tree.WorktreeSnapshot, str]:
-    """The worktree's snapshot on `parent` (whose tree is `parent_tree`), its blobs written, and the tree git
-    wrote of it."""
+    """The worktree's snapshot on what `tip` says the work builds on, its blobs written, and the tree git wrote
+    of it."""
     with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
-        base = (parent, parent_tree)
-        taken = tree.snapshot(repo, directory, base, Path(scratch) / "index", write=True, trust=trust)
+        taken = tree.snapshot(
+            repo, directory, lambda: tip.result()[:2], Path(scratch) / "index", write=True, trust=trust
+        )
     # mktree checks that every object it names exists: a blob a damaged record named is refused here.
-    return taken, treewrite.build(repo, parent_tree, taken.changed)
+    return taken, treewrite.build(repo, tip.result()[1], taken.changed)
 
 
 def advance(worktree: Worktree, committed: Committed) -> None:
@@ -401,11 +432,13 @@ def changes(worktree: Worktree) -> Changes:
     """What finishing now would commit, against the branch's commit (the base when there is no branch yet): the
     same computation as `finish`, trusting the stamps as it does (they are not written again: the blobs hashed
     here are not written to the repository, so no record may name them)."""
-    repo = worktree.repo
-    parent, parent_tree, _ = _tip(worktree)
-    with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
-        index = Path(scratch) / "index"
-        taken = tree.snapshot(repo, worktree.directory, (parent, parent_tree), index, write=False, trust=True)
+    repo, tip = worktree.repo, _tip(worktree)
+    try:
+        with tempfile.TemporaryDirectory(prefix="chock-index-") as scratch:
+            index = Path(scratch) / "index"
+            taken = tree.snapshot(repo, worktree.directory, lambda: tip.result()[:2], index, write=False, trust=True)
+    finally:
+        tip.stop()
     return Changes(
         [f"{status} {path}" for status, path in tree.changes(taken.base, taken.changed)],
         [f"{path} ({why})" for path, why in taken.skipped],
