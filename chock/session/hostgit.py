@@ -88,7 +88,7 @@ def _completed(
 T = TypeVar("T")
 
 
-class Started(Generic[T]):
+class GitStarted(Generic[T]):
     """A git command started now and waited for later (`result`), so its start overlaps the caller's own work;
     `then` makes the result of what it wrote. `stop` kills it when it is no longer wanted."""
 
@@ -321,9 +321,9 @@ class Repo(Value):
         input: bytes = b"",
         person: bool = False,
         check: bool = True,
-    ) -> Started[T]:
+    ) -> GitStarted[T]:
         """Start one git command now, its `input` (small: it must fit in a pipe) written and closed; `person`
-        reads the person's own config (as `person_setting`). Its result is taken later (`Started.result`)."""
+        reads the person's own config (as `person_setting`). Its result is taken later (`GitStarted.result`)."""
         try:
             process = subprocess.Popen(
                 _argv(args, ()),
@@ -341,7 +341,7 @@ class Repo(Value):
                 process.stdin.close()
             process.stdin.close()
             process.stdin = None  # written whole: `communicate` only reads
-        return Started(process, args, self.work_tree, check, then)
+        return GitStarted(process, args, self.work_tree, check, then)
 
     def value(
         self, args: Sequence[str], *, index: Path | None = None, config: Sequence[str] = (), input: bytes | None = None
@@ -354,7 +354,7 @@ class Repo(Value):
         last value of each winning as with `--get`."""
         return self.start_person_settings(*keys).result()
 
-    def start_person_settings(self, *keys: str) -> Started[dict[str, str]]:
+    def start_person_settings(self, *keys: str) -> GitStarted[dict[str, str]]:
         """`person_settings`, its git command started now."""
         pattern = "^(" + "|".join(key.replace(".", "[.]") for key in keys) + ")$"
 

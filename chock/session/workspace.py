@@ -28,7 +28,7 @@ from chock.paths import ensure_dir
 from chock.platform.flock import lock_within
 from chock.project import find_root
 from chock.session import hostgit, stamps, tree, treewrite, wholediff
-from chock.session.hostgit import GitFailed, Repo, Started
+from chock.session.hostgit import GitFailed, GitStarted, Repo
 from chock.value import Value
 
 FALLBACK_IDENTITY = ("user.name=Chock", "user.email=chock@localhost")
@@ -129,7 +129,7 @@ def _same(found: T) -> T:
 
 def _started_commits(
     repo: Repo, start: str, branch: str, then: Callable[[tuple[str, str | None, str]], T]
-) -> Started[T]:
+) -> GitStarted[T]:
     """`then` of what `_start_commits` says, its git command started now."""
     names = (
         f"{start}^{{commit}}",
@@ -158,7 +158,7 @@ def _started_commits(
     return repo.start(["cat-file", "--batch-check"], commits, input="".join(f"{name}\n" for name in names).encode())
 
 
-def _tip(worktree: Worktree) -> Started[tuple[str, str, bool]]:
+def _tip(worktree: Worktree) -> GitStarted[tuple[str, str, bool]]:
     """What the work builds on — the branch's commit when it exists, else the session's base — its tree, and
     whether the branch exists, with one git command, started now."""
     repo, ref = worktree.repo, f"refs/heads/{worktree.branch}"
@@ -396,7 +396,7 @@ def commit(worktree: Worktree, message: str) -> Committed:
 
 
 def _written_tree(
-    repo: Repo, directory: Path, tip: Started[tuple[str, str, bool]], *, trust: bool
+    repo: Repo, directory: Path, tip: GitStarted[tuple[str, str, bool]], *, trust: bool
 ) -> tuple[tree.WorktreeSnapshot, str]:
     """The worktree's snapshot on what `tip` says the work builds on, its blobs written, and the tree git wrote
     of it."""
