@@ -1,0 +1,189 @@
+"""Moving a session, cut where a network or a crash would cut it (docs/remote.md#moving-a-session, "Why each
+failure leaves one owner"): the target's answer to `move-in` lost on its way (a relay drops the reply line), and a
+move's child killed with SIGKILL before and after the write that matters (a `sitecustomize.py` on the daemon's
+PYTHONPATH kills it at that write). Never by sleeping. Two real daemons on this machine: A, this machine's daemon
+(its state dir is the one `local` names), and B, in a UTS namespace of its own so it has a host name of its own
+(`hostb`), as another machine would — so the log's `to` and `from` name two hosts. Needs root and unshare
+(util-linux), as CI has."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from chock.control import daemon_protocol as dp
+from chock.control.framing import ErrorCode, ProtocolError
+from chock.log.reader import owner_alive
+from tests.conftest import Home
+from tests.fakes.daemon import Daemon, Daemons, short_dir
+from tests.fakes.projects import git_value, make_project
+from tests.fakes.relay import CuttingRelay
+from tests.fakes.sessions import replay_config
+from tests.fakes.wait import wait_until
+
+HOST_B = "hostb"
+# A session that writes a file and ends; each later `--continue` (or `say`) is answered "More done.".
+ONE_FILE = [
+    {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
+    {"text": "Wrote it.", "tool_calls": []},
+    *[{"text": "More done.", "tool_calls": []}] * 6,
+]  # fmt: skip
+
+# Killed with SIGKILL at the first write of a log line holding every one of NEEDLES, in a `chock run` whose argv
+# holds FLAG: before the write (WHEN "before") or once it is made ("after").
+DIES = """
+import os
+import sys
+
+_write = os.write
+
+
+def _dies(fd, data):
+    if {flag!r} in sys.argv and all(needle in bytes(data) for needle in {needles!r}):
+        if {when!r} == "before":
+            os.kill(os.getpid(), 9)
+        written = _write(fd, data)
+        os.kill(os.getpid(), 9)
+        return written
+    return _write(fd, data)
+
+
+os.write = _dies
+"""
+
+
+@dataclass
+class Pair:
+    home: Home
+    a: Daemon
+    b: Daemon
+    env_a: dict[str, str]  # a command run "on A": its state dir is A's, so `local` is A's daemon
+    env_b: dict[str, str]
+    here: Path  # A's project
+    there: Path  # B's clone of it
+
+    def log(self, env: dict[str, str], session_id: str) -> Path:
+        return Path(env["CHOCK_STATE_DIR"]) / "sessions" / session_id / "log.jsonl"
+
+    def status(self, daemon: Daemon, session_id: str) -> str | None:
+        """The session's status on that host, None when it holds no such session."""
+        try:
+            return str(daemon.client.call(dp.FindRequest(session_id)).row["status"])
+        except ProtocolError as error:
+            assert error.code == ErrorCode.NOT_FOUND, error
+            return None
+
+    def ended_on_a(self) -> str:
+        """A session A's daemon ran to its end (a.txt written on its branch), its child gone."""
+        session_id = self.a.client.call(dp.StartRequest(str(self.here), "write a file")).session_id
+        wait_until(lambda: self.status(self.a, session_id) == "ended", 60, "the session to end on A")
+        wait_until(lambda: not owner_alive(self.log(self.env_a, session_id)), 30, "its child to let go of its log")
+        return session_id
+
+    def move(self, session_id: str, to: str, *, env: dict[str, str] | None = None, project: Path | None = None,
+             source: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        """`chock move` run on A (its source A's daemon unless `source` names another)."""
+        where = str(project or self.there)
+        return self.home.chock("move", session_id, *source, "--to", to, "--project", where, env=env or self.env_a)
+
+    def go_on(
+        self, env: dict[str, str], project: Path, session_id: str, *more: str
+    ) -> subprocess.CompletedProcess[str]:
+        """`chock run --continue ID more` on that host: it carries the session on there, to its end."""
+        return self.home.chock("run", "--yes", "--continue", session_id, *more, "more", cwd=project, env=env)
+
+
+@pytest.fixture
+def pair(home: Home, tmp_path: Path, daemons: Daemons) -> Callable[..., Pair]:
+    """Start A and B, each with a state and a data dir of its own; `dies` (a DIES text) is on the PYTHONPATH of
+    the one it is given for, so that host's children die where it says."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.fail("these tests need root and unshare (util-linux) to give host B a host name of its own")
+    replay_config(home, ONE_FILE)
+    here = make_project(tmp_path / "here")
+    there = tmp_path / "there"
+    subprocess.run(["git", "clone", "-q", str(here), str(there)], check=True)
+    hostname = ["unshare", "--uts", "sh", "-c", f'hostname {HOST_B} && exec "$@"', "sh"]
+
+    def start(*, a_dies: str = "", b_dies: str = "") -> Pair:
+        started, envs = [], []
+        for name, dies, prefix in (("a", a_dies, ()), ("b", b_dies, hostname)):
+            state = short_dir() / "state"  # short: A's `local` socket is <state dir>/daemon.sock
+            state.mkdir()
+            env = {"CHOCK_STATE_DIR": str(state), "CHOCK_DATA_DIR": str(tmp_path / name / "data")}
+            envs.append(env)
+            more = {}
+            if dies:
+                site = tmp_path / name / "site"
+                site.mkdir(parents=True)
+                (site / "sitecustomize.py").write_text(dies)
+                more = {"PYTHONPATH": str(site) + os.pathsep + home.env.get("PYTHONPATH", "")}
+            started.append(daemons.start(socket_path=state / "daemon.sock", prefix=prefix, env={**env, **more}))
+        return Pair(home, started[0], started[1], envs[0], envs[1], here, there)
+
+    return start
+
+
+def _moved_out_to_b(log: Path) -> bool:
+    return log.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1].find(f'"to": "{HOST_B}"'.encode()) >= 0
+
+
+# The target adopted it; its answer was lost -----------------------------------------------------------------
+
+
+def test_a_move_whose_adopt_answer_is_lost_leaves_the_target_the_one_owner(pair):
+    """B adopts the session and the relay drops its `ok` to `move-in`: B owns it; A's `--continue` asks B (at
+    the address the move reached it at) and refuses, naming B; B carries it on to its end; and a second
+    `chock move` brings it back to A, whose log then tells the whole story."""
+    hosts = pair()
+    session_id = hosts.ended_on_a()
+    with CuttingRelay(hosts.b.socket, verb="move-in", drop_reply=True) as relay:
+        cut = hosts.move(session_id, relay.address)
+        assert relay.cut == 1 and relay.dropped and relay.dropped[0].startswith(b"ok "), relay.dropped
+        assert cut.returncode == 1, cut.stderr
+        assert f"if {relay.address} did not adopt it, `chock run --continue {session_id}`" in cut.stderr
+        assert "(it asks" in cut.stderr and "says whether" in cut.stderr
+
+        assert hosts.status(hosts.b, session_id) == "ended"  # B adopted it: it is B's
+        assert hosts.status(hosts.a, session_id) == "handed-over"
+        assert _moved_out_to_b(hosts.log(hosts.env_a, session_id))
+        before = hosts.log(hosts.env_a, session_id).read_bytes()
+        refused = hosts.go_on(hosts.env_a, hosts.here, session_id)  # A asks B, through the relay, as it was reached
+        assert refused.returncode == 3, refused.stderr
+        assert f"moved out to {HOST_B}, and {HOST_B} holds it" in refused.stderr
+        assert f"`chock run --continue {session_id} --force`" in refused.stderr
+        assert hosts.log(hosts.env_a, session_id).read_bytes() == before
+
+    done = hosts.go_on(hosts.env_b, hosts.there, session_id)
+    assert done.returncode == 0, done.stderr
+    assert hosts.status(hosts.b, session_id) == "ended"
+    assert b'"text": "More done."' in hosts.log(hosts.env_b, session_id).read_bytes()
+    assert git_value(hosts.there, "show", f"chock/{session_id}:a.txt") == "A"
+
+    back = hosts.move(session_id, "local", source=("--daemon", hosts.b.address), project=hosts.here)
+    assert back.returncode == 0, back.stderr
+    assert hosts.status(hosts.a, session_id) == "ended"
+    assert hosts.status(hosts.b, session_id) == "moved"
+    kept = hosts.log(hosts.env_a, session_id).with_name("log.jsonl.moved-1").read_bytes()
+    assert hosts.log(hosts.env_a, session_id).read_bytes().startswith(kept)  # all A had, then B's story
+    assert b'"text": "More done."' in hosts.log(hosts.env_a, session_id).read_bytes()
+
+
+def test_forcing_back_a_session_whose_adopt_answer_was_lost_says_the_two_copies_may_diverge(pair):
+    hosts = pair()
+    session_id = hosts.ended_on_a()
+    with CuttingRelay(hosts.b.socket, verb="move-in", drop_reply=True) as relay:
+        assert hosts.move(session_id, relay.address).returncode == 1
+        assert relay.cut == 1 and relay.dropped
+    forced = hosts.go_on(hosts.env_a, hosts.here, session_id, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert f"taken back without asking it (--force): if {HOST_B} adopted it, the two copies now diverge" in (
+        forced.stderr
+    )
+    assert hosts.status(hosts.a, session_id) == "ended"
