@@ -36,7 +36,8 @@ ONE_FILE = [
 ]  # fmt: skip
 
 # Killed with SIGKILL at the first write of a log line holding every one of NEEDLES, in a `chock run` whose argv
-# holds FLAG: before the write (WHEN "before") or once it is made ("after").
+# holds FLAG: before the write (WHEN "before") or once it is made ("after"). Once: the death leaves ONCE behind, and
+# later children write as any does.
 DIES = """
 import os
 import sys
@@ -45,7 +46,8 @@ _write = os.write
 
 
 def _dies(fd, data):
-    if {flag!r} in sys.argv and all(needle in bytes(data) for needle in {needles!r}):
+    if {flag!r} in sys.argv and all(n in bytes(data) for n in {needles!r}) and not os.path.exists({once!r}):
+        open({once!r}, "x").close()
         if {when!r} == "before":
             os.kill(os.getpid(), 9)
         written = _write(fd, data)
@@ -187,3 +189,73 @@ def test_forcing_back_a_session_whose_adopt_answer_was_lost_says_the_two_copies_
         forced.stderr
     )
     assert hosts.status(hosts.a, session_id) == "ended"
+
+
+# A child killed with SIGKILL ------------------------------------------------------------------------------
+
+HANDOVER = (b'"type": "session.end"', b'"reason": "handover"')
+ADOPT_HERE = (b'"type": "session.adopt"', b'"via": "move"')
+
+
+def _dies(flag: str, when: str, needles: tuple[bytes, ...]) -> str:
+    return DIES.format(flag=flag, when=when, needles=needles, once=str(short_dir() / "died"))
+
+
+def _holds_nothing(hosts: Pair, session_id: str) -> None:
+    """B holds nothing of the session: no row, no log, nothing received, no branch."""
+    assert hosts.status(hosts.b, session_id) is None
+    assert not hosts.log(hosts.env_b, session_id).exists()
+    assert not (Path(hosts.env_b["CHOCK_STATE_DIR"]) / "moves" / session_id).exists()
+    assert git_value(hosts.there, "branch", "--list", f"chock/{session_id}") == ""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_the_sources_child_killed_at_its_handover_end_leaves_the_session_on_the_source(pair, when):
+    """`chock run --move-out` killed just before its handover end is written (the span it began has no end and a
+    dead owner: provably free), or just after (handed over to B, which never heard of it): A is the one owner,
+    `chock move` says so and what to do, and `chock run --continue` completes it on A (asking B first, when the
+    handover is logged)."""
+    hosts = pair(a_dies=_dies("--move-out", when, HANDOVER))
+    session_id = hosts.ended_on_a()
+    failed = hosts.move(session_id, hosts.b.address)
+    assert failed.returncode == 1, failed.stderr
+    assert "`chock run --move-out` was killed by signal 9" in failed.stderr, failed.stderr
+    assert f"{hosts.b.address} holds nothing of it" in failed.stderr, failed.stderr
+    assert f"`chock run --continue {session_id}`" in failed.stderr, failed.stderr
+    _holds_nothing(hosts, session_id)
+    assert _moved_out_to_b(hosts.log(hosts.env_a, session_id)) == (when == "after")
+
+    done = hosts.go_on(hosts.env_a, hosts.here, session_id)
+    assert done.returncode == 0, done.stderr
+    assert hosts.status(hosts.a, session_id) == "ended"
+    assert b'"text": "More done."' in hosts.log(hosts.env_a, session_id).read_bytes()
+    _holds_nothing(hosts, session_id)
+
+
+def test_the_targets_child_killed_before_its_adopt_leaves_the_session_on_the_source(pair):
+    """`chock run --move-in` killed just before its adopt: B never owned it, and what it wrote is a leftover no
+    session of B's; `chock move` says it is unknown whether B adopted it and how to find out; A's `--continue`
+    asks B, which does not hold it, and completes it on A; a second `chock move` replaces B's leftover."""
+    hosts = pair(b_dies=_dies("--move-in", "before", ADOPT_HERE))
+    session_id = hosts.ended_on_a()
+    failed = hosts.move(session_id, hosts.b.address)
+    assert failed.returncode == 1, failed.stderr
+    assert f"if {hosts.b.address} did not adopt it, `chock run --continue {session_id}`" in failed.stderr
+    assert not any(
+        b'"via": "move"' in line and b'"from"' in line for line in _lines(hosts.log(hosts.env_b, session_id))
+    )
+    assert hosts.status(hosts.b, session_id) in (None, "handed-over")
+
+    done = hosts.go_on(hosts.env_a, hosts.here, session_id)
+    assert done.returncode == 0, done.stderr
+    assert hosts.status(hosts.a, session_id) == "ended"
+
+    again = hosts.move(session_id, hosts.b.address)  # the hook killed once: this one adopts it
+    assert again.returncode == 0, again.stderr
+    assert hosts.status(hosts.b, session_id) == "ended"
+    assert hosts.status(hosts.a, session_id) == "moved"
+    assert b'"text": "More done."' in hosts.log(hosts.env_b, session_id).read_bytes()
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines() if path.exists() else []
