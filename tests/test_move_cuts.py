@@ -8,6 +8,7 @@ PYTHONPATH kills it at that write). Never by sleeping. Two real daemons on this 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -88,11 +89,12 @@ class Pair:
         wait_until(lambda: not owner_alive(self.log(self.env_a, session_id)), 30, "its child to let go of its log")
         return session_id
 
-    def move(self, session_id: str, to: str, *, env: dict[str, str] | None = None, project: Path | None = None,
-             source: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        """`chock move` run on A (its source A's daemon unless `source` names another)."""
+    def move(
+        self, session_id: str, to: str, *, project: Path | None = None, source: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess[str]:
+        """`chock move` run on A (its source A's daemon unless `source` names another), to `project` (B's)."""
         where = str(project or self.there)
-        return self.home.chock("move", session_id, *source, "--to", to, "--project", where, env=env or self.env_a)
+        return self.home.chock("move", session_id, *source, "--to", to, "--project", where, env=self.env_a)
 
     def go_on(
         self, env: dict[str, str], project: Path, session_id: str, *more: str
@@ -133,7 +135,9 @@ def pair(home: Home, tmp_path: Path, daemons: Daemons) -> Callable[..., Pair]:
 
 
 def _moved_out_to_b(log: Path) -> bool:
-    return log.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1].find(f'"to": "{HOST_B}"'.encode()) >= 0
+    """Whether the log ends with its handover to B (step 1 done)."""
+    last = json.loads(log.read_bytes().splitlines()[-1])
+    return (last["type"], last.get("reason"), last.get("to")) == ("session.end", "handover", HOST_B)
 
 
 # The target adopted it; its answer was lost -----------------------------------------------------------------
