@@ -388,7 +388,17 @@ def test_taking_back_a_session_moved_out_asks_the_target_first(home, project, da
         f'.connections = .{{ .hostb = "{hostb.address}" }} }}\n'
     )
     (there / "sessions" / session_id).mkdir(parents=True)
-    shutil.copy(home.layout.log_path(session_id), there / "sessions" / session_id / "log.jsonl")
+    sent = home.layout.log_path(session_id).read_bytes()
+    # hostb adopted it (the log as sent alone, held by nobody, would be a move-in's leftover: no session it holds)
+    last = len(sent.splitlines())
+    adopted = [
+        {"id": last + 1, "at": "2026-12-06T12:00:00.000Z", "type": "session.adopt", "session": session_id,
+         "via": "move", "from": "hosta", "project": str(project)},
+        {"id": last + 2, "at": "2026-12-06T12:00:01.000Z", "type": "session.end", "reason": "completed"},
+    ]  # fmt: skip
+    (there / "sessions" / session_id / "log.jsonl").write_bytes(
+        sent + b"".join(json.dumps(event).encode() + b"\n" for event in adopted)
+    )
     held = home.chock("run", "--continue", session_id, "more", cwd=project)
     assert held.returncode == 3 and "hostb holds it" in held.stderr, held.stderr
     shutil.rmtree(there / "sessions" / session_id)  # hostb does not hold it (its step 2 was undone)

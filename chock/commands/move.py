@@ -255,6 +255,11 @@ def _move(
         # What the target's `chock/<id>` holds already (a session coming back) is left out of the bundle.
         out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address), named.tip)
         manifest = _ask(source, found.host, out, mp.Manifest)
+    except MoveFailed as error:
+        raise MoveFailed(
+            f"{error} — {to_host} holds nothing of it; if session {session_id} was taken {where}, it is handed over "
+            f"to nobody there, and `chock run --continue {session_id}` there takes it back"
+        ) from None
     except KeyboardInterrupt:
         raise _interrupted(
             f"stopped while the session was being taken {where}: {to_host} holds nothing of it; if it was "

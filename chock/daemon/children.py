@@ -336,7 +336,10 @@ class Children:
         except OSError as error:
             raise Refusal(f"{doing}: could not run chock ({error.strerror or error})") from None
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return done.returncode, said[-1] if said else f"exit status {done.returncode}", done.stdout
+        if not said:
+            code = done.returncode
+            said = [f"`chock {' '.join(args[:2])}` was killed by signal {-code}" if code < 0 else f"exit status {code}"]
+        return done.returncode, said[-1], done.stdout
 
     def _environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}

@@ -124,11 +124,12 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
 
 
 def _may_come(state: RowState, alive: bool) -> bool:
-    """Whether a session this host holds may be moved here again: it moved away from here, or a move to here
-    was cut before its adopt (its log ends with the source's handover to this host, and nobody holds it)."""
+    """Whether a session this host holds may be moved here again: it moved away from here, or its log ends with a
+    handover and nobody holds it — a move to here cut before its adopt, or a move away from here whose target's
+    answer was lost (the target's child takes it only when all of the log here begins the one sent)."""
     if not state.ended:
         return False
-    return state.end_reason == "moved" or (state.end_reason == "handover" and state.end_to == own_host() and not alive)
+    return state.end_reason == "moved" or (state.end_reason == "handover" and bool(state.end_to) and not alive)
 
 
 def _check_base(project: str, base: str) -> Repo:

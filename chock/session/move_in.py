@@ -312,14 +312,16 @@ class _Old:
     log: SessionLog
     path: Path
     kept: int  # the length of it the incoming log begins with, byte for byte
-    cut: bool = False  # a move-in to here that ended before its adopt: what it wrote is a leftover
+    cut: bool = (
+        False  # it ended with a handover (a move cut before its adopt, here or there): its worktree is a leftover
+    )
 
 
 def _existing_log(layout: Layout, session_id: str, incoming: BinaryIO) -> _Old | None:
     """The log already here, when there is one: taken only when it moved away from here and, without its move-out
-    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one — or when it is what a
-    move-in to here cut before its adopt left (it ends with the source's handover to this host, as the incoming
-    one does), and is a prefix of the incoming one. A refusal is the incoming log's own, when it has one."""
+    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one — or when it ends with a
+    handover (what a move-in to here cut before its adopt left, or a move away from here whose answer was lost) and
+    all of it is a prefix of the incoming one. A refusal is the incoming log's own, when it has one."""
     path = layout.log_path(session_id)
     if not path.exists():
         return None
@@ -354,15 +356,18 @@ def _take_existing(path: Path, session_id: str, incoming: BinaryIO) -> _Old:
 
 
 def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
-    """How much of the log here the incoming one must begin with, read from its tail: all of it when a move-in to
-    here was cut before its adopt (it ends with the source's handover to `to`), else all before its last
-    `session.adopt` when it ends with `end {reason: moved}`; None for any other log. And whether it was cut."""
+    """How much of the log here the incoming one must begin with, read from its tail: all of it when it ends with a
+    handover — a move-in to here cut before its adopt (the source's handover to `to`, as the incoming one ends), or
+    a move away from here whose target's answer was lost (a handover to another host: the log sent, beginning with
+    all of it, is that host's copy coming back) —, else all before its last `session.adopt` when it ends with
+    `end {reason: moved}`; None for any other log. And whether it ended with a handover (its worktree is a
+    leftover)."""
     lines = lines_backwards(here)
     last = next(lines, None)
     end = (decode(last[1]) or {}) if last is not None else {}
     if end.get("type") != "session.end":
         return None, False
-    if end.get("reason") == "handover" and to and end.get("to") == to:
+    if end.get("reason") == "handover" and to and end.get("to"):
         return os.fstat(here.fileno()).st_size, True
     if end.get("reason") != "moved":
         return None, False
@@ -451,8 +456,8 @@ def _project_repo(project: Path) -> Repo | None:
 
 
 def _remove_cut_worktree(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> None:
-    """The worktree a move-in cut before its adopt made for the session (none is logged), so this one makes its
-    own."""
+    """The worktree a log ending with a handover left here (one a move-in cut before its adopt made, none logged,
+    or the one a move away from here kept), so this one makes its own."""
     directory = layout.workspace_dir(session_id)
     if os.path.lexists(directory):
         workspace.remove(workspace.recorded(prepared.project, session_id, directory, "", base))

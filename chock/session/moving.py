@@ -379,7 +379,9 @@ def check_taking_back(state: RowState, *, force: bool, say: Callable[[str], None
 
 def _held_there(there: str, address: str, session_id: str) -> str:
     """Why `there` may hold the session ("" when its daemon says it does not): asked at the address the move
-    reached it at (the handover end's `address`), else at the connection config.zon names `there`."""
+    reached it at (the handover end's `address`), else at the connection config.zon names `there`. A log there
+    that ends with this very handover to `there`, held by nobody, is what its move-in killed before its adopt left:
+    no session it holds."""
     from chock.control import daemon_protocol as dp
     from chock.control.address import BadAddress, host_address, parse_address
     from chock.control.client import ControlClient
@@ -387,7 +389,7 @@ def _held_there(there: str, address: str, session_id: str) -> str:
 
     try:
         reached = parse_address(address) if address else host_address(there)[1]
-        ControlClient(reached, timeout=10.0).call(dp.FindRequest(session_id))
+        row = ControlClient(reached, timeout=10.0).call(dp.FindRequest(session_id))
     except BadAddress:
         return (
             f"the move recorded no address of {there}'s, and {there} is no connection in config.zon, so it cannot "
@@ -397,4 +399,7 @@ def _held_there(there: str, address: str, session_id: str) -> str:
         if error.code == ErrorCode.NOT_FOUND:
             return ""
         return f"{there} cannot be asked whether it holds it ({error})"
+    found = row.row if isinstance(row, dp.ListRow) else {}
+    if found.get("status") == "handed-over" and found.get("end_to") == there:
+        return ""
     return f"{there} holds it"

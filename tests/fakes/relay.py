@@ -7,8 +7,11 @@ does to a move, made deterministic (never by sleeping). Every other connection p
 A connection whose request line is `<verb> <session id>\\t<part>…` (any part when `part` is None) is passed on up
 to `after` bytes past its request line, then both its ends are closed; `after=None` closes it before its request
 reaches the daemon. With `hold`, the cut connection stalls instead (`holding` is set) until the client closes it.
-`cut` counts the connections it cut. Run as a script, it relays until killed (for a host of tests/fakes/hosts.py,
-as that host's user, so the daemon behind it takes its connections).
+With `drop_reply`, the request passes whole and it is the daemon's answer that is lost: the first line back (the
+greeting's answer) passes, what comes after it is kept in `dropped`, and both ends are closed — a reply lost on the
+way, counted by lines (the daemon did what it was asked). `cut` counts the connections it cut. Run as a script, it
+relays until killed (for a host of tests/fakes/hosts.py, as that host's user, so the daemon behind it takes its
+connections).
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ class CuttingRelay:
         part: str | None = None,
         after: int | None = None,
         hold: bool = False,
+        drop_reply: bool = False,
         path: Path | None = None,
     ) -> None:
         self.target = str(target)
-        self.verb, self.part, self.after, self.hold = verb, part, after, hold
+        self.verb, self.part, self.after, self.hold, self.drop_reply = verb, part, after, hold, drop_reply
+        self.dropped: list[bytes] = []
         self.holding = threading.Event()
         if path is None:
             from tests.fakes.daemon import short_dir
@@ -60,7 +65,8 @@ class CuttingRelay:
         daemon = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with client, daemon:
             daemon.connect(self.target)
-            back = threading.Thread(target=_copy, args=(daemon, client), daemon=True)
+            dropping = threading.Event()
+            back = threading.Thread(target=_copy, args=(daemon, client, dropping, self.dropped), daemon=True)
             back.start()
             # The greeting, passed on at once (its answer comes before the request is sent), then the request line.
             held, greeted = b"", False
@@ -79,7 +85,11 @@ class CuttingRelay:
             line, _, rest = held.partition(b"\n")
             if self._cuts(line.decode("utf-8", "replace")):
                 self.cut += 1
-                if self.after is not None:
+                if self.drop_reply:  # the request passes; its answer, once it comes, goes nowhere
+                    dropping.set()
+                    daemon.sendall(held)
+                    back.join(600)
+                elif self.after is not None:
                     daemon.sendall(line + b"\n" + rest[: self.after])
                     sent = min(len(rest), self.after)
                     while sent < self.after and (data := client.recv(min(65536, self.after - sent))):
@@ -116,10 +126,28 @@ class CuttingRelay:
         self.close()
 
 
-def _copy(source: socket.socket, sink: socket.socket) -> None:
-    """Bytes from one end to the other until the first closes its side; then the other's sending side is shut."""
+def _copy(
+    source: socket.socket,
+    sink: socket.socket,
+    dropping: threading.Event | None = None,
+    dropped: list[bytes] | None = None,
+) -> None:
+    """Bytes from one end to the other until the first closes its side; then the other's sending side is shut. Once
+    `dropping` is set, nothing past the first line passes: the first bytes after it go to `dropped`, and it stops."""
+    lines = 0
     with contextlib.suppress(OSError):
         while data := source.recv(65536):
+            if dropping is not None and dropping.is_set():
+                if not lines:  # the greeting's answer, should it not have passed yet
+                    end = data.find(b"\n") + 1
+                    sink.sendall(data[: end or len(data)])
+                    lines, data = (1, data[end:]) if end else (0, b"")
+                if data:
+                    if dropped is not None:
+                        dropped.append(data)
+                    break
+                continue
+            lines += data.count(b"\n")
             sink.sendall(data)
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
