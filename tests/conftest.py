@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,12 @@ import pytest
 from chock.paths import Layout
 from tests.fakes.daemon import Daemon, Daemons, running_daemons
 from tests.fakes.projects import make_project
+
+# The tests send Ctrl-C (SIGINT) to the processes they start and expect what a person's Ctrl-C does. A suite started
+# in the background by a shell without job control inherits SIGINT ignored, and so would every child; a handler
+# here is reset to the default at each child's exec, so each child starts with Ctrl-C live.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
