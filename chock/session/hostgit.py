@@ -102,13 +102,17 @@ class GitStarted(Generic[T]):
     ) -> None:
         self.process, self.args, self.where, self.check, self.then = process, args, where, check, then
         self._done: subprocess.CompletedProcess[bytes] | None = None
+        self._made: tuple[T] | None = None  # what `then` made, once it made it
 
     def result(self) -> T:
-        """What `then` makes of the command's output once it exited (raises GitFailed when it failed)."""
-        if self._done is None:
-            out, errors = self.process.communicate()
-            self._done = subprocess.CompletedProcess(self.process.args, self.process.returncode, out, errors)
-        return self.then(_completed(self.args, self.where, self._done, self.check))
+        """What `then` makes of the command's output once it exited (raises GitFailed when it failed), made once
+        however often it is asked for."""
+        if self._made is None:
+            if self._done is None:
+                out, errors = self.process.communicate()
+                self._done = subprocess.CompletedProcess(self.process.args, self.process.returncode, out, errors)
+            self._made = (self.then(_completed(self.args, self.where, self._done, self.check)),)
+        return self._made[0]
 
     def stop(self) -> None:
         if self.process.returncode is None:

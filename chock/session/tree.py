@@ -40,7 +40,6 @@ HASH_BATCH = 256
 CHUNK = 1 << 20
 
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-_DIR_FLAGS = DIR_FLAGS
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 S_ISREG, S_ISLNK, S_ISDIR = stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
 
@@ -110,7 +109,7 @@ def write_files(repo: Repo, commit: str, directory: Path, recording: stamps.Reco
         wanted.seek(0)
         process = repo.stream(["cat-file", "--batch"], stdin=wanted.fileno())
     assert process.stdout is not None and process.stderr is not None
-    dirs = _Dirs(os.open(directory, _DIR_FLAGS))
+    dirs = _Dirs(os.open(directory, DIR_FLAGS))
     try:
         for path, entry in entries.items():
             parent, name = dirs.parent_of(path)
@@ -171,7 +170,7 @@ class _Dirs:
         depth = len(self.stack) - 1
         for index in range(depth, len(parts)):
             os.mkdir(parts[index], 0o777, dir_fd=self.stack[-1][1])
-            fd = os.open(parts[index], _DIR_FLAGS, dir_fd=self.stack[-1][1])
+            fd = os.open(parts[index], DIR_FLAGS, dir_fd=self.stack[-1][1])
             self.stack.append(("/".join(parts[: index + 1]), fd))
         return self.stack[-1][1], name
 
@@ -238,7 +237,7 @@ def snapshot(
     if not named:
         commit, _ = base()
         listed = tree_keys(repo, commit)
-    root = os.open(directory, _DIR_FLAGS)
+    root = os.open(directory, DIR_FLAGS)
     try:
         try:
             found = walk(root, listed)
@@ -378,7 +377,7 @@ def _parent_beneath(root: int, path: str) -> tuple[str, int]:
     parent = root
     try:
         for part in parts:
-            opened = os.open(part, _DIR_FLAGS, dir_fd=parent)
+            opened = os.open(part, DIR_FLAGS, dir_fd=parent)
             if parent != root:
                 os.close(parent)
             parent = opened
@@ -448,7 +447,7 @@ DELETE_DEPTH = 64
 def delete(path: Path) -> None:
     """Delete the directory `path` and everything in it without following a symlink, however deep it goes."""
     try:
-        top = os.open(path, _DIR_FLAGS)
+        top = os.open(path, DIR_FLAGS)
     except FileNotFoundError:
         return
     try:
@@ -484,14 +483,14 @@ def _clear(directory: int, top: int, depth: int) -> bool:
 def _open_to_clear(name: str, parent: int) -> int:
     """Open a directory to empty it, giving back to the person's uid any permission the agent took away."""
     try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
     except PermissionError:  # mode 000: change the directory itself, through a descriptor that follows nothing
         handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
             os.chmod(f"/proc/self/fd/{handle}", 0o700)
         finally:
             os.close(handle)
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
     os.fchmod(fd, 0o700)  # so its entries can be unlinked
     return fd
 

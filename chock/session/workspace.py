@@ -120,11 +120,7 @@ def _start_commits(repo: Repo, start: str, branch: str) -> tuple[str, str | None
     """The commit `start` names, the commit of `branch` (None when there is no such branch), and the tree of the
     one a session starts at (the branch's when it exists), with one git command; a GitFailed saying which name
     is no commit."""
-    return _started_commits(repo, start, branch, _same).result()
-
-
-def _same(found: T) -> T:
-    return found
+    return _started_commits(repo, start, branch, lambda found: found).result()
 
 
 def _started_commits(
