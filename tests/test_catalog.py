@@ -384,16 +384,31 @@ def test_a_session_leaves_its_row_in_the_cache_as_it_ends_so_no_reader_reads_its
     assert listed["id"] == sid and listed["message"] == "the first task" and listed["status"] == "ended"
 
 
-def _owned_session(layout: Layout, number: int, project: Path, events: list[dict]) -> str:
-    """A session written and let go of by its owner, as `chock run` does (its row left in the cache)."""
+def _owned_session(layout: Layout, number: int, project: Path, events: list[dict], behind: bytes = b"") -> str:
+    """A session written and let go of by its owner, as `chock run` does (its row left in the cache); `behind`
+    is appended by another writer after the owner's last line, before it lets go."""
     sid = session_id(number)
     layout.session_dir(sid).mkdir(parents=True)
-    remember = lambda fd, row: catalog_module.remember(layout, sid, fd, row)  # noqa: E731
+    remember = lambda fd, row, end: catalog_module.remember(layout, sid, fd, row, end)  # noqa: E731
     with SessionLog.create(layout.log_path(sid), remember=remember) as log:
         log.append("session.start", session=sid, project=str(project), message=f"task {number}")
         for event in events:
             log.append(**event)
+        append(layout, sid, behind)
     return sid
+
+
+def test_an_owners_row_covers_only_its_own_lines_so_a_line_added_before_it_let_go_is_counted(home, project):
+    """The owner's row is the fold of the lines it wrote, and says it ends where they do: a line another writer
+    added after its end (a test, a newer version, a hand), before the owner let go, is folded by the next look
+    rather than taken as covered (`chock serve`'s page waited for ever for such a line under load)."""
+    layout = home.layout
+    stranger = encode({"id": 3, "at": AT, "type": "from.the.future", "text": "nobody knows me"})
+    sid = _owned_session(layout, 1, project, [{"type": "session.end", "reason": "completed", "exit_code": 0}], stranger)
+    _remembered_as_folded(layout, project, sid)  # the whole log, the stranger's line folded too
+    assert Catalog(layout).entry(sid).row(False)["last_event_id"] == 3
+    listed = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
+    assert (listed["id"], listed["last_event_id"], listed["status"]) == (sid, 3, "ended")
 
 
 def test_a_long_lived_reader_takes_the_rows_owners_leave_after_it_read_the_cache(home, tmp_path):

@@ -157,7 +157,7 @@ def test_an_owner_keeps_room_for_the_end_while_it_writes_and_gives_it_back_when_
 def test_an_owner_lets_go_of_its_log_whatever_remembering_its_row_raises(tmp_path):
     path = tmp_path / "log.jsonl"
 
-    def remember(fd: int, row: object) -> None:
+    def remember(fd: int, row: object, end: int) -> None:
         raise RuntimeError("a cache that fails in a way nobody foresaw")
 
     with SessionLog.create(path, remember=remember) as log:

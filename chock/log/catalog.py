@@ -378,15 +378,16 @@ class Catalog:
                     self._refused.pop(session_id, None)
             return False  # written (or not, when another process held the lock): checked again next time
 
-    def record(self, session_id: str, fd: int, row: RowState | None) -> None:
+    def record(self, session_id: str, fd: int, row: RowState | None, end: int) -> None:
         """Write one session's row to the cache, as its owner lets go of the log (`fd`, still locked): `row`
-        is the row fold of every line of the log when the owner wrote them all (nothing is read then); without
-        it the lines past what the cache covers are folded now."""
+        is the row fold of every line of the log up to `end`, where the lines the owner wrote end, when it wrote
+        them all (nothing is read then); what the log holds past `end` (a line another writer added before the
+        owner let go), or without `row` past what the cache covers, is folded now. The file's size is never
+        taken for `end`: a row that claimed a line it never folded would hide it from every reader."""
         if self._cache is None:
             return
         if row is not None:
-            info = os.fstat(fd)
-            self._entries[session_id] = _made(session_id, info, info.st_size, row.copy())
+            self._entries[session_id] = _made(session_id, os.fstat(fd), end, row.copy())
         entry = self.entry(session_id)
         if entry is None or not entry.project_real or not entry.offset:
             return
@@ -526,10 +527,10 @@ def load(layout: Layout, session_id: str) -> tuple[RowState, bool] | None:
     return None if entry is None else (entry.state, catalog.alive(entry))
 
 
-def remember(layout: Layout, session_id: str, fd: int, row: RowState | None) -> None:
+def remember(layout: Layout, session_id: str, fd: int, row: RowState | None, end: int) -> None:
     """What the owner of a session's log does as it lets go of it: write the session's row to the cache, so
     no reader folds this log again (`Catalog.record`)."""
-    Catalog(layout).record(session_id, fd, row)
+    Catalog(layout).record(session_id, fd, row, end)
 
 
 def newest(layout: Layout, project: Path | str, *, running: bool = False) -> str | None:

@@ -48,9 +48,10 @@ COPY_CHUNK = 1024 * 1024
 RESERVE = 256 * 1024
 
 
-# What an owner calls as it lets go: with the log's descriptor (still locked) and the row of its every line, when
-# it wrote them all.
-Remember = Callable[[int, RowState | None], None]
+# What an owner calls as it lets go: with the log's descriptor (still locked), the row of its every line when it
+# wrote them all, and where the lines it wrote end (what that row covers: a line another writer added past them
+# is not in it).
+Remember = Callable[[int, RowState | None, int], None]
 
 
 class LogLocked(ChockError):
@@ -242,6 +243,15 @@ class SessionLog:
             self._reserved = self._size + size + RESERVE
         self._reserve_errno = error or None
 
+    def _give_back_reserve(self) -> None:
+        """Free the blocks kept past the file's end, from its end as it is now rather than where this owner's lines
+        end: bytes another writer appended past them, against the lock (docs/log.md#ownership-the-lock), are
+        never punched out to zeros."""
+        end = os.fstat(self._fd).st_size
+        if self._reserved > end:
+            _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, end, self._reserved - end)
+        os.ftruncate(self._fd, end)  # ext4 frees blocks kept past the end only on a truncate
+
     def _cut_to(self, size: int) -> None:
         with contextlib.suppress(OSError):  # else the next owner cuts the torn tail
             os.ftruncate(self._fd, size)  # never needs space
@@ -252,15 +262,13 @@ class SessionLog:
         if self._fd >= 0:
             with contextlib.suppress(LogWriteFailed):  # a failed sync was said where it failed, or is the end's
                 self.sync()
-            if self._reserved > self._size:  # give the reserve back
-                unused = self._reserved - self._size
-                _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, self._size, unused)
-                with contextlib.suppress(OSError):  # ext4 frees blocks kept past the end only on a truncate
-                    os.ftruncate(self._fd, os.fstat(self._fd).st_size)
+            if self._reserved > self._size:
+                with contextlib.suppress(OSError):
+                    self._give_back_reserve()
             try:
                 if self._remember is not None and self._size:
                     with contextlib.suppress(Exception):  # the cache is a shortcut: without it a reader folds the log
-                        self._remember(self._fd, self.row)
+                        self._remember(self._fd, self.row, self._size)
             finally:
                 os.close(self._fd)  # closing the last descriptor drops the flock
                 self._fd = -1

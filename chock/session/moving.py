@@ -335,7 +335,8 @@ def _taken(layout: Layout, session_id: str, busy: str) -> SessionLog:
     `busy` and was not moved, while another process holds it."""
     try:
         return SessionLog.take(
-            layout.log_path(session_id), remember=lambda fd, row: catalog.remember(layout, session_id, fd, row)
+            layout.log_path(session_id),
+            remember=lambda fd, row, end: catalog.remember(layout, session_id, fd, row, end),
         )
     except LogLocked:
         raise Refused(f"session {session_id} {busy} it was not moved") from None

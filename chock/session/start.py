@@ -336,10 +336,10 @@ def _remembered(layout: Layout, session_id: str) -> Remember:
     """What the session's log does as this process lets go of it: the session's row goes to the cache, so no
     listing folds the log again (docs/log.md#rows-and-the-catalog)."""
 
-    def remember(fd: int, row: RowState | None) -> None:
+    def remember(fd: int, row: RowState | None, end: int) -> None:
         from chock.log import catalog
 
-        catalog.remember(layout, session_id, fd, row)
+        catalog.remember(layout, session_id, fd, row, end)
 
     return remember
 
