@@ -270,10 +270,14 @@ def test_an_event_no_reader_knows_is_skipped_and_the_page_goes_on_to_continue_th
     project = str(stack.project)
     session_id = serve.post("/api/sessions", {"project": project, "message": "first part"}).json["id"]
     wait_for_end(stack.home, session_id)
+    # A line is appended once the log is nobody's, as any writer but its owner must (docs/log.md#ownership-the-lock):
+    # after its end the child still syncs, gives back its reserve and caches its row before it lets go.
+    log_path = stack.home.layout.log_path(session_id)
+    wait_until(lambda: not owner_alive(log_path), 30, "the child to let go of the log")
     events = stack.read(session_id)
     stranger = {"id": len(events) + 1, "at": events[-1]["at"], "type": "from.the.future", "text": "nobody knows me",
                 "tool_calls": "not a list", "diff": 42}  # fmt: skip
-    with open(stack.home.layout.log_path(session_id), "a") as log:
+    with open(log_path, "a") as log:
         log.write(json.dumps(stranger) + "\n")
 
     # The daemon learns of a line appended to an ended session's log from inotify: the page is opened once its
