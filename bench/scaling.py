@@ -138,7 +138,7 @@ def owners_end(root: Path, project: Path, number: int) -> float:
     layout = _common.layout(root)
     session_id = f"20260101-{number:06d}-{number:06x}"
     layout.session_dir(session_id).mkdir(mode=0o700)
-    remember = lambda fd, row: catalog.remember(layout, session_id, fd, row)  # noqa: E731 - what `chock run` passes
+    remember = lambda fd, row, end: catalog.remember(layout, session_id, fd, row, end)  # noqa: E731 - what `chock run` passes
     log = SessionLog.create(layout.log_path(session_id), remember=remember)
     log.append("session.start", session=session_id, project=str(project), message="one more")
     for n in range(98):
