@@ -201,8 +201,7 @@ class ListRow(ReplyLine):
     def decode_block(cls, data: bytes) -> list[ReplyLine] | None:
         """`decode` of every line of `data` (whole lines) with one JSON parse of the whole (`rows.rows_of`); None
         unless every line is a row as `decode` reads it."""
-        rows = rows_of(data)
-        return None if rows is None else [cls(started_at, row) for started_at, row in rows]
+        return rows_of(data, cls)
 
 
 class InstanceRow(ReplyLine):

@@ -11,7 +11,10 @@ import json
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 # Every field of a row, in the order the daemon makes it (chock.log.row.RowState.row), with the value a client
 # gives it when a row leaves it out (a daemon that does not know it yet).
@@ -40,6 +43,7 @@ ROW_DEFAULTS: dict[str, Any] = {
     "currency": "",
     "budget": None,
 }
+_FIELDS = frozenset(ROW_DEFAULTS)
 
 
 def encode_row(row: dict[str, Any]) -> str:
@@ -60,10 +64,14 @@ def full_row(wire: dict[str, Any]) -> dict[str, Any]:
 _PLAIN_TIME = rb'\n[^\t\n"\\]*\t'
 
 
-def rows_of(data: bytes) -> list[tuple[str, dict[str, Any]]] | None:
-    """Every `<started at>\\t<row JSON>` line of `data` (whole lines, each ending in `\\n`) as (time, full row),
-    with one `json.loads` of the whole; None unless each line is exactly one such row as the line-by-line reader
-    takes it (one tab, a time with no escape or quote, valid UTF-8 with no NUL, a JSON object after the tab)."""
+def rows_of(data: bytes, make: Callable[[str, dict[str, Any]], T]) -> list[T] | None:
+    """Every `<started at>\\t<row JSON>` line of `data` (whole lines, each ending in `\\n`) as `make(time, full
+    row)`, with one `json.loads` of the whole; None unless each line is exactly one such row as the line-by-line
+    reader takes it (one tab, a time with no escape or quote, valid UTF-8 with no NUL, a JSON object after the tab).
+
+    A reply whose rows hold every field this client knows and no other (every row as long as `ROW_DEFAULTS`, and
+    no field but those in any row: each row then holds exactly those) gives its rows as parsed, not copied over
+    the defaults: what a daemon of the same version sends is read once, with no dict made twice."""
     lines = data.count(b"\n")
     if not lines or not data.endswith(b"\n") or data.count(b"\t") != lines or b"\0" in data:
         return None
@@ -80,10 +88,11 @@ def rows_of(data: bytes) -> list[tuple[str, dict[str, Any]]] | None:
         return None
     if len(pairs) != lines:
         return None
-    defaults = ROW_DEFAULTS
-    rows = []
     for pair in pairs:
         if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not dict:
             return None
-        rows.append((pair[0], {**defaults, **pair[1]}))
-    return rows
+    rows = [pair[1] for pair in pairs]
+    if sum(map(len, rows)) == len(ROW_DEFAULTS) * lines and _FIELDS.issuperset(set().union(*rows)):
+        return [make(pair[0], pair[1]) for pair in pairs]
+    defaults = ROW_DEFAULTS
+    return [make(pair[0], {**defaults, **pair[1]}) for pair in pairs]

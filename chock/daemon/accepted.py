@@ -122,7 +122,7 @@ class Connection:
     def refuse(self, error: ProtocolError, now: float, counter: str = "errors", **fields: object) -> None:
         """Answer with one error line, then close the way every reply closes."""
         self.daemon.status.count(counter, **fields)
-        self.out = bytearray(self.codec.send(error, now))
+        self.out += self.codec.send(error, now)  # after the greeting's answer, when that is not written yet
         self.producer = None
         self._write_phase(now)
 
@@ -158,11 +158,14 @@ class Connection:
             if event is NEED_DATA:
                 break
             if isinstance(event, Greeted):
+                # Written with the reply when the request came with the greeting (one write, one wakeup of the
+                # client), else at once: a client that waits for it before its verb must not wait for nothing.
                 self.out += self.codec.greeting_reply()
-                self.flush()
                 continue
             self.request = event  # type: ignore[assignment]
             return self.request
+        if self.out:
+            self.flush()
         return None
 
     def answer_inline(self) -> bool:
