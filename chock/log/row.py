@@ -459,33 +459,30 @@ _ESCAPED = rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])"
 # digits with no leading zero, a time of plain characters). Any other spelling is parsed. Its groups: the
 # input, output, cache read and cache write tokens, and the cost.
 _NUMBER = rb"(?:0|[1-9][0-9]*)"  # a whole number as JSON writes one
-_USAGE_HEAD = rb'\{"id": <id>, "at": "[0-9A-Za-z:.+-]<width>"'
-_USAGE_TYPE = b', "type": "usage", "input_tokens": '  # a literal, seldom in any other line
+_USAGE_HEAD = rb'\{"id": <id>, "at": "[0-9A-Za-z:.+-]<width>", "type": "usage"'
 _USAGE_TAIL = (
-    rb'(<n>), "output_tokens": (<n>)(?:, "cache_read_tokens": (<n>), "cache_write_tokens": (<n>))?'
+    rb', "input_tokens": (<n>), "output_tokens": (<n>)(?:, "cache_read_tokens": (<n>), "cache_write_tokens": (<n>))?'
     rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?(?:, "for": "[a-z_]*")?\}\n'
 ).replace(b"<n>", _NUMBER)
-_USAGE = _USAGE_HEAD.replace(b"<id>", _NUMBER).replace(b"<width>", b"*") + _USAGE_TYPE + _USAGE_TAIL
+_USAGE = _USAGE_HEAD.replace(b"<id>", _NUMBER).replace(b"<width>", b"*") + _USAGE_TAIL
 
-# The same lines found anywhere in a log at the speed of a byte search: the scan looks for the type, and then
-# behind it for the rest of the line's head, back to its start (a newline, which the scan puts before the first
-# line). Looking behind needs a width fixed in each alternative: one for each count of the id's digits, and a
-# time as wide as the writer's (`events.timestamp`): a log with a usage line of another time is read line by line.
+# The same lines found anywhere in a log at the speed of a byte search: the scan looks for `"usage"` and, at each,
+# behind it for the rest of a plain line's head, back to its start (a newline, which the scan puts before the
+# first line), and ahead for its tail. Where either is not there, the scan matches `"usage"` alone (with every
+# group empty): a line that holds it and is not plain. Looking behind needs a width fixed in each alternative: one
+# for each count of the id's digits, and a time as wide as the writer's (`events.timestamp`): a log with a usage
+# line of another time is read line by line.
 _TIME_WIDTH = len("2026-12-01T07:34:50.123Z")
+_NOT_PLAIN = (b"",) * 5
 
 
 def _usage_behind(digits: int) -> bytes:
-    """What to look behind the type for: a plain usage line's head, its id of `digits` digits, back to the newline."""
+    """What to look behind `"usage"` for: a plain usage line's head, its id of `digits` digits, from the newline."""
     number = b"[0-9]" if digits == 1 else b"[1-9][0-9]{%d}" % (digits - 1)
-    return (
-        b"(?<=\\n"
-        + _USAGE_HEAD.replace(b"<id>", number).replace(b"<width>", b"{%d}" % _TIME_WIDTH)
-        + _USAGE_TYPE
-        + b")"
-    )
+    return b"(?<=\\n" + _USAGE_HEAD.replace(b"<id>", number).replace(b"<width>", b"{%d}" % _TIME_WIDTH) + b")"
 
 
-_USAGE_SCAN = _USAGE_TYPE + b"(?:" + b"|".join(map(_usage_behind, range(1, 16))) + b")" + _USAGE_TAIL
+_USAGE_SCAN = _USAGE_MARKER + b"(?:(?:" + b"|".join(map(_usage_behind, range(1, 16))) + b")" + _USAGE_TAIL + b"|)"
 
 
 @functools.cache
@@ -542,7 +539,7 @@ def _plain_usages(data: bytes) -> list[tuple[bytes, ...]] | None:
     if _compiled(_ESCAPED).search(data) is not None:
         return None
     found = _compiled(_USAGE_SCAN).findall(b"\n" + data)
-    return found if len(found) == data.count(_USAGE_MARKER) else None
+    return None if _NOT_PLAIN in found else found
 
 
 def _last_id(data: bytes) -> int | None:
