@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from chock.log import row
+from chock.log.catalog import Catalog
 from chock.log.events import encode
-from tests.test_catalog import AT, full_rows, rows_of
+from chock.log.row import MESSAGE_PREVIEW
+from tests.test_catalog import AT, full_rows, log_bytes, rows_of, session_id, write_session
 
 USAGE = {"type": "usage", "input_tokens": 1200, "output_tokens": 80, "cache_read_tokens": 1000, "cache_write_tokens": 0}
 
@@ -53,3 +55,17 @@ def test_plain_usage_lines_are_found_by_the_scan_and_give_the_conversation_folds
 def test_a_usage_line_spelled_otherwise_is_read_line_by_line_to_the_same_row(data, tmp_path):
     assert row._plain_usages(data) is None
     assert rows_of(data) == full_rows(data, tmp_path / "log.jsonl")
+
+
+@pytest.mark.parametrize("length", [10, 4096 - 120, 4096, 70_000])
+def test_a_first_line_of_any_length_names_the_sessions_project(home, tmp_path, length):
+    """The index reads a first line in a small first piece and then larger ones: a task of any length is read whole."""
+    layout, project, other = home.layout, tmp_path / "p", tmp_path / "q"
+    project.mkdir()
+    other.mkdir()
+    start = {"type": "session.start", "session": session_id(1), "project": str(project), "message": "m" * length}
+    layout.session_dir(session_id(1)).mkdir(parents=True)
+    layout.log_path(session_id(1)).write_bytes(log_bytes([start, {"type": "session.end", "reason": "completed"}]))
+    write_session(layout, 2, other)
+    rows = [(entry.session_id, entry.state.message) for entry in Catalog(layout).of_project(project)]
+    assert rows == [(session_id(1), "m" * min(length, MESSAGE_PREVIEW))]
