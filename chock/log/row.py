@@ -128,7 +128,7 @@ class RowState:
         usages = _plain_usages(data)
         if usages is not None:
             self._add_usages(usages)
-            starts = _lines_holding(data, _OTHER_MARKERS)
+            starts = lines_with(data, _OTHER_MARKERS, escaped=False)
         else:
             starts = lines_with(data, _MARKERS)
         usage_line = _compiled(_USAGE)
@@ -516,19 +516,6 @@ def lines_with(data: bytes, markers: tuple[bytes, ...], *, escaped: bool = True)
     if escaped:
         for match in _compiled(_ESCAPED).finditer(data):
             starts.add(data.rfind(b"\n", 0, match.start()) + 1)
-    return sorted(starts)
-
-
-def _lines_holding(data: bytes, markers: tuple[bytes, ...]) -> list[int]:
-    """`lines_with(data, markers, escaped=False)` by one byte search per marker: faster than the one scan of the
-    markers as a pattern (which stops at every quote) when they are few and seldom there, as the row's types but
-    `usage` are in a log."""
-    starts = set()
-    for marker in markers:
-        at = data.find(marker)
-        while at >= 0:
-            starts.add(data.rfind(b"\n", 0, at) + 1)
-            at = data.find(marker, data.index(b"\n", at) + 1)
     return sorted(starts)
 
 
