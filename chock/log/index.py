@@ -249,7 +249,9 @@ class ProjectIndex:
             yield held
 
 
-# A first line is read in pieces of this size (most are far shorter: a session.start with its task).
+# A first line is read in a first piece that holds most (a session.start with its task), then in pieces of the
+# second size: a read copies all it asks for, and the index reads one first line per session.
+_FIRST_PIECE = 4 * 1024
 _PIECE = 64 * 1024
 
 
@@ -263,7 +265,7 @@ def _first_line(path: str) -> bytes | None:
     try:
         data = b""
         while b"\n" not in data and len(data) <= MAX_EVENT_BYTES:
-            piece = os.read(fd, min(_PIECE, MAX_EVENT_BYTES + 1 - len(data)))
+            piece = os.read(fd, min(_PIECE if data else _FIRST_PIECE, MAX_EVENT_BYTES + 1 - len(data)))
             if not piece:
                 break
             data += piece

@@ -132,6 +132,7 @@ class RowState:
         else:
             starts = lines_with(data, _MARKERS)
         usage_line = _compiled(_USAGE)
+        last_line, last = data.rfind(b"\n", 0, len(data) - 1) + 1, None  # the last line's id, once decoded here
         for start in starts:
             end = data.index(b"\n", start) + 1
             usage = usage_line.match(data, start, end)
@@ -141,7 +142,10 @@ class RowState:
             event = decode(data[start:end])
             if event is not None:
                 self.apply(event)
-        last = _last_id(data)
+                if start == last_line and isinstance(event.get("id"), int):
+                    last = event["id"]
+        if last is None:
+            last = _last_id(data)
         if last is not None:
             self.last_event_id = last
 
@@ -150,7 +154,7 @@ class RowState:
         a sum is a sum in any order but the cost's, which is added in order, as the lines come."""
         if not usages:
             return
-        _, inputs, outputs, reads, writes, costs, _ = zip(*usages, strict=True)
+        inputs, outputs, reads, writes, costs = zip(*usages, strict=True)
         self.input_tokens += sum(map(int, inputs))
         self.output_tokens += sum(map(int, outputs))
         self.cache_read_tokens += sum(map(int, filter(None, reads)))
@@ -162,13 +166,13 @@ class RowState:
     def _add_usage(self, usage: re.Match[bytes]) -> None:
         """What `apply` of the usage event a `_USAGE` match spells does (`_usage`: a JSON number with a fraction or
         an exponent is a float, any other an int), but for its id, which `feed` sets from its data's last line."""
-        self.input_tokens += int(usage[2])
-        self.output_tokens += int(usage[3])
-        if usage[4] is not None:
-            self.cache_read_tokens += int(usage[4])
-            self.cache_write_tokens += int(usage[5])
-        if usage[6] is not None:
-            cost = usage[6]
+        self.input_tokens += int(usage[1])
+        self.output_tokens += int(usage[2])
+        if usage[3] is not None:
+            self.cache_read_tokens += int(usage[3])
+            self.cache_write_tokens += int(usage[4])
+        if usage[5] is not None:
+            cost = usage[5]
             self.cost = (self.cost or 0.0) + (float(cost) if any(c in cost for c in b".eE") else int(cost))
 
     # What the fold says -------------------------------------------------------------------------------
@@ -452,20 +456,33 @@ _ESCAPED = rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])"
 
 # A `usage` line exactly as the writer writes it, whose meaning needs no JSON parser: most lines a row
 # needs are these (one per model call), and a match is the same event `decode` would give (no other key,
-# digits with no leading zero, a time of plain characters). Any other spelling is parsed.
-_USAGE = (
-    rb'\{"id": <n>, "at": "[0-9A-Za-z:.+-]*", "type": "usage", "input_tokens": <n>, "output_tokens": <n>'
-    rb'(?:, "cache_read_tokens": <n>, "cache_write_tokens": <n>)?'
-    rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?'
-    rb'(?:, "for": "([a-z_]*)")?\}\n'
-).replace(b"<n>", rb"(0|[1-9][0-9]*)")  # a whole number as JSON writes one
+# digits with no leading zero, a time of plain characters). Any other spelling is parsed. Its groups: the
+# input, output, cache read and cache write tokens, and the cost.
+_NUMBER = rb"(?:0|[1-9][0-9]*)"  # a whole number as JSON writes one
+_USAGE_HEAD = rb'\{"id": <id>, "at": "[0-9A-Za-z:.+-]<width>", "type": "usage"'
+_USAGE_TAIL = (
+    rb', "input_tokens": (<n>), "output_tokens": (<n>)(?:, "cache_read_tokens": (<n>), "cache_write_tokens": (<n>))?'
+    rb'(?:, "cost": (-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))?(?:, "for": "[a-z_]*")?\}\n'
+).replace(b"<n>", _NUMBER)
+_USAGE = _USAGE_HEAD.replace(b"<id>", _NUMBER).replace(b"<width>", b"*") + _USAGE_TAIL
+
+# The same lines found anywhere in a log at the speed of a byte search: the scan looks for `"usage"` and, at each,
+# behind it for the rest of a plain line's head, back to its start (a newline, which the scan puts before the
+# first line), and ahead for its tail. Where either is not there, the scan matches `"usage"` alone (with every
+# group empty): a line that holds it and is not plain. Looking behind needs a width fixed in each alternative: one
+# for each count of the id's digits, and a time as wide as the writer's (`events.timestamp`): a log with a usage
+# line of another time is read line by line.
+_TIME_WIDTH = len("2026-12-01T07:34:50.123Z")
+_NOT_PLAIN = (b"",) * 5
 
 
-# The same line found anywhere in a log at the speed of a byte search (a newline first, a literal): led by the
-# newline before it, which the scan puts before the first line, and followed by its own, which it leaves for
-# the next line's match.
-assert _USAGE.endswith(rb"\}\n")
-_USAGE_SCAN = rb"\n" + _USAGE[:-2] + rb"(?=\n)"
+def _usage_behind(digits: int) -> bytes:
+    """What to look behind `"usage"` for: a plain usage line's head, its id of `digits` digits, from the newline."""
+    number = b"[0-9]" if digits == 1 else b"[1-9][0-9]{%d}" % (digits - 1)
+    return b"(?<=\\n" + _USAGE_HEAD.replace(b"<id>", number).replace(b"<width>", b"{%d}" % _TIME_WIDTH) + b")"
+
+
+_USAGE_SCAN = _USAGE_MARKER + b"(?:(?:" + b"|".join(map(_usage_behind, range(1, 16))) + b")" + _USAGE_TAIL + b"|)"
 
 
 @functools.cache
@@ -509,7 +526,7 @@ def _plain_usages(data: bytes) -> list[tuple[bytes, ...]] | None:
     if _compiled(_ESCAPED).search(data) is not None:
         return None
     found = _compiled(_USAGE_SCAN).findall(b"\n" + data)
-    return found if len(found) == data.count(_USAGE_MARKER) else None
+    return None if _NOT_PLAIN in found else found
 
 
 def _last_id(data: bytes) -> int | None:

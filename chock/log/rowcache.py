@@ -202,12 +202,18 @@ class Rows(Mapping[str, Cached]):
         self._count: int | None = None
 
     def __getitem__(self, session_id: str) -> Cached:
-        found = self._find(session_id)
-        cached = None if found is None else _parse(self._data[found[0] : found[1]], session_id)
-        self._heads[session_id] = None if cached is None else (cached.identity, cached.mtime, cached.offset)
+        cached = self.get(session_id)
         if cached is None:
             raise KeyError(session_id)
         return cached
+
+    def get(self, session_id: str, default: Cached | None = None) -> Cached | None:  # type: ignore[override]
+        """The session's row, or `default`: with no exception for a session the file does not hold (a cold listing
+        asks for every session, and the file holds none of them)."""
+        found = self._find(session_id) if self._start < len(self._data) else None
+        cached = None if found is None else _parse(self._data[found[0] : found[1]], session_id)
+        self._heads[session_id] = None if cached is None else (cached.identity, cached.mtime, cached.offset)
+        return default if cached is None else cached
 
     def head(self, session_id: str) -> Head | None:
         """The (identity, mtime, offset) of a session's cached row, or None: what deciding a write needs."""
