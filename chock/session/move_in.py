@@ -365,6 +365,13 @@ def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
     lines = lines_backwards(here)
     last = next(lines, None)
     end = (decode(last[1]) or {}) if last is not None else {}
+    if end.get("type") == "session.adopt" and end.get("via") == "move" and not end.get("from"):
+        # A step of a move away from here killed after its adopt: all before that span, a handover, is kept.
+        assert last is not None
+        before = next(lines, None)
+        prior = (decode(before[1]) or {}) if before is not None else {}
+        handed = prior.get("type") == "session.end" and prior.get("reason") == "handover" and prior.get("to")
+        return (last[0], True) if handed and to else (None, False)
     if end.get("type") != "session.end":
         return None, False
     if end.get("reason") == "handover" and to and end.get("to"):
