@@ -13,9 +13,17 @@ from pathlib import Path
 import pytest
 
 from chock.control import daemon_protocol as dp
+from tests.conftest import Home
 from tests.fakes.projects import git, git_value
-from tests.fakes.sessions import replay_config
+from tests.fakes.sessions import replay_config, replayed_terminal_session, wait_for_event
 from tests.fakes.wait import wait_until
+from tests.test_move_children import SLOW as CHILD_SLOW
+from tests.test_move_children import (
+    _move_in,
+    _move_out,
+    _relay,
+    hosts,  # noqa: F401 - the fixture: two Chock homes, two clones
+)
 from tests.test_move_cuts import (
     ADOPT_HERE,
     HOST_B,
@@ -102,3 +110,57 @@ def test_the_sources_last_step_killed_leaves_the_target_the_one_owner(pair, when
     assert two.status(two.a, session_id) is None
     assert two.status(two.b, session_id) == "ended"
     assert subprocess.run(["git", "-C", str(two.there), "worktree", "prune"], check=True).returncode == 0
+
+
+# Coming back to another clone ------------------------------------------------------------------------------
+
+
+def _listed(home: Home, project: Path) -> dict[str, dict]:
+    listed = home.chock("sessions", "--json", cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    return {row["id"]: row for row in map(json.loads, listed.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("answer", ["said", "lost"])
+def test_a_session_coming_back_to_another_clone_leaves_nothing_in_the_first(hosts, tmp_path, answer):  # noqa: F811
+    """A → B → A, back into a second clone on A holding the base: A keeps its old log as `log.jsonl.moved-1`; the
+    session is the second clone's (its branch holds A's and B's work, `chock sessions` there lists it, and it
+    carries on there); the first clone lists it as no live session of its own and keeps no worktree of it — also
+    when B's answer to the first move was lost, so that A's step 1 kept the worktree (in the first clone)."""
+    a, b, project_a, project_b = hosts
+    second = tmp_path / "a" / "second"
+    subprocess.run(["git", "clone", "-q", str(project_a), str(second)], check=True)
+    process, session_id = replayed_terminal_session(a, project_a, CHILD_SLOW)
+    wait_for_event(a, session_id, "tool.result", lambda e: e["call_id"] == "c1")  # waits in the slow model call
+    sent = _move_out(a, session_id, "hostb")
+    assert process.wait(30) == 8
+    kept = a.layout.workspace_dir(session_id)
+    assert str(kept) in _worktrees(project_a)
+    b.replay_instance(CHILD_SLOW)
+    _relay(a, b, session_id, sent)
+    taken = _move_in(b, session_id, project_b, "hosta", "--running")
+    assert taken.returncode == 0, taken.stderr  # it carried on there, to its end
+    if answer == "said":
+        assert a.chock("run", "--moved", session_id, "--to", "hostb").returncode == 0
+
+    back = _move_out(b, session_id, "hosta")
+    _relay(b, a, session_id, back)
+    came = _move_in(a, session_id, second, "hostb")
+    assert came.returncode == 0, came.stderr
+    assert a.layout.log_path(session_id).with_name("log.jsonl.moved-1").exists()
+    assert not kept.exists()
+    assert str(kept) not in _worktrees(project_a)  # nothing git still lists there, prunable or not
+    assert git_value(second, "show", f"chock/{session_id}:b.txt") == "B"
+    assert _listed(a, second)[session_id]["project"] == str(second.resolve())
+    assert _listed(a, second)[session_id]["status"] == "ended"
+    assert session_id not in _listed(a, project_a)
+
+    a.replay_instance([{"text": "More done.", "tool_calls": []}] * 6)
+    done = a.chock("run", "--yes", "--continue", session_id, "more", cwd=second)
+    assert done.returncode == 0, done.stderr
+    assert a.events(session_id)[-1]["reason"] == "completed"
+    assert str(kept) not in _worktrees(project_a)
+    assert git_value(second, "show", f"chock/{session_id}:a.txt") == "A"
+    removed = a.chock("sessions", "remove", session_id, cwd=second)
+    assert removed.returncode == 0, removed.stderr
+    assert not a.layout.session_dir(session_id).exists()
