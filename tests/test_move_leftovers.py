@@ -164,3 +164,25 @@ def test_a_session_coming_back_to_another_clone_leaves_nothing_in_the_first(host
     removed = a.chock("sessions", "remove", session_id, cwd=second)
     assert removed.returncode == 0, removed.stderr
     assert not a.layout.session_dir(session_id).exists()
+
+
+def test_a_session_whose_last_step_died_between_its_lines_comes_back(pair):  # noqa: F811
+    """`chock run --moved` killed between its adopt and its end leaves A's log with a span no end closes; moved back
+    from B, A takes all before that span as the log it left: it keeps its old log as `log.jsonl.moved-1`, takes B's,
+    which begins with all of A's but that span, and the worktree the dead step left goes."""
+    two = pair(a_dies=_dies("--moved", "after", ADOPT_HERE))
+    session_id, worktree = _running_on_a(two)
+    assert two.move(session_id, two.b.address).returncode == 1
+    wait_until(lambda: two.status(two.b, session_id) == "ended", 60, "the session to end on B")
+    left = two.log(two.env_a, session_id).read_bytes()
+    assert json.loads(left.splitlines()[-1])["type"] == "session.adopt"  # the span the kill left open
+
+    back = two.move(session_id, "local", source=("--daemon", two.b.address), project=two.here)
+    assert back.returncode == 0, back.stderr
+    assert two.status(two.a, session_id) == "ended"
+    assert two.status(two.b, session_id) == "moved"
+    assert two.log(two.env_a, session_id).with_name("log.jsonl.moved-1").read_bytes() == left
+    came = two.log(two.env_a, session_id).read_bytes()
+    assert came.startswith(left[: left.rindex(b"\n", 0, len(left) - 1) + 1])  # all but the open span
+    assert not worktree.exists() and str(worktree) not in _worktrees(two.here)
+    assert git_value(two.here, "show", f"chock/{session_id}:b.txt") == "B"
