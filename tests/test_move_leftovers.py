@@ -95,6 +95,9 @@ def test_the_sources_last_step_killed_leaves_the_target_the_one_owner(pair, when
     row_a = _row(two, two.env_a, two.here, session_id)
     assert (row_a["status"], row_a["end_to"]) == ("moved" if needles == MOVED_END else "handed-over", HOST_B)
     assert _row(two, two.env_b, two.there, session_id)["status"] == "ended"
+    listed = two.home.chock("sessions", cwd=two.here, env=two.env_a).stdout
+    went = f"moved to {HOST_B}" if needles == MOVED_END else f"moved out to {HOST_B}, which may hold it"
+    assert went in listed, listed
 
     if needles == MOVED_END:  # A's copy says it moved: history, which `chock sessions remove` removes
         done = two.home.chock("sessions", "remove", session_id, cwd=two.here, env=two.env_a)
