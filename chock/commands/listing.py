@@ -72,6 +72,17 @@ def print_rows(rows: list[dict[str, Any]], values: dict[str, object], *, with_pr
                 print(shown(f"    {interrupted(row)}", one_line=True))
             elif row.get("status") == "moved":
                 print(shown(f"    moved to {row.get('end_to') or 'another host'}", one_line=True))
+            elif row.get("status") == "handed-over" and row.get("end_to"):
+                print(shown(_moved_out(row), one_line=True))
+
+
+def _moved_out(row: dict[str, Any]) -> str:
+    """What a session handed over to another host, whose move's answer is unknown here, needs next."""
+    there, session_id = str(row.get("end_to")), str(row.get("id"))
+    return (
+        f"    moved out to {there}, which may hold it: `chock move {session_id} --to NAME` (NAME reaching {there}) "
+        f"ends it here once {there} holds it; `chock run --continue {session_id}` takes it back when it does not"
+    )
 
 
 def _line(row: dict[str, Any], *, with_project: bool) -> str:

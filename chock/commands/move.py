@@ -221,7 +221,8 @@ def move(
         went = str(row.get("end_to") or "another host")
         raise MoveFailed(
             f"session {session_id} moved to {went} already; nothing was sent. Move it from there: "
-            f"`chock move NAME:{session_id} --to …`, NAME the connection that reaches {went}"
+            f"`chock move NAME:{session_id} --to …`, NAME the connection that reaches {went}; "
+            f"`chock sessions remove {session_id}` removes the copy left here"
         )
     to_host, to_address = host_address(to, local=Address(path=str(layout.daemon_socket)))
     if to_address == source.client.address:
@@ -230,20 +231,47 @@ def move(
     # Each verb's connection to either host is dialed while the one before it runs; each lane of parts has its own.
     lanes = [(WarmClient(source.client.address), WarmClient(to_address)) for _ in parts.LANES]
     try:
-        _move(source, session_id, to, to_host, to_address, lanes, project_there, instance, wait)
+        if not _adopted_already(source, row, lanes[0], to_host, to):
+            _move(source, session, to, to_host, to_address, lanes, project_there, instance, wait)
     finally:
         for clients in lanes:
             for client in clients:
                 client.close()
 
 
+def _adopted_already(found: Target, row: dict[str, object], clients: tuple[WarmClient, WarmClient], to_host: str,
+                     to: str) -> bool:  # fmt: skip
+    """Whether the session, handed over from the source to a host (a move whose answer was lost, or whose last step
+    on the source was cut), is held by the target past that handover — its log there goes on past the source's and
+    is no leftover handed over to it: then it went, and only the source's last step (`moved`) was left, done now."""
+    source, target = clients
+    went, session_id = str(row.get("end_to") or ""), found.session_id
+    if row.get("status") != "handed-over" or not went:
+        return False
+    try:
+        there = expect(target.call(dp.FindRequest(session_id)), dp.ListRow).row
+    except ProtocolError as error:
+        if error.code == ErrorCode.NOT_FOUND:
+            return False
+        raise _failed(to_host, dp.FindRequest(session_id), error) from None
+    mine, theirs = row.get("last_event_id"), there.get("last_event_id")
+    if not (isinstance(mine, int) and isinstance(theirs, int) and theirs > mine):
+        return False  # what a move cut before its adopt left there, or no copy of this one
+    if there.get("status") == "handed-over" and there.get("end_to") == went:
+        return False
+    _step(f"{to_host} holds session {session_id} already (a move to {went} was adopted there); ending it {found.where}")
+    _ask(source, found.host, mp.MovedRequest(session_id, went), mp.MovedOut)
+    click.echo(shown(f"session {session_id} is on {to_host}: ended it {found.where}, where it is history now"))
+    return True
+
+
 def _move(
-    found: Target, session_id: str, to: str, to_host: str, to_address: Address,
+    found: Target, typed: str, to: str, to_host: str, to_address: Address,
     lanes: list[tuple[WarmClient, WarmClient]], project_there: str, instance: str | None, wait: int,
 ) -> None:  # fmt: skip
     """The move's steps, from `move-check` on (see the module); `lanes`, each a (source, target) pair of clients, the
-    first for every verb but the parts of the other lanes."""
-    where = found.where
+    first for every verb but the parts of the other lanes; `typed`, the session as the person named it."""
+    where, session_id = found.where, found.session_id
     source, target = lanes[0]
     base, own_instance = _origin(source, found.host, session_id)
     _step(f"asking {to_host} whether it takes session {session_id}")
@@ -297,7 +325,13 @@ def _move(
         raise _interrupted(f"stopped while {to_host} was adopting it: {unknown}") from None
     _step(f"ending it {where}")
     source.ahead = False
-    _ask(source, found.host, mp.MovedRequest(session_id, there), mp.MovedOut)
+    try:
+        _ask(source, found.host, mp.MovedRequest(session_id, there), mp.MovedOut)
+    except MoveFailed as error:
+        raise MoveFailed(
+            f"session {session_id} moved to {to_host} (event {adopted} of its log there) and is {to_host}'s now, "
+            f"but ending it {where} failed ({error}): `chock move {typed} --to {to}` again ends it {where}"
+        ) from None
     goes_on = "it goes on there"
     if not manifest.was_running:
         goes_on = f"it is ended there: `chock say {to}:{session_id} MESSAGE` continues it"

@@ -127,9 +127,9 @@ def _may_come(state: RowState, alive: bool) -> bool:
     """Whether a session this host holds may be moved here again: it moved away from here, or its log ends with a
     handover and nobody holds it — a move to here cut before its adopt, or a move away from here whose target's
     answer was lost (the target's child takes it only when all of the log here begins the one sent)."""
-    if not state.ended:
-        return False
-    return state.end_reason == "moved" or (state.end_reason == "handover" and bool(state.end_to) and not alive)
+    if state.ended and state.end_reason == "moved":
+        return True
+    return bool(state.moving_to) and not alive  # a step of a move away from here killed after its adopt, too
 
 
 def _check_base(project: str, base: str) -> Repo:

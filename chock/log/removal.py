@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chock.errors import ChockError, Refused
-from chock.log.fold import fold
+from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.paths import Layout, check_session_id
 
@@ -53,6 +53,13 @@ def remove_session(
                 f"session {session_id} is running (another process holds its log); stop it first"
             ) from None
         state = fold(read_events(path))
+        if state.moving_to:
+            there = state.moving_to
+            raise Refused(
+                f"session {session_id} was moved out to {there}, which may hold it now: `chock move {session_id} "
+                f"--to NAME` (NAME the connection that reaches {there}) ends it here once {there} holds it, and "
+                f"`chock run --continue {session_id}` takes it back when it does not (it asks {there} first)"
+            )
         if not state.ended:
             raise Refused(
                 f"session {session_id} ended abnormally and nothing says how; look at it with "
@@ -65,12 +72,25 @@ def remove_session(
                 f"session {session_id} keeps its workspace; `chock workspace remove {session_id}` commits its work to "
                 "its branch and removes it (or remove the session with --with-workspace)"
             )
+        if state.end_reason == "moved":
+            _left_worktree(state)
         moved = layout.sessions_dir / f".removed-{session_id}-{secrets.token_hex(4)}"
         os.rename(layout.session_dir(session_id), moved)
     finally:
         os.close(fd)
     shutil.rmtree(moved, ignore_errors=True)
     layout.scratchpad_path(session_id).unlink(missing_ok=True)
+
+
+def _left_worktree(state: SessionState) -> None:
+    """The worktree a session that moved away from here still has (the move's last step died before removing it):
+    its work went on the branch, so it goes with the session. Only this machine's worktree is ever named
+    (chock.log.row)."""
+    if not state.workspace or not os.path.lexists(state.workspace):
+        return
+    from chock.session import keep, workspace
+
+    workspace.remove(keep.worktree_of(state))
 
 
 def ended_before(text: str) -> str:

@@ -187,8 +187,16 @@ class RowState:
         if self.ended:
             return {"handover": "handed-over", "moved": "moved"}.get(self.end_reason, "ended")
         if not owner_alive:
-            return "abandoned"
+            return "handed-over" if self.end_to else "abandoned"
         return "waiting" if self.pending_approvals else "running"
+
+    @property
+    def moving_to(self) -> str:
+        """The host a move out of here handed the session to, while nothing here says it went for good: the latest
+        end is a handover to it, or a span a move's step opened after that end has none ("": neither)."""
+        if self.ended:
+            return self.end_to if self.end_reason == "handover" else ""
+        return self.end_to
 
     def interrupted(self) -> str:
         """How an abandoned session's owner went, when that is provable now: `reboot` (its machine is this one
@@ -328,7 +336,13 @@ def _session_start(state: RowState, event: Event) -> None:
 
 def _session_adopt(state: RowState, event: Event) -> None:
     via = str(event.get("via", "terminal"))
+    # A span a move's own step opens here after a handover to another host (step 3, or step 1 again) still names
+    # that host until it ends: should its child die before the end, the host may hold the session
+    # (docs/remote.md#moving-a-session).
+    own_move = via == "move" and not _text(event, "from") and state.moving_to
+    moving = (state.end_to, state.end_address) if own_move else ("", "")
     _begin_span(state, event, "daemon" if via == "move" else via)  # a move's children are the daemon's
+    state.end_to, state.end_address = moving
     # Each owner writes what holds from its span on: a --yes session stays so through handovers, and a session
     # the daemon continues for a `say` follows the daemon's policy instead.
     state.approve_all = bool(event.get("approve_all", state.approve_all))

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from chock.errors import EXIT_INTERRUPTED, ChockError, Refused, UsageError
+from chock.log import catalog
 from chock.log.events import Event, decode
 from chock.log.fold import FOLDED_TYPES, SessionState
 from chock.log.index import MOVED_PROJECT
 from chock.log.reader import lines_backwards
+from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
@@ -248,7 +250,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
         log.knows_row(state)  # the check folded every line: the cache gets its row with nothing read again
         undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
         if old is not None and old.cut:
-            _remove_cut_worktree(layout, prepared, session_id, base)
+            _remove_cut_worktree(layout, prepared, session_id, base, old.row)
         place = _fresh_place(layout, prepared, session_id, base) if move.running else None
         if place is not None:
             undo.append(lambda: workspace.remove(place.worktree))
@@ -315,6 +317,9 @@ class _Old:
     cut: bool = (
         False  # it ended with a handover (a move cut before its adopt, here or there): its worktree is a leftover
     )
+    # Its row, when cut: the worktree a move away from here kept is where this host's own log put it (the project
+    # the session had here, which the one it comes back to may not be).
+    row: RowState | None = None
 
 
 def _existing_log(layout: Layout, session_id: str, incoming: BinaryIO) -> _Old | None:
@@ -326,13 +331,13 @@ def _existing_log(layout: Layout, session_id: str, incoming: BinaryIO) -> _Old |
     if not path.exists():
         return None
     try:
-        return _take_existing(path, session_id, incoming)
+        return _take_existing(layout, path, session_id, incoming)
     except Refused:
         check_log(incoming, session_id)  # a log that fails its checks is refused for that, first
         raise
 
 
-def _take_existing(path: Path, session_id: str, incoming: BinaryIO) -> _Old:
+def _take_existing(layout: Layout, path: Path, session_id: str, incoming: BinaryIO) -> _Old:
     try:
         log = SessionLog.take(path)
     except LogLocked:
@@ -352,7 +357,8 @@ def _take_existing(path: Path, session_id: str, incoming: BinaryIO) -> _Old:
     except BaseException:
         log.release()
         raise
-    return _Old(log, path, kept, cut)
+    found = catalog.Catalog(layout).entry(session_id) if cut else None
+    return _Old(log, path, kept, cut, found.state if found is not None else None)
 
 
 def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
@@ -365,6 +371,13 @@ def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
     lines = lines_backwards(here)
     last = next(lines, None)
     end = (decode(last[1]) or {}) if last is not None else {}
+    if end.get("type") == "session.adopt" and end.get("via") == "move" and not end.get("from"):
+        # A step of a move away from here killed after its adopt: all before that span, a handover, is kept.
+        assert last is not None
+        before = next(lines, None)
+        prior = (decode(before[1]) or {}) if before is not None else {}
+        handed = prior.get("type") == "session.end" and prior.get("reason") == "handover" and prior.get("to")
+        return (last[0], True) if handed and to else (None, False)
     if end.get("type") != "session.end":
         return None, False
     if end.get("reason") == "handover" and to and end.get("to"):
@@ -455,9 +468,16 @@ def _project_repo(project: Path) -> Repo | None:
         return None
 
 
-def _remove_cut_worktree(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> None:
-    """The worktree a log ending with a handover left here (one a move-in cut before its adopt made, none logged,
-    or the one a move away from here kept), so this one makes its own."""
+def _remove_cut_worktree(
+    layout: Layout, prepared: start._Prepared, session_id: str, base: str, row: RowState | None
+) -> None:
+    """The worktree a log ending with a handover left here, so this one makes its own: the one a move away from
+    here kept, in the project and with the admin dir this host's log recorded (`row`: only this machine's
+    `workspace.open` names one), or one a move-in cut before its adopt made, none logged, in this project."""
+    if row is not None and row.workspace and os.path.lexists(row.workspace):
+        from chock.session import keep
+
+        workspace.remove(keep.worktree_of(row))
     directory = layout.workspace_dir(session_id)
     if os.path.lexists(directory):
         workspace.remove(workspace.recorded(prepared.project, session_id, directory, "", base))

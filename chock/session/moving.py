@@ -111,7 +111,11 @@ def move_out(
     path = layout.log_path(session_id)
     with _taken(layout, session_id, "is running in another process;") as log:
         state = _row_held(rows, session_id, log)  # again under the lock: it may have changed since
-        status = state.status(False) if state.ended else ("abandoned" if state.interrupted() else "running")
+        status = (
+            state.status(False)
+            if state.ended or state.moving_to
+            else ("abandoned" if state.interrupted() else "running")
+        )
         _check_movable(state, status, to)
         out = _fresh(moves_dir(layout, session_id, "out"))
         if state.workspace_kept:  # its edits, committed or not, travel on the branch
@@ -153,9 +157,9 @@ def _check_movable(state: RowState, status: str, to: str) -> None:
             f"session {state.id} ended abnormally and nothing proves its owner gone; look at it with "
             f"`chock workspace show {state.id}` and take it back with `chock run --continue {state.id}` first"
         )
-    if state.ended and state.end_reason == "handover" and state.end_to and state.end_to != to:
+    if state.moving_to and state.moving_to != to:
         raise Refused(
-            f"session {state.id} was moved out to {state.end_to}, which may hold it now; "
+            f"session {state.id} was moved out to {state.moving_to}, which may hold it now; "
             f"`chock run --continue {state.id}` asks it and takes the session back, then move it again"
         )
     if not state.workspace_base:
@@ -315,12 +319,14 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
         raise Refused(f"there is no session {session_id} on this machine") from None
     with log:
         state = _row_held(catalog.Catalog(layout), session_id, log)
-        if not (state.ended and state.end_reason == "handover" and state.end_to == to):
+        # Its latest end a handover to `to`, or the span a step here opened after it (one killed before its end).
+        if state.moving_to != to:
             raise Refused(
                 f"session {session_id} was not moved out to {to} (its last span ended: {state.end_reason or 'no end'}"
                 f"{' to ' + state.end_to if state.end_to else ''}); nothing was changed"
             )
-        log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
+        if state.ended:  # else a step here was killed after its adopt: its span is the one this ends
+            log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
         end = log.append("session.end", reason="moved", to=to)
         log.sync()  # the log says the session went before its worktree goes
         if state.workspace and os.path.lexists(state.workspace):
@@ -360,9 +366,9 @@ def check_taking_back(state: RowState, *, force: bool, say: Callable[[str], None
     """A session whose latest end is a handover to another host (step 1 done, step 2's answer unknown) is taken
     back here only once that host says it does not hold it (its daemon's `find`); while it does, or cannot be
     asked, it is refused — `force` takes it anyway, saying two copies may then diverge."""
-    if not (state.ended and state.end_reason == "handover" and state.end_to):
+    there = state.moving_to
+    if not there:
         return
-    there = state.end_to
     if force:
         say(
             f"session {state.id} was moved out to {there}; taken back without asking it (--force): if {there} "
