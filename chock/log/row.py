@@ -466,6 +466,7 @@ _USAGE_MARKER = b'"usage"'
 _OTHER_MARKERS = tuple(marker for marker in _MARKERS if marker != _USAGE_MARKER)
 # ...or an escape JSON could spell one of their characters with: `\u00` and the code of `.`, `_` or a-z.
 _ESCAPED = rb"\\u00(?:2[eE]|5[fF]|6[1-9a-fA-F]|7[0-9aA])"
+_ESCAPE_HEAD = b"\\u00"  # what every such escape begins with: data without it holds none (a byte search, not a scan)
 
 
 # A `usage` line exactly as the writer writes it, whose meaning needs no JSON parser: most lines a row
@@ -527,7 +528,7 @@ def lines_with(data: bytes, markers: tuple[bytes, ...], *, escaped: bool = True)
     while found is not None:
         starts.add(data.rfind(b"\n", 0, found.start()) + 1)
         found = search(data, data.index(b"\n", found.start()) + 1)
-    if escaped:
+    if escaped and _ESCAPE_HEAD in data:
         for match in _compiled(_ESCAPED).finditer(data):
             starts.add(data.rfind(b"\n", 0, match.start()) + 1)
     return sorted(starts)
@@ -537,7 +538,7 @@ def _plain_usages(data: bytes) -> list[tuple[bytes, ...]] | None:
     """The groups of every `usage` line of `data` as `_USAGE` matches it, in order, found in one scan; None unless
     every line that holds `"usage"` is one (a line spelled otherwise is decoded, in its place) and no line holds
     an escape that may spell a row type (it may be a usage event too)."""
-    if _compiled(_ESCAPED).search(data) is not None:
+    if _ESCAPE_HEAD in data and _compiled(_ESCAPED).search(data) is not None:
         return None
     found = _compiled(_USAGE_SCAN).findall(b"\n" + data)
     return None if _NOT_PLAIN in found else found
