@@ -26,8 +26,6 @@ from chock.session import workspace
 GOAL = 3.0
 PER_DIRECTORY = 100
 CHANGED = 3
-# A continued finish reads again what the last one hashed if it is younger than this (the racy rule).
-SETTLE_SECONDS = 1.1
 IDENTITY = ("-c", "user.name=Bench", "-c", "user.email=bench@localhost")
 
 
@@ -88,7 +86,6 @@ def measure(root: Path, files: int, rounds: int) -> dict[str, list[float]]:
         workspace.advance(worktree, committed)
         status(directory)  # git refreshes the worktree's index once, as a person's index is
         samples["git status"].append(min(status(directory) for _ in range(3)))
-        time.sleep(SETTLE_SECONDS)
         changed = change(directory, files, round_, 1)
         started = time.perf_counter()
         again = workspace.commit(worktree, "the continued session's work")

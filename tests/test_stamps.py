@@ -22,7 +22,6 @@ from tests.fakes.projects import make_project
 SESSION = "20261201-073450-a1b2c3"
 BRANCH = f"chock/{SESSION}"
 FILES = {"README.md": "hello\n", "keep.txt": "keep\n", "gone.txt": "to be deleted\n", "src/app.py": "print(1)\n"}
-# Past the racy window of stamps written by a finish (READ_MARGIN_NS).
 
 
 def blob_id(text: str) -> bytes:
@@ -31,7 +30,9 @@ def blob_id(text: str) -> bytes:
 
 
 README, KEEP = blob_id(FILES["README.md"]), blob_id(FILES["keep.txt"])
-SETTLE_SECONDS = stamps.READ_MARGIN_NS / 1e9 + 0.1
+# Longer than a tick of any kernel's coarse clock: what was written before it is past the racy window of a
+# record taken after it.
+SETTLE_SECONDS = 0.1
 
 
 @pytest.fixture
@@ -151,6 +152,23 @@ def test_a_continued_finish_reads_only_what_changed_since_the_last_one(project: 
     assert (show(project, "README.md"), show(project, "keep.txt")) == ("first change\n", "second change\n")
 
 
+def test_a_worktree_finished_as_soon_as_it_is_made_reads_only_what_changed(project: Path, directory: Path) -> None:
+    """Making a worktree takes its record's time once the clock is past every file it wrote, so none is racy: a
+    finish right after reads only what the agent changed, even a change made at once, to the same size, with
+    the old mtime given back."""
+    worktree, _ = workspace.create(project, directory, BRANCH)
+    path = directory / "keep.txt"
+    before = path.lstat()
+    with open(path, "r+b") as file:
+        file.write(b"KEEP")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert workspace.changes(worktree) == workspace.Changes(["M keep.txt"], [], hashed=1)
+    committed = commit(worktree)
+    assert committed.hashed == 1
+    assert git(project, "diff", "--name-only", committed.parent, committed.commit) == "keep.txt"
+    assert show(project, "keep.txt") == "KEEP\n"
+
+
 def test_stamps_stand_for_the_branch_only_while_they_are_its_tree(project: Path, directory: Path) -> None:
     """The stamps name the tree they record and stand for it, so git need not list it; once the branch moves on
     without the worktree (the person commits to it), git lists the branch's tree, and the commit still holds
@@ -201,7 +219,7 @@ def test_a_file_written_again_in_the_tick_its_stamps_were_taken_is_read_again(pr
     # record takes on a loaded machine.
     later = time.time_ns() + 60 * 1_000_000_000
     os.utime(path, ns=(later, later))
-    with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+    with stamps.Recording(directory) as recording:
         recording.add("keep.txt", stamps.identity(path.lstat()), git(project, "rev-parse", f"{start}:keep.txt"))
         recording.close(stamp_now=True)
     assert workspace.changes(worktree).lines == ["M keep.txt"]
@@ -236,7 +254,7 @@ def test_stamps_naming_a_file_twice_are_not_trusted(project: Path, directory: Pa
     tree: which entry is keep.txt cannot be known, so nothing of it is trusted and every file is read."""
     worktree = settled(project, directory)
     files = ["README.md", "gone.txt", "keep.txt", "keep.txt", "link", "src/app.py"]
-    with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+    with stamps.Recording(directory) as recording:
         for path, oid in zip(files, [README, blob_id(FILES["gone.txt"]), KEEP, README], strict=False):
             recording.add(path, stamps.identity((directory / path).lstat()), oid.decode())
         for path in files[4:]:
@@ -265,7 +283,7 @@ def test_a_record_in_place_of_the_stamps_that_is_not_a_file_is_not_followed(
 
 def test_stamps_naming_a_blob_git_no_longer_has_fall_back_to_reading_everything(project: Path, directory: Path) -> None:
     worktree = settled(project, directory)
-    with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:  # as if gc pruned keep.txt's blob
+    with stamps.Recording(directory) as recording:  # as if gc pruned keep.txt's blob
         recording.add("keep.txt", stamps.identity((directory / "keep.txt").lstat()), "1" * 40)
         recording.close()
     (directory / "README.md").write_text("changed\n")

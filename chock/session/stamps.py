@@ -17,10 +17,13 @@ as it is:
     end <crc32 of everything before this line>\n
 
 A file is trusted when its identity now is the recorded one. The racy rule is applied as the record is written:
-a file hashed or written whose mtime or ctime is not older than the record's time less a margin (a write in
-that same tick could keep its stat data) is recorded with a size of -1, which no file has, so the next finish
-reads it again. A file once trusted stays trusted while its identity holds, since any write after the record
-changes its ctime; ctime is what an agent cannot set back, so a file rewritten and given its old mtime is read.
+a file hashed or written whose mtime or ctime is not strictly older than the record's time (a write in that same
+tick of the file system's clock could keep its stat data) is recorded with a size of -1, which no file has, so
+the next finish reads it again. The record's time is the file system's own, read back from the record file: when
+a finish began reading, or, for a worktree Chock just filled, a moment the clock has passed every write Chock
+made (nothing else writes there before the record is in place). Every write after that moment is stamped no
+earlier than it, so a file recorded as strictly older stays trusted while its identity holds: any later write
+changes its ctime, which an agent cannot set back, so a file rewritten and given its old mtime is read.
 The tree id in the first line says the entries are exactly that tree (its every path; it holds no submodule):
 when it is the tree a finish builds on, the record stands for that tree and git need not list it. A record of
 no tree (`-`) vouches for its files only. A record missing, damaged, cut short, of another version, or larger
@@ -36,6 +39,7 @@ import os
 import stat
 import struct
 import sys
+import time
 import zlib
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -46,11 +50,10 @@ from typing import NamedTuple
 Identity = tuple[int, int, int, int, int, int]
 
 MAGIC = b"chock-stamps 3"
-# Recorded as Chock fills a new worktree: nothing else can write there until the record is in place, so a
-# later write is stamped no earlier than the record; this covers one tick of any kernel's coarse clock.
-WRITTEN_MARGIN_NS = 10_000_000
-# Recorded as finishing reads a worktree the agent had: conservative, as git's racy rule is against its index.
-READ_MARGIN_NS = 1_000_000_000
+# How long `close(stamp_now=True)` waits at most for the file system's clock to pass the newest write Chock made
+# (a coarse clock's tick is 1 to 10 ms), and how often it looks; past that the newest files are simply racy.
+TICK_WAIT_NS = 20_000_000
+_TICK_LOOK_SECONDS = 0.001
 _IOV_MOST = 512  # parts to one writev (Linux takes 1024)
 RACY = -1  # the size a racy entry is recorded with: no file's identity matches it
 _IDENTITY = struct.Struct("<qqqQQQ")
@@ -136,10 +139,10 @@ class Recording:
 
     `since_ns` is the file system's time when the recording was opened, read back from the new file itself;
     `close(stamp_now=True)` takes it again at the end instead (for files Chock itself wrote, with nobody else
-    writing before the record is in place).
+    writing before the record is in place), once the clock has moved past the newest of those writes.
     """
 
-    def __init__(self, workspace: Path, margin_ns: int) -> None:
+    def __init__(self, workspace: Path) -> None:
         self.final = path_of(workspace)
         self.temporary = _temporary(self.final)
         with contextlib.suppress(FileNotFoundError):
@@ -147,7 +150,6 @@ class Recording:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         self.fd: int | None = os.open(self.temporary, flags, 0o600)
         self.since_ns = os.fstat(self.fd).st_mtime_ns
-        self.margin_ns = margin_ns
         self.entries: list[tuple[str, Identity, str, bool]] = []  # (path, identity, tree key, read or written now)
         self.kept: dict[str, Stored] = {}  # directory -> its part of the last record, unchanged
         self.tree = ""  # the tree the entries are exactly, when the writer knows it
@@ -169,9 +171,9 @@ class Recording:
         """Write the record and put it in place of the last one."""
         assert self.fd is not None
         if stamp_now:
-            os.utime(self.fd)  # the file system's time now, after every write before it
-            self.since_ns = os.fstat(self.fd).st_mtime_ns
-        bound = self.since_ns - self.margin_ns
+            newest = max((max(found[1], found[2]) for _, found, _, fresh in self.entries if fresh), default=0)
+            self.since_ns = _stamped_past(self.fd, newest)
+        bound = self.since_ns
         grouped: dict[str, list[tuple[str, Identity, str]]] = {}
         for path, found, key, fresh in self.entries:
             if fresh and (found[1] >= bound or found[2] >= bound):
@@ -220,6 +222,19 @@ class Recording:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.abandon()
+
+
+def _stamped_past(fd: int, newest_ns: int) -> int:
+    """Stamp `fd` with the file system's time now and return it, once that time is past `newest_ns` (the newest
+    write the record holds), waiting up to TICK_WAIT_NS for the clock's tick to end: a file written in the
+    record's own tick is racy, one written in an earlier tick never is."""
+    deadline = time.monotonic_ns() + TICK_WAIT_NS
+    while True:
+        os.utime(fd)  # after every write before it
+        now = os.fstat(fd).st_mtime_ns
+        if now > newest_ns or newest_ns - now > TICK_WAIT_NS or time.monotonic_ns() >= deadline:
+            return now
+        time.sleep(_TICK_LOOK_SECONDS)
 
 
 def _write_all(fd: int, parts: list[bytes]) -> None:

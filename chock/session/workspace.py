@@ -219,11 +219,11 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
     try:
         _check_named(worktree)
         os.chmod(directory, 0o700)  # git makes it 0755; every directory Chock creates is 0700
-        with stamps.Recording(directory, stamps.WRITTEN_MARGIN_NS) as recording:
+        with stamps.Recording(directory) as recording:
             recording.tree = start_tree  # the files written are exactly it (write_files says when not)
             tree.write_files(repo, commit, directory, recording)
-            recording.close(stamp_now=True)
-        repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
+            repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
+            recording.close(stamp_now=True)  # after read-tree: the clock has had time to pass the last write
     except BaseException:
         remove(worktree)
         raise
@@ -360,7 +360,7 @@ def commit(worktree: Worktree, message: str) -> Committed:
     tip, identity = _tip(worktree), repo.start_person_settings("user.name", "user.email")
     try:
         # Opened before the walk: its time stamp is when reading began, what the racy rule measures from.
-        with stamps.Recording(worktree.directory, stamps.READ_MARGIN_NS) as recording:
+        with stamps.Recording(worktree.directory) as recording:
             try:
                 taken, new_tree = _written_tree(repo, worktree.directory, tip, trust=True)
             except GitFailed:
