@@ -1,14 +1,15 @@
 """The walk of a worktree at finish, and what its stamps say of what it found (docs/architecture.md, "Finishing
 by what changed").
 
-The walk keeps each directory's files and symlinks sorted by name with their identities (one `lstat` each, a
-directory known by its entry's type), as the stamps keep them (chock.session.stamps): a directory whose files
-are all as recorded is known by comparing two byte strings, and nothing is done per file for it. Only the
+The walk keeps each directory's files and symlinks sorted by name with their identities (one `lstat` of each
+name, which also says which are directories), as the stamps keep them (chock.session.stamps): a directory whose
+files are all as recorded is known by comparing two byte strings, and nothing is done per file for it. Only the
 directories where something changed are compared file by file.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import os
@@ -25,10 +26,7 @@ TOO_DEEP = "directories nested too deep"
 MAX_DEPTH = 200
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NAME = operator.attrgetter("name")
 _MODE = operator.attrgetter("st_mode")
-_IS_DIR = operator.methodcaller("is_dir", follow_symlinks=False)
-_LSTAT = operator.methodcaller("stat", follow_symlinks=False)
 _KEPT = {stat.S_IFREG, stat.S_IFLNK}  # what a tree holds of the files found
 
 
@@ -64,32 +62,30 @@ class Survey:
         return stamps.room_for(self.files, self.name_bytes, len(self.directories))
 
     def walk(self, fd: int, prefix: str, depth: int = 0) -> None:
-        """Note each file and symlink below `fd` with its identity (the hot loop of a finish: each step over
-        the directory's entries is a C loop; a directory is known by its entry's type, with no lstat)."""
-        with os.scandir(fd) as listed:  # each entry's lstat, relative to `fd`
-            entries = sorted(listed, key=_NAME)
-        if ".git" in map(_NAME, entries):
+        """Note each file and symlink below `fd` with its identity (the hot loop of a finish: the names, then one
+        `lstat` each relative to `fd`, each step over the directory's entries a C loop)."""
+        names = os.listdir(fd)
+        if ".git" in names:
             if prefix:
                 self.skipped.append((prefix[:-1], NESTED))  # a `.git` of any kind below the top: a nested repository
                 return
-            entries = [entry for entry in entries if entry.name != ".git"]  # the top-level `.git`, whatever it is
-        kinds = list(map(_IS_DIR, entries))
-        subdirectories = list(itertools.compress(entries, kinds)) if any(kinds) else []
-        if subdirectories:
-            entries = list(itertools.compress(entries, map(operator.not_, kinds)))
-        found = list(map(_LSTAT, entries))
-        if not _KEPT.issuperset(map(stat.S_IFMT, map(_MODE, found))):  # a FIFO, socket or device: left out
-            kept = [stat.S_IFMT(status.st_mode) in _KEPT for status in found]
-            entries, found = list(itertools.compress(entries, kept)), list(itertools.compress(found, kept))
-        if entries:
-            names = list(map(_NAME, entries))
+            names.remove(".git")  # the top-level `.git`, whatever it is
+        names.sort()
+        found = list(map(functools.partial(os.lstat, dir_fd=fd), names))
+        kinds = list(map(stat.S_IFMT, map(_MODE, found)))
+        subdirectories: list[str] = []
+        if not _KEPT.issuperset(kinds):  # a directory, or a FIFO, socket or device (left out)
+            subdirectories = [name for name, kind in zip(names, kinds, strict=True) if kind == stat.S_IFDIR]
+            kept = list(map(_KEPT.__contains__, kinds))
+            names, found = list(itertools.compress(names, kept)), list(itertools.compress(found, kept))
+        if names:
             self.directories[prefix] = (names, list(map(stamps.identity, found)))
             self.files += len(names)
             self.name_bytes += sum(map(len, names)) + len(names) * len(prefix)
             if ".gitignore" in names and stat.S_ISREG(found[names.index(".gitignore")].st_mode):
                 self.gitignores.append(prefix + ".gitignore")
-        for entry in subdirectories:
-            self._directory(fd, entry.name, prefix + entry.name, depth)
+        for name in subdirectories:
+            self._directory(fd, name, prefix + name, depth)
 
     def _directory(self, parent: int, name: str, path: str, depth: int) -> None:
         if path in self.gitlinks:
