@@ -7,6 +7,7 @@ sleeping."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -124,12 +125,13 @@ def _listed(home: Home, project: Path) -> dict[str, dict]:
     return {row["id"]: row for row in map(json.loads, listed.stdout.splitlines())}
 
 
-@pytest.mark.parametrize("answer", ["said", "lost"])
+@pytest.mark.parametrize("answer", ["said", "lost", "lost, first clone gone"])
 def test_a_session_coming_back_to_another_clone_leaves_nothing_in_the_first(hosts, tmp_path, answer):  # noqa: F811
     """A → B → A, back into a second clone on A holding the base: A keeps its old log as `log.jsonl.moved-1`; the
     session is the second clone's (its branch holds A's and B's work, `chock sessions` there lists it, and it
     carries on there); the first clone lists it as no live session of its own and keeps no worktree of it — also
-    when B's answer to the first move was lost, so that A's step 1 kept the worktree (in the first clone)."""
+    when B's answer to the first move was lost, so that A's step 1 kept the worktree (in the first clone), and
+    when the first clone is gone by the time the session comes back."""
     a, b, project_a, project_b = hosts
     second = tmp_path / "a" / "second"
     subprocess.run(["git", "clone", "-q", str(project_a), str(second)], check=True)
@@ -146,23 +148,26 @@ def test_a_session_coming_back_to_another_clone_leaves_nothing_in_the_first(host
     if answer == "said":
         assert a.chock("run", "--moved", session_id, "--to", "hostb").returncode == 0
 
+    gone = answer.endswith("gone")
+    if gone:
+        shutil.rmtree(project_a)
     back = _move_out(b, session_id, "hosta")
     _relay(b, a, session_id, back)
     came = _move_in(a, session_id, second, "hostb")
     assert came.returncode == 0, came.stderr
     assert a.layout.log_path(session_id).with_name("log.jsonl.moved-1").exists()
     assert not kept.exists()
-    assert str(kept) not in _worktrees(project_a)  # nothing git still lists there, prunable or not
+    assert gone or str(kept) not in _worktrees(project_a)  # nothing git still lists there, prunable or not
     assert git_value(second, "show", f"chock/{session_id}:b.txt") == "B"
     assert _listed(a, second)[session_id]["project"] == str(second.resolve())
     assert _listed(a, second)[session_id]["status"] == "ended"
-    assert session_id not in _listed(a, project_a)
+    assert gone or session_id not in _listed(a, project_a)
 
     a.replay_instance([{"text": "More done.", "tool_calls": []}] * 6)
     done = a.chock("run", "--yes", "--continue", session_id, "more", cwd=second)
     assert done.returncode == 0, done.stderr
     assert a.events(session_id)[-1]["reason"] == "completed"
-    assert str(kept) not in _worktrees(project_a)
+    assert gone or str(kept) not in _worktrees(project_a)
     assert git_value(second, "show", f"chock/{session_id}:a.txt") == "A"
     removed = a.chock("sessions", "remove", session_id, cwd=second)
     assert removed.returncode == 0, removed.stderr
@@ -189,3 +194,20 @@ def test_a_session_whose_last_step_died_between_its_lines_comes_back(pair):  # n
     assert came.startswith(left[: left.rindex(b"\n", 0, len(left) - 1) + 1])  # all but the open span
     assert not worktree.exists() and str(worktree) not in _worktrees(two.here)
     assert git_value(two.here, "show", f"chock/{session_id}:b.txt") == "B"
+
+
+def test_a_moved_sessions_leftover_worktree_goes_with_it_once_its_project_is_gone(pair, tmp_path):  # noqa: F811
+    """The source's last step killed before it removed the worktree, and then the project itself deleted: `chock
+    sessions remove` still removes the session and the worktree Chock made for it (its work is on B's branch)."""
+    two = pair(a_dies=_dies("--moved", "after", MOVED_END))
+    session_id, worktree = _running_on_a(two)
+    assert two.move(session_id, two.b.address).returncode == 1
+    wait_until(lambda: two.status(two.b, session_id) == "ended", 60, "the session to end on B")
+    assert worktree.exists()
+    shutil.rmtree(two.here)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = two.home.chock("sessions", "remove", session_id, cwd=elsewhere, env=two.env_a)
+    assert done.returncode == 0, done.stderr
+    assert not worktree.exists()
+    assert two.status(two.a, session_id) is None

@@ -73,7 +73,7 @@ def remove_session(
                 "its branch and removes it (or remove the session with --with-workspace)"
             )
         if state.end_reason == "moved":
-            _left_worktree(state)
+            _left_worktree(layout, state)
         moved = layout.sessions_dir / f".removed-{session_id}-{secrets.token_hex(4)}"
         os.rename(layout.session_dir(session_id), moved)
     finally:
@@ -82,15 +82,20 @@ def remove_session(
     layout.scratchpad_path(session_id).unlink(missing_ok=True)
 
 
-def _left_worktree(state: SessionState) -> None:
+def _left_worktree(layout: Layout, state: SessionState) -> None:
     """The worktree a session that moved away from here still has (the move's last step died before removing it):
     its work went on the branch, so it goes with the session. Only this machine's worktree is ever named
     (chock.log.row)."""
     if not state.workspace or not os.path.lexists(state.workspace):
         return
-    from chock.session import keep, workspace
+    from chock.errors import ChockError
+    from chock.session import keep, tree, workspace
 
-    workspace.remove(keep.worktree_of(state))
+    try:
+        workspace.remove(keep.worktree_of(state))
+    except ChockError:  # its project gone or no repository: no git knows the worktree, and its work is on the branch
+        if os.path.dirname(state.workspace) == str(layout.workspaces_dir):  # only where Chock makes worktrees
+            tree.delete(Path(state.workspace))
 
 
 def ended_before(text: str) -> str:

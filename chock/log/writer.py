@@ -250,7 +250,7 @@ class SessionLog:
         end = os.fstat(self._fd).st_size
         if self._reserved > end:
             _fallocate(self._fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, end, self._reserved - end)
-        os.ftruncate(self._fd, end)  # ext4 frees blocks kept past the end only on a truncate
+        os.ftruncate(self._fd, os.fstat(self._fd).st_size)  # ext4 frees blocks kept past the end only on a truncate
 
     def _cut_to(self, size: int) -> None:
         with contextlib.suppress(OSError):  # else the next owner cuts the torn tail

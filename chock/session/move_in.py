@@ -477,7 +477,8 @@ def _remove_cut_worktree(
     if row is not None and row.workspace and os.path.lexists(row.workspace):
         from chock.session import keep
 
-        workspace.remove(keep.worktree_of(row))
+        with contextlib.suppress(ChockError):  # its project is gone or no repository: removed below, through this one
+            workspace.remove(keep.worktree_of(row))
     directory = layout.workspace_dir(session_id)
     if os.path.lexists(directory):
         workspace.remove(workspace.recorded(prepared.project, session_id, directory, "", base))
