@@ -78,11 +78,10 @@ def print_rows(rows: list[dict[str, Any]], values: dict[str, object], *, with_pr
 
 def _moved_out(row: dict[str, Any]) -> str:
     """What a session handed over to another host, whose move's answer is unknown here, needs next."""
-    there, session_id = str(row.get("end_to")), str(row.get("id"))
-    return (
-        f"    moved out to {there}, which may hold it: `chock move {session_id} --to NAME` (NAME reaching {there}) "
-        f"ends it here once {there} holds it; `chock run --continue {session_id}` takes it back when it does not"
-    )
+    from chock.log.row import moved_out_next
+
+    there = str(row.get("end_to"))
+    return f"    moved out to {there}, which may hold it: {moved_out_next(str(row.get('id')), there)}"
 
 
 def _line(row: dict[str, Any], *, with_project: bool) -> str:

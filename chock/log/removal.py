@@ -20,6 +20,7 @@ from pathlib import Path
 from chock.errors import ChockError, Refused
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
+from chock.log.row import moved_out_next
 from chock.paths import Layout, check_session_id
 
 
@@ -54,12 +55,8 @@ def remove_session(
             ) from None
         state = fold(read_events(path))
         if state.moving_to:
-            there = state.moving_to
-            raise Refused(
-                f"session {session_id} was moved out to {there}, which may hold it now: `chock move {session_id} "
-                f"--to NAME` (NAME the connection that reaches {there}) ends it here once {there} holds it, and "
-                f"`chock run --continue {session_id}` takes it back when it does not (it asks {there} first)"
-            )
+            there, then = state.moving_to, moved_out_next(session_id, state.moving_to)
+            raise Refused(f"session {session_id} was moved out to {there}, which may hold it now: {then}")
         if not state.ended:
             raise Refused(
                 f"session {session_id} ended abnormally and nothing says how; look at it with "
@@ -88,7 +85,6 @@ def _left_worktree(layout: Layout, state: SessionState) -> None:
     (chock.log.row)."""
     if not state.workspace or not os.path.lexists(state.workspace):
         return
-    from chock.errors import ChockError
     from chock.session import keep, tree, workspace
 
     try:

@@ -439,6 +439,15 @@ def _usage(state: RowState, event: Event) -> None:
         state.cost = (state.cost or 0.0) + cost
 
 
+def moved_out_next(session_id: str, there: str) -> str:
+    """What ends a session moved out to `there` whose move's answer is unknown here, or takes it back: said by every
+    command that meets one (`RowState.moving_to`)."""
+    return (
+        f"`chock move {session_id} --to NAME` (NAME the connection that reaches {there}) ends it here once {there} "
+        f"holds it, and `chock run --continue {session_id}` takes it back when it does not (it asks {there} first)"
+    )
+
+
 _ROW_HANDLERS = {
     "session.start": _session_start,
     "session.adopt": _session_adopt,
