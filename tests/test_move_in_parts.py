@@ -66,6 +66,31 @@ def test_a_session_coming_back_whose_log_differs_from_the_one_here_is_refused(ho
     assert _row(a, project_a)["status"] == "moved"
 
 
+def test_a_session_coming_back_whose_log_differs_from_the_one_here_in_its_last_byte_is_refused(hosts):  # noqa: F811
+    a, _, project_a, session_id, log = _coming_back(hosts)
+    before = a.layout.log_path(session_id).read_bytes()
+    # The prefix is all A held but its move-out span (adopt, moved): the last line before it ends the span A left.
+    prefix = b"".join(before.splitlines(keepends=True)[:-2])
+    sent = log.read_bytes()
+    assert sent.startswith(prefix)
+    last = prefix.rindex(b"}")  # its last byte but the newline, changed: still whole JSON
+    log.write_bytes(sent[:last] + b" }" + sent[last + 1 :])
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3 and "the two copies diverged" in refused.stderr, refused.stderr
+    assert a.layout.log_path(session_id).read_bytes() == before
+
+
+def test_a_session_coming_back_that_differs_and_fails_a_check_is_refused_for_the_check(hosts):  # noqa: F811
+    a, _, project_a, session_id, log = _coming_back(hosts)
+    before = a.layout.log_path(session_id).read_bytes()
+    first, rest = log.read_bytes().split(b"\n", 1)
+    log.write_bytes(first[:-1] + b"\n" + rest)  # its first line no longer JSON, so no prefix of A's either
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3 and "line 1 of the log sent" in refused.stderr, refused.stderr
+    assert "is not JSON" in refused.stderr and "diverged" not in refused.stderr
+    assert a.layout.log_path(session_id).read_bytes() == before
+
+
 def test_a_session_coming_back_is_checked_line_by_line_after_the_prefix_here(hosts):  # noqa: F811
     a, _, project_a, session_id, log = _coming_back(hosts)
     before = a.layout.log_path(session_id).read_bytes()

@@ -53,6 +53,9 @@ READY_TIMEOUT = 100.0
 # less often, so a slow start costs little.
 POLL_FIRST = 0.01
 POLL_MAX = 0.1
+# A move-in's answer is the step a `chock move` waits on, at most a few seconds: looked for at the first pace
+# throughout, not up to POLL_MAX late.
+POLL_MOVE_IN = POLL_FIRST
 
 # What is read of run.log to find the child's last line: its refusal is one line near the end.
 TAIL_BYTES = 16 * 1024
@@ -225,7 +228,10 @@ class Children:
             return True
 
         try:
-            self._wait(child, ready, run_log=run_log if coming_back else None, offset=offset, timeout=timeout)
+            self._wait(
+                child, ready, run_log=run_log if coming_back else None, offset=offset, timeout=timeout,
+                pause_most=POLL_MOVE_IN,
+            )  # fmt: skip
         except Refusal:
             if not coming_back:
                 self._clean_failed_start(session_id, output)
@@ -358,6 +364,7 @@ class Children:
         run_log: Path | None = None,
         offset: int = 0,
         timeout: float = READY_TIMEOUT,
+        pause_most: float = POLL_MAX,
     ) -> None:
         deadline = time.monotonic() + timeout
         pause = POLL_FIRST
@@ -379,7 +386,7 @@ class Children:
                 self.status.activity("session.refused", **child.activity(), exit_code=None)
                 raise Refusal(f"the session did not start within {timeout:g} s; it was stopped")
             time.sleep(pause)
-            pause = min(POLL_MAX, pause * 1.5)
+            pause = min(pause_most, pause * 1.5)
 
     def _clean_failed_start(self, session_id: str, output: Path) -> None:
         """Remove what a child that never made its log left: its output file, a directory with no log."""

@@ -302,6 +302,30 @@ def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
+class SyncAhead:
+    """The data of a file begun to be synced by a thread (it waits on the disk, not on the CPU) while its caller
+    reads it, so the sync that later makes it durable finds little left to write. `join` raises a failure: the
+    descriptor would not report it to that later sync again."""
+
+    def __init__(self, fd: int) -> None:
+        import threading
+
+        self._failed: OSError | None = None
+        self._thread = threading.Thread(target=self._sync, args=(fd,), name="log-sync-ahead", daemon=True)
+        self._thread.start()
+
+    def _sync(self, fd: int) -> None:
+        try:
+            _fdatasync(fd)
+        except OSError as error:
+            self._failed = error
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._failed is not None:
+            raise self._failed
+
+
 def _lock(fd: int, path: Path) -> None:
     if not lock_within(fd, LOCK_RETRY_SECONDS, LOCK_POLL_SECONDS):
         raise LogLocked(f"another process owns this session (its log {path} is locked)")

@@ -31,7 +31,7 @@ from chock.log.fold import FOLDED_TYPES, SessionState
 from chock.log.index import MOVED_PROJECT
 from chock.log.reader import lines_backwards
 from chock.log.row import RowState
-from chock.log.writer import LogLocked, SessionLog
+from chock.log.writer import LogLocked, SessionLog, SyncAhead
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
 from chock.session import move_branch, moving, sandbox, start, workspace
@@ -51,13 +51,13 @@ class Checked:
     before: Event | None
 
 
-def check_log(found: BinaryIO, session_id: str, trusted: int = 0) -> Checked:
+def check_log(found: BinaryIO, session_id: str, own: BinaryIO | None = None, kept: int = 0) -> Checked:
     """The incoming log, checked line by line (see the module) in one streaming read; Refused naming the first
-    line that fails. Its first `trusted` bytes, whole lines, are the log this host holds (compared byte for byte
-    by the caller): they are folded, not checked again."""
+    line that fails. Its first `kept` bytes (whole lines) must be those of `own`, the log this host holds
+    (_Diverged when they are not): compared and folded in the same read, not checked again."""
     state, ends, last = SessionState(), _Ends(), None
     found.seek(0)
-    for chunk in _whole_lines(found, trusted):
+    for chunk in _own_lines(found, own, kept, session_id):
         for event in state.feed_folded(chunk):
             ends.saw(event)
             last = event
@@ -108,23 +108,40 @@ class _Ends:
             self.latest = event
 
 
-def _whole_lines(found: BinaryIO, length: int) -> Iterator[bytes]:
-    """The next `length` bytes of `found` (whole lines), a few MiB of whole lines at a time."""
-    held = b""
+class _Diverged(Refused):
+    """The log sent does not begin with the one this host holds."""
+
+
+def _own_lines(found: BinaryIO, own: BinaryIO | None, length: int, session_id: str) -> Iterator[bytes]:
+    """The first `length` bytes of `found` (whole lines), a chunk of whole lines at a time, each the same bytes as
+    `own` holds there (_Diverged otherwise): both files are read once, each chunk compared while it is in the cache
+    the fold then reads it from."""
+    if not length:
+        return
+    assert own is not None, "a prefix is taken only compared with the log here"
+    own.seek(0)
     while length:
-        data = found.read(min(PREFIX_CHUNK, length))
-        if not data:
-            raise _bad("the log sent changed while it was read")
-        length -= len(data)
-        data = held + data
-        cut = data.rfind(b"\n") + 1 if length else len(data)
-        held = data[cut:]
-        if cut:
-            yield data[:cut]
+        step = min(PREFIX_CHUNK, length)
+        data = found.read(step)
+        if len(data) != step or own.read(step) != data:
+            raise _Diverged(
+                f"session {session_id} is on this host already, and the log sent does not continue it (its log "
+                "here is no prefix of the one sent): the two copies diverged; nothing was written"
+            )
+        cut = data.rfind(b"\n") + 1 if step < length else step
+        if not cut:
+            raise _bad(f"a line of the log sent is longer than {moving.EVENT_LIMIT} bytes, the most an event may be")
+        if cut < step:  # the line cut in two is read again with the next chunk, from both files
+            found.seek(cut - step, os.SEEK_CUR)
+            own.seek(cut - step, os.SEEK_CUR)
+            data = data[:cut]
+        length -= cut
+        yield data
 
 
-# A prefix the target holds already is folded this much at a time.
-PREFIX_CHUNK = 8 * 1024 * 1024
+# A prefix the target holds already is compared and folded this much at a time: more than a line may hold, and
+# small enough that a chunk is still in the CPU's cache when the fold reads it after its comparison.
+PREFIX_CHUNK = 2 * 1024 * 1024
 
 
 def _handed_to(found: BinaryIO) -> str:
@@ -224,6 +241,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
     undo: list[Undo] = []
     # The received log, opened once: checked through this descriptor, then it becomes the session's log.
     fd, fd_taken = os.open(incoming / "log", os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC), False
+    ahead = SyncAhead(fd)  # its bytes go to the disk while it is checked
     try:
         # git checks the bundle's objects in a process of its own while this one checks the log.
         with (
@@ -235,7 +253,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
             old = _existing_log(layout, session_id, received)
             if old is not None:
                 undo.append(old.log.release)
-            checked = check_log(received, session_id, old.kept if old is not None else 0)
+            checked = _checked(received, session_id, old)
             state = checked.state
             prepared = start._prepare(layout, request, request.project, request.instance or state.instance)
             base, repo = state.workspace_base, prepared.repo
@@ -245,6 +263,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
                     "there (`git fetch` from where the project came) and move the session again. Nothing was written"
                 )
             undo.append(move_branch.import_branch(repo, unpacking, session_id, base, move.source))
+        ahead.join()
         log = _write_log(layout, session_id, incoming / "log", fd, checked.last_id, old, str(prepared.project), undo)
         fd_taken = True
         log.knows_row(state)  # the check folded every line: the cache gets its row with nothing read again
@@ -269,6 +288,8 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
         log.sync()  # the commit point
     except BaseException:
         if not fd_taken:
+            with contextlib.suppress(OSError):
+                ahead.join()
             os.close(fd)
         for step in reversed(undo):
             with contextlib.suppress(Exception):
@@ -323,10 +344,11 @@ class _Old:
 
 
 def _existing_log(layout: Layout, session_id: str, incoming: BinaryIO) -> _Old | None:
-    """The log already here, when there is one: taken only when it moved away from here and, without its move-out
-    lines (its last span: adopt, `end {reason: moved}`), is a prefix of the incoming one — or when it ends with a
-    handover (what a move-in to here cut before its adopt left, or a move away from here whose answer was lost) and
-    all of it is a prefix of the incoming one. A refusal is the incoming log's own, when it has one."""
+    """The log already here, when there is one: taken only when it moved away from here (the incoming one must then
+    begin with it without its move-out lines: its last span, adopt and `end {reason: moved}`) or when it ends with a
+    handover (what a move-in to here cut before its adopt left, or a move away from here whose answer was lost: the
+    incoming one must begin with all of it). `_checked` compares them. A refusal is the incoming log's own, when it
+    has one."""
     path = layout.log_path(session_id)
     if not path.exists():
         return None
@@ -335,6 +357,19 @@ def _existing_log(layout: Layout, session_id: str, incoming: BinaryIO) -> _Old |
     except Refused:
         check_log(incoming, session_id)  # a log that fails its checks is refused for that, first
         raise
+
+
+def _checked(found: BinaryIO, session_id: str, old: _Old | None) -> Checked:
+    """The incoming log checked past the prefix the log here must be; one that is not is refused for its own
+    fault first, when it has one."""
+    if old is None:
+        return check_log(found, session_id)
+    with open(old.path, "rb") as here:
+        try:
+            return check_log(found, session_id, here, old.kept)
+        except _Diverged:
+            check_log(found, session_id)
+            raise
 
 
 def _take_existing(layout: Layout, path: Path, session_id: str, incoming: BinaryIO) -> _Old:
@@ -348,11 +383,6 @@ def _take_existing(layout: Layout, path: Path, session_id: str, incoming: Binary
             if kept is None:
                 raise Refused(
                     f"session {session_id} is on this host already and did not move away from it; nothing was written"
-                )
-            if not _same_prefix(here, incoming, kept):
-                raise Refused(
-                    f"session {session_id} is on this host already, and the log sent does not continue it (its log "
-                    "here is no prefix of the one sent): the two copies diverged; nothing was written"
                 )
     except BaseException:
         log.release()
@@ -390,19 +420,6 @@ def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
         if (b"session.adopt" in line or b"\\u" in line) and (decode(line) or {}).get("type") == "session.adopt":
             return offset, False
     return None, False
-
-
-def _same_prefix(here: BinaryIO, sent: BinaryIO, length: int) -> bool:
-    """Whether the incoming log begins with the first `length` bytes of `here`, compared a chunk at a time."""
-    here.seek(0)
-    sent.seek(0)
-    while length:
-        step = min(moving.COPY_CHUNK, length)
-        mine = here.read(step)
-        if len(mine) != step or sent.read(step) != mine:
-            return False
-        length -= step
-    return True
 
 
 def _write_log(
