@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable
 
 from chock.log import rowcache
+from chock.log.events import MAX_EVENT_BYTES
 from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
 from chock.log.row import RowState
 from chock.log.rowcache import OWNER_WAIT, Cached, Snapshot
-from chock.log.rowfold import FAN_OUT, Helper, fold_log
 from chock.paths import Layout, check_session_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 # that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a
 # running log, and a busy session costs one small file write per interval.
 CACHE_EVERY = 5.0
+
+# A log is read in pieces of this size: every complete event fits in one (events are at most 1 MiB).
+CHUNK = 4 * MAX_EVENT_BYTES
 
 
 class Entry(Cached):
@@ -223,7 +226,7 @@ class Catalog:
         (watched), a look at each of the others."""
         self._reals, self._checked = {}, set()
         if not self._watched:
-            return self._look_at(ids, key)
+            return [self._look(session_id, key) for session_id in ids]
         with self._lock:
             freshness = self._freshness
             if freshness is None:
@@ -240,29 +243,14 @@ class Catalog:
                     return found  # None is not in it
             else:
                 found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
-        missing = [session_id for session_id, entry in zip(ids, found, strict=True) if entry is None]
-        looked = iter(self._look_at(missing, key))
-        return [entry if entry is not None else next(looked) for entry in found]
+        return [
+            entry if entry is not None else self._look(session_id, key)
+            for session_id, entry in zip(ids, found, strict=True)
+        ]
 
-    def _look_at(self, ids: list[str], key: str | None) -> list[Entry | None]:
-        """A look at each of `ids`, with a helper folding from the last of them when at least FAN_OUT have no row
-        here or in the cache (chock.log.rowfold)."""
-        unfolded = self._unfolded(ids, key)
-        helper = Helper.start(self._sessions, unfolded) if len(unfolded) >= FAN_OUT else None
-        if helper is None:
-            return [self._look(session_id, key) for session_id in ids]
-        with helper:
-            return [self._look(session_id, key, helper.take(session_id)) for session_id in ids]
-
-    def _unfolded(self, ids: list[str], key: str | None) -> list[str]:
-        """Those of `ids` no entry here and no cached row holds (the logs a look would fold whole)."""
-        cached = self._project_cache(key).rows if key and self._cache is not None else {}
-        entries = self._entries
-        return [session_id for session_id in ids if session_id not in entries and session_id not in cached]
-
-    def _look(self, session_id: str, key: str | None, given: Cached | None = None) -> Entry | None:
+    def _look(self, session_id: str, key: str | None) -> Entry | None:
         """The session now: what this catalog holds when the log has not grown, else the fold of what the
-        log holds past what it, the cache or `given` (a helper's row of the log) covers."""
+        log holds past what it (or the cache) covers."""
         path = self._log(session_id)
         token = None
         if self._freshness is not None:
@@ -281,16 +269,15 @@ class Catalog:
             old if old is not None and old.identity == identity and old.offset <= info.st_size else None
         )
         cached = None
-        if base is None and given is not None:
-            base = given
-        elif base is None and self._cache is not None:
+        if base is None and self._cache is not None:
             if key is None:
                 key = self.index.project_of(session_id)
-            base = cached = self._cached(key, session_id, info) if key else None
-        if base is not None and _covers(base, info):
-            # The log is as it was when the cache (or the helper) read it: nothing to read.
-            entry = Entry(session_id, identity, base.mtime, base.offset, base.state, base.project_real)
-            return self._keep(entry, token)
+            cached = self._cached(key, session_id, info) if key else None
+            if cached is not None:
+                base = cached
+                if _covers(cached, info):  # the log is as it was when the cache was written: nothing to read
+                    entry = Entry(session_id, identity, cached.mtime, cached.offset, cached.state, cached.project_real)
+                    return self._keep(entry, token)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -448,7 +435,7 @@ def _fold(session_id: str, fd: int, base: Cached | None, resolve: Callable[[str]
     if base is not None and base.offset and os.pread(fd, 1, base.offset - 1) != b"\n":
         base = None
     state = base.state.copy() if base is not None else RowState()
-    offset = fold_log(fd, state, base.offset if base is not None else 0, size)
+    offset = _feed(fd, state, base.offset if base is not None else 0, size)
     real = base.project_real if base is not None and base.state.project == state.project else ""
     return _made(session_id, info, offset, state, real, resolve), base is not None
 
@@ -476,6 +463,38 @@ def _covers(cached: Cached, info: os.stat_result) -> bool:
         and cached.offset == info.st_size
         and cached.mtime == info.st_mtime_ns
     )
+
+
+def _feed(fd: int, state: RowState, offset: int, size: int) -> int:
+    """Fold the complete lines of `fd` from `offset` to `size` into `state`; the offset after the last one."""
+    while offset < size:
+        data = os.pread(fd, min(CHUNK, size - offset), offset)
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) < CHUNK:
+                break  # a torn tail, or a line still being written: read again once it is whole
+            # A line longer than any event is not an event: step over it.
+            found = _next_line(fd, offset + len(data), size)
+            if found is None:
+                break
+            offset = found
+            continue
+        state.feed(data[:end])
+        offset += end
+    return offset
+
+
+def _next_line(fd: int, offset: int, size: int) -> int | None:
+    """The offset just after the next newline at or after `offset`, or None when there is none before `size`."""
+    while offset < size:
+        data = os.pread(fd, min(CHUNK, size - offset), offset)
+        if not data:
+            return None
+        newline = data.find(b"\n")
+        if newline >= 0:
+            return offset + newline + 1
+        offset += len(data)
+    return None
 
 
 # For the commands: one look at the state dir each -------------------------------------------------------

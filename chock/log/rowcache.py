@@ -211,7 +211,7 @@ class Rows(Mapping[str, Cached]):
         """The session's row, or `default`: with no exception for a session the file does not hold (a cold listing
         asks for every session, and the file holds none of them)."""
         found = self._find(session_id) if self._start < len(self._data) else None
-        cached = None if found is None else parse_row(self._data[found[0] : found[1]], session_id)
+        cached = None if found is None else _parse(self._data[found[0] : found[1]], session_id)
         self._heads[session_id] = None if cached is None else (cached.identity, cached.mtime, cached.offset)
         return default if cached is None else cached
 
@@ -285,7 +285,7 @@ def _line_id(data: bytes | bytearray, start: int, end: int) -> str | None:
     return found if is_session_id(found) else None
 
 
-def parse_row(line: bytes | bytearray, session_id: str) -> Cached | None:
+def _parse(line: bytes | bytearray, session_id: str) -> Cached | None:
     """The row a line holds, when it is one (and keeps at most MAX_ROW_WEIGHT bytes per byte of the line)."""
     try:
         item = json.loads(line)
@@ -312,7 +312,7 @@ def _weight(value: object) -> int:
     return size
 
 
-def row_line(session_id: str, cached: Cached) -> bytes | None:
+def _line(session_id: str, cached: Cached) -> bytes | None:
     """A row's line in the file, or None when it would be longer than MAX_LINE (the row is then not cached)."""
     value = [session_id, *cached.identity, cached.mtime, cached.offset, cached.project_real, cached.state.to_json()]
     line = json.dumps(value, separators=(",", ":")).encode() + b"\n"
@@ -428,7 +428,7 @@ def _merged(
     differ = False
     for session_id, start, end in current.lines():
         while n < len(new) and new[n] < session_id:
-            line = row_line(new[n], rows[new[n]])
+            line = _line(new[n], rows[new[n]])
             if line is not None:
                 out += line
                 heads[new[n]] = _head(rows[new[n]])
@@ -449,7 +449,7 @@ def _merged(
         if session_id in current.known:
             heads[session_id] = current.known[session_id]
     for session_id in new[n:]:
-        line = row_line(session_id, rows[session_id])
+        line = _line(session_id, rows[session_id])
         if line is not None:
             out += line
             heads[session_id] = _head(rows[session_id])
@@ -469,7 +469,7 @@ def _replacing(
     if old is not None and (old.identity, old.offset, old.mtime) == (new.identity, new.offset, new.mtime):
         return None  # the same lines folded: the same row
     if old is None or old.identity != new.identity or old.offset <= new.offset or _gives_way(old, force, session_id):
-        return row_line(session_id, new)
+        return _line(session_id, new)
     return None
 
 
