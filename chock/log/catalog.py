@@ -134,10 +134,22 @@ class Catalog:
     def warm_reply(
         self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]
     ) -> bytes | None:
-        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read."""
+        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read. The reply made
+        last, when this look finds the very entries that one found (`_listing`'s rule, checked here in the one
+        pass that finds them fresh)."""
         real = os.path.realpath(project)
-        if not self._warm(real):
+        found = self._fresh(real)
+        if found is None:
             return None
+        last = self._listed.get(key_of(real))
+        if (
+            last is not None
+            and last.reply is not None
+            and last.settled
+            and last.real == real
+            and _same(last.found, found)
+        ):
+            return last.reply
         return self.reply_then_save(project, encode, defer=False, real=real)[0]
 
     def reply_then_save(
@@ -190,15 +202,24 @@ class Catalog:
 
     def _warm(self, real: str) -> bool:
         """`warm` of a resolved project path."""
+        return self._fresh(real) is not None
+
+    def _fresh(self, real: str) -> list[Entry] | None:
+        """The entries of the sessions of the resolved project path `real` (foreign ones among them, as `_looks`
+        finds them) when they answer from memory: the index holds its ids as the sessions dir is, and each is held
+        and fresh; else None."""
         if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
-            return False
+            return None
         ids = self.index.current(real)
         if ids is None:
-            return False
+            return None
         with self._lock:
             for session_id in self._freshness.drain():
                 self._entries.pop(session_id, None)
-            return self._freshness.fresh.issuperset(ids) and all(map(self._entries.__contains__, ids))
+            if not self._freshness.fresh.issuperset(ids):
+                return None
+            found = list(map(self._entries.get, ids))
+        return found if all(found) else None  # type: ignore[return-value]  # an entry is true, None is not
 
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
