@@ -89,6 +89,7 @@ class Catalog:
         self._sessions = layout.sessions_text
         self._cache = layout.rows_text if cache else None
         self._entries: dict[str, Entry] = {}
+        self._changes = 0  # how many times `_entries` has been changed (watched: see `_fresh`)
         # With `watched` (the daemon's: it lists again and again), which entries no event has touched, made at
         # the first look; the lock keeps its bookkeeping and `_entries` in step.
         self._watched = watched
@@ -134,21 +135,17 @@ class Catalog:
     def warm_reply(
         self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]
     ) -> bytes | None:
-        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read. The reply made
-        last, when this look finds the very entries that one found (`_listing`'s rule, checked here in the one
-        pass that finds them fresh)."""
+        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read. The last listing's
+        own reply when this look finds the very entries it found (`_listing`'s rule), which is checked once and
+        then again only once an entry has changed or left `fresh`, or the project's ids are not the ones checked."""
         real = os.path.realpath(project)
-        found = self._fresh(real)
+        last = self._listed.get(key_of(real))
+        if last is not None and (last.reply is None or not last.settled or last.real != real):
+            last = None  # no reply of its own to answer with
+        found = self._fresh(real, last)
         if found is None:
             return None
-        last = self._listed.get(key_of(real))
-        if (
-            last is not None
-            and last.reply is not None
-            and last.settled
-            and last.real == real
-            and _same(last.found, found)
-        ):
+        if last is not None and found is last.found:
             return last.reply
         return self.reply_then_save(project, encode, defer=False, real=real)[0]
 
@@ -204,22 +201,33 @@ class Catalog:
         """`warm` of a resolved project path."""
         return self._fresh(real) is not None
 
-    def _fresh(self, real: str) -> list[Entry] | None:
+    def _fresh(self, real: str, last: LastListing | None = None) -> list[Entry] | None:
         """The entries of the sessions of the resolved project path `real` (foreign ones among them, as `_looks`
         finds them) when they answer from memory: the index holds its ids as the sessions dir is, and each is held
-        and fresh; else None."""
+        and fresh; else None. `last.found` itself when they are its entries, checked as they are now, or no entry
+        has changed nor left `fresh` since the same ids were checked so."""
         if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
             return None
         ids = self.index.current(real)
         if ids is None:
             return None
         with self._lock:
-            for session_id in self._freshness.drain():
+            freshness = self._freshness
+            for session_id in freshness.drain():
                 self._entries.pop(session_id, None)
-            if not self._freshness.fresh.issuperset(ids):
+            checked = (freshness.losses, self._changes, ids)
+            if last is not None and last.checked == checked:
+                return last.found
+            if not freshness.fresh.issuperset(ids):
                 return None
-            found = list(map(self._entries.get, ids))
-        return found if all(found) else None  # type: ignore[return-value]  # an entry is true, None is not
+            got = list(map(self._entries.get, ids))
+            if not all(got):
+                return None
+            found: list[Entry] = got  # type: ignore[assignment]  # all(got): an entry is true, None is not
+            if last is not None and _same(last.found, found):
+                last.checked = checked
+                return last.found
+        return found
 
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
@@ -340,6 +348,7 @@ class Catalog:
             return entry
         with self._lock:
             self._entries[entry.session_id] = entry
+            self._changes += 1
             self._freshness.made(entry.session_id, token)
         return entry
 
@@ -350,6 +359,7 @@ class Catalog:
             return
         with self._lock:
             self._entries.pop(session_id, None)
+            self._changes += 1
             self._freshness.forget(session_id)
 
     # The cache ------------------------------------------------------------------------------------------
@@ -421,7 +431,9 @@ class Catalog:
         if self._cache is None:
             return
         if row is not None:
-            self._entries[session_id] = _made(session_id, os.fstat(fd), end, row.copy())
+            with self._lock:
+                self._entries[session_id] = _made(session_id, os.fstat(fd), end, row.copy())
+                self._changes += 1
         entry = self.entry(session_id)
         if entry is None or not entry.project_real or not entry.offset:
             return
@@ -439,7 +451,7 @@ class Catalog:
 class LastListing:
     """One listing of a project (`Catalog._listing`)."""
 
-    __slots__ = ("entries", "found", "real", "reply", "settled")
+    __slots__ = ("checked", "entries", "found", "real", "reply", "settled")
 
     def __init__(self, real: str, found: list[Entry], settled: bool, entries: list[Entry]) -> None:
         self.real = real
@@ -447,6 +459,9 @@ class LastListing:
         self.settled = settled
         self.entries = entries
         self.reply: bytes | None = None
+        # When a warm look last found `found` as they are (`Catalog._fresh`): the freshness losses and changes of
+        # entries then, and the ids it looked for.
+        self.checked: tuple[int, int, list[str]] | None = None
 
 
 def _nothing() -> None:
