@@ -914,6 +914,25 @@ def test_a_list_answered_from_memory_still_shows_each_change_to_ended_sessions_a
     assert [row["input_tokens"] for row in _rows(daemon, project).values()] == [7, 9]
 
 
+def test_a_list_answered_from_memory_follows_a_symlink_moved_to_another_project(home, daemons, tmp_path):
+    layout = home.layout
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    ids = {first: write_session(layout, 1, first), second: write_session(layout, 2, second)}
+    link = tmp_path / "current"
+    link.symlink_to(first)
+    daemon = daemons.start()
+    assert list(_rows(daemon, link)) == [ids[first]]
+    time.sleep(RACY_NS / 1e9 + 0.2)  # a second past the sessions dir's last change: its listing is trusted
+    for _ in range(3):
+        assert list(_rows(daemon, link)) == [ids[first]]
+    link.unlink()
+    link.symlink_to(second)
+    assert list(_rows(daemon, link)) == [ids[second]]
+    assert list(_rows(daemon, link)) == [ids[second]]
+
+
 def test_events_the_kernel_could_not_queue_leave_no_row_stale(home, project, daemons):
     layout = home.layout
     busy = [write_session(layout, n, project, []) for n in (1, 2)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import operator
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -138,7 +139,7 @@ class Catalog:
         """`reply`, when it is answered from memory (`warm`); else None, and nothing was read. The last listing's
         own reply when this look finds the very entries it found (`_listing`'s rule), which is checked once and
         then again only once an entry has changed or left `fresh`, or the project's ids are not the ones checked."""
-        real = os.path.realpath(project)
+        real = _resolved(os.fspath(project))
         last = self._listed.get(key_of(real))
         if last is not None and (last.reply is None or not last.settled or last.real != real):
             last = None  # no reply of its own to answer with
@@ -466,6 +467,23 @@ class LastListing:
 
 def _nothing() -> None:
     """Nothing left to save."""
+
+
+def _resolved(path: str) -> str:
+    """`os.path.realpath(path)`, in one lstat a component for the usual project path: absolute, normal, and no
+    symlink on the way (then it is its own real path); any other is left to realpath."""
+    if path.startswith("/") and not path.startswith("//") and path == os.path.normpath(path):
+        at = 0
+        try:
+            while at >= 0:
+                at = path.find("/", at + 1)
+                if stat.S_ISLNK(os.lstat(path if at < 0 else path[:at]).st_mode):
+                    break
+            else:
+                return path
+        except OSError:
+            pass
+    return os.path.realpath(path)
 
 
 def _same(old: list[Entry], new: list[Entry]) -> bool:
