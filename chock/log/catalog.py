@@ -140,10 +140,11 @@ class Catalog:
         own reply when this look finds the very entries it found (`_listing`'s rule), which is checked once and
         then again only once an entry has changed or left `fresh`, or the project's ids are not the ones checked."""
         real = _resolved(os.fspath(project))
-        last = self._listed.get(key_of(real))
+        key = key_of(real)
+        last = self._listed.get(key)
         if last is not None and (last.reply is None or not last.settled or last.real != real):
             last = None  # no reply of its own to answer with
-        found = self._fresh(real, last)
+        found = self._fresh(key, last)
         if found is None:
             return None
         if last is not None and found is last.found:
@@ -196,20 +197,16 @@ class Catalog:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
         sessions dir is, and no event has touched any of its entries (watched). A listing that is not warm
         reads files: the daemon makes it in a thread, never in its selector loop."""
-        return self._warm(os.path.realpath(project))
+        return self._fresh(key_of(os.path.realpath(project))) is not None
 
-    def _warm(self, real: str) -> bool:
-        """`warm` of a resolved project path."""
-        return self._fresh(real) is not None
-
-    def _fresh(self, real: str, last: LastListing | None = None) -> list[Entry] | None:
-        """The entries of the sessions of the resolved project path `real` (foreign ones among them, as `_looks`
-        finds them) when they answer from memory: the index holds its ids as the sessions dir is, and each is held
-        and fresh; else None. `last.found` itself when they are its entries, checked as they are now, or no entry
-        has changed nor left `fresh` since the same ids were checked so."""
+    def _fresh(self, key: str, last: LastListing | None = None) -> list[Entry] | None:
+        """The entries of the sessions of the project `key` (foreign ones among them, as `_looks` finds them) when
+        they answer from memory: the index holds its ids as the sessions dir is, and each is held and fresh; else
+        None. `last.found` itself when they are its entries, checked as they are now, or no entry has changed nor
+        left `fresh` since the same ids were checked so."""
         if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
             return None
-        ids = self.index.current(real)
+        ids = self.index.current(key)
         if ids is None:
             return None
         with self._lock:
