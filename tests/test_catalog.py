@@ -17,13 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chock.control import daemon_protocol as dp
+from chock.control.client import expect
 from chock.errors import Refused
 from chock.log import catalog as catalog_module
 from chock.log import rowcache
 from chock.log.catalog import Catalog, Entry
 from chock.log.events import encode
 from chock.log.fold import SessionState, fold
-from chock.log.index import key_of
+from chock.log.index import RACY_NS, key_of
 from chock.log.reader import read_events
 from chock.log.row import RowState
 from chock.log.writer import SessionLog
@@ -883,6 +884,53 @@ def test_the_daemons_list_shows_a_new_session_at_once_and_relisting_writes_nothi
     for _ in range(3):
         assert list(_rows(daemon, project)) == ids
     assert stamped() == trusted
+
+
+def test_a_list_answered_from_memory_still_shows_each_change_to_ended_sessions_at_once(
+    home, project, daemons, tmp_path
+):
+    """Every session has ended and nothing has changed: the daemon answers a list from the reply it made last. A
+    line appended to one of the logs (looked at first by another verb, or not), a session removed and one added
+    are each in the very next list."""
+    layout = home.layout
+    first, second = write_session(layout, 1, project), write_session(layout, 2, project)
+    daemon = daemons.start()
+    assert list(_rows(daemon, project)) == [first, second]
+    time.sleep(RACY_NS / 1e9 + 0.2)  # a second past the sessions dir's last change: its listing is trusted
+    for _ in range(3):
+        assert list(_rows(daemon, project)) == [first, second]
+    append(layout, first, _usage(3, tokens=7))
+    assert _rows(daemon, project)[first]["input_tokens"] == 7
+    assert _rows(daemon, project)[first]["input_tokens"] == 7
+    os.rename(layout.session_dir(second), tmp_path / "archived")
+    assert list(_rows(daemon, project)) == [first]
+    third = write_session(layout, 3, project)
+    assert list(_rows(daemon, project)) == [first, third]
+    time.sleep(RACY_NS / 1e9 + 0.2)
+    for _ in range(3):
+        assert list(_rows(daemon, project)) == [first, third]
+    append(layout, third, _usage(3, tokens=9))
+    assert expect(daemon.client.call(dp.FindRequest(third)), dp.ListRow).row["input_tokens"] == 9
+    assert [row["input_tokens"] for row in _rows(daemon, project).values()] == [7, 9]
+
+
+def test_a_list_answered_from_memory_follows_a_symlink_moved_to_another_project(home, daemons, tmp_path):
+    layout = home.layout
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    ids = {first: write_session(layout, 1, first), second: write_session(layout, 2, second)}
+    link = tmp_path / "current"
+    link.symlink_to(first)
+    daemon = daemons.start()
+    assert list(_rows(daemon, link)) == [ids[first]]
+    time.sleep(RACY_NS / 1e9 + 0.2)  # a second past the sessions dir's last change: its listing is trusted
+    for _ in range(3):
+        assert list(_rows(daemon, link)) == [ids[first]]
+    link.unlink()
+    link.symlink_to(second)
+    assert list(_rows(daemon, link)) == [ids[second]]
+    assert list(_rows(daemon, link)) == [ids[second]]
 
 
 def test_events_the_kernel_could_not_queue_leave_no_row_stale(home, project, daemons):

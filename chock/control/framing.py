@@ -299,47 +299,34 @@ class LineBuffer:
         self._failed: ProtocolError | None = None
 
     def feed(self, data: bytes) -> None:
+        """Take `data`, split at its newlines in one pass; each line is checked against its bound before it is
+        copied anywhere (a 2 MiB line costs at most its bound here)."""
         if self._failed is not None or not data:
             return
-        if isinstance(self._limit, int):
-            self._feed_split(data, self._limit)
-            return
-        view = memoryview(data)
-        start = 0
-        while start < len(data):
-            newline = data.find(b"\n", start)
-            end = len(data) if newline < 0 else newline
-            limit = self._limit_for(data, start)
-            if len(self._partial) + (end - start) > limit:
-                # Refused before the excess is copied: a 2 MiB line costs at most `limit` bytes here.
-                self._refuse(limit)
-                return
-            self._partial += view[start:end]
-            if newline < 0:
-                return
-            self._lines.append(self._decode(bytes(self._partial)))
-            self._partial.clear()
-            start = newline + 1
-
-    def _feed_split(self, data: bytes, limit: int) -> None:
-        """`feed` under one bound for every line: `data` split at its newlines in one pass."""
+        fixed = self._limit if isinstance(self._limit, int) else None
         pieces = data.split(b"\n")
         rest = pieces.pop()  # after the last newline: a line not ended yet
-        if pieces and self._partial:
-            if len(self._partial) + len(pieces[0]) > limit:
+        held = self._partial
+        if pieces and held:
+            limit = fixed if fixed is not None else self._bound(held, pieces[0])
+            if len(held) + len(pieces[0]) > limit:
                 self._refuse(limit)
                 return
-            pieces[0] = bytes(self._partial) + pieces[0]
-            self._partial.clear()
+            pieces[0] = bytes(held) + pieces[0]
+            held.clear()
         for piece in pieces:
+            limit = fixed if fixed is not None else self._bound(b"", piece)
             if len(piece) > limit:
                 self._refuse(limit)
                 return
             self._lines.append(self._decode(piece))
-        if len(self._partial) + len(rest) > limit:
+        if not rest:
+            return
+        limit = fixed if fixed is not None else self._bound(held, rest)
+        if len(held) + len(rest) > limit:
             self._refuse(limit)
             return
-        self._partial += rest
+        held += rest
 
     def _refuse(self, limit: int) -> None:
         note = f" ({self._note})" if self._note else ""
@@ -348,12 +335,12 @@ class LineBuffer:
         )
         self._partial = bytearray()
 
-    def _limit_for(self, data: bytes, start: int) -> int:
-        if isinstance(self._limit, int):
-            return self._limit
-        head = bytes(self._partial[:HEAD_BYTES])
+    def _bound(self, held: bytes | bytearray, more: bytes) -> int:
+        """The bound of a line whose bytes so far are `held` then `more`, decided by its first HEAD_BYTES."""
+        assert not isinstance(self._limit, int)
+        head = bytes(held[:HEAD_BYTES])
         if len(head) < HEAD_BYTES:
-            head += data[start : start + HEAD_BYTES - len(head)]
+            head += more[: HEAD_BYTES - len(head)]
         return self._limit(head)
 
     @staticmethod

@@ -61,7 +61,7 @@ def full_row(wire: dict[str, Any]) -> dict[str, Any]:
 # A line's start, after the newline before it, up to its tab: a time the one-pass parse can put in a JSON string as
 # it is (no escape, no quote). Led by a newline, it is found at the speed of a byte search. Compiled at the first
 # listing read, not when a command that never reads one imports the protocol (docs/architecture.md#start-up).
-_PLAIN_TIME = rb'\n[^\t\n"\\]*\t'
+_PLAIN_TIME = '\n[^\t\n"\\\\]*\t'
 
 
 def rows_of(data: bytes, make: Callable[[str, dict[str, Any]], T]) -> list[T] | None:
@@ -72,18 +72,28 @@ def rows_of(data: bytes, make: Callable[[str, dict[str, Any]], T]) -> list[T] | 
     A reply whose rows hold every field this client knows and no other (every row as long as `ROW_DEFAULTS`, and
     no field but those in any row: each row then holds exactly those) gives its rows as parsed, not copied over
     the defaults: what a daemon of the same version sends is read once, with no dict made twice."""
-    lines = data.count(b"\n")
-    if not lines or not data.endswith(b"\n") or data.count(b"\t") != lines or b"\0" in data:
-        return None
-    import re  # re caches the compiled pattern
-
-    if len(re.findall(_PLAIN_TIME, b"\n" + data)) != lines:
+    if not data.endswith(b"\n") or b"\0" in data:
         return None
     try:
         text = data.decode("utf-8")
-        # `T1\tJ1\nT2\tJ2\n` -> `[["T1",J1],["T2",J2]]`: the tab and newline appear nowhere else (one tab a line,
-        # and a JSON text holds neither outside its whitespace, which the count of tabs rules out).
-        pairs = json.loads('[["' + text[:-1].replace("\t", '",').replace("\n", '],["') + "]]")
+    except ValueError:
+        return None
+    # `T1\tJ1\nT2\tJ2\n` -> `[["T1",J1],["T2",J2]]`: the tab and newline appear nowhere else (one tab a line, and
+    # a JSON text holds neither outside its whitespace, which the count of tabs rules out). Each replacement is a
+    # character longer than what it replaces (`",`) or three (`],["`): the lengths count the tabs and lines, with no
+    # pass over the text of their own.
+    body = text[:-1]
+    tabbed = body.replace("\t", '",')
+    joined = tabbed.replace("\n", '],["')
+    lines = (len(joined) - len(tabbed)) // 3 + 1
+    if len(tabbed) - len(body) != lines:
+        return None
+    import re  # re caches the compiled pattern
+
+    if len(re.findall(_PLAIN_TIME, "\n" + body)) != lines:
+        return None
+    try:
+        pairs = json.loads("".join(('[["', joined, "]]")))
     except (ValueError, RecursionError):
         return None
     if len(pairs) != lines:

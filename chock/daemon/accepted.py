@@ -98,6 +98,7 @@ class Connection:
         self.out = bytearray()
         self.producer: Iterator[bytes] | None = None
         self.request: Request | None = None
+        self.watched = 0  # the events the loop's selector watches this socket for (0: not registered)
         self._send_deadline = 0.0  # while writing: the client takes some of its reply by then
         self._read_eof = False  # the client stopped writing while its reply is still being written
 
@@ -137,7 +138,7 @@ class Connection:
         if self.phase == LINGERING:
             self.codec.receive_data(data, now)
             if self.codec.closed:
-                self.close()
+                self.over()
             return None
         if self.phase != READING:
             # One verb per connection: what else the client sends is dropped. A client that shut its side
@@ -146,7 +147,7 @@ class Connection:
             return None
         if not data:
             self.daemon.status.count("dropped")  # end of file, perhaps mid-line: a request cut short is none
-            self.close()
+            self.over()
             return None
         self.codec.receive_data(data, now)
         while True:
@@ -213,7 +214,7 @@ class Connection:
             except BlockingIOError:
                 return
             except OSError:
-                self.close()
+                self.over()
                 return
             if sent == 0:
                 return
@@ -231,7 +232,7 @@ class Connection:
             self.daemon.status.count("dropped")
             self.out = bytearray(last or b"")
             self.flush()
-        self.close()
+        self.over()
         return True
 
     # Helpers ----------------------------------------------------------------------------------------------
@@ -253,7 +254,7 @@ class Connection:
         if self.phase == LINGERING:
             return
         if self._read_eof:
-            self.close()  # the client shut its side already: there is nothing left to drain
+            self.over()  # the client shut its side already: there is nothing left to drain
             return
         self.phase = LINGERING
         with contextlib.suppress(OSError):
@@ -266,13 +267,19 @@ class Connection:
         self.daemon.status.error(verb, error)
         traceback.print_exc(file=sys.stderr)
 
-    def close(self) -> None:
+    def over(self) -> None:
+        """Nothing more to do here: `closed` from now on. In the selector loop the loop then stops watching the
+        socket and closes it (`close`); a socket closed before it is unwatched makes that a failing call."""
         if self.phase == "closed":
             return
         self.phase = "closed"
+        self.daemon.closed()
+
+    def close(self) -> None:
+        """`over`, and the socket closed."""
+        self.over()
         with contextlib.suppress(OSError):
             self.sock.close()
-        self.daemon.closed()
 
     @property
     def closed(self) -> bool:
@@ -343,9 +350,15 @@ def inline(request: Request) -> bool:
 def _verbs() -> ModuleType:
     """The verbs' module, imported at the first request rather than on the start a client waits on
     (docs/architecture.md#start-up)."""
-    from chock.daemon import verbs
+    global _verbs_module
+    if _verbs_module is None:
+        from chock.daemon import verbs
 
-    return verbs
+        _verbs_module = verbs
+    return _verbs_module
+
+
+_verbs_module: ModuleType | None = None
 
 
 def _send(sock: socket.socket, data: bytes) -> None:

@@ -195,39 +195,39 @@ class Server:
                 last_status = now
 
     def _accept(self, selector: selectors.BaseSelector, listener: Listener) -> None:
+        """Take one connection from `listener`. One a turn: the selector is level-triggered, so a listener with
+        more waiting is ready again at the next turn (a burst is taken whole, a turn each), and the usual lone
+        client costs no second accept that finds nothing."""
         daemon, status = self.daemon, self.daemon.status
-        while True:
-            try:
-                sock, _ = listener.sock.accept()
-            except BlockingIOError:
-                return
-            except OSError as error:
-                status.error("accept", error)
-                if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    time.sleep(0.05)  # out of descriptors: let connections finish instead of spinning
-                return
-            status.count("accepted")
-            sock.setblocking(False)
-            now = time.monotonic()
-            daemon.opened()
-            connection = Connection(daemon, sock, listener, now)
-            self._connections.add(connection)
-            selector.register(sock, selectors.EVENT_READ, connection)
-            refusal = peer_refusal(sock) if listener.checks_peer else None
-            if refusal is not None:
-                connection.refuse(refusal, now, "forbidden", peer_uid=peer_uid(sock))
-            elif len(self._waiting()) > MAX_WAITING:
-                oldest = min(self._waiting(), key=lambda c: c.opened)
-                oldest.refuse(
-                    ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly"), now, "too_many"
-                )
-                self._settle(selector, oldest)
-            if connection.phase == READING:
-                # A client sends its greeting and request as soon as it connects, so they are usually here
-                # already: read them now rather than a turn of the loop later (nothing yet is no error).
-                self._serve(selector, connection, selectors.EVENT_READ)
-            else:
-                self._settle(selector, connection)
+        try:
+            sock, _ = listener.sock.accept()
+        except BlockingIOError:
+            return  # taken by another process sharing the listener, or gone before it was taken
+        except OSError as error:
+            status.error("accept", error)
+            if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                time.sleep(0.05)  # out of descriptors: let connections finish instead of spinning
+            return
+        status.count("accepted")
+        sock.setblocking(False)
+        now = time.monotonic()
+        daemon.opened()
+        connection = Connection(daemon, sock, listener, now)
+        self._connections.add(connection)
+        self._watch(selector, connection)
+        refusal = peer_refusal(sock) if listener.checks_peer else None
+        if refusal is not None:
+            connection.refuse(refusal, now, "forbidden", peer_uid=peer_uid(sock))
+        elif len(self._waiting()) > MAX_WAITING:
+            oldest = min(self._waiting(), key=lambda c: c.opened)
+            oldest.refuse(ProtocolError(ErrorCode.REFUSED, "too many connections; try again shortly"), now, "too_many")
+            self._settle(selector, oldest)
+        if connection.phase == READING:
+            # A client sends its greeting and request as soon as it connects, so they are usually here
+            # already: read them now rather than a turn of the loop later (nothing yet is no error).
+            self._serve(selector, connection, selectors.EVENT_READ)
+        else:
+            self._settle(selector, connection)
 
     def _waiting(self) -> list[Connection]:
         return [c for c in self._connections if c.phase == READING]
@@ -246,10 +246,11 @@ class Server:
                     connection.refuse(refusal, now, "too_many")
                 else:
                     selector.unregister(connection.sock)
+                    connection.watched = 0
                     self._connections.discard(connection)
                     if not connection.hand_to_thread():
                         self._connections.add(connection)
-                        selector.register(connection.sock, selectors.EVENT_READ, connection)
+                        self._watch(selector, connection)
                         refusal = ProtocolError(ErrorCode.REFUSED, "the daemon cannot take more connections now")
                         connection.refuse(refusal, now, "too_many")
                     else:
@@ -264,14 +265,22 @@ class Server:
         mask = (selectors.EVENT_READ if connection.wants_read else 0) | (
             selectors.EVENT_WRITE if connection.wants_write else 0
         )
-        with contextlib.suppress(KeyError, ValueError):
-            if selector.get_key(connection.sock).events != mask:
+        if connection.watched and connection.watched != mask:
+            with contextlib.suppress(KeyError, ValueError):
                 selector.modify(connection.sock, mask, connection)
+                connection.watched = mask
+
+    def _watch(self, selector: selectors.BaseSelector, connection: Connection) -> None:
+        selector.register(connection.sock, selectors.EVENT_READ, connection)
+        connection.watched = selectors.EVENT_READ
 
     def _forget(self, selector: selectors.BaseSelector, connection: Connection) -> None:
+        """Stop watching a connection, then close it (its socket still open, so unwatching it is one call)."""
         self._connections.discard(connection)
-        with contextlib.suppress(KeyError, ValueError, OSError):
-            selector.unregister(connection.sock)
+        if connection.watched:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                selector.unregister(connection.sock)
+            connection.watched = 0
         connection.close()
 
     def _finish_replies(self, selector: selectors.BaseSelector) -> None:

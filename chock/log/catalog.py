@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import operator
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -92,6 +93,7 @@ class Catalog:
         self._sessions = layout.sessions_text
         self._cache = layout.rows_text if cache else None
         self._entries: dict[str, Entry] = {}
+        self._changes = 0  # how many times `_entries` has been changed (watched: see `_fresh`)
         # With `watched` (the daemon's: it lists again and again), which entries no event has touched, made at
         # the first look; the lock keeps its bookkeeping and `_entries` in step.
         self._watched = watched
@@ -137,10 +139,19 @@ class Catalog:
     def warm_reply(
         self, project: str | os.PathLike[str], encode: Callable[[str, dict[str, Any]], bytes]
     ) -> bytes | None:
-        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read."""
-        real = os.path.realpath(project)
-        if not self._warm(real):
+        """`reply`, when it is answered from memory (`warm`); else None, and nothing was read. The last listing's
+        own reply when this look finds the very entries it found (`_listing`'s rule), which is checked once and
+        then again only once an entry has changed or left `fresh`, or the project's ids are not the ones checked."""
+        real = _resolved(os.fspath(project))
+        key = key_of(real)
+        last = self._listed.get(key)
+        if last is not None and (last.reply is None or not last.settled or last.real != real):
+            last = None  # no reply of its own to answer with
+        found = self._fresh(key, last)
+        if found is None:
             return None
+        if last is not None and found is last.found:
+            return last.reply
         return self.reply_then_save(project, encode, defer=False, real=real)[0]
 
     def reply_then_save(
@@ -189,19 +200,35 @@ class Catalog:
         """Whether `of_project(project)` answers from memory now: the index holds the project's ids as the
         sessions dir is, and no event has touched any of its entries (watched). A listing that is not warm
         reads files: the daemon makes it in a thread, never in its selector loop."""
-        return self._warm(os.path.realpath(project))
+        return self._fresh(key_of(os.path.realpath(project))) is not None
 
-    def _warm(self, real: str) -> bool:
-        """`warm` of a resolved project path."""
+    def _fresh(self, key: str, last: LastListing | None = None) -> list[Entry] | None:
+        """The entries of the sessions of the project `key` (foreign ones among them, as `_looks` finds them) when
+        they answer from memory: the index holds its ids as the sessions dir is, and each is held and fresh; else
+        None. `last.found` itself when they are its entries, checked as they are now, or no entry has changed nor
+        left `fresh` since the same ids were checked so."""
         if self._freshness is None or self._saving.locked():  # a cache being written: the loop would wait for it
-            return False
-        ids = self.index.current(real)
+            return None
+        ids = self.index.current(key)
         if ids is None:
-            return False
+            return None
         with self._lock:
-            for session_id in self._freshness.drain():
+            freshness = self._freshness
+            for session_id in freshness.drain():
                 self._entries.pop(session_id, None)
-            return self._freshness.fresh.issuperset(ids) and all(map(self._entries.__contains__, ids))
+            checked = (freshness.losses, self._changes, ids)
+            if last is not None and last.checked == checked:
+                return last.found
+            if not freshness.fresh.issuperset(ids):
+                return None
+            got = list(map(self._entries.get, ids))
+            if not all(got):
+                return None
+            found: list[Entry] = got  # type: ignore[assignment]  # all(got): an entry is true, None is not
+            if last is not None and _same(last.found, found):
+                last.checked = checked
+                return last.found
+        return found
 
     def every(self) -> list[Entry]:
         """Every session of the state dir, oldest first."""
@@ -306,6 +333,7 @@ class Catalog:
             return entry
         with self._lock:
             self._entries[entry.session_id] = entry
+            self._changes += 1
             self._freshness.made(entry.session_id, token)
         return entry
 
@@ -316,6 +344,7 @@ class Catalog:
             return
         with self._lock:
             self._entries.pop(session_id, None)
+            self._changes += 1
             self._freshness.forget(session_id)
 
     # The cache ------------------------------------------------------------------------------------------
@@ -387,7 +416,9 @@ class Catalog:
         if self._cache is None:
             return
         if row is not None:
-            self._entries[session_id] = _made(session_id, os.fstat(fd), end, row.copy())
+            with self._lock:
+                self._entries[session_id] = _made(session_id, os.fstat(fd), end, row.copy())
+                self._changes += 1
         entry = self.entry(session_id)
         if entry is None or not entry.project_real or not entry.offset:
             return
@@ -405,7 +436,7 @@ class Catalog:
 class LastListing:
     """One listing of a project (`Catalog._listing`)."""
 
-    __slots__ = ("entries", "found", "real", "reply", "settled")
+    __slots__ = ("checked", "entries", "found", "real", "reply", "settled")
 
     def __init__(self, real: str, found: list[Entry], settled: bool, entries: list[Entry]) -> None:
         self.real = real
@@ -413,10 +444,30 @@ class LastListing:
         self.settled = settled
         self.entries = entries
         self.reply: bytes | None = None
+        # When a warm look last found `found` as they are (`Catalog._fresh`): the freshness losses and changes of
+        # entries then, and the ids it looked for.
+        self.checked: tuple[int, int, list[str]] | None = None
 
 
 def _nothing() -> None:
     """Nothing left to save."""
+
+
+def _resolved(path: str) -> str:
+    """`os.path.realpath(path)`, in one lstat a component for the usual project path: absolute, normal, and no
+    symlink on the way (then it is its own real path); any other is left to realpath."""
+    if path.startswith("/") and not path.startswith("//") and path == os.path.normpath(path):
+        at = 0
+        try:
+            while at >= 0:
+                at = path.find("/", at + 1)
+                if stat.S_ISLNK(os.lstat(path if at < 0 else path[:at]).st_mode):
+                    break
+            else:
+                return path
+        except OSError:
+            pass
+    return os.path.realpath(path)
 
 
 def _same(old: list[Entry], new: list[Entry]) -> bool:

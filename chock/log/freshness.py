@@ -51,6 +51,9 @@ class Freshness:
         # claim to freshness (a second look of the same session cancels the first's).
         self._looking: dict[str, object] = {}
         self.fresh: set[str] = set()
+        # How many times a session has left `fresh` (or may have): ids all fresh at one count still are at the
+        # same count, so a reader that checked them then need not check them again.
+        self.losses = 0
 
     def drain(self) -> list[str]:
         """Take every queued event (without blocking); the sessions whose watch went with its log (deleted):
@@ -85,7 +88,7 @@ class Freshness:
     def watch(self, session_id: str, path: str) -> object | None:
         """Watch the log at `path` before it is looked at; what `made` compares with, or None when it cannot be
         watched (its entry stays stale: looked at with a stat every time)."""
-        self.fresh.discard(session_id)
+        self._unfresh(session_id)
         if not self._tried:
             self._tried = True
             self._inotify = inotify.open_inotify()
@@ -114,11 +117,11 @@ class Freshness:
             del self._looking[session_id]
             self.fresh.add(session_id)
         else:
-            self.fresh.discard(session_id)
+            self._unfresh(session_id)
 
     def forget(self, session_id: str) -> None:
         """The session has no log any more: its watch goes with its entry."""
-        self.fresh.discard(session_id)
+        self._unfresh(session_id)
         self._looking.pop(session_id, None)
         wd = self._wd.get(session_id)
         if wd is not None:
@@ -137,8 +140,13 @@ class Freshness:
 
     def _touched(self, session_id: str) -> None:
         self._looking.pop(session_id, None)
+        self._unfresh(session_id)
+
+    def _unfresh(self, session_id: str) -> None:
         self.fresh.discard(session_id)
+        self.losses += 1
 
     def _lost(self) -> None:
         self._looking.clear()
         self.fresh.clear()
+        self.losses += 1

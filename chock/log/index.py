@@ -77,10 +77,10 @@ class ProjectIndex:
                 return []
             return list(self._project(key))
 
-    def current(self, project_real: str) -> list[str] | None:
-        """The ids of `project_real`'s sessions when the memory already holds them as the sessions dir is now (a
-        stat, no file read); None when `sessions_of` would list the directory or read a file first."""
-        key = key_of(project_real)
+    def current(self, key: str) -> list[str] | None:
+        """The ids of the sessions of the project `key` (`key_of` its real path) when the memory already holds them
+        as the sessions dir is now (a stat, no file read); None when `sessions_of` would list the directory or read
+        a file first."""
         with self._lock:
             try:
                 mtime = os.stat(self._sessions).st_mtime_ns

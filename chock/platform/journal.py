@@ -144,15 +144,21 @@ class Sink:
         self, event: str, priority: str | None, fields: dict[str, object], code: tuple[str, int, str] | None = None
     ) -> None:
         """Hand one record to the writer; `code` is where it was made (file, line, function) for the journal."""
-        level, template = EVENTS[event]
-        level = priority or level
-        unknown = set(fields) - set(FIELDS)
-        if unknown:
-            raise ValueError(f"not a record field: {', '.join(sorted(unknown))}")
-        if LEVELS[level] > self.threshold:
+        level = self.kept(event, priority, fields)
+        if level is None:
             return
+        template = EVENTS[event][1]
         values = {key: _clean(value) for key, value in fields.items() if value is not None}
         self._hand_over((event, level, template.format_map(_Fields(values)), values, code))
+
+    def kept(self, event: str, priority: str | None, fields: dict[str, object]) -> str | None:
+        """The level a record of `event` goes at, or None when it is below this sink's (dropped). A field not of
+        FIELDS is refused either way, so a record kept only at `debug` cannot carry one unnoticed."""
+        level = EVENTS[event][0]  # an event not of EVENTS is a KeyError, whatever its priority
+        level = priority or level
+        if not fields.keys() <= FIELDS.keys():
+            raise ValueError(f"not a record field: {', '.join(sorted(fields.keys() - FIELDS.keys()))}")
+        return level if LEVELS[level] <= self.threshold else None
 
     def flush(self, timeout: float = FLUSH_SECONDS) -> None:
         """Wait (at most `timeout`) until every record handed over so far has been written."""
@@ -249,7 +255,7 @@ def record(event: str, priority: str | None = None, /, *, stacklevel: int = 1, *
     `logging` counts them, for a helper that records on behalf of whoever called it.
     """
     sink = _sink
-    if sink is not None:
+    if sink is not None and sink.kept(event, priority, fields) is not None:  # a connection's record, most often not
         frame = sys._getframe(stacklevel)
         code = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         sink.record(event, priority, fields, code)
