@@ -241,8 +241,9 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
     undo: list[Undo] = []
     # The received log, opened once: checked through this descriptor, then it becomes the session's log.
     fd, fd_taken = os.open(incoming / "log", os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC), False
-    ahead = SyncAhead(fd)  # its bytes go to the disk while it is checked
+    ahead: SyncAhead | None = None
     try:
+        ahead = SyncAhead(fd)  # its bytes go to the disk while it is checked
         # git checks the bundle's objects in a process of its own while this one checks the log.
         with (
             move_branch.Unpacking(
@@ -288,8 +289,9 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
         log.sync()  # the commit point
     except BaseException:
         if not fd_taken:
-            with contextlib.suppress(OSError):
-                ahead.join()
+            if ahead is not None:
+                with contextlib.suppress(OSError):
+                    ahead.join()
             os.close(fd)
         for step in reversed(undo):
             with contextlib.suppress(Exception):
