@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -193,6 +194,35 @@ def test_a_session_whose_last_step_died_between_its_lines_comes_back(pair):  # n
     came = two.log(two.env_a, session_id).read_bytes()
     assert came.startswith(left[: left.rindex(b"\n", 0, len(left) - 1) + 1])  # all but the open span
     assert not worktree.exists() and str(worktree) not in _worktrees(two.here)
+    assert git_value(two.here, "show", f"chock/{session_id}:b.txt") == "B"
+
+
+def test_a_move_back_whose_last_step_died_too_leaves_one_owner_and_a_move_again_ends_it(pair):  # noqa: F811
+    """Both last steps killed between their lines: A's as the session goes to B, then B's as it comes back. A holds
+    it (the move back's adopt is A's), B's copy is a span no end closes after its handover to A, and `chock move`
+    again, from B, finds A holding it and ends it on B; A's log tells the whole story once."""
+    two = pair(a_dies=_dies("--moved", "after", ADOPT_HERE), b_dies=_dies("--moved", "after", ADOPT_HERE))
+    session_id, _ = _running_on_a(two)
+    assert two.move(session_id, two.b.address).returncode == 1
+    wait_until(lambda: two.status(two.b, session_id) == "ended", 60, "the session to end on B")
+
+    back = two.move(session_id, "local", source=("--daemon", two.b.address), project=two.here)
+    assert back.returncode == 1, back.stderr
+    assert "`chock run --moved` was killed by signal 9" in back.stderr, back.stderr
+    left = two.log(two.env_b, session_id).read_bytes()
+    assert json.loads(left.splitlines()[-1])["type"] == "session.adopt"  # B's span the kill left open
+    assert two.status(two.a, session_id) == "ended"
+
+    again = two.move(session_id, "local", source=("--daemon", two.b.address), project=two.here)
+    assert again.returncode == 0, again.stderr
+    assert two.status(two.b, session_id) == "moved"
+    assert two.status(two.a, session_id) == "ended"
+    refused = two.go_on(two.env_b, two.there, session_id)
+    assert refused.returncode == 3 and f"moved to {socket.gethostname()}" in refused.stderr, refused.stderr
+    events = _events(two.log(two.env_a, session_id))
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    moves = [(e["type"], e.get("from", e.get("reason"))) for e in events if e.get("via") == "move" or "to" in e]
+    assert moves[-2:] == [("session.end", "handover"), ("session.adopt", HOST_B)], moves
     assert git_value(two.here, "show", f"chock/{session_id}:b.txt") == "B"
 
 
