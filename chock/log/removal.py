@@ -70,7 +70,7 @@ def remove_session(
                 "its branch and removes it (or remove the session with --with-workspace)"
             )
         if state.end_reason == "moved":
-            _left_worktree(layout, state)
+            _left_worktree(layout, session_id, state)
         moved = layout.sessions_dir / f".removed-{session_id}-{secrets.token_hex(4)}"
         os.rename(layout.session_dir(session_id), moved)
     finally:
@@ -79,7 +79,7 @@ def remove_session(
     layout.scratchpad_path(session_id).unlink(missing_ok=True)
 
 
-def _left_worktree(layout: Layout, state: SessionState) -> None:
+def _left_worktree(layout: Layout, session_id: str, state: SessionState) -> None:
     """The worktree a session that moved away from here still has (the move's last step died before removing it):
     its work went on the branch, so it goes with the session. Only this machine's worktree is ever named
     (chock.log.row)."""
@@ -90,7 +90,7 @@ def _left_worktree(layout: Layout, state: SessionState) -> None:
     try:
         workspace.remove(keep.worktree_of(state))
     except ChockError:  # its project gone or no repository: no git knows the worktree, and its work is on the branch
-        if os.path.dirname(state.workspace) == str(layout.workspaces_dir):  # only where Chock makes worktrees
+        if state.workspace == str(layout.workspace_dir(session_id)):  # only where Chock makes this one's worktree
             tree.delete(Path(state.workspace))
 
 

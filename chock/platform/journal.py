@@ -145,8 +145,11 @@ class Sink:
     ) -> None:
         """Hand one record to the writer; `code` is where it was made (file, line, function) for the journal."""
         level = self.kept(event, priority, fields)
-        if level is None:
-            return
+        if level is not None:
+            self.hand(event, level, fields, code)
+
+    def hand(self, event: str, level: str, fields: dict[str, object], code: tuple[str, int, str] | None) -> None:
+        """Hand a record `kept` said goes at `level` to the writer."""
         template = EVENTS[event][1]
         values = {key: _clean(value) for key, value in fields.items() if value is not None}
         self._hand_over((event, level, template.format_map(_Fields(values)), values, code))
@@ -255,10 +258,11 @@ def record(event: str, priority: str | None = None, /, *, stacklevel: int = 1, *
     `logging` counts them, for a helper that records on behalf of whoever called it.
     """
     sink = _sink
-    if sink is not None and sink.kept(event, priority, fields) is not None:  # a connection's record, most often not
+    level = None if sink is None else sink.kept(event, priority, fields)
+    if level is not None:  # a connection's record, most often not: no frame looked up for it
+        assert sink is not None
         frame = sys._getframe(stacklevel)
-        code = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-        sink.record(event, priority, fields, code)
+        sink.hand(event, level, fields, (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
 
 
 def flush(timeout: float = FLUSH_SECONDS) -> None:
