@@ -475,6 +475,35 @@ def test_sessions_started_at_once_in_one_project_each_get_their_worktree(tmp_pat
         assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 17  # the project and its 16
 
 
+def _remove_at_once(made: list[workspace.Worktree]) -> list[str]:
+    """The worktrees `made` removed at once, each from its own thread; what each failure said."""
+    errors: list[str] = []
+
+    def one(worktree: workspace.Worktree) -> None:
+        try:
+            workspace.remove(worktree)
+        except OSError as error:
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=one, args=(worktree,)) for worktree in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_sessions_ending_at_once_in_one_project_each_remove_their_worktree(tmp_path: Path) -> None:
+    """A session's `git worktree prune` deletes the admin dir of every worktree whose directory is gone, another
+    session's too, even as that one deletes it itself: sixteen removed at once, three times over, all succeed."""
+    for round_ in range(3):
+        project = make_project(tmp_path / f"p{round_}")
+        made = [workspace.create(project, tmp_path / f"w{round_}" / f"s{i}", f"chock/s{i}")[0] for i in range(16)]
+        assert _remove_at_once(made) == []
+        assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 1  # the project alone
+        assert not any(worktree.admin.exists() or worktree.directory.exists() for worktree in made)
+
+
 def test_tree_entries_reads_several_root_files_at_once_and_keeps_only_what_a_commit_id_names(project: Path) -> None:
     (project / ".chock").mkdir()
     (project / ".chock" / "mcp.zon").write_text(".{}\n")

@@ -444,11 +444,13 @@ def changes(worktree: Worktree) -> Changes:
 
 def remove(worktree: Worktree) -> None:
     """Delete the worktree and its recorded admin dir (nothing in them followed through a symlink), then let
-    git forget what it no longer finds."""
+    git forget what it no longer finds. The admin dir goes under the repository's worktree lock: once the
+    directory is gone, another session's `git worktree prune` deletes that admin dir too, and two deletions of
+    one directory at once fail each other."""
     stamps.remove(worktree.directory)
     tree.delete(worktree.directory)
-    tree.delete(worktree.admin)
     with _one_at_a_time(worktree.repo):
+        tree.delete(worktree.admin)
         worktree.repo.run(["worktree", "prune"])
 
 
@@ -460,12 +462,13 @@ WORKTREE_LOCK_SECONDS = 60.0
 def _one_at_a_time(repo: Repo) -> Iterator[None]:
     """Hold the repository's worktree lock (`<common dir>/chock-worktrees.lock`, flock): `git worktree add` reads
     every other worktree's admin dir, and one that a concurrent add has half made fails it ("failed to read
-    …/commondir"), so sessions started at once in one project add (and prune) their worktrees in turn."""
+    …/commondir"), so sessions started or ended at once in one project add, prune and delete admin dirs in
+    turn."""
     fd = os.open(repo.common_dir / "chock-worktrees.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         if not lock_within(fd, WORKTREE_LOCK_SECONDS, 0.02):
             raise Refused(
-                f"another Chock has been adding a worktree to {repo.common_dir} for over "
+                f"another Chock has been adding or removing a worktree of {repo.common_dir} for over "
                 f"{WORKTREE_LOCK_SECONDS:g} s; try again once it is done"
             )
         yield
