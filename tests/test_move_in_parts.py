@@ -148,3 +148,75 @@ def test_a_session_coming_back_with_no_work_done_away_takes_nothing_of_its_bundl
     assert sorted(os.listdir(project_a / ".git/objects/pack")) == packs
     assert git_value(project_a, "rev-parse", f"chock/{session_id}") == tip
     assert not [name for name in os.listdir(project_a / ".git/objects") if name.startswith("incoming-")]
+
+
+def _coming_back_from(hosts, changed: bool = False) -> tuple:  # noqa: F811
+    """A session moved A -> B, then moved out of B towards A told what A keeps of its log (as `move-check` tells
+    it), its parts received on A: (A, B, project A, id, the log part A received, the length A keeps). `changed`:
+    B's log was changed in a line A keeps before B moved it out."""
+    from chock.session.kept_log import kept_of
+
+    a, b, project_a, project_b = hosts
+    session_id = _ended_session(a, project_a)
+    b.replay_instance(ONE_FILE)
+    _move(a, b, session_id, project_b, ("hosta", "hostb"))
+    kept = kept_of(a.layout.log_path(session_id))
+    assert kept is not None
+    if changed:
+        held = b.layout.log_path(session_id)
+        held.write_bytes(held.read_bytes().replace(b"write a file", b"write a fill", 1))
+    out = b.chock("run", "--move-out", session_id, "--to", "hosta", f"--kept={kept.text()}")
+    assert out.returncode == 0, out.stderr
+    into = _relay(b, a, session_id, json.loads(out.stdout))
+    return a, b, project_a, session_id, into / "log", kept.length
+
+
+def test_a_session_coming_back_sends_only_what_its_log_gained_away_and_is_whole_here(hosts):  # noqa: F811
+    a, b, project_a, session_id, part, kept = _coming_back_from(hosts)
+    here_before = a.layout.log_path(session_id).read_bytes()
+    on_b = b.layout.log_path(session_id).read_bytes()
+    sent = part.read_bytes()
+    assert on_b[:kept] == here_before[:kept]  # what A kept is where B's log begins
+    assert on_b.startswith(here_before[:kept] + sent)  # only the rest travelled: B's lines through its handover
+    assert json.loads(sent.split(b"\n", 1)[0])["id"] == here_before[:kept].count(b"\n") + 1
+    taken = _move_in(a, session_id, project_a, "hostb")
+    assert taken.returncode == 0, taken.stderr
+    now = a.layout.log_path(session_id).read_bytes()
+    assert now.startswith(here_before[:kept] + sent)  # the whole log, then A's adopt and end
+    events = [json.loads(line) for line in now.splitlines()]
+    assert [event["id"] for event in events] == list(range(1, len(events) + 1))
+    assert (a.layout.log_path(session_id).parent / "log.jsonl.moved-1").read_bytes() == here_before
+    row = _row(a, project_a)
+    assert (row["status"], row["project"], row["end_reason"]) == ("ended", str(project_a), "completed")
+
+
+def test_a_log_changed_away_in_what_the_target_keeps_is_sent_whole_and_refused_there(hosts):  # noqa: F811
+    a, _, project_a, session_id, part, _ = _coming_back_from(hosts, changed=True)
+    before = a.layout.log_path(session_id).read_bytes()
+    assert json.loads(part.read_bytes().split(b"\n", 1)[0])["id"] == 1  # no prefix of A's: the whole log went
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3 and "the two copies diverged" in refused.stderr, refused.stderr
+    assert a.layout.log_path(session_id).read_bytes() == before
+
+
+def test_what_follows_a_log_a_host_no_longer_keeps_is_refused_and_writes_nothing(hosts):  # noqa: F811
+    a, _, project_a, session_id, _, _ = _coming_back_from(hosts)
+    removed = a.chock("sessions", "remove", session_id, cwd=project_a)
+    assert removed.returncode == 0, removed.stderr
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3 and "it keeps none" in refused.stderr, refused.stderr
+    assert not a.layout.session_dir(session_id).exists()
+
+
+def test_what_follows_the_kept_log_is_checked_line_by_line_once_joined(hosts):  # noqa: F811
+    a, _, project_a, session_id, part, kept = _coming_back_from(hosts)
+    before = a.layout.log_path(session_id).read_bytes()
+    first, rest = part.read_bytes().split(b"\n", 1)
+    event = json.loads(first)
+    event["id"] += 1  # one line skipped: it no longer continues what A keeps
+    part.write_bytes(json.dumps(event).encode() + b"\n" + rest)
+    refused = _move_in(a, session_id, project_a, "hostb")
+    assert refused.returncode == 3, refused.stderr
+    expected = before[:kept].count(b"\n") + 1
+    assert f"line {expected} of the log sent" in refused.stderr and "a log's ids go 1, 2, 3" in refused.stderr
+    assert a.layout.log_path(session_id).read_bytes() == before

@@ -552,6 +552,11 @@ def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling
     held = kept.splitlines()
     assert json.loads(held[-1])["reason"] == "moved"
     assert (directory / "log.jsonl").read_bytes().splitlines()[: len(held) - 2] == held[:-2]
+    # Only what B's log gained past what A kept travelled back: B's log without its own last span (`moved`).
+    on_b = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().splitlines(keepends=True)
+    sent_first = len(b"".join(kept.splitlines(keepends=True)[:-2]))
+    assert f"sending its log ({sent_first:,} bytes)" in went.stderr, went.stderr  # the first move sent all of it
+    assert f"sending its log ({len(b''.join(on_b[:-2])) - sent_first:,} bytes)" in came.stderr, came.stderr
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
     assert b.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
 
@@ -656,3 +661,24 @@ def test_a_session_coming_back_sends_only_the_objects_its_target_lacks(tmp_path,
     assert _bundle_sent(again.stderr) < 1_000
     assert git_value(there, "rev-parse", branch) == git_value(here, "rev-parse", branch)
     assert b.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
+
+
+TIP, KEPT = "c" * 40, f"1234:{'d' * 64}"
+
+
+@pytest.mark.parametrize("tip, kept", [("", ""), (TIP, ""), ("", KEPT), (TIP, KEPT)])
+def test_move_checks_answer_is_read_as_it_was_written(tip: str, kept: str) -> None:
+    line = mp.HostNamed("hostb", tip, kept).encode().decode()
+    read = mp.HostNamed.decode(line.rstrip("\n"))
+    assert read is not None and (read.host, read.tip, read.kept) == ("hostb", tip, kept)
+
+
+@pytest.mark.parametrize(
+    "kept", ["0:" + "d" * 64, "12:" + "D" * 64, "12:" + "d" * 63, "12", "-12:" + "d" * 64, "1" * 13 + ":" + "d" * 64]
+)
+def test_what_a_host_keeps_is_a_length_and_a_digest_or_the_request_is_refused(kept: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        mp.MoveOutRequest.from_fields(["20261201-073450-a1b2c3", "hostb", "60", "", "", kept])
+    assert caught.value.code == ErrorCode.BAD_REQUEST and "<length>:<sha256>" in caught.value.text
+    assert mp.HostNamed.decode(f"ok hostb\t\t{kept}") is None
+    assert mp.HostNamed.decode(f"ok hostb\t{TIP}\t") is None  # an empty last field is no reply this version writes

@@ -280,8 +280,10 @@ def _move(
     there = named.host
     _step(f"taking session {session_id} {where} (a running session hands over at its next turn boundary)")
     try:
-        # What the target's `chock/<id>` holds already (a session coming back) is left out of the bundle.
-        out = mp.MoveOutRequest(session_id, there, wait, _reachable_from(found.host, to_address), named.tip)
+        # What the target holds already (a session coming back) is left out: of the bundle, its `chock/<id>`; of
+        # the log, what it keeps.
+        reachable = _reachable_from(found.host, to_address)
+        out = mp.MoveOutRequest(session_id, there, wait, reachable, named.tip, named.kept)
         manifest = _ask(source, found.host, out, mp.Manifest)
     except MoveFailed as error:
         raise MoveFailed(

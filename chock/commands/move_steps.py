@@ -1,7 +1,7 @@
 """`chock run`'s hidden options for the steps of a move, each run by a child of a daemon
 (docs/remote.md#moving-a-session):
 
-    chock run --move-out ID --to HOST [--wait SECONDS] [--address=ADDR] [--have=COMMIT]
+    chock run --move-out ID --to HOST [--wait SECONDS] [--address=ADDR] [--have=COMMIT] [--kept=LENGTH:SHA256]
                                                            the source, step 1: one JSON line describing the parts
     chock run --move-in ID --project DIR --from HOST [--instance NAME] [--running]
                                                            the target, step 2: `{"adopted": <event id>}`, then
@@ -28,6 +28,7 @@ OPTIONS = (
     Option("--from", "move_from", str, "HOST", "The host a session moves from.", hidden=True),
     Option("--address", "move_address", str, "ADDR", "Where the client reached --to.", hidden=True),
     Option("--have", "move_have", str, "COMMIT", "What --to holds: the bundle leaves it out.", hidden=True),
+    Option("--kept", "move_kept", str, "LENGTH:SHA256", "What --to keeps of the log: not sent.", hidden=True),
     Option("--running", "move_running", bool, "", "It was running: carry it on.", hidden=True),
     Option("--wait", "move_wait", float, "", "Bounds each answer.", default=DEFAULT_WAIT_SECONDS, hidden=True),
 )
@@ -54,7 +55,7 @@ def run_source_step(layout: Layout, move: dict[str, Any], found: str) -> int:
     if found == "move_out":
         said = moving.move_out(
             layout, move["move_out"], move["move_to"], wait=move["move_wait"], say=_quiet,
-            address=move["move_address"] or "", have=move["move_have"] or "",
+            address=move["move_address"] or "", have=move["move_have"] or "", kept=move["move_kept"] or "",
         )  # fmt: skip
     else:
         said = {"moved": moving.moved(layout, move["moved"], move["move_to"])}

@@ -2,8 +2,8 @@
 and its reply, part of chock.control.daemon_protocol's `VERBS` (declared here so that table stays one screenful of
 verbs a session's life uses; nothing else declares a verb).
 
-    move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>[\\t<tip>]    (on the target)
-    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have> -> ok <manifest JSON>  (on the source)
+    move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>[\\t<tip>[\\t<kept>]]  (on the target)
+    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept> -> ok <manifest JSON>  (on the source)
     send <id>\\t<part>                                         -> ok <length>\\t<sha256>, then <length> bytes
     receive <id>\\t<part>\\t<length>\\t<sha256>, then <length> bytes -> ok received          (on the target)
     move-in <id>\\t<project>\\t<from host>\\t<0|1>\\t<instance>     -> ok <adopt event id>     (on the target)
@@ -56,6 +56,14 @@ def target_address(value: str) -> str:
         raise f.bad_request(f"{f.show(str(value)[:80])} is not a daemon's address ({error})") from None
 
 
+def kept_prefix(value: str) -> str:
+    """What a target keeps of a session's log, as `<length>:<sha256>` (chock.session.kept_log.Kept)."""
+    length, colon, sha = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if colon and length.isdigit() and len(length) < 13 and int(length) > 0 and len(sha) == 64 and _HEX.issuperset(sha):
+        return value
+    raise f.bad_request(f"{f.show(str(value)[:80])} is not what a host keeps of a log (<length>:<sha256>)")
+
+
 def seconds(name: str, field: str) -> int:
     value = f.number(name, field)
     if not 0 < value <= 24 * 3600:
@@ -68,27 +76,34 @@ def seconds(name: str, field: str) -> int:
 
 
 class HostNamed(ReplyLine):
-    """`ok <host name>[\\t<tip>]`: `move-check`'s answer, the target's own host name (what the source's log says it
-    went to) and, when the project there has a branch `chock/<id>`, the commit it names: every object it reaches is
-    there already, so the bundle leaves them out (`move-out`'s `<have>`)."""
+    """`ok <host name>[\\t<tip>[\\t<kept>]]`: `move-check`'s answer, the target's own host name (what the source's log
+    says it went to); when the project there has a branch `chock/<id>`, the commit it names (empty: none): every
+    object it reaches is there already, so the bundle leaves them out (`move-out`'s `<have>`); and when the target
+    keeps a log of the session (a session coming back), `<length>:<sha256>` of what the log sent must begin with
+    (chock.session.kept_log): a log that does is sent without it (`move-out`'s `<kept>`)."""
 
-    __slots__ = ("host", "tip")
-    WHAT = "ok <host name>[\\t<tip>]"
+    __slots__ = ("host", "kept", "tip")
+    WHAT = "ok <host name>[\\t<tip>[\\t<kept>]]"
 
-    def __init__(self, host: str, tip: str = "") -> None:
+    def __init__(self, host: str, tip: str = "", kept: str = "") -> None:
         self.host = host
         self.tip = commit(tip) if tip else ""
+        self.kept = kept_prefix(kept) if kept else ""
 
     def encode(self) -> bytes:
-        return f"ok {self.host}{chr(9) + self.tip if self.tip else ''}\n".encode()
+        fields = [self.host, self.tip, self.kept] if self.kept else [self.host, self.tip] if self.tip else [self.host]
+        return f"ok {chr(9).join(fields)}\n".encode()
 
     @classmethod
     def decode(cls, line: str) -> HostNamed | None:
         if not line.startswith("ok "):
             return None
-        host, tab, tip = line[3:].partition("\t")
+        fields = line[3:].split("\t")
+        if len(fields) > 3 or (len(fields) == 2 and not fields[1]) or (len(fields) == 3 and not fields[2]):
+            return None
+        fields += [""] * (3 - len(fields))
         try:
-            return cls(host_name(host), commit(tip) if tab else "")
+            return cls(host_name(fields[0]), commit(fields[1]) if fields[1] else "", fields[2])
         except f.ProtocolError:
             return None
 
@@ -261,20 +276,22 @@ class MoveCheckRequest(Request):
 
 
 class MoveOutRequest(Request):
-    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>` -> `ok <manifest JSON>`: the source's child
-    takes the session (a running one at its next turn boundary, `--wait` bounding each round trip), ends its span
-    handed over to the target, and stages its parts. `<address>` is where the client reached the target (an address
-    as `--daemon` takes one; empty: none the source could use), which `chock run --continue` asks there. `<have>` is
-    the commit the target's `chock/<id>` names (`move-check`'s `<tip>`; empty: none): the bundle leaves out every
-    object it reaches, when it is an ancestor of the branch here."""
+    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>` -> `ok <manifest JSON>`: the
+    source's child takes the session (a running one at its next turn boundary, `--wait` bounding each round trip),
+    ends its span handed over to the target, and stages its parts. `<address>` is where the client reached the
+    target (an address as `--daemon` takes one; empty: none the source could use), which `chock run --continue` asks
+    there. `<have>` is the commit the target's `chock/<id>` names (`move-check`'s `<tip>`; empty: none): the bundle
+    leaves out every object it reaches, when it is an ancestor of the branch here. `<kept>` is what the target keeps
+    of the log (`move-check`'s `<kept>`; empty: nothing): when the log here begins with exactly it, only the rest is
+    sent."""
 
-    __slots__ = ("address", "have", "session_id", "to", "wait")
-    ATTRS = ("session_id", "to", "wait", "address", "have")
+    __slots__ = ("address", "have", "kept", "session_id", "to", "wait")
+    ATTRS = ("session_id", "to", "wait", "address", "have", "kept")
     verb = "move-out"
-    FIELDS = ("session id", "to host", "wait seconds", "address", "have")
+    FIELDS = ("session id", "to host", "wait seconds", "address", "have", "kept")
     REPLY = Manifest
 
-    def __init__(self, session_id: str, to: str, wait: int, address: str = "", have: str = "") -> None:
+    def __init__(self, session_id: str, to: str, wait: int, address: str = "", have: str = "", kept: str = "") -> None:
         self.session_id = f.session_id(session_id)
         self.to = host_name(to)
         if type(wait) is not int or not 0 < wait <= 24 * 3600:
@@ -282,10 +299,11 @@ class MoveOutRequest(Request):
         self.wait = wait
         self.address = target_address(address) if address else ""
         self.have = commit(have) if have else ""
+        self.kept = kept_prefix(kept) if kept else ""
 
     @classmethod
     def from_fields(cls, fields: list[str]) -> MoveOutRequest:
-        return cls(fields[0], fields[1], seconds("the wait", fields[2]), fields[3], fields[4])
+        return cls(fields[0], fields[1], seconds("the wait", fields[2]), fields[3], fields[4], fields[5])
 
     @property
     def WAIT(self) -> float:  # type: ignore[override]  # the client's bound, as every request names it

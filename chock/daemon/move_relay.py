@@ -94,13 +94,14 @@ def _drop(path: str) -> None:
 
 
 def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest) -> None:
-    """`move-check` -> `ok <this host's name>[\\t<tip>]` (`<tip>`: the commit the project's `chock/<id>` names, when
-    it has one), or the first reason this host would not take the session: an instance it does not have, a project
-    that is not a git repository holding the base commit, or the id of a session it holds (and that did not move
-    away from it)."""
+    """`move-check` -> `ok <this host's name>[\\t<tip>[\\t<kept>]]` (`<tip>`: the commit the project's `chock/<id>`
+    names, when it has one; `<kept>`: what a log sent must begin with, when this host keeps one), or the first
+    reason this host would not take the session: an instance it does not have, a project that is not a git
+    repository holding the base commit, or the id of a session it holds (and that did not move away from it)."""
     from chock.config import load_config
     from chock.errors import ChockError
     from chock.instances import listed
+    from chock.session.kept_log import kept_of
     from chock.session.move_branch import branch_of, branch_tip
 
     try:
@@ -120,7 +121,10 @@ def move_check(daemon: Daemon, reply: ReplyWriter, request: mp.MoveCheckRequest)
             f"this host already holds session {request.session_id} ({status}), and it did not move away from here; "
             "nothing was changed"
         )
-    reply.answer(mp.HostNamed(own_host(), branch_tip(repo, branch_of(request.session_id))))
+    # A session coming back: what its log here keeps is digested, so that the source sends only what follows it.
+    kept = kept_of(daemon.layout.log_path(request.session_id)) if entry is not None else None
+    tip = branch_tip(repo, branch_of(request.session_id))
+    reply.answer(mp.HostNamed(own_host(), tip, kept.text() if kept is not None else ""))
 
 
 def _may_come(state: RowState, alive: bool) -> bool:
@@ -258,6 +262,8 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
         args.append(f"--address={request.address}")
     if request.have:
         args.append(f"--have={request.have}")
+    if request.kept:
+        args.append(f"--kept={request.kept}")
     doing = f"moving session {request.session_id} out"
     code, said, out = daemon.children.run_chock(args, project, doing, timeout=2 * request.wait + mp.MOVE_SECONDS - 30)
     if code != 0:

@@ -14,7 +14,6 @@ and only this machine's `workspace.open` is taken over or removed.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import shutil
@@ -34,7 +33,7 @@ from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog, SyncAhead
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
-from chock.session import move_branch, moving, sandbox, start, workspace
+from chock.session import kept_log, move_branch, moving, sandbox, start, workspace
 from chock.session.hostgit import Repo
 from chock.session.run_request import RunRequest
 
@@ -238,6 +237,8 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
     for part, limit in (("bundle", moving.BUNDLE_LIMIT), ("scratchpad", moving.SCRATCHPAD_LIMIT)):
         if (incoming / part).stat().st_size > limit:
             raise _bad(f"its {part} is larger than {limit} bytes")
+    if (kept_log.first_id(incoming / "log") or 1) > 1:  # a session coming back: only what it gained elsewhere came
+        kept_log.join(layout.log_path(session_id), incoming / "log", moving.LOG_LIMIT)
     undo: list[Undo] = []
     # The received log, opened once: checked through this descriptor, then it becomes the session's log.
     fd, fd_taken = os.open(incoming / "log", os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC), False
@@ -381,7 +382,7 @@ def _take_existing(layout: Layout, path: Path, session_id: str, incoming: Binary
         raise Refused(f"session {session_id} is running on this host; nothing was written") from None
     try:
         with open(path, "rb") as here:
-            kept, cut = _kept_length(here, _handed_to(incoming))
+            kept, cut = kept_log.kept_length(here, bool(_handed_to(incoming)))
             if kept is None:
                 raise Refused(
                     f"session {session_id} is on this host already and did not move away from it; nothing was written"
@@ -391,37 +392,6 @@ def _take_existing(layout: Layout, path: Path, session_id: str, incoming: Binary
         raise
     found = catalog.Catalog(layout).entry(session_id) if cut else None
     return _Old(log, path, kept, cut, found.state if found is not None else None)
-
-
-def _kept_length(here: BinaryIO, to: str) -> tuple[int | None, bool]:
-    """How much of the log here the incoming one must begin with, read from its tail: all of it when it ends with a
-    handover — a move-in to here cut before its adopt (the source's handover to `to`, as the incoming one ends), or
-    a move away from here whose target's answer was lost (a handover to another host: the log sent, beginning with
-    all of it, is that host's copy coming back) —, else all before its last `session.adopt` when it ends with
-    `end {reason: moved}`; None for any other log. And whether it ended with a handover (its worktree is a
-    leftover)."""
-    lines = lines_backwards(here)
-    last = next(lines, None)
-    end = (decode(last[1]) or {}) if last is not None else {}
-    if end.get("type") == "session.adopt" and end.get("via") == "move" and not end.get("from"):
-        # A step of a move away from here killed after its adopt: all before that span, a handover, is kept.
-        assert last is not None
-        before = next(lines, None)
-        prior = (decode(before[1]) or {}) if before is not None else {}
-        handed = prior.get("type") == "session.end" and prior.get("reason") == "handover" and prior.get("to")
-        return (last[0], True) if handed and to else (None, False)
-    if end.get("type") != "session.end":
-        return None, False
-    if end.get("reason") == "handover" and to and end.get("to"):
-        return os.fstat(here.fileno()).st_size, True
-    if end.get("reason") != "moved":
-        return None, False
-    assert last is not None
-    for offset, line in itertools.chain([last], lines):
-        # Only a line naming the type (or escaping a character, as JSON may) can be an adopt: the rest are skipped.
-        if (b"session.adopt" in line or b"\\u" in line) and (decode(line) or {}).get("type") == "session.adopt":
-            return offset, False
-    return None, False
 
 
 def _write_log(

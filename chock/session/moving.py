@@ -30,7 +30,7 @@ from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir
 from chock.platform import host
-from chock.session import keep, workspace
+from chock.session import keep, kept_log, workspace
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 PARTS = parts.PARTS
 # Every event of a moving log fits in what a log's event may be; a longer line refuses the move.
 EVENT_LIMIT = MAX_EVENT_BYTES
-# The branch's bundle, and the scratchpad, are refused past these.
+# The log (joined onto what the target keeps, for a session coming back), the branch's bundle and the scratchpad
+# are refused past these.
+LOG_LIMIT = parts.PART_BOUNDS["log"]
 BUNDLE_LIMIT = parts.PART_BOUNDS["bundle"]
 SCRATCHPAD_LIMIT = parts.PART_BOUNDS["scratchpad"]
 # A host name as `--to` and `--from` name one (and `session.end`'s `to` records it): a DNS name or a
@@ -83,13 +85,15 @@ def moved_refusal(state: RowState, doing: str) -> Refused | None:
 
 def move_out(
     layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None], address: str = "",
-    have: str = "",
+    have: str = "", kept: str = "",
 ) -> dict[str, Any]:  # fmt: skip
     """Step 1; returns the line that describes the parts (`{"parts": […], "base", "instance", "session",
     "was_running"}`). A refusal before the handover end is logged leaves the session as it was (a running one
     handed over to nobody: `chock run --continue` takes it back). `address` is where the client reached `to`;
     the handover end records it, and `chock run --continue` asks there whether `to` adopted the session. `have`
-    is the commit `to`'s `chock/<id>` names (as its `move-check` said): the bundle leaves out what it reaches."""
+    is the commit `to`'s `chock/<id>` names (as its `move-check` said): the bundle leaves out what it reaches.
+    `kept` is what `to` keeps of the log (`<length>:<sha256>`, chock.session.kept_log): when the log here begins
+    with exactly it, only what follows it is sent."""
     check_session_id(session_id)
     check_host(to, "--to")
     where = {"address": _checked_address(address)} if address else {}
@@ -121,7 +125,7 @@ def move_out(
         if state.workspace_kept:  # its edits, committed or not, travel on the branch
             keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
         # What the log holds now is final (this process holds it): staged and digested while git makes the bundle.
-        with _LogCopy(path, out / "log") as staged:
+        with _LogCopy(path, out / "log", kept_log.Kept.parse(kept)) as staged:
             bundle = _bundle(state, out / "bundle", have)
             scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
             # The span that ends the log sent: nothing can refuse after it.
@@ -244,10 +248,11 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
 class _LogCopy:
     """The log copied to its staged part and digested in one pass, by a thread from the start: what the log holds
     when this begins is copied while the caller makes the other parts; `finish` copies the rest (the span the
-    caller appended since) and describes the part. The source's own log was synced; a staged part a crash tore is
+    caller appended since) and describes the part. The part is the whole log, or, when it begins with exactly what
+    the target keeps (`kept`), what follows that. The source's own log was synced; a staged part a crash tore is
     made again by the next move-out, so it is not synced."""
 
-    def __init__(self, source: Path, target: Path) -> None:
+    def __init__(self, source: Path, target: Path, kept: kept_log.Kept | None = None) -> None:
         import threading
 
         self._found = open(source, "rb")  # noqa: SIM115 - closed by __exit__
@@ -255,12 +260,15 @@ class _LogCopy:
         self._digest = hashlib.sha256()
         self._failed: BaseException | None = None
         size = os.fstat(self._found.fileno()).st_size
-        self._thread = threading.Thread(target=self._copy_guarded, args=(size,), name="log-copy", daemon=True)
+        self._thread = threading.Thread(target=self._copy_guarded, args=(size, kept), name="log-copy", daemon=True)
         self._thread.start()
 
-    def _copy_guarded(self, size: int) -> None:
+    def _copy_guarded(self, size: int, kept: kept_log.Kept | None) -> None:
         try:
-            self._copy(size)
+            held = kept is not None and kept.length <= size and kept_log.begins_with(self._found, kept)
+            skipped = kept.length if held and kept is not None else 0
+            self._found.seek(skipped)
+            self._copy(size - skipped)
         except BaseException as error:  # raised by `finish`, in the caller's thread
             self._failed = error
 
