@@ -220,3 +220,16 @@ def test_what_follows_the_kept_log_is_checked_line_by_line_once_joined(hosts):  
     expected = before[:kept].count(b"\n") + 1
     assert f"line {expected} of the log sent" in refused.stderr and "a log's ids go 1, 2, 3" in refused.stderr
     assert a.layout.log_path(session_id).read_bytes() == before
+
+
+def test_a_log_part_nested_too_deep_to_parse_is_refused_for_its_first_line(hosts):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id = _ended_session(a, project_a)
+    into = _relay(a, b, session_id, _move_out(a, session_id, "hostb"))
+    (into / "log").write_bytes(b"[" * 200_000 + b"\n")  # within an event's bound; deeper than a parser recurses
+    b.replay_instance(ONE_FILE)
+    refused = _move_in(b, session_id, project_b, "hosta")
+    assert refused.returncode == 3, refused.stderr
+    assert f"line 1 of the log sent for session {session_id} is not JSON" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not b.layout.session_dir(session_id).exists()

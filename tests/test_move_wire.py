@@ -674,8 +674,10 @@ def test_move_checks_answer_is_read_as_it_was_written(tip: str, kept: str) -> No
 
 
 @pytest.mark.parametrize(
-    "kept", ["0:" + "d" * 64, "12:" + "D" * 64, "12:" + "d" * 63, "12", "-12:" + "d" * 64, "1" * 13 + ":" + "d" * 64]
-)
+    "kept",
+    ["0:" + "d" * 64, "012:" + "d" * 64, "12:" + "D" * 64, "12:" + "d" * 63, "12", "-12:" + "d" * 64,
+     "1" * 13 + ":" + "d" * 64, "\u00b2:" + "d" * 64, "\u0663:" + "d" * 64],
+)  # fmt: skip
 def test_what_a_host_keeps_is_a_length_and_a_digest_or_the_request_is_refused(kept: str) -> None:
     with pytest.raises(ProtocolError) as caught:
         mp.MoveOutRequest.from_fields(["20261201-073450-a1b2c3", "hostb", "60", "", "", kept])

@@ -25,6 +25,7 @@ from chock.control.message import Bare, ReplyLine, Request
 MOVE_SECONDS = 600.0
 
 _HEX = frozenset("0123456789abcdef")
+_DIGITS = frozenset("0123456789")
 _HOST = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
 
 
@@ -57,9 +58,11 @@ def target_address(value: str) -> str:
 
 
 def kept_prefix(value: str) -> str:
-    """What a target keeps of a session's log, as `<length>:<sha256>` (chock.session.kept_log.Kept)."""
+    """What a target keeps of a session's log, as `<length>:<sha256>` (chock.session.kept_log.Kept): a length from 1
+    to 12 ASCII digits with no leading zero, and 64 lower-case hex digits."""
     length, colon, sha = value.partition(":") if isinstance(value, str) else ("", "", "")
-    if colon and length.isdigit() and len(length) < 13 and int(length) > 0 and len(sha) == 64 and _HEX.issuperset(sha):
+    counted = 0 < len(length) <= 12 and length[0] != "0" and _DIGITS.issuperset(length)
+    if colon and counted and len(sha) == 64 and _HEX.issuperset(sha):
         return value
     raise f.bad_request(f"{f.show(str(value)[:80])} is not what a host keeps of a log (<length>:<sha256>)")
 

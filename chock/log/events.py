@@ -337,6 +337,6 @@ def decode(line: bytes) -> Event | None:
     """Parse one complete line; a line that is not a JSON object is None (never a crash)."""
     try:
         event = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: nested too deep
         return None
     return event if isinstance(event, dict) else None

@@ -128,18 +128,21 @@ def join(here: Path, sent: Path, bound: int) -> None:
     """The part `sent`, a log's lines past those the log `here` keeps, made the whole log sent: the kept bytes, then
     the part's (the file replaced; nothing of `here` changes). Refused when `here` keeps nothing, or the two would be
     longer than `bound`; the check of the whole refuses a part that does not continue what is kept."""
-    none_kept = Refused(
-        "the log sent begins past its first line, continuing a log this host keeps of the session, and it keeps "
-        "none: move the session again. Nothing was written"
-    )
     try:
         kept_from = open(here, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
-        raise none_kept from None
+        raise Refused(
+            "the log sent begins past its first line, continuing a log this host keeps of the session, and it keeps "
+            "none: move the session again. Nothing was written"
+        ) from None
     with kept_from:
         length, _ = kept_length(kept_from, True)
         if not length:
-            raise none_kept
+            raise Refused(
+                "the log sent begins past its first line, continuing a log this host keeps of the session, and the "
+                "one here is none a log sent may continue (it is running here, or it did not move away from here). "
+                "Nothing was written"
+            )
         if length + os.stat(sent).st_size > bound:
             raise Refused(
                 f"the log sent, joined onto the one here, is longer than {bound} bytes, the most a move carries"
@@ -153,6 +156,7 @@ def join(here: Path, sent: Path, bound: int) -> None:
 
 def _append(source: BinaryIO, target: BinaryIO, length: int) -> None:
     """The first `length` bytes of `source` appended to `target`: copied by the kernel where it can."""
+    target.flush()  # what an earlier append left in its buffer goes first
     offset = 0
     with contextlib.suppress(OSError):  # another file system, or a kernel without it: read and written below
         while offset < length:
@@ -171,4 +175,4 @@ def _append(source: BinaryIO, target: BinaryIO, length: int) -> None:
 
 
 def _private(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_CLOEXEC, 0o600)
+    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
