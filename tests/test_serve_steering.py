@@ -389,17 +389,18 @@ def test_stop_on_the_page_empties_the_sessions_scope_within_5_s_and_continue_com
             assert time.monotonic() - began < 5
             wait_until(lambda: scope not in manager.list_units("chock-session-*"), 5, f"{scope} to be gone")
             page.wait_for_selector("#action-status:has-text('stopped')")
+            # The page's list learns of the end from serve: waited for while serve runs.
+            page.wait_for_selector(
+                f"#sessions button[data-session='{session_id}'][data-status='ended'][data-end-reason='interrupted']"
+            )
+            assert "ended · interrupted" in page.text_content(f"#sessions button[data-session='{session_id}']")
+            page.wait_for_selector("#stop-button", state="hidden")
         finally:
             stack.cleanup()
     events = stack.read(session_id)
     end = events[-1]
     assert (end["type"], end["reason"], end["via"], end["exit_code"]) == ("session.end", "interrupted", "socket", 130)
     assert {e["type"] for e in events[-3:-1]} == {"background.end", "subagent.end"}
-    page.wait_for_selector(
-        f"#sessions button[data-session='{session_id}'][data-status='ended'][data-end-reason='interrupted']"
-    )
-    assert "ended · interrupted" in page.text_content(f"#sessions button[data-session='{session_id}']")
-    page.wait_for_selector("#stop-button", state="hidden")
 
     workspace = [e["directory"] for e in events if e["type"] == "workspace.open"]
     resumed = home.chock("run", "--yes", "--continue", session_id, cwd=project)
