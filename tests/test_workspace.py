@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -15,6 +17,7 @@ from tests.fakes.projects import git_value as git
 from tests.fakes.projects import make_project
 
 BRANCH = "chock/20261201-073450-a1b2c3"
+T = TypeVar("T")
 
 
 # README.md is changed by the agent, keep.txt kept, gone.txt deleted, and *.log ignored.
@@ -448,17 +451,17 @@ def test_remove_a_worktree_whose_git_file_and_admin_dir_were_tampered_with(
     workspace.create(project, directory, BRANCH)
 
 
-def _create_at_once(project: Path, directory: Path, count: int) -> list[str]:
-    """`count` worktrees of `project` created at once, each from its own thread; what each refusal said."""
+def _at_once(work: Callable[[T], object], items: list[T]) -> list[str]:
+    """`work(item)` for every item at once, each in its own thread; what each failure said."""
     errors: list[str] = []
 
-    def one(i: int) -> None:
+    def one(item: T) -> None:
         try:
-            workspace.create(project, directory / f"s{i}", f"chock/s{i}")
-        except ChockError as error:
-            errors.append(str(error))
+            work(item)
+        except (ChockError, OSError) as error:
+            errors.append(f"{type(error).__name__}: {error}")
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    threads = [threading.Thread(target=one, args=(item,)) for item in items]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -471,26 +474,9 @@ def test_sessions_started_at_once_in_one_project_each_get_their_worktree(tmp_pat
     made ("failed to read …/commondir"): sixteen started at once, three times over, all succeed."""
     for round_ in range(3):
         project = make_project(tmp_path / f"p{round_}")
-        assert _create_at_once(project, tmp_path / f"w{round_}", 16) == []
+        made = [(project, tmp_path / f"w{round_}" / f"s{i}", f"chock/s{i}") for i in range(16)]
+        assert _at_once(lambda place: workspace.create(*place), made) == []
         assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 17  # the project and its 16
-
-
-def _remove_at_once(made: list[workspace.Worktree]) -> list[str]:
-    """The worktrees `made` removed at once, each from its own thread; what each failure said."""
-    errors: list[str] = []
-
-    def one(worktree: workspace.Worktree) -> None:
-        try:
-            workspace.remove(worktree)
-        except OSError as error:
-            errors.append(repr(error))
-
-    threads = [threading.Thread(target=one, args=(worktree,)) for worktree in made]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 def test_sessions_ending_at_once_in_one_project_each_remove_their_worktree(tmp_path: Path) -> None:
@@ -499,7 +485,7 @@ def test_sessions_ending_at_once_in_one_project_each_remove_their_worktree(tmp_p
     for round_ in range(3):
         project = make_project(tmp_path / f"p{round_}")
         made = [workspace.create(project, tmp_path / f"w{round_}" / f"s{i}", f"chock/s{i}")[0] for i in range(16)]
-        assert _remove_at_once(made) == []
+        assert _at_once(workspace.remove, made) == []
         assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 1  # the project alone
         assert not any(worktree.admin.exists() or worktree.directory.exists() for worktree in made)
 
