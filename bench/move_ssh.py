@@ -11,11 +11,11 @@ run on the same masters: the log piped from the host holding it to the other thr
 bundle create` of the branch on that host. Printed: low / median / high of each and of their ratio (the goal: at
 most 2×), the same per direction with each step's seconds (from the client's line for it to the next), the first
 move alone (the only one that carries the whole log and branch: a later one carries only what its target lacks —
-of the log, what it gained since that host last held it; of the branch, here nothing), and the peak resident memory (VmHWM) of each daemon and the largest of the client's processes (the
-goal: each under 64 MiB). The baseline is not the same both ways: on A the 50 MiB file is a loose object, which
-`git bundle create` compresses again (1.8-2.2 s on a loaded 2-CPU machine), while B received it in a pack, which the
-bundle reuses (0.2-0.4 s); so B -> A has the smaller baseline, and the higher ratio, for a move that takes as
-long as a later A -> B.
+of the log, what it gained since that host last held it; of the branch, here nothing), and the peak resident
+memory (VmHWM) of each daemon and the largest of the client's processes (the goal: each under 64 MiB). The
+baseline is not the same both ways: on A the 50 MiB file is a loose object, which `git bundle create` compresses
+again (1.8-2.2 s on a loaded 2-CPU machine), while B received it in a pack, which the bundle reuses (0.2-0.4 s);
+so B -> A has the smaller baseline, and the higher ratio, for a move that takes as long as a later A -> B.
 
     python bench/move_ssh.py           # a 100 MB log and a 50 MiB branch, 5 moves: the figures
     python bench/move_ssh.py --quick   # 4 MB and 2 MiB, 2 moves: asserts the session arrives whole each time
