@@ -216,9 +216,10 @@ def main() -> None:
     print(_common.labelled("  baseline (ssh cat log | ssh cat > x, then git bundle create)", theirs))
     print(_common.labelled("  chock move", ours))
     print(_common.labelled("  ratio", ratios, "x") + " (goal: at most 2x)")
-    # The first move carries the whole branch; a later one only what its target lacks (here: nothing, no work is
-    # done between moves), while the baseline bundles the whole branch every time.
-    print(f"  first move (the whole branch travels): {ours[0]:.2f} s against {theirs[0]:.2f} s, {ratios[0]:.2f}x")
+    # The first move carries the whole log and branch; a later one only what its target lacks (of the log, what it
+    # gained away; of the branch, nothing: no work is done between moves), while the baseline carries both every time.
+    first = f"{ours[0]:.2f} s against {theirs[0]:.2f} s, {ratios[0]:.2f}x"
+    print(f"  first move (the whole log and branch travel): {first}")
     for direction in sorted({way for way, _ in steps}):
         mine = [ratio for ratio, (way, _) in zip(ratios, steps, strict=True) if way == direction]
         print(_common.labelled(f"  ratio {direction}", mine, "x"))
