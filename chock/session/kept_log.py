@@ -5,8 +5,9 @@ The target keeps all of its log but its move-out span (`session.adopt {via: move
 — or all of it, when it ends with a handover (a move cut before its adopt) — and an incoming log must begin with
 exactly those bytes. `move-check` names them as `<length>:<sha256>` (`Kept`); the source digests as many bytes of
 its own log, and when they are the same it sends only what follows them: a log part whose first line has an id
-past 1. The target joins that part onto the bytes it keeps, and checks the whole as any log sent. A source that
-sends a part which does not continue them byte for byte is refused as a log that diverged.
+past 1. The target joins that part onto the bytes it keeps, and checks the whole as any log sent: a part that does
+not continue them is refused for its first line that does not, and a source whose log differs within them sends
+it whole, which is refused as a log that diverged.
 """
 
 from __future__ import annotations
