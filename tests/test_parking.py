@@ -279,9 +279,7 @@ def test_a_stop_signal_that_comes_while_a_session_parks_stops_it(home, project):
     quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
     process = home.spawn("run", "one command", cwd=project, prefix=tracer, **quiet)
     try:
-        session_id = wait_until(
-            lambda: home.layout.sessions_dir.exists() and os.listdir(home.layout.sessions_dir), 30, "the session"
-        )[0]
+        session_id = new_session(home)  # its log, not only its directory: the end is read from it
         end = wait_for_end(home, session_id)
         assert (end["reason"], end["via"], end["exit_code"]) == ("interrupted", "signal", 130)
         assert process.wait(30) == 130
