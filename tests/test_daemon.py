@@ -28,6 +28,7 @@ from chock.log.reader import owner_alive
 from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.notify import NotifySocket
 from tests.fakes.projects import make_project
+from tests.fakes.sessions import new_session
 from tests.fakes.wait import wait_until
 
 UNKNOWN = "20260101-000000-abcdef"
@@ -459,10 +460,7 @@ def test_adopt_carries_a_handed_over_session_on_and_a_watch_follows_the_handover
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        session_id = wait_until(
-            lambda: home.layout.sessions_dir.exists() and next(iter(os.listdir(home.layout.sessions_dir)), None),
-            what="the terminal session",
-        )
+        session_id = new_session(home)  # its log, not only its directory: its events are read next
         wait_until(lambda: event_of(home, session_id, "tool.call"), what="the shell call")
         watch = Watch(client, project, session_id, 0)
         with SessionClient(home.layout.session_socket(session_id, "handover"), HANDOVER, timeout=30) as handover:

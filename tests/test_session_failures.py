@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.fakes.sessions import write
+from tests.fakes.sessions import new_session, write
 from tests.fakes.wait import wait_until
 
 
@@ -156,10 +156,7 @@ def test_chock_approve_idle_for_60_s_then_answering_lands(home, project):
         "run", "one command", cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-        session_id = wait_until(
-            lambda: home.layout.sessions_dir.exists() and next(iter(os.listdir(home.layout.sessions_dir)), None),
-            what="the session",
-        )
+        session_id = new_session(home)  # its log, not only its directory: its events are read next
         wait_until(lambda: event_of(home, session_id, "approval.request"), what="the approval request")
         pid, fd = pty.fork()
         if pid == 0:
