@@ -28,8 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from chock.log import rowcache
-from chock.log.events import MAX_EVENT_BYTES
+from chock.log import cold_fold, rowcache
+from chock.log.folding import covers, fold_log, folded
 from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
 from chock.log.row import RowState
@@ -43,13 +43,14 @@ if TYPE_CHECKING:
 
     from chock.log.freshness import Freshness
 
+# How many of the last sessions a listing holds no row of it asks the cache for, before it has them folded by a
+# helper (chock.log.cold_fold): when the cache holds any, it holds most.
+_PROBED = 4
+
 # A project's cached rows are rewritten for a running session at most this often (at once for a session
 # that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a
 # running log, and a busy session costs one small file write per interval.
 CACHE_EVERY = 5.0
-
-# A log is read in pieces of this size: every complete event fits in one (events are at most 1 MiB).
-CHUNK = 4 * MAX_EVENT_BYTES
 
 
 class Entry(Cached):
@@ -253,7 +254,7 @@ class Catalog:
         (watched), a look at each of the others."""
         self._reals, self._checked = {}, set()
         if not self._watched:
-            return [self._look(session_id, key) for session_id in ids]
+            return self._look_each(ids, key, [None] * len(ids))
         with self._lock:
             freshness = self._freshness
             if freshness is None:
@@ -270,14 +271,44 @@ class Catalog:
                     return found  # None is not in it
             else:
                 found = [entries.get(session_id) if session_id in fresh else None for session_id in ids]
-        return [
-            entry if entry is not None else self._look(session_id, key)
-            for session_id, entry in zip(ids, found, strict=True)
-        ]
+        return self._look_each(ids, key, found)
 
-    def _look(self, session_id: str, key: str | None) -> Entry | None:
+    def _look_each(self, ids: list[str], key: str | None, found: list[Entry | None]) -> list[Entry | None]:
+        """Each of `found`, and a look at each session it has no entry for; when many of those have no row
+        anywhere, with a helper folding them from the far end (chock.log.cold_fold)."""
+        helper = self._helper(ids, key, found)
+        if helper is None:
+            return [
+                entry if entry is not None else self._look(session_id, key)
+                for session_id, entry in zip(ids, found, strict=True)
+            ]
+        try:
+            return [
+                entry if entry is not None else self._look(session_id, key, helper.take(session_id))
+                for session_id, entry in zip(ids, found, strict=True)
+            ]
+        finally:
+            helper.close()
+
+    def _helper(self, ids: list[str], key: str | None, found: list[Entry | None]) -> cold_fold.Helper | None:
+        """A helper folding, last first, the sessions of `ids` this catalog holds no row of, when there are enough
+        of them to be worth it and the cache holds none of the last few (a listing that starts from the cache
+        needs no second hand)."""
+        if len(ids) < cold_fold.MIN_SESSIONS:
+            return None
+        entries = self._entries
+        cold = [i for i, entry in zip(ids, found, strict=True) if entry is None and i not in entries]
+        if not cold_fold.worth_it(len(cold)):
+            return None
+        if key and self._cache is not None:
+            rows = self._project_cache(key).rows
+            if any(rows.head(session_id) is not None for session_id in cold[-_PROBED:]):
+                return None
+        return cold_fold.start(self._sessions, cold[::-1])
+
+    def _look(self, session_id: str, key: str | None, helped: Cached | None = None) -> Entry | None:
         """The session now: what this catalog holds when the log has not grown, else the fold of what the
-        log holds past what it (or the cache) covers."""
+        log holds past what it (or the row a helper gave, or the cache) covers."""
         path = self._log(session_id)
         token = None
         if self._freshness is not None:
@@ -296,24 +327,25 @@ class Catalog:
             old if old is not None and old.identity == identity and old.offset <= info.st_size else None
         )
         cached = None
-        if base is None and self._cache is not None:
-            if key is None:
-                key = self.index.project_of(session_id)
-            cached = self._cached(key, session_id, info) if key else None
-            if cached is not None:
-                base = cached
-                if _covers(cached, info):  # the log is as it was when the cache was written: nothing to read
-                    entry = Entry(session_id, identity, cached.mtime, cached.offset, cached.state, cached.project_real)
-                    return self._keep(entry, token)
+        if base is None:
+            if helped is not None:
+                base = helped
+            elif self._cache is not None:
+                if key is None:
+                    key = self.index.project_of(session_id)
+                base = cached = self._cached(key, session_id, info) if key else None
+            if base is not None and covers(base, info):  # the log is as it was when that row was made: nothing to read
+                return self._keep(_entry(session_id, base), token)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             self._forget(session_id)
             return None
         try:
-            entry, based = _fold(session_id, fd, base, self._real)
+            row, based = fold_log(session_id, fd, base, self._real)
         finally:
             os.close(fd)
+        entry = _entry(session_id, row)
         if cached is not None and not based:
             # The cache disagrees with the log: the next save rewrites that row (while it is still this one).
             self._refused[session_id] = (cached.identity, cached.offset)
@@ -363,7 +395,7 @@ class Catalog:
         assert self._cache is not None
         snapshot = self._project_cache(key)
         cached = snapshot.rows.get(session_id)
-        if (cached is None or not _covers(cached, info)) and key not in self._checked:
+        if (cached is None or not covers(cached, info)) and key not in self._checked:
             self._checked.add(key)
             if rowcache.changed(self._cache, key, snapshot):
                 snapshot = self._disk[key] = rowcache.read(self._cache, key)
@@ -417,7 +449,7 @@ class Catalog:
             return
         if row is not None:
             with self._lock:
-                self._entries[session_id] = _made(session_id, os.fstat(fd), end, row.copy())
+                self._entries[session_id] = _entry(session_id, folded(session_id, os.fstat(fd), end, row.copy()))
                 self._changes += 1
         entry = self.entry(session_id)
         if entry is None or not entry.project_real or not entry.offset:
@@ -476,76 +508,8 @@ def _same(old: list[Entry], new: list[Entry]) -> bool:
     return len(old) == len(new) and all(map(operator.is_, old, new))
 
 
-def _fold(session_id: str, fd: int, base: Cached | None, resolve: Callable[[str], str]) -> tuple[Entry, bool]:
-    """Fold what `fd` holds past `base`, or from the start when `base` is not of this log or does not end
-    just after a newline in it; and whether `base` was used. `resolve` gives a project path's real path."""
-    info = os.fstat(fd)
-    identity, size = (info.st_dev, info.st_ino), info.st_size
-    if base is not None and (base.identity != identity or base.offset > size):
-        base = None
-    if base is not None and base.offset and os.pread(fd, 1, base.offset - 1) != b"\n":
-        base = None
-    state = base.state.copy() if base is not None else RowState()
-    offset = _feed(fd, state, base.offset if base is not None else 0, size)
-    real = base.project_real if base is not None and base.state.project == state.project else ""
-    return _made(session_id, info, offset, state, real, resolve), base is not None
-
-
-def _made(
-    session_id: str,
-    info: os.stat_result,
-    offset: int,
-    state: RowState,
-    real: str = "",
-    resolve: Callable[[str], str] = os.path.realpath,
-) -> Entry:
-    """The entry for `state`, the row fold of the log `info` describes up to `offset`; `real` is its project's
-    resolved path when already known, else `resolve` gives it."""
-    state.id = state.id or session_id
-    if state.project and not real:
-        real = resolve(state.project)
-    return Entry(session_id, (info.st_dev, info.st_ino), info.st_mtime_ns, offset, state, real)
-
-
-def _covers(cached: Cached, info: os.stat_result) -> bool:
-    """Whether `cached` is the row of the whole log `info` describes (the same file, size and mtime)."""
-    return (
-        cached.identity == (info.st_dev, info.st_ino)
-        and cached.offset == info.st_size
-        and cached.mtime == info.st_mtime_ns
-    )
-
-
-def _feed(fd: int, state: RowState, offset: int, size: int) -> int:
-    """Fold the complete lines of `fd` from `offset` to `size` into `state`; the offset after the last one."""
-    while offset < size:
-        data = os.pread(fd, min(CHUNK, size - offset), offset)
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            if len(data) < CHUNK:
-                break  # a torn tail, or a line still being written: read again once it is whole
-            # A line longer than any event is not an event: step over it.
-            found = _next_line(fd, offset + len(data), size)
-            if found is None:
-                break
-            offset = found
-            continue
-        state.feed(data[:end])
-        offset += end
-    return offset
-
-
-def _next_line(fd: int, offset: int, size: int) -> int | None:
-    """The offset just after the next newline at or after `offset`, or None when there is none before `size`."""
-    while offset < size:
-        data = os.pread(fd, min(CHUNK, size - offset), offset)
-        if not data:
-            return None
-        newline = data.find(b"\n")
-        if newline >= 0:
-            return offset + newline + 1
-        offset += len(data)
-    return None
+def _entry(session_id: str, row: Cached) -> Entry:
+    return Entry(session_id, row.identity, row.mtime, row.offset, row.state, row.project_real)
 
 
 # For the commands: one look at the state dir each -------------------------------------------------------

@@ -264,6 +264,20 @@ class RowState:
         other.message = other.message[:MESSAGE_PREVIEW]
         return other
 
+    def values(self) -> tuple[Any, ...]:
+        """The row's fields in the order of FIELDS (the task as its preview): `of_values` makes the row again."""
+        found = [getattr(self, name) for name in FIELDS]
+        found[_MESSAGE_AT] = self.message[:MESSAGE_PREVIEW]
+        return tuple(found)
+
+    @classmethod
+    def of_values(cls, values: tuple[Any, ...]) -> RowState:
+        """The row whose `values()` these are."""
+        state = cls.__new__(cls)
+        for name, value in zip(FIELDS, values, strict=True):
+            setattr(state, name, value)
+        return state
+
     def to_json(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in FIELDS}
         state["message"] = self.message[:MESSAGE_PREVIEW]
@@ -287,6 +301,7 @@ class RowState:
 
 
 _CHECKS = tuple(FIELDS.items())
+_MESSAGE_AT = tuple(FIELDS).index("message")
 
 
 # The handlers: each sets the row's fields from one event type -----------------------------------------
