@@ -149,9 +149,11 @@ def move(hosts: Hosts, session_id: str, source: str, target: str, project: Path)
 
 
 # The client's step lines (a line that starts with, or says, the words) as the per-step figures name them.
+# "move-out" lasts until the source has staged the log, "log ahead" while it is sent and the source makes the rest,
+# "parts" from the rest staged to every part received.
 STEP_NAMES = (
-    ("asking", "check"), ("taking session", "move-out"), ("sending its log", "parts"), ("sending its", "sending"),
-    ("adopts it", "adopt"), ("ending it", "moved"),
+    ("asking", "check"), ("taking session", "move-out"), ("sending its log-end", "parts"),
+    ("sending its log", "log ahead"), ("adopts it", "adopt"), ("ending it", "moved"),
 )  # fmt: skip
 
 
@@ -220,6 +222,7 @@ def main() -> None:
     # gained away; of the branch, nothing: no work is done between moves), while the baseline carries both every time.
     first = f"{ours[0]:.2f} s against {theirs[0]:.2f} s, {ratios[0]:.2f}x"
     print(f"  first move (the whole log and branch travel): {first}")
+    print("    " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in steps[0][1].items()))
     for direction in sorted({way for way, _ in steps}):
         mine = [ratio for ratio, (way, _) in zip(ratios, steps, strict=True) if way == direction]
         print(_common.labelled(f"  ratio {direction}", mine, "x"))

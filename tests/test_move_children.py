@@ -53,7 +53,9 @@ def _ended_session(home: Home, project: Path, entries: list[dict] = ONE_FILE) ->
 def _move_out(home: Home, session_id: str, to: str) -> dict:
     out = home.chock("run", "--move-out", session_id, "--to", to)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    staged, said = map(json.loads, out.stdout.splitlines())
+    assert staged == {"log": said["parts"][0]}  # said as soon as it was staged, as the parts say it at the end
+    return said
 
 
 def _relay(source: Home, target: Home, session_id: str, said: dict) -> Path:
@@ -67,6 +69,17 @@ def _relay(source: Home, target: Home, session_id: str, said: dict) -> Path:
         assert (len(data), hashlib.sha256(data).hexdigest()) == (part["length"], part["sha256"])
         (into / part["part"]).write_bytes(data)
     return into
+
+
+def _sent_log(into: Path) -> bytes:
+    """The log sent, as the target joins its parts: the log as the source took it, then its end."""
+    return (into / "log").read_bytes() + (into / "log-end").read_bytes()
+
+
+def _receive_log(into: Path, data: bytes) -> None:
+    """`data` received as the whole log sent (a source that tampered with it): all in its first part, no end."""
+    (into / "log").write_bytes(data)
+    (into / "log-end").write_bytes(b"")
 
 
 def _move_in(home: Home, session_id: str, project: Path, source: str, *extra: str) -> subprocess.CompletedProcess:
@@ -95,12 +108,13 @@ def test_an_ended_session_moves_with_its_log_and_branch_and_stays_ended_there(ho
     a, b, project_a, project_b = hosts
     session_id = _ended_session(a, project_a)
     sent = _move_out(a, session_id, "hostb")
-    assert [p["part"] for p in sent["parts"]] == ["log", "bundle", "scratchpad"]
+    assert [p["part"] for p in sent["parts"]] == ["log", "log-end", "bundle", "scratchpad"]
     assert sent["was_running"] is False and sent["session"] == session_id
     assert sent["base"] == git_value(project_a, "rev-parse", "main")
-    sent_log = (a.layout.state / "moves" / session_id / "out" / "log").read_bytes()
+    out = a.layout.state / "moves" / session_id / "out"
+    sent_log = (out / "log").read_bytes() + (out / "log-end").read_bytes()
     assert sent_log == a.layout.log_path(session_id).read_bytes()
-    ending = [json.loads(line) for line in sent_log.splitlines()][-2:]
+    ending = [json.loads(line) for line in (out / "log-end").read_bytes().splitlines()]
     assert [e["type"] for e in ending] == ["session.adopt", "session.end"]
     assert ending[1]["reason"] == "handover" and ending[1]["to"] == "hostb"
 
@@ -210,8 +224,8 @@ def test_a_session_that_comes_back_keeps_its_old_log_and_tells_the_whole_story(h
 def _sent(a: Home, project_a: Path) -> tuple[str, dict, list[dict]]:
     session_id = _ended_session(a, project_a)
     said = _move_out(a, session_id, "hostb")
-    log = a.layout.state / "moves" / session_id / "out" / "log"
-    return session_id, said, [json.loads(line) for line in log.read_bytes().splitlines()]
+    log = _sent_log(a.layout.state / "moves" / session_id / "out")
+    return session_id, said, [json.loads(line) for line in log.splitlines()]
 
 
 def _nothing_written(b: Home, project_b: Path, session_id: str) -> None:
@@ -234,7 +248,7 @@ def test_a_malformed_incoming_log_is_refused_and_nothing_is_written(hosts, tampe
     session_id, said, events = _sent(a, project_a)
     tamper(events, session_id)
     into = _relay(a, b, session_id, said)
-    (into / "log").write_text("".join(json.dumps(e) + "\n" for e in events))
+    _receive_log(into, "".join(json.dumps(e) + "\n" for e in events).encode())
     b.replay_instance(ONE_FILE)
     refused = _move_in(b, session_id, project_b, "hosta")
     assert refused.returncode == 3 and why in refused.stderr
@@ -260,7 +274,7 @@ def test_paths_in_an_incoming_log_change_nothing_outside_the_session(hosts):
     events = [{**e, "id": number} for number, e in enumerate(events, 1)]
     assert opened["machine_id"]  # this machine's id: the test's two hosts share one
     into = _relay(a, b, session_id, said)
-    (into / "log").write_text("".join(json.dumps(e) + "\n" for e in events))
+    _receive_log(into, "".join(json.dumps(e) + "\n" for e in events).encode())
     b.replay_instance(ONE_FILE)
     taken = _move_in(b, session_id, project_b, "hosta")
     assert taken.returncode == 0, taken.stderr
@@ -281,7 +295,7 @@ def test_a_bundle_with_other_refs_touches_none_of_them(hosts):
     git(project_a, "tag", "v9")
     bundle = a.layout.state / "moves" / session_id / "out" / "bundle"
     git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", "main", "v9")
-    said["parts"][1] = {"part": "bundle", "length": bundle.stat().st_size,
+    said["parts"][2] = {"part": "bundle", "length": bundle.stat().st_size,
                         "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest()}  # fmt: skip
     main_before = git_value(project_b, "rev-parse", "main")
     _relay(a, b, session_id, said)

@@ -19,8 +19,10 @@ from tests.test_move_children import (
     _move_in,
     _move_out,
     _nothing_written,
+    _receive_log,
     _relay,
     _sent,
+    _sent_log,
     hosts,  # noqa: F401 - the fixture: two hosts, two clones
 )
 
@@ -39,7 +41,7 @@ def test_a_bundle_with_a_corrupt_object_is_refused_and_leaves_no_branch(hosts): 
     git(project_a, "update-ref", f"refs/heads/chock/{session_id}", bad)
     bundle = a.layout.state / "moves" / session_id / "out" / "bundle"
     git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", f"^{said['base']}")
-    said["parts"][1] = {"part": "bundle", "length": bundle.stat().st_size,
+    said["parts"][2] = {"part": "bundle", "length": bundle.stat().st_size,
                         "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest()}  # fmt: skip
     _relay(a, b, session_id, said)
     b.replay_instance(ONE_FILE)
@@ -95,7 +97,7 @@ def test_a_hostile_incoming_log_is_refused_by_line_and_nothing_is_written(hosts,
     a, b, project_a, project_b = hosts
     session_id, said, events = _sent(a, project_a)
     into = _relay(a, b, session_id, said)
-    (into / "log").write_bytes(b"".join(tamper(events)))
+    _receive_log(into, b"".join(tamper(events)))
     b.replay_instance(ONE_FILE)
     refused = _move_in(b, session_id, project_b, "hosta")
     assert refused.returncode == 3 and why in refused.stderr, refused.stderr
@@ -107,7 +109,7 @@ def test_a_line_of_exactly_the_event_bound_is_taken(hosts):  # noqa: F811
     a, b, project_a, project_b = hosts
     session_id, said, events = _sent(a, project_a)
     into = _relay(a, b, session_id, said)
-    (into / "log").write_bytes(b"".join(_padded(events, MAX_EVENT_BYTES)))
+    _receive_log(into, b"".join(_padded(events, MAX_EVENT_BYTES)))
     b.replay_instance(ONE_FILE)
     taken = _move_in(b, session_id, project_b, "hosta")
     assert taken.returncode == 0, taken.stderr
@@ -156,7 +158,7 @@ def test_what_a_move_in_cut_before_its_adopt_left_is_replaced_by_the_next_move(h
     a, b, project_a, project_b = hosts
     session_id, said, _ = _sent(a, project_a)
     b.replay_instance(ONE_FILE)
-    sent = (_relay(a, b, session_id, said) / "log").read_bytes()
+    sent = _sent_log(_relay(a, b, session_id, said))
     assert _move_in(b, session_id, project_b, "hosta").returncode == 0
     b.layout.log_path(session_id).write_bytes(sent)  # as the child left it, killed before its adopt
     leftover = b.layout.workspace_dir(session_id)

@@ -17,8 +17,10 @@ from tests.test_move_children import (
     _move,
     _move_in,
     _move_out,
+    _receive_log,
     _relay,
     _row,
+    _sent_log,
     hosts,  # noqa: F401 - the fixture: two hosts, two clones
 )
 
@@ -51,6 +53,7 @@ def _coming_back(hosts) -> tuple:  # noqa: F811
     _move(a, b, session_id, project_b, ("hosta", "hostb"))
     said = _move_out(b, session_id, "hosta")
     into = _relay(b, a, session_id, said)
+    _receive_log(into, _sent_log(into))  # the log sent, whole in its first part: what these tests change
     return a, b, project_a, session_id, into / "log"
 
 
@@ -167,7 +170,8 @@ def _coming_back_from(hosts, changed: bool = False) -> tuple:  # noqa: F811
         held.write_bytes(held.read_bytes().replace(b"write a file", b"write a fill", 1))
     out = b.chock("run", "--move-out", session_id, "--to", "hosta", f"--kept={kept.text()}")
     assert out.returncode == 0, out.stderr
-    into = _relay(b, a, session_id, json.loads(out.stdout))
+    into = _relay(b, a, session_id, json.loads(out.stdout.splitlines()[-1]))
+    _receive_log(into, _sent_log(into))  # the log sent, whole in its first part: what these tests change
     return a, b, project_a, session_id, into / "log", kept.length
 
 

@@ -34,7 +34,8 @@ from tests.fakes.sessions import replay_config
 from tests.fakes.wait import wait_until
 
 SESSION = "20261206-114500-a1b2c3"
-LOG = b'{"id": 1, "type": "session.start"}\n{"id": 2, "type": "session.end", "reason": "handover"}\n'
+LOG = b'{"id": 1, "type": "session.start"}\n'
+LOG_END = b'{"id": 2, "type": "session.end", "reason": "handover"}\n'
 DONE = [{"text": "Done.", "tool_calls": []}] * 6
 
 
@@ -221,7 +222,7 @@ def test_a_client_reads_sends_bytes_whole_and_a_part_cut_short_is_unreachable():
 
 def test_each_part_travels_from_the_sources_send_to_the_targets_receive_byte_for_byte(tmp_path, hosts):
     a, b = hosts
-    files = {"log": LOG, "scratchpad": b"# notes\n", "bundle": os.urandom(300_000)}
+    files = {"log": LOG, "log-end": LOG_END, "scratchpad": b"# notes\n", "bundle": os.urandom(300_000)}
     staged(tmp_path, "a", files)
     for part in parts.PARTS:
         header = relay(a.client, b.client, part)
@@ -286,9 +287,9 @@ def test_move_in_refuses_parts_that_did_not_arrive_and_a_child_that_refuses_leav
     project = make_project(tmp_path / "there")
     with pytest.raises(ProtocolError) as caught:
         b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
-    assert caught.value.code == ErrorCode.REFUSED and "log, scratchpad, bundle" in caught.value.text
+    assert caught.value.code == ErrorCode.REFUSED and "log, log-end, scratchpad, bundle" in caught.value.text
     # Parts that arrive whole but are no session's: the child refuses them, and nothing is left of the move.
-    staged(tmp_path, "a", {"log": LOG, "scratchpad": b"", "bundle": b"not a bundle\n"})
+    staged(tmp_path, "a", {"log": LOG, "log-end": LOG_END, "scratchpad": b"", "bundle": b"not a bundle\n"})
     for part in parts.PARTS:
         relay(a.client, b.client, part)
     with pytest.raises(ProtocolError) as caught:
@@ -413,6 +414,35 @@ def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_pa
     assert again.returncode == 1 and f"moved to {socket.gethostname()} already" in again.stderr, again.stderr
 
 
+def test_move_out_says_the_log_staged_whole_before_the_rest_and_send_takes_it_at_once(tmp_path, home, hosts):
+    """`move-out`'s first line announces the log as the source took it, whole and final as it is said: `send` gives
+    exactly those bytes, before the second line; that line's manifest says the same of it, and with the log's end it
+    is the source's log through its handover."""
+    a, _ = hosts
+    session_id, _, _ = _ended_on(a, home, tmp_path)
+    out = state(tmp_path, "a") / "moves" / session_id / "out"
+    taking = a.client.stream(mp.MoveOutRequest(session_id, "elsewhere", 30))
+    try:
+        ahead = taking.header
+        assert isinstance(ahead, mp.PartHeader)
+        assert sha((out / "log").read_bytes()) == ahead.sha256  # whole when it is said
+        header, body = a.client.open_body(mp.SendRequest(session_id, "log"))
+        sent = b"".join(body)
+        assert (header.body_length, header.sha256) == (ahead.body_length, ahead.sha256) == (len(sent), sha(sent))
+        manifest = next(iter(taking))
+    finally:
+        taking.close()
+    assert isinstance(manifest, mp.Manifest)
+    said = {part: (length, digest) for part, length, digest in manifest.parts}
+    assert said["log"] == (ahead.body_length, ahead.sha256)
+    end = (out / "log-end").read_bytes()
+    assert said["log-end"] == (len(end), sha(end))
+    log = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes()
+    assert sent + end == log
+    assert [b'"session.adopt"' in line for line in end.splitlines()] == [True, False]
+    assert b'"reason": "handover", "to": "elsewhere"' in end.splitlines()[1]
+
+
 @pytest.mark.parametrize(
     ("verb", "part", "after"),
     [
@@ -503,7 +533,7 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
     a, b = hosts
     session_id, _, there = _ended_on(a, home, tmp_path)
     received = state(tmp_path, "b") / "moves" / session_id / "in"
-    others = set(parts.PARTS) - {stalled}
+    others = {part for lane in parts.LANES if stalled not in lane for part in lane}  # the other lane's
     with CuttingRelay(b.socket, verb="receive", part=stalled, after=40, hold=True) as relay:
         move = home.spawn(
             "move", session_id, "--daemon", a.address, "--to", relay.address, "--project", str(there),
@@ -554,9 +584,11 @@ def test_a_session_moved_there_and_back_ends_where_it_began_with_one_log_telling
     assert (directory / "log.jsonl").read_bytes().splitlines()[: len(held) - 2] == held[:-2]
     # Only what B's log gained past what A kept travelled back: B's log without its own last span (`moved`).
     on_b = (state(tmp_path, "b") / "sessions" / session_id / "log.jsonl").read_bytes().splitlines(keepends=True)
-    sent_first = len(b"".join(kept.splitlines(keepends=True)[:-2]))
-    assert f"sending its log ({sent_first:,} bytes)" in went.stderr, went.stderr  # the first move sent all of it
-    assert f"sending its log ({len(b''.join(on_b[:-2])) - sent_first:,} bytes)" in came.stderr, came.stderr
+    # The first move sent all of it: the log as A took it, then its end (A's move-out span), each a part of its own.
+    left = kept.splitlines(keepends=True)[:-2]
+    assert f"sending its log ({len(b''.join(left[:-2])):,} bytes)" in went.stderr, went.stderr
+    assert f"sending its log-end ({len(b''.join(left[-2:])):,} bytes)" in went.stderr, went.stderr
+    assert f"sending its log ({len(b''.join(on_b[:-4])) - len(b''.join(left)):,} bytes)" in came.stderr, came.stderr
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "ended"
     assert b.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
 

@@ -22,7 +22,7 @@ from chock.control import daemon_protocol as dp
 from chock.control import move_protocol as mp
 from chock.control import parts
 from chock.control.address import LOCAL, Address, host_address, named_hosts
-from chock.control.client import ControlClient, R, WarmClient, expect
+from chock.control.client import ControlClient, R, ReplyStream, WarmClient, expect
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
 from chock.errors import EXIT_INTERRUPTED, ChockError, UsageError
@@ -61,6 +61,25 @@ def _ask(client: ControlClient, host: str, request: Request, reply: type[R]) -> 
         return expect(client.call(request), reply)
     except ProtocolError as error:
         raise _failed(host, request, error) from None
+
+
+def _taking(client: ControlClient, host: str, request: mp.MoveOutRequest) -> ReplyStream:
+    """`move-out` asked of the source: its reply, once the source said its log is staged (the reply's first line)."""
+    try:
+        return client.stream(request, idle_timeout=request.WAIT)
+    except ProtocolError as error:
+        raise _failed(host, request, error) from None
+
+
+def _staged(taking: ReplyStream, host: str, request: mp.MoveOutRequest) -> mp.Manifest:
+    """What `move-out` staged: its reply's second line, once the source staged every part."""
+    try:
+        found = next(iter(taking), None)
+    except ProtocolError as error:
+        raise _failed(host, request, error) from None
+    if found is None:
+        raise MoveFailed(f"{host} did not say what it staged of the session: its reply ended before it")
+    return expect(found, mp.Manifest)
 
 
 def _failed(host: str, request: Request, error: ProtocolError) -> MoveFailed:
@@ -111,48 +130,87 @@ def _relay(source: ControlClient, source_host: str, target: ControlClient, targe
     return announced.body_length
 
 
-def _relay_lanes(lanes: list[tuple[WarmClient, WarmClient]], source_host: str, target_host: str, session_id: str,
-                 manifest: mp.Manifest) -> None:  # fmt: skip
-    """Every part, each lane of `parts.LANES` on its own (source, target) clients, the lanes at once: the first
-    in this thread, the others in threads of their own. The first failure cuts every lane's connections (so no part
-    goes on being sent) and is raised once all lanes stopped; Ctrl-C here does the same."""
-    import threading
+class _Lanes:
+    """The parts on their way, each lane of `parts.LANES` on its own (source, target) clients and in a thread of its
+    own: the log's lane begins as soon as the source says the log is staged (`begin`), while the source still makes
+    the rest; once every part is staged (`staged`), the other lanes begin and the log's lane goes on to the log's end.
+    The first failure cuts every lane's connections (so no part goes on being sent); `finish` raises it once every
+    lane stopped, and `stop` cuts them all (a failure elsewhere, Ctrl-C)."""
 
-    sizes = {part: parts.wire_length(part, length) for part, length, _ in manifest.parts}
-    said = [" then ".join(f"its {part} ({sizes[part]:,} bytes)" for part in lane) for lane in parts.LANES]
-    _step(f"sending {said[0]}" + "".join(f"; beside it, {lane}" for lane in said[1:]))
-    failures: list[BaseException] = []
+    def __init__(self, lanes: list[tuple[WarmClient, WarmClient]], source_host: str, target_host: str,
+                 session_id: str) -> None:  # fmt: skip
+        import threading
 
-    def cut() -> None:
-        for clients in lanes:
+        self._lanes = lanes
+        self._hosts = source_host, target_host
+        self._session_id = session_id
+        self._failures: list[BaseException] = []
+        self._threads: list[threading.Thread] = []
+        self._manifest: mp.Manifest | None = None
+        self._staged = threading.Event()  # set once the manifest is known, or the lanes are stopped
+
+    @property
+    def began(self) -> bool:
+        return bool(self._threads)
+
+    def begin(self, log: mp.PartHeader) -> None:
+        _step(f"sending its log ({log.body_length:,} bytes) while the rest is made")
+        self._start(0)
+
+    def staged(self, manifest: mp.Manifest) -> None:
+        sizes = {part: parts.wire_length(part, length) for part, length, _ in manifest.parts}
+        said = [
+            " then ".join(f"its {part} ({sizes[part]:,} bytes)" for part in lane if part != parts.AHEAD)
+            for lane in parts.LANES
+        ]
+        _step(f"sending {said[0]}" + "".join(f"; beside it, {lane}" for lane in said[1:]))
+        self._manifest = manifest
+        self._staged.set()
+        for index in range(1, len(parts.LANES)):
+            self._start(index)
+
+    def _start(self, index: int) -> None:
+        import threading
+
+        thread = threading.Thread(target=self._run, args=(index,), name=f"relay-{parts.LANES[index][-1]}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _run(self, index: int) -> None:
+        source, target = self._lanes[index]
+        try:
+            for part in parts.LANES[index]:
+                if part != parts.AHEAD:
+                    self._staged.wait()
+                    if self._manifest is None:
+                        return  # stopped before the rest was staged
+                _relay(source, self._hosts[0], target, self._hosts[1], self._session_id, part)
+        except BaseException as error:
+            self._failures.append(error)
+            self._cut()
+
+    def _cut(self) -> None:
+        for clients in self._lanes:
             for client in clients:
                 client.cut()
 
-    def run(lane: tuple[str, ...], source: WarmClient, target: WarmClient) -> None:
+    def finish(self) -> None:
+        """Every lane to its end; the first failure raised once every lane stopped."""
         try:
-            for part in lane:
-                _relay(source, source_host, target, target_host, session_id, part)
-        except BaseException as error:
-            failures.append(error)
-            cut()
+            for thread in self._threads:
+                thread.join()
+        except BaseException:  # Ctrl-C while the lanes ran
+            self.stop()
+            raise
+        if self._failures:
+            raise self._failures[0]
 
-    others = [
-        threading.Thread(target=run, args=(lane, *clients), name=f"relay-{lane[-1]}", daemon=True)
-        for lane, clients in zip(parts.LANES[1:], lanes[1:], strict=True)
-    ]
-    for thread in others:
-        thread.start()
-    try:
-        run(parts.LANES[0], *lanes[0])
-        for thread in others:
+    def stop(self) -> None:
+        """Every lane cut, and waited for."""
+        self._staged.set()
+        self._cut()
+        for thread in self._threads:
             thread.join()
-    except BaseException:  # Ctrl-C while the other lanes ran
-        cut()
-        for thread in others:
-            thread.join()
-        raise
-    if failures:
-        raise failures[0]
 
 
 def _reachable_from(source_host: str, target: Address) -> str:
@@ -229,12 +287,12 @@ def move(
         raise UsageError(f"session {session_id} is {source.where} already: name another host with --to")
     project_there = _target_project(project, to_host)
     # Each verb's connection to either host is dialed while the one before it runs; each lane of parts has its own.
-    lanes = [(WarmClient(source.client.address), WarmClient(to_address)) for _ in parts.LANES]
+    verbs, *lanes = [(WarmClient(source.client.address), WarmClient(to_address)) for _ in range(1 + len(parts.LANES))]
     try:
-        if not _adopted_already(source, row, lanes[0], to_host, to):
-            _move(source, session, to, to_host, to_address, lanes, project_there, instance, wait)
+        if not _adopted_already(source, row, verbs, to_host, to):
+            _move(source, session, to, to_host, to_address, verbs, lanes, project_there, instance, wait)
     finally:
-        for clients in lanes:
+        for clients in (verbs, *lanes):
             for client in clients:
                 client.close()
 
@@ -267,45 +325,56 @@ def _adopted_already(found: Target, row: dict[str, object], clients: tuple[WarmC
 
 def _move(
     found: Target, typed: str, to: str, to_host: str, to_address: Address,
-    lanes: list[tuple[WarmClient, WarmClient]], project_there: str, instance: str | None, wait: int,
+    verbs: tuple[WarmClient, WarmClient], lanes: list[tuple[WarmClient, WarmClient]], project_there: str,
+    instance: str | None, wait: int,
 ) -> None:  # fmt: skip
-    """The move's steps, from `move-check` on (see the module); `lanes`, each a (source, target) pair of clients, the
-    first for every verb but the parts of the other lanes; `typed`, the session as the person named it."""
+    """The move's steps, from `move-check` on (see the module); `verbs`, the (source, target) pair of clients for
+    every verb but the parts, and `lanes`, one pair for each lane of parts; `typed`, the session as the person named
+    it."""
     where, session_id = found.where, found.session_id
-    source, target = lanes[0]
+    source, target = verbs
     base, own_instance = _origin(source, found.host, session_id)
     _step(f"asking {to_host} whether it takes session {session_id}")
     check = mp.MoveCheckRequest(session_id, base, instance or own_instance, project_there)
     named = _ask(target, to_host, check, mp.HostNamed)
     there = named.host
     _step(f"taking session {session_id} {where} (a running session hands over at its next turn boundary)")
+    relay = _Lanes(lanes, found.host, to_host, session_id)
+    left = (
+        f"{to_host} holds nothing of it; session {session_id} is handed over to nobody {where}: "
+        f"`chock run --continue {session_id}` there takes it back"
+    )
     try:
         # What the target holds already (a session coming back) is left out: of the bundle, its `chock/<id>`; of
         # the log, what it keeps.
         reachable = _reachable_from(found.host, to_address)
         out = mp.MoveOutRequest(session_id, there, wait, reachable, named.tip, named.kept)
-        manifest = _ask(source, found.host, out, mp.Manifest)
-    except MoveFailed as error:
-        raise MoveFailed(
-            f"{error} — {to_host} holds nothing of it; if session {session_id} was taken {where}, it is handed over "
-            f"to nobody there, and `chock run --continue {session_id}` there takes it back"
-        ) from None
-    except KeyboardInterrupt:
-        raise _interrupted(
-            f"stopped while the session was being taken {where}: {to_host} holds nothing of it; if it was "
-            f"taken, it is handed over to nobody there, and `chock run --continue {session_id}` there takes it back"
-        ) from None
+        taking = _taking(source, found.host, out)
+        try:
+            relay.begin(expect(taking.header, mp.PartHeader))
+            manifest = _staged(taking, found.host, out)
+        finally:
+            taking.close()
+    except (MoveFailed, KeyboardInterrupt) as error:
+        if relay.began:
+            relay.stop()
+            _drop(ControlClient(to_address), session_id)  # on a connection of its own: the lanes' are cut
+        taken = (
+            f"{to_host} holds nothing of it; if session {session_id} was taken {where}, it is handed over to nobody "
+            f"there, and `chock run --continue {session_id}` there takes it back"
+        )
+        if isinstance(error, KeyboardInterrupt):
+            raise _interrupted(f"stopped while the session was being taken {where}: {taken}") from None
+        raise MoveFailed(f"{error} — {taken}") from None
     try:
         if (manifest.base, manifest.instance) != (base, own_instance):
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)
             _ask(target, to_host, again, mp.HostNamed)
-        _relay_lanes(lanes, found.host, to_host, session_id, manifest)
+        relay.staged(manifest)
+        relay.finish()
     except BaseException as error:
+        relay.stop()
         _drop(ControlClient(to_address), session_id)  # on a connection of its own: the lanes' may be cut
-        left = (
-            f"{to_host} holds nothing of it; session {session_id} is handed over to nobody {where}: "
-            f"`chock run --continue {session_id}` there takes it back"
-        )
         if isinstance(error, ChockError):
             raise MoveFailed(f"{error} — {left}") from None
         if isinstance(error, KeyboardInterrupt):

@@ -2,7 +2,8 @@
 (docs/remote.md#moving-a-session):
 
     chock run --move-out ID --to HOST [--wait SECONDS] [--address=ADDR] [--have=COMMIT] [--kept=LENGTH:SHA256]
-                                                           the source, step 1: one JSON line describing the parts
+                                                           the source, step 1: `{"log": {…}}` once the log is
+                                                           staged, then one JSON line describing the parts
     chock run --move-in ID --project DIR --from HOST [--instance NAME] [--running]
                                                            the target, step 2: `{"adopted": <event id>}`, then
                                                            a running session carries on here
@@ -49,17 +50,23 @@ def step(move: dict[str, Any]) -> str | None:
 
 
 def run_source_step(layout: Layout, move: dict[str, Any], found: str) -> int:
-    """Step 1 or 3: its one JSON line on stdout; a refusal is one line on stderr (chock.commands.cli)."""
+    """Step 1 or 3: its JSON lines on stdout (the last says what the step did); a refusal is one line on stderr
+    (chock.commands.cli)."""
     from chock.session import moving
 
+    def said(value: dict[str, Any]) -> None:
+        os.write(1, (moving.json_line(value) + "\n").encode())
+
     if found == "move_out":
-        said = moving.move_out(
-            layout, move["move_out"], move["move_to"], wait=move["move_wait"], say=_quiet,
-            address=move["move_address"] or "", have=move["move_have"] or "", kept=move["move_kept"] or "",
+        said(
+            moving.move_out(
+                layout, move["move_out"], move["move_to"], wait=move["move_wait"], say=_quiet,
+                address=move["move_address"] or "", have=move["move_have"] or "", kept=move["move_kept"] or "",
+                staged=lambda log: said({log["part"]: log}),
+            )
         )  # fmt: skip
     else:
-        said = {"moved": moving.moved(layout, move["moved"], move["move_to"])}
-    os.write(1, (moving.json_line(said) + "\n").encode())
+        said({"moved": moving.moved(layout, move["moved"], move["move_to"])})
     return 0
 
 

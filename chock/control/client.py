@@ -330,7 +330,7 @@ class ControlClient:
             if not sent:
                 pump.send(request)
             if request.REPLY is not None:
-                header, first = pump.reply(self.timeout, request.verb), None
+                header, first = pump.reply(request.WAIT or self.timeout, request.verb), None
             else:
                 header, first = None, pump.next_event(self.timeout, request.verb)
         except BaseException:

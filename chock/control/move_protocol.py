@@ -3,7 +3,8 @@ and its reply, part of chock.control.daemon_protocol's `VERBS` (declared here so
 verbs a session's life uses; nothing else declares a verb).
 
     move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>[\\t<tip>[\\t<kept>]]  (on the target)
-    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept> -> ok <manifest JSON>  (on the source)
+    move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>
+                                    -> ok <log length>\\t<sha256>, then ok <manifest JSON>  (on the source)
     send <id>\\t<part>                                         -> ok <length>\\t<sha256>, then <length> bytes
     receive <id>\\t<part>\\t<length>\\t<sha256>, then <length> bytes -> ok received          (on the target)
     move-in <id>\\t<project>\\t<from host>\\t<0|1>\\t<instance>     -> ok <adopt event id>     (on the target)
@@ -186,7 +187,8 @@ class Manifest(ReplyLine):
 
 
 class PartHeader(ReplyLine):
-    """`ok <length>\\t<sha256>`: `send`'s first line; exactly `<length>` bytes of the part follow it."""
+    """`ok <length>\\t<sha256>`: `send`'s first line, which exactly `<length>` bytes of the part follow; and
+    `move-out`'s first, the log's part staged (its own bytes), which the client sends while the rest is made."""
 
     __slots__ = ("body_length", "sha256")
     WHAT = "ok <length>\\t<sha256>"
@@ -279,20 +281,22 @@ class MoveCheckRequest(Request):
 
 
 class MoveOutRequest(Request):
-    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>` -> `ok <manifest JSON>`: the
-    source's child takes the session (a running one at its next turn boundary, `--wait` bounding each round trip),
-    ends its span handed over to the target, and stages its parts. `<address>` is where the client reached the
-    target (an address as `--daemon` takes one; empty: none the source could use), which `chock run --continue` asks
-    there. `<have>` is the commit the target's `chock/<id>` names (`move-check`'s `<tip>`; empty: none): the bundle
-    leaves out every object it reaches, when it is an ancestor of the branch here. `<kept>` is what the target keeps
-    of the log (`move-check`'s `<kept>`; empty: nothing): when the log here begins with exactly it, only the rest is
-    sent."""
+    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>` -> `ok <log length>\\t<sha256>`,
+    then `ok <manifest JSON>`: the source's child takes the session (a running one at its next turn boundary,
+    `--wait` bounding each round trip) and stages its log as it took it — said at once, so the client sends it while
+    the rest is made —, then its other parts, and ends its span handed over to the target (the log's end).
+    `<address>` is where the client reached the target (an address as `--daemon` takes one; empty: none the source
+    could use), which `chock run --continue` asks there. `<have>` is the commit the target's `chock/<id>` names
+    (`move-check`'s `<tip>`; empty: none): the bundle leaves out every object it reaches, when it is an ancestor of
+    the branch here. `<kept>` is what the target keeps of the log (`move-check`'s `<kept>`; empty: nothing): when the
+    log here begins with exactly it, only the rest is sent."""
 
     __slots__ = ("address", "have", "kept", "session_id", "to", "wait")
     ATTRS = ("session_id", "to", "wait", "address", "have", "kept")
     verb = "move-out"
     FIELDS = ("session id", "to host", "wait seconds", "address", "have", "kept")
-    REPLY = Manifest
+    REPLY = PartHeader  # the log, staged
+    ITEM = Manifest  # one: every part staged
 
     def __init__(self, session_id: str, to: str, wait: int, address: str = "", have: str = "", kept: str = "") -> None:
         self.session_id = f.session_id(session_id)

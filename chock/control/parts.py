@@ -1,10 +1,12 @@
 """The parts of a session that travel when it moves between hosts, as the wire carries them (docs/protocol.md#moving-
-a-session): the log, the branch's bundle and the scratchpad. Sans-I/O: bytes in, bytes out, no socket and no file.
+a-session): the log, its end, the branch's bundle and the scratchpad. Sans-I/O: bytes in, bytes out, no socket and
+no file.
 
 A part travels as exactly `<length>` bytes after the line that announces it (`send`'s reply, `receive`'s request):
 
-- `log` as it is: the log's own lines, each at most the event limit, the last ending in `\\n` (the log that travels
-  ends with the source's `session.end`, a whole line);
+- `log` and `log-end` as they are: the log's own lines, each at most the event limit, the last ending in `\\n` — the
+  log as the source took it, sent while the other parts are made, and the span the source then ended it with (its
+  `session.adopt` and its `session.end {reason: handover}`), which the target joins onto it;
 - `bundle` and `scratchpad` base64-encoded (RFC 4648, with padding) in lines of at most 64 KiB and a `\\n` each:
   every line but the last holds exactly `RAW_PER_LINE` bytes of the part, so one part has one encoding.
 
@@ -23,15 +25,24 @@ from chock.control import framing as f
 from chock.log.events import MAX_EVENT_BYTES
 
 # The parts, in the order a target checks them; the bundle last, since it is the largest and the slowest to check.
-PARTS = ("log", "scratchpad", "bundle")
+PARTS = ("log", "log-end", "scratchpad", "bundle")
 # How they travel: each lane on connections of its own, the lanes at once (the log beside the bundle, so a move
-# takes about as long as the larger of the two, not their sum), the parts of a lane one after the other.
-LANES = (("log",), ("scratchpad", "bundle"))
+# takes about as long as the larger of the two, not their sum), the parts of a lane one after the other. The log
+# goes ahead: it is sent while the source still makes the bundle (`move-out`'s first line), the rest once the
+# source has staged them all.
+LANES = (("log", "log-end"), ("scratchpad", "bundle"))
+AHEAD = "log"
 
 # How much of each part a host takes, decoded: a log of 256 MiB is more than a year of a busy session's events
-# (its outputs are cut at their own bounds); a bundle of 1 GiB holds any branch a session makes (its worktree is
-# bounded far below that); the scratchpad is one note file, bounded where the session writes it.
-PART_BOUNDS = {"log": 256 * 1024 * 1024, "bundle": 1024 * 1024 * 1024, "scratchpad": 16 * 1024 * 1024}
+# (its outputs are cut at their own bounds); its end is the two events of a move-out's span; a bundle of 1 GiB holds
+# any branch a session makes (its worktree is bounded far below that); the scratchpad is one note file, bounded
+# where the session writes it.
+PART_BOUNDS = {
+    "log": 256 * 1024 * 1024,
+    "log-end": 2 * MAX_EVENT_BYTES,
+    "bundle": 1024 * 1024 * 1024,
+    "scratchpad": 16 * 1024 * 1024,
+}
 
 # A base64 line: 64 KiB of text, holding 48 KiB of the part, and its `\n`.
 ENCODED_LINE = 64 * 1024
@@ -39,8 +50,9 @@ RAW_PER_LINE = ENCODED_LINE // 4 * 3
 
 
 def encoded(part: str) -> bool:
-    """Whether `part` travels base64-encoded (the bundle and the scratchpad) rather than as it is (the log)."""
-    return part != "log"
+    """Whether `part` travels base64-encoded (the bundle and the scratchpad) rather than as it is (the log, and its
+    end)."""
+    return part not in ("log", "log-end")
 
 
 def line_bound(part: str) -> int:

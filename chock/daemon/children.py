@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -314,38 +315,71 @@ class Children:
         return code, said
 
     def run_chock(
-        self, args: list[str], project: str, doing: str, timeout: float = READY_TIMEOUT
+        self,
+        args: list[str],
+        project: str,
+        doing: str,
+        timeout: float = READY_TIMEOUT,
+        on_line: Callable[[bytes], None] | None = None,
     ) -> tuple[int, str, bytes]:
         """`chock ARGS` run in `project` with the daemon's environment and config, as a session child has, and
-        waited for (`timeout` at most): its exit code, the last line of its stderr and its standard output.
-        Whatever such a child writes (a log, a rules file, a move's parts) it writes itself: the daemon never
-        does."""
+        waited for (`timeout` at most): its exit code, the last line of its stderr and its standard output, each
+        line of which `on_line` is given as it comes. Whatever such a child writes (a log, a rules file, a move's
+        parts) it writes itself: the daemon never does."""
         import subprocess
 
         try:
-            done = subprocess.run(
+            process = subprocess.Popen(
                 [*module_argv("chock"), *args],
                 cwd=project,
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self._environment(),
-                timeout=timeout,
                 start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            raise Refusal(
-                f"{doing} took more than {timeout:g} s; it goes on with `chock {' '.join(args[:2])}` on the "
-                "daemon's machine"
-            ) from None
         except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
             raise Refusal(f"{project} cannot be a project here ({error.strerror or type(error).__name__})") from None
         except OSError as error:
             raise Refusal(f"{doing}: could not run chock ({error.strerror or error})") from None
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            with contextlib.suppress(OSError):  # its session is its own (start_new_session): git's children too
+                os.killpg(process.pid, signal.SIGKILL)
+
+        late = threading.Timer(timeout, expire)
+        late.start()
+        stderr: list[bytes] = []
+        errors = threading.Thread(target=lambda: stderr.append(process.stderr.read()), daemon=True)  # type: ignore[union-attr]
+        errors.start()
+        out, failed = [], None
+        try:
+            for line in process.stdout:  # type: ignore[union-attr]  # a pipe
+                out.append(line)
+                if on_line is not None and failed is None:
+                    try:
+                        on_line(line)
+                    except BaseException as error:  # raised once the child is done: it is never cut short
+                        failed = error
+            errors.join()
+            code = process.wait()
+        finally:
+            late.cancel()
+            process.stdout.close()  # type: ignore[union-attr]
+            process.stderr.close()  # type: ignore[union-attr]
+        if failed is not None:
+            raise failed
+        if expired.is_set():
+            raise Refusal(
+                f"{doing} took more than {timeout:g} s; it goes on with `chock {' '.join(args[:2])}` on the "
+                "daemon's machine"
+            )
+        said = b"".join(stderr).decode("utf-8", "replace").strip().splitlines()
         if not said:
-            code = done.returncode
             said = [f"`chock {' '.join(args[:2])}` was killed by signal {-code}" if code < 0 else f"exit status {code}"]
-        return done.returncode, said[-1], done.stdout
+        return code, said[-1], b"".join(out)
 
     def _environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}

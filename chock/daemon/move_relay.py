@@ -254,8 +254,10 @@ def move_drop(daemon: Daemon, reply: ReplyWriter, request: mp.MoveDropRequest) -
 
 
 def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> None:
-    """`move-out` -> `ok <manifest JSON>`: `chock run --move-out` takes the session and stages its parts; its one
-    line of JSON, checked, with this host's name, is the reply. Its refusal is `refused` in its own words."""
+    """`move-out` -> `ok <log length>\\t<sha256>`, then `ok <manifest JSON>`: `chock run --move-out` takes the session
+    and stages its parts; the line it says once the log is staged is the first line (the client sends the log while
+    the rest is made), its last line of JSON, checked, with this host's name, the second. Its refusal is `refused` in
+    its own words."""
     project = _project_of(daemon, request.session_id)
     args = ["run", "--move-out", request.session_id, "--to", request.to, "--wait", str(request.wait)]
     if request.address:  # one argument, `=` joined: an address is never taken for an option
@@ -264,10 +266,32 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
         args.append(f"--have={request.have}")
     if request.kept:
         args.append(f"--kept={request.kept}")
+    staged = daemon.layout.move_dir(request.session_id) / "out"
+    ahead: list[mp.PartHeader] = []
+
+    def log_staged(line: bytes) -> None:
+        """The child's line saying its log is staged (`{"log": {"length": N, "sha256": "…"}}`): the first line."""
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return
+        log = value.get(parts.AHEAD) if isinstance(value, dict) and not ahead else None
+        if not isinstance(log, dict) or type(log.get("length")) is not int:
+            return
+        try:
+            header = mp.PartHeader(log["length"], parts.digest(str(log.get("sha256"))))
+        except ProtocolError:
+            return
+        ahead.append(header)
+        # What `send` announces without reading the part through again (a part changed since is caught by its target).
+        _write_digests(staged, {parts.AHEAD: (header.body_length, header.sha256)})
+        reply.answer(header)
+
     doing = f"moving session {request.session_id} out"
-    code, said, out = daemon.children.run_chock(args, project, doing, timeout=2 * request.wait + mp.MOVE_SECONDS - 30)
+    timeout = 2 * request.wait + mp.MOVE_SECONDS - 30
+    code, last, out = daemon.children.run_chock(args, project, doing, timeout=timeout, on_line=log_staged)
     if code != 0:
-        raise Refusal(said)
+        raise Refusal(last)
     lines = out.decode("utf-8", "replace").strip().splitlines()
     try:
         value = json.loads(lines[-1]) if lines else None
@@ -277,11 +301,25 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
         raise ProtocolError(ErrorCode.INTERNAL, said) from None
     if manifest.session_id != request.session_id:
         raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out staged another session's parts")
-    # What `send` announces without reading a part through again (a part changed since is caught by its target).
-    staged = daemon.layout.move_dir(request.session_id) / "out"
-    with contextlib.suppress(OSError):
-        (staged / DIGESTS).write_text(json.dumps({part: [size, sha] for part, size, sha in manifest.parts}))
+    log = next((length, sha) for part, length, sha in manifest.parts if part == parts.AHEAD)
+    if not ahead or (ahead[0].body_length, ahead[0].sha256) != log:
+        raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out did not say its log as it staged it")
+    _write_digests(staged, {part: (size, sha) for part, size, sha in manifest.parts})
     reply.answer(manifest)
+
+
+def _write_digests(staged: os.PathLike[str], digests: dict[str, tuple[int, str]]) -> None:
+    """Each part's size and sha256 kept beside the parts, for `send` (a file replaced whole: a `send` reading it as it
+    is written finds the old one or the new one)."""
+    path = os.path.join(staged, DIGESTS)
+    temporary = f"{path}.{secrets.token_hex(4)}"
+    try:
+        with open(temporary, "w") as handle:
+            json.dump({part: [size, sha] for part, (size, sha) in digests.items()}, handle)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:

@@ -85,15 +85,16 @@ def moved_refusal(state: RowState, doing: str) -> Refused | None:
 
 def move_out(
     layout: Layout, session_id: str, to: str, *, wait: float, say: Callable[[str], None], address: str = "",
-    have: str = "", kept: str = "",
+    have: str = "", kept: str = "", staged: Callable[[dict[str, Any]], None] = lambda _: None,
 ) -> dict[str, Any]:  # fmt: skip
     """Step 1; returns the line that describes the parts (`{"parts": […], "base", "instance", "session",
-    "was_running"}`). A refusal before the handover end is logged leaves the session as it was (a running one
-    handed over to nobody: `chock run --continue` takes it back). `address` is where the client reached `to`;
-    the handover end records it, and `chock run --continue` asks there whether `to` adopted the session. `have`
-    is the commit `to`'s `chock/<id>` names (as its `move-check` said): the bundle leaves out what it reaches.
-    `kept` is what `to` keeps of the log (`<length>:<sha256>`, chock.session.kept_log): when the log here begins
-    with exactly it, only what follows it is sent."""
+    "was_running"}`), having given `staged` the log's part (`{"part": "log", "length", "sha256"}`) as soon as it was
+    staged, while the other parts were still being made. A refusal before the handover end is logged leaves the
+    session as it was (a running one handed over to nobody: `chock run --continue` takes it back). `address` is
+    where the client reached `to`; the handover end records it, and `chock run --continue` asks there whether `to`
+    adopted the session. `have` is the commit `to`'s `chock/<id>` names (as its `move-check` said): the bundle
+    leaves out what it reaches. `kept` is what `to` keeps of the log (`<length>:<sha256>`, chock.session.kept_log):
+    when the log here begins with exactly it, only what follows it is sent."""
     check_session_id(session_id)
     check_host(to, "--to")
     where = {"address": _checked_address(address)} if address else {}
@@ -125,7 +126,7 @@ def move_out(
         if state.workspace_kept:  # its edits, committed or not, travel on the branch
             keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
         # What the log holds now is final (this process holds it): staged and digested while git makes the bundle.
-        with _LogCopy(path, out / "log", kept_log.Kept.parse(kept)) as staged:
+        with _LogCopy(path, out, kept_log.Kept.parse(kept), staged) as copy:
             bundle = _bundle(state, out / "bundle", have)
             scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
             # The span that ends the log sent: nothing can refuse after it.
@@ -133,9 +134,9 @@ def move_out(
             log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
             log.append("session.end", reason="handover", to=to, **where)
             log.sync()
-            sent = staged.finish()
+            sent, end = copy.finish()
     return {
-        "parts": [sent, bundle, scratchpad],
+        "parts": [sent, end, bundle, scratchpad],
         "base": state.workspace_base,
         "instance": state.instance,
         "session": session_id,
@@ -246,18 +247,22 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
 
 
 class _LogCopy:
-    """The log copied to its staged part and digested in one pass, by a thread from the start: what the log holds
-    when this begins is copied while the caller makes the other parts; `finish` copies the rest (the span the
-    caller appended since) and describes the part. The part is the whole log, or, when it begins with exactly what
-    the target keeps (`kept`), what follows that. The source's own log was synced; a staged part a crash tore is
-    made again by the next move-out, so it is not synced."""
+    """The log's parts, each copied and digested in one pass. A thread copies, from the start, what the log holds when
+    this begins — the `log` part, the log as the move took it — while the caller makes the other parts, and gives its
+    description to `staged` as soon as it is whole (so it travels while they are made); `finish` stages what the caller
+    appended since (the span that ends the log sent) as the `log-end` part. The `log` part is the whole log, or, when
+    it begins with exactly what the target keeps (`kept`), what follows that. The source's own log was synced; a staged
+    part a crash tore is made again by the next move-out, so it is not synced."""
 
-    def __init__(self, source: Path, target: Path, kept: kept_log.Kept | None = None) -> None:
+    def __init__(
+        self, source: Path, out: Path, kept: kept_log.Kept | None, staged: Callable[[dict[str, Any]], None]
+    ) -> None:
         import threading
 
         self._found = open(source, "rb")  # noqa: SIM115 - closed by __exit__
-        self._out = open(target, "wb", opener=_private)  # noqa: SIM115 - closed by __exit__
-        self._digest = hashlib.sha256()
+        self._out = out
+        self._staged = staged
+        self._log: dict[str, Any] | None = None
         self._failed: BaseException | None = None
         size = os.fstat(self._found.fileno()).st_size
         self._thread = threading.Thread(target=self._copy_guarded, args=(size, kept), name="log-copy", daemon=True)
@@ -268,27 +273,31 @@ class _LogCopy:
             held = kept is not None and kept.length <= size and kept_log.begins_with(self._found, kept)
             skipped = kept.length if held and kept is not None else 0
             self._found.seek(skipped)
-            self._copy(size - skipped)
+            self._log = self._stage("log", size - skipped)
+            self._staged(self._log)
         except BaseException as error:  # raised by `finish`, in the caller's thread
             self._failed = error
 
-    def _copy(self, most: int | None) -> None:
-        """Copy up to `most` bytes more (None: to the end of the file)."""
-        while most is None or most > 0:
-            chunk = self._found.read(COPY_CHUNK if most is None else min(COPY_CHUNK, most))
-            if not chunk:
-                return
-            self._digest.update(chunk)
-            self._out.write(chunk)
-            most = None if most is None else most - len(chunk)
+    def _stage(self, part: str, most: int | None) -> dict[str, Any]:
+        """The part `part`: up to `most` bytes more of the log (None: to its end), copied and described."""
+        digest = hashlib.sha256()
+        with open(self._out / part, "wb", opener=_private) as out:
+            while most is None or most > 0:
+                chunk = self._found.read(COPY_CHUNK if most is None else min(COPY_CHUNK, most))
+                if not chunk:
+                    break
+                digest.update(chunk)
+                out.write(chunk)
+                most = None if most is None else most - len(chunk)
+            return {"part": part, "length": out.tell(), "sha256": digest.hexdigest()}
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The `log` part and the `log-end` part (staged now), described."""
         self._thread.join()
         if self._failed is not None:
             raise self._failed
-        self._copy(None)
-        self._out.flush()
-        return {"part": "log", "length": self._out.tell(), "sha256": self._digest.hexdigest()}
+        assert self._log is not None
+        return self._log, self._stage("log-end", None)
 
     def __enter__(self) -> _LogCopy:
         return self
@@ -296,7 +305,6 @@ class _LogCopy:
     def __exit__(self, *exc: object) -> None:
         self._thread.join()
         self._found.close()
-        self._out.close()
 
 
 def _private(path: str, flags: int) -> int:
