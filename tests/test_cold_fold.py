@@ -9,7 +9,7 @@ import os
 import pickle
 
 from chock.log import cold_fold
-from chock.log.catalog import Catalog
+from chock.log.catalog import COLD_FOLD_AT, Catalog
 from chock.log.events import encode
 from chock.log.folding import fold_log
 from chock.log.row import RowState
@@ -26,7 +26,7 @@ BODIES = [
     [{"type": "tool.result", "call_id": "c1", "output": '\u001b[1m"session.end"\u001b[0m'}, END],
     [{"type": "session.end", "reason": "handover", "to": "build"}],
 ]
-MANY = cold_fold.MIN_SESSIONS + 44
+MANY = COLD_FOLD_AT + 44
 # Enough of a log that folding the listing's half takes longer than the helper's start: both hands fold.
 PADDING = [{"type": "tool.result", "call_id": "c0", "output": "\u001b[0m ok"}, USAGE] * 200
 

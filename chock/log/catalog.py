@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from chock.log import cold_fold, rowcache
+from chock.log import rowcache
 from chock.log.folding import covers, fold_log, folded
 from chock.log.index import ProjectIndex, key_of
 from chock.log.reader import owner_alive
@@ -41,11 +41,13 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from chock.log import cold_fold
     from chock.log.freshness import Freshness
 
-# How many of the last sessions a listing holds no row of it asks the cache for, before it has them folded by a
-# helper (chock.log.cold_fold): when the cache holds any, it holds most.
-_PROBED = 4
+# A listing that must fold at least this many logs from their start (no row of them here or in the cache) folds them
+# with a second hand, a child process (chock.log.cold_fold), when it may keep a second CPU busy: the child's start
+# (about 50 ms) costs what folding a few hundred logs does.
+COLD_FOLD_AT = 256
 
 # A project's cached rows are rewritten for a running session at most this often (at once for a session
 # that has ended or is new to the cache): a restarted reader then folds at most this many seconds of a
@@ -291,19 +293,23 @@ class Catalog:
             helper.close()
 
     def _helper(self, ids: list[str], key: str | None, found: list[Entry | None]) -> cold_fold.Helper | None:
-        """A helper folding, last first, the sessions of `ids` this catalog holds no row of, when there are enough
-        of them to be worth it and the cache holds none of the last few (a listing that starts from the cache
-        needs no second hand)."""
-        if len(ids) < cold_fold.MIN_SESSIONS:
+        """A helper folding, last first, the sessions of `ids` no row covers (neither this catalog's nor the cache's),
+        when there are enough of them to be worth it."""
+        if len(ids) < COLD_FOLD_AT:
             return None
+        from chock.platform.host import cpus
+
         entries = self._entries
         cold = [i for i, entry in zip(ids, found, strict=True) if entry is None and i not in entries]
-        if not cold_fold.worth_it(len(cold)):
+        if len(cold) < COLD_FOLD_AT or cpus() < 2:
             return None
         if key and self._cache is not None:
-            rows = self._project_cache(key).rows
-            if any(rows.head(session_id) is not None for session_id in cold[-_PROBED:]):
+            held = self._project_cache(key).rows.ids()
+            cold = [session_id for session_id in cold if session_id not in held]
+            if len(cold) < COLD_FOLD_AT:
                 return None
+        from chock.log import cold_fold  # pickle and subprocess, for a listing this big only
+
         return cold_fold.start(self._sessions, cold[::-1])
 
     def _look(self, session_id: str, key: str | None, helped: Cached | None = None) -> Entry | None:

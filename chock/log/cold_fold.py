@@ -23,8 +23,9 @@ import struct
 import sys
 
 from chock import module_argv
+from chock.log import rowcache
 from chock.log.folding import fold_log
-from chock.log.row import RowState
+from chock.log.row import FIELDS, RowState
 from chock.log.rowcache import Cached
 from chock.paths import is_session_id
 
@@ -33,15 +34,12 @@ if TYPE_CHECKING:
     import subprocess
     from typing import Any
 
-# Fewer logs than this to fold are folded by the listing alone: a child's start (about 50 ms) costs what folding
-# a few hundred logs does.
-MIN_SESSIONS = 256
+# The child's first frame: the row fold it folds by (its version, as the cache names it, and the row's fields in the
+# order it sends them). A child of another Chock (an upgrade under a running daemon) is not believed.
+FORM = (rowcache.VERSION, tuple(FIELDS))
 
-
-def worth_it(cold: int) -> bool:
-    """Whether `cold` logs to fold from their start are worth a second hand: enough of them, and a second CPU."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cold >= MIN_SESSIONS and cpus > 1
+# What of the listing's environment the child gets: what Python needs to find and run Chock, no more.
+_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
 
 
 class Helper:
@@ -61,7 +59,9 @@ class Helper:
                 stdin=listed,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
+                env={name: os.environ[name] for name in _KEPT if name in os.environ},
             )
+        self._form: object = None  # the child's first frame, once read
         assert self._process.stdout is not None
         self._fd = self._process.stdout.fileno()
         os.set_blocking(self._fd, False)
@@ -91,12 +91,19 @@ class Helper:
             end = at + _LENGTH.size + _LENGTH.unpack_from(data, at)[0]
             if end > len(data):
                 break
-            given = _row_of(data[at + _LENGTH.size : end])
+            frame = data[at + _LENGTH.size : end]
+            at = end
+            if self._form is None:
+                self._form = _plain(frame)
+                if self._form != FORM:  # another Chock's child: nothing of it is believed
+                    self.close()
+                    break
+                continue
+            given = _row_of(frame)
             if given is None:  # not the child's writing: nothing more of it is believed
                 self.close()
                 break
             self.rows[given[0]] = given[1]
-            at = end
         self._pending = data[at:]
         return at > 0
 
@@ -131,6 +138,16 @@ def main(argv: list[str]) -> int:
         return real
 
     out = sys.stdout.buffer
+
+    def write(value: object) -> None:
+        frame = pickle.dumps(value)
+        out.write(_LENGTH.pack(len(frame)) + frame)
+        out.flush()
+
+    try:
+        write(FORM)
+    except BrokenPipeError:
+        return 0
     for raw in sys.stdin.buffer:
         session_id = raw.rstrip(b"\n").decode("ascii", "replace")
         if not is_session_id(session_id):
@@ -145,10 +162,8 @@ def main(argv: list[str]) -> int:
             continue
         finally:
             os.close(fd)
-        frame = pickle.dumps((session_id, *row.identity, row.mtime, row.offset, row.project_real, row.state.values()))
         try:
-            out.write(_LENGTH.pack(len(frame)) + frame)
-            out.flush()
+            write((session_id, *row.identity, row.mtime, row.offset, row.project_real, row.state.values()))
         except BrokenPipeError:  # the listing has all it needs
             return 0
     return 0
@@ -165,12 +180,21 @@ class _PlainValues(pickle.Unpickler):
         raise pickle.UnpicklingError(f"a cold fold's row names {module}.{name}: only plain values are taken")
 
 
+def _plain(frame: bytes) -> object:
+    """The plain values one frame of the child holds; None when it holds anything else."""
+    try:
+        return _PlainValues(io.BytesIO(frame)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError):
+        return None
+
+
 def _row_of(frame: bytes) -> tuple[str, Cached] | None:
     """The session id and row one frame of the child holds; None when it holds no such thing."""
+    found: Any = _plain(frame)
     try:
-        session_id, dev, ino, mtime, offset, project_real, values = _PlainValues(io.BytesIO(frame)).load()
+        session_id, dev, ino, mtime, offset, project_real, values = found
         return session_id, Cached((dev, ino), mtime, offset, RowState.of_values(values), project_real)
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError):
         return None
 
 

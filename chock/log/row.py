@@ -276,6 +276,8 @@ class RowState:
         state = cls.__new__(cls)
         for name, value in zip(FIELDS, values, strict=True):
             setattr(state, name, value)
+        for name in _DICTS:  # a fold changes these in place: no two rows share one
+            setattr(state, name, dict(getattr(state, name)))
         return state
 
     def to_json(self) -> dict[str, Any]:

@@ -40,6 +40,21 @@ def _command(*argv: str) -> str:
         return ""
 
 
+def cpus() -> float:
+    """How many CPUs this process may keep busy: those it may run on, at most its cgroup's quota (cgroup v2's
+    `cpu.max` of its own cgroup: `<quota> <period>`, or `max`)."""
+    found: float = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open("/proc/self/cgroup") as handle:
+            group = next(line[3:].strip() for line in handle if line.startswith("0::"))
+        quota, period = _first_line(f"/sys/fs/cgroup{group}/cpu.max").split()
+        if quota != "max":
+            found = min(found, int(quota) / int(period))
+    except (OSError, StopIteration, ValueError, ZeroDivisionError):
+        pass
+    return found
+
+
 @functools.cache
 def machine_id() -> str:
     """This machine's id, or "" when it has none to read (then nothing recorded is provably this machine's)."""
