@@ -25,6 +25,8 @@ from pathlib import Path
 import _common
 from move_ssh import PAD
 
+from chock.control.parts import PARTS
+
 ONE_FILE = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
     {"text": "Wrote it.", "tool_calls": []},
@@ -48,7 +50,7 @@ def run(env: dict[str, str], *args: str, cwd: Path) -> str:
 
 
 def move_out(env: dict[str, str], root: Path, session_id: str, to: str) -> tuple[Path, bool]:
-    said = json.loads(run(env, "run", "--move-out", session_id, "--to", to, cwd=root))
+    said = json.loads(run(env, "run", "--move-out", session_id, "--to", to, cwd=root).splitlines()[-1])
     return _common.layout(root).move_dir(session_id) / "out", bool(said["was_running"])
 
 
@@ -56,7 +58,7 @@ def received(parts: Path, root: Path, session_id: str) -> None:
     """What the target's daemon does before the move-in: each part, as a file of its own, in `moves/<id>/in/`."""
     into = _common.layout(root).move_dir(session_id) / "in"
     into.mkdir(parents=True)
-    for part in ("log", "scratchpad", "bundle"):
+    for part in PARTS:
         shutil.copyfile(parts / part, into / part)
 
 

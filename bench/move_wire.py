@@ -24,6 +24,7 @@ from pathlib import Path
 
 import _common
 
+from chock.control import parts
 from chock.daemon.move_relay import DIGESTS
 
 SESSION_ID = "20260101-000000-4d4d4d"
@@ -56,8 +57,9 @@ def stage(out: Path, log_bytes: int, bundle_bytes: int) -> dict[str, bytes]:
         for _ in range(bundle_bytes // (1 << 20)):
             bundle.write(os.urandom(1 << 20))
     (out / "scratchpad").write_bytes(b"# notes\n" * 4096)
+    (out / "log-end").write_bytes(LINE % (n + 1) + LINE % (n + 2))  # the span move-out ends the log with
     digests = {}
-    for part in ("log", "scratchpad", "bundle"):
+    for part in parts.PARTS:
         with open(out / part, "rb") as handle:
             digests[part] = hashlib.file_digest(handle, "sha256").digest()
     # As the source's daemon keeps them from move-out's manifest, so `send` need not read a part through first.

@@ -112,14 +112,21 @@ def _origin(client: ControlClient, host: str, session_id: str) -> tuple[str, str
 
 
 def _relay(source: ControlClient, source_host: str, target: ControlClient, target_host: str, session_id: str,
-           part: str) -> int:  # fmt: skip
-    """One part, from the source's `send` to the target's `receive`, chunk by chunk as it comes; its wire length."""
+           part: str, staged: tuple[int, str]) -> int:  # fmt: skip
+    """One part, from the source's `send` to the target's `receive`, chunk by chunk as it comes; its wire length.
+    `staged` is the part's (length, sha256) as `move-out` said it: a part `send` announces otherwise is refused."""
     request = mp.SendRequest(session_id, part)
     try:
         header, body = source.open_body(request)
     except ProtocolError as error:
         raise _failed(source_host, request, error) from None
     announced = expect(header, mp.PartHeader)
+    if (announced.body_length, announced.sha256) != (parts.wire_length(part, staged[0]), staged[1]):
+        body.close()  # type: ignore[attr-defined]  # a generator
+        raise MoveFailed(
+            f"{source_host} sends another {part} than the one it staged (another move of the session began there?); "
+            "nothing of it was sent"
+        )
     receive = mp.ReceiveRequest(session_id, part, announced.body_length, announced.sha256)
     try:
         expect(target.call_with_body(receive, body), mp.Received)
@@ -147,6 +154,7 @@ class _Lanes:
         self._failures: list[BaseException] = []
         self._threads: list[threading.Thread] = []
         self._manifest: mp.Manifest | None = None
+        self._said: dict[str, tuple[int, str]] = {}  # each part's (length, sha256), as the source said it
         self._staged = threading.Event()  # set once the manifest is known, or the lanes are stopped
 
     @property
@@ -155,9 +163,16 @@ class _Lanes:
 
     def begin(self, log: mp.PartHeader) -> None:
         _step(f"sending its log ({log.body_length:,} bytes) while the rest is made")
+        self._said = {parts.AHEAD: (log.body_length, log.sha256)}
         self._start(0)
 
     def staged(self, manifest: mp.Manifest) -> None:
+        """Every part staged, as `manifest` says: the other lanes begin (none when a lane failed already)."""
+        if self._said[parts.AHEAD] != next((n, sha) for part, n, sha in manifest.parts if part == parts.AHEAD):
+            raise MoveFailed("the source's manifest says another log than the one it said it staged")
+        if self._failures:
+            return
+        self._said = {part: (length, sha) for part, length, sha in manifest.parts}
         sizes = {part: parts.wire_length(part, length) for part, length, _ in manifest.parts}
         said = [
             " then ".join(f"its {part} ({sizes[part]:,} bytes)" for part in lane if part != parts.AHEAD)
@@ -184,7 +199,7 @@ class _Lanes:
                     self._staged.wait()
                     if self._manifest is None:
                         return  # stopped before the rest was staged
-                _relay(source, self._hosts[0], target, self._hosts[1], self._session_id, part)
+                _relay(source, self._hosts[0], target, self._hosts[1], self._session_id, part, self._said[part])
         except BaseException as error:
             self._failures.append(error)
             self._cut()
@@ -355,7 +370,7 @@ def _move(
             manifest = _staged(taking, found.host, out)
         finally:
             taking.close()
-    except (MoveFailed, KeyboardInterrupt) as error:
+    except BaseException as error:
         if relay.began:
             relay.stop()
             _drop(ControlClient(to_address), session_id)  # on a connection of its own: the lanes' are cut
@@ -365,7 +380,10 @@ def _move(
         )
         if isinstance(error, KeyboardInterrupt):
             raise _interrupted(f"stopped while the session was being taken {where}: {taken}") from None
-        raise MoveFailed(f"{error} — {taken}") from None
+        if isinstance(error, ChockError):
+            raise MoveFailed(f"{error} — {taken}") from None
+        _step(f"failed: {taken}")
+        raise
     try:
         if (manifest.base, manifest.instance) != (base, own_instance):
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)

@@ -342,9 +342,11 @@ class Children:
             raise Refusal(f"{project} cannot be a project here ({error.strerror or type(error).__name__})") from None
         except OSError as error:
             raise Refusal(f"{doing}: could not run chock ({error.strerror or error})") from None
-        expired = threading.Event()
+        expired, ended = threading.Event(), threading.Event()
 
         def expire() -> None:
+            if ended.is_set() or process.poll() is not None:
+                return
             expired.set()
             with contextlib.suppress(OSError):  # its session is its own (start_new_session): git's children too
                 os.killpg(process.pid, signal.SIGKILL)
@@ -363,6 +365,8 @@ class Children:
                         on_line(line)
                     except BaseException as error:  # raised once the child is done: it is never cut short
                         failed = error
+            ended.set()
+            late.cancel()
             errors.join()
             code = process.wait()
         finally:
@@ -372,10 +376,7 @@ class Children:
         if failed is not None:
             raise failed
         if expired.is_set():
-            raise Refusal(
-                f"{doing} took more than {timeout:g} s; it goes on with `chock {' '.join(args[:2])}` on the "
-                "daemon's machine"
-            )
+            raise Refusal(f"{doing} took more than {timeout:g} s: `chock {' '.join(args[:2])}` was stopped")
         said = b"".join(stderr).decode("utf-8", "replace").strip().splitlines()
         if not said:
             said = [f"`chock {' '.join(args[:2])}` was killed by signal {-code}" if code < 0 else f"exit status {code}"]

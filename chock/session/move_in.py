@@ -239,6 +239,8 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
             raise _bad(f"its {part} is larger than {limit} bytes")
     with open(incoming / "log-end", "rb") as end, open(incoming / "log", "ab") as sent:
         shutil.copyfileobj(end, sent)  # the span the source ended the log with, staged after the rest: the log sent
+        if sent.tell() > moving.LOG_LIMIT:
+            raise _bad(f"its log is longer than {moving.LOG_LIMIT} bytes, the most a move carries")
     if (kept_log.first_id(incoming / "log") or 1) > 1:  # a session coming back: only what it gained elsewhere came
         kept_log.join(layout.log_path(session_id), incoming / "log", moving.LOG_LIMIT)
     undo: list[Undo] = []

@@ -129,12 +129,18 @@ def move_out(
         with _LogCopy(path, out, kept_log.Kept.parse(kept), staged) as copy:
             bundle = _bundle(state, out / "bundle", have)
             scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
+            sent = copy.staged()
+            if sent["length"] > LOG_LIMIT - parts.PART_BOUNDS["log-end"]:
+                raise Refused(
+                    f"session {session_id}'s log is {sent['length']:,} bytes, more than a move carries "
+                    f"({LOG_LIMIT - parts.PART_BOUNDS['log-end']:,} with room for its end); it was not moved"
+                )
             # The span that ends the log sent: nothing can refuse after it.
             # Its own record of itself, as every span here: a --yes session stays so should it be taken back.
             log.append("session.adopt", session=session_id, via="move", approve_all=state.approve_all, **host.owner())
             log.append("session.end", reason="handover", to=to, **where)
             log.sync()
-            sent, end = copy.finish()
+            end = copy.end()
     return {
         "parts": [sent, end, bundle, scratchpad],
         "base": state.workspace_base,
@@ -249,7 +255,7 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
 class _LogCopy:
     """The log's parts, each copied and digested in one pass. A thread copies, from the start, what the log holds when
     this begins — the `log` part, the log as the move took it — while the caller makes the other parts, and gives its
-    description to `staged` as soon as it is whole (so it travels while they are made); `finish` stages what the caller
+    description to `staged` as soon as it is whole (so it travels while they are made); `end` stages what the caller
     appended since (the span that ends the log sent) as the `log-end` part. The `log` part is the whole log, or, when
     it begins with exactly what the target keeps (`kept`), what follows that. The source's own log was synced; a staged
     part a crash tore is made again by the next move-out, so it is not synced."""
@@ -264,6 +270,7 @@ class _LogCopy:
         self._staged = staged
         self._log: dict[str, Any] | None = None
         self._failed: BaseException | None = None
+        self._dropped = False  # the caller failed: the part is said to nobody
         size = os.fstat(self._found.fileno()).st_size
         self._thread = threading.Thread(target=self._copy_guarded, args=(size, kept), name="log-copy", daemon=True)
         self._thread.start()
@@ -274,8 +281,9 @@ class _LogCopy:
             skipped = kept.length if held and kept is not None else 0
             self._found.seek(skipped)
             self._log = self._stage("log", size - skipped)
-            self._staged(self._log)
-        except BaseException as error:  # raised by `finish`, in the caller's thread
+            if not self._dropped:
+                self._staged(self._log)
+        except BaseException as error:  # raised by `staged`, in the caller's thread
             self._failed = error
 
     def _stage(self, part: str, most: int | None) -> dict[str, Any]:
@@ -291,18 +299,23 @@ class _LogCopy:
                 most = None if most is None else most - len(chunk)
             return {"part": part, "length": out.tell(), "sha256": digest.hexdigest()}
 
-    def finish(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The `log` part and the `log-end` part (staged now), described."""
+    def staged(self) -> dict[str, Any]:
+        """The `log` part, described once it is staged (and said); what failed in staging it, raised."""
         self._thread.join()
         if self._failed is not None:
             raise self._failed
         assert self._log is not None
-        return self._log, self._stage("log-end", None)
+        return self._log
+
+    def end(self) -> dict[str, Any]:
+        """The `log-end` part, staged now (what the caller appended since the log was), described."""
+        return self._stage("log-end", None)
 
     def __enter__(self) -> _LogCopy:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, failed: type[BaseException] | None, *exc: object) -> None:
+        self._dropped = failed is not None
         self._thread.join()
         self._found.close()
 
