@@ -371,19 +371,12 @@ def _move(
         finally:
             taking.close()
     except BaseException as error:
-        if relay.began:
-            relay.stop()
-            _drop(ControlClient(to_address), session_id)  # on a connection of its own: the lanes' are cut
         taken = (
             f"{to_host} holds nothing of it; if session {session_id} was taken {where}, it is handed over to nobody "
             f"there, and `chock run --continue {session_id}` there takes it back"
         )
-        if isinstance(error, KeyboardInterrupt):
-            raise _interrupted(f"stopped while the session was being taken {where}: {taken}") from None
-        if isinstance(error, ChockError):
-            raise MoveFailed(f"{error} — {taken}") from None
-        _step(f"failed: {taken}")
-        raise
+        stopped = f"stopped while the session was being taken {where}"
+        raise _undone(error, relay, to_address, session_id, taken, stopped) from None
     try:
         if (manifest.base, manifest.instance) != (base, own_instance):
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)
@@ -391,14 +384,7 @@ def _move(
         relay.staged(manifest)
         relay.finish()
     except BaseException as error:
-        relay.stop()
-        _drop(ControlClient(to_address), session_id)  # on a connection of its own: the lanes' may be cut
-        if isinstance(error, ChockError):
-            raise MoveFailed(f"{error} — {left}") from None
-        if isinstance(error, KeyboardInterrupt):
-            raise _interrupted(f"stopped: {left}") from None
-        _step(f"failed: {left}")
-        raise
+        raise _undone(error, relay, to_address, session_id, left, "stopped") from None
     _step(f"{to_host} adopts it")
     move_in = mp.MoveInRequest(session_id, project_there, manifest.host, manifest.was_running, instance or "")
     unknown = (
@@ -425,6 +411,21 @@ def _move(
     if not manifest.was_running:
         goes_on = f"it is ended there: `chock say {to}:{session_id} MESSAGE` continues it"
     click.echo(shown(f"session {session_id} moved to {to_host} (event {adopted} of its log there): {goes_on}"))
+
+
+def _undone(error: BaseException, relay: _Lanes, target: Address, session_id: str, left: str,
+            stopped: str) -> BaseException:  # fmt: skip
+    """What a failure before `move-in` raises, once every lane is stopped and what the target received is dropped:
+    said with what it `left`; Ctrl-C as `stopped`."""
+    if relay.began:
+        relay.stop()
+        _drop(ControlClient(target), session_id)  # on a connection of its own: the lanes' may be cut
+    if isinstance(error, KeyboardInterrupt):
+        return _interrupted(f"{stopped}: {left}")
+    if isinstance(error, ChockError):
+        return MoveFailed(f"{error} — {left}")
+    _step(f"failed: {left}")
+    return error
 
 
 def _drop(target: ControlClient, session_id: str) -> None:
