@@ -279,18 +279,15 @@ class Catalog:
         """Each of `found`, and a look at each session it has no entry for; when many of those have no row
         anywhere, with a helper folding them from the far end (chock.log.cold_fold)."""
         helper = self._helper(ids, key, found)
-        if helper is None:
-            return [
-                entry if entry is not None else self._look(session_id, key)
-                for session_id, entry in zip(ids, found, strict=True)
-            ]
+        take = helper.take if helper is not None else _nothing_given
         try:
             return [
-                entry if entry is not None else self._look(session_id, key, helper.take(session_id))
+                entry if entry is not None else self._look(session_id, key, take(session_id))
                 for session_id, entry in zip(ids, found, strict=True)
             ]
         finally:
-            helper.close()
+            if helper is not None:
+                helper.close()
 
     def _helper(self, ids: list[str], key: str | None, found: list[Entry | None]) -> cold_fold.Helper | None:
         """A helper folding, last first, the sessions of `ids` no row covers (neither this catalog's nor the cache's),
@@ -512,6 +509,10 @@ def _same(old: list[Entry], new: list[Entry]) -> bool:
     """Whether a look found the very entries it found before (an entry is never changed: a new look makes a new
     one)."""
     return len(old) == len(new) and all(map(operator.is_, old, new))
+
+
+def _nothing_given(session_id: str) -> None:
+    """No helper's row of the session: a listing folding alone."""
 
 
 def _entry(session_id: str, row: Cached) -> Entry:

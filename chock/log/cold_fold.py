@@ -20,7 +20,9 @@ import io
 import os
 import pickle
 import struct
+import subprocess
 import sys
+import tempfile
 
 from chock import module_argv
 from chock.log import rowcache
@@ -31,7 +33,6 @@ from chock.paths import is_session_id
 
 TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
 if TYPE_CHECKING:
-    import subprocess
     from typing import Any
 
 # The child's first frame: the row fold it folds by (its version, as the cache names it, and the row's fields in the
@@ -46,9 +47,6 @@ class Helper:
     """The child folding `ids` (in that order) of the sessions dir `sessions`, and the rows it has given."""
 
     def __init__(self, sessions: str, ids: list[str]) -> None:
-        import subprocess  # only a listing this big starts a child (docs/architecture.md#start-up)
-        import tempfile
-
         self.rows: dict[str, Cached] = {}
         self._pending = b""
         with tempfile.TemporaryFile() as listed:

@@ -246,8 +246,8 @@ class Rows(Mapping[str, Cached]):
         """The ids the file has a line for, found by one scan of the lines' starts: no row is parsed."""
         import re  # re caches the compiled pattern
 
-        found = re.findall(rb'^\["([0-9]{8}-[0-9]{6}-[0-9a-f]{6})",', self._data[self._start :], re.MULTILINE)
-        return {session_id.decode("ascii") for session_id in found}
+        starts = re.findall(rb'^\["([^"\n]{%d})",' % _ID_LENGTH, self._data[self._start :], re.MULTILINE)
+        return {found for found in (start.decode("ascii", "replace") for start in starts) if is_session_id(found)}
 
     @property
     def known(self) -> dict[str, Head | None]:
