@@ -149,11 +149,11 @@ def move(hosts: Hosts, session_id: str, source: str, target: str, project: Path)
 
 
 # The client's step lines (a line that starts with, or says, the words) as the per-step figures name them.
-# "move-out" lasts until the source has staged the log, "log ahead" while it is sent and the source makes the rest,
-# "parts" from the rest staged to every part received.
+# "move-out" lasts until the source has staged the log, "log" and "bundle" while they are sent and the source makes
+# the rest (the bundle's pieces sent as git writes them), "parts" from every part staged to every part received.
 STEP_NAMES = (
-    ("asking", "check"), ("taking session", "move-out"), ("sending its log-end", "parts"),
-    ("sending its log", "log ahead"), ("adopts it", "adopt"), ("ending it", "moved"),
+    ("asking", "check"), ("taking session", "move-out"), ("sending its log (", "log"),
+    ("sending its bundle", "bundle"), ("every part staged", "parts"), ("adopts it", "adopt"), ("ending it", "moved"),
 )  # fmt: skip
 
 

@@ -36,15 +36,16 @@ sys.path.insert(0, sys.argv[1])
 from chock.control import move_protocol as mp, parts
 from chock.control.client import ControlClient
 source, target = ControlClient(sys.argv[2], timeout=600), ControlClient(sys.argv[3], timeout=600)
-for part in parts.PARTS:
+for part in sys.argv[5].split():
     header, body = source.open_body(mp.SendRequest(sys.argv[4], part))
     target.call_with_body(mp.ReceiveRequest(sys.argv[4], part, header.body_length, header.sha256), body)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
 
-def stage(out: Path, log_bytes: int, bundle_bytes: int) -> dict[str, bytes]:
-    """The parts, written where move-out writes them; their sha256s."""
+def stage(out: Path, log_bytes: int, bundle_bytes: int) -> tuple[dict[str, bytes], list[str]]:
+    """The parts, written where move-out writes them: their sha256s, and the names they travel under (the bundle's
+    pieces)."""
     out.mkdir(parents=True)
     with open(out / "log", "wb") as log:
         written, n = 0, 0
@@ -62,10 +63,14 @@ def stage(out: Path, log_bytes: int, bundle_bytes: int) -> dict[str, bytes]:
     for part in parts.PARTS:
         with open(out / part, "rb") as handle:
             digests[part] = hashlib.file_digest(handle, "sha256").digest()
-    # As the source's daemon keeps them from move-out's manifest, so `send` need not read a part through first.
-    said = {part: [(out / part).stat().st_size, digest.hex()] for part, digest in digests.items()}
+    # As the source's daemon keeps them from move-out's lines, so `send` need not read a part through first.
+    said = {part: [(out / part).stat().st_size, digest.hex()] for part, digest in digests.items() if part != "bundle"}
+    bundle = (out / "bundle").read_bytes()
+    for index, at in enumerate(range(0, len(bundle) + 1, parts.PIECE)):
+        piece = bundle[at : at + parts.PIECE]
+        said[parts.piece(index)] = [len(piece), hashlib.sha256(piece).hexdigest()]
     (out / DIGESTS).write_text(json.dumps(said))
-    return digests
+    return digests, list(said)
 
 
 def peak(state: Path) -> int:
@@ -88,7 +93,7 @@ def main() -> None:
             (root / side / "runtime").mkdir(mode=0o700)
         with _common.running_daemon(root / "a") as a, _common.running_daemon(root / "b") as b:
             out = _common.layout(root / "a").state / "moves" / SESSION_ID / "out"
-            digests = stage(out, log_bytes, bundle_bytes)
+            digests, names = stage(out, log_bytes, bundle_bytes)
             baseline_dir = root / "copies"
             baseline_dir.mkdir()
 
@@ -106,10 +111,8 @@ def main() -> None:
             def relay() -> float:
                 nonlocal client_peak
                 started = time.perf_counter()
-                done = subprocess.run(
-                    [sys.executable, "-c", RELAY, str(_common.REPO), f"unix:{a}", f"unix:{b}", SESSION_ID],
-                    check=True, capture_output=True, text=True,
-                )  # fmt: skip
+                argv = [str(_common.REPO), f"unix:{a}", f"unix:{b}", SESSION_ID, " ".join(names)]
+                done = subprocess.run([sys.executable, "-c", RELAY, *argv], check=True, capture_output=True, text=True)
                 client_peak = max(client_peak, int(done.stdout.split()[-1]))
                 return time.perf_counter() - started
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from chock.control import parts
 from tests.conftest import Home, isolated_home
 from tests.fakes.projects import git, git_value, make_project
 from tests.fakes.sessions import replayed_terminal_session, wait_for_event
+from tests.fakes.wait import wait_until
 
 ONE_FILE = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
@@ -53,21 +55,40 @@ def _ended_session(home: Home, project: Path, entries: list[dict] = ONE_FILE) ->
 def _move_out(home: Home, session_id: str, to: str) -> dict:
     out = home.chock("run", "--move-out", session_id, "--to", to)
     assert out.returncode == 0, out.stderr
-    staged, said = map(json.loads, out.stdout.splitlines())
-    assert staged == {"log": said["parts"][0]}  # said as soon as it was staged, as the parts say it at the end
+    *staged, said = map(json.loads, out.stdout.splitlines())
+    # The log and each piece of the bundle said as soon as it was staged, as the parts say it at the end.
+    listed = {part["part"]: part for part in said["parts"]}
+    pieces = [name for name in listed if parts.piece_index(name) is not None]
+    announced = [line["staged"]["part"] for line in staged]
+    assert sorted(announced) == sorted(["log", *pieces]) and [name for name in announced if name != "log"] == pieces
+    assert all(line["staged"] == listed[line["staged"]["part"]] for line in staged)
     return said
+
+
+def _restaged(said: dict, bundle: Path) -> None:
+    """`said` naming the pieces of `bundle` (written in place of the one staged) as the child would have."""
+    data = bundle.read_bytes()
+    pieces = [data[at : at + parts.PIECE] for at in range(0, len(data) + 1, parts.PIECE)]
+    said["parts"][3:] = [
+        {"part": parts.piece(index), "length": len(piece), "sha256": hashlib.sha256(piece).hexdigest()}
+        for index, piece in enumerate(pieces)
+    ]
 
 
 def _relay(source: Home, target: Home, session_id: str, said: dict) -> Path:
     """What the daemons do between step 1 and step 2: each part, checked against its digest, into the target's
-    `moves/<id>/in/`."""
+    `moves/<id>/in/` (the bundle's pieces joined)."""
     out = source.layout.state / "moves" / session_id / "out"
     into = target.layout.state / "moves" / session_id / "in"
     into.mkdir(parents=True)
     for part in said["parts"]:
-        data = (out / part["part"]).read_bytes()
+        index = parts.piece_index(part["part"])
+        data = (out / parts.kind(part["part"])).read_bytes()
+        if index is not None:
+            data = data[index * parts.PIECE : index * parts.PIECE + part["length"]]
         assert (len(data), hashlib.sha256(data).hexdigest()) == (part["length"], part["sha256"])
-        (into / part["part"]).write_bytes(data)
+        with open(into / parts.kind(part["part"]), "ab") as joined:
+            joined.write(data)
     return into
 
 
@@ -108,7 +129,7 @@ def test_an_ended_session_moves_with_its_log_and_branch_and_stays_ended_there(ho
     a, b, project_a, project_b = hosts
     session_id = _ended_session(a, project_a)
     sent = _move_out(a, session_id, "hostb")
-    assert [p["part"] for p in sent["parts"]] == ["log", "log-end", "bundle", "scratchpad"]
+    assert [p["part"] for p in sent["parts"]] == ["log", "log-end", "scratchpad", "bundle.0"]
     assert sent["was_running"] is False and sent["session"] == session_id
     assert sent["base"] == git_value(project_a, "rev-parse", "main")
     out = a.layout.state / "moves" / session_id / "out"
@@ -286,6 +307,42 @@ def test_paths_in_an_incoming_log_change_nothing_outside_the_session(hosts):
     assert (other / "log.jsonl").read_text() == "{}\n"
 
 
+def test_a_bundle_past_its_bound_is_refused_as_git_writes_it_and_git_stops_at_once(tmp_path, monkeypatch):
+    """The source stages the bundle piece by piece as git writes it; past the bound it refuses, having written and
+    said no byte past it, and git — its pack-objects too — is gone, nothing more of the pack read."""
+    import os
+
+    from chock.errors import Refused
+    from chock.session import moving
+    from chock.session.hostgit import Repo
+
+    project = make_project(tmp_path / "project")
+    base = git_value(project, "rev-parse", "HEAD")
+    (project / "big.bin").write_bytes(os.urandom(3 * parts.PIECE))
+    git(project, "add", "big.bin")
+    git(project, "commit", "-q", "-m", "big")
+    monkeypatch.setattr(moving, "BUNDLE_LIMIT", parts.PIECE + 1000)
+    said: list[dict] = []
+    out = tmp_path / "bundle"
+    repo = Repo(git_dir=project / ".git", common_dir=project / ".git", work_tree=project)
+    with pytest.raises(Refused) as caught, moving._Pieces(out, said.append, "20261206-114500-a1b2c3") as pieces:
+        moving._bundle_through(repo, ["bundle", "create", "--quiet", "-", "HEAD", f"^{base}"], pieces)
+    assert "makes a bundle of more than" in str(caught.value)
+    assert [piece["part"] for piece in said] == [parts.piece(0)] and out.stat().st_size <= parts.PIECE + 1000
+
+    def gits_in_project() -> list[str]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/cwd") == str(project):
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    wait_until(lambda: not gits_in_project(), 10, "git's pack-objects to stop")
+
+
 def test_a_bundle_with_other_refs_touches_none_of_them(hosts):
     a, b, project_a, project_b = hosts
     session_id, said, _ = _sent(a, project_a)
@@ -295,8 +352,7 @@ def test_a_bundle_with_other_refs_touches_none_of_them(hosts):
     git(project_a, "tag", "v9")
     bundle = a.layout.state / "moves" / session_id / "out" / "bundle"
     git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", "main", "v9")
-    said["parts"][2] = {"part": "bundle", "length": bundle.stat().st_size,
-                        "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest()}  # fmt: skip
+    _restaged(said, bundle)
     main_before = git_value(project_b, "rev-parse", "main")
     _relay(a, b, session_id, said)
     b.replay_instance(ONE_FILE)

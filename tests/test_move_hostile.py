@@ -4,7 +4,6 @@ changes. The parts are put where the target's daemon keeps them, as tests/test_m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 
@@ -21,6 +20,7 @@ from tests.test_move_children import (
     _nothing_written,
     _receive_log,
     _relay,
+    _restaged,
     _sent,
     _sent_log,
     hosts,  # noqa: F401 - the fixture: two hosts, two clones
@@ -41,8 +41,7 @@ def test_a_bundle_with_a_corrupt_object_is_refused_and_leaves_no_branch(hosts): 
     git(project_a, "update-ref", f"refs/heads/chock/{session_id}", bad)
     bundle = a.layout.state / "moves" / session_id / "out" / "bundle"
     git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", f"^{said['base']}")
-    said["parts"][2] = {"part": "bundle", "length": bundle.stat().st_size,
-                        "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest()}  # fmt: skip
+    _restaged(said, bundle)
     _relay(a, b, session_id, said)
     b.replay_instance(ONE_FILE)
     refused = _move_in(b, session_id, project_b, "hosta")

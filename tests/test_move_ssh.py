@@ -225,8 +225,8 @@ def test_a_terminal_session_moved_while_it_waits_in_a_model_call_exits_8_and_fin
     [
         ("send", "log", -1),
         ("receive", "log", 1),
-        ("send", "bundle", -1),
-        ("receive", "bundle", 1),
+        ("send", "bundle.0", -1),
+        ("receive", "bundle.0", 1),
         ("move-in", "-", -1),
     ],
     ids=["before-the-log", "in-the-log", "before-the-bundle", "in-the-bundle", "between-the-bundle-and-the-adopt"],

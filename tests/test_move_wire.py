@@ -61,12 +61,31 @@ def state(tmp_path: Path, host: str) -> Path:
     return tmp_path / host / "state"
 
 
-def staged(tmp_path: Path, host: str, files: dict[str, bytes]) -> None:
-    """The parts `chock run --move-out` stages, as it stages them."""
+def staged(tmp_path: Path, host: str, files: dict[str, bytes]) -> list[str]:
+    """The parts `chock run --move-out` stages, as it stages them (the bundle whole, each piece's digest said):
+    the names they travel under."""
+    import json
+
+    from chock.daemon.move_relay import DIGESTS
+
     out = state(tmp_path, host) / "moves" / SESSION / "out"
     out.mkdir(parents=True)
+    names, said = [], {}
     for name, data in files.items():
         (out / name).write_bytes(data)
+        if name != parts.BUNDLE:
+            names.append(name)
+            continue
+        for index, piece in enumerate(pieces(data)):
+            said[parts.piece(index)] = [len(piece), sha(piece)]
+            names.append(parts.piece(index))
+    (out / DIGESTS).write_text(json.dumps(said))
+    return names
+
+
+def pieces(bundle: bytes) -> list[bytes]:
+    """A bundle's pieces, as it travels: the last shorter than the rest, maybe empty."""
+    return [bundle[at : at + parts.PIECE] for at in range(0, len(bundle) + 1, parts.PIECE)]
 
 
 def relay(source: ControlClient, target: ControlClient, part: str) -> mp.PartHeader:
@@ -169,7 +188,7 @@ def test_each_line_after_receive_arrives_within_the_line_deadline_of_the_one_bef
 def test_a_line_past_the_parts_line_bound_is_too_large_as_soon_as_it_passes_it():
     length = parts.ENCODED_LINE * 3
     codec = server_at()
-    codec.receive_data(mp.ReceiveRequest(SESSION, "bundle", length, "0" * 64).encode(), 1.0)
+    codec.receive_data(mp.ReceiveRequest(SESSION, parts.piece(0), length, "0" * 64).encode(), 1.0)
     assert isinstance(codec.next_event(), mp.ReceiveRequest)
     codec.receive_data(b"A" * (parts.ENCODED_LINE + 1), 1.0)
     with pytest.raises(ProtocolError) as caught:
@@ -220,16 +239,54 @@ def test_a_client_reads_sends_bytes_whole_and_a_part_cut_short_is_unreachable():
 # Two daemons ----------------------------------------------------------------------------------------------
 
 
-def test_each_part_travels_from_the_sources_send_to_the_targets_receive_byte_for_byte(tmp_path, hosts):
+@pytest.mark.parametrize("size", [300_000, 2 * parts.PIECE, 2 * parts.PIECE + 1000], ids=["one", "whole", "three"])
+def test_each_part_travels_from_the_sources_send_to_the_targets_receive_byte_for_byte(tmp_path, hosts, size):
+    """The bundle in pieces (one; two whole and an empty last; three), joined on the target in order: it is there,
+    under its name, only once its last piece came."""
     a, b = hosts
-    files = {"log": LOG, "log-end": LOG_END, "scratchpad": b"# notes\n", "bundle": os.urandom(300_000)}
-    staged(tmp_path, "a", files)
-    for part in parts.PARTS:
-        header = relay(a.client, b.client, part)
-        assert header.sha256 == sha(files[part])
-        assert header.body_length == parts.wire_length(part, len(files[part]))
+    files = {"log": LOG, "log-end": LOG_END, "scratchpad": b"# notes\n", "bundle": os.urandom(size)}
+    names = staged(tmp_path, "a", files)
+    assert len(names) == 3 + len(pieces(files["bundle"]))
     received = state(tmp_path, "b") / "moves" / SESSION / "in"
+    for part in names:
+        assert not (received / parts.BUNDLE).exists()
+        header = relay(a.client, b.client, part)
+        index = parts.piece_index(part)
+        sent = files[part] if index is None else pieces(files["bundle"])[index]
+        assert (header.sha256, header.body_length) == (sha(sent), parts.wire_length(part, len(sent)))
     assert {name: (received / name).read_bytes() for name in os.listdir(received)} == files
+
+
+def test_a_piece_of_the_bundle_out_of_order_is_refused_and_a_cut_piece_leaves_those_before_it(tmp_path, hosts):
+    """Pieces join only in order — one before the first, one skipped, one sent twice are refused and change
+    nothing —; a piece whose bytes differ leaves the pieces before it; the bundle is whole, under its name, once its
+    last piece came."""
+    a, b = hosts
+    bundle = os.urandom(2 * parts.PIECE + 10)
+    staged(tmp_path, "a", {"bundle": bundle})
+    joining = state(tmp_path, "b") / "moves" / SESSION / "in" / ".bundle"
+
+    def refused(index: int, holds: int) -> None:
+        with pytest.raises(ProtocolError) as caught:
+            relay(a.client, b.client, parts.piece(index))
+        assert caught.value.code == ErrorCode.BAD_REQUEST
+        assert f"bundle.{index} of session {SESSION} is out of order: the bundle here holds {holds} whole" in (
+            caught.value.text
+        )
+
+    refused(1, 0)
+    assert not (state(tmp_path, "b") / "moves" / SESSION).exists()
+    relay(a.client, b.client, parts.piece(0))
+    refused(2, 1)
+    body = wire(parts.piece(1), pieces(bundle)[1])
+    request = mp.ReceiveRequest(SESSION, parts.piece(1), len(body), sha(b"another piece"))
+    assert raw(b, request.encode() + body).split(b"\n")[1].startswith(b"error bad-request the bundle.1's bytes")
+    assert joining.read_bytes() == pieces(bundle)[0]  # the pieces before it, and nothing of it
+    relay(a.client, b.client, parts.piece(1))
+    refused(1, 2)
+    assert joining.read_bytes() == b"".join(pieces(bundle)[:2])
+    relay(a.client, b.client, parts.piece(2))
+    assert (joining.parent / parts.BUNDLE).read_bytes() == bundle and not joining.exists()
 
 
 def test_a_part_whose_bytes_differ_from_their_digest_leaves_nothing(tmp_path, hosts):
@@ -240,17 +297,18 @@ def test_a_part_whose_bytes_differ_from_their_digest_leaves_nothing(tmp_path, ho
     assert not (state(tmp_path, "b") / "moves").exists() or not os.listdir(state(tmp_path, "b") / "moves")
 
 
-def test_a_connection_cut_in_the_middle_of_a_part_leaves_nothing(tmp_path, hosts):
+@pytest.mark.parametrize("part", ["scratchpad", parts.piece(0)])
+def test_a_connection_cut_in_the_middle_of_a_part_leaves_nothing(tmp_path, hosts, part):
     _, b = hosts
-    body = wire("bundle", os.urandom(500_000))
+    body = wire(part, os.urandom(500_000))
     incoming = state(tmp_path, "b") / "moves" / SESSION / "in"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(b.socket))
-        request = mp.ReceiveRequest(SESSION, "bundle", len(body), sha(b"x")).encode()
+        request = mp.ReceiveRequest(SESSION, part, len(body), sha(b"x")).encode()
         sock.sendall(b"hello chock-control 1\n" + request + body[: len(body) // 2])
         # The daemon is writing the part: it is there, under a name that is not the part's.
         wait_until(lambda: incoming.is_dir() and os.listdir(incoming), 30, "the part to be written")
-        assert "bundle" not in os.listdir(incoming)
+        assert parts.kind(part) not in os.listdir(incoming)
     wait_until(lambda: not (state(tmp_path, "b") / "moves" / SESSION).exists(), 30, "what was received to go")
 
 
@@ -266,10 +324,44 @@ def test_a_length_past_the_parts_bound_is_refused_before_any_byte_of_it_is_read(
     assert caught.value.code == ErrorCode.TOO_LARGE
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["bundle", "bundle.01", f"bundle.{parts.MOST_PIECES}", "bundle." + "9" * 5000, "bundle.\u0663", "log.0"],
+    ids=["whole", "leading-zero", "past-the-last", "digits-past-pythons-int", "arabic-digit", "a-piece-of-the-log"],
+)
+def test_a_part_no_move_has_is_refused_by_name_and_the_daemon_goes_on(hosts, name):
+    a, _ = hosts
+    for verb in (f"send {SESSION}\t{name}", f"receive {SESSION}\t{name}\t10\t{'0' * 64}"):
+        answer = raw(a, f"{verb}\n".encode())
+        assert answer.split(b"\n")[1].startswith(b"error bad-request ") and b"is not a part of a session" in answer
+    with pytest.raises(ProtocolError) as caught:  # the daemon still answers
+        a.client.call(dp.FindRequest(SESSION))
+    assert caught.value.code == ErrorCode.NOT_FOUND
+
+
+def test_a_manifest_or_a_line_naming_pieces_no_bundle_has_is_not_read():
+    import json
+
+    def manifest(pieces: list[int]) -> str:
+        listed = [{"part": p, "length": 1, "sha256": "0" * 64} for p in ("log", "log-end", "scratchpad")]
+        listed += [{"part": parts.piece(n), "length": size, "sha256": "0" * 64} for n, size in enumerate(pieces)]
+        value = {"parts": listed, "base": "1" * 40, "instance": "demo", "session": SESSION, "was_running": False,
+                 "host": "a"}  # fmt: skip
+        return "ok " + json.dumps(value)
+
+    whole = parts.PIECE
+    assert isinstance(mp.Staging.decode(manifest([whole, 10])), mp.Manifest)
+    assert isinstance(mp.Staging.decode(manifest([whole] * (parts.MOST_PIECES - 1) + [0])), mp.Manifest)  # 1 GiB
+    for pieces in ([], [whole], [10, 10], [whole] * parts.MOST_PIECES + [0], [whole] * (parts.MOST_PIECES - 1) + [1]):
+        assert mp.Staging.decode(manifest(pieces)) is None, len(pieces)
+    assert mp.Staging.decode(f"ok bundle.{'9' * 5000}\t1\t{'0' * 64}") is None
+    assert mp.Staging.decode(f"ok bundle.0\t{whole + 1}\t{'0' * 64}") is None
+
+
 def test_send_of_a_part_not_staged_is_not_found(hosts):
     a, _ = hosts
     with pytest.raises(ProtocolError) as caught:
-        a.client.open_body(mp.SendRequest(SESSION, "bundle"))
+        a.client.open_body(mp.SendRequest(SESSION, parts.piece(0)))
     assert caught.value.code == ErrorCode.NOT_FOUND and "move-out" in caught.value.text
 
 
@@ -289,8 +381,7 @@ def test_move_in_refuses_parts_that_did_not_arrive_and_a_child_that_refuses_leav
         b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
     assert caught.value.code == ErrorCode.REFUSED and "log, log-end, scratchpad, bundle" in caught.value.text
     # Parts that arrive whole but are no session's: the child refuses them, and nothing is left of the move.
-    staged(tmp_path, "a", {"log": LOG, "log-end": LOG_END, "scratchpad": b"", "bundle": b"not a bundle\n"})
-    for part in parts.PARTS:
+    for part in staged(tmp_path, "a", {"log": LOG, "log-end": LOG_END, "scratchpad": b"", "bundle": b"not a bundle\n"}):
         relay(a.client, b.client, part)
     with pytest.raises(ProtocolError) as caught:
         b.client.call(mp.MoveInRequest(SESSION, str(project), "laptop", False))
@@ -391,9 +482,9 @@ def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_pa
     for step in (
         "asking",
         "taking session",
-        "sending its log",
-        "beside it, its scratchpad",
-        "then its bundle",
+        "sending its log (",
+        "sending its bundle piece by piece",
+        "every part staged, its bundle",
         "adopts it",
         "ending it",
     ):
@@ -414,31 +505,54 @@ def test_chock_move_carries_an_ended_session_from_one_daemon_to_the_other(tmp_pa
     assert again.returncode == 1 and f"moved to {socket.gethostname()} already" in again.stderr, again.stderr
 
 
-def test_move_out_says_the_log_staged_whole_before_the_rest_and_send_takes_it_at_once(tmp_path, home, hosts):
-    """`move-out`'s first line announces the log as the source took it, whole and final as it is said: `send` gives
-    exactly those bytes, before the second line; that line's manifest says the same of it, and with the log's end it
-    is the source's log through its handover."""
+def test_move_out_says_each_part_staged_whole_as_it_is_and_send_takes_it_at_once(tmp_path, home, hosts):
+    """`move-out` says the log as the source took it, and each piece of the bundle as git writes it, each whole and
+    final as it is said: `send` gives exactly those bytes, before the manifest; the manifest says the same of each,
+    the pieces are the branch's bundle, and the log with its end is the source's log through its handover."""
+    import subprocess
+
     a, _ = hosts
-    session_id, _, _ = _ended_on(a, home, tmp_path)
+    session_id, here, _ = _ended_on(a, home, tmp_path)
+    big = here / "big.bin"  # a branch whose bundle is three pieces
+    big.write_bytes(os.urandom(2 * parts.PIECE + 4096))
+    blob = git_value(here, "hash-object", "-w", str(big))
+    tip = git_value(here, "rev-parse", f"chock/{session_id}")
+    index = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "index")}
+    subprocess.run(["git", "-C", str(here), "read-tree", tip], env=index, check=True)
+    subprocess.run(["git", "-C", str(here), "update-index", "--add", "--cacheinfo", f"100644,{blob},big.bin"],
+                   env=index, check=True)  # fmt: skip
+    tree = subprocess.run(["git", "-C", str(here), "write-tree"], env=index, capture_output=True, text=True).stdout
+    commit = git_value(here, "commit-tree", tree.strip(), "-p", tip, "-m", "big")
+    git_value(here, "update-ref", f"refs/heads/chock/{session_id}", commit)
+    big.unlink()
+
     out = state(tmp_path, "a") / "moves" / session_id / "out"
+    said, sent = {}, {}
     taking = a.client.stream(mp.MoveOutRequest(session_id, "elsewhere", 30))
     try:
-        ahead = taking.header
-        assert isinstance(ahead, mp.PartHeader)
-        assert sha((out / "log").read_bytes()) == ahead.sha256  # whole when it is said
-        header, body = a.client.open_body(mp.SendRequest(session_id, "log"))
-        sent = b"".join(body)
-        assert (header.body_length, header.sha256) == (ahead.body_length, ahead.sha256) == (len(sent), sha(sent))
-        manifest = next(iter(taking))
+        manifest = None
+        for line in [taking.header, *taking]:
+            if isinstance(line, mp.Manifest):
+                manifest = line
+                continue
+            assert isinstance(line, mp.StagedPart)
+            header, body = a.client.open_body(mp.SendRequest(session_id, line.part))
+            data = parts.PartDecoder(line.part, line.sha256).feed(b"".join(body))
+            assert (header.body_length, header.sha256) == (parts.wire_length(line.part, line.length), line.sha256)
+            said[line.part], sent[line.part] = (line.length, line.sha256), data
     finally:
         taking.close()
-    assert isinstance(manifest, mp.Manifest)
-    said = {part: (length, digest) for part, length, digest in manifest.parts}
-    assert said["log"] == (ahead.body_length, ahead.sha256)
+    assert manifest is not None
+    listed = {part: (length, digest) for part, length, digest in manifest.parts}
+    pieces_said = [part for part in said if part != "log"]
+    assert pieces_said == [parts.piece(n) for n in range(3)] and said == {part: listed[part] for part in said}
+    assert (out / "bundle").read_bytes() == b"".join(sent[part] for part in pieces_said)
+    check = subprocess.run(["git", "-C", str(here), "bundle", "list-heads", str(out / "bundle")], capture_output=True)
+    assert f"{commit} refs/heads/chock/{session_id}".encode() in check.stdout
     end = (out / "log-end").read_bytes()
-    assert said["log-end"] == (len(end), sha(end))
+    assert listed["log-end"] == (len(end), sha(end))
     log = (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes()
-    assert sent + end == log
+    assert sent["log"] + end == log
     assert [b'"session.adopt"' in line for line in end.splitlines()] == [True, False]
     assert b'"reason": "handover", "to": "elsewhere"' in end.splitlines()[1]
 
@@ -448,8 +562,8 @@ def test_move_out_says_the_log_staged_whole_before_the_rest_and_send_takes_it_at
     [
         ("send", "log", None),
         ("receive", "log", 40),
-        ("send", "bundle", None),
-        ("receive", "bundle", 300),
+        ("send", parts.piece(0), None),
+        ("receive", parts.piece(0), 300),
         ("move-in", None, None),
     ],
     ids=["before-the-log", "in-the-log", "before-the-bundle", "in-the-bundle", "between-the-bundle-and-the-adopt"],
@@ -520,7 +634,7 @@ def test_chock_move_hands_a_running_daemon_session_over_at_its_turn_boundary_and
     assert a.client.call(dp.FindRequest(session_id)).row["status"] == "moved"
 
 
-@pytest.mark.parametrize("stalled", ["bundle", "log"])
+@pytest.mark.parametrize("stalled", [parts.piece(0), "log"])
 def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_path, home, hosts, stalled):
     """One part stalls on its way (a relay holds it) while the others arrive whole beside it — the log and the
     bundle travel at once; Ctrl-C: what the target received goes, and the source's session is handed over to nobody,
@@ -533,7 +647,7 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
     a, b = hosts
     session_id, _, there = _ended_on(a, home, tmp_path)
     received = state(tmp_path, "b") / "moves" / session_id / "in"
-    others = {part for lane in parts.LANES if stalled not in lane for part in lane}  # the other lane's
+    others = {part for kinds in parts.LANES if parts.kind(stalled) not in kinds for part in kinds}  # the other lane's
     with CuttingRelay(b.socket, verb="receive", part=stalled, after=40, hold=True) as relay:
         move = home.spawn(
             "move", session_id, "--daemon", a.address, "--to", relay.address, "--project", str(there),
@@ -546,7 +660,7 @@ def test_ctrl_c_in_the_middle_of_a_part_leaves_the_target_holding_nothing(tmp_pa
                 30,
                 f"the {', '.join(others)} to arrive beside it",
             )
-            assert stalled not in os.listdir(received)
+            assert parts.kind(stalled) not in os.listdir(received)
             move.send_signal(signal.SIGINT)
             _, stderr = move.communicate(timeout=60)
         finally:
@@ -664,7 +778,7 @@ def _bundle_sent(said: str) -> int:
     """The bundle's bytes on the wire, as `chock move` said it sent them."""
     import re
 
-    found = re.search(r"its bundle \(([\d,]+) bytes\)", said)
+    found = re.search(r"its bundle ([\d,]+) bytes", said)
     assert found is not None, said
     return int(found.group(1).replace(",", ""))
 

@@ -22,7 +22,7 @@ from chock.control import daemon_protocol as dp
 from chock.control import move_protocol as mp
 from chock.control import parts
 from chock.control.address import LOCAL, Address, host_address, named_hosts
-from chock.control.client import ControlClient, R, ReplyStream, WarmClient, expect
+from chock.control.client import ControlClient, R, WarmClient, expect
 from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.message import Request
 from chock.errors import EXIT_INTERRUPTED, ChockError, UsageError
@@ -63,23 +63,22 @@ def _ask(client: ControlClient, host: str, request: Request, reply: type[R]) -> 
         raise _failed(host, request, error) from None
 
 
-def _taking(client: ControlClient, host: str, request: mp.MoveOutRequest) -> ReplyStream:
-    """`move-out` asked of the source: its reply, once the source said its log is staged (the reply's first line)."""
+def _taking(client: ControlClient, host: str, request: mp.MoveOutRequest, relay: _Lanes) -> mp.Manifest:
+    """`move-out` asked of the source: each part it says is staged handed to `relay` (sent at once), then what it
+    staged in all (the reply's last line)."""
     try:
-        return client.stream(request, idle_timeout=request.WAIT)
+        taking = client.stream(request, idle_timeout=request.WAIT)
+        try:
+            relay.staged(expect(taking.header, mp.StagedPart))
+            for line in taking:
+                if isinstance(line, mp.Manifest):
+                    return line
+                relay.staged(expect(line, mp.StagedPart))
+        finally:
+            taking.close()
     except ProtocolError as error:
         raise _failed(host, request, error) from None
-
-
-def _staged(taking: ReplyStream, host: str, request: mp.MoveOutRequest) -> mp.Manifest:
-    """What `move-out` staged: its reply's second line, once the source staged every part."""
-    try:
-        found = next(iter(taking), None)
-    except ProtocolError as error:
-        raise _failed(host, request, error) from None
-    if found is None:
-        raise MoveFailed(f"{host} did not say what it staged of the session: its reply ended before it")
-    return expect(found, mp.Manifest)
+    raise MoveFailed(f"{host} did not say what it staged of the session: its reply ended before it")
 
 
 def _failed(host: str, request: Request, error: ProtocolError) -> MoveFailed:
@@ -139,13 +138,14 @@ def _relay(source: ControlClient, source_host: str, target: ControlClient, targe
 
 class _Lanes:
     """The parts on their way, each lane of `parts.LANES` on its own (source, target) clients and in a thread of its
-    own: the log's lane begins as soon as the source says the log is staged (`begin`), while the source still makes
-    the rest; once every part is staged (`staged`), the other lanes begin and the log's lane goes on to the log's end.
-    The first failure cuts every lane's connections (so no part goes on being sent); `finish` raises it once every
-    lane stopped, and `stop` cuts them all (a failure elsewhere, Ctrl-C)."""
+    own, each part sent as soon as the source says it is staged (`staged`): the log and the bundle's pieces while the
+    source still makes the rest. Once every part is staged (`listed`), each lane ends with the last of its parts. The
+    first failure cuts every lane's connections (so no part goes on being sent); `finish` raises it once every lane
+    stopped, and `stop` cuts them all (a failure elsewhere, Ctrl-C)."""
 
     def __init__(self, lanes: list[tuple[WarmClient, WarmClient]], source_host: str, target_host: str,
                  session_id: str) -> None:  # fmt: skip
+        import queue
         import threading
 
         self._lanes = lanes
@@ -153,52 +153,56 @@ class _Lanes:
         self._session_id = session_id
         self._failures: list[BaseException] = []
         self._threads: list[threading.Thread] = []
-        self._manifest: mp.Manifest | None = None
         self._said: dict[str, tuple[int, str]] = {}  # each part's (length, sha256), as the source said it
-        self._staged = threading.Event()  # set once the manifest is known, or the lanes are stopped
+        self._next: list[queue.SimpleQueue[str | None]] = [queue.SimpleQueue() for _ in lanes]  # None: the lane ends
 
     @property
     def began(self) -> bool:
         return bool(self._threads)
 
-    def begin(self, log: mp.PartHeader) -> None:
-        _step(f"sending its log ({log.body_length:,} bytes) while the rest is made")
-        self._said = {parts.AHEAD: (log.body_length, log.sha256)}
-        self._start(0)
+    def staged(self, part: mp.StagedPart) -> None:
+        """A part staged: sent next in its lane (the first begins every lane)."""
+        if part.part in self._said:
+            raise MoveFailed(f"the source said twice that it staged the session's {part.part}")
+        if not self._threads:
+            self._begin()
+        if part.part == "log":
+            _step(f"sending its log ({parts.wire_length(part.part, part.length):,} bytes) while the rest is made")
+        elif part.part == parts.piece(0):
+            _step("sending its bundle piece by piece as git writes it")
+        self._send(part.part, (part.length, part.sha256))
 
-    def staged(self, manifest: mp.Manifest) -> None:
-        """Every part staged, as `manifest` says: the other lanes begin (none when a lane failed already)."""
-        if self._said[parts.AHEAD] != next((n, sha) for part, n, sha in manifest.parts if part == parts.AHEAD):
-            raise MoveFailed("the source's manifest says another log than the one it said it staged")
-        if self._failures:
-            return
-        self._said = {part: (length, sha) for part, length, sha in manifest.parts}
-        sizes = {part: parts.wire_length(part, length) for part, length, _ in manifest.parts}
-        said = [
-            " then ".join(f"its {part} ({sizes[part]:,} bytes)" for part in lane if part != parts.AHEAD)
-            for lane in parts.LANES
-        ]
-        _step(f"sending {said[0]}" + "".join(f"; beside it, {lane}" for lane in said[1:]))
-        self._manifest = manifest
-        self._staged.set()
-        for index in range(1, len(parts.LANES)):
-            self._start(index)
+    def listed(self, manifest: mp.Manifest) -> None:
+        """Every part staged, as `manifest` says: those not sent yet follow, then each lane ends."""
+        rest, listed = [], {part: (length, sha) for part, length, sha in manifest.parts}
+        if any(listed.get(part) != said for part, said in self._said.items()):
+            raise MoveFailed("the source's manifest says other parts than the ones it said it staged")
+        for part, (length, sha) in listed.items():
+            if part not in self._said:
+                self._send(part, (length, sha))
+                rest.append(f"its {part} ({parts.wire_length(part, length):,} bytes)")
+        pieces = [parts.wire_length(part, n) for part, n, _ in manifest.parts if parts.kind(part) == parts.BUNDLE]
+        bundle = f"its bundle {sum(pieces):,} bytes in {len(pieces)} piece{'s' if len(pieces) > 1 else ''}"
+        _step(f"every part staged, {bundle}: sending {' and '.join(rest)}")
+        for lane in self._next:
+            lane.put(None)
 
-    def _start(self, index: int) -> None:
+    def _send(self, part: str, said: tuple[int, str]) -> None:
+        self._said[part] = said
+        self._next[parts.lane(part)].put(part)
+
+    def _begin(self) -> None:
         import threading
 
-        thread = threading.Thread(target=self._run, args=(index,), name=f"relay-{parts.LANES[index][-1]}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        for index, kinds in enumerate(parts.LANES):
+            thread = threading.Thread(target=self._run, args=(index,), name=f"relay-{kinds[0]}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
     def _run(self, index: int) -> None:
         source, target = self._lanes[index]
         try:
-            for part in parts.LANES[index]:
-                if part != parts.AHEAD:
-                    self._staged.wait()
-                    if self._manifest is None:
-                        return  # stopped before the rest was staged
+            while (part := self._next[index].get()) is not None:
                 _relay(source, self._hosts[0], target, self._hosts[1], self._session_id, part, self._said[part])
         except BaseException as error:
             self._failures.append(error)
@@ -222,7 +226,8 @@ class _Lanes:
 
     def stop(self) -> None:
         """Every lane cut, and waited for."""
-        self._staged.set()
+        for lane in self._next:
+            lane.put(None)
         self._cut()
         for thread in self._threads:
             thread.join()
@@ -364,12 +369,7 @@ def _move(
         # the log, what it keeps.
         reachable = _reachable_from(found.host, to_address)
         out = mp.MoveOutRequest(session_id, there, wait, reachable, named.tip, named.kept)
-        taking = _taking(source, found.host, out)
-        try:
-            relay.begin(expect(taking.header, mp.PartHeader))
-            manifest = _staged(taking, found.host, out)
-        finally:
-            taking.close()
+        manifest = _taking(source, found.host, out, relay)
     except BaseException as error:
         taken = (
             f"{to_host} holds nothing of it; if session {session_id} was taken {where}, it is handed over to nobody "
@@ -381,7 +381,7 @@ def _move(
         if (manifest.base, manifest.instance) != (base, own_instance):
             again = mp.MoveCheckRequest(session_id, manifest.base, instance or manifest.instance, project_there)
             _ask(target, to_host, again, mp.HostNamed)
-        relay.staged(manifest)
+        relay.listed(manifest)
         relay.finish()
     except BaseException as error:
         raise _undone(error, relay, to_address, session_id, left, "stopped") from None

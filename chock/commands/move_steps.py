@@ -2,8 +2,9 @@
 (docs/remote.md#moving-a-session):
 
     chock run --move-out ID --to HOST [--wait SECONDS] [--address=ADDR] [--have=COMMIT] [--kept=LENGTH:SHA256]
-                                                           the source, step 1: `{"log": {…}}` once the log is
-                                                           staged, then one JSON line describing the parts
+                                                           the source, step 1: `{"staged": {…}}` as the log and
+                                                           each piece of the bundle are staged, then one JSON
+                                                           line describing the parts
     chock run --move-in ID --project DIR --from HOST [--instance NAME] [--running]
                                                            the target, step 2: `{"adopted": <event id>}`, then
                                                            a running session carries on here
@@ -52,17 +53,22 @@ def step(move: dict[str, Any]) -> str | None:
 def run_source_step(layout: Layout, move: dict[str, Any], found: str) -> int:
     """Step 1 or 3: its JSON lines on stdout (the last says what the step did); a refusal is one line on stderr
     (chock.commands.cli)."""
+    import threading
+
     from chock.session import moving
 
+    saying = threading.Lock()  # the log's part is said from a thread of its own
+
     def said(value: dict[str, Any]) -> None:
-        os.write(1, (moving.json_line(value) + "\n").encode())
+        with saying:
+            os.write(1, (moving.json_line(value) + "\n").encode())
 
     if found == "move_out":
         said(
             moving.move_out(
                 layout, move["move_out"], move["move_to"], wait=move["move_wait"], say=_quiet,
                 address=move["move_address"] or "", have=move["move_have"] or "", kept=move["move_kept"] or "",
-                staged=lambda log: said({log["part"]: log}),
+                staged=lambda part: said({"staged": part}),
             )
         )  # fmt: skip
     else:

@@ -4,7 +4,7 @@ verbs a session's life uses; nothing else declares a verb).
 
     move-check <id>\\t<base commit>\\t<instance>\\t<project>   -> ok <host name>[\\t<tip>[\\t<kept>]]  (on the target)
     move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>
-                                    -> ok <log length>\\t<sha256>, then ok <manifest JSON>  (on the source)
+                 -> ok <part>\\t<length>\\t<sha256> per part staged, then ok <manifest JSON>  (on the source)
     send <id>\\t<part>                                         -> ok <length>\\t<sha256>, then <length> bytes
     receive <id>\\t<part>\\t<length>\\t<sha256>, then <length> bytes -> ok received          (on the target)
     move-in <id>\\t<project>\\t<from host>\\t<0|1>\\t<instance>     -> ok <adopt event id>     (on the target)
@@ -112,7 +112,46 @@ class HostNamed(ReplyLine):
             return None
 
 
-class Manifest(ReplyLine):
+class Staging(ReplyLine):
+    """A line of `move-out`'s reply: a part staged (`StagedPart`), or every part staged (`Manifest`, the last)."""
+
+    __slots__ = ()
+    WHAT = "ok <part>\\t<length>\\t<sha256> or ok <manifest JSON>"
+
+    @classmethod
+    def decode(cls, line: str) -> Staging | None:
+        return StagedPart.decode(line) or Manifest.decode(line)
+
+
+class StagedPart(Staging):
+    """`ok <part>\\t<length>\\t<sha256>`: a part `move-out`'s child staged (its own bytes), which the client may send
+    at once: the log as the child took it, then each piece of the bundle as git writes it, while the rest is made."""
+
+    __slots__ = ("length", "part", "sha256")
+    WHAT = "ok <part>\\t<length>\\t<sha256>"
+
+    def __init__(self, part: str, length: int, sha256: str) -> None:
+        self.part = parts.part_name(part)
+        if type(length) is not int or not 0 <= length <= parts.bound(part):
+            raise f.bad_request(f"a {part} staged has no length within its bound")
+        self.length = length
+        self.sha256 = parts.digest(sha256)
+
+    def encode(self) -> bytes:
+        return f"ok {self.part}\t{self.length}\t{self.sha256}\n".encode()
+
+    @classmethod
+    def decode(cls, line: str) -> StagedPart | None:
+        fields = line[3:].split("\t")
+        if not line.startswith("ok ") or len(fields) != 3:
+            return None
+        try:
+            return cls(fields[0], f.number("the length", fields[1]), fields[2])
+        except f.ProtocolError:
+            return None
+
+
+class Manifest(Staging):
     """`ok <manifest JSON>`: what `move-out`'s child staged — each part's name, length (the part's own bytes) and
     sha256, the session's base commit and instance, whether it was running — and the source's own host name."""
 
@@ -154,17 +193,21 @@ class Manifest(ReplyLine):
         if not isinstance(value, dict):
             raise f.bad_request("a move's manifest is a JSON object")
         listed = value.get("parts")
-        if not isinstance(listed, list):
-            raise f.bad_request(f"a move's manifest names each part once: {', '.join(parts.PARTS)}")
-        names = [each.get("part") for each in listed if isinstance(each, dict)]
-        if len(names) != len(listed) or set(names) != set(parts.PARTS) or len(names) != len(parts.PARTS):
-            raise f.bad_request(f"a move's manifest names each part once: {', '.join(parts.PARTS)}")
+        named = [each.get("part") for each in listed if isinstance(each, dict)] if isinstance(listed, list) else []
+        whole = list(parts.PARTS[:-1])
+        pieces = [parts.piece(index) for index in range(min(parts.MOST_PIECES, max(0, len(named) - len(whole))))]
+        if not isinstance(listed, list) or len(named) != len(listed) or named != [*whole, *pieces]:
+            raise f.bad_request(
+                "a move's manifest names each part once, in this order: log, log-end, scratchpad, then the bundle's "
+                f"pieces from bundle.0 (at most {parts.MOST_PIECES})"
+            )
         found = []
         for each in listed:
             length = each.get("length")
-            if type(length) is not int or not 0 <= length <= parts.PART_BOUNDS[each["part"]]:
+            if type(length) is not int or not 0 <= length <= parts.bound(each["part"]):
                 raise f.bad_request(f"the manifest's {each['part']} has no length within its bound")
             found.append((each["part"], length, parts.digest(each.get("sha256"))))
+        parts.check_pieces([length for _, length, _ in found[len(whole) :]])
         if not isinstance(value.get("was_running"), bool):
             raise f.bad_request("the manifest does not say whether the session was running")
         return cls(
@@ -187,8 +230,7 @@ class Manifest(ReplyLine):
 
 
 class PartHeader(ReplyLine):
-    """`ok <length>\\t<sha256>`: `send`'s first line, which exactly `<length>` bytes of the part follow; and
-    `move-out`'s first, the log's part staged (its own bytes), which the client sends while the rest is made."""
+    """`ok <length>\\t<sha256>`: `send`'s first line, which exactly `<length>` bytes of the part follow."""
 
     __slots__ = ("body_length", "sha256")
     WHAT = "ok <length>\\t<sha256>"
@@ -281,10 +323,11 @@ class MoveCheckRequest(Request):
 
 
 class MoveOutRequest(Request):
-    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>` -> `ok <log length>\\t<sha256>`,
-    then `ok <manifest JSON>`: the source's child takes the session (a running one at its next turn boundary,
-    `--wait` bounding each round trip) and stages its log as it took it — said at once, so the client sends it while
-    the rest is made —, then its other parts, and ends its span handed over to the target (the log's end).
+    """`move-out <id>\\t<to host>\\t<wait seconds>\\t<address>\\t<have>\\t<kept>` -> `ok <part>\\t<length>\\t<sha256>`
+    for each part as it is staged, then `ok <manifest JSON>`: the source's child takes the session (a running one at
+    its next turn boundary, `--wait` bounding each round trip) and stages its log as it took it and its bundle piece
+    by piece — each said at once, so the client sends it while the rest is made —, then its other parts, and ends its
+    span handed over to the target (the log's end).
     `<address>` is where the client reached the target (an address as `--daemon` takes one; empty: none the source
     could use), which `chock run --continue` asks there. `<have>` is the commit the target's `chock/<id>` names
     (`move-check`'s `<tip>`; empty: none): the bundle leaves out every object it reaches, when it is an ancestor of
@@ -295,8 +338,8 @@ class MoveOutRequest(Request):
     ATTRS = ("session_id", "to", "wait", "address", "have", "kept")
     verb = "move-out"
     FIELDS = ("session id", "to host", "wait seconds", "address", "have", "kept")
-    REPLY = PartHeader  # the log, staged
-    ITEM = Manifest  # one: every part staged
+    REPLY = StagedPart  # the first part staged
+    ITEM = Staging  # each further part staged, then the manifest
 
     def __init__(self, session_id: str, to: str, wait: int, address: str = "", have: str = "", kept: str = "") -> None:
         self.session_id = f.session_id(session_id)

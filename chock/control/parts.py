@@ -1,19 +1,21 @@
 """The parts of a session that travel when it moves between hosts, as the wire carries them (docs/protocol.md#moving-
-a-session): the log, its end, the branch's bundle and the scratchpad. Sans-I/O: bytes in, bytes out, no socket and
-no file.
+a-session): the log, its end, the branch's bundle in pieces and the scratchpad. Sans-I/O: bytes in, bytes out, no
+socket and no file.
 
 A part travels as exactly `<length>` bytes after the line that announces it (`send`'s reply, `receive`'s request):
 
 - `log` and `log-end` as they are: the log's own lines, each at most the event limit, the last ending in `\\n` — the
   log as the source took it, sent while the other parts are made, and the span the source then ended it with (its
   `session.adopt` and its `session.end {reason: handover}`), which the target joins onto it;
-- `bundle` and `scratchpad` base64-encoded (RFC 4648, with padding) in lines of at most 64 KiB and a `\\n` each:
-  every line but the last holds exactly `RAW_PER_LINE` bytes of the part, so one part has one encoding.
+- `bundle.<n>` and `scratchpad` base64-encoded (RFC 4648, with padding) in lines of at most 64 KiB and a `\\n` each:
+  every line but the last holds exactly `RAW_PER_LINE` bytes of the part, so one part has one encoding. The bundle
+  travels as pieces `bundle.0`, `bundle.1`, … of `PIECE` bytes each but the last (which holds fewer, maybe none),
+  each sent as soon as git has written it, so the bundle crosses while it is made; the target joins them in order.
 
-`<length>` counts the bytes on the wire (for the bundle and the scratchpad, the encoded bytes and their newlines);
-`<sha256>` is the digest of the part itself (the file's bytes, decoded). A part is bounded by what it is:
-`PART_BOUNDS` says how much of each a host takes, and a length past its part's wire bound is refused before any
-byte of the part is read.
+`<length>` counts the bytes on the wire (for the bundle's pieces and the scratchpad, the encoded bytes and their
+newlines); `<sha256>` is the digest of the part itself (the file's bytes, decoded). A part is bounded by what it is:
+`bound` says how much of each a host takes, and a length past its part's wire bound is refused before any byte of
+the part is read.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from collections.abc import Callable, Iterator
 from chock.control import framing as f
 from chock.log.events import MAX_EVENT_BYTES
 
-# The parts, in the order a target checks them; the bundle last, since it is the largest and the slowest to check.
-PARTS = ("log", "log-end", "scratchpad", "bundle")
+# What travels, in the order a target checks it; the bundle last, since it is the largest and the slowest to check.
+BUNDLE = "bundle"
+PARTS = ("log", "log-end", "scratchpad", BUNDLE)
 # How they travel: each lane on connections of its own, the lanes at once (the log beside the bundle, so a move
-# takes about as long as the larger of the two, not their sum), the parts of a lane one after the other. The log
-# goes ahead: it is sent while the source still makes the bundle (`move-out`'s first line), the rest once the
-# source has staged them all.
-LANES = (("log", "log-end"), ("scratchpad", "bundle"))
-AHEAD = "log"
+# takes about as long as the larger of the two, not their sum), the parts of a lane one after the other, each as
+# soon as the source says it is staged (`move-out`'s reply): the log and the bundle's pieces while the source still
+# makes the bundle, the log's end and the scratchpad once it has made everything.
+LANES = (("log", "log-end"), ("bundle", "scratchpad"))
 
 # How much of each part a host takes, decoded: a log of 256 MiB is more than a year of a busy session's events
 # (its outputs are cut at their own bounds); its end is the two events of a move-out's span; a bundle of 1 GiB holds
@@ -48,10 +50,56 @@ PART_BOUNDS = {
 ENCODED_LINE = 64 * 1024
 RAW_PER_LINE = ENCODED_LINE // 4 * 3
 
+# A piece of the bundle: small enough that the last one, sent once git is done, is quick to send, large enough that
+# a piece's two verbs cost little beside its bytes. Every piece but the last holds exactly `PIECE` bytes; the last
+# holds fewer (none, when the bundle is a whole number of pieces), so a target knows the bundle whole when it comes.
+PIECE = 16 * 1024 * 1024
+MOST_PIECES = PART_BOUNDS[BUNDLE] // PIECE + 1
+
+
+def piece(index: int) -> str:
+    """The name of the bundle's piece `index` (from 0)."""
+    return f"{BUNDLE}.{index}"
+
+
+def piece_index(part: str) -> int | None:
+    """Which piece of the bundle `part` names (`bundle.<n>`, `n` in ASCII digits, no leading zero, below
+    MOST_PIECES), or None when it names no piece."""
+    prefix, _, index = part.partition(".")
+    if prefix != BUNDLE or not 0 < len(index) <= len(str(MOST_PIECES)) or not index.isascii() or not index.isdigit():
+        return None
+    return int(index) if index == str(int(index)) and int(index) < MOST_PIECES else None
+
+
+def kind(part: str) -> str:
+    """What `part` is of the session: one of PARTS (a piece of the bundle is the bundle)."""
+    return BUNDLE if piece_index(part) is not None else part
+
+
+def lane(part: str) -> int:
+    """The lane `part` travels in."""
+    return next(index for index, kinds in enumerate(LANES) if kind(part) in kinds)
+
+
+def bound(part: str) -> int:
+    """The most a host takes of `part` (a name `part_name` took), its own bytes."""
+    return PIECE if kind(part) == BUNDLE else PART_BOUNDS[part]
+
+
+def check_pieces(sizes: list[int]) -> None:
+    """The sizes of a bundle's pieces, in order: 1 to MOST_PIECES of them, each but the last exactly PIECE bytes, the
+    last fewer, all of them within the bundle's bound; `bad-request` saying which rule fails."""
+    if not 0 < len(sizes) <= MOST_PIECES:
+        raise f.bad_request(f"a bundle travels in 1 to {MOST_PIECES} pieces (this one in {len(sizes)})")
+    if any(size != PIECE for size in sizes[:-1]) or not 0 <= sizes[-1] < PIECE:
+        raise f.bad_request(f"every piece of a bundle but the last holds exactly {PIECE:,} bytes, the last fewer")
+    if sum(sizes) > PART_BOUNDS[BUNDLE]:
+        raise f.bad_request(f"a bundle may be at most {f.size(PART_BOUNDS[BUNDLE])}")
+
 
 def encoded(part: str) -> bool:
-    """Whether `part` travels base64-encoded (the bundle and the scratchpad) rather than as it is (the log, and its
-    end)."""
+    """Whether `part` travels base64-encoded (the bundle's pieces and the scratchpad) rather than as it is (the log,
+    and its end)."""
     return part not in ("log", "log-end")
 
 
@@ -70,12 +118,16 @@ def wire_length(part: str, size: int) -> int:
 
 def wire_bound(part: str) -> int:
     """The longest `<length>` a host takes for `part`: its bound, as it travels."""
-    return wire_length(part, PART_BOUNDS[part])
+    return wire_length(part, bound(part))
 
 
 def part_name(value: str) -> str:
-    if value not in PARTS:
-        raise f.bad_request(f"{f.show(str(value))} is not a part of a session (the parts are {', '.join(PARTS)})")
+    """A part as the wire names one: `log`, `log-end`, `scratchpad` or a piece of the bundle, `bundle.<n>`."""
+    if value not in PARTS[:-1] and not (isinstance(value, str) and piece_index(value) is not None):
+        raise f.bad_request(
+            f"{f.show(str(value))} is not a part of a session (the parts are log, log-end, scratchpad and bundle.0 "
+            f"to bundle.{MOST_PIECES - 1})"
+        )
     return value
 
 
@@ -88,11 +140,11 @@ def digest(value: str) -> str:
 
 def check_length(part: str, length: int) -> int:
     """`length` (bytes on the wire) for `part`, or `too-large` naming the part's bound."""
-    bound = wire_bound(part)
-    if length > bound:
+    most, wire = bound(part), wire_bound(part)
+    if length > wire:
         raise f.ProtocolError(
             f.ErrorCode.TOO_LARGE,
-            f"a {part} may be at most {f.size(PART_BOUNDS[part])} ({bound:,} bytes on the wire); this one is "
+            f"a {part} may be at most {f.size(most)} ({wire:,} bytes on the wire); this one is "
             f"{length:,} bytes: nothing of it was read",
         )
     return length
@@ -169,10 +221,8 @@ class PartDecoder:
 
     def _take(self, data: bytes | bytearray) -> None:
         self.size += len(data)
-        if self.size > PART_BOUNDS[self.part]:
-            raise f.ProtocolError(
-                f.ErrorCode.TOO_LARGE, f"a {self.part} may be at most {f.size(PART_BOUNDS[self.part])}"
-            )
+        if self.size > bound(self.part):
+            raise f.ProtocolError(f.ErrorCode.TOO_LARGE, f"a {self.part} may be at most {f.size(bound(self.part))}")
         self._hash.update(data)
 
     def finish(self) -> None:

@@ -4,7 +4,9 @@ the parts they staged; on the target it checks, receives the parts into `<state>
 run --move-in`, which validates them, writes the log and carries the session on.
 
 A part is received into a temporary file and renamed to its name only once its bytes match the sha256 announced,
-so a part damaged on the way, or a connection cut in the middle of one, leaves nothing of it.
+so a part damaged on the way, or a connection cut in the middle of one, leaves nothing of it. The bundle's pieces
+are joined as they come: each is written after the ones before it in `in/.bundle`, which is cut back to them when
+the piece fails, and becomes `in/bundle` with the last piece.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ READ_SIZE = 1024 * 1024
 DIGESTS = ".digests.json"
 
 # One move's steps at this host take turns: each part's `receive` its own (the parts travel at once, each on a
-# connection of its own), `move-in` and `move-drop` every part's (they wait for each `receive` under way); a step
-# still waiting past this is told the session is busy.
+# connection of its own; the bundle's pieces one turn, as they come one after the other), `move-in` and `move-drop`
+# every part's (they wait for each `receive` under way); a step still waiting past this is told the session is busy.
 TURN_SECONDS = 30.0
 
 # Stands in for every character of a host name a log could not carry (chock.control.move_protocol.host_name).
@@ -164,9 +166,15 @@ def _check_base(project: str, base: str) -> Repo:
 
 def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> None:
     """`receive`: exactly `<length>` bytes after the request, read under the connection's line deadlines, decoded
-    and checked against the sha256 announced; kept as `moves/<id>/in/<part>` only when they match."""
+    and checked against the sha256 announced; kept as `moves/<id>/in/<part>` only when they match (a piece of the
+    bundle, joined onto `in/bundle`: `_receive_piece`)."""
     directory = _received(daemon, request.session_id)
-    with _turn(daemon, request.session_id, (request.part,)):
+    index = parts.piece_index(request.part)
+    with _turn(daemon, request.session_id, (parts.kind(request.part),)):
+        if index is not None:
+            _receive_piece(reply, request, directory, index)
+            reply.answer(mp.Received())
+            return
         temporary = os.path.join(directory, f".{request.part}.{secrets.token_hex(8)}")
         with _DIRECTORY:  # not removed, empty, by another part's failure before this part's file is in it
             os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -179,15 +187,65 @@ def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> N
                 decoder.finish()
             os.replace(temporary, os.path.join(directory, request.part))
         except BaseException:
-            with _DIRECTORY:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
-                with contextlib.suppress(OSError):
-                    os.rmdir(directory)  # nothing else received (or being received): nothing of this move is left
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.dirname(directory))
+            _nothing_left(directory, temporary)
             raise
     reply.answer(mp.Received())
+
+
+def _nothing_left(directory: str, path: str) -> None:
+    """`path` removed, and the move's directories too when nothing else is in them: nothing of the move is left."""
+    with _DIRECTORY:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)  # nothing else received (or being received)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(directory))
+
+
+def _receive_piece(reply: ReplyWriter, request: mp.ReceiveRequest, directory: str, index: int) -> None:
+    """A piece of the bundle, written where it goes in `in/.bundle`: after exactly the `index` whole pieces before
+    it (the first piece begins it anew), else `bad-request`. The last piece (the one shorter than the rest) makes
+    it `in/bundle`. A piece whose bytes fail their check, or stop short, is cut off again: the file holds the pieces
+    before it."""
+    joining, joined = os.path.join(directory, "." + parts.BUNDLE), index * parts.PIECE
+    try:
+        with _DIRECTORY:
+            if index == 0:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, parts.BUNDLE))  # an earlier move's
+            fd = os.open(joining, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT | os.O_TRUNC if index == 0 else 0), 0o600)
+    except FileNotFoundError:  # no piece came before it
+        fd = -1
+    held = os.fstat(fd).st_size if fd >= 0 else 0
+    if fd < 0 or held != joined:
+        if fd >= 0:
+            os.close(fd)
+        raise ProtocolError(
+            ErrorCode.BAD_REQUEST,
+            f"{request.part} of session {request.session_id} is out of order: the bundle here holds "
+            f"{held // parts.PIECE} whole pieces{' and its last' if held % parts.PIECE else ''}; send its pieces in "
+            "order, from bundle.0",
+        )
+    most = parts.PART_BOUNDS[parts.BUNDLE]
+    try:
+        with open(fd, "wb") as out:
+            out.seek(joined)
+            decoder = parts.PartDecoder(request.part, request.sha256)
+            for data in _body(reply):
+                out.write(decoder.feed(data))
+                if joined + decoder.size > most:
+                    raise ProtocolError(ErrorCode.TOO_LARGE, f"a bundle may be at most {most:,} bytes")
+            decoder.finish()
+        if decoder.size < parts.PIECE:
+            os.replace(joining, os.path.join(directory, parts.BUNDLE))
+    except BaseException:
+        if index == 0:
+            _nothing_left(directory, joining)
+        else:
+            os.truncate(joining, joined)
+        raise
 
 
 def _body(reply: ReplyWriter) -> Iterator[bytes]:
@@ -254,10 +312,10 @@ def move_drop(daemon: Daemon, reply: ReplyWriter, request: mp.MoveDropRequest) -
 
 
 def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> None:
-    """`move-out` -> `ok <log length>\\t<sha256>`, then `ok <manifest JSON>`: `chock run --move-out` takes the session
-    and stages its parts; the line it says once the log is staged is the first line (the client sends the log while
-    the rest is made), its last line of JSON, checked, with this host's name, the second. Its refusal is `refused` in
-    its own words."""
+    """`move-out` -> `ok <part>\\t<length>\\t<sha256>` for each part staged, then `ok <manifest JSON>`: `chock run
+    --move-out` takes the session and stages its parts; each line it says as it stages the log and each piece of the
+    bundle is said at once (the client sends that part while the rest is made), its last line of JSON, checked, with
+    this host's name, last. Its refusal is `refused` in its own words."""
     project = _project_of(daemon, request.session_id)
     args = ["run", "--move-out", request.session_id, "--to", request.to, "--wait", str(request.wait)]
     if request.address:  # one argument, `=` joined: an address is never taken for an option
@@ -267,29 +325,26 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
     if request.kept:
         args.append(f"--kept={request.kept}")
     staged = daemon.layout.move_dir(request.session_id) / "out"
-    ahead: list[mp.PartHeader] = []
+    announced: dict[str, tuple[int, str]] = {}  # each part staged, as the child said it
 
-    def log_staged(line: bytes) -> None:
-        """The child's line saying its log is staged (`{"log": {"length": N, "sha256": "…"}}`): the first line."""
+    def part_staged(line: bytes) -> None:
+        """A line of the child's saying a part is staged (`{"staged": {"part": …, "length": N, "sha256": "…"}}`)."""
         try:
             value = json.loads(line)
-        except ValueError:
+            part = value.get("staged") if isinstance(value, dict) else None
+            if not isinstance(part, dict):
+                return
+            header = mp.StagedPart(str(part.get("part")), part.get("length"), str(part.get("sha256")))  # type: ignore[arg-type]
+        except (ValueError, RecursionError, ProtocolError):
             return
-        log = value.get(parts.AHEAD) if isinstance(value, dict) and not ahead else None
-        if not isinstance(log, dict) or type(log.get("length")) is not int:
-            return
-        try:
-            header = mp.PartHeader(log["length"], parts.digest(str(log.get("sha256"))))
-        except ProtocolError:
-            return
-        ahead.append(header)
+        announced[header.part] = (header.length, header.sha256)
         # What `send` announces without reading the part through again (a part changed since is caught by its target).
-        _write_digests(staged, {parts.AHEAD: (header.body_length, header.sha256)})
+        _write_digests(staged, announced)
         reply.answer(header)
 
     doing = f"moving session {request.session_id} out"
     timeout = 2 * request.wait + mp.MOVE_SECONDS - 30
-    code, last, out = daemon.children.run_chock(args, project, doing, timeout=timeout, on_line=log_staged)
+    code, last, out = daemon.children.run_chock(args, project, doing, timeout=timeout, on_line=part_staged)
     if code != 0:
         raise Refusal(last)
     lines = out.decode("utf-8", "replace").strip().splitlines()
@@ -301,10 +356,10 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
         raise ProtocolError(ErrorCode.INTERNAL, said) from None
     if manifest.session_id != request.session_id:
         raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out staged another session's parts")
-    log = next((length, sha) for part, length, sha in manifest.parts if part == parts.AHEAD)
-    if not ahead or (ahead[0].body_length, ahead[0].sha256) != log:
-        raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out did not say its log as it staged it")
-    _write_digests(staged, {part: (size, sha) for part, size, sha in manifest.parts})
+    listed = {part: (size, sha) for part, size, sha in manifest.parts}
+    if not announced or any(listed.get(part) != digest for part, digest in announced.items()):
+        raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out did not say its parts as it staged them")
+    _write_digests(staged, listed)
     reply.answer(manifest)
 
 
@@ -325,23 +380,34 @@ def _write_digests(staged: os.PathLike[str], digests: dict[str, tuple[int, str]]
 def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
     """`send` -> `ok <length>\\t<sha256>`, then the part as it travels: the file `move-out` staged (its digest as
     move-out's child said it, else read through once for it), sent as the client takes it — the log by the kernel
-    (sendfile), the others encoded in large batches. A file that changes under it cuts the reply short."""
+    (sendfile), the others encoded in large batches; a piece of the bundle, the bytes of `out/bundle` it covers, once
+    the child said it staged them. A file that changes under it cuts the reply short."""
     import hashlib
 
-    path = daemon.layout.move_dir(request.session_id) / "out" / request.part
+    index = parts.piece_index(request.part)
+    staged = daemon.layout.move_dir(request.session_id) / "out"
+    said = _said(staged, request.part)
+    missing = ProtocolError(
+        ErrorCode.NOT_FOUND,
+        f"no {request.part} of session {request.session_id} is staged here: `move-out` stages it, and keeps what it "
+        f"staged in {DIGESTS}",
+    )
+    if index is not None and said is None:
+        raise missing
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
+        handle = open(staged / parts.kind(request.part), "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
-        raise ProtocolError(
-            ErrorCode.NOT_FOUND,
-            f"no {request.part} of session {request.session_id} is staged here: `move-out` stages the parts",
-        ) from None
+        raise missing from None
     with handle:
-        size = os.fstat(handle.fileno()).st_size
-        digest = _staged_digest(path.parent, request.part, size)
-        if digest is None:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
-            handle.seek(0)
+        if index is not None and said is not None:
+            size, digest = said
+            handle.seek(index * parts.PIECE)
+        else:
+            size = os.fstat(handle.fileno()).st_size
+            digest = said[1] if said is not None and said[0] == size else ""
+            if not digest:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                handle.seek(0)
         reply.answer(mp.PartHeader(parts.wire_length(request.part, size), digest))
         try:
             if parts.encoded(request.part):
@@ -352,15 +418,15 @@ def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
             raise ClientGone from None  # the reply is cut short, never a part that looks whole
 
 
-def _staged_digest(staged: os.PathLike[str], part: str, size: int) -> str | None:
-    """The part's sha256 as move-out's child said it, when it said it of a part of this size."""
+def _said(staged: os.PathLike[str], part: str) -> tuple[int, str] | None:
+    """The part's size and sha256 as move-out's child said them, or None."""
     try:
         with open(os.path.join(staged, DIGESTS)) as handle:
-            said = json.load(handle).get(part)
+            found = json.load(handle).get(part)
     except (OSError, ValueError, AttributeError):
         return None
-    if isinstance(said, list) and len(said) == 2 and said[0] == size and isinstance(said[1], str):
-        return said[1]
+    if isinstance(found, list) and len(found) == 2 and type(found[0]) is int and isinstance(found[1], str):
+        return found[0], found[1]
     return None
 
 

@@ -259,9 +259,10 @@ class Repo(Value):
         stdin: int = subprocess.DEVNULL,
         config: Sequence[str] = (),
         objects: Path | None = None,
+        stderr: int = subprocess.PIPE,
     ) -> subprocess.Popen[bytes]:
         """Start one git command reading `stdin` (a file descriptor) and writing to a pipe the caller reads;
-        `objects` is a quarantine its new objects go to."""
+        `objects` is a quarantine its new objects go to; its words go to `stderr` (a pipe, or a file descriptor)."""
         try:
             return subprocess.Popen(
                 _argv(args, config),
@@ -269,7 +270,7 @@ class Repo(Value):
                 env=self._env(None, person=False, objects=objects),
                 stdin=stdin,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=stderr,
             )
         except OSError as error:
             raise _spawn_error(args, self.work_tree, error) from None

@@ -31,10 +31,7 @@ from chock.log.writer import LogLocked, SessionLog
 from chock.paths import Layout, check_session_id, ensure_dir
 from chock.platform import host
 from chock.session import keep, kept_log, workspace
-
-TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
-if TYPE_CHECKING:
-    from chock.session.hostgit import Repo
+from chock.session.hostgit import GitFailed, Repo
 
 # The parts that travel, and their bounds, are the wire's (chock/control/parts.py): a part staged here is one a
 # target takes.
@@ -89,12 +86,13 @@ def move_out(
 ) -> dict[str, Any]:  # fmt: skip
     """Step 1; returns the line that describes the parts (`{"parts": […], "base", "instance", "session",
     "was_running"}`), having given `staged` the log's part (`{"part": "log", "length", "sha256"}`) as soon as it was
-    staged, while the other parts were still being made. A refusal before the handover end is logged leaves the
-    session as it was (a running one handed over to nobody: `chock run --continue` takes it back). `address` is
-    where the client reached `to`; the handover end records it, and `chock run --continue` asks there whether `to`
-    adopted the session. `have` is the commit `to`'s `chock/<id>` names (as its `move-check` said): the bundle
-    leaves out what it reaches. `kept` is what `to` keeps of the log (`<length>:<sha256>`, chock.session.kept_log):
-    when the log here begins with exactly it, only what follows it is sent."""
+    staged and each piece of the bundle as soon as git had written it, while the rest was still being made. A
+    refusal before the handover end is logged leaves the session as it was (a running one handed over to nobody:
+    `chock run --continue` takes it back). `address` is where the client reached `to`; the handover end records it,
+    and `chock run --continue` asks there whether `to` adopted the session. `have` is the commit `to`'s `chock/<id>`
+    names (as its `move-check` said): the bundle leaves out what it reaches. `kept` is what `to` keeps of the log
+    (`<length>:<sha256>`, chock.session.kept_log): when the log here begins with exactly it, only what follows it is
+    sent."""
     check_session_id(session_id)
     check_host(to, "--to")
     where = {"address": _checked_address(address)} if address else {}
@@ -127,7 +125,7 @@ def move_out(
             keep.close(log, keep.worktree_of(state), f"chock: work moved from session {session_id}", removed=False)
         # What the log holds now is final (this process holds it): staged and digested while git makes the bundle.
         with _LogCopy(path, out, kept_log.Kept.parse(kept), staged) as copy:
-            bundle = _bundle(state, out / "bundle", have)
+            bundle = _bundle(state, out / parts.BUNDLE, have, staged)
             scratchpad = _copy_bounded(layout.scratchpad_path(session_id), out / "scratchpad", SCRATCHPAD_LIMIT)
             sent = copy.staged()
             if sent["length"] > LOG_LIMIT - parts.PART_BOUNDS["log-end"]:
@@ -142,7 +140,7 @@ def move_out(
             log.sync()
             end = copy.end()
     return {
-        "parts": [sent, end, bundle, scratchpad],
+        "parts": [sent, end, scratchpad, *bundle],
         "base": state.workspace_base,
         "instance": state.instance,
         "session": session_id,
@@ -195,10 +193,13 @@ def _row_held(rows: catalog.Catalog, session_id: str, log: SessionLog) -> RowSta
     return entry.state
 
 
-def _bundle(state: RowState, target: Path, have: str = "") -> dict[str, Any]:
+def _bundle(
+    state: RowState, target: Path, have: str = "", staged: Callable[[dict[str, Any]], None] = lambda _: None
+) -> list[dict[str, Any]]:
     """`git bundle` of exactly `refs/heads/chock/<id>` past the session's base (empty: no branch, or one at the
     base) and past `have` when it is an ancestor of the branch (the target holds every object it reaches: only the
-    rest travels), refused past BUNDLE_LIMIT."""
+    rest travels), written to `target` as git writes it and described piece by piece (`_Pieces`, each given to
+    `staged` once it is whole); refused past BUNDLE_LIMIT."""
     repo = workspace.open_project(Path(state.project)).repo
     ref = f"refs/heads/chock/{state.id}"
     tip = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], check=False)
@@ -207,31 +208,95 @@ def _bundle(state: RowState, target: Path, have: str = "") -> dict[str, Any]:
         bool(COMMIT_ID.fullmatch(have))
         and repo.run(["merge-base", "--is-ancestor", have, commit], check=False).returncode == 0
     )
-    if tip.returncode != 0 or commit == state.workspace_base:
-        target.write_bytes(b"")
-    elif held and have == commit:
-        _held_bundle(repo, target, ref, commit)
-    else:
-        left_out = [f"^{state.workspace_base}", *([f"^{have}"] if held else [])]
-        repo.run(["bundle", "create", "--quiet", str(target), ref, *left_out])
-        size = target.stat().st_size
+    with _Pieces(target, staged, state.id) as pieces:
+        if tip.returncode != 0 or commit == state.workspace_base:
+            pass  # no work on the branch: one empty piece
+        elif held and have == commit:
+            pieces.write(_held_bundle(repo, ref, commit))
+        else:
+            left_out = [f"^{state.workspace_base}", *([f"^{have}"] if held else [])]
+            _bundle_through(repo, ["bundle", "create", "--quiet", "-", ref, *left_out], pieces)
+    return pieces.described
+
+
+def _bundle_through(repo: Repo, args: list[str], pieces: _Pieces) -> None:
+    """`git bundle create -` (`args`), its output written to `pieces` as git writes it; GitFailed in git's words. A
+    refusal stops it at once: its pipe is closed (git's pack-objects, which writes it, dies of that) before it is
+    waited for, so nothing more is read."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as said:  # git's words: a file, so git never waits on a full pipe of them
+        git = repo.stream(args, stderr=said.fileno())
+        assert git.stdout is not None
+        with git.stdout as out:
+            try:
+                while chunk := os.read(out.fileno(), COPY_CHUNK):
+                    pieces.write(chunk)
+            except BaseException:
+                out.close()
+                git.kill()
+                git.wait()
+                raise
+        if git.wait() != 0:
+            said.seek(0)
+            detail = said.read(8192).decode(errors="replace").strip() or f"exit status {git.returncode}"
+            raise GitFailed(f"git {' '.join(args)} failed in {repo.work_tree}: {detail}")
+
+
+class _Pieces:
+    """A bundle written to a file as it comes, and described piece by piece as soon as each is whole (`parts.PIECE`
+    bytes, the last what is left: fewer, maybe none), each description given to `staged`: the client sends a piece
+    while git writes the next. Refused past BUNDLE_LIMIT, before a byte past it is written."""
+
+    def __init__(self, target: Path, staged: Callable[[dict[str, Any]], None], session_id: str) -> None:
+        self._out = open(target, "wb", opener=_private)  # noqa: SIM115 - closed by __exit__
+        self._staged = staged
+        self._session_id = session_id
+        self._digest = hashlib.sha256()
+        self._filled = 0  # bytes of the piece under way
+        self.described: list[dict[str, Any]] = []
+
+    def write(self, data: bytes) -> None:
+        size = self._out.tell() + len(data)
         if size > BUNDLE_LIMIT:
             raise Refused(
-                f"the branch chock/{state.id} makes a bundle of {size} bytes, more than a move carries "
-                f"({BUNDLE_LIMIT} bytes); push the branch yourself and start a new session there"
+                f"the branch chock/{self._session_id} makes a bundle of more than {BUNDLE_LIMIT} bytes, more than a "
+                "move carries; push the branch yourself and start a new session there"
             )
-    os.chmod(target, 0o600)
-    return _described("bundle", target)
+        view = memoryview(data)
+        while view:
+            taken = view[: parts.PIECE - self._filled]
+            self._out.write(taken)
+            self._digest.update(taken)
+            self._filled += len(taken)
+            view = view[len(taken) :]
+            if self._filled == parts.PIECE:
+                self._whole()
+
+    def _whole(self) -> None:
+        """The piece under way is whole: its bytes in the file (`send` reads them there), its description said."""
+        self._out.flush()
+        piece = {"part": parts.piece(len(self.described)), "length": self._filled, "sha256": self._digest.hexdigest()}
+        self.described.append(piece)
+        self._staged(piece)
+        self._digest, self._filled = hashlib.sha256(), 0
+
+    def __enter__(self) -> _Pieces:
+        return self
+
+    def __exit__(self, failed: type[BaseException] | None, *exc: object) -> None:
+        with self._out:
+            if failed is None:
+                self._whole()  # the last piece, shorter than the rest
 
 
-def _held_bundle(repo: Repo, target: Path, ref: str, commit: str) -> None:
+def _held_bundle(repo: Repo, ref: str, commit: str) -> bytes:
     """A bundle of `ref` at `commit` whose every object the target holds (`commit` is its prerequisite): its header
-    and an empty pack, written as git writes them — `git bundle create` refuses a bundle with no object."""
+    and an empty pack, as git writes them — `git bundle create` refuses a bundle with no object."""
     found = repo.run(["rev-parse", "--show-object-format"], check=False).stdout.decode().strip() or "sha1"
     header = "# v2 git bundle\n" if found == "sha1" else f"# v3 git bundle\n@object-format={found}\n"
     pack = b"PACK" + (2).to_bytes(4, "big") + (0).to_bytes(4, "big")  # version 2, no object
-    with open(target, "wb", opener=_private) as out:
-        out.write(f"{header}-{commit}\n{commit} {ref}\n\n".encode() + pack + hashlib.new(found, pack).digest())
+    return f"{header}-{commit}\n{commit} {ref}\n\n".encode() + pack + hashlib.new(found, pack).digest()
 
 
 def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
