@@ -90,6 +90,11 @@ def replace_file(path: str, data: bytes) -> None:
             os.unlink(temporary)
 
 
+def private_file(path: str, flags: int) -> int:
+    """An `opener` for `open`: the file made 0600 (never through a symlink), closed on exec."""
+    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+
 def ensure_dir(path: P) -> P:
     """Create `path` (and missing parents) as 0700; an existing directory is left as the person made it."""
     missing = []

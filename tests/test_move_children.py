@@ -17,7 +17,6 @@ from chock.control import parts
 from tests.conftest import Home, isolated_home
 from tests.fakes.projects import git, git_value, make_project
 from tests.fakes.sessions import replayed_terminal_session, wait_for_event
-from tests.fakes.wait import wait_until
 
 ONE_FILE = [
     {"text": "", "tool_calls": [{"call_id": "c1", "name": "write_file", "args": {"path": "a.txt", "content": "A"}}]},
@@ -305,42 +304,6 @@ def test_paths_in_an_incoming_log_change_nothing_outside_the_session(hosts):
     assert removed.returncode == 0, removed.stderr
     assert (victim / "id_ed25519").read_text() == "secret"
     assert (other / "log.jsonl").read_text() == "{}\n"
-
-
-def test_a_bundle_past_its_bound_is_refused_as_git_writes_it_and_git_stops_at_once(tmp_path, monkeypatch):
-    """The source stages the bundle piece by piece as git writes it; past the bound it refuses, having written and
-    said no byte past it, and git — its pack-objects too — is gone, nothing more of the pack read."""
-    import os
-
-    from chock.errors import Refused
-    from chock.session import moving
-    from chock.session.hostgit import Repo
-
-    project = make_project(tmp_path / "project")
-    base = git_value(project, "rev-parse", "HEAD")
-    (project / "big.bin").write_bytes(os.urandom(3 * parts.PIECE))
-    git(project, "add", "big.bin")
-    git(project, "commit", "-q", "-m", "big")
-    monkeypatch.setattr(moving, "BUNDLE_LIMIT", parts.PIECE + 1000)
-    said: list[dict] = []
-    out = tmp_path / "bundle"
-    repo = Repo(git_dir=project / ".git", common_dir=project / ".git", work_tree=project)
-    with pytest.raises(Refused) as caught, moving._Pieces(out, said.append, "20261206-114500-a1b2c3") as pieces:
-        moving._bundle_through(repo, ["bundle", "create", "--quiet", "-", "HEAD", f"^{base}"], pieces)
-    assert "makes a bundle of more than" in str(caught.value)
-    assert [piece["part"] for piece in said] == [parts.piece(0)] and out.stat().st_size <= parts.PIECE + 1000
-
-    def gits_in_project() -> list[str]:
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if os.readlink(f"/proc/{pid}/cwd") == str(project):
-                    found.append(pid)
-            except OSError:
-                continue
-        return found
-
-    wait_until(lambda: not gits_in_project(), 10, "git's pack-objects to stop")
 
 
 def test_a_bundle_with_other_refs_touches_none_of_them(hosts):

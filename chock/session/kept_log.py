@@ -22,6 +22,7 @@ from typing import BinaryIO, NamedTuple
 from chock.errors import Refused
 from chock.log.events import decode
 from chock.log.reader import lines_backwards
+from chock.paths import private_file
 
 CHUNK = 1024 * 1024
 
@@ -149,7 +150,7 @@ def join(here: Path, sent: Path, bound: int) -> None:
                 f"the log sent, joined onto the one here, is longer than {bound} bytes, the most a move carries"
             )
         whole = sent.with_name(f"{sent.name}.whole")
-        with open(whole, "wb", opener=_private) as out, open(sent, "rb") as tail:
+        with open(whole, "wb", opener=private_file) as out, open(sent, "rb") as tail:
             _append(kept_from, out, length)
             _append(tail, out, os.fstat(tail.fileno()).st_size)
         os.replace(whole, sent)
@@ -173,7 +174,3 @@ def _append(source: BinaryIO, target: BinaryIO, length: int) -> None:
             raise Refused("the log here was cut short while it was copied; move the session again")
         target.write(chunk)
         offset += len(chunk)
-
-
-def _private(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)

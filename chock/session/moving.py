@@ -28,10 +28,9 @@ from chock.log import catalog
 from chock.log.events import MAX_EVENT_BYTES
 from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog
-from chock.paths import Layout, check_session_id, ensure_dir
+from chock.paths import Layout, check_session_id, ensure_dir, private_file
 from chock.platform import host
-from chock.session import keep, kept_log, workspace
-from chock.session.hostgit import GitFailed, Repo
+from chock.session import keep, kept_log, move_bundle, workspace
 
 # The parts that travel, and their bounds, are the wire's (chock/control/parts.py): a part staged here is one a
 # target takes.
@@ -198,8 +197,8 @@ def _bundle(
 ) -> list[dict[str, Any]]:
     """`git bundle` of exactly `refs/heads/chock/<id>` past the session's base (empty: no branch, or one at the
     base) and past `have` when it is an ancestor of the branch (the target holds every object it reaches: only the
-    rest travels), written to `target` as git writes it and described piece by piece (`_Pieces`, each given to
-    `staged` once it is whole); refused past BUNDLE_LIMIT."""
+    rest travels), written to `target` as git writes it and described piece by piece (chock.session.move_bundle,
+    each given to `staged` once it is whole); refused past its bound."""
     repo = workspace.open_project(Path(state.project)).repo
     ref = f"refs/heads/chock/{state.id}"
     tip = repo.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], check=False)
@@ -208,95 +207,14 @@ def _bundle(
         bool(COMMIT_ID.fullmatch(have))
         and repo.run(["merge-base", "--is-ancestor", have, commit], check=False).returncode == 0
     )
-    with _Pieces(target, staged, state.id) as pieces:
+    with move_bundle.Pieces(target, staged, state.id) as pieces:
         if tip.returncode != 0 or commit == state.workspace_base:
             pass  # no work on the branch: one empty piece
         elif held and have == commit:
-            pieces.write(_held_bundle(repo, ref, commit))
+            pieces.write(move_bundle.held(repo, ref, commit))
         else:
-            left_out = [f"^{state.workspace_base}", *([f"^{have}"] if held else [])]
-            _bundle_through(repo, ["bundle", "create", "--quiet", "-", ref, *left_out], pieces)
+            move_bundle.stream(repo, ref, [state.workspace_base, *([have] if held else [])], pieces)
     return pieces.described
-
-
-def _bundle_through(repo: Repo, args: list[str], pieces: _Pieces) -> None:
-    """`git bundle create -` (`args`), its output written to `pieces` as git writes it; GitFailed in git's words. A
-    refusal stops it at once: its pipe is closed (git's pack-objects, which writes it, dies of that) before it is
-    waited for, so nothing more is read."""
-    import tempfile
-
-    with tempfile.TemporaryFile() as said:  # git's words: a file, so git never waits on a full pipe of them
-        git = repo.stream(args, stderr=said.fileno())
-        assert git.stdout is not None
-        with git.stdout as out:
-            try:
-                while chunk := os.read(out.fileno(), COPY_CHUNK):
-                    pieces.write(chunk)
-            except BaseException:
-                out.close()
-                git.kill()
-                git.wait()
-                raise
-        if git.wait() != 0:
-            said.seek(0)
-            detail = said.read(8192).decode(errors="replace").strip() or f"exit status {git.returncode}"
-            raise GitFailed(f"git {' '.join(args)} failed in {repo.work_tree}: {detail}")
-
-
-class _Pieces:
-    """A bundle written to a file as it comes, and described piece by piece as soon as each is whole (`parts.PIECE`
-    bytes, the last what is left: fewer, maybe none), each description given to `staged`: the client sends a piece
-    while git writes the next. Refused past BUNDLE_LIMIT, before a byte past it is written."""
-
-    def __init__(self, target: Path, staged: Callable[[dict[str, Any]], None], session_id: str) -> None:
-        self._out = open(target, "wb", opener=_private)  # noqa: SIM115 - closed by __exit__
-        self._staged = staged
-        self._session_id = session_id
-        self._digest = hashlib.sha256()
-        self._filled = 0  # bytes of the piece under way
-        self.described: list[dict[str, Any]] = []
-
-    def write(self, data: bytes) -> None:
-        size = self._out.tell() + len(data)
-        if size > BUNDLE_LIMIT:
-            raise Refused(
-                f"the branch chock/{self._session_id} makes a bundle of more than {BUNDLE_LIMIT} bytes, more than a "
-                "move carries; push the branch yourself and start a new session there"
-            )
-        view = memoryview(data)
-        while view:
-            taken = view[: parts.PIECE - self._filled]
-            self._out.write(taken)
-            self._digest.update(taken)
-            self._filled += len(taken)
-            view = view[len(taken) :]
-            if self._filled == parts.PIECE:
-                self._whole()
-
-    def _whole(self) -> None:
-        """The piece under way is whole: its bytes in the file (`send` reads them there), its description said."""
-        self._out.flush()
-        piece = {"part": parts.piece(len(self.described)), "length": self._filled, "sha256": self._digest.hexdigest()}
-        self.described.append(piece)
-        self._staged(piece)
-        self._digest, self._filled = hashlib.sha256(), 0
-
-    def __enter__(self) -> _Pieces:
-        return self
-
-    def __exit__(self, failed: type[BaseException] | None, *exc: object) -> None:
-        with self._out:
-            if failed is None:
-                self._whole()  # the last piece, shorter than the rest
-
-
-def _held_bundle(repo: Repo, ref: str, commit: str) -> bytes:
-    """A bundle of `ref` at `commit` whose every object the target holds (`commit` is its prerequisite): its header
-    and an empty pack, as git writes them — `git bundle create` refuses a bundle with no object."""
-    found = repo.run(["rev-parse", "--show-object-format"], check=False).stdout.decode().strip() or "sha1"
-    header = "# v2 git bundle\n" if found == "sha1" else f"# v3 git bundle\n@object-format={found}\n"
-    pack = b"PACK" + (2).to_bytes(4, "big") + (0).to_bytes(4, "big")  # version 2, no object
-    return f"{header}-{commit}\n{commit} {ref}\n\n".encode() + pack + hashlib.new(found, pack).digest()
 
 
 def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
@@ -307,7 +225,7 @@ def _copy_bounded(source: Path, target: Path, limit: int) -> dict[str, Any]:
         fd = -1
     except OSError as error:
         raise Refused(f"the scratchpad {source} cannot be read ({error.strerror}); it was not moved") from None
-    with open(target, "wb", opener=_private) as out:
+    with open(target, "wb", opener=private_file) as out:
         if fd >= 0:
             with os.fdopen(fd, "rb") as found:
                 info = os.fstat(found.fileno())
@@ -354,7 +272,7 @@ class _LogCopy:
     def _stage(self, part: str, most: int | None) -> dict[str, Any]:
         """The part `part`: up to `most` bytes more of the log (None: to its end), copied and described."""
         digest = hashlib.sha256()
-        with open(self._out / part, "wb", opener=_private) as out:
+        with open(self._out / part, "wb", opener=private_file) as out:
             while most is None or most > 0:
                 chunk = self._found.read(COPY_CHUNK if most is None else min(COPY_CHUNK, most))
                 if not chunk:
@@ -383,10 +301,6 @@ class _LogCopy:
         self._dropped = failed is not None
         self._thread.join()
         self._found.close()
-
-
-def _private(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_CLOEXEC, 0o600)
 
 
 def _described(part: str, path: Path) -> dict[str, Any]:

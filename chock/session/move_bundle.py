@@ -1,0 +1,104 @@
+"""A moving session's branch as its source sends it (docs/remote.md#moving-a-session): `git bundle` written as git
+writes it, and said piece by piece (chock/control/parts.py: `PIECE` bytes each but the last), so each piece travels
+while git writes the next. git writes a pack object by object, each once it has compressed it (a single large file
+comes out all at once, at the end): the pieces cross while git writes, not while it searches for deltas or
+compresses one object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chock.control import parts
+from chock.errors import Refused
+from chock.paths import private_file
+from chock.session.hostgit import GitFailed, Repo
+
+LIMIT = parts.PART_BOUNDS[parts.BUNDLE]
+READ = 1024 * 1024
+# What is kept of git's own words to say why it failed.
+SAID_LIMIT = 8192
+
+
+class Pieces:
+    """A bundle written to a file as it comes, and described piece by piece as soon as each is whole (`parts.PIECE`
+    bytes, the last what is left: fewer, maybe none), each description given to `staged`: the client sends a piece
+    while git writes the next. Refused past LIMIT, before a byte past it is written."""
+
+    def __init__(self, target: Path, staged: Callable[[dict[str, Any]], None], session_id: str) -> None:
+        self._out = open(target, "wb", opener=private_file)  # noqa: SIM115 - closed by __exit__
+        self._staged = staged
+        self._session_id = session_id
+        self._digest = hashlib.sha256()
+        self._filled = 0  # bytes of the piece under way
+        self.described: list[dict[str, Any]] = []
+
+    def write(self, data: bytes) -> None:
+        if self._out.tell() + len(data) > LIMIT:
+            raise Refused(
+                f"the branch chock/{self._session_id} makes a bundle of more than {LIMIT} bytes, more than a move "
+                "carries; push the branch yourself and start a new session there"
+            )
+        view = memoryview(data)
+        while view:
+            taken = view[: parts.PIECE - self._filled]
+            self._out.write(taken)
+            self._digest.update(taken)
+            self._filled += len(taken)
+            view = view[len(taken) :]
+            if self._filled == parts.PIECE:
+                self._whole()
+
+    def _whole(self) -> None:
+        """The piece under way is whole: its bytes in the file (`send` reads them there), its description said."""
+        self._out.flush()
+        piece = {"part": parts.piece(len(self.described)), "length": self._filled, "sha256": self._digest.hexdigest()}
+        self.described.append(piece)
+        self._staged(piece)
+        self._digest, self._filled = hashlib.sha256(), 0
+
+    def __enter__(self) -> Pieces:
+        return self
+
+    def __exit__(self, failed: type[BaseException] | None, *exc: object) -> None:
+        with self._out:
+            if failed is None:
+                self._whole()  # the last piece, shorter than the rest
+
+
+def stream(repo: Repo, ref: str, left_out: list[str], pieces: Pieces) -> None:
+    """`git bundle create - REF ^LEFT_OUT…` written to `pieces` as git writes it; GitFailed in git's words. A refusal
+    stops git at once: its pipe is closed (git's pack-objects, which writes it, dies of that) before it is waited
+    for, so nothing more is read."""
+    import tempfile
+
+    args = ["bundle", "create", "--quiet", "-", ref, *(f"^{commit}" for commit in left_out)]
+    with tempfile.TemporaryFile() as said:  # git's words: a file, so git never waits on a full pipe of them
+        git = repo.stream(args, stderr=said.fileno())
+        assert git.stdout is not None
+        with git.stdout as out:
+            try:
+                while chunk := os.read(out.fileno(), READ):
+                    pieces.write(chunk)
+            except BaseException:
+                out.close()
+                git.kill()
+                git.wait()
+                raise
+        if git.wait() != 0:
+            said.seek(0)
+            detail = said.read(SAID_LIMIT).decode(errors="replace").strip() or f"exit status {git.returncode}"
+            raise GitFailed(f"git {' '.join(args)} failed in {repo.work_tree}: {detail}")
+
+
+def held(repo: Repo, ref: str, commit: str) -> bytes:
+    """A bundle of `ref` at `commit` whose every object the target holds (`commit` is its prerequisite): its header
+    and an empty pack, as git writes them — `git bundle create` refuses a bundle with no object."""
+    found = repo.run(["rev-parse", "--show-object-format"], check=False).stdout.decode().strip() or "sha1"
+    header = "# v2 git bundle\n" if found == "sha1" else f"# v3 git bundle\n@object-format={found}\n"
+    pack = b"PACK" + (2).to_bytes(4, "big") + (0).to_bytes(4, "big")  # version 2, no object
+    return f"{header}-{commit}\n{commit} {ref}\n\n".encode() + pack + hashlib.new(found, pack).digest()
