@@ -77,15 +77,25 @@ def test_the_bundle_is_said_piece_by_piece_and_carries_the_branch_whole(project,
 
 
 def test_a_bundle_past_its_bound_is_refused_as_git_writes_it_and_git_stops_at_once(project, tmp_path, monkeypatch):
-    """Past the bound the source refuses, having written and said no byte past it, and git — its pack-objects
-    too — is gone, nothing more of the pack read."""
+    """Past the bound the source refuses, having written and said no byte past it, and git is killed — not waited
+    for to the end of its pack — and its pack-objects gone too."""
     base = git_value(project, "rev-parse", "HEAD")
     _commit(project, {"big.bin": os.urandom(40 * PIECE)})
     monkeypatch.setattr(move_bundle, "LIMIT", PIECE + 1000)
-    with pytest.raises(Refused) as caught:
-        _bundle(project, base, tmp_path)
+    started: list[subprocess.Popen[bytes]] = []
+    stream = Repo.stream
+
+    def kept(self: Repo, *args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        started.append(stream(self, *args, **kwargs))  # type: ignore[arg-type]
+        return started[-1]
+
+    monkeypatch.setattr(Repo, "stream", kept)
+    said: list[dict] = []
+    with pytest.raises(Refused) as caught, move_bundle.Pieces(tmp_path / "bundle", said.append, "x") as pieces:
+        move_bundle.stream(_repo(project), "HEAD", [base], pieces)
     assert "makes a bundle of more than" in str(caught.value)
-    assert (tmp_path / "bundle").stat().st_size <= PIECE + 1000
+    assert (tmp_path / "bundle").stat().st_size <= PIECE + 1000 and sum(piece["length"] for piece in said) <= PIECE
+    assert [git.returncode for git in started] == [-9]  # killed at once, not left to write the rest
 
     def gits_in_project() -> list[str]:
         found = []

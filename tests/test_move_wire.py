@@ -287,6 +287,10 @@ def test_a_piece_of_the_bundle_out_of_order_is_refused_and_a_cut_piece_leaves_th
     assert joining.read_bytes() == b"".join(pieces(bundle)[:2])
     relay(a.client, b.client, parts.piece(2))
     assert (joining.parent / parts.BUNDLE).read_bytes() == bundle and not joining.exists()
+    with pytest.raises(ProtocolError) as caught:
+        relay(a.client, b.client, parts.piece(2))
+    assert "is out of order: the bundle here holds all of it" in caught.value.text
+    assert (joining.parent / parts.BUNDLE).read_bytes() == bundle
 
 
 def test_a_part_whose_bytes_differ_from_their_digest_leaves_nothing(tmp_path, hosts):
@@ -356,6 +360,43 @@ def test_a_manifest_or_a_line_naming_pieces_no_bundle_has_is_not_read():
         assert mp.Staging.decode(manifest(pieces)) is None, len(pieces)
     assert mp.Staging.decode(f"ok bundle.{'9' * 5000}\t1\t{'0' * 64}") is None
     assert mp.Staging.decode(f"ok bundle.0\t{whole + 1}\t{'0' * 64}") is None
+
+
+def test_the_client_refuses_a_manifest_that_says_other_parts_than_the_source_said_it_staged(monkeypatch):
+    """What `move-out` said staged, part by part, is what its manifest must list: a piece said and then left out,
+    or listed with another digest, stops the move; parts only the manifest names are sent."""
+    from chock.commands import move
+
+    sent: list[str] = []
+    monkeypatch.setattr(move, "_relay", lambda *args: sent.append(args[5]))
+
+    class Lane:
+        def cut(self) -> None:
+            pass
+
+    def manifest(pieces: list[tuple[str, int, str]]) -> mp.Manifest:
+        whole = [(part, 1, "1" * 64) for part in parts.WHOLE]
+        return mp.Manifest([*whole, *pieces], "1" * 40, "demo", SESSION, False, "a")
+
+    said = mp.StagedPart(parts.piece(0), 10, "2" * 64)
+    for listed, refused in (
+        ([(parts.piece(0), 10, "2" * 64)], False),
+        ([(parts.piece(0), 10, "3" * 64)], True),
+        ([], True),
+    ):
+        sent.clear()
+        lanes = move._Lanes([(Lane(), Lane()), (Lane(), Lane())], "a", "b", SESSION)  # type: ignore[list-item]
+        lanes.staged(said)
+        try:
+            if refused:
+                with pytest.raises(move.MoveFailed, match="says other parts than the ones it said it staged"):
+                    lanes.listed(manifest(listed))
+                continue
+            lanes.listed(manifest(listed))
+            lanes.finish()
+            assert sorted(sent) == sorted([parts.piece(0), *parts.WHOLE])
+        finally:
+            lanes.stop()
 
 
 def test_send_of_a_part_not_staged_is_not_found(hosts):

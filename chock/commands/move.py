@@ -177,13 +177,14 @@ class _Lanes:
         rest, listed = [], {part: (length, sha) for part, length, sha in manifest.parts}
         if any(listed.get(part) != said for part, said in self._said.items()):
             raise MoveFailed("the source's manifest says other parts than the ones it said it staged")
-        for part, (length, sha) in listed.items():
-            if part not in self._said:
-                self._send(part, (length, sha))
-                rest.append(f"its {part} ({parts.wire_length(part, length):,} bytes)")
-        pieces = [parts.wire_length(part, n) for part, n, _ in manifest.parts if parts.kind(part) == parts.BUNDLE]
-        bundle = f"its bundle {sum(pieces):,} bytes in {len(pieces)} piece{'s' if len(pieces) > 1 else ''}"
-        _step(f"every part staged, {bundle}: sending {' and '.join(rest)}")
+        if not self._failures:  # else a lane failed, and `finish` raises it
+            for part, (length, sha) in listed.items():
+                if part not in self._said:
+                    self._send(part, (length, sha))
+                    rest.append(f"its {part} ({parts.wire_length(part, length):,} bytes)")
+            pieces = [parts.wire_length(part, n) for part, n, _ in manifest.parts if parts.kind(part) == parts.BUNDLE]
+            bundle = f"its bundle {sum(pieces):,} bytes in {len(pieces)} piece{'s' if len(pieces) > 1 else ''}"
+            _step(f"every part staged, {bundle}: sending {' and '.join(rest)}")
         for lane in self._next:
             lane.put(None)
 

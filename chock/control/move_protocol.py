@@ -194,7 +194,7 @@ class Manifest(Staging):
             raise f.bad_request("a move's manifest is a JSON object")
         listed = value.get("parts")
         named = [each.get("part") for each in listed if isinstance(each, dict)] if isinstance(listed, list) else []
-        whole = list(parts.PARTS[:-1])
+        whole = list(parts.WHOLE)
         pieces = [parts.piece(index) for index in range(min(parts.MOST_PIECES, max(0, len(named) - len(whole))))]
         if not isinstance(listed, list) or len(named) != len(listed) or named != [*whole, *pieces]:
             raise f.bad_request(

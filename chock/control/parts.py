@@ -26,9 +26,11 @@ from collections.abc import Callable, Iterator
 from chock.control import framing as f
 from chock.log.events import MAX_EVENT_BYTES
 
-# What travels, in the order a target checks it; the bundle last, since it is the largest and the slowest to check.
+# What a session's move carries, in the order a target checks it; the bundle last, since it is the largest and the
+# slowest to check. Each part but the bundle travels whole; the bundle, in pieces.
 BUNDLE = "bundle"
-PARTS = ("log", "log-end", "scratchpad", BUNDLE)
+WHOLE = ("log", "log-end", "scratchpad")
+PARTS = (*WHOLE, BUNDLE)
 # How they travel: each lane on connections of its own, the lanes at once (the log beside the bundle, so a move
 # takes about as long as the larger of the two, not their sum), the parts of a lane one after the other, each as
 # soon as the source says it is staged (`move-out`'s reply): the log and the bundle's pieces while the source still
@@ -123,7 +125,7 @@ def wire_bound(part: str) -> int:
 
 def part_name(value: str) -> str:
     """A part as the wire names one: `log`, `log-end`, `scratchpad` or a piece of the bundle, `bundle.<n>`."""
-    if value not in PARTS[:-1] and not (isinstance(value, str) and piece_index(value) is not None):
+    if value not in WHOLE and not (isinstance(value, str) and piece_index(value) is not None):
         raise f.bad_request(
             f"{f.show(str(value))} is not a part of a session (the parts are log, log-end, scratchpad and bundle.0 "
             f"to bundle.{MOST_PIECES - 1})"

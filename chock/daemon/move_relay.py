@@ -25,7 +25,7 @@ from typing import Any
 from chock.control import move_protocol as mp
 from chock.control import parts
 from chock.control.connection import CLOSED, END_OF_BODY, Data
-from chock.control.framing import ErrorCode, ProtocolError
+from chock.control.framing import ErrorCode, ProtocolError, size
 from chock.daemon.children import Refusal
 from chock.daemon.context import Daemon
 from chock.daemon.reply import ClientGone, ReplyWriter
@@ -167,7 +167,7 @@ def _check_base(project: str, base: str) -> Repo:
 def receive(daemon: Daemon, reply: ReplyWriter, request: mp.ReceiveRequest) -> None:
     """`receive`: exactly `<length>` bytes after the request, read under the connection's line deadlines, decoded
     and checked against the sha256 announced; kept as `moves/<id>/in/<part>` only when they match (a piece of the
-    bundle, joined onto `in/bundle`: `_receive_piece`)."""
+    bundle, joined onto `in/.bundle`: `_receive_piece`)."""
     directory = _received(daemon, request.session_id)
     index = parts.piece_index(request.part)
     with _turn(daemon, request.session_id, (parts.kind(request.part),)):
@@ -215,18 +215,20 @@ def _receive_piece(reply: ReplyWriter, request: mp.ReceiveRequest, directory: st
                 os.makedirs(directory, mode=0o700, exist_ok=True)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(directory, parts.BUNDLE))  # an earlier move's
-            fd = os.open(joining, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT | os.O_TRUNC if index == 0 else 0), 0o600)
-    except FileNotFoundError:  # no piece came before it
+            flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT | os.O_TRUNC if index == 0 else 0)
+            fd = os.open(joining, flags, 0o600)
+    except FileNotFoundError:  # no piece came before it, or its last did
         fd = -1
     held = os.fstat(fd).st_size if fd >= 0 else 0
     if fd < 0 or held != joined:
         if fd >= 0:
             os.close(fd)
+        whole = os.path.exists(os.path.join(directory, parts.BUNDLE))
+        holds = "all of it" if whole else f"{held // parts.PIECE} whole pieces"
         raise ProtocolError(
             ErrorCode.BAD_REQUEST,
-            f"{request.part} of session {request.session_id} is out of order: the bundle here holds "
-            f"{held // parts.PIECE} whole pieces{' and its last' if held % parts.PIECE else ''}; send its pieces in "
-            "order, from bundle.0",
+            f"{request.part} of session {request.session_id} is out of order: the bundle here holds {holds}; send "
+            "its pieces in order, from bundle.0",
         )
     most = parts.PART_BOUNDS[parts.BUNDLE]
     try:
@@ -236,7 +238,7 @@ def _receive_piece(reply: ReplyWriter, request: mp.ReceiveRequest, directory: st
             for data in _body(reply):
                 out.write(decoder.feed(data))
                 if joined + decoder.size > most:
-                    raise ProtocolError(ErrorCode.TOO_LARGE, f"a bundle may be at most {most:,} bytes")
+                    raise ProtocolError(ErrorCode.TOO_LARGE, f"a bundle may be at most {size(most)}")
             decoder.finish()
         if decoder.size < parts.PIECE:
             os.replace(joining, os.path.join(directory, parts.BUNDLE))

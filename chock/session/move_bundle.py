@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.control import parts
+from chock.control.framing import size
 from chock.errors import Refused
 from chock.paths import private_file
 from chock.session.hostgit import GitFailed, Repo
@@ -40,7 +41,7 @@ class Pieces:
     def write(self, data: bytes) -> None:
         if self._out.tell() + len(data) > LIMIT:
             raise Refused(
-                f"the branch chock/{self._session_id} makes a bundle of more than {LIMIT} bytes, more than a move "
+                f"the branch chock/{self._session_id} makes a bundle of more than {size(LIMIT)}, more than a move "
                 "carries; push the branch yourself and start a new session there"
             )
         view = memoryview(data)

@@ -33,7 +33,7 @@ from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog, SyncAhead
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
-from chock.session import kept_log, move_branch, moving, sandbox, start, workspace
+from chock.session import kept_log, move_branch, move_bundle, moving, sandbox, start, workspace
 from chock.session.hostgit import Repo
 from chock.session.run_request import RunRequest
 
@@ -234,7 +234,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
             f"the moved session {session_id} has no {', no '.join(missing)} in {incoming}: the daemon puts each part "
             "there once it is received and checked; move it again. Nothing was written"
         )
-    for part, limit in (("bundle", moving.BUNDLE_LIMIT), ("scratchpad", moving.SCRATCHPAD_LIMIT)):
+    for part, limit in (("bundle", move_bundle.LIMIT), ("scratchpad", moving.SCRATCHPAD_LIMIT)):
         if (incoming / part).stat().st_size > limit:
             raise _bad(f"its {part} is larger than {limit} bytes")
     with open(incoming / "log-end", "rb") as end, open(incoming / "log", "ab") as sent:

@@ -40,7 +40,6 @@ EVENT_LIMIT = MAX_EVENT_BYTES
 # The log (joined onto what the target keeps, for a session coming back), the branch's bundle and the scratchpad
 # are refused past these.
 LOG_LIMIT = parts.PART_BOUNDS["log"]
-BUNDLE_LIMIT = parts.PART_BOUNDS["bundle"]
 SCRATCHPAD_LIMIT = parts.PART_BOUNDS["scratchpad"]
 # A host name as `--to` and `--from` name one (and `session.end`'s `to` records it): a DNS name or a
 # connection's name, no spaces or control characters.
@@ -192,9 +191,7 @@ def _row_held(rows: catalog.Catalog, session_id: str, log: SessionLog) -> RowSta
     return entry.state
 
 
-def _bundle(
-    state: RowState, target: Path, have: str = "", staged: Callable[[dict[str, Any]], None] = lambda _: None
-) -> list[dict[str, Any]]:
+def _bundle(state: RowState, target: Path, have: str, staged: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     """`git bundle` of exactly `refs/heads/chock/<id>` past the session's base (empty: no branch, or one at the
     base) and past `have` when it is an ancestor of the branch (the target holds every object it reaches: only the
     rest travels), written to `target` as git writes it and described piece by piece (chock.session.move_bundle,
