@@ -358,7 +358,7 @@ def move_out(daemon: Daemon, reply: ReplyWriter, request: mp.MoveOutRequest) -> 
         raise ProtocolError(ErrorCode.INTERNAL, said) from None
     if manifest.session_id != request.session_id:
         raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out staged another session's parts")
-    listed = {part: (size, sha) for part, size, sha in manifest.parts}
+    listed = {part: (length, sha) for part, length, sha in manifest.parts}
     if not announced or any(listed.get(part) != digest for part, digest in announced.items()):
         raise ProtocolError(ErrorCode.INTERNAL, "chock run --move-out did not say its parts as it staged them")
     _write_digests(staged, listed)
@@ -402,19 +402,19 @@ def send(daemon: Daemon, reply: ReplyWriter, request: mp.SendRequest) -> None:
         raise missing from None
     with handle:
         if index is not None and said is not None:
-            size, digest = said
+            length, digest = said
             handle.seek(index * parts.PIECE)
         else:
-            size = os.fstat(handle.fileno()).st_size
-            digest = said[1] if said is not None and said[0] == size else ""
+            length = os.fstat(handle.fileno()).st_size
+            digest = said[1] if said is not None and said[0] == length else ""
             if not digest:
                 digest = hashlib.file_digest(handle, "sha256").hexdigest()
                 handle.seek(0)
-        reply.answer(mp.PartHeader(parts.wire_length(request.part, size), digest))
+        reply.answer(mp.PartHeader(parts.wire_length(request.part, length), digest))
         try:
             if parts.encoded(request.part):
-                reply.stream(parts.encode_chunks(request.part, handle.read, size))
-            elif size and reply.sock.sendfile(handle, 0, size) != size:  # the kernel's copy, file to socket
+                reply.stream(parts.encode_chunks(request.part, handle.read, length))
+            elif length and reply.sock.sendfile(handle, 0, length) != length:  # the kernel's copy, file to socket
                 raise OSError(f"the {request.part} shrank under its sender")
         except OSError:
             raise ClientGone from None  # the reply is cut short, never a part that looks whole
