@@ -24,8 +24,10 @@ from pathlib import Path
 
 import _common
 
+sys.path.insert(0, str(_common.REPO))
 from chock.control import parts
 from chock.daemon.move_relay import DIGESTS
+from tests.fakes.move_parts import pieces_said
 
 SESSION_ID = "20260101-000000-4d4d4d"
 LINE = ('{"id": %d, "type": "tool.result", "output": "' + "x" * 900 + '"}\n').encode()
@@ -65,10 +67,8 @@ def stage(out: Path, log_bytes: int, bundle_bytes: int) -> tuple[dict[str, bytes
             digests[part] = hashlib.file_digest(handle, "sha256").digest()
     # As the source's daemon keeps them from move-out's lines, so `send` need not read a part through first.
     said = {part: [(out / part).stat().st_size, digest.hex()] for part, digest in digests.items() if part != "bundle"}
-    bundle = (out / "bundle").read_bytes()
-    for index, at in enumerate(range(0, len(bundle) + 1, parts.PIECE)):
-        piece = bundle[at : at + parts.PIECE]
-        said[parts.piece(index)] = [len(piece), hashlib.sha256(piece).hexdigest()]
+    for piece in pieces_said((out / "bundle").read_bytes()):
+        said[str(piece["part"])] = [piece["length"], piece["sha256"]]
     (out / DIGESTS).write_text(json.dumps(said))
     return digests, list(said)
 

@@ -15,6 +15,7 @@ import pytest
 
 from chock.control import parts
 from tests.conftest import Home, isolated_home
+from tests.fakes.move_parts import pieces_said
 from tests.fakes.projects import git, git_value, make_project
 from tests.fakes.sessions import replayed_terminal_session, wait_for_event
 
@@ -66,12 +67,7 @@ def _move_out(home: Home, session_id: str, to: str) -> dict:
 
 def _restaged(said: dict, bundle: Path) -> None:
     """`said` naming the pieces of `bundle` (written in place of the one staged) as the child would have."""
-    data = bundle.read_bytes()
-    pieces = [data[at : at + parts.PIECE] for at in range(0, len(data) + 1, parts.PIECE)]
-    said["parts"][3:] = [
-        {"part": parts.piece(index), "length": len(piece), "sha256": hashlib.sha256(piece).hexdigest()}
-        for index, piece in enumerate(pieces)
-    ]
+    said["parts"][3:] = pieces_said(bundle.read_bytes())
 
 
 def _relay(source: Home, target: Home, session_id: str, said: dict) -> Path:

@@ -28,6 +28,7 @@ from chock.control.greeting import Greeted
 from chock.log.reader import owner_alive
 from tests.conftest import Home
 from tests.fakes.daemon import Daemon
+from tests.fakes.move_parts import bundle_pieces, pieces_said
 from tests.fakes.old_daemon import old_daemon
 from tests.fakes.projects import git_value, make_project
 from tests.fakes.sessions import replay_config
@@ -76,16 +77,11 @@ def staged(tmp_path: Path, host: str, files: dict[str, bytes]) -> list[str]:
         if name != parts.BUNDLE:
             names.append(name)
             continue
-        for index, piece in enumerate(pieces(data)):
-            said[parts.piece(index)] = [len(piece), sha(piece)]
-            names.append(parts.piece(index))
+        for piece in pieces_said(data):
+            said[piece["part"]] = [piece["length"], piece["sha256"]]
+            names.append(piece["part"])
     (out / DIGESTS).write_text(json.dumps(said))
     return names
-
-
-def pieces(bundle: bytes) -> list[bytes]:
-    """A bundle's pieces, as it travels: the last shorter than the rest, maybe empty."""
-    return [bundle[at : at + parts.PIECE] for at in range(0, len(bundle) + 1, parts.PIECE)]
 
 
 def relay(source: ControlClient, target: ControlClient, part: str) -> mp.PartHeader:
@@ -246,13 +242,13 @@ def test_each_part_travels_from_the_sources_send_to_the_targets_receive_byte_for
     a, b = hosts
     files = {"log": LOG, "log-end": LOG_END, "scratchpad": b"# notes\n", "bundle": os.urandom(size)}
     names = staged(tmp_path, "a", files)
-    assert len(names) == 3 + len(pieces(files["bundle"]))
+    assert len(names) == 3 + len(bundle_pieces(files["bundle"]))
     received = state(tmp_path, "b") / "moves" / SESSION / "in"
     for part in names:
         assert not (received / parts.BUNDLE).exists()
         header = relay(a.client, b.client, part)
         index = parts.piece_index(part)
-        sent = files[part] if index is None else pieces(files["bundle"])[index]
+        sent = files[part] if index is None else bundle_pieces(files["bundle"])[index]
         assert (header.sha256, header.body_length) == (sha(sent), parts.wire_length(part, len(sent)))
     assert {name: (received / name).read_bytes() for name in os.listdir(received)} == files
 
@@ -278,13 +274,13 @@ def test_a_piece_of_the_bundle_out_of_order_is_refused_and_a_cut_piece_leaves_th
     assert not (state(tmp_path, "b") / "moves" / SESSION).exists()
     relay(a.client, b.client, parts.piece(0))
     refused(2, 1)
-    body = wire(parts.piece(1), pieces(bundle)[1])
+    body = wire(parts.piece(1), bundle_pieces(bundle)[1])
     request = mp.ReceiveRequest(SESSION, parts.piece(1), len(body), sha(b"another piece"))
     assert raw(b, request.encode() + body).split(b"\n")[1].startswith(b"error bad-request the bundle.1's bytes")
-    assert joining.read_bytes() == pieces(bundle)[0]  # the pieces before it, and nothing of it
+    assert joining.read_bytes() == bundle_pieces(bundle)[0]  # the pieces before it, and nothing of it
     relay(a.client, b.client, parts.piece(1))
     refused(1, 2)
-    assert joining.read_bytes() == b"".join(pieces(bundle)[:2])
+    assert joining.read_bytes() == b"".join(bundle_pieces(bundle)[:2])
     relay(a.client, b.client, parts.piece(2))
     assert (joining.parent / parts.BUNDLE).read_bytes() == bundle and not joining.exists()
     with pytest.raises(ProtocolError) as caught:
