@@ -3,6 +3,11 @@ writes it, and said piece by piece (chock/control/parts.py: `PIECE` bytes each b
 while git writes the next. git writes a pack object by object, each once it has compressed it (a single large file
 comes out all at once, at the end): the pieces cross while git writes, not while it searches for deltas or
 compresses one object.
+
+git compresses every object it writes, whether or not it shrinks: a 50 MiB file of compressed or random bytes
+costs it seconds of zlib to come out as large as it went in. So, as rsync skips compressing what is compressed
+already, a bundle whose objects hardly compress is written stored (`compression`): what git holds of them says so
+cheaply, since it holds a loose object compressed at its fastest level and a packed one at the pack's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from chock.session.hostgit import GitFailed, Repo
 
 LIMIT = parts.PART_BOUNDS[parts.BUNDLE]
 READ = 1024 * 1024
+# A bundle is written stored when the objects it carries take at least this share of their size as git holds them
+# (compressing them again would save less than a tenth of their bytes).
+STORED_FROM = 0.9
 # What is kept of git's own words to say why it failed.
 SAID_LIMIT = 8192
 
@@ -77,9 +85,10 @@ def stream(repo: Repo, ref: str, left_out: list[str], pieces: Pieces) -> None:
     for, so nothing more is read."""
     import tempfile
 
-    args = ["bundle", "create", "--quiet", "-", ref, *(f"^{commit}" for commit in left_out)]
+    revisions = [ref, *(f"^{commit}" for commit in left_out)]
+    args = ["bundle", "create", "--quiet", "-", *revisions]
     with tempfile.TemporaryFile() as said:  # git's words: a file, so git never waits on a full pipe of them
-        git = repo.stream(args, stderr=said.fileno())
+        git = repo.stream(args, config=compression(repo, revisions), stderr=said.fileno())
         assert git.stdout is not None
         with git.stdout as out:
             try:
@@ -94,6 +103,32 @@ def stream(repo: Repo, ref: str, left_out: list[str], pieces: Pieces) -> None:
             said.seek(0)
             detail = said.read(SAID_LIMIT).decode(errors="replace").strip() or f"exit status {git.returncode}"
             raise GitFailed(f"git {' '.join(args)} failed in {repo.work_tree}: {detail}")
+
+
+def compression(repo: Repo, revisions: list[str]) -> tuple[str, ...]:
+    """The `-c` settings the bundle of `revisions` is made with: `pack.compression=0` when its objects, as git holds
+    them, take at least STORED_FROM of their size (see the module); none, git's own level, otherwise or when git
+    cannot say (the bundle's own making then says why). The objects' ids pass from one git to the other, and their
+    sizes are read a line at a time: nothing grows with the branch."""
+    import subprocess
+
+    listing = repo.stream(["rev-list", "--objects", "--no-object-names", *revisions, "--"], stderr=subprocess.DEVNULL)
+    assert listing.stdout is not None
+    with listing.stdout:
+        sizes = repo.stream(
+            ["cat-file", "--batch-check=%(objectsize) %(objectsize:disk)"],
+            stdin=listing.stdout.fileno(),
+            stderr=subprocess.DEVNULL,
+        )
+    assert sizes.stdout is not None
+    whole = held = 0
+    with sizes.stdout:
+        for line in sizes.stdout:
+            size, _, disk = line.rstrip(b"\n").partition(b" ")
+            if size.isdigit() and disk.isdigit():
+                whole, held = whole + int(size), held + int(disk)
+    said = listing.wait() == 0 and sizes.wait() == 0
+    return ("pack.compression=0",) if said and held >= STORED_FROM * whole > 0 else ()
 
 
 def held(repo: Repo, ref: str, commit: str) -> bytes:
