@@ -297,3 +297,27 @@ def test_the_targets_child_killed_before_its_adopt_leaves_the_session_on_the_sou
 
 def _lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines() if path.exists() else []
+
+
+def test_a_move_whose_target_and_then_source_were_killed_after_their_adopts_ends_on_the_source_when_run_again(pair):
+    """B's `--move-in` killed just after its adopt (B owns the session, and its daemon says so), then A's last step
+    killed just after its own adopt: both logs end one event past the handover, at the same id. `chock move` again
+    sees that B went on past the handover and only ends the session on A; B carries it on."""
+    two = pair(a_dies=_dies("--moved", "after", ADOPT_HERE), b_dies=_dies("--move-in", "after", ADOPT_HERE))
+    session_id = two.ended_on_a()
+    failed = two.move(session_id, two.b.address)
+    assert failed.returncode == 1, failed.stderr
+    assert f"and is {two.b.address}'s now, but ending it" in failed.stderr, failed.stderr
+    assert f"`chock move {session_id} --to {two.b.address}` again ends it" in failed.stderr, failed.stderr
+    ids = [json.loads(line)["id"] for line in (_lines(two.log(two.env_a, session_id))[-1],
+                                               _lines(two.log(two.env_b, session_id))[-1])]  # fmt: skip
+    assert ids[0] == ids[1], "both logs end one event past the handover"
+
+    again = two.move(session_id, two.b.address)
+    assert again.returncode == 0, again.stderr
+    assert f"holds session {session_id} already" in again.stderr, again.stderr
+    assert two.status(two.a, session_id) == "moved"
+    done = two.go_on(two.env_b, two.there, session_id)
+    assert done.returncode == 0, done.stderr
+    assert two.status(two.b, session_id) == "ended"
+    assert b'"text": "More done."' in two.log(two.env_b, session_id).read_bytes()

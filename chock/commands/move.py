@@ -321,8 +321,9 @@ def move(
 def _adopted_already(found: Target, row: dict[str, object], clients: tuple[WarmClient, WarmClient], to_host: str,
                      to: str) -> bool:  # fmt: skip
     """Whether the session, handed over from the source to a host (a move whose answer was lost, or whose last step
-    on the source was cut), is held by the target past that handover — its log there goes on past the source's and
-    is no leftover handed over to it: then it went, and only the source's last step (`moved`) was left, done now."""
+    on the source was cut), is held by the target past that handover — its log there goes on past the source's
+    handover end and is no leftover handed over to it: then it went, and only the source's last step (`moved`) was
+    left, done now."""
     source, target = clients
     went, session_id = str(row.get("end_to") or ""), found.session_id
     if row.get("status") != "handed-over" or not went:
@@ -334,7 +335,11 @@ def _adopted_already(found: Target, row: dict[str, object], clients: tuple[WarmC
             return False
         raise _failed(to_host, dp.FindRequest(session_id), error) from None
     mine, theirs = row.get("last_event_id"), there.get("last_event_id")
-    if not (isinstance(mine, int) and isinstance(theirs, int) and theirs > mine):
+    if not (isinstance(mine, int) and isinstance(theirs, int)):
+        return False
+    # The handover's own id: past it, a step here killed after its adopt left that one event (chock.log.row).
+    handover = mine if row.get("end_reason") == "handover" else mine - 1
+    if theirs <= handover:
         return False  # what a move cut before its adopt left there, or no copy of this one
     if there.get("status") == "handed-over" and there.get("end_to") == went:
         return False
