@@ -15,9 +15,10 @@ of the log, what it gained since that host last held it; of the branch, here not
 memory (VmHWM) of each daemon and the largest of the client's processes (the goal: each under 64 MiB). The
 baseline is not the same both ways: on A the 50 MiB file is a loose object, which `git bundle create` compresses
 again (1.8-2.2 s on a loaded 2-CPU machine), while B received it in a pack, which the bundle reuses (0.2-0.4 s);
-so B -> A has the smaller baseline, and the higher ratio, for a move that takes as long as a later A -> B. The
-move's own bundle of random bytes is written stored (chock/session/move_bundle.py: they do not compress), so its
-making takes a fraction of the baseline's; a branch of text is compressed by both alike.
+so B -> A has the smaller baseline, and the higher ratio, for a move that takes as long as a later A -> B. On A the
+move's own bundle of the loose random bytes is written stored (chock/session/move_bundle.py: they do not compress),
+so its making takes a fraction of the baseline's; on B both copy the pack as it is, and a branch of text would be
+compressed by both alike.
 
     python bench/move_ssh.py           # a 100 MB log and a 50 MiB branch, 5 moves: the figures
     python bench/move_ssh.py --quick   # 4 MB and 2 MiB, 2 moves: asserts the session arrives whole each time

@@ -30,6 +30,19 @@ def _repo(project: Path) -> Repo:
     return Repo(git_dir=project / ".git", common_dir=project / ".git", work_tree=project)
 
 
+def _kept_streams(monkeypatch) -> list[subprocess.Popen[bytes]]:
+    """Every git `Repo.stream` starts from now on, kept to be looked at."""
+    started: list[subprocess.Popen[bytes]] = []
+    stream = Repo.stream
+
+    def kept(self: Repo, *args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        started.append(stream(self, *args, **kwargs))  # type: ignore[arg-type]
+        return started[-1]
+
+    monkeypatch.setattr(Repo, "stream", kept)
+    return started
+
+
 def _commit(project: Path, files: dict[str, bytes]) -> str:
     for name, data in files.items():
         (project / name).write_bytes(data)
@@ -76,19 +89,32 @@ def test_the_bundle_is_said_piece_by_piece_and_carries_the_branch_whole(project,
     _unbundles(bundle, base_clone, tip, tmp_path)
 
 
-@pytest.mark.parametrize("work", ["random", "text"])
+@pytest.mark.parametrize("work", ["random", "text", "text-stored-loose", "random-packed"])
 def test_a_bundle_of_work_that_hardly_compresses_is_written_stored_and_any_other_compressed(project, tmp_path, work):
-    """Random bytes (with a little text beside them) cost git's zlib time for nothing: the bundle carries every
-    object stored, the text too, so it is at least as large as the work; text alone is compressed as git
-    compresses it. Either way the branch arrives whole."""
+    """New random bytes (with a little text beside them) would cost git's zlib time for nothing: the bundle carries
+    every object stored, the text too, so it is at least as large as the work. Text is compressed as git compresses
+    it — also when the project writes its loose objects uncompressed (`core.looseCompression 0`: how git holds an
+    object says nothing of whether it compresses), and beside random bytes git packed already (it copies those as
+    they are, so they cost it nothing). Either way the branch arrives whole."""
     text = b"".join(b"line %d of a file that compresses well\n" % n for n in range(30_000))
-    files = {"notes.txt": text[:20_000], "data.bin": os.urandom(16 * PIECE)} if work == "random" else {"a.txt": text}
     base = git_value(project, "rev-parse", "HEAD")
+    if work == "text-stored-loose":
+        git(project, "config", "core.looseCompression", "0")
+    packed = os.urandom(16 * PIECE) if work == "random-packed" else b""
+    if packed:
+        _commit(project, {"packed.bin": packed})
+        git(project, "gc", "-q")
+    files = {
+        "random": {"notes.txt": text[:20_000], "data.bin": os.urandom(16 * PIECE)},
+        "random-packed": {"notes.txt": text[:20_000]},
+    }.get(work, {"a.txt": text})
     tip = _commit(project, files)
     bundle, _ = _bundle(project, base, tmp_path)
-    work_bytes = sum(len(data) for data in files.values())
+    work_bytes = len(packed) + sum(len(data) for data in files.values())
     if work == "random":
         assert len(bundle) > work_bytes, "every object stored, the text among them"
+    elif packed:
+        assert len(bundle) < work_bytes - 10_000, "the text compressed beside the random bytes git packed"
     else:
         assert len(bundle) < work_bytes // 4, "text compressed at git's own level"
     base_clone = tmp_path / "base"
@@ -97,20 +123,23 @@ def test_a_bundle_of_work_that_hardly_compresses_is_written_stored_and_any_other
     _unbundles(bundle, base_clone, tip, tmp_path)
 
 
+def test_objects_git_cannot_list_leave_the_bundle_at_gits_own_level_and_no_git_behind(project, monkeypatch):
+    """A revision git refuses: the probe says nothing (the bundle's own making says why), having waited for both
+    its gits — none is left running or unreaped."""
+    _commit(project, {"data.bin": os.urandom(16 * PIECE)})
+    assert move_bundle.compression(_repo(project), ["HEAD", "^HEAD~1"]) == ("pack.compression=0",)
+    started = _kept_streams(monkeypatch)
+    assert move_bundle.compression(_repo(project), ["refs/heads/none", "^HEAD~1"]) == ()
+    assert len(started) == 2 and all(git.returncode is not None for git in started)
+
+
 def test_a_bundle_past_its_bound_is_refused_as_git_writes_it_and_git_stops_at_once(project, tmp_path, monkeypatch):
     """Past the bound the source refuses, having written and said no byte past it, and git is killed — not waited
     for to the end of its pack — and its pack-objects gone too."""
     base = git_value(project, "rev-parse", "HEAD")
     _commit(project, {"big.bin": os.urandom(40 * PIECE)})
     monkeypatch.setattr(move_bundle, "LIMIT", PIECE + 1000)
-    started: list[subprocess.Popen[bytes]] = []
-    stream = Repo.stream
-
-    def kept(self: Repo, *args: object, **kwargs: object) -> subprocess.Popen[bytes]:
-        started.append(stream(self, *args, **kwargs))  # type: ignore[arg-type]
-        return started[-1]
-
-    monkeypatch.setattr(Repo, "stream", kept)
+    started = _kept_streams(monkeypatch)
     said: list[dict] = []
     with pytest.raises(Refused) as caught, move_bundle.Pieces(tmp_path / "bundle", said.append, "x") as pieces:
         move_bundle.stream(_repo(project), "HEAD", [base], pieces)

@@ -4,16 +4,19 @@ while git writes the next. git writes a pack object by object, each once it has 
 comes out all at once, at the end): the pieces cross while git writes, not while it searches for deltas or
 compresses one object.
 
-git compresses every object it writes, whether or not it shrinks: a 50 MiB file of compressed or random bytes
-costs it seconds of zlib to come out as large as it went in. So, as rsync skips compressing what is compressed
-already, a bundle whose objects hardly compress is written stored (`compression`): what git holds of them says so
-cheaply, since it holds a loose object compressed at its fastest level and a packed one at the pack's.
+git compresses again each loose object a bundle carries (a packed one it copies as it is), whether or not it
+shrinks: a 50 MiB file of compressed or random bytes costs it seconds of zlib to come out as large as it went in.
+So, as rsync skips compressing what is compressed already, a bundle made mostly of such objects is written stored
+(`compression`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import subprocess
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,9 +29,15 @@ from chock.session.hostgit import GitFailed, Repo
 
 LIMIT = parts.PART_BOUNDS[parts.BUNDLE]
 READ = 1024 * 1024
-# A bundle is written stored when the objects it carries take at least this share of their size as git holds them
-# (compressing them again would save less than a tenth of their bytes).
+# A bundle is written stored when the loose objects that do not compress are at least this share of the bytes it
+# carries. Every other byte counted as one that would compress to nothing, and those objects as shrinking by up to a
+# tenth, storing adds at most a fifth of the work's own size to the bundle (random bytes: nothing).
 STORED_FROM = 0.9
+# A loose object this large (on disk) is sampled: its first SAMPLE bytes compressed at zlib's fastest level, it does
+# not compress when they shrink by less than a tenth. Smaller ones count as compressing: they cost git little time.
+SAMPLED_FROM = 64 * 1024
+SAMPLE = 64 * 1024
+_LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
 # What is kept of git's own words to say why it failed.
 SAID_LIMIT = 8192
 
@@ -106,29 +115,91 @@ def stream(repo: Repo, ref: str, left_out: list[str], pieces: Pieces) -> None:
 
 
 def compression(repo: Repo, revisions: list[str]) -> tuple[str, ...]:
-    """The `-c` settings the bundle of `revisions` is made with: `pack.compression=0` when its objects, as git holds
-    them, take at least STORED_FROM of their size (see the module); none, git's own level, otherwise or when git
-    cannot say (the bundle's own making then says why). The objects' ids pass from one git to the other, and their
-    sizes are read a line at a time: nothing grows with the branch."""
-    import subprocess
+    """The `-c` settings the bundle of `revisions` is made with: `pack.compression=0` when the loose objects it
+    carries that do not compress (see the constants) are at least STORED_FROM of its bytes; none, git's own level,
+    otherwise or when git cannot say (the bundle's own making then says why). The store's own listing comes first:
+    with no loose object of SAMPLED_FROM bytes, git is asked nothing more."""
+    large = _large_loose(repo.common_dir / "objects")
+    if not large:
+        return ()
+    carried = _carried(repo, revisions, large)
+    if carried is None:
+        return ()
+    kept, whole = carried
+    return ("pack.compression=0",) if kept and kept >= STORED_FROM * whole else ()
 
-    listing = repo.stream(["rev-list", "--objects", "--no-object-names", *revisions, "--"], stderr=subprocess.DEVNULL)
-    assert listing.stdout is not None
-    with listing.stdout:
-        sizes = repo.stream(
-            ["cat-file", "--batch-check=%(objectsize) %(objectsize:disk)"],
-            stdin=listing.stdout.fileno(),
-            stderr=subprocess.DEVNULL,
-        )
-    assert sizes.stdout is not None
-    whole = held = 0
-    with sizes.stdout:
-        for line in sizes.stdout:
-            size, _, disk = line.rstrip(b"\n").partition(b" ")
-            if size.isdigit() and disk.isdigit():
-                whole, held = whole + int(size), held + int(disk)
-    said = listing.wait() == 0 and sizes.wait() == 0
-    return ("pack.compression=0",) if said and held >= STORED_FROM * whole > 0 else ()
+
+def _large_loose(objects: Path) -> dict[bytes, str]:
+    """Each loose object in `objects` of at least SAMPLED_FROM bytes on disk: its id, and its path."""
+    found = {}
+    try:
+        with os.scandir(objects) as fans:
+            for fan in fans:
+                if len(fan.name) != 2 or not fan.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(fan.path) as entries:
+                    for entry in entries:
+                        if (
+                            _LOOSE_NAME.fullmatch(entry.name)
+                            and entry.stat(follow_symlinks=False).st_size >= SAMPLED_FROM
+                        ):
+                            found[(fan.name + entry.name).encode()] = entry.path
+    except OSError:  # a store this cannot list is compressed as git would
+        return {}
+    return found
+
+
+def _compresses(path: str) -> bool:
+    """Whether a loose object's first SAMPLE bytes shrink by a tenth or more at zlib's fastest level (one that
+    cannot be read as a loose object: yes, as git would have it)."""
+    try:
+        with open(path, "rb", opener=_no_follow) as loose:
+            data = loose.read(2 * SAMPLE)
+        whole = zlib.decompressobj().decompress(data, SAMPLE + 64)
+    except (OSError, zlib.error):
+        return True
+    header, nul, content = whole.partition(b"\0")
+    sample = content[:SAMPLE]
+    return not (nul and len(header) < 64 and sample) or len(zlib.compress(sample, 1)) * 10 < len(sample) * 9
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
+
+
+def _carried(repo: Repo, revisions: list[str], large: dict[bytes, str]) -> tuple[int, int] | None:
+    """The bytes the bundle of `revisions` carries in the objects of `large` that do not compress, and in all; None
+    when git cannot say. The objects' ids pass from one git to the other, their sizes are read a line at a time:
+    nothing held grows with the branch."""
+    kept = whole = 0
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        listed = ["rev-list", "--objects", "--no-object-names", *revisions, "--"]
+        listing = repo.stream(listed, stderr=subprocess.DEVNULL)
+        started.append(listing)
+        assert listing.stdout is not None
+        with listing.stdout:
+            sizes = repo.stream(
+                ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+                stdin=listing.stdout.fileno(),
+                stderr=subprocess.DEVNULL,
+            )
+        started.append(sizes)
+        assert sizes.stdout is not None
+        with sizes.stdout:
+            for line in sizes.stdout:
+                name, _, size = line.rstrip(b"\n").partition(b" ")
+                if size.isdigit():
+                    whole += int(size)
+                    if name in large and not _compresses(large[name]):
+                        kept += int(size)
+        said = [process.wait() for process in started]
+    finally:
+        for process in started:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+    return (kept, whole) if said == [0, 0] else None
 
 
 def held(repo: Repo, ref: str, commit: str) -> bytes:
