@@ -89,13 +89,14 @@ def test_the_bundle_is_said_piece_by_piece_and_carries_the_branch_whole(project,
     _unbundles(bundle, base_clone, tip, tmp_path)
 
 
-@pytest.mark.parametrize("work", ["random", "text", "text-stored-loose", "random-packed"])
+@pytest.mark.parametrize("work", ["random", "text", "text-stored-loose", "random-packed", "random-head"])
 def test_a_bundle_of_work_that_hardly_compresses_is_written_stored_and_any_other_compressed(project, tmp_path, work):
     """New random bytes (with a little text beside them) would cost git's zlib time for nothing: the bundle carries
     every object stored, the text too, so it is at least as large as the work. Text is compressed as git compresses
     it — also when the project writes its loose objects uncompressed (`core.looseCompression 0`: how git holds an
     object says nothing of whether it compresses), and beside random bytes git packed already (it copies those as
-    they are, so they cost it nothing). Either way the branch arrives whole."""
+    they are, so they cost it nothing), and a file whose start is random and whose rest compresses (as a tar
+    beginning with a .gz member). Either way the branch arrives whole."""
     text = b"".join(b"line %d of a file that compresses well\n" % n for n in range(30_000))
     base = git_value(project, "rev-parse", "HEAD")
     if work == "text-stored-loose":
@@ -107,6 +108,7 @@ def test_a_bundle_of_work_that_hardly_compresses_is_written_stored_and_any_other
     files = {
         "random": {"notes.txt": text[:20_000], "data.bin": os.urandom(16 * PIECE)},
         "random-packed": {"notes.txt": text[:20_000]},
+        "random-head": {"data.tar": os.urandom(PIECE) + bytes(16 * PIECE)},
     }.get(work, {"a.txt": text})
     tip = _commit(project, files)
     bundle, _ = _bundle(project, base, tmp_path)

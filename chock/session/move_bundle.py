@@ -29,15 +29,16 @@ from chock.session.hostgit import GitFailed, Repo
 
 LIMIT = parts.PART_BOUNDS[parts.BUNDLE]
 READ = 1024 * 1024
-# A bundle is written stored when the loose objects that do not compress are at least this share of the bytes it
-# carries. Every other byte counted as one that would compress to nothing, and those objects as shrinking by up to a
-# tenth, storing adds at most a fifth of the work's own size to the bundle (random bytes: nothing).
+# A bundle is written stored when the loose objects that do not compress (`_incompressible`: git's fastest level
+# would shrink each by less than a tenth) are at least this share of the bytes it carries. Every other byte counted as
+# one that would compress to nothing, storing adds at most a fifth of the work's own size to the bundle (random
+# bytes: nothing); and the target keeps the pack as it came.
 STORED_FROM = 0.9
-# A loose object this large (on disk) is sampled: its first SAMPLE bytes compressed at zlib's fastest level, it does
-# not compress when they shrink by less than a tenth. Smaller ones count as compressing: they cost git little time.
+# A loose object this large is looked at (smaller ones cost git little time: they count as compressing), and this
+# much of its start compressed to check it.
 SAMPLED_FROM = 64 * 1024
 SAMPLE = 64 * 1024
-_LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # What is kept of git's own words to say why it failed.
 SAID_LIMIT = 8192
 
@@ -116,71 +117,21 @@ def stream(repo: Repo, ref: str, left_out: list[str], pieces: Pieces) -> None:
 
 def compression(repo: Repo, revisions: list[str]) -> tuple[str, ...]:
     """The `-c` settings the bundle of `revisions` is made with: `pack.compression=0` when the loose objects it
-    carries that do not compress (see the constants) are at least STORED_FROM of its bytes; none, git's own level,
-    otherwise or when git cannot say (the bundle's own making then says why). The store's own listing comes first:
-    with no loose object of SAMPLED_FROM bytes, git is asked nothing more."""
-    large = _large_loose(repo.common_dir / "objects")
-    if not large:
-        return ()
-    carried = _carried(repo, revisions, large)
-    if carried is None:
-        return ()
-    kept, whole = carried
-    return ("pack.compression=0",) if kept and kept >= STORED_FROM * whole else ()
-
-
-def _large_loose(objects: Path) -> dict[bytes, str]:
-    """Each loose object in `objects` of at least SAMPLED_FROM bytes on disk: its id, and its path."""
-    found = {}
-    try:
-        with os.scandir(objects) as fans:
-            for fan in fans:
-                if len(fan.name) != 2 or not fan.is_dir(follow_symlinks=False):
-                    continue
-                with os.scandir(fan.path) as entries:
-                    for entry in entries:
-                        if (
-                            _LOOSE_NAME.fullmatch(entry.name)
-                            and entry.stat(follow_symlinks=False).st_size >= SAMPLED_FROM
-                        ):
-                            found[(fan.name + entry.name).encode()] = entry.path
-    except OSError:  # a store this cannot list is compressed as git would
-        return {}
-    return found
-
-
-def _compresses(path: str) -> bool:
-    """Whether a loose object's first SAMPLE bytes shrink by a tenth or more at zlib's fastest level (one that
-    cannot be read as a loose object: yes, as git would have it)."""
-    try:
-        with open(path, "rb", opener=_no_follow) as loose:
-            data = loose.read(2 * SAMPLE)
-        whole = zlib.decompressobj().decompress(data, SAMPLE + 64)
-    except (OSError, zlib.error):
-        return True
-    header, nul, content = whole.partition(b"\0")
-    sample = content[:SAMPLE]
-    return not (nul and len(header) < 64 and sample) or len(zlib.compress(sample, 1)) * 10 < len(sample) * 9
-
-
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW)
-
-
-def _carried(repo: Repo, revisions: list[str], large: dict[bytes, str]) -> tuple[int, int] | None:
-    """The bytes the bundle of `revisions` carries in the objects of `large` that do not compress, and in all; None
-    when git cannot say. The objects' ids pass from one git to the other, their sizes are read a line at a time:
-    nothing held grows with the branch."""
+    carries that do not compress (`_incompressible`) are at least STORED_FROM of its bytes; none, git's own level,
+    otherwise or when git cannot say (the bundle's own making then says why). The objects' ids pass from one git to
+    the other, their sizes are read a line at a time: nothing held grows with the branch."""
+    objects = repo.common_dir / "objects"
     kept = whole = 0
     started: list[subprocess.Popen[bytes]] = []
     try:
-        listed = ["rev-list", "--objects", "--no-object-names", *revisions, "--"]
-        listing = repo.stream(listed, stderr=subprocess.DEVNULL)
+        listing = repo.stream(
+            ["rev-list", "--objects", "--no-object-names", *revisions, "--"], stderr=subprocess.DEVNULL
+        )
         started.append(listing)
         assert listing.stdout is not None
         with listing.stdout:
             sizes = repo.stream(
-                ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+                ["cat-file", "--batch-check=%(objectname) %(objectsize) %(objectsize:disk)"],
                 stdin=listing.stdout.fileno(),
                 stderr=subprocess.DEVNULL,
             )
@@ -188,18 +139,41 @@ def _carried(repo: Repo, revisions: list[str], large: dict[bytes, str]) -> tuple
         assert sizes.stdout is not None
         with sizes.stdout:
             for line in sizes.stdout:
-                name, _, size = line.rstrip(b"\n").partition(b" ")
-                if size.isdigit():
-                    whole += int(size)
-                    if name in large and not _compresses(large[name]):
-                        kept += int(size)
+                fields = line.split()  # `<id> missing` for one git cannot find: the bundle's making says so
+                if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                    size = int(fields[1])
+                    whole += size
+                    if _incompressible(objects, fields[0].decode("ascii", "replace"), size, int(fields[2])):
+                        kept += size
         said = [process.wait() for process in started]
     finally:
         for process in started:
             if process.returncode is None:
                 process.kill()
                 process.wait()
-    return (kept, whole) if said == [0, 0] else None
+    return ("pack.compression=0",) if said == [0, 0] and kept and kept >= STORED_FROM * whole else ()
+
+
+def _incompressible(objects: Path, name: str, size: int, disk: int) -> bool:
+    """Whether an object the bundle carries is one git would compress again for nothing: loose, of SAMPLED_FROM
+    bytes or more, its file (compressed whole at git's loose level) at least nine tenths of its size, and its first
+    SAMPLE bytes shrinking by less than a tenth at zlib's fastest level — its file alone would not say, in a
+    project that writes loose objects uncompressed (a packed object, or one that cannot be read as loose: no)."""
+    if size < SAMPLED_FROM or disk * 10 < size * 9 or not _OBJECT_ID.fullmatch(name):
+        return False
+    try:
+        with open(objects / name[:2] / name[2:], "rb", opener=_no_follow) as loose:
+            data = loose.read(2 * SAMPLE)
+        whole = zlib.decompressobj().decompress(data, SAMPLE + 64)
+    except (OSError, zlib.error):
+        return False
+    header, nul, content = whole.partition(b"\0")
+    sample = content[:SAMPLE]
+    return bool(nul and len(header) < 64 and sample) and len(zlib.compress(sample, 1)) * 10 >= len(sample) * 9
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
 
 
 def held(repo: Repo, ref: str, commit: str) -> bytes:
