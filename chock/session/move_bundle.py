@@ -24,7 +24,7 @@ from typing import Any
 from chock.control import parts
 from chock.control.framing import size
 from chock.errors import Refused
-from chock.paths import private_file
+from chock.paths import plain_file, private_file
 from chock.session.hostgit import GitFailed, Repo
 
 LIMIT = parts.PART_BOUNDS[parts.BUNDLE]
@@ -162,7 +162,7 @@ def _incompressible(objects: Path, name: str, size: int, disk: int) -> bool:
     if size < SAMPLED_FROM or disk * 10 < size * 9 or not _OBJECT_ID.fullmatch(name):
         return False
     try:
-        with open(objects / name[:2] / name[2:], "rb", opener=_no_follow) as loose:
+        with open(objects / name[:2] / name[2:], "rb", opener=plain_file) as loose:
             data = loose.read(2 * SAMPLE)
         whole = zlib.decompressobj().decompress(data, SAMPLE + 64)
     except (OSError, zlib.error):
@@ -170,10 +170,6 @@ def _incompressible(objects: Path, name: str, size: int, disk: int) -> bool:
     header, nul, content = whole.partition(b"\0")
     sample = content[:SAMPLE]
     return bool(nul and len(header) < 64 and sample) and len(zlib.compress(sample, 1)) * 10 >= len(sample) * 9
-
-
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
 
 
 def held(repo: Repo, ref: str, commit: str) -> bytes:

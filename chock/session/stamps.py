@@ -46,6 +46,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
+from chock.paths import plain_file
+
 # (size, mtime_ns, ctime_ns, inode, dev, st_mode): what lstat says of a file, compared whole.
 Identity = tuple[int, int, int, int, int, int]
 
@@ -269,7 +271,7 @@ def tree_of(workspace: Path) -> str:
     """The tree the record says its entries are exactly, from its first line ("" for none): a finish on that
     tree need not ask git for it, nor look for submodules. The whole record is checked when it is read."""
     try:
-        with open(path_of(workspace), "rb", opener=_open_record) as reading:
+        with open(path_of(workspace), "rb", opener=plain_file) as reading:
             words = reading.readline(256).split(b" ")
     except OSError:
         return ""
@@ -278,15 +280,11 @@ def tree_of(workspace: Path) -> str:
     return words[5][:-1].decode("ascii", "replace")
 
 
-def _open_record(path: str, flags: int) -> int:
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-
-
 def read(workspace: Path, room: int) -> Record:
     """The record of `workspace`; NOTHING when there is no usable record, or it is larger than `room` bytes (what
     is held is never more than the tree being finished could need: `room_for`)."""
     try:
-        fd = _open_record(str(path_of(workspace)), 0)
+        fd = plain_file(str(path_of(workspace)), os.O_RDONLY)
     except OSError:
         return NOTHING
     try:
