@@ -345,6 +345,34 @@ def test_http_errors_answer_the_call_without_the_token() -> None:
     run(main)
 
 
+@pytest.mark.parametrize("escape_slash", [False, True])
+def test_a_server_that_echoes_the_token_delivers_it_to_no_one(escape_slash: bool) -> None:
+    """An error body that quotes the header it refused, and a result that quotes it JSON-escaped (`/` too, as
+    some encoders write it): each reaches the client with the token cut."""
+    token = "mcp/secret\\token+4711"
+
+    async def on_post(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        said = request.headers["authorization"]
+        if body["method"] == "initialize":
+            return web.json_response({"error": f"token expired: {said}"}, status=401)
+        text = json.dumps(result(body, {"content": [{"type": "text", "text": said}]}))
+        return web.Response(text=text.replace("/", "\\/") if escape_slash else text, content_type="application/json")
+
+    async def main() -> None:
+        async with FakeServer(on_post) as server:
+            pump = HttpPump(server.url, bearer=token, timeout=30)
+            await pump.send(request(1, "initialize"))
+            refused = await receive(pump)
+            await pump.send(request(2, "tools/call"))
+            answered = await receive(pump)
+            await pump.close()
+        assert "token expired: Bearer [redacted]" in refused["error"]["message"]
+        assert answered["result"]["content"][0]["text"] == "Bearer [redacted]"
+        assert "secret" not in json.dumps(refused) + json.dumps(answered)
+
+    run(main)
+
+
 @pytest.mark.parametrize(
     ("url", "why"),
     [

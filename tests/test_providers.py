@@ -345,6 +345,17 @@ def test_an_error_event_inside_the_stream(fake: FakeProvider) -> None:
     assert "failed during the response" in text and "Overloaded" in text
 
 
+def test_an_error_inside_the_stream_that_echoes_the_key_is_quoted_without_it(fake: FakeProvider) -> None:
+    fake.script(text="partial answer", stream_error=f"Incorrect API key provided: {KEY}")
+    text = str(failure(provider_for(fake)))
+    assert "Incorrect API key provided: [redacted]" in text and KEY not in text
+    # A line that is not the API's own quotes what it sent, the key cut from it too.
+    for reader in (ChatStream(fake.address, "work", KEY), MessageStream(fake.address, "work", KEY)):
+        with pytest.raises(ProviderError) as caught:
+            reader.feed_line(f"data: auth {KEY} refused")
+        assert "'auth [redacted] refused'" in str(caught.value) and KEY not in str(caught.value)
+
+
 @pytest.mark.parametrize("kind", ["anthropic", "aiand", "openai-compat"])
 def test_connection_refused_is_retried_then_names_the_address(kind: str) -> None:
     address = closed_address()

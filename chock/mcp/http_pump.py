@@ -26,7 +26,7 @@ from chock.errors import ChockError
 from chock.mcp.declarations import check_url
 from chock.mcp.event_stream import MAX_BYTES, EventStream, TooLarge
 from chock.mcp.server_link import PumpClosed
-from chock.providers.failures import shown_address
+from chock.providers.failures import redact_json, shown_address
 from chock.providers.lean_http import httpx
 from chock.providers.transport import header_safe
 
@@ -294,9 +294,11 @@ class HttpPump:
         with contextlib.suppress(httpx.HTTPError):
             async for chunk in _chunks(response):
                 quote += chunk
-                if len(quote) >= QUOTE_BYTES:
+                if len(quote) >= QUOTE_BYTES + 2 * len(self._bearer or ""):
                     break
-        words = quote[:QUOTE_BYTES].decode("utf-8", errors="replace").strip()
+        # The body is quoted inside the error's own JSON, escaped once more: the token is cut from it as it came,
+        # before the quote is cut (no token's start is left at its end).
+        words = redact_json(quote, self._bearer)[:QUOTE_BYTES].decode("utf-8", errors="replace").strip()
         self._failure = f"HTTP {response.status_code} from {self._where()}"
         hint = ""
         if response.status_code in (401, 403):
@@ -307,9 +309,8 @@ class HttpPump:
         self._failure = f"{self._where()}: {exc.__class__.__name__}"
         if isinstance(exc, httpx.TimeoutException):
             return f"{self._where()} did not answer within {self.timeout:g} s ({exc.__class__.__name__})"
-        # httpx's words name the address and the failure; should a header's value ever appear, the token is cut
-        words = str(exc).replace(self._bearer, "***") if self._bearer else str(exc)
-        return f"could not reach {self._where()}: {exc.__class__.__name__}: {words}"
+        # httpx's words name the address and the failure; should a header's value ever appear, `_deliver` cuts it
+        return f"could not reach {self._where()}: {exc.__class__.__name__}: {exc}"
 
     def _where(self) -> str:
         return f"MCP server {shown_address(self.url)}"
@@ -320,8 +321,10 @@ class HttpPump:
         await self._deliver(json.dumps(error).encode())
 
     async def _deliver(self, message: bytes) -> None:
+        """`message` for the client to receive, without the bearer token: whatever a server echoes of it (an
+        error's quote, a tool's result) would reach the model, the log and the terminal."""
         if self._closed is None:
-            await self._inbox.put(message)
+            await self._inbox.put(redact_json(message, self._bearer))
 
     def _shut(self, reason: PumpClosed) -> None:
         """Closed for good: `receive` raises `reason` once what was read before has been received."""

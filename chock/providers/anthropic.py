@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from chock.providers import ToolCall
-from chock.providers.wire import StreamReader, Wire, event_data, sse_field, token_count, tool_args
+from chock.providers.wire import StreamReader, Wire, sse_field, token_count, tool_args
 
 API_VERSION = "2023-06-01"
 # The output budget of one call: 8192 is accepted by every current Claude model (it is Claude 3.5 Haiku's
@@ -133,8 +133,8 @@ def cached_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class MessageStream(StreamReader):
     """Reads the lines of one streamed message; `feed_line` returns the text each one adds."""
 
-    def __init__(self, address: str, instance: str | None) -> None:
-        super().__init__(address, instance)
+    def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
+        super().__init__(address, instance, credential)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._input: dict[str, int] = {}
         self.stop_reason: str | None = None
@@ -146,7 +146,7 @@ class MessageStream(StreamReader):
         field, payload = sse_field(line)
         if field != "data" or not payload:
             return None
-        event = event_data(payload, "a Messages event stream", self.who)
+        event = self.event(payload, "a Messages event stream")
         return self.feed(event) if isinstance(event, dict) else None
 
     def feed(self, event: dict[str, Any]) -> str | None:

@@ -138,6 +138,18 @@ def redact(text: str, credential: str | None) -> str:
     return text
 
 
+def redact_json(data: bytes, credential: str | None) -> bytes:
+    """A JSON text without the credential, in the forms a JSON encoder writes it in (as it is, with `"` and `\\`
+    escaped, with `/` escaped too): what a server that echoes the key in its answer sends."""
+    if not credential:
+        return data
+    escaped = json.dumps(credential, ensure_ascii=True)[1:-1]
+    forms = {credential, escaped, escaped.replace("/", "\\/")}
+    for form in sorted(forms, key=len, reverse=True):
+        data = data.replace(form.encode("utf-8", "replace"), REDACTED.encode())
+    return data
+
+
 def unusable_credential(kind: str, address: str, instance: str | None) -> ProviderError:
     """A key no HTTP header can carry, refused before it is sent, and not quoted."""
     who = describe(instance, address)
@@ -368,11 +380,11 @@ def stream_status(error: dict[str, Any] | None) -> int | None:
     return None
 
 
-def stream_failure(address: str, instance: str | None, payload: str) -> ProviderError:
+def stream_failure(address: str, instance: str | None, payload: str, credential: str | None) -> ProviderError:
     """An error the provider reported inside a stream that had already begun (`payload`: the event's JSON, or
     a line of words). It carries the HTTP status it stands for (`status`), so one that arrives before any
     content can be sent again as that status would be, and a refusal for size is marked as one."""
-    words = provider_words(payload, None) or payload or "an error with no message"
+    words = provider_words(payload, credential) or redact(payload, credential) or "an error with no message"
     error = ProviderError(
         f"{describe(instance, address)}: the provider failed during the response ({words}); try again later"
     )
@@ -380,9 +392,10 @@ def stream_failure(address: str, instance: str | None, payload: str) -> Provider
     return _with_refusal(error, too_long(error.status or 0, payload))
 
 
-def not_an_api_stream(who: str, stream: str, payload: str) -> ProviderError:
+def not_an_api_stream(who: str, stream: str, payload: str, credential: str | None) -> ProviderError:
     """A `data:` line that is not JSON came from something other than the API."""
-    return ProviderError(f"{who}: the response is not {stream} (it sent {payload[:80]!r}); check the address")
+    quoted = redact(payload, credential)[:80]
+    return ProviderError(f"{who}: the response is not {stream} (it sent {quoted!r}); check the address")
 
 
 def broken_tool_call(who: str, name: str, *, limit: str | None, what: str = "JSON") -> ProviderError:

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from chock.providers import ToolCall
-from chock.providers.wire import StreamReader, Wire, event_data, sse_field, token_count, tool_args
+from chock.providers.wire import StreamReader, Wire, sse_field, token_count, tool_args
 
 DONE = "[DONE]"
 
@@ -121,8 +121,8 @@ def request_body(
 class ChatStream(StreamReader):
     """Reads the lines of one streamed chat completion; `feed_line` returns the text each one adds."""
 
-    def __init__(self, address: str, instance: str | None) -> None:
-        super().__init__(address, instance)
+    def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
+        super().__init__(address, instance, credential)
         self._calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
 
@@ -136,7 +136,7 @@ class ChatStream(StreamReader):
         if payload == DONE:
             self.done = True
             return None
-        chunk = event_data(payload, "a chat-completions stream", self.who)
+        chunk = self.event(payload, "a chat-completions stream")
         return self.feed(chunk) if isinstance(chunk, dict) else None
 
     def feed(self, chunk: dict[str, Any]) -> str | None:

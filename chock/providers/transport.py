@@ -118,7 +118,7 @@ class HTTPProvider:
         while True:
             try:
                 response = await self._send(body)
-                reader = self.wire.reader(self.address, self.instance)
+                reader = self.wire.reader(self.address, self.instance, self._credential)
                 lines = _generator(response.aiter_lines())
                 first = await self._opening(response, lines, reader)
                 break

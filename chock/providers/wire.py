@@ -33,10 +33,11 @@ class StreamReader:
     ended. A wire's reader says how one line is read (`feed_line`, returning the text it adds, counting the
     usage it carries) and which tool calls the answer made (`tool_calls`); `reply` is then the same for both."""
 
-    def __init__(self, address: str, instance: str | None) -> None:
+    def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         self.address = address
         self.instance = instance
         self.who = describe(instance, address)  # who failed, in every message
+        self._credential = credential  # cut from every word of the provider's a failure quotes
         self.text: list[str] = []
         self.input_tokens = 0  # the whole prompt, its cached parts included
         self.output_tokens = 0
@@ -59,7 +60,14 @@ class StreamReader:
 
     def failed(self, payload: str) -> ProviderError:
         """The provider reported an error inside the stream: `payload` is its event's JSON (or its words)."""
-        return stream_failure(self.address, self.instance, payload)
+        return stream_failure(self.address, self.instance, payload, self._credential)
+
+    def event(self, payload: str, stream: str) -> Any:
+        """A `data:` line's JSON. Anything else came from something other than the API, so it says so."""
+        try:
+            return json.loads(payload)
+        except ValueError:
+            raise not_an_api_stream(self.who, stream, payload, self._credential) from None
 
     @property
     def began(self) -> bool:
@@ -86,7 +94,7 @@ class Wire(Value):
         last_line: str,
         auth_headers: Callable[[str | None], dict[str, str]],
         request_body: Callable[[str, list[dict[str, Any]], list[dict[str, Any]], str], dict[str, Any]],
-        reader: Callable[[str, str | None], StreamReader],
+        reader: Callable[[str, str | None, str | None], StreamReader],
     ) -> None:
         self.path = path  # where the POST goes, below the instance's address
         self.last_line = last_line  # what ends a complete stream, named when a stream is cut before it
@@ -94,7 +102,7 @@ class Wire(Value):
         self.auth_headers = auth_headers
         # (model, conversation, tools, system) -> the JSON body of one streamed call.
         self.request_body = request_body
-        # (address, instance) -> a fresh reader for one call's stream.
+        # (address, instance, credential) -> a fresh reader for one call's stream.
         self.reader = reader
 
 
@@ -103,14 +111,6 @@ def sse_field(line: str) -> tuple[str, str]:
     §9.2.6); the value's surrounding white space is dropped, which JSON and `[DONE]` never miss."""
     field, _, value = line.partition(":")
     return field, value.strip()
-
-
-def event_data(payload: str, stream: str, who: str) -> Any:
-    """A `data:` line's JSON. Anything else came from something other than the API, so it says so."""
-    try:
-        return json.loads(payload)
-    except ValueError:
-        raise not_an_api_stream(who, stream, payload) from None
 
 
 def tool_args(raw: str, name: str, who: str, *, limit: str | None) -> dict[str, Any]:
