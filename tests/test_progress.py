@@ -97,6 +97,20 @@ def test_model_text_holding_rich_markup_and_an_osc_8_link_is_shown_as_written(ho
     assert "the docs (https://docs.example/page)" in plain
 
 
+MADE_BY_ESCAPES = "\u202e\u202c\u200e\u00ad\u2028\u200d"
+
+
+def test_characters_markdown_escapes_make_reach_the_terminal_escaped(home, project):
+    """`&#x202E;` is U+202E once Markdown has read it, after the text was made safe: it is escaped again."""
+    spelled = "Fine. File: &#x202E;txt.exe&#x202C; ok &lrm; &shy; &#x2028; &zwj;\n"
+    screen = _run_slowly(home, project, spelled).text()
+    assert "Fine" in screen and not set(MADE_BY_ESCAPES) & set(SGR.sub("", screen))
+    from chock.session.rich_text import rendered
+
+    shown = rendered("**a** &#x202E; b &#x2028; c\n", 80)
+    assert shown is not None and "\\u202e b \\u2028 c" in SGR.sub("", shown)
+
+
 def _said(home, daemon, session_id: str, text: str, project) -> None:
     result = home.chock("say", "--daemon", daemon.address, session_id, text, cwd=project)
     assert result.returncode == 0, result.stderr

@@ -3,7 +3,9 @@
 
 The text given here has passed `chock.terminal.safe` already, so nothing in it is a control character; rich then
 lays it out with its own markup, emoji codes and hyperlinks off (a link is its text then its URL in brackets, no
-OSC 8) and raw HTML read as text, so `[bold red]x[/]`, `:smile:` and `<b>` are shown as written.
+OSC 8) and raw HTML read as text, so `[bold red]x[/]`, `:smile:` and `<b>` are shown as written. Markdown's own
+escapes make characters anew (`&#x202E;` is U+202E), so what rich lays out passes `safe` once more, around the
+colours rich adds: no character of the rule reaches the terminal whatever the text spells.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markdown import Markdown
 
+from chock.terminal import safe
+
 SGR = re.compile("\x1b\\[[0-9;]*m")
+SGR_APART = re.compile("(\x1b\\[[0-9;]*m)")  # split on, keeping each
 WORD = re.compile("[^\\W_]+")  # letters and digits: `_em_` is shown as `em`
 # What is not shown as words, so not counted: an entity (`&amp;` is shown as `&`), a code fence's info string.
 UNSHOWN = re.compile("&#?\\w+;|^ {0,3}(?:```|~~~).*$", re.MULTILINE)
@@ -36,7 +41,9 @@ def rendered(text: str, width: int) -> str | None:
     view.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").parse(text)
     console.print(view)
     # The text held no ESC (it is safe), so an OSC here is rich's own: none passes, whatever rich's version does.
-    shown = re.sub(" +$", "", OSC.sub("", buffer.getvalue()), flags=re.MULTILINE)
+    laid_out = SGR_APART.split(OSC.sub("", buffer.getvalue()))
+    laid_out[::2] = [safe(piece, styled=False) for piece in laid_out[::2]]  # rich's colours are the odd pieces
+    shown = re.sub(" +$", "", "".join(laid_out), flags=re.MULTILINE)
     if Counter(WORD.findall(UNSHOWN.sub(" ", text))) - Counter(WORD.findall(SGR.sub("", shown))):
         return None
     return shown
