@@ -17,7 +17,6 @@ is the agent's, and git would take filters, attributes, a `.git` file and more f
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import sys
 import tempfile
@@ -38,6 +37,11 @@ INVALID = "a path git cannot hold"
 # Files hashed per `git hash-object` run: each is an open descriptor passed to it.
 HASH_BATCH = 256
 CHUNK = 1 << 20
+# The `.gitignore` files asked about are copied out of the worktree: one longer than this is not applied (git
+# itself skips one past 100 MiB, and an older git fails on a huge one), and copying stops at ALL_GITIGNORES, so
+# that no file the agent writes, a sparse one of a terabyte say, fills the host's temporary directory.
+GITIGNORE_BYTES = 1 << 20
+ALL_GITIGNORES = 32 << 20
 
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -320,7 +324,8 @@ def _ignored(repo: Repo, root: int, survey: Survey, untracked: list[str]) -> set
     the directories that hold them, so git opens nothing of the agent's (a FIFO named `.gitignore` would hang
     it). Nothing else of the worktree is copied: git takes a leading directory of a path to be a directory, and
     a directory left out is asked about with a trailing `/`, so no pattern needs to find anything on disk — and
-    60,000 directories the agent made cost no 60,000 copies.
+    60,000 directories the agent made cost no 60,000 copies. A `.gitignore` past GITIGNORE_BYTES, or past what
+    is left of ALL_GITIGNORES, is not copied, so its rules do not apply: what it would hide is committed.
     """
     if not untracked:
         return set()
@@ -328,12 +333,16 @@ def _ignored(repo: Repo, root: int, survey: Survey, untracked: list[str]) -> set
         shadow = Path(scratch)
         for path in survey.gitignores:
             (shadow / path).parent.mkdir(parents=True, exist_ok=True)
+        room = ALL_GITIGNORES
         for path in survey.gitignores:
             source = _open_beneath(root, path)
             if source is None:
                 continue
-            with open(source, "rb") as reading, open(shadow / path, "wb") as copy:
-                shutil.copyfileobj(reading, copy, CHUNK)
+            with open(source, "rb") as reading:
+                rules = reading.read(min(GITIGNORE_BYTES, room) + 1)  # read past the bound: longer is not applied
+            if len(rules) <= GITIGNORE_BYTES and len(rules) <= room:
+                (shadow / path).write_bytes(rules)
+                room -= len(rules)
         done = repo.with_work_tree(shadow).run(
             ["check-ignore", "--stdin", "-z", "--no-index"],
             config=excludes(repo),
@@ -342,7 +351,8 @@ def _ignored(repo: Repo, root: int, survey: Survey, untracked: list[str]) -> set
             check=False,
         )
     if done.returncode not in (0, 1):  # 1: nothing is ignored
-        raise GitFailed(f"git check-ignore failed: {done.stderr.decode(errors='replace').strip()}")
+        said = done.stderr.decode(errors="replace").strip() or f"it exited with status {done.returncode}"
+        raise GitFailed(f"git check-ignore failed: {said}")
     return {os.fsdecode(raw).removesuffix("/") for raw in done.stdout.split(b"\0") if raw}
 
 
