@@ -107,6 +107,20 @@ def test_a_torn_tail_is_ignored_by_readers_and_cut_by_the_next_owner(tmp_path):
     assert [json.loads(line)["id"] for line in lines] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("damaged", [b"this is garbage\n", b'{"id": "4"}\n', b"[4]\n", b'{"id": true}\n' * 3])
+def test_a_whole_line_that_is_not_an_event_is_skipped_and_the_ids_go_on_from_the_last_event(tmp_path, damaged):
+    path = tmp_path / "log.jsonl"
+    write_log(path, 3)
+    with open(path, "ab") as handle:
+        handle.write(damaged)
+    with SessionLog.take(path) as log:
+        assert log.last_id == 3
+        log.append("turn.end")
+    ids = [event.get("id") for event in read_events(path)]
+    assert [event_id for event_id in ids if type(event_id) is int] == [1, 2, 3, 4]  # no id given twice
+    assert [event["id"] for event in read_events(path, 3)][-1] == 4
+
+
 def test_a_log_that_is_only_a_torn_line_is_cut_to_empty(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_bytes(b'{"id": 1, "ty')

@@ -31,6 +31,7 @@ from typing import Any
 
 from chock.errors import ChockError, Refused
 from chock.log.events import Event, check, decode, encode, timestamp
+from chock.log.reader import lines_backwards
 from chock.log.row import RowState
 from chock.paths import FILE_MODE, sync_directory
 from chock.platform.flock import lock_within
@@ -348,7 +349,9 @@ def _still_there(fd: int, path: Path) -> None:
 
 
 def _cut_torn_tail(fd: int) -> int:
-    """Truncate an incomplete last line; return the id of the last complete one (0 for an empty log)."""
+    """Truncate an incomplete last line; return the id of the last event (0 for a log with none). A whole line
+    that is not an event (damaged by hand or by the disk) is left as it is, and skipped as every reader skips it:
+    the next id follows the last event's, so no id is ever given twice."""
     size = os.fstat(fd).st_size
     start = size
     tail = b""
@@ -363,8 +366,9 @@ def _cut_torn_tail(fd: int) -> int:
         tail = tail[:kept]
         if tail.count(b"\n") < 2 and start > 0:
             return _cut_torn_tail(fd)
-    if not tail:
-        return 0
-    last_line = tail[tail.rfind(b"\n", 0, len(tail) - 1) + 1 :]
-    event_id = (decode(last_line) or {}).get("id", 0)
-    return event_id if isinstance(event_id, int) else 0
+    with open(fd, "rb", closefd=False) as handle:
+        for _, line in lines_backwards(handle):
+            event_id = (decode(line) or {}).get("id")
+            if type(event_id) is int and event_id > 0:
+                return event_id
+    return 0
