@@ -116,9 +116,16 @@ def test_stop_messages_and_remove_each_map_onto_their_daemon_verb(slow_stack):
         (f"/api/sessions/{session_id}/messages", {"project": project}, "'message'"),
         (f"/api/sessions/{session_id}/messages", {"project": project, "message": 7}, "'message'"),
         (f"/api/sessions/{session_id}/remove", {"project": "relative"}, "absolute"),
+        (f"/api/sessions/{session_id}/remove", {"project": "/tmp\0x"}, "NUL"),
+        ("/api/sessions/" + "x" * 7000 + "/stop", {"project": project}, "is not a session id"),
+        (f"/api/sessions/{session_id}/answer", {"project": project, "request_id": "r1", "answer": 1}, '"yes"'),
+        (f"/api/sessions/{session_id}/answer", {"project": project, "request_id": "r1", "answer": 0}, '"yes"'),
     ]:
         refused = serve.post(path, body)
         assert refused.status == 400 and words in refused.json["message"], (path, refused.body)
+        assert len(refused.body) < 1000, "a refusal quotes a bad value cut short"
+    watched = serve.get(f"/api/sessions/{session_id}/watch?project=/tmp%00x")
+    assert watched.status == 400 and "NUL" in watched.json["message"], watched.body
 
 
 def test_the_steering_routes_have_the_guards_of_every_change(slow_stack):

@@ -205,6 +205,8 @@ def absolute_project(value: str | PathLike[str]) -> str:
         value = value.__fspath__()
     if not isinstance(value, str) or not value.startswith("/"):
         raise bad_request(f"the project must be an absolute path (got {show(str(value))})")
+    if "\0" in value:  # no path holds one: the system refuses it, and a line must not carry it
+        raise bad_request(f"the project path holds a NUL character (got {show(value)})")
     return value
 
 

@@ -66,7 +66,7 @@ from chock.control import daemon_protocol as dp
 from chock.control.address import LOCAL
 from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
-from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable
+from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable, show
 from chock.control.message import ReplyLine, Request
 from chock.paths import is_session_id
 from chock.platform import journal
@@ -212,7 +212,7 @@ def _session_id(request: web.Request) -> str:
     # serve touches none, but the daemon is told nothing it would refuse.
     value = request.match_info["id"]
     if not is_session_id(value):
-        raise _refuse(400, f"{value!r} is not a session id (expected the form 20261201-073450-a1b2c3)")
+        raise _refuse(400, f"{show(value)} is not a session id (expected the form 20261201-073450-a1b2c3)")
     return value
 
 
@@ -303,9 +303,9 @@ async def _verb_request(request: web.Request, route: Route) -> Request:
 
 
 def _yes(answer: object) -> bool:
-    if answer in ("yes", True):
+    if answer == "yes" or answer is True:  # not `in`: 1 == True, and a number is no answer
         return True
-    if answer in ("no", False):
+    if answer == "no" or answer is False:
         return False
     raise _refuse(400, 'the answer must be "yes" or "no"')
 
