@@ -532,12 +532,18 @@ def test_a_line_before_any_request_is_unreadable():
     assert code_of(client.next_event) == ErrorCode.PROTOCOL
 
 
-def test_the_server_refuses_a_verb_first_and_frames_it_by_the_start_bound():
+def test_the_server_refuses_a_verb_first_and_frames_it_by_the_greetings_bound():
+    server = ServerConnection(dp.CONTROL)
+    server.receive_data(b"start /p\t" + b"m" * 100 + b"\n")
+    with pytest.raises(ProtocolError) as refused:
+        server.next_event()
+    assert refused.value.code == ErrorCode.GREETING and server.fatal(refused.value)
     server = ServerConnection(dp.CONTROL)
     server.receive_data(b"start /p\t" + b"m" * 100_000 + b"\n")
     with pytest.raises(ProtocolError) as refused:
         server.next_event()
-    assert refused.value.code == ErrorCode.GREETING and server.fatal(refused.value)
+    assert refused.value.code == ErrorCode.TOO_LARGE and server.fatal(refused.value)
+    assert "at most 8 KiB here (the first line is the greeting)" in refused.value.text
 
 
 def test_the_server_knows_when_a_line_is_under_way():
@@ -584,6 +590,15 @@ def test_the_bounds_are_exact_and_say_which_lines_may_be_longer():
     buffer.feed(b"list /" + b"d" * (f.MAX_LINE - 6) + b"\n" + b"list /" + b"d" * (f.MAX_LINE - 5) + b"\n")
     assert len(buffer.next_line()) == f.MAX_LINE
     assert code_of(buffer.next_line) == ErrorCode.TOO_LARGE
+    assert len(server_takes(dp.StartRequest("/p", "m" * 200 * 1024).encode()).message) == 200 * 1024
+
+
+@pytest.mark.parametrize("first", [b"start ", b"say ", b"answer-with ", b"hello "])
+def test_a_line_before_the_greeting_is_bounded_as_a_greeting_whatever_its_first_word(first):
+    server = ServerConnection(dp.CONTROL)
+    server.receive_data(first + b"a" * f.MAX_LINE)
+    assert code_of(server.next_event) == ErrorCode.TOO_LARGE
+    # A greeting and a long message in one write: the message's own bound holds after the greeting.
     assert len(server_takes(dp.StartRequest("/p", "m" * 200 * 1024).encode()).message) == 200 * 1024
 
 

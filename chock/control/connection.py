@@ -22,6 +22,7 @@ from chock.control.framing import (
     LINE_SECONDS,
     LINGER_BYTES,
     LINGER_SECONDS,
+    MAX_LINE,
     MAX_REPLY_LINE,
     ErrorCode,
     LineBuffer,
@@ -97,7 +98,8 @@ class ServerConnection:
         self.requests = 0  # how many requests have been taken
         self.line_seconds = line_seconds
         self.idle_seconds = idle_seconds
-        self._buffer = LineBuffer(protocol.line_limit, note=protocol.limit_note)
+        # The greeting is bounded as any line but a message's: no first word makes an ungreeted peer's line longer.
+        self._buffer = LineBuffer(protocol.line_limit, note=protocol.limit_note, first=MAX_LINE)
         self._now = now
         self._opened = now
         self._greeted_at = now

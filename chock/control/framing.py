@@ -283,7 +283,8 @@ def text(name: str, value: str) -> str:
 class LineBuffer:
     """Bytes in, complete lines out, with the bound enforced before more than the bound is held.
 
-    `limit` is a number of bytes, or a function of a line's first bytes for a bound that depends on the verb.
+    `limit` is a number of bytes, or a function of a line's first bytes for a bound that depends on the verb;
+    `first`, when given, bounds the first line instead (a greeting is no verb, whatever its first word).
     A line longer than its bound is `too-large` as soon as the buffered part passes the bound, without waiting
     for its `\\n` and without holding more of it than the bound. That error is sticky: the lines before it
     still come out, then every call raises it, and nothing fed afterwards is kept. A line holding NUL or bytes
@@ -293,9 +294,12 @@ class LineBuffer:
     for more data; at end of file they are a request cut short, and `partial` says whether any are held.
     """
 
-    def __init__(self, limit: int | Callable[[bytes], int] = MAX_LINE, *, note: str = "") -> None:
+    def __init__(
+        self, limit: int | Callable[[bytes], int] = MAX_LINE, *, note: str = "", first: int | None = None
+    ) -> None:
         self._limit = limit
         self._note = note  # said with a too-large refusal: which lines may be longer
+        self._first = first  # the first line's own bound (a greeting's), whatever `limit` says of its words
         self._partial = bytearray()
         self._lines: deque[str | ProtocolError] = deque()
         self._failed: ProtocolError | None = None
@@ -310,28 +314,30 @@ class LineBuffer:
         rest = pieces.pop()  # after the last newline: a line not ended yet
         held = self._partial
         if pieces and held:
-            limit = fixed if fixed is not None else self._bound(held, pieces[0])
+            limit = self._first or fixed or self._bound(held, pieces[0])
             if len(held) + len(pieces[0]) > limit:
                 self._refuse(limit)
                 return
             pieces[0] = bytes(held) + pieces[0]
             held.clear()
         for piece in pieces:
-            limit = fixed if fixed is not None else self._bound(b"", piece)
+            limit = self._first or fixed or self._bound(b"", piece)
             if len(piece) > limit:
                 self._refuse(limit)
                 return
             self._lines.append(self._decode(piece))
+            self._first = None
         if not rest:
             return
-        limit = fixed if fixed is not None else self._bound(held, rest)
+        limit = self._first or fixed or self._bound(held, rest)
         if len(held) + len(rest) > limit:
             self._refuse(limit)
             return
         held += rest
 
     def _refuse(self, limit: int) -> None:
-        note = f" ({self._note})" if self._note else ""
+        said = "the first line is the greeting" if self._first is not None else self._note
+        note = f" ({said})" if said else ""
         self._failed = ProtocolError(
             ErrorCode.TOO_LARGE, f"a line may hold at most {size(limit)} here{note}; this one is longer"
         )
