@@ -374,6 +374,11 @@ def test_a_start_the_instance_refuses_is_error_refused_and_leaves_nothing(home, 
     with pytest.raises(ProtocolError) as not_git:
         daemon.client.call(dp.StartRequest(plain, "task"))
     assert not_git.value.code == "refused" and "is not a git repository" in not_git.value.text
+    home.write_config(".{}\n")  # no instance: the child's refusal names the config file, which the reply does not
+    with pytest.raises(ProtocolError) as no_instance:
+        daemon.client.call(dp.StartRequest(project, "task"))
+    assert "or name one in the daemon's config file under .instances" in no_instance.value.text
+    assert str(home.layout.config) not in no_instance.value.text
     sessions = home.layout.sessions_dir
     assert not sessions.exists() or os.listdir(sessions) == []  # no session dir, no stray run.log
     assert daemon.client.ping() == 1

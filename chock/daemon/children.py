@@ -380,7 +380,20 @@ class Children:
         said = b"".join(stderr).decode("utf-8", "replace").strip().splitlines()
         if not said:
             said = [f"`chock {' '.join(args[:2])}` was killed by signal {-code}" if code < 0 else f"exit status {code}"]
-        return code, said[-1], b"".join(out)
+        return code, self.unnamed(said[-1]), b"".join(out)
+
+    def unnamed(self, said: str) -> str:
+        """A child's last line as a reply quotes it: the daemon's config file and directories named by what they
+        are, not where (docs/protocol.md: a refusal names no path of the daemon's)."""
+        layout = self.layout
+        for path, name in (
+            (layout.config_file, "the daemon's config file"),
+            (layout.state_dir, "the daemon's state directory"),
+            (layout.data_dir, "the daemon's data directory"),
+        ):
+            if path:
+                said = said.replace(path, name)
+        return said
 
     def _environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in _SERVICE_VARIABLES}
@@ -413,7 +426,7 @@ class Children:
                 path = run_log or self.layout.run_log_path(child.session_id)
                 if not path.exists():
                     path = self.layout.sessions_dir / f".{child.session_id}.run.log"
-                line = last_line(path, offset)
+                line = self.unnamed(last_line(path, offset))
                 self.status.activity("session.refused", **child.activity(), exit_code=code)
                 raise Refusal(line or f"the session exited with code {code} before it started")
             if time.monotonic() >= deadline:
