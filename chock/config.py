@@ -221,17 +221,23 @@ def session_budget(config: Config, name: str, tuning: Tuning) -> Budget | None:
 
 
 def _parse_error(error: zon.ZonError, path: Path) -> str:
-    """The parser's message, except that text quoted from a line holding a `.token` is not repeated."""
+    """The parser's message, except that text quoted from where a `.token`'s value stands — on its key's line or
+    on a line after it, before the next key — is not repeated."""
     try:
-        line = path.read_text(encoding="utf-8", errors="replace").splitlines()[error.line - 1]
-    except (OSError, IndexError):
-        line = ""
-    if "token" not in line:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[: error.line]
+    except OSError:
+        lines = []
+    import re
+
+    line = lines[-1] if len(lines) == error.line else ""
+    before = "\n".join([*lines[:-1], line[: max(error.column - 1, 0)]])
+    keys = re.findall(r"\.\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", before)
+    if "token" not in line and (not keys or keys[-1] != "token"):
         return str(error)
     expected = error.what.split(", found", 1)[0]
     return (
         f"{path}: line {error.line}, column {error.column}: {expected} (what stands there is not shown: "
-        "the line holds a .token)"
+        "it may be a .token's value)"
     )
 
 

@@ -463,13 +463,26 @@ def test_available_stores():
     assert available_stores("darwin") == ("keychain", "file", "secretspec")
 
 
-def test_a_parse_error_on_a_token_line_never_repeats_the_token(tmp_path):
+@pytest.mark.parametrize(
+    "text",
+    [
+        '.{ .instances = .{ .w = .{ .kind = "anthropic", .token = SECRETVALUE123abc } } }\n',
+        '.{ .instances = .{ .w = .{ .kind = "anthropic",\n  .token =\n    SECRETVALUE123abc,\n} } }\n',
+        '.{ .instances = .{ .w = .{ .kind = "anthropic", .token = // the key:\n\n SECRETVALUE123abc } } }\n',
+    ],
+)
+def test_a_parse_error_where_a_token_stands_never_repeats_the_token(tmp_path, text):
     path = tmp_path / "config.zon"
-    path.write_text('.{ .instances = .{ .w = .{ .kind = "anthropic", .token = SECRETVALUE123abc } } }\n')
+    path.write_text(text)
     with pytest.raises(ConfigError) as refused:
         load_config(path)
-    assert "SECRETVALUE123abc" not in str(refused.value)
-    assert "line 1, column" in str(refused.value) and "expected a value" in str(refused.value)
+    assert "SECRETVALUE" not in str(refused.value)
+    assert "column" in str(refused.value) and "expected a value" in str(refused.value)
+    # Anywhere else, what stands there is quoted.
+    path.write_text('.{ .instances = .{ .w = .{ .token = "x",\n .kind = anthropic } } }\n')
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert "found 'anthropic'" in str(refused.value)
 
 
 @pytest.mark.parametrize("value", ['"resume"', '"list"', ".resume"])

@@ -67,6 +67,19 @@ def test_an_environment_variable_that_overrides_a_key_is_named_over_the_file(hom
     assert found[".serve.daemons"] == ('.{ "build" }', f"$CHOCK_DAEMON, over {path}:14")
 
 
+def test_a_password_in_an_address_is_shown_by_neither_config_nor_credentials(home):
+    home.write_config(
+        '.{ .instances = .{ .local = .{ .kind = "openai-compat=http://user:PASSWORDX@127.0.0.1:9/v1" },\n'
+        '  .proxied = .{ .kind = "anthropic", .address = "https://me:PASSWORDY@proxy.example/v1" } } }\n'
+    )
+    shown = home.chock("config")
+    listed = home.chock("credentials")
+    assert shown.returncode == listed.returncode == 0, shown.stderr + listed.stderr
+    assert "PASSWORD" not in shown.stdout + listed.stdout
+    assert "openai-compat=http://***@127.0.0.1:9/v1" in shown.stdout
+    assert "http://***@127.0.0.1:9/v1" in listed.stdout and "https://***@proxy.example/v1" in listed.stdout
+
+
 def test_chock_config_with_no_file_shows_the_defaults(home):
     done = home.chock("config")
     assert done.returncode == 0, done.stderr

@@ -111,8 +111,9 @@ def _where(path: Path, line: int | None) -> str:
 
 
 def _one_line(value: Any) -> str:
-    """A value as ZON, on one line."""
+    """A value as ZON, on one line; a URL's user:password part shown as `***`."""
     from chock import zon
+    from chock.providers.kinds import without_userinfo
 
     if isinstance(value, dict):
         if not value:
@@ -120,7 +121,7 @@ def _one_line(value: Any) -> str:
         return ".{ " + ", ".join(f"{zon.dot_name(name)} = {_one_line(item)}" for name, item in value.items()) + " }"
     if isinstance(value, list):
         return ".{ " + ", ".join(_one_line(item) for item in value) + " }" if value else ".{}"
-    return zon.as_written(value)
+    return zon.as_written(without_userinfo(value) if isinstance(value, str) else value)
 
 
 def _overridden(item: Shown, env: dict[str, str]) -> Shown:

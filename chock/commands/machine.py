@@ -76,11 +76,12 @@ def credentials(layout: Layout) -> None:
     """Every instance with its kind, address and the source its credential comes from (never a value)."""
     from chock.config import load_config
     from chock.credentials.lookup import sources
+    from chock.providers.kinds import without_userinfo
 
     found = sources(layout, load_config(layout.config))
     for source in found:
         line = (
-            f"{source.name:<16} {source.kind or '?':<14} {source.address or '-':<40} "
+            f"{source.name:<16} {source.kind or '?':<14} {without_userinfo(source.address or '-'):<40} "
             f"{source.source or 'none (no credential is sent)'}"
         )
         click.echo(shown(line, one_line=True))

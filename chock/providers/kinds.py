@@ -13,6 +13,19 @@ from pathlib import Path
 from chock import zon
 from chock.errors import Refused
 
+# A URL's user:password part, wherever one stands in a text (a `.kind`'s value, an address): `without_userinfo`.
+_USERINFO = r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@"
+
+
+def without_userinfo(text: str) -> str:
+    """`text` with any URL's user:password part shown as `***`, as every message shows an address."""
+    if "@" not in text:
+        return text
+    import re
+
+    return re.sub(_USERINFO, r"\1***@", text)
+
+
 ANTHROPIC = "anthropic"
 AIAND = "aiand"
 OPENAI_COMPAT = "openai-compat"
