@@ -366,6 +366,32 @@ def test_git_status_diff_and_log_work_in_the_worktree(box: Sandbox) -> None:
     assert git(box.git_dir.parent, "log", "--all", "--format=%s").splitlines() == ["first commit"]
 
 
+def test_the_projects_git_config_is_seen_without_what_reaches_other_machines(
+    box: Sandbox, project: Path, tmp_path: Path
+) -> None:
+    included = tmp_path / "included.gitconfig"
+    included.write_text("[credential]\n\thelper = store --file /secret/included\n")
+    for key, value in [
+        ("http.https://github.com/.extraheader", "AUTHORIZATION: basic c2VjcmV0LXRva2Vu"),
+        ("credential.helper", "store --file /secret/store"),
+        ("url.https://ghp_urlsecret@github.com/.insteadOf", "https://github.com/"),
+        ("remote.origin.url", "https://me:ghp_remotesecret@github.com/me/x.git"),
+        ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+        ("branch.main.remote", "origin"),
+        ("include.path", str(included)),
+        ("user.name", 'Ada "the" Lovelace'),
+        ("diff.renames", "copies"),
+    ]:
+        git(project, "config", key, value)
+    seen = ok(box, 'git config --list --show-origin; cat "$(git rev-parse --git-common-dir)/config"')
+    assert "secret" not in seen and "extraheader" not in seen and "store --file" not in seen, seen
+    assert "remote.origin.url=https://***@github.com/me/x.git" in seen
+    assert 'user.name=Ada "the" Lovelace' in seen and "diff.renames=copies" in seen
+    assert "branch.main.remote=origin" in seen and "core.repositoryformatversion=0" in seen
+    assert ok(box, "git status --porcelain") == ""  # the repository reads as before
+    assert "extraheader" in (project / ".git" / "config").read_text()  # the project's own file is untouched
+
+
 @pytest.fixture
 def loopback_server() -> Iterator[int]:
     server = socket.create_server(("127.0.0.1", 0))

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from chock.providers import ProviderError
-from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS
+from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS, without_userinfo
 from chock.providers.lean_http import httpx
 from chock.value import Value
 
@@ -164,10 +163,7 @@ def unusable_credential(kind: str, address: str, instance: str | None) -> Provid
 
 def shown_address(address: str) -> str:
     """The address as messages show it: without a user:password part, should someone have written one."""
-    parts = urlsplit(address)
-    if "@" not in parts.netloc:
-        return address
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+    return without_userinfo(address)
 
 
 def describe(instance: str | None, address: str) -> str:

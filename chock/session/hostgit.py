@@ -158,6 +158,25 @@ def version() -> str:
 REGULAR_MODES = ("100644", "100755")
 
 
+def file_settings(path: Path) -> list[tuple[str, str | None]]:
+    """The settings the one config file `path` holds, in its order, as (key, value), each key as git names it
+    (section and name in lower case) and None for a key written with no value (a boolean's `true`): read by git
+    with nothing included, and nothing executed."""
+    args = ["config", "--file", str(path), "--no-includes", "--list", "-z"]
+    try:
+        done = subprocess.run(
+            _argv(args, ()), cwd=path.parent, env=_environment(), stdin=subprocess.DEVNULL, capture_output=True
+        )
+    except OSError as error:
+        raise _spawn_error(args, path.parent, error) from None
+    _completed(args, path.parent, done, True)
+    records = done.stdout.decode(errors="surrogateescape").split("\0")
+    return [
+        (key, value if newline else None)
+        for key, newline, value in (record.partition("\n") for record in records if record)
+    ]
+
+
 class CommittedFile(Value):
     """One entry of a commit's tree, as `git ls-tree -l` gives it (`kind` blob, tree or commit)."""
 

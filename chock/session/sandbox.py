@@ -117,7 +117,9 @@ def host_environment() -> dict[str, str]:
 class Sandbox(Value):
     """What one session's tools may see; `argv` and `environment` are all a spawner needs."""
 
-    __slots__ = ("__weakref__", "git_dir", "home", "knowledgebase", "network", "workspace", "worktree_admin")
+    __slots__ = (
+        "__weakref__", "git_config", "git_dir", "home", "knowledgebase", "network", "workspace", "worktree_admin"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -127,6 +129,7 @@ class Sandbox(Value):
         home: Path,
         knowledgebase: Path,
         network: bool = False,
+        git_config: Path | None = None,
     ) -> None:
         self.workspace = workspace  # the linked worktree, read-write at its own path
         self.git_dir = git_dir  # the project's (common) .git directory, read-only at its own path
@@ -134,6 +137,9 @@ class Sandbox(Value):
         self.home = home  # the project's toolchains dir: HOME, read-write
         self.knowledgebase = knowledgebase  # mounted at $HOME/knowledgebase, read-write
         self.network = network
+        # Where the copy of the project's config a tool's git reads is written (chock.session.git_view), outside
+        # every bind; None: none is made, and the config is seen as it is.
+        self.git_config = git_config
 
     def environment(self) -> dict[str, str]:
         """The tool's whole environment, built from scratch: no key of the person's reaches it."""
@@ -180,6 +186,11 @@ class Sandbox(Value):
         # read-only before its worktree admin dir read-write over it; HOME before the knowledgebase in it.
         args = ["--bind", str(worktree), str(worktree)]
         args += ["--ro-bind", str(git_dir), str(git_dir)]
+        config = git_dir / "config"
+        if self.git_config is not None and config.is_file():  # the copy without what reaches other machines
+            from chock.session.git_view import write_view
+
+            args += ["--ro-bind", str(write_view(config, self.git_config)), str(config)]
         args += ["--bind", str(admin), str(admin)]
         args += ["--bind", str(home), str(home)]
         args += ["--bind", str(knowledgebase), str(mount_point)]
@@ -219,6 +230,7 @@ def for_workspace(layout: Layout, worktree: Worktree, *, network: bool = False) 
         home=layout.toolchains_dir(project),
         knowledgebase=layout.knowledgebase_dir(project),
         network=network,
+        git_config=layout.project_dir(project) / "git-config",
     )
 
 
