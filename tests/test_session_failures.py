@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.fakes.projects import git_value
 from tests.fakes.sessions import new_session, write
 from tests.fakes.wait import wait_until
 
@@ -139,6 +140,43 @@ def test_a_full_disk_mid_session_is_one_sentence_and_the_session_carries_on_once
     assert _ids_are_whole(final)
     assert final[-1]["type"] == "session.end" and final[-1]["reason"] == "completed"
     assert sum(1 for e in final if e["type"] == "tool.call") >= CALLS
+
+
+def test_a_workspace_is_removed_on_a_full_disk_which_is_how_a_person_makes_room(home, project, tmp_path):
+    home.replay_instance([
+        NOTE,
+        *[{"text": "", "tool_calls": [{"call_id": f"c{n}", "name": "shell", "args": {"command": LOUD}}]}
+          for n in range(2, CALLS)],
+        {"text": "All printed.", "tool_calls": []},
+    ])  # fmt: skip
+    state = home.layout.state
+    state.mkdir(parents=True, exist_ok=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    script = textwrap.dedent(f"""
+        set -u
+        mount -t tmpfs -o size=4m,mode=0700 tmpfs {state}
+        head -c $((4096 * 1024 - 700 * 1024)) /dev/zero > {state}/filler || true
+        cd {project}
+        {sys.executable} -m chock run --yes "print a lot" > /dev/null 2>&1
+        id=$(ls {state}/sessions | head -n 1)
+        {sys.executable} -m chock workspace remove "$id" > {out}/remove.out 2> {out}/remove.err
+        echo $? > {out}/remove.code
+        df -k --output=avail {state} | tail -n 1 > {out}/free
+        cp {state}/sessions/$id/log.jsonl {out}/final.jsonl
+    """)
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+        env=home.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int((out / "free").read_text()) < 256, "the disk is still full: the log has no room for a reserve"
+    assert (out / "remove.code").read_text().strip() == "0", (out / "remove.err").read_text()
+    final = [json.loads(line) for line in (out / "final.jsonl").read_text().splitlines()]
+    assert _ids_are_whole(final)
+    assert final[-2]["type"] == "session.end" and final[-1]["type"] == "workspace.close"
+    assert final[-1]["removed"] is True and final[-1]["branch"].startswith("chock/")
+    assert git_value(project, "show", f"{final[-1]['branch']}:n.txt") == "1"  # the work is on its branch
 
 
 # A person who takes a minute to decide ------------------------------------------------------------------------

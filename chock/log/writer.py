@@ -47,6 +47,10 @@ COPY_CHUNK = 1024 * 1024
 
 # Bytes kept allocated past the log's end, for the end a failed write still owes the log; renewed when half used.
 RESERVE = 256 * 1024
+# Besides the end, a `workspace.close` may be written into the reserve — removing a workspace is how a person makes
+# room — as long as this much of it is left for the end (docs/log.md#durability).
+END_ROOM = RESERVE // 4
+MAKES_ROOM = frozenset({"workspace.close"})
 
 
 # What an owner calls as it lets go: with the log's descriptor (still locked), the row of its every line when it
@@ -180,7 +184,7 @@ class SessionLog:
         event: Event = {"id": self.last_id + 1, "at": timestamp(), "type": type, **fields}
         line = encode(event)
         try:
-            if type != "session.end" and not self._room_for(len(line)):
+            if type != "session.end" and not self._room_for(len(line)) and not self._fits_beside_end(type, line):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # stopped while the end still fits
             written = os.write(self._fd, line)
             if written != len(line):
@@ -235,6 +239,13 @@ class SessionLog:
             return True
         self._reserve(size)
         return self._reserve_errno != errno.ENOSPC
+
+    def _fits_beside_end(self, type: str, line: bytes) -> bool:
+        """Whether `line`, of a type that makes room, may be written all the same: it fits in the reserve with
+        END_ROOM of it left for the end, or this owner has no reserve (the disk was full when it took the log),
+        and then the write is tried as an end's is."""
+        held = self._reserved - self._size
+        return type in MAKES_ROOM and (held <= 0 or held - len(line) >= END_ROOM)
 
     def _reserve(self, size: int = 0) -> None:
         """Keep RESERVE bytes allocated past what is written (and about to be). Best effort: where the file
