@@ -14,7 +14,7 @@ import pytest
 
 import chock
 from chock.serve.headers import SECURITY_HEADERS
-from chock.serve.sites import HEAD_SECONDS
+from chock.serve.sites import HEAD_SECONDS, MAX_CONNECTIONS
 from tests.fakes.serve import ASKS, RawConnection, closed_by_peer, running_stack, slow_session
 
 
@@ -84,6 +84,24 @@ def test_a_keep_alive_connection_idles_longer_than_a_head_may_take_and_serves_it
         assert connection.request("GET", "/api/health").status == 200
     finally:
         connection.close()
+
+
+def test_idle_connections_past_the_cap_close_the_oldest_and_serve_answers_on(stack):
+    serve = stack.start_serve()
+    connections: list[RawConnection] = []
+    try:
+        for _ in range(MAX_CONNECTIONS + 10):
+            connection = RawConnection(serve.port)
+            connections.append(connection)
+            assert connection.request("GET", "/api/health").status == 200  # then idle, kept alive
+        assert serve.get("/api/health").status == 200  # a newcomer is answered: an idle one made room
+        deadline = time.monotonic() + 10
+        oldest, newest = connections[:10], connections[-10:]
+        assert all(closed_by_peer(connection.sock, deadline) for connection in oldest)
+        assert all(connection.request("GET", "/api/health").status == 200 for connection in newest)
+    finally:
+        for connection in connections:
+            connection.close()
 
 
 # Requests aiohttp's own parser refuses with a 400, before any route or middleware of serve's runs.

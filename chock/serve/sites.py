@@ -15,6 +15,11 @@ end of its first request's head, and from the first byte of each later request t
 not parsed by then aborts the connection — the rule the daemon and a session's sockets follow
 (docs/protocol.md#bounds). Nothing is armed while a request is handled: its body is bounded by its reader
 (`chock.serve.api`), and a long answer (an SSE stream) is never cut.
+
+And at most MAX_CONNECTIONS at once, each an open file: at the cap, a new connection closes the one that has
+waited longest for a request's head (idle between requests, or yet to send one), as the daemon cuts its longest
+waiting connection; when every one is busy answering, the new one is closed instead. So idle connections, however
+many a local process opens, never take the descriptors serve needs to answer.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from chock.errors import UsageError
 from chock.platform import listening
 from chock.platform.listening import Listener
 from chock.serve import headers
+from chock.serve.feeds import STREAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,6 +59,11 @@ HEAD_SECONDS = LINE_SECONDS
 # `web.run_app`'s: long enough that the page's next click reuses its connection, short enough that connections
 # a browser forgot do not pile up. The page's event stream is an answer being sent, never idle.
 KEEPALIVE_SECONDS = 75.0
+
+# Connections open at once: every event stream serve keeps (feeds.STREAMS) and 128 more for requests. With a
+# daemon connection behind each request and each session watched (feeds.SESSIONS), that stays inside the 1,024
+# descriptors a user service gets.
+MAX_CONNECTIONS = STREAMS + 128
 
 
 def check_options(socket_path: Path | None, host: str | None, port: int | None) -> None:
@@ -104,18 +115,30 @@ class _HeadBound(asyncio.Protocol):
     holds a pending `_waiter`; where a version has neither, nothing is cut. A byte that arrives while a request
     is handled is its body (or a pipelined request, bounded once the connection idles), never a new head."""
 
-    def __init__(self, handler: asyncio.Protocol, seconds: float) -> None:
+    def __init__(self, handler: asyncio.Protocol, seconds: float, open_now: dict[_HeadBound, None]) -> None:
         self._handler = handler
         self._seconds = seconds
         self._transport: asyncio.Transport | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._bounded = hasattr(handler, "_request_count") and hasattr(handler, "_waiter")
+        self._open_now = open_now  # the site's connections, oldest first
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        if len(self._open_now) >= MAX_CONNECTIONS:
+            waiting = next((other for other in self._open_now if other.waits_for_a_head()), None)
+            if waiting is None:  # every one is answering: this one waits for none of them
+                self._expire()
+                return
+            waiting._expire()
+        self._open_now[self] = None
         self._handler.connection_made(transport)
         if self._bounded:
             self._arm()  # the first request's head is due from the opening, as the daemon's first line is
+
+    def waits_for_a_head(self) -> bool:
+        """Whether this connection is answering nothing: idle between requests, or yet to send one."""
+        return self._bounded and self._awaiting_head()
 
     def data_received(self, data: bytes) -> None:
         if not self._bounded:
@@ -151,7 +174,8 @@ class _HeadBound(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        self._handler.connection_lost(exc)
+        if self._open_now.pop(self, False) is not False:  # a connection refused at the cap was never handed on
+            self._handler.connection_lost(exc)
 
     def pause_writing(self) -> None:
         self._handler.pause_writing()
@@ -169,8 +193,9 @@ class BoundedSite(web.SockSite):
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
+        open_now: dict[_HeadBound, None] = {}
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: _HeadBound(_secure_errors(server()), self.seconds), sock=self._sock, backlog=self._backlog
+            lambda: _HeadBound(_secure_errors(server()), self.seconds, open_now), sock=self._sock, backlog=self._backlog
         )
 
 
