@@ -231,7 +231,7 @@ def _parse_error(error: zon.ZonError, path: Path) -> str:
 
     line = lines[-1] if len(lines) == error.line else ""
     before = "\n".join([*lines[:-1], line[: max(error.column - 1, 0)]])
-    keys = re.findall(r"\.\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", before)
+    keys = re.findall(r'\.\s*@?"?([A-Za-z_][A-Za-z0-9_]*)"?\s*=', before)  # `.token =`, `.@"token" =`
     if "token" not in line and (not keys or keys[-1] != "token"):
         return str(error)
     expected = error.what.split(", found", 1)[0]

@@ -469,6 +469,7 @@ def test_available_stores():
         '.{ .instances = .{ .w = .{ .kind = "anthropic", .token = SECRETVALUE123abc } } }\n',
         '.{ .instances = .{ .w = .{ .kind = "anthropic",\n  .token =\n    SECRETVALUE123abc,\n} } }\n',
         '.{ .instances = .{ .w = .{ .kind = "anthropic", .token = // the key:\n\n SECRETVALUE123abc } } }\n',
+        '.{ .instances = .{ .w = .{ .kind = "anthropic", .@"token" =\n SECRETVALUE123abc } } }\n',
     ],
 )
 def test_a_parse_error_where_a_token_stands_never_repeats_the_token(tmp_path, text):
