@@ -29,13 +29,15 @@ from chock.control.framing import (
     ProtocolError,
     Unreachable,
     decode_error,
+    size,
     unreadable,
 )
 from chock.control.greeting import Greeted, check_greeting_reply, encode_greeting, encode_greeting_reply, parse_greeting
 from chock.control.message import LineProtocol, ReplyLine, Request
 
-# A reply read whole (`ClientConnection.read_whole`) holds at most this much before it is read line by line
-# instead: ten thousand rows (dp.MAX_SESSIONS) of about 3 KiB each.
+# A listing's reply (rows that end when the peer closes: `list`, `sessions`, …), whole: ten thousand rows
+# (dp.MAX_SESSIONS) of about 3 KiB each, where a row is rarely past one. A peer that sends more — another
+# machine's daemon need not be honest — is refused `too-large`, and nothing more of it is held.
 WHOLE_MOST = 32 * 1024 * 1024
 
 # What a pump sees of a connection: these classes and the events `next_event` gives (the body's among them).
@@ -342,6 +344,8 @@ class ClientConnection:
         self._body_left: int | None = None
         self._whole: bytearray | None = None  # a reply being read whole, to be decoded at once at its end
         self._ahead: Request | None = None  # the request sent with the greeting, until the greeting is answered
+        self._listing_left: int | None = None  # bytes a listing's reply may still bring (WHOLE_MOST in all)
+        self._refused: ProtocolError | None = None  # the reply went past its bound: raised, and nothing read
 
     # What this end sends ------------------------------------------------------------------------------------
 
@@ -378,6 +382,7 @@ class ClientConnection:
         self._ahead = request
         if self._whole_reply(request):
             self._whole = bytearray()
+            self._listing_left = WHOLE_MOST + MAX_LINE  # the greeting's answer comes first
         return greeting + data
 
     def _begin(self, request: Request) -> None:
@@ -386,6 +391,8 @@ class ClientConnection:
         self._header_fed, self._body_left = False, None
         self._beyond.clear()
         self._state = "reply"
+        if self._listing_left is None and self._whole_reply(request):
+            self._listing_left = WHOLE_MOST
 
     # What the server sends ----------------------------------------------------------------------------------
 
@@ -393,14 +400,19 @@ class ClientConnection:
         if not data:
             self._eof = True
             return
+        if self._refused is not None:
+            return
+        if self._listing_left is not None:
+            self._listing_left -= len(data)
+            if self._listing_left < 0:
+                self._refuse_listing()
+                return
         if self._whole is not None:
             if self._state == "greeting":  # the greeting's answer is a line; the reply's bytes come after it
                 newline = data.find(b"\n") + 1
                 self._replies.feed(data[:newline] if newline else data)
                 data = data[newline:] if newline else b""
             self._whole += data
-            if len(self._whole) > WHOLE_MOST:
-                self._unwhole()
             return
         request = self._request
         if self._state == "reply" and request is not None and request.REPLY_BODY:
@@ -413,6 +425,18 @@ class ClientConnection:
                 self._beyond += data[newline + 1 :]
                 data = data[: newline + 1]
         self._replies.feed(data)
+
+    def _refuse_listing(self) -> None:
+        """The listing's reply passed WHOLE_MOST: what is held goes, and reading it ends with `too-large`."""
+        verb = f"`{self._request.verb}`" if self._request is not None else "its listing"
+        self._refused = ProtocolError(
+            ErrorCode.TOO_LARGE,
+            f"the {self.peer} sent more than {size(WHOLE_MOST)} in answer to {verb}, more than any listing holds: "
+            "refused, and the rest not read",
+        )
+        self._whole = None
+        self._replies = LineBuffer(MAX_REPLY_LINE)
+        self._eof = True
 
     def batches(self) -> bool:
         """The reply being received is a stream whose items `items` decodes together: its item type has
@@ -458,6 +482,8 @@ class ClientConnection:
         """The reply read whole, every item decoded by one call of the item type's `decode_block`; None when it
         cannot be read so (a refusal, a line that is not an item, a line past its bound, more than `most`
         items): then its bytes are read line by line by `next_event`, which refuses what it always refused."""
+        if self._refused is not None:
+            raise self._refused
         data, self._whole = self._whole, None
         if data is None or not self._eof:
             if data is not None:
@@ -499,6 +525,8 @@ class ClientConnection:
         return self._state in ("greeting", "reply")
 
     def next_event(self) -> Greeted | ReplyLine | Data | Sentinel:
+        if self._refused is not None:
+            raise self._refused
         if self._whole is not None and self._state != "greeting":
             self._unwhole()
         if self._body_left is not None:
