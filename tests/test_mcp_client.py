@@ -181,6 +181,18 @@ def test_ping_both_ways() -> None:
     assert feed(client, answer(request_id, {})) == [rpc.Pong(request_id)]
 
 
+def test_a_request_whose_id_or_method_holds_a_lone_surrogate_is_answered_and_the_client_goes_on() -> None:
+    """`"\\ud800"` is valid JSON that no UTF-8 can carry: echoed in the answer, it is written as JSON escapes it."""
+    client = ready()
+    assert client.receive(b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}', 0.0) == []
+    assert client.receive(b'{"jsonrpc":"2.0","id":7,"method":"x\\udc00"}', 0.0) == []
+    pong, refusal = sent(client)
+    assert pong == {"jsonrpc": "2.0", "id": "\ud800", "result": {}}
+    assert refusal["id"] == 7 and refusal["error"]["code"] == -32601
+    request_id = client.ping(0, 5)
+    assert sent(client) == [{"jsonrpc": "2.0", "id": request_id, "method": "ping"}]
+
+
 def test_list_changed_is_an_event() -> None:
     client = ready()
     assert feed(client, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) == [rpc.ToolsChanged()]

@@ -220,7 +220,12 @@ class McpClient:
 
     def _send(self, message: dict[str, Any]) -> None:
         message = {"jsonrpc": "2.0", **message}
-        self._outgoing.append(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate a server sent (`"\ud800"` as an id), echoed: only JSON's
+            data = json.dumps(message, separators=(",", ":")).encode()  # escape can say it, so it is sent so
+        self._outgoing.append(data)
 
     def _request(
         self,
