@@ -58,6 +58,21 @@ def full_row(wire: dict[str, Any]) -> dict[str, Any]:
     return {**ROW_DEFAULTS, **wire}
 
 
+def well_typed(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A row as a page may use it: None unless its `id` is a session id, and each field whose value is not of
+    its default's kind at that default (a field whose default is None, and a field this client does not know,
+    as it came). Another machine's daemon need not be honest, and a page sorts and compares what it shows."""
+    from chock.paths import is_session_id
+
+    if not is_session_id(row.get("id")):
+        return None
+    typed = dict(row)
+    for name, default in ROW_DEFAULTS.items():
+        if default is not None and type(typed.get(name, default)) is not type(default):
+            typed[name] = default
+    return typed
+
+
 # A line's start, after the newline before it, up to its tab: a time the one-pass parse can put in a JSON string as
 # it is (no escape, no quote). Led by a newline, it is found at the speed of a byte search. Compiled at the first
 # listing read, not when a command that never reads one imports the protocol (docs/architecture.md#start-up).

@@ -68,6 +68,7 @@ from chock.control.async_client import AsyncControlClient
 from chock.control.client import expect
 from chock.control.framing import LINE_SECONDS, MAX_EVENT_ID, ErrorCode, ProtocolError, Unreachable, show
 from chock.control.message import ReplyLine, Request
+from chock.control.rows import well_typed
 from chock.paths import is_session_id
 from chock.platform import journal
 from chock.serve import feeds
@@ -519,13 +520,18 @@ class Route:
     most: int | None = None  # a collected route keeps at most this many lines
 
 
+def _rows(lines: list[ReplyLine]) -> list[dict[str, Any]]:
+    """A listing's rows as the page takes them (`rows.well_typed`): a row with no session id is left out."""
+    typed = (well_typed(expect(line, dp.ListRow).row) for line in lines)
+    return [row for row in typed if row is not None]
+
+
 # Every route below `/api/hosts/<name>`, and for the local host below `/api` too.
 ROUTES = (
     Route("GET", "/sessions", dp.ListRequest, _collected,
-          lambda verb, lines: {"project": verb.project, "sessions": [expect(line, dp.ListRow).row for line in lines]},
-          most=dp.MAX_SESSIONS),
+          lambda verb, lines: {"project": verb.project, "sessions": _rows(lines)}, most=dp.MAX_SESSIONS),
     Route("GET", "/sessions/all", dp.SessionsRequest, _collected,
-          lambda verb, lines: {"sessions": [expect(line, dp.ListRow).row for line in lines]}, most=dp.MAX_SESSIONS),
+          lambda verb, lines: {"sessions": _rows(lines)}, most=dp.MAX_SESSIONS),
     Route("GET", "/instances", dp.InstancesRequest, _collected,
           lambda verb, lines: {"instances": [_instance(expect(line, dp.InstanceRow)) for line in lines]},
           most=dp.MAX_SESSIONS),
