@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,29 @@ LOUD = "python3 -c \"print('x' * 60000)\""
 CALLS = 12
 
 
+def _on_a_full_disk(home, project, out: Path, then: str) -> None:
+    """`chock run --yes "print a lot"` with the state dir on a 4 MiB tmpfs that 700 KiB are left of (its output
+    in OUT/first.*, the session's id in $id), then the shell lines `then` (which may name {state} and {out}), in
+    one private mount namespace: the tmpfs lives as long as the script."""
+    state = home.layout.state
+    state.mkdir(parents=True, exist_ok=True)
+    out.mkdir()
+    script = textwrap.dedent(f"""
+        set -u
+        mount -t tmpfs -o size=4m,mode=0700 tmpfs {state}
+        head -c $((4096 * 1024 - 700 * 1024)) /dev/zero > {state}/filler || true
+        cd {project}
+        {sys.executable} -m chock run --yes "print a lot" > {out}/first.out 2> {out}/first.err
+        echo $? > {out}/first.code
+        id=$(ls {state}/sessions | head -n 1)
+    """) + textwrap.dedent(then).format(state=state, out=out, python=sys.executable)
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+        env=home.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 # With a background command still running when the disk fills, the end must not wait behind the
 # `background.end` it would log first: only the end fits in the reserve.
 @pytest.mark.parametrize("background", [False, True], ids=["foreground", "with-background"])
@@ -96,30 +120,19 @@ def test_a_full_disk_mid_session_is_one_sentence_and_the_session_carries_on_once
         sleeper = {"call_id": "bg", "name": "shell", "args": {"command": "sleep 100", "background": True}}
         entries[0]["tool_calls"].insert(0, sleeper)
     home.replay_instance([*entries, {"text": "All printed.", "tool_calls": []}])
-    state = home.layout.state
-    state.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "out"
-    out.mkdir()
-    # One private mount namespace for the whole story: the tmpfs lives as long as the script.
-    script = textwrap.dedent(f"""
-        set -u
-        mount -t tmpfs -o size=4m,mode=0700 tmpfs {state}
-        head -c $((4096 * 1024 - 700 * 1024)) /dev/zero > {state}/filler || true
-        cd {project}
-        {sys.executable} -m chock run --yes "print a lot" > {out}/first.out 2> {out}/first.err
-        echo $? > {out}/first.code
-        id=$(ls {state}/sessions | head -n 1)
+    _on_a_full_disk(
+        home,
+        project,
+        out,
+        """
         cp {state}/sessions/$id/log.jsonl {out}/after-failure.jsonl
         rm {state}/filler
-        {sys.executable} -m chock run --yes --continue "$id" > {out}/second.out 2> {out}/second.err
+        {python} -m chock run --yes --continue "$id" > {out}/second.out 2> {out}/second.err
         echo $? > {out}/second.code
         cp {state}/sessions/$id/log.jsonl {out}/final.jsonl
-    """)
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "bash", "-c", script],
-        env=home.env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    """,
+    )
 
     first_err = (out / "first.err").read_text()
     assert (out / "first.code").read_text().strip() == "1", first_err
@@ -149,27 +162,18 @@ def test_a_workspace_is_removed_on_a_full_disk_which_is_how_a_person_makes_room(
           for n in range(2, CALLS)],
         {"text": "All printed.", "tool_calls": []},
     ])  # fmt: skip
-    state = home.layout.state
-    state.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "out"
-    out.mkdir()
-    script = textwrap.dedent(f"""
-        set -u
-        mount -t tmpfs -o size=4m,mode=0700 tmpfs {state}
-        head -c $((4096 * 1024 - 700 * 1024)) /dev/zero > {state}/filler || true
-        cd {project}
-        {sys.executable} -m chock run --yes "print a lot" > /dev/null 2>&1
-        id=$(ls {state}/sessions | head -n 1)
-        {sys.executable} -m chock workspace remove "$id" > {out}/remove.out 2> {out}/remove.err
+    _on_a_full_disk(
+        home,
+        project,
+        out,
+        """
+        {python} -m chock workspace remove "$id" > {out}/remove.out 2> {out}/remove.err
         echo $? > {out}/remove.code
         df -k --output=avail {state} | tail -n 1 > {out}/free
         cp {state}/sessions/$id/log.jsonl {out}/final.jsonl
-    """)
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "bash", "-c", script],
-        env=home.env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    """,
+    )
     assert int((out / "free").read_text()) < 256, "the disk is still full: the log has no room for a reserve"
     assert (out / "remove.code").read_text().strip() == "0", (out / "remove.err").read_text()
     final = [json.loads(line) for line in (out / "final.jsonl").read_text().splitlines()]
