@@ -141,6 +141,14 @@ def test_an_allow_rule_matches_whole_leading_words(rule: str, command: str, matc
         "git -C sub --git-dir .git --work-tree=. push",
         "git -c user.name=x push",
         "sudo git -C . push",
+        "env sh -c 'git push'",  # a shell a program runs
+        "nohup sh -c 'git push'",
+        "timeout 5 bash -c 'git push'",
+        "sh -c -- 'git push'",  # the code is the first operand, past every option
+        "sh -c -e 'git push'",
+        "sh -o errexit -c 'git push'",
+        "2\\\n>/dev/null git push",  # `2\<newline>>` is `2>` to sh: the reader is unsure
+        "cat <<\\\n-EOF\nEOF\ngit push\n-EOF",  # `<<\<newline>-` is `<<-`
     ],
 )
 def test_a_deny_rule_looks_through_what_runs_its_arguments(command: str) -> None:

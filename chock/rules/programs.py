@@ -30,6 +30,8 @@ BUILTINS = {
     "let": "`let` sets variables later commands see",
     "read": "`read` sets variables later commands see (`read PATH < file`)",
     "getopts": "`getopts` sets variables later commands see",
+    "mapfile": "`mapfile` sets variables later commands see",
+    "readarray": "`readarray` sets variables later commands see",
 }
 
 # Programs that run (some of) their arguments as a program.
@@ -69,7 +71,8 @@ _PYTHON = re.compile(r"(python|pypy)[0-9.]*")
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _GIT_CONFIG = ("-c", "--config-env", "--exec-path")
 _GIT_TAKES_ARGUMENT = {"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--list-cmds"}
-# Options that make a program start another one named in the arguments.
+# Options that make a program start another one named in the arguments, as written or in any spelling the
+# program takes (`_given`: `--to-comm=…`, `-xI…`).
 _RUNS_A_PROGRAM = {
     "fd": ("-x", "--exec", "-X", "--exec-batch"),
     "fdfind": ("-x", "--exec", "-X", "--exec-batch"),
@@ -77,7 +80,27 @@ _RUNS_A_PROGRAM = {
     "tar": ("-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script", "-F"),
     "rsync": ("-e", "--rsh", "--rsync-path"),
     "git": ("--upload-pack", "--receive-pack", "--exec"),
+    "sort": ("--compress-program",),
+    "zip": ("-TT", "--unzip-command"),
+    "man": ("-P", "--pager", "-H", "--html"),
 }
+# git's subcommands whose own options, or words, start a program.
+_GIT_RUNS_A_PROGRAM = {
+    "clone": ("-u",),
+    "grep": ("-O", "--open-files-in-pager"),
+    "difftool": ("-x", "--extcmd"),
+    "rebase": ("-x", "--exec"),
+    "bisect": ("run",),
+    "submodule": ("foreach",),
+}
+# A sed script of `s`, `y` and commands that only print, delete or move text: no `e` (runs a command), no `w`,
+# `r` or `W` (reads or writes a file), cut at `;` and newlines (a `;` inside a regex makes a piece that is no
+# such command, so the script is taken for one that may hold anything).
+_SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/I?)"
+_SED_PLAIN = re.compile(
+    rf"\s*(?:{_SED_ADDRESS}(?:\s*,\s*(?:{_SED_ADDRESS}|[+~]\d+))?)?\s*!?\s*"
+    r"(?:[sy]([^\s\\\n;])(?:(?!\1)[^\\\n]|\\.)*\1(?:(?!\1)[^\\\n]|\\.)*\1[gpiIm0-9]*|[pdqQ=nNgGhHxDPlz{}]?)\s*"
+)
 
 
 def program(word: str) -> str:
@@ -91,6 +114,8 @@ def command_why(words: tuple[str, ...]) -> str:
     args = words[1:]
     if words[0] in BUILTINS:
         return BUILTINS[words[0]]
+    if words[0] == "printf" and any(_given(word, "-v") for word in args[:1]):
+        return "`printf -v` sets variables later commands see (bash's `printf -v PATH …`)"
     if name in WRAPPERS:
         return f"`{name}` runs its arguments as a program"
     if name == "find" and any(word in _FIND_EXEC for word in args):
@@ -104,14 +129,64 @@ def command_why(words: tuple[str, ...]) -> str:
     if name in ("awk", "gawk", "mawk", "nawk"):
         return f"`{name}` runs its first argument as a program that can start others"
     options = INTERPRETERS.get(name)
-    if options and any(word in options or _short_option(word, options[0][1:]) for word in args if word[:1] == "-"):
+    if options and any(_given(word, option) for word in args for option in options if option.startswith("-")):
         return f"`{name} {options[0]}` runs code given on the command line"
     if name == "deno" and args[:1] == ("eval",):
         return "`deno eval` runs code given on the command line"
+    if name == "tar" and args and not args[0].startswith("-"):
+        args = ("-" + args[0], *args[1:])  # `tar xIf PROG …`: the first word is a cluster of options
     for option in _RUNS_A_PROGRAM.get(name, ()):
-        if any(word == option or word.startswith(option + "=") for word in args):
+        if any(_given(word, option) for word in args):
             return f"`{name} {option}` runs a program"
+    if name == "git":
+        at = subcommand_at(words)
+        sub = words[at] if at < len(words) else ""
+        for option in _GIT_RUNS_A_PROGRAM.get(sub, ()):
+            if any(_given(word, option) if option.startswith("-") else word == option for word in words[at + 1 :]):
+                return f"`git {sub} {option}` runs a program"
+    if name == "sed" and not _plain_sed(args):
+        return "`sed` runs a script that may start a program (its `e` command) or read and write files"
     return ""
+
+
+def _given(word: str, option: str) -> bool:
+    """Whether `word` gives `option` in a spelling its program takes: as written, with `=VALUE`, a long option
+    cut short (`--to-comm` for `--to-command`, as GNU's and git's parsers take any unambiguous start), a
+    one-letter one in a cluster of them or with its value attached (`-xI…`, `-Iprog`)."""
+    if option.startswith("--"):
+        name = word.partition("=")[0]
+        return len(name) > 2 and name.startswith("--") and option.startswith(name)
+    if len(option) == 2:
+        return _short_option(word, option[1])
+    return word == option or word.startswith(option + "=") or word.partition("=")[0] == "-" + option
+
+
+def _plain_sed(args: tuple[str, ...]) -> bool:
+    """Whether sed's scripts (`-e`/`--expression` values, else its first operand) only edit text (_SED_PLAIN);
+    `--sandbox` makes any script so. A script read from a file (`-f`) is not seen, so it is not plain."""
+    if "--sandbox" in args:
+        return True
+    scripts: list[str] = []
+    operand = None
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            operand = next(words, None) if operand is None and not scripts else operand
+            break
+        if _given(word, "--expression") or word == "-e":
+            value = word.partition("=")[2] if "=" in word else next(words, "")
+            scripts.append(value)
+        elif word.startswith("-e") and not word.startswith("--"):
+            scripts.append(word[2:])
+        elif _given(word, "--file") or (word.startswith("-") and not word.startswith("--") and "f" in word[1:]):
+            return False
+        elif word in ("-l", "--line-length"):
+            next(words, None)
+        elif not word.startswith("-") and operand is None:
+            operand = word
+    if not scripts and operand is not None:
+        scripts.append(operand)
+    return all(all(_SED_PLAIN.fullmatch(piece) for piece in script.replace("\n", ";").split(";")) for script in scripts)
 
 
 def _python_code(args: tuple[str, ...]) -> bool:
@@ -182,7 +257,22 @@ def shell_code(words: tuple[str, ...]) -> str | None:
     if words and words[0] == "eval":
         return " ".join(words[1:])
     if name in SHELLS:
-        for n, word in enumerate(words[1:], 1):
-            if _short_option(word, "c") and n + 1 < len(words):
-                return words[n + 1]
+        return _command_string(words[1:])
+    return None
+
+
+def _command_string(args: tuple[str, ...]) -> str | None:
+    """A shell's `-c` code: its first operand once its options (`-c` among them, anywhere: `sh -ec`, `sh -c -e`,
+    `sh -c -- CODE`) are past; None without `-c`. `-o NAME` and `+o NAME` take a word."""
+    told = False
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            return next(words, None) if told else None
+        if len(word) > 1 and word[0] in "-+":
+            told = told or (word[0] == "-" and _short_option(word, "c"))
+            if word[1:] == "o" or (word[-1] == "o" and not word.startswith("--")):
+                next(words, None)
+            continue
+        return word if told else None
     return None

@@ -191,10 +191,13 @@ class RuleSet:
             for rule_words, rule in self._shell.get(program(words[start]), ())
             if rule.verdict != "allow" and _starts(words[start:], rule_words, exact=False)
         ]
-        code = shell_code(command.words) if not command.literal else None
-        if code is not None and depth < _INNER_SHELLS:
-            for inner in simple_commands_at_depth(code, MAX_DEPTH - 8).commands:
-                matched += self._strict(inner, depth + 1)
+        if command.literal or depth >= _INNER_SHELLS:
+            return matched
+        for start in starts:  # `sh -c CODE`, and one a program runs (`env sh -c CODE`, `nohup sh -c CODE`)
+            code = shell_code(words[start:])
+            if code is not None:
+                for inner in simple_commands_at_depth(code, MAX_DEPTH - 8).commands:
+                    matched += self._strict(inner, depth + 1)
         return matched
 
 

@@ -362,10 +362,18 @@ class _GrammarReader(WordReader):
         return s[i]
 
     def io_number(self, i: int) -> bool:
+        s = self.s
         j = i
-        while j < self.n and self.s[j].isdigit() and self.s[j].isascii():
+        while j < self.n and s[j].isdigit() and s[j].isascii():
             j += 1
-        return j > i and j < self.n and self.s[j] in "<>"
+        if j == i:
+            return False
+        k, joined = j, False  # `2\<newline>>` is `2>` to sh
+        while s.startswith("\\\n", k) or (joined and k < self.n and s[k].isdigit() and s[k].isascii()):
+            joined, k = True, k + (2 if s[k] == "\\" else 1)
+        if joined and k < self.n and s[k] in "<>":
+            raise Unsure("a line continuation inside a redirection")
+        return j < self.n and s[j] in "<>"
 
     def redirection(self, i: int, depth: int) -> tuple[str, int, bool]:
         """The redirection at `i`: (what its target holds that is not a literal, the index after it, whether it is
@@ -380,6 +388,11 @@ class _GrammarReader(WordReader):
         for op in ("<<-", "<<", ">>", "<&", ">&", "<>", ">|", "<", ">"):
             if s.startswith(op, i):
                 break
+        after = i + len(op)
+        while s.startswith("\\\n", after):
+            after += 2
+        if after > i + len(op) and s[after : after + 1] in ("<", ">", "&", "|", "-"):  # `<<\<newline>-` is `<<-`
+            raise Unsure("a line continuation inside a redirection")
         i = self.skip_blanks(i + len(op))
         if i >= self.n or s[i] in SEPARATORS:
             raise Unsure(f"`{op}` without a target: sh refuses the command")
