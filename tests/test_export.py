@@ -124,6 +124,19 @@ def test_each_event_type_shown_reads_only_fields_its_type_declares() -> None:
         assert set(fields) <= set(EVENTS[kind]), (kind, set(fields) - set(EVENTS[kind]))
 
 
+@pytest.mark.parametrize("form", ["markdown", "html"])
+def test_an_event_whose_type_is_no_text_is_shown_as_an_unknown_one(home, project, local, form):
+    """A log written elsewhere (a session moved in) or damaged: an event's `type` that is a list or an object."""
+    session = write_session(home.layout, 8, project, [
+        {"type": ["future", "thing"], "detail": 1},
+        {"type": {"kind": "x"}},
+        {"type": "session.end", "reason": "completed", "exit_code": 0},
+    ])  # fmt: skip
+    done = home.chock("export", session, "--format", form, cwd=project)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "future" in done.stdout and "completed" in done.stdout
+
+
 def test_jsonl_is_the_logs_lines_exactly_across_pages_and_stops_before_a_torn_tail(home, project, local):
     body = [{"type": "usage", "input_tokens": n, "output_tokens": 1} for n in range(PAGE * 2 + 10)]
     session = write_session(home.layout, 2, project, [*body, {"type": "session.end", "reason": "completed"}])

@@ -272,7 +272,8 @@ def check(type: str, fields: Iterable[str]) -> None:
 def value(event: Event, name: str) -> Any:
     """Field `name` of `event` as its type declares it: the declared default when it is missing, of another type
     (a bool is no number), or not a field of that type at all (an unknown type declares none)."""
-    declared = EVENTS.get(event.get("type"), EMPTY).get(name) or COMMON.get(name)  # type: ignore[arg-type]
+    kind = event.get("type")
+    declared = (EVENTS.get(kind, EMPTY) if type(kind) is str else EMPTY).get(name) or COMMON.get(name)
     if declared is None:
         return None
     types, default = declared
