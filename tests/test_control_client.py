@@ -343,7 +343,8 @@ def test_list_read_in_one_pass_gives_each_row_as_reading_its_line_alone_does(ser
 @pytest.mark.parametrize("how", ["with the greeting", "after it"])
 def test_a_listing_past_its_bound_is_refused_and_not_held(serve, how):
     """Another machine's daemon need not be honest: rows of 1 MiB each, past a listing's 32 MiB, are refused
-    `too-large` whether the reply is read whole or line by line, and the client holds no more than the bound."""
+    (`protocol`: a reply it cannot read) whether the reply is read whole or line by line, and the client holds no
+    more than the bound."""
     from chock.control.connection import NEED_DATA, WHOLE_MOST, ClientConnection
 
     row = dp.ListRow("2026-12-01T07:34:50.000Z", {"id": SID, "message": "x" * (1024 * 1024 - 200)}).encode()
@@ -352,7 +353,7 @@ def test_a_listing_past_its_bound_is_refused_and_not_held(serve, how):
     if how == "with the greeting":
         with pytest.raises(ProtocolError) as caught:
             ControlClient(address_of(server), timeout=30).collect(dp.ListRequest("/p"), most=dp.MAX_SESSIONS)
-        assert caught.value.code == "too-large" and "more than 32 MiB in answer to `list`" in caught.value.text
+        assert caught.value.code == "protocol" and "more than 32 MiB in answer to `list`" in caught.value.text
         return
     connection = ClientConnection(dp.CONTROL)
     connection.greeting()
@@ -365,7 +366,7 @@ def test_a_listing_past_its_bound_is_refused_and_not_held(serve, how):
             connection.receive_data(row)
             while connection.next_event() is not NEED_DATA:
                 taken += 1
-    assert caught.value.code == "too-large" and taken * len(row) <= WHOLE_MOST
+    assert caught.value.code == "protocol" and taken * len(row) <= WHOLE_MOST
 
 
 def test_a_time_with_quotes_is_read_as_reading_its_line_alone_does(serve):

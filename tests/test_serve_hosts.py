@@ -161,6 +161,37 @@ def test_each_route_reaches_the_daemon_that_owns_the_session_and_api_stays_local
     two(test)
 
 
+def test_a_hosts_listing_reaches_the_page_well_typed_and_bounded_as_a_whole(monkeypatch: pytest.MonkeyPatch):
+    """Another machine's daemon need not be honest: a row with no session id is left out, a field of the wrong
+    kind is its default, and a listing that trickles is cut at LISTING_SECONDS, as a whole."""
+    monkeypatch.setattr(api, "LISTING_SECONDS", 1.0)
+
+    async def test(local: Daemon, build: Daemon, base: str, client: aiohttp.ClientSession, state: api.State) -> None:
+        _log(build, 3)
+
+        async def hostile(request: dp.SessionsRequest, writer: asyncio.StreamWriter) -> None:
+            writer.write(dp.ListRow("t", {"id": ["not", "an", "id"], "status": "running"}).encode())
+            writer.write(dp.ListRow("t", {"id": SID, "status": {"x": 1}, "pending_approvals": "9"}).encode())
+
+        build._sessions = hostile  # type: ignore[method-assign]
+        status, listed = await _json(client, "GET", base + "api/hosts/build/sessions/all")
+        assert status == 200 and len(listed["sessions"]) == 1, listed
+        row = listed["sessions"][0]
+        assert (row["id"], row["status"], row["pending_approvals"]) == (SID, "", 0)
+
+        async def trickling(request: dp.SessionsRequest, writer: asyncio.StreamWriter) -> None:
+            for _ in range(20):
+                writer.write(dp.ListRow("t", build.row(SID)).encode())
+                await writer.drain()
+                await asyncio.sleep(0.3)  # each row well within the wait for a line, the whole far past its bound
+
+        build._sessions = trickling  # type: ignore[method-assign]
+        status, refused = await _json(client, "GET", base + "api/hosts/build/sessions/all")
+        assert status == 502 and "did not finish answering `sessions` within 1 s" in refused["message"], refused
+
+    two(test)
+
+
 def test_a_hosts_instances_and_a_start_with_one_of_them():
     async def test(local: Daemon, build: Daemon, base: str, client: aiohttp.ClientSession, state: api.State) -> None:
         build.instances = [dp.InstanceRow("work", "anthropic", True), dp.InstanceRow("cheap", "replay", False)]

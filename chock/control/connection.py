@@ -37,7 +37,8 @@ from chock.control.message import LineProtocol, ReplyLine, Request
 
 # A listing's reply (rows that end when the peer closes: `list`, `sessions`, …), whole: ten thousand rows
 # (dp.MAX_SESSIONS) of about 3 KiB each, where a row is rarely past one. A peer that sends more — another
-# machine's daemon need not be honest — is refused `too-large`, and nothing more of it is held.
+# machine's daemon need not be honest — is refused (`protocol`: a reply this client cannot read), and nothing more
+# of it is held.
 WHOLE_MOST = 32 * 1024 * 1024
 
 # What a pump sees of a connection: these classes and the events `next_event` gives (the body's among them).
@@ -427,10 +428,10 @@ class ClientConnection:
         self._replies.feed(data)
 
     def _refuse_listing(self) -> None:
-        """The listing's reply passed WHOLE_MOST: what is held goes, and reading it ends with `too-large`."""
+        """The listing's reply passed WHOLE_MOST: what is held goes, and reading it ends with `protocol`."""
         verb = f"`{self._request.verb}`" if self._request is not None else "its listing"
         self._refused = ProtocolError(
-            ErrorCode.TOO_LARGE,
+            ErrorCode.PROTOCOL,
             f"the {self.peer} sent more than {size(WHOLE_MOST)} in answer to {verb}, more than any listing holds: "
             "refused, and the rest not read",
         )

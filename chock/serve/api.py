@@ -94,6 +94,10 @@ READS = 8
 # How long a client refused at a cap is asked to wait before it tries again (`Retry-After`, seconds).
 RETRY_AFTER = 5
 
+# A listing (`list`, `sessions`) read whole from a host, at most: each line is waited for as the client waits
+# for any (30 s), and a host that sends a row every 29 s is still bounded as a whole.
+LISTING_SECONDS = 60.0
+
 _NUMBER_RE = re.compile(r"[0-9]{1,19}")
 
 # The daemon's error codes as HTTP statuses. `unreachable` from the daemon itself means a *session* socket did not
@@ -323,10 +327,20 @@ async def _collected(request: web.Request, route: Route, host: Host) -> web.Stre
     """A streamed verb that ends by itself (`list`), read whole: its lines as the JSON the route's row makes."""
     verb = await _verb_request(request, route)
     lines: list[ReplyLine] = []
-    async for line in await host.daemon.stream(verb):
-        if len(lines) == route.most:
-            break  # a host says more than any listing keeps: the rest is left out
-        lines.append(line)
+    try:
+        async with asyncio.timeout(LISTING_SECONDS):
+            stream = await host.daemon.stream(verb)
+            try:
+                async for line in stream:
+                    if len(lines) == route.most:
+                        break  # a host says more than any listing keeps: the rest is left out
+                    lines.append(line)
+            finally:
+                stream.close()
+    except TimeoutError:
+        raise Unreachable(
+            f"{host.name} did not finish answering `{verb.verb}` within {LISTING_SECONDS:g} s; try again"
+        ) from None
     assert route.answer is not None, "a collected route's row says what it answers"
     return web.json_response(route.answer(verb, lines), status=route.status)
 
