@@ -318,6 +318,13 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("sed -i 's/foo/bar/g; s|x|y|' f", [L("sed", "-i", "s/foo/bar/g; s|x|y|", "f")]),
     ("sed -ne '/^#/d;1,5p' f", [L("sed", "-ne", "/^#/d;1,5p", "f")]),
     ("sed --sandbox '1e x' f", [L("sed", "--sandbox", "1e x", "f")]),
+    ("ssh -oProxyCommand=x h", [N("ssh -o", "ssh", "-oProxyCommand=x", "h")]),
+    ("scp -S x a h:b", [N("scp -S", "scp", "-S", "x", "a", "h:b")]),
+    ("vim -c '!x' f", [N("vim -c", "vim", "-c", "!x", "f")]),
+    ("vim '+!x' f", [N("+COMMAND", "vim", "+!x", "f")]),
+    ("vim f", [L("vim", "f")]),
+    ("emacs --batch --eval x", [N("emacs --eval", "emacs", "--batch", "--eval", "x")]),
+    ("sqlite3 db '.shell x'", [N("sqlite3", "sqlite3", "db", ".shell x")]),
     # where bash and dash read the text differently: unsure
     ("[[ -f x ]]", "[["),
     ("echo a 2\\\n>f", "a line continuation inside a redirection"),

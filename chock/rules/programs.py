@@ -83,7 +83,17 @@ _RUNS_A_PROGRAM = {
     "sort": ("--compress-program",),
     "zip": ("-TT", "--unzip-command"),
     "man": ("-P", "--pager", "-H", "--html"),
+    "ssh": ("-o", "-F"),  # ProxyCommand, LocalCommand, … run here, network or not
+    "scp": ("-o", "-F", "-S"),
+    "sftp": ("-o", "-F", "-S", "-D"),
+    "vim": ("-c", "--cmd", "-S"),
+    "vi": ("-c", "--cmd", "-S"),
+    "nvim": ("-c", "--cmd", "-S", "-l"),
+    "ex": ("-c", "--cmd", "-S"),
+    "emacs": ("--eval", "-l", "--load", "-f", "--funcall", "--script", "-x"),
 }
+# Programs whose arguments are a program (or name a file that is one) that can start others, as awk's are.
+_ARGUMENTS_ARE_A_PROGRAM = {"awk", "gawk", "mawk", "nawk", "sqlite3", "dc"}
 # git's subcommands whose own options, or words, start a program.
 _GIT_RUNS_A_PROGRAM = {
     "clone": ("-u",),
@@ -126,8 +136,10 @@ def command_why(words: tuple[str, ...]) -> str:
         return f"`{name} -c` runs its argument as shell code"
     if _PYTHON.fullmatch(name) and _python_code(args):
         return f"`{name} -c` runs code given on the command line"
-    if name in ("awk", "gawk", "mawk", "nawk"):
-        return f"`{name}` runs its first argument as a program that can start others"
+    if name in _ARGUMENTS_ARE_A_PROGRAM:
+        return f"`{name}` runs its arguments as a program that can start others"
+    if name in ("vim", "vi", "nvim", "ex") and any(word.startswith("+") for word in args):
+        return f"`{name} +COMMAND` runs an editor command, which can start programs"
     options = INTERPRETERS.get(name)
     if options and any(_given(word, option) for word in args for option in options if option.startswith("-")):
         return f"`{name} {options[0]}` runs code given on the command line"
