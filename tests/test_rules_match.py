@@ -147,6 +147,8 @@ def test_an_allow_rule_matches_whole_leading_words(rule: str, command: str, matc
         "sh -c -- 'git push'",  # the code is the first operand, past every option
         "sh -c -e 'git push'",
         "sh -o errexit -c 'git push'",
+        "bash -O extglob -c 'git push'",
+        "bash --rcfile /dev/null -c 'git push'",
         "2\\\n>/dev/null git push",  # `2\<newline>>` is `2>` to sh: the reader is unsure
         "cat <<\\\n-EOF\nEOF\ngit push\n-EOF",  # `<<\<newline>-` is `<<-`
     ],

@@ -318,6 +318,9 @@ TABLE: list[tuple[str, list[Expect] | str]] = [
     ("sed -i 's/foo/bar/g; s|x|y|' f", [L("sed", "-i", "s/foo/bar/g; s|x|y|", "f")]),
     ("sed -ne '/^#/d;1,5p' f", [L("sed", "-ne", "/^#/d;1,5p", "f")]),
     ("sed --sandbox '1e x' f", [L("sed", "--sandbox", "1e x", "f")]),
+    ("sed '1e x' -- f --sandbox", [N("`e` command", "sed", "1e x", "--", "f", "--sandbox")]),  # a file after `--`
+    ("sed '-nee x' f", [N("`e` command", "sed", "-nee x", "f")]),  # `-n`, then `-e` with `e x`
+    ("sed -nes/a/b/p f", [L("sed", "-nes/a/b/p", "f")]),
     ("ssh -oProxyCommand=x h", [N("ssh -o", "ssh", "-oProxyCommand=x", "h")]),
     ("scp -S x a h:b", [N("scp -S", "scp", "-S", "x", "a", "h:b")]),
     ("vim -c '!x' f", [N("vim -c", "vim", "-c", "!x", "f")]),

@@ -175,29 +175,41 @@ def _given(word: str, option: str) -> bool:
 
 def _plain_sed(args: tuple[str, ...]) -> bool:
     """Whether sed's scripts (`-e`/`--expression` values, else its first operand) only edit text (_SED_PLAIN);
-    `--sandbox` makes any script so. A script read from a file (`-f`) is not seen, so it is not plain."""
-    if "--sandbox" in args:
-        return True
+    `--sandbox` among its options makes any script so. A script read from a file (`-f`) is not seen, so it is
+    not plain. Short options are read as GNU's parser reads a cluster: `-ne SCRIPT`, `-nes/a/b/`, `-i.bak`."""
     scripts: list[str] = []
-    operand = None
+    operands: list[str] = []
+    sandboxed = False
     words = iter(args)
     for word in words:
         if word == "--":
-            operand = next(words, None) if operand is None and not scripts else operand
+            operands += words
             break
-        if _given(word, "--expression") or word == "-e":
-            value = word.partition("=")[2] if "=" in word else next(words, "")
-            scripts.append(value)
-        elif word.startswith("-e") and not word.startswith("--"):
-            scripts.append(word[2:])
-        elif _given(word, "--file") or (word.startswith("-") and not word.startswith("--") and "f" in word[1:]):
-            return False
-        elif word in ("-l", "--line-length"):
-            next(words, None)
-        elif not word.startswith("-") and operand is None:
-            operand = word
-    if not scripts and operand is not None:
-        scripts.append(operand)
+        if word.startswith("--"):
+            if _given(word, "--expression"):
+                scripts.append(word.partition("=")[2] if "=" in word else next(words, ""))
+            elif _given(word, "--file"):
+                return False
+            elif _given(word, "--line-length") and "=" not in word:
+                next(words, None)
+            sandboxed = sandboxed or word == "--sandbox"
+        elif word.startswith("-") and len(word) > 1:
+            for n, letter in enumerate(word[1:], 2):
+                if letter == "f":
+                    return False
+                if letter in "el":  # the rest of the cluster is the value, or else the next word
+                    value = word[n:] or next(words, "")
+                    if letter == "e":
+                        scripts.append(value)
+                    break
+                if letter == "i":  # the rest is the backup suffix
+                    break
+        else:
+            operands.append(word)
+    if sandboxed:
+        return True
+    if not scripts and operands:
+        scripts.append(operands[0])
     return all(all(_SED_PLAIN.fullmatch(piece) for piece in script.replace("\n", ";").split(";")) for script in scripts)
 
 
@@ -273,17 +285,25 @@ def shell_code(words: tuple[str, ...]) -> str | None:
     return None
 
 
+# A shell's options that take the next word: `-o NAME`, bash's `-O NAME`, `--rcfile FILE`, `--init-file FILE`.
+_SHELL_VALUED = ("--rcfile", "--init-file")
+
+
 def _command_string(args: tuple[str, ...]) -> str | None:
     """A shell's `-c` code: its first operand once its options (`-c` among them, anywhere: `sh -ec`, `sh -c -e`,
-    `sh -c -- CODE`) are past; None without `-c`. `-o NAME` and `+o NAME` take a word."""
+    `sh -c -- CODE`, `bash -O extglob -c CODE`) are past; None without `-c`."""
     told = False
     words = iter(args)
     for word in words:
         if word == "--":
             return next(words, None) if told else None
+        if word.startswith("--"):
+            if word in _SHELL_VALUED:
+                next(words, None)
+            continue
         if len(word) > 1 and word[0] in "-+":
             told = told or (word[0] == "-" and _short_option(word, "c"))
-            if word[1:] == "o" or (word[-1] == "o" and not word.startswith("--")):
+            if word[-1] in "oO":
                 next(words, None)
             continue
         return word if told else None
