@@ -390,6 +390,27 @@ def test_the_projects_git_config_is_seen_without_what_reaches_other_machines(
     assert "branch.main.remote=origin" in seen and "core.repositoryformatversion=0" in seen
     assert ok(box, "git status --porcelain") == ""  # the repository reads as before
     assert "extraheader" in (project / ".git" / "config").read_text()  # the project's own file is untouched
+    # A setting the person makes while the session runs is seen at the next call; nothing else.
+    git(project, "config", "user.email", "ada@example.com")
+    git(project, "config", "remote.mirror.url", "ssh://git@example.com/me/x.git")  # an ssh user: no secret
+    git(project, "config", "branch.tab\tname.merge", "refs/heads/x")
+    seen = ok(box, "git config --list")
+    assert "user.email=ada@example.com" in seen and "remote.mirror.url=ssh://git@example.com/me/x.git" in seen
+    assert "branch.tab\tname.merge=refs/heads/x" in seen and "secret" not in seen
+
+
+def test_a_submodules_config_and_config_worktree_are_seen_without_what_reaches_other_machines(
+    box: Sandbox, project: Path
+) -> None:
+    secret = "[http]\n\textraheader = AUTHORIZATION: basic c2VjcmV0\n[core]\n\tbare = false\n"
+    for at in ("modules/lib", "modules/vendor/deep"):  # a submodule's name may hold `/`
+        module = project / ".git" / at
+        module.mkdir(parents=True)
+        (module / "HEAD").write_text("ref: refs/heads/main\n")
+        (module / "config").write_text(secret)
+    (project / ".git" / "config.worktree").write_text(secret)
+    seen = ok(box, f"cd {project}/.git && cat modules/lib/config modules/vendor/deep/config config.worktree")
+    assert "c2VjcmV0" not in seen and seen.count('bare = "false"') == 3, seen
 
 
 @pytest.fixture

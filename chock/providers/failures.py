@@ -128,10 +128,13 @@ class TooLong(Value):
 
 
 def redact(text: str, credential: str | None) -> str:
-    """`text` without the credential, also in the escaped forms a library quotes it in (b'…', '…')."""
+    """`text` without the credential, also in the escaped forms a library or a JSON text quotes it in (b'…',
+    '…', `\\/`)."""
     if not credential:
         return text
-    forms = {credential, repr(credential)[1:-1], repr(credential.encode("utf-8", "replace"))[2:-1]}
+    escaped = json.dumps(credential)[1:-1]  # as a JSON text quotes it, `/` escaped too by some encoders
+    forms = {credential, repr(credential)[1:-1], repr(credential.encode("utf-8", "replace"))[2:-1], escaped}
+    forms.add(escaped.replace("/", "\\/"))
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
     return text
@@ -211,7 +214,7 @@ def provider_words(body: bytes | str, credential: str | None) -> str | None:
         words = text
     if not words:
         return None
-    words = " ".join(str(words).split())
+    words = redact(" ".join(str(words).split()), credential)  # a JSON escape hid it from the first look
     return words if len(words) <= QUOTE_LIMIT else words[:QUOTE_LIMIT] + "…"
 
 

@@ -14,7 +14,7 @@ from chock import zon
 from chock.errors import Refused
 
 # A URL's user:password part, wherever one stands in a text (a `.kind`'s value, an address): `without_userinfo`.
-_USERINFO = r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@"
+_USERINFO = r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@"  # to the authority's last `@`, as URL parsers read it
 
 
 def without_userinfo(text: str) -> str:

@@ -4,12 +4,14 @@ A tool's git needs the project's own config to read the repository (its format, 
 way the person does (their name, colours, diff and merge settings, which branch tracks which remote). It needs
 nothing that reaches another machine, which is where a config keeps secrets: an `http.<url>.extraHeader` a CI
 checkout writes, a credential helper, a `url.<base>.insteadOf` holding a token, a remote's URL with a password.
-So the sandbox's `.git/config` is a copy holding only the sections below, each remote's URL without its
-user:password part, and no `include` (a file it names may hold anything).
+So each config file of the project's `.git` — its own, `config.worktree`, each submodule's under `modules/` — is
+shown as a copy holding only the sections below, each remote's URL without a password, and no `include` (a file
+it names may hold anything). A copy is written again when its file changes (`Views.refresh`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -22,22 +24,37 @@ SHOWN_SECTIONS = frozenset(
     {"core", "extensions", "user", "init", "i18n", "color", "diff", "merge", "status", "log", "advice", "branch"}
 )
 REMOTE_KEYS = frozenset({"url", "pushurl", "fetch", "push"})
+# An ssh URL's user is who logs in, never a secret (`ssh://git@host/…`); its password would be.
+_SSH = ("ssh://", "git+ssh://", "ssh+git://")
+# Config files of submodules looked for under `.git/modules`, at most, and how deep.
+MOST_SUBMODULES = 64
+_DEPTH = 8
 
 
 def shown(settings: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """Those of `settings` (key, value) a tool's git is shown, a remote's URL without its user:password part."""
+    """Those of `settings` (key, value) a tool's git is shown, a remote's URL without its password."""
     kept: list[tuple[str, str | None]] = []
     for key, value in settings:
         section, _, rest = key.partition(".")
         if section == "remote" and rest.rpartition(".")[2] in REMOTE_KEYS:
-            kept.append((key, None if value is None else without_userinfo(value)))
+            kept.append((key, None if value is None else _without_password(value)))
         elif section in SHOWN_SECTIONS:
             kept.append((key, value))
     return kept
 
 
-def _quoted(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+def _without_password(url: str) -> str:
+    if url.lower().startswith(_SSH) and ":" not in url.partition("://")[2].partition("/")[0].rpartition("@")[0]:
+        return url
+    return without_userinfo(url)
+
+
+def _quoted(text: str, *, subsection: bool = False) -> str:
+    """`text` in double quotes as git reads it back: in a value `\\n` and `\\t` too, in a subsection's name only
+    `\\` and `"` (git drops any other backslash there, and a name holds no newline)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    if not subsection:
+        escaped = escaped.replace("\n", "\\n").replace("\t", "\\t")
     return f'"{escaped}"'
 
 
@@ -48,7 +65,7 @@ def config_text(settings: list[tuple[str, str | None]]) -> str:
     for key, value in settings:
         section, _, rest = key.partition(".")
         subsection, dot, name = rest.rpartition(".")
-        wanted = f"[{section} {_quoted(subsection)}]" if dot else f"[{section}]"
+        wanted = f"[{section} {_quoted(subsection, subsection=True)}]" if dot else f"[{section}]"
         if wanted != header:
             lines.append(wanted)
             header = wanted
@@ -70,3 +87,56 @@ def write_view(config: Path, target: Path) -> Path:
         os.unlink(temporary)
         raise
     return target
+
+
+def config_files(git_dir: Path) -> list[Path]:
+    """The config files of the project's `.git`: its own, `config.worktree`, and each submodule's (at most
+    MOST_SUBMODULES, as deep as _DEPTH: a submodule's name may hold `/`)."""
+    found = [path for path in (git_dir / "config", git_dir / "config.worktree") if path.is_file()]
+
+    def look(directory: Path, depth: int) -> None:
+        try:
+            children = sorted(child for child in directory.iterdir() if child.is_dir() and not child.is_symlink())
+        except OSError:
+            return
+        for child in children:
+            if len(found) >= MOST_SUBMODULES + 2 or depth > _DEPTH:
+                return
+            if (child / "HEAD").is_file() and (child / "config").is_file():  # a submodule's git dir
+                found.append(child / "config")
+                look(child / "modules", depth + 1)
+            else:
+                look(child, depth + 1)  # a part of a name holding `/`
+
+    look(git_dir / "modules", 0)
+    return found
+
+
+def _identity(path: Path) -> tuple[int, ...] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+class Views:
+    """The copies one sandbox binds over the config files of the project's `.git`, in `directory` (outside
+    every bind), each named by its file's path; `refresh` writes again those whose file changed."""
+
+    def __init__(self, git_dir: Path, directory: Path) -> None:
+        self.binds: list[tuple[Path, Path]] = []  # (copy, the config file it stands for)
+        self._seen: dict[Path, tuple[int, ...] | None] = {}
+        for config in config_files(git_dir):
+            digest = hashlib.sha256(os.fsencode(config.relative_to(git_dir))).hexdigest()[:16]
+            self.binds.append((directory / digest, config))
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Write again each copy whose config file changed since it was written (a `git config` on the host,
+        a remote added): one `stat` a file when none did."""
+        for view, config in self.binds:
+            now = _identity(config)
+            if now != self._seen.get(config) or not view.exists():
+                write_view(config, view)
+                self._seen[config] = now

@@ -32,6 +32,10 @@ from chock.paths import Layout, ensure_dir
 from chock.session.workspace import Worktree
 from chock.value import Value
 
+TYPE_CHECKING = False  # typing is not imported at run time (docs/architecture.md#start-up)
+if TYPE_CHECKING:
+    from chock.session.git_view import Views
+
 BWRAP_MISSING = (
     "bwrap (bubblewrap) is not installed: install it with `apt install bubblewrap`; "
     "Chock never runs tools without a sandbox"
@@ -137,8 +141,8 @@ class Sandbox(Value):
         self.home = home  # the project's toolchains dir: HOME, read-write
         self.knowledgebase = knowledgebase  # mounted at $HOME/knowledgebase, read-write
         self.network = network
-        # Where the copy of the project's config a tool's git reads is written (chock.session.git_view), outside
-        # every bind; None: none is made, and the config is seen as it is.
+        # Where the copies of the project's git config files a tool's git reads are written (chock.session.git_view),
+        # outside every bind; None: none is made, and each file is seen as it is.
         self.git_config = git_config
 
     def environment(self) -> dict[str, str]:
@@ -171,9 +175,11 @@ class Sandbox(Value):
         built = _built.get(self)
         if built is None or not all(os.path.isdir(path) for path in built[1]):
             built = _built[self] = self._binds()
+        elif built[2] is not None:
+            built[2].refresh()  # a config file changed since: its copy is written again, at the same path
         return [*isolated, *built[0], "--", *command]
 
-    def _binds(self) -> tuple[list[str], tuple[str, ...]]:
+    def _binds(self) -> tuple[list[str], tuple[str, ...], Views | None]:
         """What `argv` adds after `isolation`, and the directories it names (each checked again at every call;
         the whole is built again when one is gone)."""
         worktree = self._existing(self.workspace, "the workspace")
@@ -186,11 +192,13 @@ class Sandbox(Value):
         # read-only before its worktree admin dir read-write over it; HOME before the knowledgebase in it.
         args = ["--bind", str(worktree), str(worktree)]
         args += ["--ro-bind", str(git_dir), str(git_dir)]
-        config = git_dir / "config"
-        if self.git_config is not None and config.is_file():  # the copy without what reaches other machines
-            from chock.session.git_view import write_view
+        views = None
+        if self.git_config is not None:  # each config file as a copy without what reaches other machines
+            from chock.session.git_view import Views
 
-            args += ["--ro-bind", str(write_view(config, self.git_config)), str(config)]
+            views = Views(git_dir, self.git_config)
+            for view, config in views.binds:
+                args += ["--ro-bind", str(view), str(config)]
         args += ["--bind", str(admin), str(admin)]
         args += ["--bind", str(home), str(home)]
         args += ["--bind", str(knowledgebase), str(mount_point)]
@@ -200,7 +208,7 @@ class Sandbox(Value):
         args += ["--chdir", str(worktree), "--clearenv"]
         for name, value in self.environment().items():
             args += ["--setenv", name, value]
-        return args, tuple(map(str, (worktree, git_dir, admin, home, knowledgebase, mount_point)))
+        return args, tuple(map(str, (worktree, git_dir, admin, home, knowledgebase, mount_point))), views
 
     @staticmethod
     def _existing(path: Path, what: str) -> Path:
@@ -212,7 +220,9 @@ class Sandbox(Value):
 
 # The binds each sandbox's `argv` adds, built at its first command line and again only when a directory they
 # name is gone; held while the sandbox is.
-_built: weakref.WeakKeyDictionary[Sandbox, tuple[list[str], tuple[str, ...]]] = weakref.WeakKeyDictionary()
+_built: weakref.WeakKeyDictionary[Sandbox, tuple[list[str], tuple[str, ...], Views | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def for_workspace(layout: Layout, worktree: Worktree, *, network: bool = False) -> Sandbox:
@@ -230,7 +240,7 @@ def for_workspace(layout: Layout, worktree: Worktree, *, network: bool = False) 
         home=layout.toolchains_dir(project),
         knowledgebase=layout.knowledgebase_dir(project),
         network=network,
-        git_config=layout.project_dir(project) / "git-config",
+        git_config=layout.project_dir(project) / "git-config",  # a directory of copies
     )
 
 
