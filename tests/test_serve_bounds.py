@@ -99,6 +99,14 @@ def test_idle_connections_past_the_cap_close_the_oldest_and_serve_answers_on(sta
         oldest, newest = connections[:10], connections[-10:]
         assert all(closed_by_peer(connection.sock, deadline) for connection in oldest)
         assert all(connection.request("GET", "/api/health").status == 200 for connection in newest)
+        # Thirty at once: each closes a different idle one, so the cap holds however they arrive.
+        rush = [socket.create_connection(("127.0.0.1", serve.port)) for _ in range(30)]
+        time.sleep(1)
+        sockets = [connection.sock for connection in connections] + rush
+        still = [sock for sock in sockets if not closed_by_peer(sock, time.monotonic())]
+        assert len(still) <= MAX_CONNECTIONS, len(still)
+        for sock in rush:
+            sock.close()
     finally:
         for connection in connections:
             connection.close()

@@ -385,14 +385,16 @@ class Children:
     def unnamed(self, said: str) -> str:
         """A child's last line as a reply quotes it: the daemon's config file and directories named by what they
         are, not where (docs/protocol.md: a refusal names no path of the daemon's)."""
+        import re
+
         layout = self.layout
         for path, name in (
             (layout.config_file, "the daemon's config file"),
             (layout.state_dir, "the daemon's state directory"),
             (layout.data_dir, "the daemon's data directory"),
         ):
-            if path:
-                said = said.replace(path, name)
+            if path:  # the whole path, not the start of a longer name (`/x/chock` in `/x/chock-project`)
+                said = re.sub(re.escape(path.rstrip("/")) + r"(?=$|[/\s'\"`,;:)\]]|\.(?:\s|$))", name, said)
         return said
 
     def _environment(self) -> dict[str, str]:

@@ -122,14 +122,17 @@ class _HeadBound(asyncio.Protocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._bounded = hasattr(handler, "_request_count") and hasattr(handler, "_waiter")
         self._open_now = open_now  # the site's connections, oldest first
+        self._closing = False  # closed to make room: gone once the loop says so, no longer counted
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
-        if len(self._open_now) >= MAX_CONNECTIONS:
-            waiting = next((other for other in self._open_now if other.waits_for_a_head()), None)
+        staying = [other for other in self._open_now if not other._closing]
+        if len(staying) >= MAX_CONNECTIONS:
+            waiting = next((other for other in staying if other.waits_for_a_head()), None)
             if waiting is None:  # every one is answering: this one waits for none of them
                 self._expire()
                 return
+            waiting._closing = True
             waiting._expire()
         self._open_now[self] = None
         self._handler.connection_made(transport)

@@ -26,6 +26,8 @@ WORD = re.compile("[^\\W_]+")  # letters and digits: `_em_` is shown as `em`
 # What is not shown as words, so not counted: an entity (`&amp;` is shown as `&`), a code fence's info string.
 UNSHOWN = re.compile("&#?\\w+;|^ {0,3}(?:```|~~~).*$", re.MULTILINE)
 OSC = re.compile("\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)")
+# A character `safe` shows as its escape (`\u200b`): no word, wherever it stands (`&shy;` inside a word).
+ESCAPED = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
 
 
 def rendered(text: str, width: int) -> str | None:
@@ -44,7 +46,8 @@ def rendered(text: str, width: int) -> str | None:
     laid_out = SGR_APART.split(OSC.sub("", buffer.getvalue()))
     laid_out[::2] = [safe(piece, styled=False) for piece in laid_out[::2]]  # rich's colours are the odd pieces
     shown = re.sub(" +$", "", "".join(laid_out), flags=re.MULTILINE)
-    if Counter(WORD.findall(UNSHOWN.sub(" ", text))) - Counter(WORD.findall(SGR.sub("", shown))):
+    said = Counter(WORD.findall(ESCAPED.sub(" ", UNSHOWN.sub(" ", text))))
+    if said - Counter(WORD.findall(ESCAPED.sub(" ", SGR.sub("", shown)))):
         return None
     return shown
 
