@@ -345,8 +345,8 @@ def test_http_errors_answer_the_call_without_the_token() -> None:
     run(main)
 
 
-@pytest.mark.parametrize("escape_slash", [False, True])
-def test_a_server_that_echoes_the_token_delivers_it_to_no_one(escape_slash: bool) -> None:
+@pytest.mark.parametrize("escape_slash", [False, True, "u"])
+def test_a_server_that_echoes_the_token_delivers_it_to_no_one(escape_slash: bool | str) -> None:
     """An error body that quotes the header it refused, and a result that quotes it JSON-escaped (`/` too, as
     some encoders write it): each reaches the client with the token cut."""
     token = "mcp/secret\\token+4711"
@@ -356,7 +356,8 @@ def test_a_server_that_echoes_the_token_delivers_it_to_no_one(escape_slash: bool
         if body["method"] == "initialize":
             return web.json_response({"error": f"token expired: {said}"}, status=401)
         text = json.dumps(result(body, {"content": [{"type": "text", "text": said}]}))
-        return web.Response(text=text.replace("/", "\\/") if escape_slash else text, content_type="application/json")
+        slash = "\\u002f" if escape_slash == "u" else "\\/" if escape_slash else "/"
+        return web.Response(text=text.replace("/", slash), content_type="application/json")
 
     async def main() -> None:
         async with FakeServer(on_post) as server:

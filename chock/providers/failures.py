@@ -134,7 +134,7 @@ def redact(text: str, credential: str | None) -> str:
         return text
     escaped = json.dumps(credential)[1:-1]  # as a JSON text quotes it, `/` escaped too by some encoders
     forms = {credential, repr(credential)[1:-1], repr(credential.encode("utf-8", "replace"))[2:-1], escaped}
-    forms.add(escaped.replace("/", "\\/"))
+    forms |= {escaped.replace("/", "\\/"), escaped.replace("/", "\\u002f")}
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
     return text
@@ -146,7 +146,7 @@ def redact_json(data: bytes, credential: str | None) -> bytes:
     if not credential:
         return data
     escaped = json.dumps(credential, ensure_ascii=True)[1:-1]
-    forms = {credential, escaped, escaped.replace("/", "\\/")}
+    forms = {credential, escaped, escaped.replace("/", "\\/"), escaped.replace("/", "\\u002f")}
     for form in sorted(forms, key=len, reverse=True):
         data = data.replace(form.encode("utf-8", "replace"), REDACTED.encode())
     return data
