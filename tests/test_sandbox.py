@@ -411,6 +411,9 @@ def test_a_submodules_config_and_config_worktree_are_seen_without_what_reaches_o
     (project / ".git" / "config.worktree").write_text(secret)
     seen = ok(box, f"cd {project}/.git && cat modules/lib/config modules/vendor/deep/config config.worktree")
     assert "c2VjcmV0" not in seen and seen.count('bare = "false"') == 3, seen
+    shutil.rmtree(project / ".git" / "modules" / "lib")  # a submodule removed while the session runs
+    seen = ok(box, f"cd {project}/.git && cat modules/vendor/deep/config config.worktree")
+    assert "c2VjcmV0" not in seen and seen.count('bare = "false"') == 2, seen
 
 
 @pytest.fixture

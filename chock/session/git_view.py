@@ -130,13 +130,18 @@ class Views:
         for config in config_files(git_dir):
             digest = hashlib.sha256(os.fsencode(config.relative_to(git_dir))).hexdigest()[:16]
             self.binds.append((directory / digest, config))
-        self.refresh()
+        if not self.refresh():
+            raise FileNotFoundError(f"a config file of {git_dir} went while its copy was made; try again")
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Write again each copy whose config file changed since it was written (a `git config` on the host,
-        a remote added): one `stat` a file when none did."""
+        a remote added): one `stat` a file when none did. False when a config file is gone (a submodule
+        removed): the binds are then made again."""
         for view, config in self.binds:
             now = _identity(config)
+            if now is None:
+                return False
             if now != self._seen.get(config) or not view.exists():
                 write_view(config, view)
                 self._seen[config] = now
+        return True

@@ -173,10 +173,9 @@ class Sandbox(Value):
             raise ChockError("no command to run in the sandbox")
         isolated = isolation(bwrap, network=self.network, status_fd=status_fd)
         built = _built.get(self)
-        if built is None or not all(os.path.isdir(path) for path in built[1]):
+        # A config file that changed since has its copy written again, at the same path; one gone, new binds.
+        if built is None or not all(os.path.isdir(path) for path in built[1]) or not _views_hold(built[2]):
             built = _built[self] = self._binds()
-        elif built[2] is not None:
-            built[2].refresh()  # a config file changed since: its copy is written again, at the same path
         return [*isolated, *built[0], "--", *command]
 
     def _binds(self) -> tuple[list[str], tuple[str, ...], Views | None]:
@@ -216,6 +215,12 @@ class Sandbox(Value):
         if not resolved.is_dir():
             raise ChockError(f"{what} {path} does not exist; the sandbox cannot be built without it")
         return resolved
+
+
+def _views_hold(views: Views | None) -> bool:
+    """Whether the copies of the project's git config files still stand for them (written again where one
+    changed); True when there are none."""
+    return views is None or views.refresh()
 
 
 # The binds each sandbox's `argv` adds, built at its first command line and again only when a directory they
