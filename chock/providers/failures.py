@@ -127,27 +127,25 @@ class TooLong(Value):
         self.prompt = prompt
 
 
-def redact(text: str, credential: str | None) -> str:
-    """`text` without the credential, also in the escaped forms a library or a JSON text quotes it in (b'…',
-    '…', `\\/`)."""
-    if not credential:
-        return text
-    escaped = json.dumps(credential)[1:-1]  # as a JSON text quotes it, `/` escaped too by some encoders
+def _quoted_forms(credential: str) -> list[str]:
+    """The forms a credential is quoted in, longest first: as it is, as Python's repr writes it (of text and of
+    bytes), and as a JSON text does (`"` and `\\` escaped, `/` as it is, as `\\/` or as `\\u002f`)."""
+    escaped = json.dumps(credential)[1:-1]
     forms = {credential, repr(credential)[1:-1], repr(credential.encode("utf-8", "replace"))[2:-1], escaped}
     forms |= {escaped.replace("/", "\\/"), escaped.replace("/", "\\u002f")}
-    for form in sorted(forms, key=len, reverse=True):
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact(text: str, credential: str | None) -> str:
+    """`text` without the credential, in any form it is quoted in (`_quoted_forms`)."""
+    for form in _quoted_forms(credential) if credential else ():
         text = text.replace(form, REDACTED)
     return text
 
 
 def redact_json(data: bytes, credential: str | None) -> bytes:
-    """A JSON text without the credential, in the forms a JSON encoder writes it in (as it is, with `"` and `\\`
-    escaped, with `/` escaped too): what a server that echoes the key in its answer sends."""
-    if not credential:
-        return data
-    escaped = json.dumps(credential, ensure_ascii=True)[1:-1]
-    forms = {credential, escaped, escaped.replace("/", "\\/"), escaped.replace("/", "\\u002f")}
-    for form in sorted(forms, key=len, reverse=True):
+    """`redact` of a JSON text as bytes: what a server that echoes the key in its answer sends."""
+    for form in _quoted_forms(credential) if credential else ():
         data = data.replace(form.encode("utf-8", "replace"), REDACTED.encode())
     return data
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
+from chock.errors import ChockError
+from chock.paths import ensure_dir, replace_file
 from chock.providers.kinds import without_userinfo
 from chock.session.hostgit import file_settings
 
@@ -74,18 +75,13 @@ def config_text(settings: list[tuple[str, str | None]]) -> str:
 
 
 def write_view(config: Path, target: Path) -> Path:
-    """The copy of the config file `config` a sandbox is shown, written whole at `target` (replaced, never
-    written through: concurrent sessions of one project each write it whole)."""
+    """The copy of the config file `config` a sandbox is shown, written whole at `target` (`paths.replace_file`:
+    replaced, never written through, so concurrent sessions of one project each write it whole)."""
     text = config_text(shown(file_settings(config)))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=".git-config-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(text)
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    ensure_dir(target.parent)
+    replace_file(str(target), text.encode("utf-8", "surrogateescape"))
+    if not target.is_file():
+        raise ChockError(f"the sandbox's copy of {config} could not be written to {target}; make room there")
     return target
 
 
