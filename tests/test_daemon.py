@@ -223,6 +223,34 @@ def test_a_peer_of_another_uid_is_refused_by_the_peer_check_and_served_over_tcp(
     assert status["pid"] == daemon.process.pid
 
 
+def test_a_uid_past_2_to_the_31_is_its_own_peer():
+    """uid_t is unsigned: a uid of 3,000,000,000 (idmapped containers give such) is named as itself, not refused
+    by its own daemon as a negative stranger. The module is loaded by that uid from a copy it can read."""
+    import chock.platform.peer
+
+    if os.getuid() != 0:
+        pytest.fail("setpriv --reuid needs root: run the suite as root, as scripts/test and CI do")
+    directory = short_dir(0o755)
+    copy = directory / "peer.py"
+    copy.write_bytes(Path(chock.platform.peer.__file__).read_bytes())
+    copy.chmod(0o644)
+    script = (
+        "import importlib.util, os, socket, sys\n"
+        "spec = importlib.util.spec_from_file_location('peer', sys.argv[1])\n"
+        "peer = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(peer)\n"
+        "ours, theirs = socket.socketpair()\n"
+        "print(os.getuid(), peer.peer_uid(ours), peer.is_own_user(ours))\n"
+    )
+    result = subprocess.run(
+        ["setpriv", "--reuid", "3000000000", "--regid", "3000000000", "--clear-groups",
+         "/usr/bin/python3", "-S", "-c", script, str(copy)],
+        capture_output=True, text=True, timeout=30, cwd="/",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3000000000", "3000000000", "True"]
+
+
 def test_at_the_cap_the_longest_waiting_connection_makes_room_and_is_told_why(home, daemons):
     from chock.daemon.server import MAX_WAITING
 
@@ -750,6 +778,23 @@ def test_socket_activation_readiness_and_the_watchdog(home, project, daemons):
     assert path.exists()  # a socket that activation handed over is never unlinked by the daemon
     assert owner_alive(home.layout.log_path(session_id))  # and the session lives on
     listener.close()
+    notifications.close()
+
+
+def test_a_state_dir_whose_name_is_not_utf8_is_served_and_told_to_the_manager(home, daemons):
+    """A path's undecodable bytes (kept by Python as surrogates) reach sd_notify's UTF-8 as `?`: the READY=1
+    of a Type=notify unit is sent, not a crash that the manager restarts in a loop."""
+    directory = short_dir()
+    state = Path(os.fsdecode(bytes(directory) + b"/st\xe9te"))
+    notifications = NotifySocket(directory)
+    env = {**notifications.env(), "CHOCK_STATE_DIR": str(state)}
+    daemon = daemons.start(socket_path=state / "daemon.sock", env=env)
+    ready = notifications.next()
+    assert ready[0] == "READY=1" and ready[1] == f"STATUS=serving unix:{directory}/st?te/daemon.sock (chock-control 1)"
+    assert daemon.client.ping() == 1
+    daemon.process.send_signal(signal.SIGTERM)
+    notifications.until_stopping()
+    assert daemon.process.wait(15) == 0
     notifications.close()
 
 

@@ -183,7 +183,8 @@ def test_the_service_and_its_sessions_record_to_the_journal(tmp_path: Path) -> N
 def test_log_target_journal_outside_systemd_and_a_terminal_run_records_nothing(tmp_path: Path) -> None:
     with user_manager(journal=True) as manager:
         home = manager.home
-        socket_path = short_dir() / "d.sock"
+        # A socket path with a byte that is not UTF-8 (kept by Python as a surrogate) reaches the journal as `?`.
+        socket_path = Path(os.fsdecode(bytes(short_dir()) + b"/d\xe9.sock"))
         daemon = subprocess.Popen(
             ["nsenter", "-t", str(manager.pid), "-m", "env", f"HOME={home}", CHOCK, "daemon", "--socket",
              str(socket_path), "--log-target", "journal", "--log-level", "debug"],
@@ -208,6 +209,7 @@ def test_log_target_journal_outside_systemd_and_a_terminal_run_records_nothing(t
         assert records["connection.served"][0]["PRIORITY"] == "7"  # a detail, kept at --log-level debug
         assert records["connection.served"][0]["CHOCK_VERB"] == "list"
         assert records["stop"][0]["CHOCK_REASON"] == "SIGTERM"
+        assert records["listening"][0]["CHOCK_ADDRESSES"] == f"unix:{socket_path.parent}/d?.sock"
 
         # A `chock run` at a terminal (here a pipe), with the journal right there, records nothing.
         project = make_project(home / "project")

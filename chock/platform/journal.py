@@ -122,8 +122,11 @@ class _Fields(dict[str, str]):
 
 
 def _clean(value: object) -> str:
-    """One line: control characters (a newline would start a forged record on stderr) become `?`."""
-    return "".join("?" if ord(char) < 0x20 or ord(char) == 0x7F else char for char in str(value))
+    """One line of UTF-8: control characters (a newline would start a forged record on stderr) and surrogates (a
+    path's undecodable bytes, which the journal's UTF-8 cannot carry) become `?`."""
+    return "".join(
+        "?" if ord(char) < 0x20 or ord(char) == 0x7F or 0xD800 <= ord(char) <= 0xDFFF else char for char in str(value)
+    )
 
 
 class Sink:
@@ -231,8 +234,8 @@ class Sink:
                     **fields,
                 )
                 return
-            except OSError:
-                pass  # the journal went away: the record still goes somewhere a person can read it
+            except (OSError, ValueError):
+                pass  # the journal went away (or refused the record): it still goes somewhere a person can read it
         extra = " ".join(f"{name}={value}" for name, value in fields.items())
         line = f"{self.identifier}[{os.getpid()}] {level}: {message}" + (f" ({extra})" if extra else "")
         with contextlib.suppress(OSError, ValueError):

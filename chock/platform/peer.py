@@ -11,8 +11,8 @@ import socket
 import struct
 import sys
 
-# struct ucred { pid_t pid; uid_t uid; gid_t gid; } on Linux.
-_UCRED = struct.Struct("3i")
+# struct ucred { pid_t pid; uid_t uid; gid_t gid; } on Linux: uid_t and gid_t are unsigned (a uid may pass 2^31).
+_UCRED = struct.Struct("iII")
 # macOS: struct xucred { u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16]; }
 _LOCAL_PEERCRED = 0x001
 _SOL_LOCAL = 0

@@ -154,7 +154,8 @@ def notify(*states: str) -> None:
     things sdnotify 0.3 does not do are done here: a newline inside a state becomes a space, so a STATUS=
     cannot smuggle in another assignment; the text reaches the manager as UTF-8 (sdnotify encodes Latin-1,
     which the manager drops as unclean, and would silently drop a STATUS= outside Latin-1), by handing it
-    a string whose Latin-1 bytes are the UTF-8 ones; and its socket gets a send timeout and is closed.
+    a string whose Latin-1 bytes are the UTF-8 ones (a path's undecodable bytes, kept as surrogates, become `?`);
+    and its socket gets a send timeout and is closed.
     """
     address = os.environ.get("NOTIFY_SOCKET", "")
     if not states or not address.startswith(("/", "@")):
@@ -169,7 +170,7 @@ def notify(*states: str) -> None:
         return  # the manager went away (or never listened): readiness is advisory to us
     try:
         sock.settimeout(NOTIFY_TIMEOUT)
-        notifier.notify(message.encode("utf-8").decode("latin-1"))
+        notifier.notify(message.encode("utf-8", "replace").decode("latin-1"))
     finally:
         sock.close()
 
