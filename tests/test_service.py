@@ -5,7 +5,12 @@ A real systemd user manager runs for each test (tests/fakes/systemd_user.py)."""
 from __future__ import annotations
 
 import json
+import os
+import plistlib
+import signal
+import subprocess
 import sys
+import sysconfig
 import uuid
 from pathlib import Path
 
@@ -54,7 +59,7 @@ def test_installed_units_start_the_daemon_on_first_connect_and_sessions_outlive_
     installed = manager.run([CHOCK, "daemon", "install", "--over-package"])
     assert "chock.socket" in installed.stdout
     unit = (manager.unit_dir / "chock.service").read_text()
-    assert f"ExecStart={CHOCK} daemon --idle-exit 600" in unit  # this installation's chock, not /usr/bin's
+    assert f'ExecStart="{CHOCK}" daemon --idle-exit 600' in unit  # this installation's chock, not /usr/bin's
     manager.systemctl("start", "chock.socket")
     manager.wait_for_state("chock.socket", "active")
     assert manager.unit_state("chock.service") == "inactive"  # nothing runs until somebody connects
@@ -192,3 +197,130 @@ def test_uninstall_reads_a_relative_enablement_link_as_the_unit_it_names(tmp_pat
     (units / "sockets.target.wants/chock.socket").symlink_to("../../../../../usr/lib/systemd/user/chock.socket")
     assert (units / "sockets.target.wants/chock.socket").resolve() == package / "chock.socket"
     assert _enabled_from(units, "chock.socket") == {package / "chock.socket"}
+
+
+# What pip writes for a script whose python's path holds a space: a shebang cannot, so sh runs the python.
+SCRIPT_FOR_A_SPACED_PATH = """#!/bin/sh
+'''exec' "{python}" "$0" "$@"
+' '''
+from chock.entry import main
+main()
+"""
+
+
+def _chock_at(directory: Path) -> Path:
+    """A Python environment at `directory` (which may hold spaces and `%`) running this checkout's chock, with a
+    `chock` executable beside its python, as pip writes one there."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True, timeout=60)
+    python = directory / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+    here = [sysconfig.get_paths()["purelib"], str(Path(__file__).resolve().parent.parent)]
+    Path(site, "checkout.pth").write_text("\n".join(here) + "\n")
+    chock = directory / "bin" / "chock"
+    chock.write_text(SCRIPT_FOR_A_SPACED_PATH.format(python=python))
+    chock.chmod(0o755)
+    return chock
+
+
+def test_units_for_paths_with_spaces_and_percent_signs_start_the_daemon_they_name(manager):
+    """The executable, the config, the state and the data dir written into the units are each one word as systemd
+    reads it: a venv under "My 100% Tools" and a state dir "state 50%n" start the daemon at that socket."""
+    home = manager.home
+    chock = _chock_at(home / "My 100% Tools" / "venv")
+    state = home / "state 50%n"
+    config = home / "my config" / "config.zon"
+    manager.run([str(chock), "daemon", "install", "--over-package"],
+                env={"CHOCK_STATE_DIR": str(state), "CHOCK_CONFIG": str(config)})  # fmt: skip
+    units = ["chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service", "chock-resume.service"]
+    verified = manager.run(
+        ["systemd-analyze", "--user", "verify", *(str(manager.unit_dir / name) for name in units)], check=False
+    )
+    assert verified.returncode == 0 and "chock" not in verified.stderr, verified.stderr
+    manager.systemctl("start", "chock.socket")
+    assert manager.show("chock.socket", "Listen")["Listen"] == f"{state}/daemon.sock (Stream)"
+    assert ControlClient(f"unix:{state}/daemon.sock").ping() == 1  # the socket starts the daemon it names
+    manager.wait_for_state("chock.service", "active")
+    pid = int(manager.show("chock.service", "MainPID")["MainPID"])
+    entries = Path(f"/proc/{pid}/environ").read_text().split("\0")
+    environ = dict(entry.split("=", 1) for entry in entries if "=" in entry)
+    assert (environ["CHOCK_STATE_DIR"], environ["CHOCK_CONFIG"]) == (str(state), str(config))
+    assert str(chock) in Path(f"/proc/{pid}/cmdline").read_text()
+
+
+def test_install_keeps_a_units_edits_and_uninstall_leaves_what_it_did_not_write(manager):
+    manager.run([CHOCK, "daemon", "install", "--over-package"])
+    manager.run([CHOCK, "daemon", "install", "--over-package"])  # as it wrote them: written again
+    service = manager.unit_dir / "chock.service"
+    edited = service.read_text().replace("Restart=on-failure", "Restart=on-failure\nMemoryMax=2G")
+    service.write_text(edited)
+    refused = manager.run([CHOCK, "daemon", "install", "--over-package"], check=False)
+    assert refused.returncode != 0 and f"not replacing {service}" in refused.stderr, refused.stderr
+    assert "systemctl --user edit chock.service" in refused.stderr and "--force" in refused.stderr
+    assert service.read_text() == edited  # nothing written
+    manager.run([CHOCK, "daemon", "install", "--over-package", "--force"])
+    assert (manager.unit_dir / "chock.service.bak").read_text() == edited  # the edit is kept beside
+    assert "MemoryMax" not in service.read_text()
+
+    own = "[Service]\nExecStart=/opt/my-own-chock\n"
+    service.write_text(own)  # written by hand over chock's
+    said = manager.run([CHOCK, "daemon", "uninstall"]).stdout
+    assert f"left {service}" in said and f"removed {manager.unit_dir / 'chock.socket'}" in said, said
+    assert service.read_text() == own and not (manager.unit_dir / "chock.socket").exists()
+
+
+def _answers(address: str) -> bool:
+    try:
+        return ControlClient(address, timeout=2).ping() == 1
+    except ProtocolError:
+        return False
+
+
+def test_start_is_refused_while_a_daemon_started_by_hand_holds_the_state_dir(manager):
+    address = f"unix:{manager.home}/.local/state/chock/daemon.sock"
+    manager.run([CHOCK, "daemon", "install", "--over-package"])
+    variables = [f"{key}={value}" for key, value in manager.env.items()]
+    by_hand = subprocess.Popen(
+        ["nsenter", "-t", str(manager.pid), "-m", "env", "-i", *variables, CHOCK, "daemon"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _answers(address), what="the daemon started by hand")
+        refused = manager.run([CHOCK, "daemon", "start"], check=False)
+        assert refused.returncode != 0 and "started another way" in refused.stderr, refused.stderr
+        assert manager.unit_state("chock.socket") == "inactive"  # nothing bound over its address
+        assert ControlClient(address).ping() == 1  # the daemon by hand still answers there
+    finally:
+        by_hand.send_signal(signal.SIGTERM)
+        by_hand.wait(30)
+    manager.run([CHOCK, "daemon", "start"])  # once it is gone, the socket takes over
+    assert ControlClient(address).ping() == 1
+
+
+def test_launch_agents_are_valid_plists_naming_this_terminals_paths(tmp_path, monkeypatch):
+    """On macOS the LaunchAgents are written the same way (read back here as launchd reads a plist): an `&` or a
+    `<` in a path stays XML, and the state, config and data dirs are this terminal's, as for systemd."""
+    from chock.paths import Layout
+    from chock.platform.install import Platform, install
+
+    home = tmp_path / "Users" / "ann"
+    bin_dir = tmp_path / "R&D <tools>" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "chock").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))  # where install looks for its chock
+    monkeypatch.setenv("HOME", str(home))
+    state = home / "state & more"
+    layout = Layout(config=home / "cfg" / "config.zon", state=state, data=home / "data")
+    written = install(layout, Platform(darwin=True))
+    agent = plistlib.loads((home / "Library/LaunchAgents/dev.chock.daemon.plist").read_bytes())
+    assert len(written) == 2 and agent["ProgramArguments"][0] == str(bin_dir / "chock")
+    assert agent["EnvironmentVariables"] == {
+        "CHOCK_CONFIG": str(home / "cfg" / "config.zon"), "CHOCK_STATE_DIR": str(state),
+        "CHOCK_DATA_DIR": str(home / "data"),
+    }  # fmt: skip
+    assert agent["Sockets"]["control"]["SockPathName"] == str(state / "daemon.sock")
+    assert agent["StandardErrorPath"] == str(state / "daemon.log")
+    assert state.is_dir() and os.stat(state).st_mode & 0o777 == 0o700  # before launchd binds in it
+    assert install(layout, Platform(darwin=True)) == written  # as written: written again

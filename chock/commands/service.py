@@ -28,13 +28,19 @@ daemon = table_group(
     is_flag=True,
     help="Write them even where a package installed chock's units: yours shadow its until uninstall.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a unit of chock's name that was edited or written by hand (each is kept as <name>.bak).",
+)
 @pass_layout
-def daemon_install(layout: Layout, over_package: bool) -> None:
+def daemon_install(layout: Layout, over_package: bool, force: bool) -> None:
     """Write the user units (LaunchAgents on macOS) for this installation's chock; where a package installed
-    them already, explain and write nothing (unless --over-package)."""
+    them already, explain and write nothing (unless --over-package); a unit edited since an install wrote it
+    is not replaced (unless --force)."""
     from chock.platform import install
 
-    for path in install.install(layout, over_package=over_package):
+    for path in install.install(layout, over_package=over_package, force=force):
         click.echo(f"wrote {path}")
     click.echo("start listening with: chock daemon start  (systemctl --user enable --now chock.socket)")
 
@@ -47,6 +53,8 @@ def daemon_uninstall() -> None:
     done = install.uninstall()
     for path in done.removed:
         click.echo(f"removed {path}")
+    for path in done.kept:
+        click.echo(f"left {path}: not as chock daemon install wrote it (edited, or written by hand)")
     if not done.removed:
         click.echo("chock daemon install wrote no units here: nothing removed")
     if done.packaged:
@@ -55,11 +63,12 @@ def daemon_uninstall() -> None:
 
 
 @daemon.command("start")
-def daemon_start() -> None:
+@pass_layout
+def daemon_start(layout: Layout) -> None:
     """Listen on the daemon's and serve's sockets; the first connection starts each."""
     from chock.platform import install
 
-    install.start()
+    install.start(layout)
     click.echo("listening: the first connection starts the daemon")
 
 

@@ -53,6 +53,23 @@ class DaemonLock:
             self._fd = -1
 
 
+def holder(path: str) -> int | None:
+    """The pid of the daemon holding the lock at `path` (0 when it has not written it yet), or None when no
+    daemon holds it. Looks without taking it: a shared lock, let go at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file: no daemon ever ran on this state dir
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _read_pid(fd) or 0
+    else:
+        return None
+    finally:
+        os.close(fd)  # closing lets go of a lock it took
+
+
 def _read_pid(fd: int) -> int | None:
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()

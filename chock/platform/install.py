@@ -14,6 +14,7 @@ unless told `over_package`, and `uninstall` never disables or stops a unit a pac
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -45,6 +46,12 @@ SYSTEM_UNIT_DIRS = (
 
 class ServiceError(ChockError):
     pass
+
+
+# The first line of every file `install` writes: what wrote it and the digest of the rest, so a later `install`
+# knows the file is still as written (and may be replaced), and `uninstall` removes only such files.
+STAMP = "Written by `chock daemon install` (sha256 {digest}); put your changes in a drop-in, not here"
+STAMP_PREFIX = STAMP.partition("{")[0]
 
 
 @dataclass(frozen=True)
@@ -108,35 +115,146 @@ def packaged_units() -> dict[str, Path]:
     return found
 
 
-def install(layout: Layout, platform: Platform | None = None, *, over_package: bool = False) -> list[Path]:
-    """Write the units (or LaunchAgents) naming this installation's chock; return what was written."""
+def install(
+    layout: Layout, platform: Platform | None = None, *, over_package: bool = False, force: bool = False
+) -> list[Path]:
+    """Write the units (or LaunchAgents) naming this installation's chock; return what was written. A file of
+    the same name that is not as an earlier `install` wrote it (edited, or written by hand) is not replaced
+    unless `force`, and then it is kept beside as `<name>.bak`; nothing is written until every file may be."""
     platform = platform or Platform()
     directory = platform.unit_dir()
     system_wide = {} if platform.darwin else packaged_units()
     if system_wide and not over_package:
         raise ServiceError(_shadow_refusal(system_wide, directory))
-    directory.mkdir(parents=True, exist_ok=True)
-    chock = chock_executable()
-    written = []
+    chock = str(Path(chock_executable()).absolute())
     if platform.darwin:
         home = str(Path(os.environ.get("HOME") or Path.home()))
+        files = {f"{label}.plist": _launchd_agent(label, chock, home, layout) for label in LAUNCHD_AGENTS}
+    else:
+        files = {name: _systemd_unit(name, chock, layout) for name in SYSTEMD_UNITS}
+    theirs = [name for name, text in files.items() if not _replaceable(directory / name, text)]
+    if theirs and not force:
+        raise ServiceError(_edited_refusal(theirs, directory, platform))
+    directory.mkdir(parents=True, exist_ok=True)
+    if platform.darwin:
         ensure_dir(layout.state)  # the socket's directory must be ours alone before launchd binds in it
-        for label in LAUNCHD_AGENTS:
-            text = _packaged(f"{label}.plist").replace("@CHOCK@", chock).replace("@HOME@", home)
-            written.append(_write(directory / f"{label}.plist", text))
-        return written
-    for name in SYSTEMD_UNITS:
-        text = _packaged(name).replace(PACKAGED_CHOCK, chock)
-        # The service must read the same config.zon (and credential store) and state as this terminal.
-        for packaged, here in (
-            ("%h/.config/chock/config.zon", layout.config),
-            ("%h/.local/state/chock", layout.state),
-            ("%h/.local/share/chock", layout.data),
-        ):
-            text = text.replace(packaged, str(Path(here).absolute()))
+    written = []
+    for name, text in files.items():
+        if name in theirs:
+            os.replace(directory / name, directory / f"{name}.bak")
         written.append(_write(directory / name, text))
-    _checked(["systemctl", "--user", "daemon-reload"])
+    if not platform.darwin:
+        _checked(["systemctl", "--user", "daemon-reload"])
     return written
+
+
+def _systemd_unit(name: str, chock: str, layout: Layout) -> str:
+    """A packaged unit naming this installation's chock and this terminal's config, state and data (the service
+    must read the same config.zon, credential store and state), each quoted as systemd.syntax(7) reads it."""
+    paths = {
+        "%h/.config/chock/config.zon": layout.config,
+        "%h/.local/state/chock": layout.state,
+        "%h/.local/share/chock": layout.data,
+    }
+
+    def here(value: str) -> str:
+        for packaged, path in paths.items():
+            value = value.replace(packaged, str(Path(path).absolute()))
+        return value
+
+    lines = []
+    for line in _packaged(name).splitlines():
+        key, equals, value = line.partition("=")
+        if equals and key == "ExecStart" and value.startswith(PACKAGED_CHOCK + " "):
+            line = f"ExecStart={_quoted(chock, exec_word=True)}{value[len(PACKAGED_CHOCK) :]}"
+        elif equals and key == "Environment":
+            line = f"Environment={_quoted(here(value))}"
+        elif equals and key == "ListenStream" and value.startswith("%h/"):
+            line = f"ListenStream={_specifiers_escaped(here(value))}"
+        lines.append(line)
+    return _stamped("# ", "\n".join(lines) + "\n", "")
+
+
+def _launchd_agent(label: str, chock: str, home: str, layout: Layout) -> str:
+    """A packaged LaunchAgent naming this installation's chock and this terminal's config, state and data, each
+    escaped as XML text."""
+    from xml.sax.saxutils import escape
+
+    text = _packaged(f"{label}.plist")
+    for packaged, path in (
+        ("@HOME@/Library/Application Support/chock/state", layout.state),
+        ("@HOME@/Library/Application Support/chock", layout.data),
+        ("@HOME@/.config/chock/config.zon", layout.config),
+        ("@HOME@", Path(home)),
+        ("@CHOCK@", Path(chock)),
+    ):
+        text = text.replace(packaged, escape(_printable(str(Path(path).absolute()))))
+    head, newline, rest = text.partition("\n")  # the XML declaration must stay the first line
+    return head + newline + _stamped("<!-- ", rest, " -->")
+
+
+def _printable(path: str) -> str:
+    """`path` as a unit file or plist can carry it: one line, no control character."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in path):
+        raise ServiceError(
+            f"cannot write a unit for {path!r}: it holds a control character (a line break, a tab), which a "
+            "unit file cannot carry; use a path without one"
+        )
+    return path
+
+
+def _specifiers_escaped(value: str) -> str:
+    """`value` with systemd's specifiers (`%h`, `%n`, …) escaped: a `%` in a path is a percent sign."""
+    return _printable(value).replace("%", "%%")
+
+
+def _quoted(value: str, *, exec_word: bool = False) -> str:
+    """`value` as one double-quoted word of systemd.syntax(7): backslash and quote escaped, `%` as `%%`, and in
+    an Exec line `$` as `$$` (systemd.service(5), "Command lines")."""
+    text = _specifiers_escaped(value).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + (text.replace("$", "$$") if exec_word else text) + '"'
+
+
+def _stamped(open_comment: str, text: str, close_comment: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return f"{open_comment}{STAMP.format(digest=digest)}{close_comment}\n{text}"
+
+
+def _as_written(path: Path) -> bool:
+    """Whether the file at `path` is as a `chock daemon install` wrote it: stamped, and its digest still holds."""
+    try:
+        first, newline, rest = path.read_text(encoding="utf-8").partition("\n")
+    except (OSError, ValueError):
+        return False
+    if first.startswith("<?xml"):  # a plist: its stamp is its second line
+        first, newline, rest = rest.partition("\n")
+    if STAMP_PREFIX not in first or not newline:
+        return False
+    digest = first.partition("(sha256 ")[2].partition(")")[0]
+    return digest == hashlib.sha256(rest.encode("utf-8")).hexdigest()
+
+
+def _replaceable(path: Path, text: str) -> bool:
+    """Whether `install` may write `text` at `path`: nothing is there, or what is there is as written (by this
+    install or an earlier one), or it already holds exactly `text`."""
+    if not path.exists() and not path.is_symlink():
+        return True
+    if _as_written(path):
+        return True
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, ValueError):
+        return False
+
+
+def _edited_refusal(names: list[str], directory: Path, platform: Platform) -> str:
+    where = ", ".join(str(directory / name) for name in names)
+    drop_in = "" if platform.darwin else f" (a drop-in keeps them across installs: systemctl --user edit {names[0]})"
+    return (
+        f"not replacing {where}: not as `chock daemon install` wrote it (edited since, or written by hand), and "
+        f"your changes would be lost{drop_in}. To write chock's own anyway: chock daemon install --force (each "
+        "one replaced is kept as <name>.bak)"
+    )
 
 
 def _write(path: Path, text: str) -> Path:
@@ -164,18 +282,22 @@ class Uninstalled:
     removed: list[Path]
     packaged: list[str]
     restarted: list[str]
+    kept: list[Path]  # files of chock's names that are not as `install` wrote them: the person's, left alone
 
 
 def uninstall(platform: Platform | None = None) -> Uninstalled:
-    """Stop the service and remove the units `install` wrote; a unit a package also provides is neither
+    """Stop the service and remove the units `install` wrote, as it wrote them (a file of the same name that
+    was edited since, or written by hand, is left, and said); a unit a package also provides is neither
     disabled nor left stopped when the person had enabled the package's (its enablement is theirs)."""
     platform = platform or Platform()
     directory = platform.unit_dir()
     names = [f"{label}.plist" for label in LAUNCHD_AGENTS] if platform.darwin else list(SYSTEMD_UNITS)
-    ours = [name for name in names if (directory / name).exists()]
+    present = [name for name in names if (directory / name).exists()]
+    ours = [name for name in present if _as_written(directory / name)]
+    kept = [directory / name for name in present if name not in ours]
     packaged = {} if platform.darwin else packaged_units()
     if not ours:
-        return Uninstalled([], sorted(packaged), [])  # nothing of ours: the package's units are not ours to stop
+        return Uninstalled([], sorted(packaged), [], kept)  # nothing of ours: neither the package's nor theirs
     theirs = [name for name in packaged if _enabled_from(directory, name) == {Path(os.path.realpath(packaged[name]))}]
     stop(platform)
     removed = []
@@ -191,7 +313,7 @@ def uninstall(platform: Platform | None = None) -> Uninstalled:
             if name in theirs:
                 _checked(["systemctl", "--user", "start", name])
                 restarted.append(name)
-    return Uninstalled(removed, sorted(packaged), restarted)
+    return Uninstalled(removed, sorted(packaged), restarted, kept)
 
 
 def _enabled_from(directory: Path, name: str) -> set[Path]:
@@ -201,14 +323,35 @@ def _enabled_from(directory: Path, name: str) -> set[Path]:
     return {Path(os.path.realpath(link)) for link in directory.glob(f"*.wants/{name}") if link.is_symlink()}
 
 
-def start(platform: Platform | None = None) -> None:
-    """Listen on the sockets; the first connection starts the daemon (or serve)."""
+def start(layout: Layout, platform: Platform | None = None) -> None:
+    """Listen on the sockets; the first connection starts the daemon (or serve). Refused while a daemon started
+    by hand runs on the same state dir: the socket would take its address and leave it unreachable, and the
+    daemon the socket starts would find the state dir taken."""
     platform = platform or Platform()
+    _refuse_a_daemon_by_hand(layout, platform)
     if platform.darwin:
         for label in LAUNCHD_AGENTS:
             _checked(["launchctl", "bootstrap", _launchd_target(), str(platform.unit_dir() / f"{label}.plist")])
         return
     _checked(["systemctl", "--user", "enable", "--now", *SYSTEMD_SOCKETS])
+
+
+def _refuse_a_daemon_by_hand(layout: Layout, platform: Platform) -> None:
+    from chock.daemon.lock import holder
+
+    pid = holder(str(layout.state / "daemon.lock"))
+    if pid is None:
+        return
+    if pid and not platform.darwin:
+        service = _run(["systemctl", "--user", "show", "--property", "MainPID", "--value", "chock.service"])
+        if service.stdout.strip() == str(pid):
+            return  # the service's own daemon: its socket is already listening
+    who = f"pid {pid}" if pid else "a daemon starting up"
+    raise ServiceError(
+        f"a chock daemon started another way ({who}) runs on the state dir {layout.state}: the service's socket "
+        "would take its address and leave it unreachable. Stop that daemon first (Ctrl-C where it runs, or "
+        f"kill {pid or 'it'}; its sessions keep running), then chock daemon start"
+    )
 
 
 def stop(platform: Platform | None = None) -> None:
