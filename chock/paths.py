@@ -325,6 +325,12 @@ class Layout:
         return self.data / "login.lock"
 
     @property
+    def secretspec_dir(self) -> Path:
+        """The secretspec store's own directory: the manifest Chock gives SecretSpec, and where a relative
+        provider path (`dotenv://.env`) is resolved (docs/credentials.md#the-stores)."""
+        return self.data / "secretspec"
+
+    @property
     def workspaces_dir(self) -> Path:
         return self.data / "workspaces"
 

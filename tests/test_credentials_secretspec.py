@@ -1,8 +1,12 @@
 """The secretspec store: reads through the real SecretSpec SDK (dotenv provider), writes through the CLI.
 
+Chock declares its secrets itself (docs/credentials.md#the-stores): a project's secretspec.toml, in the
+working directory or a parent, is never read, never generates anything and never chooses a value.
+
 The `secretspec` CLI is a Rust binary that is not packaged here, so writes are tested at the command boundary:
 with pytest-subprocess for SecretSpec's refusals, and with a stand-in `secretspec` executable on PATH for a
-login that goes all the way through (written by the stand-in, read back by the real SDK).
+login that goes all the way through (the manifest it is given checked by the real SDK, the value written by
+the stand-in and read back by the real SDK).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import io
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,36 +25,45 @@ from chock.credentials.login import login
 from chock.credentials.lookup import lookup
 from chock.credentials.refusals import SecretSpecRefused, StoreUnavailable
 from chock.credentials.stores.secretspec import SecretSpecStore, env_name
+from tests.fakes.projects import make_project
+from tests.fakes.providers import FakeProvider
 
-MANIFEST = """
+SECRETSPEC_STORE = '.{ .credentials = .{ .store = "secretspec" } }\n'
+
+# A project's manifest as an adversary writes it: it declares the secret Chock looks up, and a secret whose
+# generation runs a command on the host; its .env offers a value of its choosing.
+HOSTILE_MANIFEST = """
 [project]
-name = "chock-test"
+name = "cloned"
 revision = "1.0"
 
 [profiles.default]
-CHOCK_WORK = { description = "the work instance", required = true }
-CHOCK_EMPTY = { description = "declared, never set", required = false }
-CHOCK_NEW = { description = "filled by chock login", required = false }
+CHOCK_WORK = {{ description = "the work instance", required = true }}
+PWN = {{ description = "x", required = false, type = "command", generate = {{ command = "touch {marker}; echo gen" }} }}
 """
 
 # SecretSpec's own words (secretspec/src/lib.rs and provider/env.rs), as its CLI prints them.
-UNDECLARED = (
-    "Error: Secret 'Secret 'CHOCK_NOPE' is not defined in profile 'default'. "
-    "Available secrets: CHOCK_EMPTY, CHOCK_NEW, CHOCK_WORK' not found\n"
-)
 READ_ONLY = "Error: Provider operation failed: Provider 'env' is read-only and does not support setting values\n"
 
-# A stand-in for the CLI: `secretspec set NAME` appends NAME=<stdin> to .env, as the dotenv provider would;
-# it records its argv so the test can see the value was never there.
+# A stand-in for the CLI: `secretspec --file M VERB --profile P NAME` asks the real SDK whether manifest M
+# declares NAME in profile P (as the CLI would refuse one it does not), then sets or deletes NAME=<stdin> in
+# .env of its working directory, as the dotenv provider would. It records its argv and working directory, so a
+# test can see the value was never in argv and where it ran.
 STAND_IN = """#!{python}
 import json, os, sys
+import secretspec
 with open(os.environ["STAND_IN_ARGV"], "a") as log:
-    log.write(json.dumps(sys.argv[1:]) + "\\n")
+    log.write(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd()}}) + "\\n")
 if os.environ.get("STAND_IN_FAIL"):
     sys.stderr.write(os.environ["STAND_IN_FAIL"])
     sys.exit(1)
-verb, name = sys.argv[1], sys.argv[2]
-lines = [l for l in open(".env").read().splitlines() if not l.startswith(name + "=")]
+assert sys.argv[1] == "--file" and sys.argv[4] == "--profile", sys.argv
+manifest, verb, profile, name = sys.argv[2], sys.argv[3], sys.argv[5], sys.argv[6]
+report = secretspec.SecretSpec.builder().with_path(manifest).with_profile(profile).report()
+if name not in [secret.name for secret in report.secrets]:
+    sys.stderr.write("Error: Secret '%s' is not defined in profile '%s'\\n" % (name, profile))
+    sys.exit(1)
+lines = [l for l in open(".env").read().splitlines() if not l.startswith(name + "=")] if os.path.exists(".env") else []
 if verb == "set":
     lines.append(name + "=" + sys.stdin.read().strip())
 open(".env", "w").write("".join(l + "\\n" for l in lines))
@@ -58,20 +72,35 @@ sys.stderr.write("Secret '%s' saved to dotenv (profile: default)\\n" % name)
 
 
 @pytest.fixture
-def project_secrets(home, tmp_path, monkeypatch):
-    """A project with a secretspec.toml and a .env, as the current directory, with the dotenv provider."""
+def chock_secrets(home, monkeypatch) -> Path:
+    """Chock's own secretspec directory with a .env, and the dotenv provider (`dotenv://.env`, resolved there)."""
     try:
         import secretspec  # noqa: F401
     except ImportError:
         pytest.fail("the secretspec SDK is not installed: pip install secretspec (the chock[secretspec] extra)")
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "secretspec.toml").write_text(MANIFEST)
-    (project / ".env").write_text("CHOCK_WORK=sk-from-dotenv\n")
-    monkeypatch.chdir(project)
+    directory = home.layout.secretspec_dir
+    directory.mkdir(parents=True)
+    (directory / ".env").write_text("CHOCK_WORK=sk-from-dotenv\n")
     monkeypatch.setenv("SECRETSPEC_PROVIDER", "dotenv://.env")
     home.env["SECRETSPEC_PROVIDER"] = "dotenv://.env"
-    return project
+    return directory
+
+
+@pytest.fixture
+def hostile_project(tmp_path, monkeypatch) -> tuple[Path, Path]:
+    """A cloned project with its own secretspec.toml and .env, as the current directory; and the file its
+    manifest's generator would create on the host."""
+    marker = tmp_path / "generated-on-the-host"
+    project = make_project(
+        tmp_path / "cloned",
+        {
+            "README.md": "# cloned\n",
+            "secretspec.toml": HOSTILE_MANIFEST.format(marker=marker),
+            ".env": "CHOCK_WORK=sk-chosen-by-the-project\n",
+        },
+    )
+    monkeypatch.chdir(project)
+    return project, marker
 
 
 @pytest.fixture
@@ -87,6 +116,10 @@ def stand_in(tmp_path, monkeypatch):
     return argv_log
 
 
+def store(home) -> SecretSpecStore:
+    return SecretSpecStore(home.layout.secretspec_dir)
+
+
 def test_names_are_chock_upper_case_with_underscores():
     assert env_name("work") == "CHOCK_WORK"
     assert env_name("my-box.2") == "CHOCK_MY_BOX_2"
@@ -95,34 +128,44 @@ def test_names_are_chock_upper_case_with_underscores():
 # ---- reading, for real, through the SDK ------------------------------------------------------------------
 
 
-def test_the_sdk_reads_a_declared_secret(project_secrets):
-    assert SecretSpecStore().get("work") == "sk-from-dotenv"
+def test_the_sdk_reads_a_stored_secret(home, chock_secrets):
+    assert store(home).get("work") == "sk-from-dotenv"
 
 
-def test_a_declared_secret_with_no_value_is_not_stored_yet(project_secrets):
-    assert SecretSpecStore().get("empty") is None
+def test_a_secret_never_stored_is_not_stored_yet(home, chock_secrets):
+    assert store(home).get("never-stored") is None  # Chock declares every CHOCK_<NAME> itself
+    store(home).check("never-stored")
+    store(home).check()
 
 
-def test_a_required_secret_with_no_value_is_not_stored_yet(project_secrets):
-    (project_secrets / ".env").write_text("")
-    assert SecretSpecStore().get("work") is None
+def test_a_projects_secretspec_toml_neither_runs_nor_chooses_anything(home, chock_secrets, hostile_project):
+    """A project (written by the agent, or cloned) is the working directory of a session's lookup: its
+    manifest's generator never runs on the host, and its .env never decides the value."""
+    project, marker = hostile_project
+    assert Path.cwd() == project
+    assert store(home).get("work") == "sk-from-dotenv"
+    store(home).check("work")
+    assert not marker.exists()
 
 
-def test_an_undeclared_secret_is_refused_in_secretspecs_words(project_secrets):
-    with pytest.raises(SecretSpecRefused) as caught:
-        SecretSpecStore().get("nope")
-    assert "Secret 'CHOCK_NOPE' is not defined in profile 'default'" in str(caught.value)
+def test_a_chock_run_in_a_hostile_project_sends_the_stored_credential_and_runs_nothing(
+    home, chock_secrets, hostile_project
+):
+    """`chock run` in a cloned project: the lookup in the session gets the credential stored for the instance,
+    not one the project offers, and the project's generator never runs on the host."""
+    project, marker = hostile_project
+    (chock_secrets / ".env").write_text("CHOCK_WORK=sk-stored-by-chock\n")
+    home.write_config(SECRETSPEC_STORE)
+    with FakeProvider(kind="openai", key="sk-stored-by-chock") as fake:
+        fake.script(text="hello")
+        write_index(home.layout, {"work": IndexEntry("openai-compat", fake.address, "m1", "secretspec")})
+        result = home.chock("run", "say hello", cwd=project)
+        assert not marker.exists(), "the project's manifest ran a command on the host"
+        assert result.returncode == 0, result.stderr + result.stdout
+        assert fake.rejections == [] and len(fake.calls) == 1
 
 
-def test_no_manifest_is_refused_in_secretspecs_words(project_secrets, tmp_path, monkeypatch):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
-    with pytest.raises(SecretSpecRefused, match=r"No secretspec\.toml found"):
-        SecretSpecStore().check()
-
-
-def test_lookup_goes_to_secretspec_when_the_index_says_so(home, project_secrets):
+def test_lookup_goes_to_secretspec_when_the_index_says_so(home, chock_secrets):
     home.write_config(".{}\n")
     write_index(home.layout, {"work": IndexEntry("anthropic", None, None, "secretspec")})
     assert lookup(home.layout, load_config(home.layout.config), "work") == "sk-from-dotenv"
@@ -131,41 +174,45 @@ def test_lookup_goes_to_secretspec_when_the_index_says_so(home, project_secrets)
 # ---- writing, at the command boundary ---------------------------------------------------------------------
 
 
-def test_set_sends_the_value_on_stdin_never_argv(fake_process):
+def cli(home, verb: str, secret: str) -> list[str]:
+    manifest = home.layout.secretspec_dir / "secretspec.toml"
+    return ["secretspec", "--file", str(manifest), verb, "--profile", "default", secret]
+
+
+def test_set_sends_the_value_on_stdin_never_argv_with_chocks_own_manifest(home, fake_process):
+    import secretspec
+
     received = []
-    fake_process.register(["secretspec", "set", "CHOCK_WORK"], stdin_callable=received.append)
-    SecretSpecStore().set("work", "sk-secret-value")
+    fake_process.register(cli(home, "set", "CHOCK_WORK"), stdin_callable=received.append)
+    store(home).set("work", "sk-secret-value")
     assert received == [b"sk-secret-value"]
-    assert [list(call) for call in fake_process.calls] == [["secretspec", "set", "CHOCK_WORK"]]
+    assert [list(call) for call in fake_process.calls] == [cli(home, "set", "CHOCK_WORK")]
+    # The manifest it named is Chock's, private, and declares the secret (as the real resolver reads it).
+    manifest = home.layout.secretspec_dir / "secretspec.toml"
+    assert manifest.stat().st_mode & 0o777 == 0o600
+    builder = secretspec.SecretSpec.builder().with_path(str(manifest)).with_profile("default")
+    report = builder.with_provider("dotenv://.env").report()
+    assert [(s.name, s.required, s.generated) for s in report.secrets] == [("CHOCK_WORK", False, False)]
 
 
-def test_an_undeclared_secret_is_refused_repeating_secretspec(fake_process):
-    fake_process.register(["secretspec", "set", "CHOCK_NOPE"], returncode=1, stderr=UNDECLARED)
+def test_a_read_only_provider_is_refused_repeating_secretspec(home, fake_process):
+    fake_process.register(cli(home, "set", "CHOCK_WORK"), returncode=1, stderr=READ_ONLY)
     with pytest.raises(SecretSpecRefused) as caught:
-        SecretSpecStore().set("nope", "sk-secret-value")
-    message = str(caught.value)
-    assert "Secret 'CHOCK_NOPE' is not defined in profile 'default'" in message
-    assert "Declare CHOCK_NOPE in your secretspec.toml" in message
-    assert "sk-secret-value" not in message
-
-
-def test_a_read_only_provider_is_refused_repeating_secretspec(fake_process):
-    fake_process.register(["secretspec", "set", "CHOCK_WORK"], returncode=1, stderr=READ_ONLY)
-    with pytest.raises(SecretSpecRefused) as caught:
-        SecretSpecStore().set("work", "sk-secret-value")
+        store(home).set("work", "sk-secret-value")
     assert "Provider 'env' is read-only and does not support setting values" in str(caught.value)
+    assert "sk-secret-value" not in str(caught.value)
 
 
-def test_delete_runs_secretspec_delete(fake_process):
-    fake_process.register(["secretspec", "delete", "CHOCK_WORK"])
-    SecretSpecStore().delete("work")
-    assert [list(call) for call in fake_process.calls] == [["secretspec", "delete", "CHOCK_WORK"]]
+def test_delete_runs_secretspec_delete(home, fake_process):
+    fake_process.register(cli(home, "delete", "CHOCK_WORK"))
+    store(home).delete("work")
+    assert [list(call) for call in fake_process.calls] == [cli(home, "delete", "CHOCK_WORK")]
 
 
-def test_no_cli_on_path_says_so(monkeypatch, tmp_path):
+def test_no_cli_on_path_says_so(home, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(StoreUnavailable, match="not on your PATH"):
-        SecretSpecStore().set("work", "sk-secret-value")
+        store(home).set("work", "sk-secret-value")
 
 
 # ---- a login all the way through ----------------------------------------------------------------------
@@ -178,31 +225,27 @@ def piped(home, provider: str, secret: str, **kwargs):
     )  # fmt: skip
 
 
-def test_login_writes_through_the_cli_and_lookup_reads_it_back_through_the_sdk(home, project_secrets, stand_in):
-    home.write_config('.{ .credentials = .{ .store = "secretspec" } }\n')
+def test_login_writes_through_the_cli_and_lookup_reads_it_back_through_the_sdk(
+    home, chock_secrets, hostile_project, stand_in
+):
+    home.write_config(SECRETSPEC_STORE)
+    project, marker = hostile_project
     result = piped(home, "aiand", "sk-logged-in", name="new")
     assert result.store == "secretspec"
     assert read_index(home.layout)["new"].stored == "secretspec"
-    assert "CHOCK_NEW=sk-logged-in" in (project_secrets / ".env").read_text()
+    assert "CHOCK_NEW=sk-logged-in" in (chock_secrets / ".env").read_text()
+    assert "sk-logged-in" not in (project / ".env").read_text()
     assert "sk-logged-in" not in stand_in.read_text()
-    assert json.loads(stand_in.read_text().splitlines()[-1]) == ["set", "CHOCK_NEW"]
+    written = json.loads(stand_in.read_text().splitlines()[-1])
+    assert written == {"argv": cli(home, "set", "CHOCK_NEW")[1:], "cwd": str(chock_secrets)}
     assert lookup(home.layout, load_config(home.layout.config), "new") == "sk-logged-in"
+    assert not marker.exists()
 
 
-def test_login_with_an_undeclared_name_is_refused_before_the_secret_is_read(home, project_secrets, stand_in):
-    home.write_config('.{ .credentials = .{ .store = "secretspec" } }\n')
-    stdin = io.StringIO("sk-never-read\n")
-    with pytest.raises(SecretSpecRefused, match="is not defined in profile"):
-        login(home.layout, load_config(home.layout.config), "aiand", name="nope", password_method="stdin",
-              interactive=False, stdin=stdin, environ={}, check=lambda *args: pytest.fail("checked"))  # fmt: skip
-    assert stdin.tell() == 0
-    assert not home.layout.instances_path.exists()
-
-
-def test_a_read_only_refusal_at_login_stores_nothing(home, project_secrets, stand_in, monkeypatch):
-    home.write_config('.{ .credentials = .{ .store = "secretspec" } }\n')
+def test_a_read_only_refusal_at_login_stores_nothing(home, chock_secrets, stand_in, monkeypatch):
+    home.write_config(SECRETSPEC_STORE)
     monkeypatch.setenv("STAND_IN_FAIL", READ_ONLY)
     with pytest.raises(SecretSpecRefused, match="read-only"):
         piped(home, "aiand", "sk-refused", name="new")
     assert not home.layout.instances_path.exists()
-    assert "sk-refused" not in (project_secrets / ".env").read_text()
+    assert "sk-refused" not in (chock_secrets / ".env").read_text()

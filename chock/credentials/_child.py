@@ -56,8 +56,11 @@ HANDLERS = {
 # subprocess.Popen as it was at import, before any test could stand a fake in for it (see `_kill`).
 _REAL_POPEN = subprocess.Popen
 
-# The package root, so the child finds `chock` in any directory (SecretSpec's child runs in the project).
+# The package root, so the child finds `chock` whatever directory it runs in.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# Where a child runs unless its store names a directory of Chock's: never the working directory, which may be a
+# project, and a project must not decide what a store reads (docs/credentials.md#the-keystore-child).
+NEUTRAL_DIR = "/"
 
 
 def keystore_timeout(environ: Mapping[str, str] | None = None) -> float:
@@ -94,8 +97,9 @@ def call(
     value: str | None = None,
     options: Mapping[str, Any] | None = None,
     timeout: float | None = None,
+    cwd: str | os.PathLike[str] = NEUTRAL_DIR,
 ) -> dict[str, Any]:
-    """Run one store operation in a child under the bound; return its answer or raise what it met."""
+    """Run one store operation in a child under the bound, in `cwd`; return its answer or raise what it met."""
     bound = keystore_timeout() if timeout is None else timeout
     request = {
         "store": store,
@@ -105,7 +109,7 @@ def call(
         "options": dict(options or {}),
         "unlock_timeout": bound * UNLOCK_SHARE,
     }
-    done = run_bounded(child_command(), input=json.dumps(request).encode(), timeout=bound, env=_child_env())
+    done = run_bounded(child_command(), input=json.dumps(request).encode(), timeout=bound, env=_child_env(), cwd=cwd)
     if done.started_error is not None:
         raise StoreUnavailable(f"cannot start the process for the {store} store: {done.started_error}")
     lines = _answer_lines(done.stdout)
@@ -150,9 +154,15 @@ class Finished:
 
 
 def run_bounded(
-    argv: list[str], *, input: bytes | None, timeout: float, env: Mapping[str, str] | None = None
+    argv: list[str],
+    *,
+    input: bytes | None,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] = NEUTRAL_DIR,
 ) -> Finished:
-    """Run `argv` with `input` on stdin (None: stdin closed), killed with everything it started at `timeout`.
+    """Run `argv` in `cwd` with `input` on stdin (None: stdin closed), killed with everything it started at
+    `timeout`.
 
     The process gets a session of its own, so the kill reaches its helpers too, and none of them is left
     holding our pipes open.
@@ -164,6 +174,7 @@ def run_bounded(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=None if env is None else dict(env),
+            cwd=cwd,
             start_new_session=True,
         )
     except OSError as exc:

@@ -76,5 +76,5 @@ def open_store(name: str, layout: Layout, *, can_prompt: bool = False) -> Store:
     if name == "secretspec":
         from chock.credentials.stores.secretspec import SecretSpecStore
 
-        return SecretSpecStore()
+        return SecretSpecStore(layout.secretspec_dir)
     raise CredentialError(f"there is no credential store called {name!r} (stores: {', '.join(STORE_NAMES)})")
