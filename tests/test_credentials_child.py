@@ -74,3 +74,19 @@ def test_the_real_child_answers_an_unknown_store_as_an_error():
     )
     assert done.returncode == 0
     assert b'"error"' in done.stdout and b"KeyError" in done.stdout
+
+
+def test_the_parent_drops_a_source_snippet_from_whatever_a_child_says(monkeypatch):
+    """A store's parser may quote the line it failed on, and that line is a secret's: the parent keeps the words
+    and drops the snippet, from an answer and from the stderr of a child that gave none."""
+    said = 'dotenv syntax error at line 1, column 12: unterminated quoted value\n  |\n1 | K="sk-quoted-canary\n  |   ^'
+    fake_child(
+        monkeypatch, f"import json; print(json.dumps({{'error': {{'kind': 'secretspec', 'message': {said!r}}}}}))"
+    )
+    with pytest.raises(CredentialError) as caught:
+        _child.call("secretspec", "get", name="CHOCK_K", timeout=10)
+    assert str(caught.value) == "dotenv syntax error at line 1, column 12: unterminated quoted value"
+    fake_child(monkeypatch, f"import sys; sys.stderr.write({said!r} + '\\n'); sys.exit(3)")
+    with pytest.raises(StoreUnavailable) as caught:
+        _child.call("secretspec", "get", name="CHOCK_K", timeout=10)
+    assert "unterminated quoted value" in str(caught.value) and "sk-quoted-canary" not in str(caught.value)

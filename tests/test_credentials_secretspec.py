@@ -165,6 +165,27 @@ def test_a_chock_run_in_a_hostile_project_sends_the_stored_credential_and_runs_n
         assert fake.rejections == [] and len(fake.calls) == 1
 
 
+def test_a_broken_dotenv_file_is_named_but_the_line_it_quotes_is_never_shown(home, chock_secrets, project):
+    """SecretSpec's dotenv parser quotes the line it failed on, credential and all: `chock doctor`, `chock login`
+    and `chock run` say what is wrong and where, and never show that line."""
+    canary = "sk-dotenv-canary-6b1f0e"
+    (chock_secrets / ".env").write_text(f'CHOCK_OTHER=sk-fine\nCHOCK_WORK="{canary}\n')
+    home.write_config(SECRETSPEC_STORE)
+    write_index(home.layout, {"work": IndexEntry("openai-compat", "http://127.0.0.1:9/v1", "m1", "secretspec")})
+    said = {
+        "doctor": home.chock("doctor"),
+        "login": home.chock("login", "--provider", "aiand", "--name", "new", "--password-method", "stdin",
+                            input="sk-new-key\n"),
+        "run": home.chock("run", "hello", cwd=project),
+    }  # fmt: skip
+    for command, done in said.items():
+        shown = done.stdout + done.stderr
+        assert "dotenv syntax error at line 2, column 12: unterminated" in shown, (command, shown)
+        assert canary not in shown and "CHOCK_WORK=" not in shown, (command, shown)
+    assert said["login"].returncode != 0 and said["run"].returncode != 0
+    assert set(read_index(home.layout)) == {"work"}  # the refused login stored nothing
+
+
 def test_lookup_goes_to_secretspec_when_the_index_says_so(home, chock_secrets):
     home.write_config(".{}\n")
     write_index(home.layout, {"work": IndexEntry("anthropic", None, None, "secretspec")})

@@ -17,6 +17,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +44,11 @@ TIMEOUT_ENV = "CHOCK_KEYSTORE_TIMEOUT"
 UNLOCK_SHARE = 0.8
 # How much of a failing child's stderr a message quotes.
 STDERR_LINES = 3
+# A line of a source snippet, as SecretSpec's errors draw one below their words (the dotenv parser's `  |`,
+# `1 | KEY="value`, `  |   ^`; miette's `╭─[…]`, ` 1 │ …`, `·`, `╰──`) or a line of markers alone. It quotes the
+# file it points into, and that file holds secrets, so no message keeps one.
+_SNIPPET = re.compile(r"^\s*(\d+\s*)?[|│┃┆╭╰├·]|^\s*[\^~─-]+\s*$|\s[|│]\s")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 PROGRESS_UNLOCK = "unlock"
 
@@ -125,8 +131,8 @@ def call(
         return final
     error = final.get("error")
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        raise by_kind(str(error.get("kind")))(_scrub(error["message"], value))
-    tail = _scrub(_stderr_tail(done.stderr), value)
+        raise by_kind(str(error.get("kind")))(scrub(error["message"], value))
+    tail = scrub(_stderr_tail(done.stderr), value)
     raise StoreUnavailable(
         f"the {store} store failed (its process exited with status {done.returncode})" + (f": {tail}" if tail else "")
     )
@@ -223,13 +229,22 @@ def _answer_lines(out: bytes) -> list[dict[str, Any]]:
 
 
 def _stderr_tail(err: bytes) -> str:
-    text = err.decode("utf-8", "replace").strip().splitlines()
-    return " ".join(line.strip() for line in text[-STDERR_LINES:] if line.strip())
+    lines = _words_lines(err.decode("utf-8", "replace"))
+    return " ".join(lines[-STDERR_LINES:])
 
 
-def _scrub(text: str, value: str | None) -> str:
-    """Belt and braces: a value that reached a message anyway is cut out of it."""
-    return text.replace(value, "[redacted]") if value else text
+def _words_lines(text: str) -> list[str]:
+    """`text`'s lines without colours, blank lines or any line of a source snippet, each stripped."""
+    lines = (line.strip() for line in _ANSI.sub("", text).splitlines() if not _SNIPPET.search(line))
+    return [line for line in lines if line]
+
+
+def scrub(text: str, value: str | None = None) -> str:
+    """What a store said, fit for a message: one line, without colours and without the source snippet a
+    parser's error quotes (it quotes the very file the secrets are in); and, belt and braces, without `value`.
+    Every message a child sends back goes through here, and so does what a store's command prints."""
+    words = " ".join(_words_lines(text))
+    return words.replace(value, "[redacted]") if value else words
 
 
 # ---- the child's side --------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ CHECK_SECRET = "CHOCK_STORE_CHECK"
 # The first SDK with inline declarations (`with_inline_spec`): an older one would look for a manifest in the
 # working directory, so it is refused.
 SDK_NEEDED = "0.21"
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def env_name(instance: str) -> str:
@@ -129,11 +128,8 @@ class SecretSpecStore:
 
 
 def _words(data: bytes, value: str | None) -> str:
-    """SecretSpec's own message, without colours or line breaks (and, belt and braces, without the value)."""
-    text = _ANSI.sub("", data.decode("utf-8", "replace"))
-    if value:
-        text = text.replace(value, "[redacted]")
-    return " ".join(text.split())
+    """SecretSpec's own message, on one line, without colours or a source snippet (and without the value)."""
+    return _child.scrub(data.decode("utf-8", "replace"), value)
 
 
 def _next_step(words: str, secret: str) -> str:
@@ -166,7 +162,9 @@ def serve(request: dict[str, Any], progress: Callable[[str], None]) -> dict[str,
     try:
         return _serve(builder, request["op"], name)
     except secretspec.SecretSpecError as exc:
-        raise SecretSpecRefused(f"secretspec: {exc.message}") from None
+        # Its words, never the snippet of the file they point into (a dotenv error quotes the line, secret and
+        # all); the parent scrubs what comes back too.
+        raise SecretSpecRefused(f"secretspec: {_child.scrub(exc.message) or exc.kind}") from None
 
 
 def _serve(builder: Any, op: str, name: str) -> dict[str, Any]:
