@@ -11,11 +11,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from chock import zon
 from chock.config import load_config
 from chock.credentials.instance_index import IndexEntry, read_index, write_index
 from chock.credentials.login import login, logout
@@ -35,6 +38,7 @@ BOUND = 5.0  # CHOCK_KEYSTORE_TIMEOUT, set by the `home` fixture
 LOGIN_AT_TERMINAL = """
 import json, sys
 from chock.paths import Layout
+from chock import zon
 from chock.config import load_config
 from chock.credentials.login import login
 from chock.errors import ChockError
@@ -55,6 +59,26 @@ _unlock = _collection.Collection.unlock
 def unlock(self):
     return _unlock(self)
 _collection.Collection.unlock = unlock
+"""
+
+
+# The real `chock login`, except that its file store, at its first read of tokens.zon, says PAUSED and waits for
+# one more line on stdin before it goes on: a slow disk or a descheduled process, held open for as long as a
+# test needs.
+PAUSING_LOGIN = """
+import sys
+import chock.credentials.stores.file as file_store
+read = file_store.FileStore.read
+def paused_read(self):
+    found = read(self)
+    file_store.FileStore.read = read
+    print("PAUSED", flush=True)
+    sys.stdin.readline()
+    return found
+file_store.FileStore.read = paused_read
+from chock.entry import main
+sys.argv = ["chock", *sys.argv[1:]]
+main()
 """
 
 
@@ -175,3 +199,69 @@ def test_a_live_prompter_nobody_answers_is_an_error_within_the_bound(home, tmp_p
     assert took < BOUND + 5, took
     assert not home.layout.instances_path.exists()
     assert NobodyAnswered.kind == "nobody_answered"
+
+
+def flock_holder(path: Path) -> int | None:
+    """The pid holding a flock on `path`, as the kernel lists it in /proc/locks (None: nobody)."""
+    inode = str(path.stat().st_ino)
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()  # 1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF  ("->" after "1:" for a waiter)
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == inode:
+            return int(fields[4])
+    return None
+
+
+def test_a_replacing_login_removes_the_old_credential_under_the_lock_so_a_concurrent_login_keeps_its_own(
+    home, keyring, tmp_path
+):
+    """Login A moves "work" from the file store to the keyring and then removes it from tokens.zon; login B
+    stores "b" in tokens.zon meanwhile. A's removal reads and rewrites tokens.zon: done outside the login lock,
+    it would write back the copy it read before B's, and "b" would be lost though the index says it is there."""
+    home.write_config('.{ .credentials = .{ .store = "secret_service" } }\n')
+    file_config = tmp_path / "file-store.zon"
+    file_config.write_text('.{ .credentials = .{ .store = "file" } }\n')
+    as_file = {"CHOCK_CONFIG": str(file_config), "DBUS_SESSION_BUS_ADDRESS": keyring.address}
+    env = {**home.env, "DBUS_SESSION_BUS_ADDRESS": keyring.address}
+    with FakeProvider(kind="openai", key=None) as fake:
+        provider = f"openai-compat={fake.address}"
+        first = home.chock("login", "--provider", provider, "--name", "work", "--password-method", "stdin",
+                           input="sk-work-old\n", env=as_file)  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        a = subprocess.Popen(
+            [sys.executable, "-c", PAUSING_LOGIN, "login", "--provider", provider, "--name", "work", "--replace",
+             "--password-method", "stdin"],
+            env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        b = None
+        try:
+            assert a.stdin is not None and a.stdout is not None
+            a.stdin.write("sk-work-new\n")
+            a.stdin.flush()
+            assert a.stdout.readline().strip() == "PAUSED"  # A read tokens.zon to take "work" out of it
+            b = home.spawn(
+                "login", "--provider", provider, "--name", "b", "--password-method", "stdin", env=as_file,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            assert b.stdin is not None
+            b.stdin.write("sk-b\n")
+            b.stdin.flush()
+            # B finishes, or it waits on the lock A holds: either way, A may go on.
+            deadline = time.monotonic() + 60
+            while b.poll() is None and flock_holder(home.layout.login_lock_path) != a.pid:
+                assert time.monotonic() < deadline, "login B neither finished nor waited on login A's lock"
+                time.sleep(0.02)
+            a_err = a.communicate("go on\n", timeout=60)[1]
+            b_err = b.communicate(timeout=60)[1]
+        finally:
+            for proc in (a, b):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    assert (a.returncode, b.returncode) == (0, 0), (a_err, b_err)
+    assert keyring.lookup("work") == "sk-work-new"
+    assert zon.load(home.layout.tokens_path) == {"b": "sk-b"}
+    assert {name: entry.stored for name, entry in read_index(home.layout).items()} == {
+        "work": "secret_service",
+        "b": "file",
+    }
+    assert lookup(home.layout, load_config(file_config), "b", can_prompt=False) == "sk-b"

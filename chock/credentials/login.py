@@ -121,8 +121,10 @@ def login(
         if now is not None and now != before and not replace:
             raise NameTaken(_late_message(instance, now, provider_text, name))
         _write_both(layout, entries, instance, entry, store, secret)
-    if now is not None and now.stored != store_name:
-        _remove_old(layout, instance, now.stored, say)
+        if now is not None and now.stored != store_name:
+            # Under the lock too: removing it from the file store rewrites tokens.zon, which another login may be
+            # writing a credential of its own to.
+            _remove_old(layout, instance, now.stored, say)
     return LoginResult(instance, kind, address, store_name, stored=True, replaced=now is not None)
 
 
