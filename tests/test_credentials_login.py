@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import resource
 import signal
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from tests.fakes.terminal import Terminal
 
 FILE_STORE = '.{ .credentials = .{ .store = "file" } }\n'
 KEY = "sk-test-4f1d9c"
+# A remote MCP server's credential: stored by `chock login` with no provider to check it first.
+MCP = "mcp=https://tracker.example/mcp"
 
 # One login in a process of its own: the arguments (never the secret) come in argv as JSON; the secret comes
 # from stdin or the pty, exactly as `chock login` gets it.
@@ -186,6 +189,60 @@ def test_replay_takes_no_login(home):
     home.write_config(FILE_STORE)
     with pytest.raises(UsageError, match="takes no credential"):
         piped(home, "replay=demo.jsonl")
+
+
+def mcp_login(home, method: str = "stdin", **kwargs) -> subprocess.CompletedProcess[str]:
+    """`chock login --provider mcp=… --name tracker --replace`, for real."""
+    return home.chock("login", "--provider", MCP, "--name", "tracker", "--password-method", method, "--replace",
+                      **kwargs)  # fmt: skip
+
+
+def limited_memory() -> None:
+    """In a child, before exec: 1 GiB of address space, so a read that never ends fails in it, not the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
+def test_a_credential_past_8_kib_is_refused_without_being_read_to_its_end(home, tmp_path):
+    home.write_config(FILE_STORE)
+    assert mcp_login(home, input="sk-first\n").returncode == 0
+    huge = "sk-" + "x" * (20 * 2**20)
+    huge_file = tmp_path / "huge.txt"
+    huge_file.write_text(huge + "\n")
+    with open("/dev/zero", "rb") as zeros:
+        endless = subprocess.run(
+            [sys.executable, "-P", "-m", "chock", "login", "--provider", MCP, "--name", "tracker", "--replace",
+             "--password-method", "stdin"],
+            stdin=zeros, capture_output=True, text=True, env=home.env, timeout=120, preexec_fn=limited_memory,
+        )  # fmt: skip
+    for how, done in (
+        ("stdin", mcp_login(home, input=huge + "\n")),
+        ("file", mcp_login(home, f"file={huge_file}")),
+        ("/dev/zero", endless),
+    ):
+        assert done.returncode == 2, (how, done.stderr[-3000:])
+        assert "is longer than 8 KiB, which no provider's key is" in done.stderr, how
+        assert "nothing was stored" in done.stderr
+        assert "xxxxxxxx" not in done.stdout + done.stderr
+        assert tokens(home) == {"tracker": "sk-first"}
+
+
+def test_a_credential_no_http_header_can_carry_is_refused_and_the_stored_one_kept(home, tmp_path):
+    home.write_config(FILE_STORE)
+    assert mcp_login(home, input="sk-first\n").returncode == 0
+    for bad in ("sk-caf\u00e9-1", "sk-zero\u200bwidth", "sk-mid\ufeffbom"):
+        done = mcp_login(home, input=bad + "\n")
+        assert done.returncode == 2, (bad, done.stderr)
+        assert "has a character outside printable ASCII in it" in done.stderr
+        assert "nothing was stored" in done.stderr
+        assert bad not in done.stderr and "sk-" not in done.stderr
+        assert tokens(home) == {"tracker": "sk-first"}
+    # A byte-order mark before the key is an editor's, not the key's: it is dropped.
+    assert mcp_login(home, input="\ufeffsk-second\n").returncode == 0
+    assert tokens(home) == {"tracker": "sk-second"}
+    key_file = tmp_path / "key.txt"
+    key_file.write_bytes("\ufeffsk-third\r\n".encode())
+    assert mcp_login(home, f"file={key_file}").returncode == 0
+    assert tokens(home) == {"tracker": "sk-third"}
 
 
 # ---- names: taken, colliding, replaced --------------------------------------------------------------------

@@ -40,6 +40,11 @@ from chock.paths import Layout
 from chock.providers.kinds import CREDENTIAL_KINDS, MCP_SERVER, parse_kind
 
 PASSWORD_METHODS = "prompt, stdin or file=PATH"
+# The most a credential may be, in characters (bytes from a file), line break included: a provider's key is a few
+# hundred, and reading stops here, so `< /dev/zero` or the wrong file is refused rather than read to its end.
+MAX_CREDENTIAL = 8192
+# A byte-order mark: an editor may put it first in a file, and a copy of the file carries it along.
+BOM = "\ufeff"
 # An instance name is a word a person types: letters, digits, `_`, `.`, `-`; short enough for any keystore.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 YES = ("y", "yes")
@@ -298,24 +303,50 @@ def _read_secret(
         except EOFError:
             text = ""
     elif method == "stdin":
-        text = (stdin or sys.stdin).readline()
+        text = (stdin or sys.stdin).readline(MAX_CREDENTIAL + 1)
     else:
         assert secret_file is not None
         try:
-            text = secret_file.read_text(encoding="utf-8")
+            with secret_file.open("rb") as handle:
+                data = handle.read(MAX_CREDENTIAL + 1)
         except OSError as exc:
             raise UsageError(f"cannot read the credential from {secret_file}: {exc.strerror or exc}") from None
+        if len(data) > MAX_CREDENTIAL:
+            raise UsageError(_too_long(method, secret_file))
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise UsageError(f"{secret_file} is not UTF-8 text, so it holds no credential") from None
+    if len(text) > MAX_CREDENTIAL:
+        raise UsageError(_too_long(method, secret_file))
     secret = text.strip()
+    if secret.startswith(BOM):
+        secret = secret[len(BOM) :].strip()
+    source = _source(method, secret_file)
     if not secret:
-        raise UsageError(f"no credential was given ({_source(method, secret_file)} was empty); nothing was stored")
+        raise UsageError(f"no credential was given ({source} was empty); nothing was stored")
     if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in secret):
         raise UsageError(
-            f"the credential from {_source(method, secret_file)} has spaces, line breaks or control "
-            "characters in it, and a key is one line with none; nothing was stored"
+            f"the credential from {source} has spaces, line breaks or control characters in it, and a key is "
+            "one line with none; nothing was stored"
+        )
+    from chock.providers.transport import header_safe  # here: only a login that got this far needs it
+
+    if not header_safe(secret):
+        # Never which character: it may be part of the secret.
+        raise UsageError(
+            f"the credential from {source} has a character outside printable ASCII in it (a letter such as é, "
+            "or an invisible one a copy can carry along, such as a zero-width space), and an HTTP header carries "
+            "none, so every request would fail; nothing was stored. Copy the key again from where it was issued"
         )
     return secret
+
+
+def _too_long(method: str, secret_file: Path | None) -> str:
+    return (
+        f"the credential from {_source(method, secret_file)} is longer than {MAX_CREDENTIAL // 1024} KiB, which no "
+        "provider's key is, so it was not read to its end; nothing was stored. Check that it is the key you meant"
+    )
 
 
 def _source(method: str, secret_file: Path | None) -> str:
