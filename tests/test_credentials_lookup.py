@@ -1,4 +1,5 @@
-"""Where a lookup goes: the index's store, then config.zon's .token, then tokens.zon; first wins.
+"""Where a lookup goes: the index's store, then config.zon's .token, then tokens.zon; first wins. And what it
+refuses to read: a data dir, instances.zon or tokens.zon another user owns or may write.
 
 docs/credentials.md#lookup has the rules these tests hold the code to.
 """
@@ -6,6 +7,7 @@ docs/credentials.md#lookup has the rules these tests hold the code to.
 from __future__ import annotations
 
 import os
+import shlex
 
 import pytest
 
@@ -16,7 +18,10 @@ from chock.credentials.files import write_private
 from chock.credentials.instance_index import IndexEntry, write_index
 from chock.credentials.lookup import Source, lookup, sources
 from chock.credentials.refusals import InsecureFile, StoreLocked
+from tests.fakes.providers import FakeProvider
 
+NOBODY = 65534
+FILE_STORE = '.{ .credentials = .{ .store = "file" } }\n'
 LOCAL = '.{ .instances = .{ .local = .{ .kind = "openai-compat=http://127.0.0.1:5000/v1" } } }\n'
 WITH_TOKEN = '.{ .instances = .{ .work = .{ .kind = "anthropic", .token = "sk-from-config" } } }\n'
 
@@ -145,3 +150,89 @@ def test_sources_names_where_each_credential_comes_from_and_never_a_value(home):
         Source("work", "anthropic", "https://api.anthropic.com/v1", "config.zon"),
     ]
     assert "sk-" not in repr(found)
+
+
+# ---- files another user could have written ------------------------------------------------------------------
+
+
+def need_root() -> None:
+    if os.getuid() != 0:
+        pytest.fail("giving a file to another uid needs root: run the suite as root, as scripts/test and CI do")
+
+
+def login_work(home, address: str) -> None:
+    done = home.chock("login", "--provider", f"openai-compat={address}", "--name", "work", "--model", "m1",
+                      "--password-method", "stdin", input="sk-mine\n")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def refused(done, path, fix: str) -> None:
+    """`done` was refused before any credential went anywhere, naming `path` and the command that fixes it."""
+    assert done.returncode == 3, done.stderr + done.stdout
+    assert str(path) in done.stderr and fix in done.stderr, done.stderr
+    assert "sk-" not in done.stdout + done.stderr
+
+
+def test_a_data_dir_another_user_owns_or_may_write_in_is_refused_at_login_and_lookup(home, project):
+    need_root()
+    home.write_config(FILE_STORE)
+    data = home.layout.data
+    with FakeProvider(kind="openai", key="sk-mine") as fake:
+        login_work(home, fake.address)
+        checks_before = len(fake.requests)
+        for spoil, fix in (
+            (lambda: os.chmod(data, 0o777), f"chmod 700 {shlex.quote(str(data))}"),
+            (lambda: os.chown(data, NOBODY, NOBODY), f"chown 0 {shlex.quote(str(data))}"),
+        ):
+            spoil()
+            refused(home.chock("run", "hello", cwd=project), data, fix)
+            refused(
+                home.chock("login", "--provider", f"openai-compat={fake.address}", "--name", "other",
+                           "--password-method", "stdin", input="sk-other\n"),
+                data, fix,
+            )  # fmt: skip
+            assert len(fake.requests) == checks_before  # nothing was sent anywhere
+            os.chown(data, 0, 0)
+            os.chmod(data, 0o700)
+        fake.script(text="hello")
+        done = home.chock("run", "hello", cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert fake.rejections == [] and len(fake.calls) == 1
+    assert set(zon.load(home.layout.tokens_path)) == {"work"}
+
+
+@pytest.mark.parametrize("how", ["owned by another user", "writable by others"])
+def test_an_instance_index_another_user_could_have_written_never_sends_the_credential(home, project, how):
+    """instances.zon's .address decides where a credential goes: one another user wrote could send it to them."""
+    need_root()
+    home.write_config(FILE_STORE)
+    index = home.layout.instances_path
+    with FakeProvider(kind="openai", key="sk-mine") as mine, FakeProvider(kind="openai", key=None) as thief:
+        login_work(home, mine.address)
+        index.write_text(index.read_text().replace(mine.address, thief.address))
+        if how == "owned by another user":
+            os.chown(index, NOBODY, NOBODY)
+            fix = f"chown 0 {shlex.quote(str(index))}"
+        else:
+            os.chmod(index, 0o622)
+            fix = f"chmod 600 {shlex.quote(str(index))}"
+        thief.script(text="thanks")
+        refused(home.chock("run", "hello", cwd=project), index, fix)
+        refused(home.chock("credentials"), index, fix)
+        assert thief.requests == []
+
+
+def test_a_tokens_file_another_user_owns_is_refused(home, no_keystore):
+    need_root()
+    home.write_config(LOCAL)
+    write_tokens(home, {"local": "sk-planted"})
+    os.chown(home.layout.tokens_path, NOBODY, NOBODY)
+    with pytest.raises(InsecureFile) as caught:
+        lookup(home.layout, load_config(home.layout.config), "local")
+    message = str(caught.value)
+    assert str(home.layout.tokens_path) in message and "belongs to another user (uid 65534" in message
+    assert "chown 0" in message and "sk-planted" not in message
+    os.chown(home.layout.tokens_path, 0, 0)
+    os.chmod(home.layout.tokens_path, 0o620)
+    with pytest.raises(InsecureFile, match=r"can be written by other users \(mode 0620\).*chmod 600"):
+        lookup(home.layout, load_config(home.layout.config), "local")

@@ -1,4 +1,5 @@
-"""Private files: written whole or not at all (0600, in the 0700 data dir), refused when others can read them.
+"""Private files: written whole or not at all (0600, in the 0700 data dir), refused when others can read them,
+and refused, with the data dir, when another user owns them or may write them.
 
 `write_private` is the only way `instances.zon` and `tokens.zon` change: a temporary file beside the target,
 created 0600 by `mkstemp` (whatever the umask), written, fsynced, then renamed over the target, and the
@@ -17,10 +18,12 @@ from typing import Any
 
 from chock import zon
 from chock.credentials.refusals import CredentialError, InsecureFile
-from chock.paths import ensure_dir
+from chock.paths import DIR_MODE, FILE_MODE, ensure_dir
 
 # Group or others may read: a file that holds tokens with either bit set is refused (docs/credentials.md#lookup).
 READABLE_BY_OTHERS = stat.S_IRGRP | stat.S_IROTH
+# Group or others may write: the data dir, instances.zon or tokens.zon with either bit set is refused.
+WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
 def write_private(path: Path, text: str) -> None:
@@ -62,6 +65,45 @@ def check_private(path: Path, what: str) -> None:
         raise InsecureFile(
             f"{path} can be read by other users (mode {stat.S_IMODE(mode):04o}), so {what} is refused. "
             f"Make it yours alone with `chmod 600 {shlex.quote(str(path))}` and try again."
+        )
+
+
+def check_data_dir(directory: Path, acting: str) -> None:
+    """Refuse the data dir, by name, when another user owns it or group or others may write in it: whoever can
+    put a file there can replace instances.zon, whose .address decides where a credential is sent, and
+    tokens.zon. `acting` says what is refused (a missing dir is created 0700 later, and is not refused)."""
+    _check_ours(
+        directory,
+        f"whoever can write in it can replace instances.zon, which decides where your credentials are sent, so "
+        f"{acting} is refused",
+        DIR_MODE,
+    )
+
+
+def check_ours(path: Path, what: str, acting: str) -> None:
+    """Refuse `path` (`what`: instances.zon or tokens.zon), by name, when another user owns it or group or
+    others may write it. A missing file is not refused."""
+    _check_ours(path, f"whoever can write it chooses {what}, so {acting} is refused", FILE_MODE)
+
+
+def _check_ours(path: Path, why: str, mode_wanted: int) -> None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    import shlex  # for a refusal alone: a session's start imports only what its first request uses
+
+    quoted = shlex.quote(str(path))
+    if info.st_uid != os.getuid():
+        raise InsecureFile(
+            f"{path} belongs to another user (uid {info.st_uid}; you are uid {os.getuid()}): {why}. If it is "
+            f"yours, give it back to yourself (as root: `chown {os.getuid()} {quoted}`, then `chmod "
+            f"{mode_wanted:o} {quoted}`); if not, move it away. Then try again."
+        )
+    if info.st_mode & WRITABLE_BY_OTHERS:
+        raise InsecureFile(
+            f"{path} can be written by other users (mode {stat.S_IMODE(info.st_mode):04o}): {why}. Make it yours "
+            f"alone with `chmod {mode_wanted:o} {quoted}` and try again."
         )
 
 

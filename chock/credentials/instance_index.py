@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from chock import zon
-from chock.credentials.files import read_zon_struct, write_private
+from chock.credentials.files import check_data_dir, check_ours, read_zon_struct, write_private
 from chock.credentials.refusals import CredentialError
 from chock.paths import Layout
 from chock.value import Value
@@ -40,8 +40,12 @@ class IndexEntry(Value):
 
 
 def read_index(layout: Layout) -> dict[str, IndexEntry]:
-    """Every entry of `instances.zon` by instance name; no file is an empty index."""
+    """Every entry of `instances.zon` by instance name; no file is an empty index. Refused, by name, when
+    another user owns the data dir or the file, or may write either: an entry's .address decides where its
+    credential is sent."""
     path = layout.instances_path
+    check_data_dir(layout.data, f"reading {WHAT}")
+    check_ours(path, "where your credentials are sent", f"reading {WHAT}")
     data = read_zon_struct(path, WHAT)
     if data is None:
         return {}
