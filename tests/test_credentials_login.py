@@ -245,6 +245,69 @@ def test_a_credential_no_http_header_can_carry_is_refused_and_the_stored_one_kep
     assert tokens(home) == {"tracker": "sk-third"}
 
 
+# `chock ARGS` started with standard input closed, as `chock ARGS <&-` in a shell.
+CLOSED_STDIN = ("sh", "-c", 'exec "$@" <&-', "sh")
+
+
+def with_stdin_closed(home, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    proc = home.spawn(*args, cwd=cwd, prefix=CLOSED_STDIN, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_standard_input_closed_is_no_terminal_and_no_credential(home, project, tmp_path):
+    home.write_config(FILE_STORE)
+    with FakeProvider(kind="openai", key=KEY) as fake:
+        provider = f"openai-compat={fake.address}"
+        done = with_stdin_closed(home, "login", "--provider", provider, "--name", "work", "--model", "m1")
+        assert done.returncode == 2, done.stderr
+        assert "chock login has no standard input" in done.stderr and "--password-method file=PATH" in done.stderr
+        assert "Traceback" not in done.stderr and fake.requests == []
+        assert not home.layout.instances_path.exists()
+
+        key_file = tmp_path / "key"
+        key_file.write_text(KEY + "\n")
+        done = with_stdin_closed(home, "login", "--provider", provider, "--name", "work", "--model", "m1",
+                                 "--password-method", f"file={key_file}")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        fake.script(text="hello")
+        done = with_stdin_closed(home, "run", "say hello", cwd=project)  # the session's lookup, stdin closed
+        assert done.returncode == 0, done.stderr
+        assert fake.rejections == [] and len(fake.calls) == 1
+
+    done = with_stdin_closed(home, "logout", "other")
+    assert done.returncode == 1 and 'there is no credential named "other"' in done.stderr, done.stderr
+    done = with_stdin_closed(home, "logout", "work")
+    assert done.returncode == 0, done.stderr
+    assert read_index(home.layout) == {} and tokens(home) == {}
+
+
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_a_credential_that_is_not_utf8_is_refused_clearly(home, locale):
+    home.write_config(FILE_STORE)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "chock", "login", "--provider", MCP, "--name", "tracker", "--password-method",
+         "stdin"],
+        input=b"mcpSEC\xe9RET\n", capture_output=True, env={**home.env, "LC_ALL": locale}, timeout=120,
+    )  # fmt: skip
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2, stderr
+    assert "the credential from standard input is not UTF-8 text" in stderr and "nothing was stored" in stderr
+    assert "Traceback" not in stderr and "SEC" not in stderr
+    assert not home.layout.instances_path.exists() and not home.layout.tokens_path.exists()
+
+
+def test_a_user_and_password_in_the_provider_address_is_refused_and_never_shown(home):
+    home.write_config(FILE_STORE)
+    done = home.chock("login", "--provider", "openai-compat=http://me:hunter2pw@127.0.0.1:9/v1", "--name", "box",
+                      "--password-method", "stdin", input="sk-box\n")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "has a user name or password in it" in done.stderr and "Basic authentication" in done.stderr
+    assert "--provider openai-compat=http://127.0.0.1:9/v1" in done.stderr  # the address to give instead
+    assert "hunter2pw" not in done.stdout + done.stderr
+    assert not home.layout.instances_path.exists() and not home.layout.tokens_path.exists()
+
+
 # ---- names: taken, colliding, replaced --------------------------------------------------------------------
 
 

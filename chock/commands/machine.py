@@ -51,9 +51,10 @@ def login(
         say=lambda text: click.echo(shown(text, sys.stderr), err=True),
     )
     if result.stored:
-        click.echo(
-            shown(f"stored the credential of {result.name!r} ({result.kind} at {result.address}) in {result.store}")
-        )
+        from chock.providers.kinds import without_userinfo
+
+        where = without_userinfo(result.address)
+        click.echo(shown(f"stored the credential of {result.name!r} ({result.kind} at {where}) in {result.store}"))
     else:
         click.echo("nothing was stored")
 

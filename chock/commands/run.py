@@ -15,6 +15,7 @@ from chock.commands import move_steps
 from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED, VIEW_OPTIONS
 from chock.errors import EXIT_INTERRUPTED, exit_status
 from chock.paths import Layout, is_session_id
+from chock.terminal import stdin_is_terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def run(layout: Layout, values: dict[str, object]) -> int:
                  "--after-reboot": values["after_reboot"]}  # fmt: skip
         given = [flag for flag, value in flags.items() if value]
         return run_on(str(values["on_address"]), project, values["instance"], message, continue_id, given)  # type: ignore[arg-type]
-    interactive = sys.stdin.isatty()
+    interactive = stdin_is_terminal()  # started with standard input closed (`<&-`) is no terminal
     project_dir = None if project is None else _directory(project)
     for_daemon, after_reboot = bool(values["for_daemon"]), bool(values["after_reboot"])
     adopt_id: str | None = values["adopt_id"]  # type: ignore[assignment]
@@ -107,7 +108,8 @@ def run(layout: Layout, values: dict[str, object]) -> int:
             print("nothing continued: no session was picked", file=sys.stderr)
             return EXIT_INTERRUPTED
     if message is None and adopt_id is None and move_in is None and not interactive and not after_reboot:
-        message = sys.stdin.read()  # the task (or, with --continue, the new message) from a pipe
+        # The task (or, with --continue, the new message) from a pipe; standard input closed gives none.
+        message = sys.stdin.read() if sys.stdin is not None else ""
     session_id: str | None = values["session_id"]  # type: ignore[assignment]
     request = RunRequest(
         message=message, project=project_dir, instance=values["instance"], model=values["model"],  # type: ignore[arg-type]

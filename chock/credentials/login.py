@@ -37,7 +37,8 @@ from chock.credentials.stores.file import FileStore
 from chock.credentials.stores.secretspec import env_name
 from chock.errors import ChockError, UsageError
 from chock.paths import Layout
-from chock.providers.kinds import CREDENTIAL_KINDS, MCP_SERVER, parse_kind
+from chock.providers.kinds import CREDENTIAL_KINDS, MCP_SERVER, parse_kind, without_userinfo
+from chock.terminal import stdin_is_terminal
 
 PASSWORD_METHODS = "prompt, stdin or file=PATH"
 # The most a credential may be, in characters (bytes from a file), line break included: a provider's key is a few
@@ -90,7 +91,7 @@ def login(
     (default `chock.providers.registry.check_credential`); `environ` is where `CI` is looked for.
     """
     environ = os.environ if environ is None else environ
-    terminal = sys.stdin.isatty() if interactive is None else interactive
+    terminal = stdin_is_terminal() if interactive is None else interactive
     ci = bool(environ.get("CI"))
     kind, address = _provider(provider_text)
     if kind == MCP_SERVER and model is not None:
@@ -98,6 +99,12 @@ def login(
     instance = kind if name is None else name
     _check_name(instance)
     method, secret_file = _password_method(password_method, terminal)
+    if method == "stdin" and stdin is None and sys.stdin is None:
+        raise UsageError(
+            "chock login has no standard input (it was started with standard input closed), so there is no "
+            "credential to read from it; nothing was stored. Pipe the credential in, or use --password-method "
+            "file=PATH"
+        )
 
     entries = read_index(layout)
     _refuse_collision(instance, entries, config)
@@ -146,7 +153,7 @@ def logout(
     Returns the entry that was removed. Like login, both go or neither does.
     """
     environ = os.environ if environ is None else environ
-    terminal = sys.stdin.isatty() if interactive is None else interactive
+    terminal = stdin_is_terminal() if interactive is None else interactive
     with login_lock(layout):
         entries = read_index(layout)
         entry = entries.get(name)
@@ -179,11 +186,25 @@ def replace_question(instance: str, existing: IndexEntry) -> str:
 def _provider(text: str) -> tuple[str, str]:
     if text.partition("=")[0] == MCP_SERVER:
         return MCP_SERVER, _mcp_origin(text.partition("=")[2])
-    kind, address = parse_kind(text)
+    try:
+        kind, address = parse_kind(text)
+    except ChockError as error:  # it quotes the value it could not use, which may hold a password
+        raise type(error)(without_userinfo(str(error))) from None
     if kind not in CREDENTIAL_KINDS:
         raise UsageError(
             f"kind {kind} takes no credential, so there is nothing to log in to; "
             f"chock login takes --provider {' | '.join(CREDENTIAL_KINDS[:2])} | openai-compat=URL | mcp=URL"
+        )
+    import urllib.parse  # here: a login is not on a session's path
+
+    parts = urllib.parse.urlsplit(address)
+    if "@" in parts.netloc:
+        bare = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        raise UsageError(
+            f"the address {without_userinfo(address)} has a user name or password in it, which is refused: the "
+            "credential chock login stores is sent in a header of its own, and the address's user:password would "
+            f"be sent instead, as Basic authentication. Nothing was stored. Give the address without it: "
+            f"--provider {shlex.quote(f'{kind}={bare}')}"
         )
     return kind, address
 
@@ -255,7 +276,7 @@ def _late_message(instance: str, now: IndexEntry, provider_text: str, name: str 
 
 def _ways_out(provider_text: str, name: str | None) -> str:
     """Both ways on from a taken name, as commands: replace it, or store beside it under another name."""
-    login = f"chock login --provider {shlex.quote(provider_text)}"
+    login = f"chock login --provider {shlex.quote(without_userinfo(provider_text))}"
     named = f"{login} --name {shlex.quote(name)}" if name is not None else login
     return f"Say which you meant:\n  {named} --replace\n  {login} --name <another name>"
 
@@ -303,7 +324,13 @@ def _read_secret(
         except EOFError:
             text = ""
     elif method == "stdin":
-        text = (stdin or sys.stdin).readline(MAX_CREDENTIAL + 1)
+        stream = stdin or sys.stdin
+        if stream is None:  # started with standard input closed
+            raise UsageError("there is no standard input to read the credential from; nothing was stored")
+        try:
+            text = stream.readline(MAX_CREDENTIAL + 1)
+        except UnicodeDecodeError:
+            raise UsageError(_not_text(method, secret_file)) from None
     else:
         assert secret_file is not None
         try:
@@ -316,9 +343,11 @@ def _read_secret(
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise UsageError(f"{secret_file} is not UTF-8 text, so it holds no credential") from None
+            raise UsageError(_not_text(method, secret_file)) from None
     if len(text) > MAX_CREDENTIAL:
         raise UsageError(_too_long(method, secret_file))
+    if any("\ud800" <= char <= "\udfff" for char in text):  # bytes that were no UTF-8, kept as surrogates
+        raise UsageError(_not_text(method, secret_file))
     secret = text.strip()
     if secret.startswith(BOM):
         secret = secret[len(BOM) :].strip()
@@ -340,6 +369,13 @@ def _read_secret(
             "none, so every request would fail; nothing was stored. Copy the key again from where it was issued"
         )
     return secret
+
+
+def _not_text(method: str, secret_file: Path | None) -> str:
+    return (
+        f"the credential from {_source(method, secret_file)} is not UTF-8 text, so it holds no key; nothing was "
+        "stored. Copy the key again from where it was issued"
+    )
 
 
 def _too_long(method: str, secret_file: Path | None) -> str:
