@@ -23,7 +23,7 @@ from chock.config import load_config
 from chock.credentials.instance_index import IndexEntry, read_index, write_index
 from chock.credentials.login import login
 from chock.credentials.lookup import lookup
-from chock.credentials.refusals import SecretSpecRefused, StoreUnavailable
+from chock.credentials.refusals import InsecureFile, SecretSpecRefused, StoreUnavailable
 from chock.credentials.stores.secretspec import SecretSpecStore, env_name
 from tests.fakes.projects import make_project
 from tests.fakes.providers import FakeProvider
@@ -184,6 +184,17 @@ def test_a_broken_dotenv_file_is_named_but_the_line_it_quotes_is_never_shown(hom
         assert canary not in shown and "CHOCK_WORK=" not in shown, (command, shown)
     assert said["login"].returncode != 0 and said["run"].returncode != 0
     assert set(read_index(home.layout)) == {"work"}  # the refused login stored nothing
+
+
+def test_its_directory_is_refused_when_others_may_write_in_it(home, chock_secrets, fake_process):
+    """Whoever can write there could swap the manifest the CLI is given for one that generates by a command."""
+    chock_secrets.chmod(0o777)
+    for use in (lambda: store(home).get("work"), lambda: store(home).set("work", "sk-new")):
+        with pytest.raises(InsecureFile) as caught:
+            use()
+        assert f"{chock_secrets} can be written by other users (mode 0777)" in str(caught.value)
+        assert "chmod 700" in str(caught.value)
+    assert not fake_process.calls and not (chock_secrets / "secretspec.toml").exists()
 
 
 def test_lookup_goes_to_secretspec_when_the_index_says_so(home, chock_secrets):

@@ -72,12 +72,17 @@ def check_data_dir(directory: Path, acting: str) -> None:
     """Refuse the data dir, by name, when another user owns it or group or others may write in it: whoever can
     put a file there can replace instances.zon, whose .address decides where a credential is sent, and
     tokens.zon. `acting` says what is refused (a missing dir is created 0700 later, and is not refused)."""
-    _check_ours(
+    check_dir_ours(
         directory,
         f"whoever can write in it can replace instances.zon, which decides where your credentials are sent, so "
         f"{acting} is refused",
-        DIR_MODE,
     )
+
+
+def check_dir_ours(directory: Path, why: str) -> None:
+    """Refuse a directory of Chock's, by name, when another user owns it or group or others may write in it;
+    `why` says what such a user could do, and what is refused. A missing directory is not refused."""
+    _check_ours(directory, why, DIR_MODE)
 
 
 def check_ours(path: Path, what: str, acting: str) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from chock.credentials import _child
-from chock.credentials.files import write_private
+from chock.credentials.files import check_dir_ours, write_private
 from chock.credentials.refusals import SecretSpecRefused, StoreUnavailable
 from chock.paths import ensure_dir
 
@@ -93,8 +93,17 @@ class SecretSpecStore:
         return value if isinstance(value, str) else None
 
     def _call(self, op: str, secret: str) -> dict[str, Any]:
-        ensure_dir(self.home)
+        self._ours()
         return _child.call(NAME, op, name=secret, options={"base_dir": str(self.home)}, cwd=self.home)
+
+    def _ours(self) -> None:
+        """The directory made (0700) when missing, and refused when another user owns it or may write in it."""
+        check_dir_ours(
+            self.home,
+            "whoever can write in it can replace the manifest Chock gives SecretSpec, and the files a relative "
+            "provider path reads, so the secretspec store is refused",
+        )
+        ensure_dir(self.home)
 
     def set(self, instance: str, value: str) -> None:
         self._cli("set", env_name(instance), value)
@@ -103,6 +112,7 @@ class SecretSpecStore:
         self._cli("delete", env_name(instance), None)
 
     def _cli(self, verb: str, secret: str, value: str | None) -> None:
+        self._ours()
         manifest = self.home / MANIFEST
         write_private(manifest, manifest_text(secret))
         bound = _child.keystore_timeout()
