@@ -13,6 +13,7 @@ conversation is provider-neutral (the fold of the session log builds it); each w
     retry.py      which failures before an answer's first byte are tried again, and how long to wait
     lean_http.py  httpx, imported without its command-line tool
     warm.py       the HTTP client imported in a thread while a session's start waits on git and bwrap
+    sse_lines.py  the lines of an event stream, split from its bytes and counted, no I/O
     transport.py  HTTP for both wires: the streamed POST (`HTTPProvider`) with its retries, and `GET /models`
     replay.py     the `replay` kind, a file of answers played back
     registry.py   kind → wire, `make_provider`, and the credential check `chock login` runs

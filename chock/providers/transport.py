@@ -27,6 +27,7 @@ from chock.providers.failures import (
     unusable_credential,
 )
 from chock.providers.lean_http import httpx
+from chock.providers.sse_lines import PastLimit, SSELines
 from chock.providers.wire import StreamReader, Wire
 
 # Opening a connection is quick or it is not going to happen.
@@ -42,8 +43,9 @@ MODELS_PATH = "/models"
 # An error answer is a JSON object of a few hundred bytes; a proxy's error page may be anything, and only its
 # start is ever quoted (failures.QUOTE_LIMIT).
 ERROR_BODY_LIMIT = 64 * 1024
-# The most one answer's stream may bring: everything in it is the model's, and it is all kept in memory, then cut
-# to fit the log on the session's only loop (chock/log/shrink.py, linear in its size). Far past any real answer.
+# The most one answer's stream may bring, every byte of its body counted from the first (events, pings, blank
+# lines, a line not yet ended): everything in it is the model's, and it is all kept in memory, then cut to fit
+# the log on the session's only loop (chock/log/shrink.py, linear in its size). Far past any real answer.
 ANSWER_LIMIT = 16 * 1024 * 1024
 
 
@@ -119,7 +121,7 @@ class HTTPProvider:
             try:
                 response = await self._send(body)
                 reader = self.wire.reader(self.address, self.instance, self._credential)
-                lines = _generator(response.aiter_lines())
+                lines = self._lines(response)
                 first = await self._opening(response, lines, reader)
                 break
             except _Retryable as failed:
@@ -133,15 +135,11 @@ class HTTPProvider:
         try:
             # Closed explicitly, whatever ends the loop: an async generator left to the garbage collector is
             # finished by a task the loop may never run ("Task was destroyed but it is pending!").
-            received = 0  # what the stream brought after its answer began
             async with contextlib.aclosing(lines):
                 if first:
                     yield TextDelta(first)
                 if not reader.done:
                     async for line in lines:
-                        received += len(line)
-                        if received > ANSWER_LIMIT:
-                            raise oversized_answer(self.address, self.instance, ANSWER_LIMIT)
                         text = reader.feed_line(line)
                         if text:
                             yield TextDelta(text)
@@ -184,6 +182,21 @@ class HTTPProvider:
             failure.usage = reader.usage()
             await _close(response, lines)
             raise failure from exc
+
+    async def _lines(self, response: httpx.Response) -> AsyncGenerator[str, None]:
+        """The stream's lines as its bytes come (`sse_lines`), every byte from the body's first counted against
+        `ANSWER_LIMIT`."""
+        lines = SSELines(ANSWER_LIMIT)
+        async with contextlib.aclosing(_generator(response.aiter_bytes())) as chunks:
+            async for chunk in chunks:
+                try:
+                    ended = lines.feed(chunk)
+                except PastLimit:
+                    raise oversized_answer(self.address, self.instance, ANSWER_LIMIT) from None
+                for line in ended:
+                    yield line
+        for line in lines.close():
+            yield line
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response:
         """The streamed POST, open at a 2xx event stream; every failure before the answer's first byte is
@@ -310,6 +323,6 @@ T = TypeVar("T")
 
 
 def _generator(items: AsyncIterator[T]) -> AsyncGenerator[T, None]:
-    """httpx's `aiter_lines` and `aiter_bytes`, typed as iterators, are async generators: they can be closed."""
+    """httpx's `aiter_bytes`, typed as an iterator, is an async generator: it can be closed."""
     assert isinstance(items, AsyncGenerator)
     return items

@@ -1,0 +1,228 @@
+"""What a provider that misbehaves on the wire costs a call: loopback servers that write raw HTTP as such a
+server or proxy would, against the real transport, and the line splitter it reads streams with."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from chock.providers import Reply, TextDelta, transport
+from chock.providers.registry import make_provider
+from chock.providers.sse_lines import PastLimit, SSELines
+from tests.test_providers import KEY, failure, stream_all
+
+MIB = 1024 * 1024
+PAUSE = 0.05  # between the bytes of a server that trickles; its whole trickle far outlasts the scaled-down bound
+
+
+class RawServer:
+    """A loopback HTTP server that reads each request (head and body) and lets `answer(conn, n)` write
+    whatever it likes on the socket, `n` counting requests from 1. `sent_all` says, per request, whether the
+    answer was written whole: False when the client hung up first."""
+
+    def __init__(self, answer: Callable[[socket.socket, int], None]) -> None:
+        self.answer = answer
+        self.sent_all: list[bool] = []
+        self.stopped = threading.Event()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
+        self._threads = [threading.Thread(target=self._serve, daemon=True)]
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> RawServer:
+        self._threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        for thread in list(self._threads):
+            thread.join(30)
+        self._sock.close()
+
+    def _serve(self) -> None:
+        self._sock.settimeout(0.05)  # a closed socket wakes no accept: the loop looks at `stopped` instead
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            thread = threading.Thread(target=self._one, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                data += got
+            head, _, body = data.partition(b"\r\n\r\n")
+            fields = dict(line.lower().partition(b":")[::2] for line in head.split(b"\r\n")[1:])
+            while len(body) < int(fields.get(b"content-length", b"0")):
+                body += conn.recv(65536)
+            with self._lock:
+                self.sent_all.append(False)
+                n = len(self.sent_all)
+            try:
+                self.answer(conn, n)
+            except OSError:
+                return
+            self.sent_all[n - 1] = True
+
+    def trickle(self, conn: socket.socket, data: bytes, *, every: float = PAUSE) -> None:
+        """`data` a byte at a time, until the client hangs up or the test ends."""
+        for byte in data:
+            if self.stopped.wait(every):
+                raise ConnectionAbortedError
+            conn.sendall(bytes([byte]))
+
+
+def head(status: str = "200 OK", content_type: str = "text/event-stream") -> bytes:
+    return f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n".encode()
+
+
+def event(data: dict[str, Any]) -> bytes:
+    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def message_start(input_tokens: int = 10) -> bytes:
+    usage = {"input_tokens": input_tokens, "output_tokens": 1}
+    return event({"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "usage": usage}})
+
+
+def text_block(text: str) -> bytes:
+    return event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}) + event(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+    )
+
+
+def message_end() -> bytes:
+    return (
+        event({"type": "content_block_stop", "index": 0})
+        + event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}})
+        + event({"type": "message_stop"})
+    )
+
+
+def answer(text: str = "hi", input_tokens: int = 10) -> bytes:
+    return message_start(input_tokens) + text_block(text) + message_end()
+
+
+def send_mib(conn: socket.socket, piece: bytes, mib: int) -> None:
+    block = piece * (MIB // len(piece))
+    for _ in range(mib):
+        conn.sendall(block)
+
+
+async def no_wait(seconds: float) -> None:
+    return None
+
+
+def provider(server: RawServer, kind: str = "anthropic", retries: int = 0) -> Any:
+    return make_provider(kind, server.address, "m", KEY, instance="work", retries=retries, sleep=no_wait)
+
+
+@pytest.fixture
+def small_answers(monkeypatch: pytest.MonkeyPatch) -> int:
+    """An answer's bound scaled down to 1 MiB, so a server passes it quickly."""
+    monkeypatch.setattr(transport, "ANSWER_LIMIT", MIB)
+    return MIB
+
+
+# --- the lines of a stream ----------------------------------------------------------------------------------
+
+
+def fed(chunks: list[bytes], limit: int = MIB) -> list[str]:
+    lines = SSELines(limit)
+    return [line for chunk in chunks for line in lines.feed(chunk)] + lines.close()
+
+
+def test_a_line_ends_at_lf_crlf_or_cr_wherever_the_chunks_are_cut() -> None:
+    whole = b"data: a\ndata: b\r\ndata: c\rdata: d\r\n\r\n: e"
+    expected = ["data: a", "data: b", "data: c", "data: d", "", ": e"]
+    for cut in range(len(whole) + 1):
+        for second in range(cut, len(whole) + 1):
+            assert fed([whole[:cut], whole[cut:second], whole[second:]]) == expected, (cut, second)
+    assert fed([b"a\r", b"\n", b"\nb"]) == ["a", "", "b"]  # a CR's LF comes in the next chunk, then a blank line
+
+
+def test_a_line_is_utf8_and_ends_nowhere_else() -> None:
+    text = "caf\u00e9 \u2028 \u0085 \x0c \u2029 \U0001f600"  # line ends to str.splitlines, none to a stream
+    encoded = f"data: {text}\n".encode()
+    for cut in range(len(encoded) + 1):  # inside the é and the emoji too
+        assert fed([encoded[:cut], encoded[cut:]]) == [f"data: {text}"]
+    assert fed([b"data: \xff\xfe ok\n"]) == ["data: \ufffd\ufffd ok"]
+
+
+def test_every_byte_counts_against_the_limit_and_the_line_still_open_too() -> None:
+    lines = SSELines(10)
+    assert lines.feed(b"\n\n\n\n") == ["", "", "", ""]  # blank lines count
+    assert lines.feed(b"data: ") == []
+    with pytest.raises(PastLimit):
+        lines.feed(b"x")  # the 11th byte, in a line never ended
+    assert lines.received == 10
+
+
+# --- the answer's bound -------------------------------------------------------------------------------------
+
+
+# What a server may pad an answer with: each passes 1 MiB before the answer ends properly.
+PADDING = {
+    "a comment line that never ends, before the answer": lambda conn: (
+        conn.sendall(head() + b": "),
+        send_mib(conn, b"a", 2),
+        conn.sendall(b"\n\n" + answer()),
+    ),
+    "pings before the answer's first block": lambda conn: (
+        conn.sendall(head() + message_start()),
+        send_mib(conn, event({"type": "ping"}), 2),
+        conn.sendall(text_block("hi") + message_end()),
+    ),
+    "blank lines after its text": lambda conn: (
+        conn.sendall(head() + message_start() + text_block("hi")),
+        send_mib(conn, b"\n", 2),
+        conn.sendall(message_end()),
+    ),
+}
+
+
+@pytest.mark.parametrize("padding", sorted(PADDING))
+def test_every_byte_of_the_stream_counts_against_the_answers_bound(small_answers: int, padding: str) -> None:
+    with RawServer(lambda conn, n: PADDING[padding](conn)) as server:
+        text = str(failure(provider(server)))
+    assert "passed 1 MiB, the most one answer may take" in text and "`chock run --continue` asks again" in text
+
+
+def test_a_data_line_that_never_ends_is_read_no_further_than_the_bound(small_answers: int) -> None:
+    def endless(conn: socket.socket, n: int) -> None:
+        conn.sendall(head() + message_start() + text_block("so far") + b"data: ")
+        send_mib(conn, b"A", 32)
+
+    with RawServer(endless) as server:
+        items, error = stream_all(provider(server))
+    assert error is not None and "passed 1 MiB" in str(error)
+    assert items == [TextDelta("so far")]
+    assert server.sent_all == [False]  # the client hung up: the rest was never read
+
+
+def test_text_holding_a_unicode_line_separator_arrives_whole() -> None:
+    text = "one\u2028two\u0085three"  # sent unescaped, as JSON allows and llama.cpp and vLLM write it
+
+    def chunks(conn: socket.socket, n: int) -> None:
+        chunk = {"choices": [{"index": 0, "delta": {"content": text}}]}
+        conn.sendall(head() + f"data: {json.dumps(chunk, ensure_ascii=False)}\n\ndata: [DONE]\n\n".encode())
+
+    with RawServer(chunks) as server:
+        items, error = stream_all(provider(server, "openai-compat"))
+    assert error is None, error
+    assert items[-1] == Reply(text)
