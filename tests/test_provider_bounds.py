@@ -226,3 +226,57 @@ def test_text_holding_a_unicode_line_separator_arrives_whole() -> None:
         items, error = stream_all(provider(server, "openai-compat"))
     assert error is None, error
     assert items[-1] == Reply(text)
+
+
+# --- the call's whole time ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def short_calls(monkeypatch: pytest.MonkeyPatch) -> float:
+    """A call's whole bound scaled down to half a second."""
+    monkeypatch.setattr(transport, "CALL_SECONDS", 0.5)
+    return 0.5
+
+
+def test_a_stream_kept_alive_by_pings_that_never_ends_is_given_up(short_calls: float) -> None:
+    def pings(conn: socket.socket, n: int) -> None:
+        conn.sendall(head() + message_start())
+        for _ in range(200):
+            if server.stopped.wait(PAUSE):
+                return
+            conn.sendall(b": keep-alive\n\n" + event({"type": "ping"}))
+
+    with RawServer(pings) as server:
+        error = failure(provider(server, retries=2))
+        assert len(server.sent_all) == 1  # a call that ran out its time is not sent again
+    assert "the call went on past 0.5 s, the most one call may take" in str(error)
+    assert "`chock run --continue` asks again" in str(error)
+    assert error.usage is not None and error.usage["input_tokens"] == 10
+
+
+def test_headers_trickled_a_byte_at_a_time_are_given_up(short_calls: float) -> None:
+    with RawServer(lambda conn, n: server.trickle(conn, b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * 400)) as server:
+        error = failure(provider(server))
+    assert "the call went on past 0.5 s" in str(error)
+
+
+def test_a_slow_error_page_is_quoted_as_far_as_it_came(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "ERROR_BODY_SECONDS", 0.5)
+
+    def slow(conn: socket.socket, n: int) -> None:
+        conn.sendall(head("503 Service Unavailable", "text/plain") + b"overloaded ")
+        server.trickle(conn, b"." * 200 + b" END")
+
+    with RawServer(slow) as server:
+        text = str(failure(provider(server)))
+    assert "the provider failed (HTTP 503: overloaded" in text and "END" not in text
+
+
+def test_an_error_page_cut_short_still_names_its_status() -> None:
+    def cut(conn: socket.socket, n: int) -> None:
+        conn.sendall(head("503 Service Unavailable", "text/plain").replace(b"connection", b"content-length: 99\r\nx"))
+        conn.sendall(b"overloaded")
+
+    with RawServer(cut) as server:
+        text = str(failure(provider(server)))
+    assert "the provider failed (HTTP 503: overloaded); try again later" in text

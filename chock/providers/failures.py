@@ -446,3 +446,16 @@ def transport_failure(
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
         return incomplete_failure(address, instance, reason)
     return ProviderError(f"{who}: the request failed ({reason})")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} s"
+
+
+def overdue_answer(address: str, instance: str | None, seconds: float) -> ProviderError:
+    """A call that went on past the most one may take as a whole (a stream kept alive by pings or comments, or
+    headers trickled, never finishing), however often something arrived."""
+    return ProviderError(
+        f"{describe(instance, address)}: the call went on past {_span(seconds)}, the most one call may take, and "
+        "was given up; `chock run --continue` asks again"
+    )

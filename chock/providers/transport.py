@@ -20,6 +20,7 @@ from chock.providers.failures import (
     incomplete_failure,
     not_a_model_list,
     not_an_event_stream,
+    overdue_answer,
     oversized_answer,
     shown_address,
     status_failure,
@@ -36,6 +37,10 @@ CONNECT_TIMEOUT = 10.0
 # means the call is lost.
 READ_TIMEOUT = 300.0
 STREAM_TIMEOUT = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+# The most one attempt may take as a whole, from its request to its answer's last byte, however often something
+# arrives: a server that sends pings or comments, or trickles its headers, never finishing, is given up. A slow
+# local model may take tens of minutes over one long answer.
+CALL_SECONDS = 3600.0
 # Login's check is one small GET: a person is waiting at the terminal for its answer.
 CHECK_TIMEOUT = 15.0
 # Below an instance's address, on both wires.
@@ -43,6 +48,8 @@ MODELS_PATH = "/models"
 # An error answer is a JSON object of a few hundred bytes; a proxy's error page may be anything, and only its
 # start is ever quoted (failures.QUOTE_LIMIT).
 ERROR_BODY_LIMIT = 64 * 1024
+# An error answer's body is read for this long at most: what came by then is quoted, the status said either way.
+ERROR_BODY_SECONDS = 60.0
 # The most one answer's stream may bring, every byte of its body counted from the first (events, pings, blank
 # lines, a line not yet ended): everything in it is the model's, and it is all kept in memory, then cut to fit
 # the log on the session's only loop (chock/log/shrink.py, linear in its size). Far past any real answer.
@@ -118,10 +125,11 @@ class HTTPProvider:
         body = self.wire.request_body(self.model, conversation, tools, system)
         attempt = 1
         while True:
+            deadline = asyncio.get_running_loop().time() + CALL_SECONDS
             try:
-                response = await self._send(body)
+                response = await self._send(body, deadline)
                 reader = self.wire.reader(self.address, self.instance, self._credential)
-                lines = self._lines(response)
+                lines = self._lines(response, deadline)
                 first = await self._opening(response, lines, reader)
                 break
             except _Retryable as failed:
@@ -183,12 +191,19 @@ class HTTPProvider:
             await _close(response, lines)
             raise failure from exc
 
-    async def _lines(self, response: httpx.Response) -> AsyncGenerator[str, None]:
-        """The stream's lines as its bytes come (`sse_lines`), every byte from the body's first counted against
-        `ANSWER_LIMIT`."""
+    async def _lines(self, response: httpx.Response, deadline: float) -> AsyncGenerator[str, None]:
+        """The stream's lines as its bytes come (`sse_lines`), each read within the attempt's `deadline`, every
+        byte from the body's first counted against `ANSWER_LIMIT`."""
         lines = SSELines(ANSWER_LIMIT)
         async with contextlib.aclosing(_generator(response.aiter_bytes())) as chunks:
-            async for chunk in chunks:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise overdue_answer(self.address, self.instance, CALL_SECONDS) from None
                 try:
                     ended = lines.feed(chunk)
                 except PastLimit:
@@ -198,23 +213,26 @@ class HTTPProvider:
         for line in lines.close():
             yield line
 
-    async def _send(self, body: dict[str, Any]) -> httpx.Response:
-        """The streamed POST, open at a 2xx event stream; every failure before the answer's first byte is
-        raised here, as `_Retryable` when it may be worth sending again."""
+    async def _send(self, body: dict[str, Any], deadline: float) -> httpx.Response:
+        """The streamed POST, open at a 2xx event stream by `deadline`; every failure before the answer's first
+        byte is raised here, as `_Retryable` when it may be worth sending again."""
         if not header_safe(self._credential):
             raise unusable_credential(self.kind, self.address, self.instance)
         headers = {**self.wire.auth_headers(self._credential), "content-type": "application/json"}
         client = self._http()
         request = client.build_request("POST", self.address + self.wire.path, json=body, headers=headers)
         try:
-            response = await client.send(request, stream=True)
+            async with asyncio.timeout_at(deadline):
+                response = await client.send(request, stream=True)
         except httpx.TransportError as exc:
             raise _Retryable(self._transport_failure(exc), None, None) from exc
+        except TimeoutError:
+            raise overdue_answer(self.address, self.instance, CALL_SECONDS) from None
         try:
             if not 200 <= response.status_code < 300:
                 error = status_failure(
                     response.status_code,
-                    await _error_body(response),
+                    await _error_body(response, deadline),
                     kind=self.kind,
                     address=self.address,
                     credential=self._credential,
@@ -255,15 +273,18 @@ class HTTPProvider:
         return self._client
 
 
-async def _error_body(response: httpx.Response) -> bytes:
-    """At most `ERROR_BODY_LIMIT` bytes of an error answer: its words are quoted, the rest never read."""
-    kept = b""
-    async with contextlib.aclosing(_generator(response.aiter_bytes())) as chunks:
-        async for chunk in chunks:
-            kept += chunk
-            if len(kept) >= ERROR_BODY_LIMIT:
-                break
-    return kept[:ERROR_BODY_LIMIT]
+async def _error_body(response: httpx.Response, deadline: float) -> bytes:
+    """At most `ERROR_BODY_LIMIT` bytes of an error answer, read for `ERROR_BODY_SECONDS` at most: its words are
+    quoted, the rest never read. A body cut or slow is quoted as far as it came: the status says enough."""
+    kept = bytearray()
+    deadline = min(deadline, asyncio.get_running_loop().time() + ERROR_BODY_SECONDS)
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout_at(deadline), contextlib.aclosing(_generator(response.aiter_bytes())) as chunks:
+            async for chunk in chunks:
+                kept += chunk
+                if len(kept) >= ERROR_BODY_LIMIT:
+                    break
+    return bytes(kept[:ERROR_BODY_LIMIT])
 
 
 async def _close(response: httpx.Response, lines: AsyncGenerator[str, None]) -> None:
