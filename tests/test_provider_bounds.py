@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from chock.providers import Reply, TextDelta, transport
+from chock.providers import Reply, Retrying, TextDelta, transport
 from chock.providers.registry import make_provider
 from chock.providers.sse_lines import PastLimit, SSELines
 from tests.test_providers import KEY, failure, stream_all
@@ -280,3 +281,29 @@ def test_an_error_page_cut_short_still_names_its_status() -> None:
     with RawServer(cut) as server:
         text = str(failure(provider(server)))
     assert "the provider failed (HTTP 503: overloaded); try again later" in text
+
+
+# --- retries before the answer's first byte -----------------------------------------------------------------
+
+
+def reset(conn: socket.socket) -> None:
+    """Close with a TCP reset, as a crashed server or a proxy does."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+@pytest.mark.parametrize("cut", ["closed", "reset"])
+def test_a_stream_cut_before_any_content_is_sent_again(cut: str) -> None:
+    def cut_first(conn: socket.socket, n: int) -> None:
+        if n == 1:
+            conn.sendall(head() + message_start())
+            if cut == "reset":
+                reset(conn)
+        else:
+            conn.sendall(head() + answer("made it"))
+
+    with RawServer(cut_first) as server:
+        items, error = stream_all(provider(server, retries=1))
+    assert error is None, error
+    retrying, *_, reply = items
+    assert isinstance(retrying, Retrying) and (retrying.attempt, retrying.status) == (1, None)
+    assert reply == Reply("made it", input_tokens=10, output_tokens=5)

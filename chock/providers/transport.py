@@ -170,26 +170,30 @@ class HTTPProvider:
     async def _opening(
         self, response: httpx.Response, lines: AsyncGenerator[str, None], reader: StreamReader
     ) -> str | None:
-        """Read the stream until its answer begins (or ends), returning the text that began it. An error event
-        before then showed nothing: it is raised as `_Retryable` with the status it stands for (Anthropic's
-        `overloaded_error` as 529), so it is sent again as that status would be."""
+        """Read the stream until its answer begins (or ends), returning the text that began it. Nothing has
+        been shown before then, so a stream cut there is raised as `_Retryable`, as is an error event, with the
+        status it stands for (Anthropic's `overloaded_error` as 529), so it is sent again as that status would
+        be; usage reported so far goes with it."""
         try:
-            async for line in lines:
-                text = reader.feed_line(line)
-                if text or reader.began or reader.done:
-                    return text
-            return None
+            try:
+                async for line in lines:
+                    text = reader.feed_line(line)
+                    if text or reader.began or reader.done:
+                        return text
+            except httpx.HTTPError as exc:
+                raise _Retryable(self._transport_failure(exc), None, None) from exc
+            reason = f"no {self.wire.last_line}"
+            raise _Retryable(incomplete_failure(self.address, self.instance, reason), None, None)
+        except _Retryable as failed:
+            failed.error.usage = reader.usage()
+            await _close(response, lines)
+            raise
         except ProviderError as error:
             error.usage = reader.usage()
             await _close(response, lines)
             if error.status is None:
                 raise
             raise _Retryable(error, error.status, None) from None
-        except httpx.HTTPError as exc:
-            failure = self._transport_failure(exc)
-            failure.usage = reader.usage()
-            await _close(response, lines)
-            raise failure from exc
 
     async def _lines(self, response: httpx.Response, deadline: float) -> AsyncGenerator[str, None]:
         """The stream's lines as its bytes come (`sse_lines`), each read within the attempt's `deadline`, every
