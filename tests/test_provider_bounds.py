@@ -3,6 +3,7 @@ server or proxy would, against the real transport, and the line splitter it read
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import struct
@@ -12,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from chock.config import Price
 from chock.providers import Reply, Retrying, TextDelta, transport
 from chock.providers.registry import make_provider
 from chock.providers.sse_lines import PastLimit, SSELines
-from tests.test_providers import KEY, failure, stream_all
+from chock.session.calls import call
+from tests.test_providers import HELLO, KEY, failure, stream_all
 
 MIB = 1024 * 1024
 PAUSE = 0.05  # between the bytes of a server that trickles; its whole trickle far outlasts the scaled-down bound
@@ -307,3 +310,30 @@ def test_a_stream_cut_before_any_content_is_sent_again(cut: str) -> None:
     retrying, *_, reply = items
     assert isinstance(retrying, Retrying) and (retrying.attempt, retrying.status) == (1, None)
     assert reply == Reply("made it", input_tokens=10, output_tokens=5)
+
+
+def test_the_tokens_an_attempt_sent_again_reported_are_logged_and_priced() -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+    def overloaded_first(conn: socket.socket, n: int) -> None:
+        conn.sendall(head() + (message_start(1234) + event(overloaded) if n == 1 else answer("made it", 1000)))
+
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(kind: str, **fields: Any) -> Any:
+        events.append((kind, fields))
+
+    async def go(p: Any) -> Reply:
+        try:
+            return await call(p, HELLO, [], "sys", emit, price=Price(input=1.0, output=2.0))
+        finally:
+            await p.aclose()
+
+    with RawServer(overloaded_first) as server:
+        reply = asyncio.run(go(provider(server, retries=1)))
+    assert reply.text == "made it"
+    logged = [(kind, fields) for kind, fields in events if kind != "assistant.delta"]
+    assert [kind for kind, _ in logged] == ["usage", "provider.retry"]  # the last attempt's: the session logs it
+    usage = logged[0][1]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cost"]) == (1234, 1, 0.001236)
+    assert logged[1][1]["status"] == 529

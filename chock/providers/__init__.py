@@ -54,15 +54,18 @@ class ToolCall(Value):
 
 class Retrying(Value):
     """The call failed before its answer's first byte and is sent again after `wait_seconds`; the session logs
-    it (`provider.retry`) while the provider waits."""
+    it (`provider.retry`, and `usage` for what the failed attempt reported) while the provider waits."""
 
-    __slots__ = ("attempt", "error", "status", "wait_seconds")
+    __slots__ = ("attempt", "error", "status", "usage", "wait_seconds")
 
-    def __init__(self, attempt: int, status: int | None, wait_seconds: float, error: str) -> None:
+    def __init__(
+        self, attempt: int, status: int | None, wait_seconds: float, error: str, usage: dict[str, int] | None = None
+    ) -> None:
         self.attempt = attempt  # the attempt that failed, from 1
         self.status = status  # its HTTP status; None when no answer came (a connection error)
         self.wait_seconds = wait_seconds
         self.error = error  # what the failed attempt said, as a person reads it
+        self.usage = usage  # what the failed attempt's stream reported, as a `usage` event's fields; None: nothing
 
 
 class Reply(Value):

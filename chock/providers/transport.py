@@ -137,7 +137,7 @@ class HTTPProvider:
                 if attempt > self.retries or wait is None or not retry.retryable(failed.status, failed.headers):
                     raise _given_up(failed.error, attempt) from None
                 # The wait is an await on the session's loop: its sockets keep answering meanwhile.
-                yield Retrying(attempt, failed.status, wait, str(failed.error))
+                yield Retrying(attempt, failed.status, wait, str(failed.error), usage=failed.error.usage)
                 await self._sleep(wait)
                 attempt += 1
         try:

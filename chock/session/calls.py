@@ -1,10 +1,10 @@
 """One model call as the log records it, whatever it is for (a turn, a compaction's summary).
 
 Text is logged as it arrives (`assistant.delta`, coalesced), each wait before an attempt is sent again as
-`provider.retry`, and nothing received is lost when the call fails: the text not yet logged is logged, and a
-`usage` event records what the provider had reported, before the error goes on to end the session. The
-provider's stream is closed explicitly however the call ends, so no generator is left for the garbage
-collector to finish on a loop that may be gone.
+`provider.retry` (after a `usage` event for what the failed attempt reported, if it reported any), and nothing
+received is lost when the call fails: the text not yet logged is logged, and a `usage` event records what the
+provider had reported, before the error goes on to end the session. The provider's stream is closed explicitly
+however the call ends, so no generator is left for the garbage collector to finish on a loop that may be gone.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ async def call(
                         if time.monotonic() - flushed >= DELTA_COALESCE_SECONDS:
                             flush()
                 elif isinstance(item, Retrying):
+                    if item.usage and any(item.usage.values()):
+                        record_usage(emit, item.usage, price, purpose)  # the failed attempt's tokens count too
                     emit(
                         "provider.retry",
                         attempt=item.attempt,
