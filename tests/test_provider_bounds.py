@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from chock.config import Price
-from chock.providers import Reply, Retrying, TextDelta, transport
-from chock.providers.registry import make_provider
+from chock.providers import ProviderError, Reply, Retrying, TextDelta, transport
+from chock.providers.registry import check_credential, make_provider
 from chock.providers.sse_lines import PastLimit, SSELines
 from chock.session.calls import call
 from tests.test_providers import HELLO, KEY, failure, stream_all
@@ -337,3 +337,61 @@ def test_the_tokens_an_attempt_sent_again_reported_are_logged_and_priced() -> No
     usage = logged[0][1]
     assert (usage["input_tokens"], usage["output_tokens"], usage["cost"]) == (1234, 1, 0.001236)
     assert logged[1][1]["status"] == 529
+
+
+# --- the credential check -----------------------------------------------------------------------------------
+
+
+def check(server: RawServer) -> ProviderError:
+    with pytest.raises(ProviderError) as caught:
+        check_credential("openai-compat", server.address, KEY)
+    assert KEY not in str(caught.value)
+    return caught.value
+
+
+def test_login_refuses_a_listing_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "LISTING_LIMIT", 64 * 1024)
+    listing = json.dumps({"object": "list", "data": [{"id": f"model-{n}", "object": "model"} for n in range(30000)]})
+
+    with RawServer(lambda conn, n: conn.sendall(head(content_type="application/json") + listing.encode())) as server:
+        text = str(check(server))
+    assert "the answer to GET /models passed 64 KiB" in text and "versioned base URL" in text
+
+
+def test_login_reads_no_more_of_an_error_page_than_it_quotes() -> None:
+    def huge(conn: socket.socket, n: int) -> None:
+        conn.sendall(head("401 Unauthorized", "text/plain") + b"no such key ")
+        send_mib(conn, b"A", 32)
+
+    with RawServer(huge) as server:
+        text = str(check(server))
+    assert server.sent_all == [False]  # the client hung up: the rest was never read
+    assert "the credential was rejected (HTTP 401: no such key AAAA" in text
+
+
+@pytest.mark.parametrize("status", ["200 OK", "401 Unauthorized"])
+def test_login_reads_json_nested_past_the_parsers_depth_as_no_listing(status: str) -> None:
+    deep = b"[" * 60000
+    with RawServer(lambda conn, n: conn.sendall(head(status, "application/json") + deep)) as server:
+        text = str(check(server))
+    expected = "is not the API's list of models" if status == "200 OK" else "the credential was rejected (HTTP 401)"
+    assert expected in text
+
+
+def test_a_refusal_nested_past_the_parsers_depth_still_names_its_status() -> None:
+    deep = b"[" * 60000
+    with RawServer(lambda conn, n: conn.sendall(head("400 Bad Request", "application/json") + deep)) as server:
+        text = str(failure(provider(server)))
+    assert "the provider rejected the request (HTTP 400)" in text
+
+
+def test_login_is_bounded_as_a_whole_however_steadily_its_answer_trickles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "CHECK_SECONDS", 0.5)
+
+    def trickled(conn: socket.socket, n: int) -> None:
+        conn.sendall(head(content_type="application/json"))
+        server.trickle(conn, b'{"object": "list", "data": [' + b" " * 200 + b"]}")
+
+    with RawServer(trickled) as server:
+        text = str(check(server))
+    assert "the answer to GET /models went on past 0.5 s" in text

@@ -459,3 +459,23 @@ def overdue_answer(address: str, instance: str | None, seconds: float) -> Provid
         f"{describe(instance, address)}: the call went on past {_span(seconds)}, the most one call may take, and "
         "was given up; `chock run --continue` asks again"
     )
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit // 1024:,} KiB"
+
+
+def oversized_model_list(address: str, limit: int) -> ProviderError:
+    """A 2xx answer to `GET /models` past `limit` bytes: not read further, and not the API's listing."""
+    return ProviderError(
+        f"{describe(None, address)}: the answer to GET /models passed {_size(limit)} and is not the API's "
+        "list of models; check that the address is the API's versioned base URL"
+    )
+
+
+def overdue_check(address: str, seconds: float) -> ProviderError:
+    """Login's `GET /models` that went on past the most it may take as a whole."""
+    return ProviderError(
+        f"{describe(None, address)}: the answer to GET /models went on past {_span(seconds)} and was given up; "
+        "check the address and the network, then try again"
+    )

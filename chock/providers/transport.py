@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -21,7 +23,9 @@ from chock.providers.failures import (
     not_a_model_list,
     not_an_event_stream,
     overdue_answer,
+    overdue_check,
     oversized_answer,
+    oversized_model_list,
     shown_address,
     status_failure,
     transport_failure,
@@ -41,8 +45,10 @@ STREAM_TIMEOUT = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
 # arrives: a server that sends pings or comments, or trickles its headers, never finishing, is given up. A slow
 # local model may take tens of minutes over one long answer.
 CALL_SECONDS = 3600.0
-# Login's check is one small GET: a person is waiting at the terminal for its answer.
+# Login's check is one small GET: a person is waiting at the terminal for its answer. Each read waits this long,
+# and its body is read within CHECK_SECONDS of the request.
 CHECK_TIMEOUT = 15.0
+CHECK_SECONDS = 30.0
 # Below an instance's address, on both wires.
 MODELS_PATH = "/models"
 # An error answer is a JSON object of a few hundred bytes; a proxy's error page may be anything, and only its
@@ -50,6 +56,8 @@ MODELS_PATH = "/models"
 ERROR_BODY_LIMIT = 64 * 1024
 # An error answer's body is read for this long at most: what came by then is quoted, the status said either way.
 ERROR_BODY_SECONDS = 60.0
+# The API's list of models is a few KiB; thousands of models with their descriptions still fit.
+LISTING_LIMIT = 4 * 1024 * 1024
 # The most one answer's stream may bring, every byte of its body counted from the first (events, pings, blank
 # lines, a line not yet ended): everything in it is the model's, and it is all kept in memory, then cut to fit
 # the log on the session's only loop (chock/log/shrink.py, linear in its size). Far past any real answer.
@@ -234,7 +242,7 @@ class HTTPProvider:
             raise overdue_answer(self.address, self.instance, CALL_SECONDS) from None
         try:
             if not 200 <= response.status_code < 300:
-                error = status_failure(
+                error = _refusal(
                     response.status_code,
                     await _error_body(response, deadline),
                     kind=self.kind,
@@ -291,6 +299,15 @@ async def _error_body(response: httpx.Response, deadline: float) -> bytes:
     return bytes(kept[:ERROR_BODY_LIMIT])
 
 
+def _refusal(status: int, body: bytes, **context: Any) -> ProviderError:
+    """`status_failure`, or the same without the body's words when the body cannot be read at all (JSON nested
+    past the parser's depth)."""
+    try:
+        return status_failure(status, body, **context)
+    except RecursionError:
+        return status_failure(status, b"", **context)
+
+
 async def _close(response: httpx.Response, lines: AsyncGenerator[str, None]) -> None:
     with contextlib.suppress(httpx.HTTPError):
         await lines.aclose()
@@ -311,13 +328,19 @@ def list_models(wire: Wire, kind: str, address: str, credential: str, *, timeout
     """`GET <address>/models` with the wire's auth headers; returns when the provider accepts the key.
 
     Raises ProviderError naming the status and the provider's words on a non-2xx answer, or the address when
-    nothing answers. Synchronous: login has no event loop to share.
+    nothing answers, or the answer is not a listing (past `LISTING_LIMIT`, or not read within `CHECK_SECONDS`).
+    Synchronous: login has no event loop to share.
     """
     if not header_safe(credential):
         raise unusable_credential(kind, address, None)
+    deadline = time.monotonic() + CHECK_SECONDS
     try:
-        with httpx.Client(timeout=timeout) as client:
-            response = client.get(address.rstrip("/") + MODELS_PATH, headers=wire.auth_headers(credential))
+        with (
+            httpx.Client(timeout=timeout) as client,
+            client.stream("GET", address.rstrip("/") + MODELS_PATH, headers=wire.auth_headers(credential)) as response,
+        ):
+            listed = 200 <= response.status_code < 300
+            body, whole = _read_within(response, LISTING_LIMIT if listed else ERROR_BODY_LIMIT, deadline)
     except httpx.HTTPError as exc:
         raise transport_failure(
             exc,
@@ -327,21 +350,38 @@ def list_models(wire: Wire, kind: str, address: str, credential: str, *, timeout
             connect_timeout=timeout,
             read_timeout=timeout,
         ) from exc
-    if not 200 <= response.status_code < 300:
-        raise status_failure(
+    if not listed:
+        raise _refusal(
             response.status_code,
-            response.content,
+            body,
             kind=kind,
             address=address,
             credential=credential,
             retry_after=response.headers.get("retry-after"),
         )
+    if whole is None:
+        raise overdue_check(address, CHECK_SECONDS)
+    if not whole:
+        raise oversized_model_list(address, LISTING_LIMIT)
     try:
-        listing = response.json()
-    except ValueError:
+        listing = json.loads(body)
+    except (ValueError, RecursionError):
         listing = None
     if not isinstance(listing, dict):
         raise not_a_model_list(address)
+
+
+def _read_within(response: httpx.Response, limit: int, deadline: float) -> tuple[bytes, bool | None]:
+    """At most `limit` bytes of a body, read until `deadline` (time.monotonic) at most, and whether that was
+    all of it: False when it went past `limit`, None when it was still coming at `deadline`."""
+    kept = bytearray()
+    for chunk in response.iter_bytes():
+        kept += chunk
+        if len(kept) > limit:
+            return bytes(kept[:limit]), False
+        if time.monotonic() > deadline:
+            return bytes(kept), None
+    return bytes(kept), True
 
 
 T = TypeVar("T")
