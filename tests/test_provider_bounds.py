@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from chock.config import Price
-from chock.providers import ProviderError, Reply, Retrying, TextDelta, transport
+from chock.providers import ProviderError, Reply, Retrying, TextDelta, anthropic, transport
+from chock.providers.anthropic import MessageStream
 from chock.providers.registry import check_credential, make_provider
 from chock.providers.sse_lines import PastLimit, SSELines
+from chock.providers.transport import HTTPProvider
+from chock.providers.wire import Wire
 from chock.session.calls import call
 from tests.test_providers import HELLO, KEY, failure, stream_all
 
@@ -395,3 +398,49 @@ def test_login_is_bounded_as_a_whole_however_steadily_its_answer_trickles(monkey
     with RawServer(trickled) as server:
         text = str(check(server))
     assert "the answer to GET /models went on past 0.5 s" in text
+
+
+# --- a reader that cannot read an event ---------------------------------------------------------------------
+
+
+class Fragile(MessageStream):
+    """The Messages reader, failing as a reader does on a field of a type it does not expect: on a `weird`
+    event, and at the reply when `at_reply`."""
+
+    at_reply = False
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        if event.get("type") == "weird":
+            raise TypeError("'int' object is not subscriptable")
+        return super().feed(event)
+
+    def tool_calls(self) -> list[Any]:
+        if self.at_reply:
+            raise KeyError("id")
+        return super().tool_calls()
+
+
+class FragileAtReply(Fragile):
+    at_reply = True
+
+
+WEIRD = event({"type": "weird", "secret": KEY})
+FAULTS = {
+    "before the answer": (message_start(77) + WEIRD + text_block("hi") + message_end(), Fragile, "an event"),
+    "within the answer": (message_start(77) + text_block("hi") + WEIRD + message_end(), Fragile, "an event"),
+    "at its end": (answer("hi", 77), FragileAtReply, "its events do not make an answer"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(FAULTS))
+def test_an_event_its_reader_cannot_read_ends_the_call_as_the_providers_error(where: str) -> None:
+    body, reader, said = FAULTS[where]
+    wire = Wire(
+        anthropic.WIRE.path, anthropic.WIRE.last_line, anthropic.WIRE.auth_headers, anthropic.WIRE.request_body, reader
+    )
+    with RawServer(lambda conn, n: conn.sendall(head() + body)) as server:
+        fragile = HTTPProvider(wire, "anthropic", server.address, "m", KEY, instance="work", retries=2)
+        error = failure(fragile)
+        assert len(server.sent_all) == 1
+    assert "the response is not the API's" in str(error) and said in str(error) and "check the address" in str(error)
+    assert error.usage is not None and error.usage["input_tokens"] == 77

@@ -479,3 +479,12 @@ def overdue_check(address: str, seconds: float) -> ProviderError:
         f"{describe(None, address)}: the answer to GET /models went on past {_span(seconds)} and was given up; "
         "check the address and the network, then try again"
     )
+
+
+def unreadable_answer(who: str, line: str | None, credential: str | None) -> ProviderError:
+    """An event of a stream the wire's reader cannot make sense of (`line`; None: the events read, but they do
+    not make an answer) came from something other than the API."""
+    what = "its events do not make an answer"
+    if line is not None:
+        what = f"an event it sent cannot be read: {redact(line, credential)[:80]!r}"
+    return ProviderError(f"{who}: the response is not the API's ({what}); check the address")

@@ -29,6 +29,7 @@ from chock.providers.failures import (
     shown_address,
     status_failure,
     transport_failure,
+    unreadable_answer,
     unusable_credential,
 )
 from chock.providers.lean_http import httpx
@@ -62,6 +63,11 @@ LISTING_LIMIT = 4 * 1024 * 1024
 # lines, a line not yet ended): everything in it is the model's, and it is all kept in memory, then cut to fit
 # the log on the session's only loop (chock/log/shrink.py, linear in its size). Far past any real answer.
 ANSWER_LIMIT = 16 * 1024 * 1024
+
+
+# What a wire's reader raises on an event whose fields are not of the types it reads: the answer is not the
+# API's, said as a ProviderError rather than a traceback.
+READER_FAULTS = (TypeError, AttributeError, KeyError, ValueError, RecursionError)
 
 
 def header_safe(credential: str | None) -> bool:
@@ -156,14 +162,14 @@ class HTTPProvider:
                     yield TextDelta(first)
                 if not reader.done:
                     async for line in lines:
-                        text = reader.feed_line(line)
+                        text = self._feed(reader, line)
                         if text:
                             yield TextDelta(text)
                         if reader.done:
                             break
             if not reader.done:
                 raise incomplete_failure(self.address, self.instance, f"no {self.wire.last_line}")
-            reply = reader.reply()
+            reply = self._reply(reader)
         except httpx.HTTPError as exc:
             error = self._transport_failure(exc)
             error.usage = reader.usage()
@@ -185,7 +191,7 @@ class HTTPProvider:
         try:
             try:
                 async for line in lines:
-                    text = reader.feed_line(line)
+                    text = self._feed(reader, line)
                     if text or reader.began or reader.done:
                         return text
             except httpx.HTTPError as exc:
@@ -202,6 +208,25 @@ class HTTPProvider:
             if error.status is None:
                 raise
             raise _Retryable(error, error.status, None) from None
+
+    def _feed(self, reader: StreamReader, line: str) -> str | None:
+        """`reader.feed_line`; a reader that fails on an event it cannot read (a field of the wrong type) says
+        the answer is not the API's, as a ProviderError."""
+        try:
+            return reader.feed_line(line)
+        except ProviderError:
+            raise
+        except READER_FAULTS as exc:
+            raise unreadable_answer(reader.who, line, self._credential) from exc
+
+    def _reply(self, reader: StreamReader) -> Reply:
+        """`reader.reply`, failing as `_feed` does."""
+        try:
+            return reader.reply()
+        except ProviderError:
+            raise
+        except READER_FAULTS as exc:
+            raise unreadable_answer(reader.who, None, self._credential) from exc
 
     async def _lines(self, response: httpx.Response, deadline: float) -> AsyncGenerator[str, None]:
         """The stream's lines as its bytes come (`sse_lines`), each read within the attempt's `deadline`, every
