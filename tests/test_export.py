@@ -7,7 +7,10 @@ tests/test_export_browser.py.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+import threading
 
 import pytest
 
@@ -219,3 +222,43 @@ def test_completion_offers_this_projects_sessions(home, project):
     env = {"_CHOCK_COMPLETE": "bash_complete", "COMP_WORDS": "chock export ", "COMP_CWORD": "2"}
     done = home.chock(env=env, cwd=project)
     assert session in {line.split(",", 1)[1] for line in done.stdout.splitlines()}, done.stdout
+
+
+def test_output_through_a_link_a_fifo_or_a_device_writes_there_and_leaves_it_be(home, tmp_path, project, local):
+    session = write_session(home.layout, 8, project)
+    whole = home.chock("export", session, "--format", "jsonl", cwd=project).stdout.encode()
+
+    real, link, dangling = tmp_path / "real.jsonl", tmp_path / "link.jsonl", tmp_path / "dangling.jsonl"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    dangling.symlink_to(tmp_path / "made.jsonl")
+    for path, written in ((link, real), (dangling, tmp_path / "made.jsonl")):
+        done = home.chock("export", session, "--format", "jsonl", "-o", str(path), cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert path.is_symlink() and written.read_bytes() == whole  # the link stays; the file it names is written
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()))
+    reader.start()
+    done = home.chock("export", session, "--format", "jsonl", "-o", str(fifo), cwd=project)
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert read == [whole] and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+    device = tmp_path / "null"  # a character device of our own (1, 3: what /dev/null is)
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    done = home.chock("export", session, "-o", str(device), cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(device.lstat().st_mode) and device.lstat().st_rdev == os.makedev(1, 3)
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".part")]
+
+
+def test_output_refuses_an_empty_name_and_a_directory(home, tmp_path, project, local):
+    session = write_session(home.layout, 9, project)
+    empty = home.chock("export", session, "-o", "", cwd=project)
+    assert empty.returncode == 2 and "-o/--output names no file" in empty.stderr, empty.stderr
+    assert "Traceback" not in empty.stderr
+    directory = home.chock("export", session, "-o", str(tmp_path), cwd=project)
+    assert directory.returncode == 2 and "it is a directory" in directory.stderr, directory.stderr

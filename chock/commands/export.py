@@ -11,6 +11,7 @@ import click
 from chock.commands.base import command, options, pass_layout
 from chock.commands.completion import session_ids
 from chock.commands.shared_options import PROJECT_OPTIONS
+from chock.errors import UsageError
 from chock.paths import Layout
 from chock.terminal import shown
 
@@ -30,9 +31,9 @@ FORMATS = ("markdown", "html", "jsonl")  # chock.transcript.stream.FORMATS, with
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Write it to FILE (made whole or not at all) instead of standard output.",
+    help="Write it to FILE (made whole or not at all; a FIFO or a device is written straight into) instead of "
+    "standard output.",
 )
 @options(PROJECT_OPTIONS)
 @pass_layout
@@ -40,7 +41,7 @@ def export(
     layout: Layout,
     session: str | None,
     form: str,
-    output: Path | None,
+    output: str | None,
     project: Path | None,
     daemon_address: tuple[str, ...],
     port: int | None,
@@ -55,6 +56,8 @@ def export(
     from chock.terminal import colour
     from chock.transcript.stream import Destination, export, written_to
 
+    if output == "":
+        raise UsageError("-o/--output names no file (it is empty); name the file to write, or leave -o out")
     found = target(layout, session, project, daemon_address, port, running=False, acting="chock export")
     if output is None:
         terminal = sys.stdout.isatty()
@@ -67,5 +70,5 @@ def export(
     with written_to(output) as handle:
         count = export(found.client, found.session_id, form, Destination(handle, terminal=False, styled=False))
     click.echo(
-        shown(f"session {found.session_id} {found.where}: {count} events written to {output} ({form})"), err=True
+        shown(f"session {found.session_id} {found.where}: {count} events written to {output!s} ({form})"), err=True
     )

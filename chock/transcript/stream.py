@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from itertools import islice
-from pathlib import Path
 from typing import BinaryIO
 
 from chock.control import daemon_protocol as dp
@@ -101,13 +101,56 @@ def export(client: ControlClient, session_id: str, form: str, sink: Destination)
     return count
 
 
-@contextlib.contextmanager
-def written_to(path: Path) -> Iterator[BinaryIO]:
-    """A file that becomes `path` only when the block ends well (a failed export leaves no half transcript
-    there): written beside it, mode 0600 (a transcript holds what the session saw), renamed over it at the end."""
-    directory = path.parent
+def _destination(path: str) -> tuple[str, bool]:
+    """The file an export to `path` writes, and whether it is written straight into rather than replaced.
+
+    A symbolic link is followed to the file it names (a dangling one: the file it would name), so the link stays
+    and its target becomes the transcript. A link into /proc (`/dev/stdout`, `/dev/fd/N`) names a file a process
+    holds open: that open file is written straight into, as a shell's redirection would. So is anything that is
+    not a regular file (a FIFO, a terminal, a device): renaming over it would put a regular file in its place.
+    """
+    here = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own bound on links followed (MAXSYMLINKS)
+        parent = os.path.realpath(os.path.dirname(here))
+        here = os.path.join(parent, os.path.basename(here))
+        if parent == "/proc" or parent.startswith("/proc/"):
+            return here, True
+        try:
+            link = os.readlink(here)
+        except OSError:  # not a link, or nothing there: the file itself
+            break
+        here = os.path.join(parent, link)
+    else:
+        raise ExportFailed(f"cannot write {path}: too many symbolic links; name the file itself")
     try:
-        handle = tempfile.NamedTemporaryFile(dir=directory, prefix=f".{path.name}.", suffix=".part", delete=False)  # noqa: SIM115
+        mode = os.stat(here).st_mode
+    except FileNotFoundError:
+        return here, False
+    except OSError as error:
+        raise ExportFailed(f"cannot write {path}: {error.strerror or error}; name a file you can write") from None
+    if stat.S_ISDIR(mode):
+        raise ExportFailed(f"cannot write {path}: it is a directory; name a file in it", exit_code=2)
+    return here, not stat.S_ISREG(mode)
+
+
+@contextlib.contextmanager
+def written_to(path: str) -> Iterator[BinaryIO]:
+    """Where an export to `path` goes. A regular file (or none yet) becomes the transcript only when the block
+    ends well (a failed export leaves no half transcript there): it is written beside it, mode 0600 (a transcript
+    holds what the session saw), and renamed over it at the end. A FIFO, a device or a process's open file
+    (`/dev/stdout`) is written straight into, and left what it was (see `_destination`)."""
+    target, straight = _destination(path)
+    if straight:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as error:
+            raise ExportFailed(f"cannot write {path}: {error.strerror or error}; name a file you can write") from None
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        return
+    directory, name = os.path.split(target)
+    try:
+        handle = tempfile.NamedTemporaryFile(dir=directory, prefix=f".{name}.", suffix=".part", delete=False)  # noqa: SIM115
     except OSError as error:
         raise ExportFailed(
             f"cannot write {path}: {error.strerror or error} in {directory}; name a file in a directory you can write"
@@ -115,7 +158,7 @@ def written_to(path: Path) -> Iterator[BinaryIO]:
     try:
         with handle:
             yield handle  # type: ignore[misc]  # a NamedTemporaryFile is a binary file
-        os.replace(handle.name, path)
+        os.replace(handle.name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
