@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from chock.log.events import USAGE_FIELDS, Event, value
-from chock.session.spinner import Screen
+from chock.session.spinner import Screen, put
 from chock.session.tools import summary
 from chock.terminal import as_lines, colour, safe, safe_json
 
@@ -75,10 +75,12 @@ def _width() -> int:
 
 
 def json_renderer(out: TextIO | None = None) -> Callable[[Event], None]:
+    gone = False  # a write failed (chock.session.spinner.put): the lines go nowhere from then on
+
     def render(event: Event) -> None:
-        stream = out or sys.stdout
-        stream.write(safe_json(json.dumps(event, ensure_ascii=False)) + "\n")
-        stream.flush()
+        nonlocal gone
+        if not gone:
+            gone = not put(out or sys.stdout, safe_json(json.dumps(event, ensure_ascii=False)) + "\n")
 
     render.as_json = True  # type: ignore[attr-defined]  # a session rebuilt after parking renders as this one did
     return render

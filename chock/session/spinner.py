@@ -9,11 +9,19 @@ asked (an approval) or once the session is over. One lock orders the spinner's t
 two never interleave. The same thread rings the bell (and sends the desktop notification `chock.terminal` says the
 terminal shows) when an approval has been waiting one tick: a request answered at once, or one replayed from an
 old log before its answer, rings nothing.
+
+A write that fails (its reader stopped reading: `chock run … | head -1`; a full disk) ends the view, not the
+session: the stream becomes a null sink (its descriptor /dev/null, so nothing later writes there or fails at
+exit), standard error says so once, and the session runs on to its end. Its log holds everything: `chock export`
+shows it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import sys
 import threading
 import time
 from typing import TextIO
@@ -32,6 +40,34 @@ def elapsed(seconds: float) -> str:
     return f"{minutes}m{rest:02d}s"
 
 
+GONE_NOTE = (
+    "chock: the terminal view's output was closed (its reader stopped reading); the session carries on to its end, "
+    "and its log has everything: `chock export` shows it"
+)
+
+
+def put(out: TextIO, text: str) -> bool:
+    """Write and flush `text` to `out`; False, with `out` made a null sink and the person told, when that fails."""
+    try:
+        out.write(text)
+        out.flush()
+        return True
+    except (OSError, ValueError):  # the reader went, the disk is full, or the stream was closed
+        silence(out)
+        return False
+
+
+def silence(out: TextIO) -> None:
+    """Make `out` a null sink from now on (its descriptor /dev/null), and say so on standard error once."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, out.fileno())
+        os.close(null)
+    if out is not sys.stderr:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(GONE_NOTE, file=sys.stderr, flush=True)
+
+
 class Screen:
     """Standard output (or `out`) as the terminal view writes it, with its spinner and its bell."""
 
@@ -47,6 +83,11 @@ class Screen:
         self._ring: str | None = None  # the note of an approval that waits, until the bell rings for it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._gone = False  # a write failed: nothing more is written
+
+    def _put(self, text: str) -> None:
+        if not self._gone and not put(self.out, text):
+            self._gone = True
 
     def write(self, text: str) -> None:
         """Write `text` (already made safe), the spinner's line cleared first."""
@@ -54,8 +95,7 @@ class Screen:
             return
         with self.lock:
             self._clear()
-            self.out.write(text)
-            self.out.flush()
+            self._put(text)
             self._line_start = text.endswith("\n")
 
     def doing(self, label: str | None) -> None:
@@ -106,20 +146,17 @@ class Screen:
         while not self._stop.wait(TICK):
             with self.lock:
                 if self._ring is not None:
-                    self.out.write("\a" + notification(self._ring))
-                    self.out.flush()
+                    self._put("\a" + notification(self._ring))
                     self._ring = None
                 if self.progress and self._label is not None and (self._line_start or self._drawn):
                     line = f"{FRAMES[frame % len(FRAMES)]} {self._label} {elapsed(time.monotonic() - self._since)}"
                     line = line[: max(1, shutil.get_terminal_size().columns - 1)]  # one line: `\r` reaches its start
                     pad = " " * max(0, self._drawn - len(line))
-                    self.out.write("\r" + line + pad)
-                    self.out.flush()
+                    self._put("\r" + line + pad)
                     self._drawn = len(line)
                     frame += 1
 
     def _clear(self) -> None:
         if self._drawn:
-            self.out.write("\r" + " " * self._drawn + "\r")
-            self.out.flush()
+            self._put("\r" + " " * self._drawn + "\r")
             self._drawn = 0
