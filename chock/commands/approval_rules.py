@@ -96,7 +96,9 @@ def rules(
 
         found = [(r.id, r.verdict, r.pattern, r.origin) for r in rules_in_force(layout, root, _running(layout, root))]
     if not found:
-        click.echo(f"no rules: every call of {root} is decided by .approvals.shell (docs/approvals.md)")
+        click.echo(
+            shown(f"no rules: every call of {root} is decided by .approvals.shell (docs/approvals.md)", one_line=True)
+        )
         return
     width = max(len(pattern) for _, _, pattern, _ in found)
     for rule_id, verdict, pattern, origin in found:
@@ -130,7 +132,7 @@ def rules_remove(
     if address is not None:
         with _here_unless(named):
             expect(ControlClient(address).call(dp.RuleRemoveRequest(root, checked)), dp.RuleRemoved)
-            click.echo(f"removed rule {checked} of {root}")
+            click.echo(shown(f"removed rule {checked} of {root}", one_line=True))
             return
     from chock.session.rule_sources import remove_rule_here
 

@@ -60,7 +60,10 @@ def run(layout: Layout, values: dict[str, object]) -> int:
     try:
         sock.connect(path)
     except OSError as error:
-        sys.stderr.write(f"no chock daemon answers at {path} ({_reason(error)}): {ENABLE}\n")
+        from chock.terminal import shown
+
+        said = shown(f"no chock daemon answers at {path} ({_reason(error)}): {ENABLE}", sys.stderr, one_line=True)
+        sys.stderr.write(said + "\n")
         return EXIT_NO_DAEMON
     import threading
 
