@@ -26,6 +26,18 @@ _CHUNK = 64 * 1024
 ENABLE = "enable it with `systemctl --user enable --now chock.socket`, or start one with `chock daemon`"
 
 
+def _one_line(text: str) -> str:
+    """`text` with every character `str.isprintable` refuses (controls, newlines, bidi overrides) as its escape, as
+    chock.terminal's safe printer shows one — without importing it (and `re`) into every remote request."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(ord(char)) for char in text)
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def _reason(error: OSError) -> str:
     if isinstance(error, FileNotFoundError):
         return "there is no socket at that path"
@@ -60,10 +72,7 @@ def run(layout: Layout, values: dict[str, object]) -> int:
     try:
         sock.connect(path)
     except OSError as error:
-        from chock.terminal import shown
-
-        said = shown(f"no chock daemon answers at {path} ({_reason(error)}): {ENABLE}", sys.stderr, one_line=True)
-        sys.stderr.write(said + "\n")
+        sys.stderr.write(f"no chock daemon answers at {_one_line(path)} ({_reason(error)}): {ENABLE}\n")
         return EXIT_NO_DAEMON
     import threading
 
