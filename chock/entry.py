@@ -29,6 +29,7 @@ FAST = {
 
 
 def main() -> None:
+    _open_closed_streams()
     # Text that the terminal's encoding cannot hold is replaced, not a crash (click's echo did the same).
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
@@ -59,6 +60,26 @@ def main() -> None:
         from chock.commands.cli import main as cli
 
         cli(prog_name="chock")
+
+
+def _open_closed_streams() -> None:
+    """A standard stream the caller closed (`chock … <&-`, `>&-`, `2>&-`; Python made it None) is /dev/null from
+    here on, on its own descriptor: no file opened later takes 0, 1 or 2 and has a command's output or an error
+    written into it, a refusal still goes to standard error (never into standard output's data), and a command
+    sees no terminal there. Input then ends at once (a command that needs an answer says none came), and output
+    goes nowhere, as with `</dev/null` and `>/dev/null`."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            os.fstat(fd)  # taken already (by nothing of ours): leave it be, and use the new descriptor
+        except OSError:
+            os.dup2(null, fd)
+            os.close(null)
+            null = fd
+        stream = open(null, "r" if fd == 0 else "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        setattr(sys, name, stream)
 
 
 def _help() -> int:
