@@ -243,6 +243,9 @@ T_STRING = "a string"
 T_NUMBER = "a number"
 T_WORD = "a word"
 T_END = "end of input"
+# The most digits an integer literal may have: more than any setting needs, and few enough that the number can
+# always be written back in decimal (Python refuses to convert an int past 4300 digits).
+MAX_DIGITS = 1000
 
 _PUNCTUATION = {"}": T_CLOSE, ",": T_COMMA, "=": T_EQUALS}
 
@@ -335,6 +338,8 @@ class _Tokenizer:
             if pattern.fullmatch(literal):
                 sign = -1 if literal.startswith("-") else 1
                 digits = literal.lstrip("-")[prefix:].replace("_", "")
+                if len(digits) > MAX_DIGITS:
+                    raise self.error(f"number too long: {len(digits)} digits, at most {MAX_DIGITS}", start)
                 return _Token(T_NUMBER, literal, sign * int(digits, base), start)
         if _FLOAT_RE.fullmatch(literal):
             return _Token(T_NUMBER, literal, float(literal.replace("_", "")), start)

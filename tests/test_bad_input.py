@@ -1,0 +1,19 @@
+"""Input a person (or a file they were handed) gets wrong is refused with a clear `chock:` line naming it, never a
+traceback: a number too long for config.zon, a socket path that names no directory, an answer or a task that is
+not UTF-8 text, a state directory that cannot be one, a project that cannot be read."""
+
+from __future__ import annotations
+
+
+def refused(done, *words: str) -> None:
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode != 0 and done.stderr.startswith("chock: "), done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+
+
+def test_a_number_too_long_in_config_is_a_refusal_at_its_line_and_column(home, tmp_path):
+    for form in ("1" * 5000, "0x" + "f" * 4000):
+        home.write_config(f".{{\n    .instances = {form},\n}}\n")
+        done = home.chock("config", cwd=tmp_path)
+        refused(done, "line 2, column 18: number too long")
