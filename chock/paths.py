@@ -104,7 +104,7 @@ def plain_file(path: str, flags: int) -> int:
 def ensure_dir(path: P) -> P:
     """Create `path` (and missing parents) as 0700; an existing directory is left as the person made it."""
     missing = []
-    probe = os.fspath(path)
+    probe = os.fspath(path) or os.curdir  # "": the directory of a bare file name
     while not os.path.exists(probe):
         missing.append(probe)
         probe = os.path.dirname(probe) or os.curdir  # a relative path's last parent is the working directory

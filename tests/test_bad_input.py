@@ -4,6 +4,8 @@ not UTF-8 text, a state directory that cannot be one, a project that cannot be r
 
 from __future__ import annotations
 
+import pytest
+
 
 def refused(done, *words: str) -> None:
     assert "Traceback" not in done.stderr, done.stderr
@@ -17,3 +19,21 @@ def test_a_number_too_long_in_config_is_a_refusal_at_its_line_and_column(home, t
         home.write_config(f".{{\n    .instances = {form},\n}}\n")
         done = home.chock("config", cwd=tmp_path)
         refused(done, "line 2, column 18: number too long")
+
+
+@pytest.mark.parametrize("command", ["daemon", "serve"])
+def test_a_relative_socket_path_is_bound_in_the_working_directory(home, tmp_path, command):
+    here = tmp_path / "here"
+    here.mkdir()
+    done = home.chock(command, "--socket", "x.sock", "--idle-exit", "0.5", cwd=here)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("command", ["daemon", "serve"])
+@pytest.mark.parametrize("under", ["file", "file/deeper"])
+def test_a_socket_path_under_a_file_is_refused(home, tmp_path, command, under):
+    (tmp_path / "file").write_text("not a directory\n")
+    socket = tmp_path / under / "x.sock"
+    done = home.chock(command, "--socket", str(socket), cwd=tmp_path)
+    refused(done, f"cannot listen on {socket}: Not a directory; choose another path with --socket")

@@ -144,7 +144,7 @@ def serve(
         run_serve(
             layout,
             daemon=daemon_address,
-            socket_path=socket_path,
+            socket_path=None if socket_path is None else socket_path.absolute(),  # the address it says is whole
             host=host,
             port=port,
             allow_hosts=list(allow_hosts),

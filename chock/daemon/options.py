@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from chock.argv import Option
 from chock.paths import Layout
 
@@ -38,7 +40,8 @@ def run(layout: Layout, values: dict[str, object]) -> int:
     journal.configure(journal.DAEMON, str(values["log_target"]), str(values["log_level"]))
     return serve(
         layout,
-        socket_path=values["socket_path"],  # type: ignore[arg-type]
+        # Absolute, so the address it says and its children are told is the same from any directory.
+        socket_path=None if values["socket_path"] is None else os.path.abspath(str(values["socket_path"])),
         host=values["host"],  # type: ignore[arg-type]
         port=values["port"],  # type: ignore[arg-type]
         idle_exit=values["idle_exit"],  # type: ignore[arg-type]

@@ -104,9 +104,13 @@ def bind_unix(
     """
     path = os.fspath(path)
     check_socket_path(path)
-    if create_parent:
-        ensure_dir(os.path.dirname(path))
-    _clear_stale(path, owner, others)
+    try:
+        if create_parent:
+            ensure_dir(os.path.dirname(path))
+        _clear_stale(path, owner, others)
+    except OSError as error:  # a parent that is a file, or not ours to enter
+        said = f"cannot listen on {path}: {error.strerror or error}; choose another path with --socket"
+        raise ListenError(said) from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         # umask is per process: both callers bind before they start a thread or an event loop.
