@@ -4,7 +4,15 @@ not UTF-8 text, a state directory that cannot be one, a project that cannot be r
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
+
+from chock.control import daemon_protocol as dp
+from tests.fakes.sessions import wait_for_event
+from tests.fakes.wait import wait_until
+from tests.test_approve_waiting import ASKS, answers
 
 
 def refused(done, *words: str) -> None:
@@ -37,3 +45,17 @@ def test_a_socket_path_under_a_file_is_refused(home, tmp_path, command, under):
     socket = tmp_path / under / "x.sock"
     done = home.chock(command, "--socket", str(socket), cwd=tmp_path)
     refused(done, f"cannot listen on {socket}: Not a directory; choose another path with --socket")
+
+
+def test_an_answer_that_is_not_utf8_is_refused_and_the_next_line_answers(home, daemon, project):
+    home.replay_instance(ASKS)
+    session = daemon.client.call(dp.StartRequest(str(project), "task")).session_id
+    wait_for_event(home, session, "approval.request")
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "chock", "approve", session], input=b"n \xff\xfe bad\ny\n",
+        capture_output=True, cwd=project, env=home.env, timeout=120,
+    )  # fmt: skip
+    assert b"Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert b"that answer is not UTF-8 text; nothing was answered" in done.stdout, done.stdout
+    wait_until(lambda: answers(home, session) == [("yes", "socket")])

@@ -91,6 +91,10 @@ def question(request: dict[str, Any], *, more: bool) -> str:
 
 def parse(line: str, request: dict[str, Any], *, more: bool) -> Choice | str:
     """The person's line as a Choice, or why it is none (a sentence that says what to type)."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # bytes of standard input that were not UTF-8 (read as lone surrogates)
+        return "that answer is not UTF-8 text; nothing was answered: type it again as text"
     word, _, rest = line.strip().partition(" ")
     word, rest = word.lower(), rest.strip()
     if word in ("n", "no"):
