@@ -49,6 +49,37 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+class BadDirectoryVariable(ChockError):
+    exit_code = 3  # chock.errors.EXIT_REFUSED: nothing was made
+
+
+def _directory_variable(variable: str) -> str | None:
+    """The directory `$variable` names (None when it is unset or empty), refused when it cannot be one: a file
+    stands at it or above it, a name in it is longer than a file system takes, or it cannot be looked at. What
+    does not exist yet is made when it is needed."""
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    refusal = f"${variable} is {value!r}, which cannot be Chock's directory"
+    if any(len(os.fsencode(name)) > 255 for name in value.split(os.sep)):  # NAME_MAX
+        raise BadDirectoryVariable(f"{refusal}: a name in it is longer than 255 bytes; set it to a shorter path")
+    probe = value
+    while True:
+        try:
+            mode = os.stat(probe).st_mode
+        except FileNotFoundError:
+            parent = os.path.dirname(probe)
+            if parent == probe or not parent:
+                return value
+            probe = parent
+            continue
+        except OSError as error:
+            raise BadDirectoryVariable(f"{refusal}: {error.strerror or error}; set it to a directory") from None
+        if not stat.S_ISDIR(mode):
+            raise BadDirectoryVariable(f"{refusal}: {probe} is a file, not a directory; set it to a directory")
+        return value
+
+
 class BadSessionId(ChockError):
     pass
 
@@ -248,9 +279,9 @@ class Layout:
         config_path = config or os.environ.get("CHOCK_CONFIG")
         return cls(
             config=config_path or os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "chock/config.zon"),
-            state=os.environ.get("CHOCK_STATE_DIR") or state_default,
-            data=os.environ.get("CHOCK_DATA_DIR") or data_default,
-            cache=os.environ.get("CHOCK_CACHE_DIR") or _default_cache(),
+            state=_directory_variable("CHOCK_STATE_DIR") or state_default,
+            data=_directory_variable("CHOCK_DATA_DIR") or data_default,
+            cache=_directory_variable("CHOCK_CACHE_DIR") or _default_cache(),
         )
 
     # State dir ------------------------------------------------------------------------------------

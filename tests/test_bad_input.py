@@ -59,3 +59,12 @@ def test_an_answer_that_is_not_utf8_is_refused_and_the_next_line_answers(home, d
     assert done.returncode == 0, done.stderr
     assert b"that answer is not UTF-8 text; nothing was answered" in done.stdout, done.stdout
     wait_until(lambda: answers(home, session) == [("yes", "socket")])
+
+
+@pytest.mark.parametrize("where", ["file", "file/under", "x" * 300])
+def test_a_state_directory_that_cannot_be_one_is_named_in_one_refusal(home, tmp_path, project, where):
+    (tmp_path / "file").write_text("not a directory\n")
+    for args in (["sessions"], ["run", "a task"], ["daemon"], ["approve"]):
+        done = home.chock(*args, cwd=project, env={"CHOCK_STATE_DIR": str(tmp_path / where)})
+        refused(done, "$CHOCK_STATE_DIR is ", "which cannot be Chock's directory")
+        assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
