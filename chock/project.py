@@ -26,7 +26,12 @@ class NotAProject(Refused):
 
 def find_root(path: Path | str) -> Path:
     """The resolved top of the git work tree holding `path` (a directory)."""
-    start = os.path.realpath(path)
+    try:
+        start = os.path.realpath(path)
+    except OSError as error:  # a link this user may not follow (/proc/PID/cwd of another's process)
+        raise Refused(
+            f"{path} is not readable ({error.strerror or error}): name a project directory you can read"
+        ) from None
     not_a_repo = NotAProject(
         f"{path} is not a git repository: chock run works in a git project "
         "(run `git init` there, or pass --project DIR)"

@@ -68,3 +68,18 @@ def test_a_state_directory_that_cannot_be_one_is_named_in_one_refusal(home, tmp_
         done = home.chock(*args, cwd=project, env={"CHOCK_STATE_DIR": str(tmp_path / where)})
         refused(done, "$CHOCK_STATE_DIR is ", "which cannot be Chock's directory")
         assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_project_path_that_cannot_be_read_is_named(home, project):
+    # In a user namespace of its own, chock may not follow /proc/1/cwd (another's process, as for any user).
+    if subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no user namespaces here")
+    home.replay_instance(ASKS)
+    for args in (["sessions"], ["rules"], ["run", "--yes", "x"]):
+        done = home.spawn(
+            *args, "--project", "/proc/1/cwd", cwd=project, prefix=["unshare", "-U"], stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        _, err = done.communicate(timeout=120)
+        assert "Traceback" not in err, err
+        assert done.returncode == 3 and "/proc/1/cwd is not readable (Permission denied)" in err, err
