@@ -431,3 +431,11 @@ def test_loads_never_fails_with_anything_but_a_zon_error(text):
 @pytest.mark.parametrize("text", ["²", "-", "-²", ".{ .a = ٣ }"])
 def test_only_ascii_digits_start_a_number(text):
     assert "line 1, column" in str(error_of(text))
+
+
+@pytest.mark.parametrize("text", ["", "\n", "a", "\n\n", '.{\n  .a = 1,\r\n\n  .b = "x"\n}', "x\ny\n\nzz\n"])
+def test_line_and_column_are_counted_from_the_files_start_at_every_offset(text):
+    tokenizer = zon._Tokenizer(text, None)
+    for pos in range(len(text) + 1):
+        before = text[:pos]
+        assert tokenizer.line_column(pos) == (before.count("\n") + 1, pos - (before.rfind("\n") + 1) + 1), pos
