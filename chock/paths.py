@@ -81,7 +81,9 @@ def _directory_variable(variable: str) -> str | None:
 
 
 class BadSessionId(ChockError):
-    pass
+    """A session id of the wrong form: a usage error, whichever command was given it."""
+
+    exit_code = 2  # chock.errors.EXIT_USAGE
 
 
 class SocketPathTooLong(ChockError):

@@ -207,3 +207,18 @@ def test_sessions_lists_through_the_daemon(home, project, daemon):
     local = json.loads(home.chock("sessions", "--json", cwd=project).stdout)
     remote = json.loads(home.chock("sessions", "--json", "--daemon", daemon.address, cwd=project).stdout)
     assert remote["id"] == local["id"] and remote["status"] == "ended"
+
+
+def test_an_empty_session_id_is_refused_never_taken_as_the_newest(home, project, daemon):
+    process, session_id = replayed_terminal_session(home, project, SLOW)
+    try:
+        wait_for_event(home, session_id, "tool.call", lambda e: e["name"] == "shell")
+        env = {"CHOCK_DAEMON": daemon.address}
+        for args in (["detach", ""], ["stop", ""], ["attach", ""], ["approve", ""], ["export", ""]):
+            result = home.chock(*args, cwd=project, env=env)
+            assert result.returncode == 2, (args, result.stderr)
+            assert "''" in result.stderr and "session" in result.stderr, (args, result.stderr)
+        assert process.wait(60) == 0  # it completed in its own terminal: nothing took it
+        assert [e["reason"] for e in home.events(session_id) if e["type"] == "session.end"] == ["completed"]
+    finally:
+        process.kill()

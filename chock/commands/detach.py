@@ -48,7 +48,7 @@ def refuse_remote(named: str | None) -> None:
 
 def pick_session(layout: Layout, project: Path | None, session_id: str | None) -> str:
     """The session to detach: the one named, else the newest running session of the project."""
-    if session_id or project is None:
+    if session_id is not None or project is None:  # "" names no session: it is refused, never the newest
         return check_session_id(session_id or "")
     found = catalog.newest(layout, project, running=True)
     if found is None:

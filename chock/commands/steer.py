@@ -184,7 +184,7 @@ def detach(
 
     handing.refuse_remote(daemon_address[0] if daemon_address else os.environ.get(ENVIRONMENT))
     address = _address(layout, daemon_address, port)
-    session_id = handing.pick_session(layout, None if session else project_root(project), session)
+    session_id = handing.pick_session(layout, None if session is not None else project_root(project), session)
     done = handing.detach(
         layout, session_id, address, wait=wait, say=lambda text: click.echo(shown(text, sys.stderr), err=True)
     )
