@@ -83,3 +83,14 @@ def test_a_project_path_that_cannot_be_read_is_named(home, project):
         _, err = done.communicate(timeout=120)
         assert "Traceback" not in err, err
         assert done.returncode == 3 and "/proc/1/cwd is not readable (Permission denied)" in err, err
+
+
+def test_a_malformed_session_id_is_a_usage_error_for_every_command(home, project):
+    home.replay_instance(ASKS)
+    for args in (["run", "--continue", "bogus", "more"], ["detach", "bogus"], ["stop", "bogus"],
+                 ["attach", "bogus"], ["export", "bogus"], ["approve", "bogus"], ["plan", "bogus"],
+                 ["sessions", "prune", "--ended-before", "garbage"]):  # fmt: skip
+        done = home.chock(*args, cwd=project)
+        said = done.stderr.replace("'garbage'", "'bogus'")
+        assert done.returncode == 2 and ("'bogus' is not a" in said or "'bogus': that is not a" in said), said
+    assert not home.layout.sessions_dir.exists()

@@ -471,7 +471,7 @@ def test_prune_removes_what_ended_before_the_date_and_with_workspace_a_kept_one_
     assert os.listdir(home.layout.sessions_dir) == []
     assert git_value(project, "show", f"chock/{failed}:w.txt") == "w"  # its work went to its branch first
     bad = home.chock("sessions", "prune", "--ended-before", "last tuesday", cwd=project)
-    assert bad.returncode == 3 and "is not a date" in bad.stderr
+    assert bad.returncode == 2 and "is not a date" in bad.stderr  # a usage error
 
 
 @pytest.mark.parametrize(
@@ -482,7 +482,7 @@ def test_prune_refuses_a_date_outside_what_utc_can_hold_and_removes_nothing(home
     replay_config(home, [{"text": "Done.", "tool_calls": []}])
     assert home.chock("run", "finished", cwd=project).returncode == 0
     bad = home.chock("sessions", "prune", "--ended-before", date, cwd=project)
-    assert bad.returncode == 3, bad.stderr
+    assert bad.returncode == 2, bad.stderr
     assert f"--ended-before {date!r} is not a date" in bad.stderr and "between 0001-01-01 and 9999-12-31" in bad.stderr
     assert "Traceback" not in bad.stderr
     assert len(os.listdir(home.layout.sessions_dir)) == 1

@@ -191,6 +191,8 @@ def target(
     from chock.commands.base import project_root
 
     host, session_id = split_host(word) if word is not None else (None, None)
+    if session_id is not None and not is_session_id(session_id):  # refused before any daemon is asked
+        raise NoSession(f"no session {session_id!r}: that is not a session id; nothing was sent")
     if host is not None and (daemon or port is not None):
         raise UsageError(f"{word} names its host; leave out --daemon and --port (or give SESSION alone)")
     hosts = (
@@ -204,8 +206,6 @@ def target(
     if session_id is None:
         named_address(daemon, port=port, acting=acting)  # refuses the second --daemon, naming the command
         raise UsageError(f"{acting} acts on one session and {len(hosts)} hosts were named: name the session")
-    if not is_session_id(session_id):
-        raise NoSession(f"no session {session_id!r}: that is not a session id; nothing was sent")
     wanted: str = session_id
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         asked = pool.map(lambda each: _found(each[0], each[1], wanted), hosts)

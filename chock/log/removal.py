@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from chock.errors import ChockError, Refused
+from chock.errors import ChockError, Refused, UsageError
 from chock.log.fold import SessionState, fold
 from chock.log.reader import read_events
 from chock.log.row import moved_out_next
@@ -104,7 +104,7 @@ def ended_before(text: str) -> str:
         if moment.tzinfo is not None:
             moment = moment.astimezone(UTC).replace(tzinfo=None)
     except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
-        raise Refused(
+        raise UsageError(
             f"--ended-before {text!r} is not a date: write it as 2026-11-30 or 2026-11-30T12:00 (UTC, or with an "
             "offset such as +02:00), between 0001-01-01 and 9999-12-31 in UTC"
         ) from None
