@@ -83,11 +83,12 @@ def exit_status(command: str) -> str:
 
 
 def complain(error: ChockError) -> int:
-    """Say a refusal the way every command says one, `chock: <message>` on stderr; its exit code. The message may
-    quote a daemon's reply, a file's name or a provider's words: it is made safe for the terminal first."""
+    """Say a refusal the way every command says one, `chock: <message>` on stderr, one line; its exit code. The
+    message may quote a daemon's reply, a file's name or a provider's words: it is made safe for the terminal
+    first, a newline in it escaped too, so nothing it quotes can start a line that reads as another message."""
     from chock.terminal import shown
 
-    print(f"chock: {shown(error, sys.stderr)}", file=sys.stderr, flush=True)
+    print(f"chock: {shown(error, sys.stderr, one_line=True)}", file=sys.stderr, flush=True)
     return error.exit_code
 
 

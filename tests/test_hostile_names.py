@@ -26,3 +26,13 @@ def test_dial_stdio_shows_a_hostile_socket_path_escaped(home, tmp_path):
     assert done.returncode == 69
     assert not raw(done.stderr) and done.stderr.count("\n") == 1, done.stderr
     assert ESCAPED in done.stderr
+
+
+def test_a_refusal_naming_a_hostile_path_is_one_line_that_forges_no_other(home, tmp_path):
+    """`chock: …` is one line whatever it quotes: a newline in a directory's name cannot start a line of its own
+    that reads as another message."""
+    missing = tmp_path / HOSTILE / "project"
+    done = home.chock("sessions", "--project", str(missing))
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("chock: "), done.stderr
+    assert not raw(done.stderr) and ESCAPED in done.stderr
