@@ -34,6 +34,7 @@ REAP_SECONDS = reaper.KILLED_SECONDS
 async def in_child(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` run in a forked child; its result, or its ChockError raised here. A cancel kills the
     child and its process group at once."""
+    import ctypes  # noqa: F401  # for reaper.die_with_parent in the child: imported there it takes 20 ms each
     import pickle  # here, not at a session's start; before the fork, so no child imports it again
 
     read_end, write_end = os.pipe2(os.O_CLOEXEC)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from chock.errors import ChockError
 from chock.session.tools.edit_file import EditFile
 from chock.session.tools.list_files import ListFiles
 from chock.session.tools.plan import Plan
@@ -64,9 +65,12 @@ async def dispatch(
     """Run one call through `table`: its output, whether it is the tool's error, and any diff.
 
     The tool's own refusals, OS errors and arguments of the wrong shape are the model's to read and fix,
-    never a crash of the session. Any call runs only after `approve(asks)` returns (the rules decide it; `asks`:
-    the tool asks a person when no rule does), and only after `ready` (the session syncs its log there:
-    docs/log.md#durability). With no `approve`, a tool that asks is refused.
+    never a crash of the session; so is any other exception a tool's code raises (a RuntimeError, a
+    RecursionError), named by its type. A ChockError other than a refusal ends the session as it means to (the
+    sandbox cannot be built), and a cancel or an interrupt is never caught. Any call runs only after
+    `approve(asks)` returns (the rules decide it; `asks`: the tool asks a person when no rule does), and only
+    after `ready` (the session syncs its log there: docs/log.md#durability). With no `approve`, a tool that
+    asks is refused.
     """
     try:
         tool = table.get(name)
@@ -85,7 +89,12 @@ async def dispatch(
         if approve is not None:  # every call is decided by the rules in force; `asks` gives the default
             await approve(tool.asks_approval)
         ready()
-        done = await tool.run(context, args)  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
+        try:
+            done = await tool.run(context, args)  # type: ignore[arg-type]  # SUBAGENT_TOOLS need only Files
+        except (ChockError, OSError, ValueError, TypeError):
+            raise
+        except Exception as error:  # a fault of the tool's own on what it was given: the session goes on
+            return Result(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
         return done if isinstance(done, Result) else Result(done)
     except ToolRefused as refusal:
         return Result(str(refusal), is_error=True)

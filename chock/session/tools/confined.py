@@ -42,7 +42,12 @@ def inside(workspace: Path, relative: str) -> Path:
     if "\0" in relative:
         raise ToolRefused("a path cannot hold a NUL character")
     root = workspace.resolve()
-    candidate = (root / relative).resolve()
+    try:
+        candidate = (root / relative).resolve()
+    except RuntimeError:  # symlinks that name each other (`ln -s b a; ln -s a b`): Python before 3.13 raises this
+        raise ToolRefused(f"{relative} is a loop of symlinks; name the file itself") from None
+    if candidate.is_symlink():  # a symlink resolving left as it was (Python 3.13 on a loop) leads nowhere
+        raise ToolRefused(f"{relative} is a loop of symlinks; name the file itself")
     if candidate != root and root not in candidate.parents:
         raise ToolRefused(f"{relative} is outside the workspace; tools work only on files inside it")
     return candidate

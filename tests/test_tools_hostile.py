@@ -1,0 +1,187 @@
+"""Tool calls a hostile model makes to stop the session: a pattern that backtracks without end is stopped at its
+deadline or by Ctrl-C, and a pattern or path that breaks Python's own code is the model's error and the session
+goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from chock.session import tools
+from chock.session.tools import search
+from chock.session.tools.tool import Tool
+from tests.fakes.wait import wait_until
+from tests.test_tools import Workspace, call
+
+BACKTRACKS = "(a+)+$"  # on forty `a`s and a `!`: 2^40 ways to fail
+SLOW_LINE = "a" * 40 + "!\n"
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    return workspace
+
+
+@pytest.fixture
+def no_hang():
+    """A call that never returns fails the test after 30 s instead of hanging it."""
+
+    def late(signum, frame):
+        raise AssertionError("the tool call never returned")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def children() -> list[int]:
+    """The processes whose parent is this one."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == os.getpid():
+                found.append(int(entry))
+    return found
+
+
+# search: a pattern too slow ----------------------------------------------------------------------------
+
+
+def test_a_search_too_slow_is_stopped_at_its_deadline_and_leaves_nothing_running(root, monkeypatch, no_hang):
+    monkeypatch.setattr(search, "SEARCH_SECONDS", 1)  # 60 s in a session
+    (root / "f.txt").write_text(SLOW_LINE)
+    (root / "g.txt").write_text("aaa\n")
+    output, is_error = call(root, "search", pattern=BACKTRACKS)
+    assert is_error and output.startswith("search stopped after 1 s: the pattern is too slow on these files; simplify")
+    assert children() == []  # the search's process was killed and collected
+    assert call(root, "search", pattern="a+$", path="g.txt") == ("g.txt:1:aaa", False)  # the next call is served
+
+
+def test_ctrl_c_stops_a_session_whose_search_is_slow(home, project):
+    home.replay_instance([
+        {"text": "", "tool_calls": [
+            {"call_id": "w", "name": "write_file", "args": {"path": "f.txt", "content": SLOW_LINE}},
+            {"call_id": "s", "name": "search", "args": {"pattern": BACKTRACKS, "path": "f.txt"}}]},
+        {"text": "done", "tool_calls": []},
+    ])  # fmt: skip
+    process = home.spawn("run", "--yes", "--json", "t", cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        sessions = home.layout.sessions_dir
+        sid = wait_until(lambda: sessions.is_dir() and os.listdir(sessions), 60, "the session to start")[0]
+        wait_until(
+            lambda: any(e.get("call_id") == "s" for e in home.events(sid) if e["type"] == "tool.call"),
+            60,
+            "the search to start",
+        )
+        process.send_signal(signal.SIGINT)  # what a person's Ctrl-C does
+        process.communicate(timeout=50)  # a bound on a hang only: a stop ends the session at once
+    finally:
+        process.kill()
+        process.wait()
+    events = home.events(sid)
+    assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "interrupted"
+    assert not any(e["type"] == "tool.result" and e["call_id"] == "s" for e in events)  # stopped, not finished
+
+
+def test_a_search_in_a_file_of_lines_a_pattern_could_run_across_is_linear(root, no_hang):
+    """`x[^z]*z` can match newlines: searched over a whole run of lines it would try from each `x` to the run's
+    end, some 10^11 steps here. Each line is searched within its own bounds, and the search ends."""
+    (root / "f").write_text("x\n" * 1_000_000)
+    for pattern in ("x[^z]*z", r"x\s*z", "(?s)x.*z"):
+        assert call(root, "search", pattern=pattern) == ("(no matches)", False), pattern
+    (root / "f").write_text("x\n" * 10 + "x z\n")
+    assert call(root, "search", pattern=r"x[^z]*z") == ("f:11:x z", False)
+
+
+# calls that break Python's own code ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("a{4294967296}", "the repetition number is too large"),
+        ("(" * 1500 + ")" * 1500, "it nests groups too deeply"),
+        ("(?:" * 2000 + "a" + ")" * 2000, "it nests groups too deeply"),
+        ("a(b", "it is not a valid regular expression: missing ), unterminated subpattern at position 1"),
+    ],
+    ids=["overflow", "recursion", "recursion-2", "invalid"],
+)
+def test_a_pattern_python_cannot_compile_is_the_models_error(root, pattern, why):
+    output, is_error = call(root, "search", pattern=pattern)
+    assert is_error and output.startswith("the pattern ") and output.endswith(f" cannot be compiled: {why}"), output
+    assert len(output) < 300  # the pattern is quoted in its first characters
+
+
+def test_a_symlink_loop_is_refused_by_every_file_tool_naming_it(root):
+    os.symlink("b", root / "a")
+    os.symlink("a", root / "b")
+    for name, args in [
+        ("read_file", {"path": "a"}),
+        ("write_file", {"path": "a/x", "content": "x"}),
+        ("edit_file", {"path": "a", "old": "x", "new": "y"}),
+        ("list_files", {"path": "a"}),
+        ("search", {"pattern": "x", "path": "a"}),
+    ]:
+        output, is_error = call(root, name, **args)
+        assert is_error and output == f"{args['path']} is a loop of symlinks; name the file itself", name
+
+
+class Faulty(Tool):
+    name = "faulty"
+    description = "a tool whose code fails"
+    parameters: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    async def run(self, context, args):
+        raise self.error
+
+
+def test_any_other_exception_of_a_tool_is_its_error_but_a_cancel_or_an_interrupt_is_not(root):
+    def dispatched(error: BaseException) -> tools.Result:
+        return asyncio.run(tools.dispatch({"faulty": Faulty(error)}, Workspace(root), "faulty", {}))
+
+    result = dispatched(RuntimeError("Symlink loop from '/x'"))
+    assert (result.output, result.is_error) == ("faulty failed: RuntimeError: Symlink loop from '/x'", True)
+    assert dispatched(MemoryError()).output == "faulty failed: MemoryError: "
+    for error in (asyncio.CancelledError(), KeyboardInterrupt()):
+        with pytest.raises(type(error)):
+            dispatched(error)
+
+
+def test_calls_that_once_crashed_the_session_are_errors_and_it_goes_on(home, project):
+    home.replay_instance([
+        {"text": "", "tool_calls": [
+            {"call_id": "overflow", "name": "search", "args": {"pattern": "a{4294967296}"}},
+            {"call_id": "deep", "name": "search", "args": {"pattern": "(" * 1500 + ")" * 1500}},
+            {"call_id": "mk", "name": "shell", "args": {"command": "ln -s b a && ln -s a b"}},
+            {"call_id": "loop", "name": "read_file", "args": {"path": "a"}}]},
+        {"text": "done", "tool_calls": []},
+    ])  # fmt: skip
+    result = home.chock("run", "--yes", "--json", "t", cwd=project, timeout=120)
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    results = {e["call_id"]: e for e in events if e["type"] == "tool.result"}
+    assert [results[c]["is_error"] for c in ("overflow", "deep", "mk", "loop")] == [True, True, False, True]
+    assert results["loop"]["output"] == "a is a loop of symlinks; name the file itself"
+    assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "completed", result.stderr
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))
