@@ -286,8 +286,9 @@ def test_edit_file_refuses_a_file_over_its_bound_and_one_that_is_not_utf8(root):
     assert (root / "ok.txt").read_text() == "bye\n"
 
 
-def test_list_files_and_search_walk_a_tree_deeper_than_pythons_recursion_limit(root):
+def test_list_files_and_search_walk_a_tree_deeper_than_pythons_recursion_limit(root, monkeypatch):
     depth = sys.getrecursionlimit() + 100
+    monkeypatch.setattr(confined, "WALK_DEPTH", depth)  # the walk recurses at no depth it is let go to
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         for _ in range(depth):

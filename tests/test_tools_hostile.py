@@ -1,6 +1,6 @@
-"""Tool calls a hostile model makes to stop the session: a pattern that backtracks without end is stopped at its
-deadline or by Ctrl-C, and a pattern or path that breaks Python's own code is the model's error and the session
-goes on."""
+"""Tool calls a hostile model makes to stop the session or spend it: a pattern that backtracks without end is
+stopped at its deadline or by Ctrl-C, a pattern or path that breaks Python's own code is the model's error and
+the session goes on, and a chain of directories thousands deep is walked to a depth and noted."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 import pytest
 
 from chock.session import tools
-from chock.session.tools import search
+from chock.session.tools import confined, search
 from chock.session.tools.tool import Tool
 from tests.fakes.wait import wait_until
-from tests.test_tools import Workspace, call
+from tests.test_tools import Workspace, call, peak_bytes
 
 BACKTRACKS = "(a+)+$"  # on forty `a`s and a `!`: 2^40 ways to fail
 SLOW_LINE = "a" * 40 + "!\n"
@@ -181,6 +181,54 @@ def test_calls_that_once_crashed_the_session_are_errors_and_it_goes_on(home, pro
     assert [results[c]["is_error"] for c in ("overflow", "deep", "mk", "loop")] == [True, True, False, True]
     assert results["loop"]["output"] == "a is a loop of symlinks; name the file itself"
     assert events[-1]["type"] == "session.end" and events[-1]["reason"] == "completed", result.stderr
+
+
+# a walk of a chain of directories -----------------------------------------------------------------------
+
+
+def chain(root: Path, depth: int, file: str) -> None:
+    """`depth` nested directories `d` below `root`, `file` in the deepest, and `top.txt` in the first."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for level in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+        if level == 0:
+            Path(f"/proc/self/fd/{fd}/top.txt").write_text("needle\n")
+    with open(os.open(file, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as handle:
+        handle.write("needle\n")
+    os.close(fd)
+
+
+def test_a_walk_goes_down_to_its_depth_and_notes_what_is_deeper(root):
+    deep = confined.WALK_DEPTH + 5
+    chain(root, deep, "bottom.txt")
+    try:
+        first = "d/" * (confined.WALK_DEPTH + 1)
+        note = (
+            f"[not walked: 1 directory more than {confined.WALK_DEPTH} levels below the directory walked, "
+            f"the first …{first[-confined.NOTE_PATH - 1 : -1]}; "
+        )
+        output, is_error = call(root, "list_files")
+        assert not is_error and output == "d/top.txt\n" + note + "list a subdirectory]"
+        output, is_error = call(root, "search", pattern="needle")
+        assert not is_error and output == "d/top.txt:1:needle\n" + note + "narrow the path]"
+        below = "d/" * 10
+        output, _ = call(root, "list_files", path=below)  # from deeper down, the bottom is in reach
+        assert output == f"{below}{'d/' * (deep - 10)}bottom.txt"
+    finally:  # pytest's own clean-up of tmp dirs recurses, and would fail on this tree in a later run
+        subprocess.run(["rm", "-rf", str(root / "d")], check=True)
+
+
+def test_a_walk_of_a_chain_thousands_deep_holds_little(root):
+    chain(root, 3000, "bottom.txt")
+    try:
+        (output, is_error), peak = peak_bytes(lambda: call(root, "list_files"))
+        assert not is_error and output.startswith("d/top.txt\n[not walked: 1 directory")
+        assert peak < 2 * 1024 * 1024, peak  # a path per level held 3,000 paths of 1,500 parts on average
+    finally:
+        subprocess.run(["rm", "-rf", str(root / "d")], check=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,7 @@ have written. So every path is resolved and refused unless it lies inside the wo
 component at a time with O_NOFOLLOW: a symlink swapped in after the check must not lead outside. Nothing is
 read whole: lines are read with a bound on what is held of each, a call reads through at most `SCAN_LIMIT`
 bytes in all, text ends at the first NUL byte (a sparse or binary file is not text), and a walk reads at most
-`WALK_LIMIT` directory entries.
+`WALK_LIMIT` directory entries and goes at most `WALK_DEPTH` levels down.
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ SCAN_LIMIT = 256 * 1024 * 1024
 WALK_LIMIT = 200_000
 # Directory descriptors one walk keeps open (one per level it is in); far below the usual limit of 1024.
 OPEN_DIRECTORIES = 64
+# Levels below its root a walk goes down, as a finish's walk of the worktree (chock.session.survey.MAX_DEPTH):
+# each level's path is as long as the levels above it, so a walk of a chain of 40,000 directories would make
+# paths of a gigabyte between them.
+WALK_DEPTH = 200
+NOTE_PATH = 200  # characters of a path shown in a note, its end
 BINARY_PROBE = 8000  # a NUL byte this near the start makes a file binary, as git's own test decides
 SKIPPED = {".git"}  # the repository itself, never the work (a linked worktree's .git is a file)
 
@@ -231,14 +236,18 @@ class Walk:
     symlinks left out (one may point anywhere on the host), and `.git` too.
 
     Each directory is opened from its parent's descriptor without following a symlink, and read within the
-    walk's bound of `WALK_LIMIT` entries; `open_file` opens a file it gave the same way. No recursion, so no
-    depth is too deep; at most `OPEN_DIRECTORIES` descriptors stay open, and an ancestor closed to keep to
-    that is opened again from the workspace root when the walk comes back to it.
+    walk's bound of `WALK_LIMIT` entries; `open_file` opens a file it gave the same way. No recursion, and no
+    deeper than `WALK_DEPTH` levels below its root (what is deeper is named in `notes`); each level keeps only
+    its own name, a directory's path is made when its files are given. At most `OPEN_DIRECTORIES` descriptors
+    stay open, and an ancestor closed to keep to that is opened again from the workspace root when the walk
+    comes back to it.
     """
 
     def __init__(self, workspace: Path, root: Path) -> None:
         self.workspace, self.root = workspace, root
         self.stopped = False  # the walk read WALK_LIMIT entries and stopped
+        self.too_deep = 0  # directories not walked, `WALK_DEPTH` levels below the root
+        self.first_too_deep = ""  # the first of them, as the model names it
         self._directory = -1  # the descriptor of the directory whose files are being given
 
     def open_file(self, path: Path) -> BufferedReader:
@@ -246,13 +255,30 @@ class Walk:
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         return _reader(self.workspace, path, os.open(path.name, flags, dir_fd=self._directory))
 
+    def notes(self, advice: str) -> list[str]:
+        """What the walk left out, each a line for the model ending with `advice`."""
+        notes = []
+        if self.too_deep:
+            first = self.first_too_deep
+            if len(first) > NOTE_PATH:
+                first = "…" + first[-NOTE_PATH:]
+            notes.append(
+                f"[not walked: {self.too_deep} director{'y' if self.too_deep == 1 else 'ies'} more than "
+                f"{WALK_DEPTH} levels below the directory walked, the first {first}; {advice}]"
+            )
+        if self.stopped:
+            notes.append(f"[stopped after reading {WALK_LIMIT} directory entries; {advice}]")
+        return notes
+
     def __iter__(self) -> Iterator[Path]:
         left = WALK_LIMIT
         try:
-            fd, directory = open_at(self.workspace, self.root, os.O_RDONLY | os.O_DIRECTORY), self.root
+            fd, name = open_at(self.workspace, self.root, os.O_RDONLY | os.O_DIRECTORY), ""
         except (OSError, ToolRefused):
             return
-        chain: list[list] = []  # [descriptor or -1, path, names of the subdirectories left, last first]
+        chain: list[
+            list
+        ] = []  # [descriptor or -1, name ("" for the root), names of the subdirectories left, last first]
         try:
             while fd >= 0:
                 files: list[str] = []
@@ -266,23 +292,33 @@ class Walk:
                         if entry.name in SKIPPED or entry.is_symlink():
                             continue
                         (subdirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
-                chain.append([fd, directory, sorted(subdirs, reverse=True)])
+                chain.append([fd, name, sorted(subdirs, reverse=True)])
+                directory = self._path(chain)
+                if subdirs and len(chain) > WALK_DEPTH:  # the subdirectories would be deeper than WALK_DEPTH
+                    if not self.too_deep:
+                        self.first_too_deep = shown(self.workspace, directory / chain[-1][2][-1])
+                    self.too_deep += len(subdirs)
+                    chain[-1][2] = []
                 if len(chain) > OPEN_DIRECTORIES and chain[-OPEN_DIRECTORIES - 1][0] >= 0:
                     os.close(chain[-OPEN_DIRECTORIES - 1][0])
                     chain[-OPEN_DIRECTORIES - 1][0] = -1
                 self._directory = fd
-                for name in sorted(files):
-                    yield directory / name
+                for file in sorted(files):
+                    yield directory / file
                 if self.stopped:
                     return
-                fd, directory = self._next(chain)
+                fd, name = self._next(chain)
         finally:
             for link in chain:
                 if link[0] >= 0:
                     os.close(link[0])
 
-    def _next(self, chain: list[list]) -> tuple[int, Path]:
-        """The next directory to read, opened; (-1, root) when the walk is done."""
+    def _path(self, chain: list[list]) -> Path:
+        """The path of the last directory of `chain`."""
+        return self.root.joinpath(*(link[1] for link in chain[1:]))
+
+    def _next(self, chain: list[list]) -> tuple[int, str]:
+        """The next directory to read, opened, and its name; (-1, "") when the walk is done."""
         while chain:
             link = chain[-1]
             if not link[2]:
@@ -293,9 +329,9 @@ class Walk:
             name = link[2].pop()
             try:
                 if link[0] < 0:
-                    link[0] = open_at(self.workspace, link[1], os.O_RDONLY | os.O_DIRECTORY)
+                    link[0] = open_at(self.workspace, self._path(chain), os.O_RDONLY | os.O_DIRECTORY)
                 flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                return os.open(name, flags, dir_fd=link[0]), link[1] / name
+                return os.open(name, flags, dir_fd=link[0]), name
             except (OSError, ToolRefused):
                 continue  # gone, or swapped for a symlink, since it was listed
-        return -1, self.root
+        return -1, ""

@@ -138,8 +138,8 @@ def _search(workspace: Path, pattern: str, where: str) -> str:
         notes.append(f"[binary, not searched from their first NUL byte on: {', '.join(binary[:NAMED])}{more}]")
     if scan.spent:
         notes.append(f"[stopped after reading {confined.SCAN_LIMIT // 2**20} MiB; narrow the path]")
-    if walk is not None and walk.stopped:
-        notes.append(f"[stopped after reading {confined.WALK_LIMIT} directory entries; narrow the path]")
+    if walk is not None:
+        notes.extend(walk.notes("narrow the path"))
     return "\n".join((hits or ["(no matches)"]) + notes)
 
 
