@@ -108,23 +108,48 @@ def test_the_worktree_is_removed_only_once_workspace_close_is_durable(run) -> No
 
 def test_the_file_tools_sync_what_they_write_before_their_result_is_logged(run) -> None:
     trace, log, _, session_id = run
-    for call_id, name in (("c2", "notes.txt"), ("c3", "app.py"), ("c4", f"/scratchpads/{session_id}.md")):
+    # write_file and edit_file write the text to a new file beside the old one and sync it, rename it over the old
+    # one, and sync the directory that holds the name, all before the result.
+    for call_id, name, directory in (("c2", "notes.txt", "new"), ("c3", "app.py", session_id)):
         result = _line(trace, log, "tool.result", call_id=call_id)
         began = _line(trace, log, "tool.call", call_id=call_id)
-        [opened] = [o for o in trace.opened(name, flag="O_WRONLY") if began.end < o.start < result.start]
+        [opened] = [
+            o
+            for o in trace.named("openat", log.pid)
+            if o.strings and o.strings[0].startswith(".chock-write-") and "O_EXCL" in o.args
+            if began.end < o.start < result.start
+        ]
         [write] = [w for w in trace.on(opened, "write") if w.end < result.start]
-        assert any(write.end < s.start and s.end < result.start for s in trace.on(opened, "fsync")), name
+        [synced] = [s for s in trace.on(opened, "fsync") if write.end < s.start and s.end < result.start]
+        [renamed] = [
+            r
+            for r in trace.named("renameat", log.pid) + trace.named("renameat2", log.pid)
+            if r.strings == [opened.strings[0], name] and r.result == 0 and synced.end < r.start < result.start
+        ]
+        directories = [
+            o
+            for o in trace.named("openat", log.pid)
+            if "O_DIRECTORY" in o.args and o.strings and Path(o.strings[0]).name == directory
+            if began.end < o.start < result.start
+        ]
+        assert any(renamed.end < s.start and s.end < result.start for o in directories for s in trace.on(o, "fsync"))
+    result = _line(trace, log, "tool.result", call_id="c4")
+    began = _line(trace, log, "tool.call", call_id="c4")
+    scratchpad = trace.opened(f"/scratchpads/{session_id}.md", flag="O_WRONLY")
+    [opened] = [o for o in scratchpad if began.end < o.start < result.start]
+    [write] = [w for w in trace.on(opened, "write") if w.end < result.start]
+    assert any(write.end < s.start and s.end < result.start for s in trace.on(opened, "fsync"))
     # The new file's name is synced too: in the directory write_file made it in, and each directory it made in
     # the one above (the workspace root holds `deep`, `deep` holds `new`, `new` holds `notes.txt`).
     result = _line(trace, log, "tool.result", call_id="c2")
     began = _line(trace, log, "tool.call", call_id="c2")
-    synced = {
+    synced_names = {
         Path(o.strings[0]).name
         for o in trace.named("openat", log.pid)
         if "O_DIRECTORY" in o.args and began.end < o.start < result.start
         if any(s.end < result.start for s in trace.on(o, "fsync"))
     }
-    assert {session_id, "deep", "new"} <= synced, synced
+    assert {session_id, "deep", "new"} <= synced_names, synced_names
 
 
 def test_a_new_logs_directory_is_synced_after_its_first_line(run) -> None:

@@ -1,12 +1,14 @@
 """Tool calls a hostile model makes to stop the session or spend it: a pattern that backtracks without end is
 stopped at its deadline or by Ctrl-C, a pattern or path that breaks Python's own code is the model's error and
-the session goes on, and a chain of directories thousands deep is walked to a depth and noted."""
+the session goes on, a chain of directories thousands deep is walked to a depth and noted, an edit that would
+multiply a file is refused, and a write that fails leaves the file as it was."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -16,7 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from chock.session import tools
-from chock.session.tools import confined, search
+from chock.session.tools import confined, edit_file, search
 from chock.session.tools.tool import Tool
 from tests.fakes.wait import wait_until
 from tests.test_tools import Workspace, call, peak_bytes
@@ -229,6 +231,57 @@ def test_a_walk_of_a_chain_thousands_deep_holds_little(root):
         assert peak < 2 * 1024 * 1024, peak  # a path per level held 3,000 paths of 1,500 parts on average
     finally:
         subprocess.run(["rm", "-rf", str(root / "d")], check=True)
+
+
+# edit_file and write_file -------------------------------------------------------------------------------
+
+
+def test_an_edit_of_every_occurrence_that_would_pass_the_limit_is_refused_before_it_is_made(root):
+    (root / "f.txt").write_text("a" * 100_000)
+    output, is_error = call(root, "edit_file", path="f.txt", old="a", new="b" * 100, all=True)
+    assert is_error and output == (
+        "f.txt would have 10,000,000 bytes after replacing 100,000 occurrence(s); edit_file writes files up to "
+        f"{edit_file.EDIT_LIMIT // 2**20} MiB: replace fewer, or change it with shell (e.g. sed -i)"
+    )
+    assert (root / "f.txt").read_text() == "a" * 100_000
+    assert call(root, "edit_file", path="f.txt", old="a", new="bb", all=True) == (
+        "replaced 100000 occurrence(s) in f.txt",
+        False,
+    )
+    assert (root / "f.txt").read_text() == "b" * 200_000
+
+
+def test_a_write_of_text_utf8_cannot_encode_leaves_the_file_as_it_was(root):
+    (root / "main.py").write_text("important code\n")
+    content = json.loads('"new \\ud800 text"')  # a lone surrogate, as a tool call's JSON arguments can hold
+    for name, args in [
+        ("write_file", {"path": "main.py", "content": content}),
+        ("edit_file", {"path": "main.py", "old": "important", "new": content}),
+    ]:
+        output, is_error = call(root, name, **args)
+        assert is_error and output.startswith("main.py was left as it was: the text holds '\\ud800' at character"), name
+        assert (root / "main.py").read_text() == "important code\n", name
+    assert sorted(os.listdir(root)) == ["main.py"]
+
+
+def test_a_write_the_disk_refuses_leaves_the_file_as_it_was_and_keeps_its_mode(root):
+    script = root / "run.sh"
+    script.write_text("#!/bin/sh\necho important\n")
+    script.chmod(0o750)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, limit[1]))  # a write past it fails (EFBIG), as on a full disk
+    try:
+        output, is_error = call(root, "write_file", path="run.sh", content="#!/bin/sh\n" + "echo x\n" * 20_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+    assert (output, is_error) == ("write_file failed: File too large", True)
+    assert script.read_text() == "#!/bin/sh\necho important\n"
+    assert sorted(os.listdir(root)) == ["run.sh"]  # nothing half-written left beside it
+    assert call(root, "write_file", path="run.sh", content="#!/bin/sh\necho new\n") == (
+        "wrote 19 bytes to run.sh",
+        False,
+    )
+    assert script.read_text() == "#!/bin/sh\necho new\n" and script.stat().st_mode & 0o7777 == 0o750
 
 
 if __name__ == "__main__":  # pragma: no cover

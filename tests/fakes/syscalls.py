@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-SYSCALLS = ("openat", "write", "fdatasync", "fsync", "execve", "close")
+SYSCALLS = ("openat", "write", "fdatasync", "fsync", "execve", "close", "renameat", "renameat2")
 
 _LINE = re.compile(r"^(?P<pid>\d+) +(?P<rest>.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (?P<name>\w+) resumed>(?P<rest>.*)$")

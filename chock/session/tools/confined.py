@@ -5,7 +5,8 @@ have written. So every path is resolved and refused unless it lies inside the wo
 component at a time with O_NOFOLLOW: a symlink swapped in after the check must not lead outside. Nothing is
 read whole: lines are read with a bound on what is held of each, a call reads through at most `SCAN_LIMIT`
 bytes in all, text ends at the first NUL byte (a sparse or binary file is not text), and a walk reads at most
-`WALK_LIMIT` directory entries and goes at most `WALK_DEPTH` levels down.
+`WALK_LIMIT` directory entries and goes at most `WALK_DEPTH` levels down. A file is written whole to a new file
+renamed over it, so a write that fails leaves it as it was.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import errno
 import os
 import re
+import secrets
 import stat
 from collections.abc import Iterator
 from io import BufferedReader, FileIO
@@ -65,14 +67,26 @@ def shown(workspace: Path, path: Path) -> str:
 
 def open_at(workspace: Path, path: Path, flags: int, *, make_parents: bool = False) -> int:
     """Open `path` (resolved inside the workspace) from the workspace root down, following no symlink."""
-    root = workspace.resolve()
-    parts = path.relative_to(root).parts
-    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    parts = path.relative_to(workspace.resolve()).parts
     if not parts:
+        directory = _directory_of(workspace, path, parts)
         if flags & os.O_DIRECTORY:
             return directory
         os.close(directory)
         raise ToolRefused("the workspace itself is not a file")
+    directory = _directory_of(workspace, path, parts, make_parents=make_parents)
+    try:
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory)
+    except OSError as error:
+        raise _refusal(workspace, path, error) from None
+    finally:
+        os.close(directory)
+
+
+def _directory_of(workspace: Path, path: Path, parts: tuple[str, ...], *, make_parents: bool = False) -> int:
+    """The directory holding the last of `parts` (the workspace root when there are none), opened from the root
+    down without following a symlink, each directory on the way made first when `make_parents`."""
+    directory = os.open(workspace.resolve(), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts[:-1]:
             if make_parents:
@@ -82,15 +96,19 @@ def open_at(workspace: Path, path: Path, flags: int, *, make_parents: bool = Fal
             below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
             os.close(directory)
             directory = below
-        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory)
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise ToolRefused(f"{shown(workspace, path)} changed to a symlink while it was opened") from None
-        if error.errno == errno.ENXIO:  # a FIFO with no reader, opened to write
-            raise ToolRefused(f"{shown(workspace, path)} is not a file") from None
-        raise
-    finally:
         os.close(directory)
+        raise _refusal(workspace, path, error) from None
+    return directory
+
+
+def _refusal(workspace: Path, path: Path, error: OSError) -> Exception:
+    """What an open's OSError means to the model: a symlink or a FIFO swapped in is refused; the rest is as it is."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR):
+        return ToolRefused(f"{shown(workspace, path)} changed to a symlink while it was opened")
+    if error.errno == errno.ENXIO:  # a FIFO with no reader, opened to write
+        return ToolRefused(f"{shown(workspace, path)} is not a file")
+    return error
 
 
 def _regular(workspace: Path, path: Path, fd: int) -> int:
@@ -111,22 +129,61 @@ def open_file(workspace: Path, path: Path) -> BufferedReader:
 
 def write(workspace: Path, path: Path, text: str) -> None:
     """Create or replace a regular file (never a FIFO or device swapped in) with `text`, synced with the name that
-    holds it before the call returns: the `tool.result` that reports it is logged after (docs/log.md#durability)."""
-    try:  # a new file's name is synced too; replacing a file changes no name
-        fd, created = open_at(workspace, path, os.O_WRONLY | os.O_NONBLOCK), False
+    holds it before the call returns: the `tool.result` that reports it is logged after (docs/log.md#durability).
+
+    The text is written to a new file beside it, then renamed over it with the old file's mode: a write that
+    fails (a full disk, a text UTF-8 cannot encode) leaves the file as it was."""
+    name = shown(workspace, path)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ToolRefused(
+            f"{name} was left as it was: the text holds {text[error.start : error.end]!r} at character {error.start}, "
+            "half of a surrogate pair, which UTF-8 cannot encode; write the character itself"
+        ) from None
+    parts = path.relative_to(workspace.resolve()).parts
+    if not parts:
+        raise ToolRefused("the workspace itself is not a file")
+    try:
+        directory = _directory_of(workspace, path, parts)
     except FileNotFoundError:
-        fd, created = open_at(workspace, path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_parents=True), True
-    with open(_regular(workspace, path, fd), "w", encoding="utf-8", closefd=True) as handle:
-        handle.truncate(0)  # only now that it is known to be a regular file
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if created:
-        directory = open_at(workspace, path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        directory = _directory_of(workspace, path, parts, make_parents=True)
+    try:
         try:
-            os.fsync(directory)
+            before: os.stat_result | None = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            before = None
+        if before is not None and stat.S_ISLNK(before.st_mode):
+            raise ToolRefused(f"{name} changed to a symlink while it was opened")
+        if before is not None and not stat.S_ISREG(before.st_mode):
+            raise ToolRefused(f"{name} is not a file")
+        _replace(directory, parts[-1], data, None if before is None else stat.S_IMODE(before.st_mode))
+        os.fsync(directory)  # the name now holds the new file
+    finally:
+        os.close(directory)
+
+
+def _replace(directory: int, name: str, data: bytes, mode: int | None) -> None:
+    """`data` written and synced to a new file in `directory`, renamed to `name` with `mode` (None: a new file's)."""
+    temporary = f".chock-write-{secrets.token_hex(6)}"  # short: `name` may already be as long as a name can be
+    fd = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory
+    )
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
         finally:
-            os.close(directory)
+            os.close(fd)
+        os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=directory)
+        raise
 
 
 class Scan:

@@ -1,7 +1,8 @@
 """edit_file: replace one text with another in a file of the workspace.
 
-It holds the whole file to rewrite it, so it refuses a file bigger than `EDIT_LIMIT`, and one that is not
-UTF-8 (rewriting it as text would change its other bytes).
+It holds the whole file to rewrite it, so it refuses a file bigger than `EDIT_LIMIT`, an edit that would make
+it bigger than that (a short `old` replaced everywhere by a long `new`), and a file that is not UTF-8 (rewriting
+it as text would change its other bytes).
 """
 
 from __future__ import annotations
@@ -57,8 +58,15 @@ class EditFile(Tool):
             raise ToolRefused(
                 f"the text to replace occurs {count} times in {args.get('path')}; give more context or all: true"
             )
+        replaced = count if args.get("all") else 1
+        grown = len(data) + replaced * (
+            len(new.encode("utf-8", "surrogatepass")) - len(old.encode("utf-8", "surrogatepass"))
+        )
+        if grown > EDIT_LIMIT:  # refused before the text is made: `all` can multiply it many times over
+            raise ToolRefused(
+                f"{name} would have {grown:,} bytes after replacing {replaced:,} occurrence(s); edit_file writes files "
+                f"up to {EDIT_LIMIT // 2**20} MiB: replace fewer, or change it with shell (e.g. sed -i)"
+            )
         after = text.replace(old, new)
         confined.write(workspace, path, after)
-        return Result(
-            f"replaced {count if args.get('all') else 1} occurrence(s) in {name}", diff=diff.unified(name, text, after)
-        )
+        return Result(f"replaced {replaced} occurrence(s) in {name}", diff=diff.unified(name, text, after))
