@@ -378,6 +378,10 @@ def test_the_projects_git_config_is_seen_without_what_reaches_other_machines(
         ("remote.origin.url", "https://me:ghp_remotesecret@github.com/me/x.git"),
         ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
         ("branch.main.remote", "origin"),
+        # `git push -u <url> <branch>` writes the URL it was given, token and all, as the branch's remote
+        ("branch.feature.remote", "https://x-access-token:ghp_branchsecret@github.com/me/x.git"),
+        ("branch.feature.pushRemote", "https://ghp_pushsecret@github.com/me/x.git"),
+        ("remote.pushDefault", "https://github.com/me/x.git?access_token=ghp_querysecret"),
         ("include.path", str(included)),
         ("user.name", 'Ada "the" Lovelace'),
         ("diff.renames", "copies"),
@@ -388,6 +392,9 @@ def test_the_projects_git_config_is_seen_without_what_reaches_other_machines(
     assert "remote.origin.url=https://***@github.com/me/x.git" in seen
     assert 'user.name=Ada "the" Lovelace' in seen and "diff.renames=copies" in seen
     assert "branch.main.remote=origin" in seen and "core.repositoryformatversion=0" in seen
+    assert "branch.feature.remote=https://***@github.com/me/x.git" in seen
+    assert "branch.feature.pushremote=https://***@github.com/me/x.git" in seen
+    assert "remote.pushdefault=https://github.com/me/x.git?***" in seen
     assert ok(box, "git status --porcelain") == ""  # the repository reads as before
     assert "extraheader" in (project / ".git" / "config").read_text()  # the project's own file is untouched
     # A setting the person makes while the session runs is seen at the next call; nothing else.

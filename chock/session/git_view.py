@@ -5,19 +5,20 @@ way the person does (their name, colours, diff and merge settings, which branch 
 nothing that reaches another machine, which is where a config keeps secrets: an `http.<url>.extraHeader` a CI
 checkout writes, a credential helper, a `url.<base>.insteadOf` holding a token, a remote's URL with a password.
 So each config file of the project's `.git` — its own, `config.worktree`, each submodule's under `modules/` — is
-shown as a copy holding only the sections below, each remote's URL without a password, and no `include` (a file
-it names may hold anything). A copy is written again when its file changes (`Views.refresh`).
+shown as a copy holding only the sections below, every URL in a value kept without its password and its query
+(a remote's, and one `git push -u <url>` wrote as a branch's remote), and no `include` (a file it names may hold
+anything). A copy is written again when its file changes (`Views.refresh`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from chock.errors import ChockError
 from chock.paths import ensure_dir, replace_file
-from chock.providers.kinds import without_userinfo
 from chock.session.hostgit import file_settings
 
 # The sections a tool's git is shown. `remote` keeps only a remote's URLs and refspecs.
@@ -27,27 +28,40 @@ SHOWN_SECTIONS = frozenset(
 REMOTE_KEYS = frozenset({"url", "pushurl", "fetch", "push"})
 # An ssh URL's user is who logs in, never a secret (`ssh://git@host/…`); its password would be.
 _SSH = ("ssh://", "git+ssh://", "ssh+git://")
+# A URL's user[:password] part, to the authority's last `@` as URL parsers read it; and its query.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s]*)@")
+_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^?#\s]*)\?[^#\s]*")
 # Config files of submodules looked for under `.git/modules`, at most, and how deep.
 MOST_SUBMODULES = 64
 _DEPTH = 8
 
 
 def shown(settings: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """Those of `settings` (key, value) a tool's git is shown, a remote's URL without its password."""
+    """Those of `settings` (key, value) a tool's git is shown, each value without a URL's password or query."""
     kept: list[tuple[str, str | None]] = []
     for key, value in settings:
         section, _, rest = key.partition(".")
-        if section == "remote" and rest.rpartition(".")[2] in REMOTE_KEYS:
-            kept.append((key, None if value is None else _without_password(value)))
-        elif section in SHOWN_SECTIONS:
-            kept.append((key, value))
+        if (section == "remote" and (rest.rpartition(".")[2] in REMOTE_KEYS or rest == "pushdefault")) or (
+            section in SHOWN_SECTIONS
+        ):
+            kept.append((key, None if value is None else without_secrets(value)))
     return kept
 
 
-def _without_password(url: str) -> str:
-    if url.lower().startswith(_SSH) and ":" not in url.partition("://")[2].partition("/")[0].rpartition("@")[0]:
-        return url
-    return without_userinfo(url)
+def without_secrets(value: str) -> str:
+    """`value` with each URL in it shown without its password (an ssh URL keeps its user, who logs in) and
+    without its query (`?access_token=…`): a remote's URL, and any other value that holds one — `git push -u`
+    writes the URL it was given as `branch.<name>.remote`."""
+    if "://" not in value:
+        return value
+    return _QUERY.sub(r"\1?***", _USERINFO.sub(_userinfo, value))
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    scheme, user = match[1], match[2]
+    if scheme.lower() in _SSH and ":" not in user:
+        return match[0]
+    return f"{scheme}***@"
 
 
 def _quoted(text: str, *, subsection: bool = False) -> str:
