@@ -69,9 +69,10 @@ def test_a_search_too_slow_is_stopped_at_its_deadline_and_leaves_nothing_running
     monkeypatch.setattr(search, "SEARCH_SECONDS", 1)  # 60 s in a session
     (root / "f.txt").write_text(SLOW_LINE)
     (root / "g.txt").write_text("aaa\n")
+    before = set(children())
     output, is_error = call(root, "search", pattern=BACKTRACKS)
     assert is_error and output.startswith("search stopped after 1 s: the pattern is too slow on these files; simplify")
-    assert children() == []  # the search's process was killed and collected
+    assert set(children()) <= before  # the search's process was killed and collected
     assert call(root, "search", pattern="a+$", path="g.txt") == ("g.txt:1:aaa", False)  # the next call is served
 
 
