@@ -48,3 +48,23 @@ def test_a_cancel_kills_the_child_even_before_it_has_run(tmp_path):
     asyncio.run(all_of_them())
     time.sleep(0.6)  # longer than the work: a child that lived on would have left its mark by now
     assert list(tmp_path.iterdir()) == []
+
+
+def _backtrack(letters: int) -> tuple[int, bool]:
+    """Which process ran it, and whether `(a+)+$` matched: 2**letters steps of backtracking."""
+    import re
+
+    return os.getpid(), re.search(r"(a+)+$", "a" * letters + "!") is not None
+
+
+def test_quick_work_stays_on_the_loop_and_slow_work_starts_over_in_a_child():
+    import signal
+
+    signal.setitimer(signal.ITIMER_REAL, 30)  # an alarm set before (a test's own guard): it is kept
+    try:
+        assert asyncio.run(offload.quick_or_in_child(_backtrack, 5)) == (os.getpid(), False)  # no fork paid
+        pid, matched = asyncio.run(offload.quick_or_in_child(_backtrack, 24))  # seconds of backtracking
+        assert pid != os.getpid() and matched is False  # cut on the loop, done again in a child
+        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)

@@ -29,6 +29,54 @@ T = TypeVar("T")
 
 # A killed child is gone within milliseconds; this bounds the wait for one the kernel cannot finish.
 REAP_SECONDS = reaper.KILLED_SECONDS
+# What `quick_or_in_child` may hold the loop for before it starts over in a child: below what a person notices,
+# above what most such work takes (a search through a 10 MB file takes tens of milliseconds).
+QUICK_SECONDS = 0.25
+
+
+class _Unfinished(Exception):
+    """Raised by the alarm into work that ran past its time on the loop."""
+
+
+async def quick_or_in_child(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)`, on the loop when it is done within `QUICK_SECONDS`, else from the start in a child, as
+    `in_child`: for work with no effect but its result, whose length the agent decides. A fork costs more than
+    most such work, and work cut short on the loop is cut by SIGALRM, whose handler Python runs even inside a
+    regular expression's backtracking (re checks for signals as it goes) and inside a read."""
+    done = _on_the_loop(function, args)
+    if done is not _UNFINISHED:
+        return done
+    return await in_child(function, *args)
+
+
+_UNFINISHED = object()
+
+
+def _on_the_loop(function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """`function(*args)`, or `_UNFINISHED` when it ran past `QUICK_SECONDS` (or cannot be timed: signal handlers
+    are the main thread's). An alarm set before is set again for what is left of it."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _UNFINISHED
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise _Unfinished
+
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    earlier, _ = signal.setitimer(signal.ITIMER_REAL, QUICK_SECONDS)
+    try:
+        try:
+            return function(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Unfinished:  # also when the alarm came just after the work: it is done again, in the child
+        return _UNFINISHED
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        if earlier:
+            signal.setitimer(signal.ITIMER_REAL, max(earlier - (time.monotonic() - started), 0.001))
 
 
 async def in_child(function: Callable[..., T], *args: Any) -> T:

@@ -3,9 +3,10 @@
 It streams through each file holding at most `LINE_LIMIT` bytes of a line, shows at most `HIT_LIMIT`
 characters of a match, and stops at `SEARCH_LIMIT` matches, the event's bound, or the call's read bound.
 
-A pattern can take a regular expression engine longer than any file is worth (`(a+)+$` on forty `a`s), and
-nothing interrupts a match in progress: so the whole search runs in a forked child (chock.session.offload), the
-session's loop waits on it, and the child is killed at `SEARCH_SECONDS` or by the session's stop.
+A pattern can take a regular expression engine longer than any file is worth (`(a+)+$` on forty `a`s): so a
+search runs on the session's loop only as long as a person would not notice, and past that from the start in a
+forked child (chock.session.offload.quick_or_in_child) that the loop waits on, killed at `SEARCH_SECONDS` or by
+the session's stop.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ class Search(Tool):
             raise ToolRefused("search needs a `pattern` (a regular expression)")
         try:
             async with asyncio.timeout(SEARCH_SECONDS):
-                refused, output = await offload.in_child(search, context.workspace, pattern, args.get("path") or ".")
+                refused, output = await offload.quick_or_in_child(
+                    search, context.workspace, pattern, args.get("path") or "."
+                )
         except TimeoutError:
             raise ToolRefused(
                 f"search stopped after {SEARCH_SECONDS} s: the pattern is too slow on these files; simplify it "
@@ -71,7 +74,7 @@ class Search(Tool):
 
 
 def search(workspace: Path, pattern: str, where: str) -> tuple[bool, str]:
-    """The search, run in the child: (False, its output), or (True, why it was refused)."""
+    """The search: (False, its output), or (True, why it was refused)."""
     try:
         return False, _search(workspace, pattern, where)
     except ToolRefused as refusal:
