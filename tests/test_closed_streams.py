@@ -78,3 +78,32 @@ def test_approve_and_export_with_a_stream_closed_answer_nothing_and_show_no_trac
         done = closed(home, streams, *args, cwd=project)
         assert "Traceback" not in done.stderr, (args, done.stderr)
     assert answers(home, session) == []  # nothing was answered for the person
+
+
+def test_a_task_that_is_not_utf8_is_refused_and_starts_nothing(home, project):
+    """Bytes no character is made of, as an argument or piped in: refused in words (`chock say` refuses them the
+    same way), never stored as `?` and sent to the model."""
+    home.replay_instance(DEMO)
+    for args, piped in ((["run", "inv \udcff\udcfe"], b""), (["run"], b"inv \xff\xfe")):
+        done = subprocess.run(
+            [sys.executable, "-P", "-m", "chock", *args], input=piped, capture_output=True, cwd=project,
+            env=home.env, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.decode() == (
+            "chock: the task is not UTF-8 text (a byte no character is made of); nothing was started\n"
+        )
+    assert not home.layout.sessions_dir.exists()
+
+
+def test_approve_whose_input_ends_before_an_answer_says_so(home, daemon, project):
+    home.replay_instance(ASKS)
+    session = daemon.client.call(dp.StartRequest(str(project), "task")).session_id
+    wait_for_event(home, session, "approval.request")
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "chock", "approve", session], stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, cwd=project, env=home.env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Aborted" not in done.stderr, done.stderr
+    assert done.stderr.endswith("chock: standard input ended before an answer; nothing was answered\n"), done.stderr
+    assert answers(home, session) == []

@@ -109,7 +109,9 @@ def run(layout: Layout, values: dict[str, object]) -> int:
             return EXIT_INTERRUPTED
     if message is None and adopt_id is None and move_in is None and not interactive and not after_reboot:
         # The task (or, with --continue, the new message) from a pipe; standard input closed gives none.
-        message = sys.stdin.read() if sys.stdin is not None else ""
+        message = _piped_text()
+    if message is not None and not _is_text(message):
+        raise _not_text()
     session_id: str | None = values["session_id"]  # type: ignore[assignment]
     request = RunRequest(
         message=message, project=project_dir, instance=values["instance"], model=values["model"],  # type: ignore[arg-type]
@@ -176,3 +178,27 @@ def command() -> Command:
     from chock.commands.base import table_command
 
     return table_command("run", sys.modules[__name__], HELP, epilog=EPILOG)
+
+
+def _piped_text() -> str:
+    """Standard input read to its end, as UTF-8."""
+    try:
+        return sys.stdin.buffer.read().decode() if sys.stdin is not None else ""
+    except UnicodeDecodeError:
+        raise _not_text() from None
+
+
+def _not_text() -> Exception:
+    from chock.errors import UsageError
+
+    return UsageError("the task is not UTF-8 text (a byte no character is made of); nothing was started")
+
+
+def _is_text(message: str) -> bool:
+    """Whether `message` is text: an argument whose bytes are not UTF-8 arrives holding lone surrogates, which no
+    provider takes and the log could only change."""
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

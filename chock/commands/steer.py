@@ -18,7 +18,7 @@ from chock.commands.base import WORDS_BEFORE_DASHES, command, options, pass_layo
 from chock.commands.completion import first_session_id, session_ids
 from chock.commands.shared_options import EVERY_HOST, PROJECT_OPTIONS
 from chock.control.address import ENVIRONMENT, LOCAL, Address, named_address, named_hosts
-from chock.errors import UsageError, exit_status
+from chock.errors import ChockError, UsageError, exit_status
 from chock.paths import Layout
 from chock.terminal import drop_typed_ahead, shown
 
@@ -121,8 +121,11 @@ def approve(
         click.echo(shown_request(request))
         drop_typed_ahead(sys.stdin.fileno())  # what was typed before this request was shown answers nothing
         while True:
-            line = click.prompt(shown(question(request, more=more), one_line=True), default="", show_default=False,
-                                prompt_suffix="")  # fmt: skip
+            try:
+                line = click.prompt(shown(question(request, more=more), one_line=True), default="",
+                                    show_default=False, prompt_suffix="")  # fmt: skip
+            except click.Abort:  # end of input (or Ctrl-C) before a line: this request stays unanswered
+                raise ChockError("standard input ended before an answer; nothing was answered") from None
             choice = parse(line, request, more=more)
             if isinstance(choice, Choice):
                 return choice

@@ -88,7 +88,7 @@ class Request(_Value):
         try:
             data = line.encode("utf-8")
         except UnicodeEncodeError:
-            raise bad_request(f"a {self.verb} request holds text that is not Unicode (a lone surrogate)") from None
+            raise bad_request(f"this {self.verb} request holds text that is not Unicode (a lone surrogate)") from None
         if len(data) > self.LIMIT:
             raise ProtocolError(
                 ErrorCode.TOO_LARGE,
