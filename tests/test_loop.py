@@ -410,6 +410,28 @@ def test_a_provider_that_fails_ends_the_session_with_its_error(tmp_path):
     play(scenario)
 
 
+def test_an_answer_that_turns_out_not_to_be_the_apis_ends_the_session_keeping_its_text(tmp_path):
+    async def scenario() -> None:
+        with FakeProvider(kind="anthropic", key=None) as fake:
+            odd = {"type": "content_block_delta", "index": 0, "delta": "x"}
+            fake.script(text="half of the answer", extra_events=[odd])
+
+            def provider(clock: Any) -> Any:
+                return make_provider("anthropic", fake.address, "m", None, instance="demo", sleep=clock.sleep)
+
+            loop = build(tmp_path, [], provider=provider)
+            assert await loop.start() == 1
+        end = end_of(loop)
+        assert end["reason"] == "error"
+        assert end["error"].startswith(
+            f"instance 'demo' at {fake.address}: the response is not a Messages event stream"
+        )
+        assert "".join(e["text"] for e in loop.of("assistant.delta")) == "half of the answer"
+        assert loop.of("usage")  # what the call had cost so far is counted
+
+    play(scenario)
+
+
 def test_a_failed_log_write_ends_the_session_in_the_reserve_and_says_so_once(tmp_path):
     read = {"call_id": "c1", "name": "read_file", "args": {"path": "big.txt"}}
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)

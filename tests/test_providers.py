@@ -112,7 +112,8 @@ def test_text_streams_as_several_deltas_then_one_reply(fake: FakeProvider) -> No
     deltas, reply = items[:-1], items[-1]
     assert len(deltas) >= 5 and all(isinstance(d, TextDelta) for d in deltas)
     assert "".join(d.text for d in deltas) == text
-    assert reply == Reply(text=text, tool_calls=[], input_tokens=12, output_tokens=7)
+    finished = "end_turn" if fake.kind == "anthropic" else "stop"  # why the model stopped, in the wire's word
+    assert reply == Reply(text=text, tool_calls=[], input_tokens=12, output_tokens=7, stop_reason=finished)
 
 
 def test_tool_calls_are_parsed_with_their_args(fake: FakeProvider) -> None:
@@ -139,7 +140,8 @@ def test_two_turn_tool_conversation_with_a_note_between_results(fake: FakeProvid
     fake.script(text="Done.")
     items, error = stream_all(provider_for(fake), conversation=WITH_NOTE)
     assert error is None, error
-    assert items[-1] == Reply(text="Done.", input_tokens=10, output_tokens=5)
+    finished = "end_turn" if fake.kind == "anthropic" else "stop"
+    assert items[-1] == Reply(text="Done.", input_tokens=10, output_tokens=5, stop_reason=finished)
     assert fake.rejections == []
     body = fake.calls[0]
     if fake.kind == "anthropic":
@@ -616,7 +618,7 @@ def test_message_stream_sums_cached_input_and_reads_empty_tool_input() -> None:
     assert reader.done
     assert reader.reply() == Reply(
         "", [ToolCall("t1", "list_files", {})], input_tokens=110, output_tokens=9, cache_read_tokens=100,
-        cache_write_tokens=7,
+        cache_write_tokens=7, stop_reason="tool_use",
     )  # fmt: skip
 
 
@@ -693,3 +695,94 @@ def test_a_refusal_for_the_prompts_size_is_recognised_in_each_providers_words(st
     error = status_failure(status, body, kind="anthropic", address="http://x/v1", credential=None, instance="w")
     assert error.too_long is expected
     assert ("larger than the model's context window" in str(error)) is expected
+
+
+# --- what is not the API's ------------------------------------------------------------------------------------
+
+TEXT_BLOCK = '{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}'
+# Events of a shape neither wire ever sends, each with what the error names of it.
+NOT_THE_APIS = {
+    "anthropic": [
+        ('{"type": "message_start", "message": "m"}', "a message_start event's `message` is a string, not an object"),
+        ('{"type": "content_block_delta", "index": 0, "delta": "x"}', "`delta` is a string, not an object"),
+        ('{"type": "content_block_start", "index": [0], "content_block": {"type": "text", "text": ""}}',
+         "a content_block_start event's `index` is an array, not a whole number"),
+        ('{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}}',
+         "a text_delta's `text` is a whole number, not a string"),
+        ('{"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "name": "shell"}}',
+         "a tool_use block has no `id`"),
+        ('{"type": "message_delta", "delta": {}, "usage": [1]}', "a message_delta event's `usage` is an array"),
+    ],
+    "openai": [
+        ('{"choices": ["x"]}', "a chunk's `choices` holds a string"),
+        ('{"choices": [{"index": 0, "delta": {"content": 5}}]}', "`content` is a whole number, not a string"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": [0], "id": "a"}]}}]}',
+         "a tool call's `index` is an array"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "a", "function": '
+         '{"name": "shell", "arguments": {"command": "ls"}}}]}}]}',
+         "a tool call's function's `arguments` is an object, not a string"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": ["x"]}}]}', "a delta's `tool_calls` holds a string"),
+    ],
+}  # fmt: skip
+STREAMS = {"anthropic": "a Messages event stream", "openai": "a chat-completions stream"}
+
+
+def reader_for(wire: str) -> MessageStream | ChatStream:
+    return (
+        MessageStream("https://api.anthropic.com/v1", "work")
+        if wire == "anthropic"
+        else ChatStream("http://127.0.0.1:5000/v1", "work")
+    )
+
+
+@pytest.mark.parametrize(("wire", "line", "named"), [(w, *case) for w, cases in NOT_THE_APIS.items() for case in cases])
+def test_an_event_of_a_shape_the_wire_never_sends_is_not_the_apis_answer(wire: str, line: str, named: str) -> None:
+    reader = reader_for(wire)
+    if wire == "anthropic":
+        reader.feed_line("data: " + TEXT_BLOCK)
+    with pytest.raises(ProviderError) as caught:
+        reader.feed_line("data: " + line)
+    text = str(caught.value)
+    assert text.startswith(f"instance 'work' at {reader.address}: the response is not {STREAMS[wire]}: ")
+    assert named in text and "check that the address is the API's versioned base URL" in text
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_json_nested_past_any_readers_depth_is_not_the_apis_answer(wire: str) -> None:
+    reader = reader_for(wire)
+    with pytest.raises(ProviderError) as caught:
+        reader.feed_line("data: " + "[" * 100_000)
+    assert f"the response is not {STREAMS[wire]} (it sent '[[[[" in str(caught.value)
+    # A tool call's arguments nested as deep: the call is broken, not the session's reader.
+    deep = '{"a": ' + "[" * 100_000
+    reader = reader_for(wire)
+    if wire == "anthropic":
+        block = {"type": "tool_use", "id": "t", "name": "write_file", "input": {}}
+        reader.feed({"type": "content_block_start", "index": 0, "content_block": block})
+        reader.feed(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": deep}}
+        )
+    else:
+        piece = {"index": 0, "id": "t", "function": {"name": "write_file", "arguments": deep}}
+        reader.feed({"choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]})
+    with pytest.raises(
+        ProviderError, match="the arguments of the tool call write_file are nested too deeply to be read"
+    ):
+        reader.reply()
+
+
+def test_a_stream_that_turns_into_something_else_ends_the_call_after_the_text_it_brought(fake: FakeProvider) -> None:
+    odd = {"type": "content_block_delta", "index": 0, "delta": "x"} if fake.kind == "anthropic" else {"choices": [5]}
+    fake.script(text="half of the answer", extra_events=[odd])
+    items, error = stream_all(provider_for(fake))
+    assert error is not None and f"the response is not {STREAMS[fake.kind]}: " in str(error)
+    assert all(isinstance(item, TextDelta) and isinstance(item.text, str) for item in items)
+    assert "".join(item.text for item in items) == "half of the answer"
+
+
+@pytest.mark.parametrize("status", [400, 429])
+def test_an_error_body_nested_past_any_readers_depth_is_said_by_its_status(fake: FakeProvider, status: int) -> None:
+    fake.fail(status=status, body=b'{"error": ' + b"[" * 60_000)
+    text = str(failure(provider_for(fake)))
+    assert f"HTTP {status}" in text and "[[[" not in text
+    assert ("rate limited" if status == 429 else "the provider rejected the request") in text

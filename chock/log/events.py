@@ -46,6 +46,19 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 # it moved to another host (`moved`: on the source, once the target adopted it; docs/remote.md#moving-a-session).
 END_REASONS = ("completed", "error", "handover", "interrupted", "budget", "moved")
 
+# What a model's `stop_reason` (on `assistant.message`: the provider's own word for why it stopped) says beyond an
+# answer, as docs/log.md#stop-reasons tells it. Refused (the Messages API's `refusal`, chat completions'
+# `content_filter`): the session ends with an error, and the refused answer is left out of the conversation (the
+# API asks that a refused turn not be sent again). Cut at a limit, with no tool call to run: the session ends with
+# an error saying which limit. Paused (`pause_turn`): the conversation is sent again, and the model goes on.
+REFUSED_STOPS = ("refusal", "content_filter")
+CUT_STOPS = {
+    "max_tokens": "the model's output limit",
+    "length": "the model's output limit",
+    "model_context_window_exceeded": "the model's context window",
+}
+PAUSED_STOP = "pause_turn"
+
 
 # The declarations -----------------------------------------------------------------------------------------
 #
@@ -147,6 +160,7 @@ EVENTS: dict[str, dict[str, Field]] = {
     "assistant.message": {
         "text": (TEXT, ""),
         "tool_calls": (LIST, NONE),
+        "stop_reason": (TEXT, ""),  # the provider's own word; "" when it gave none (a replay, an older log)
     },
     "tool.call": {
         "call_id": (TEXT, ""),

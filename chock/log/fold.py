@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from chock.log.events import Event, decode, value
+from chock.log.events import PAUSED_STOP, REFUSED_STOPS, Event, decode, value
 from chock.log.row import ROW_TYPES, RowState, count, lines_with, this_machines
 
 # What a compacted conversation starts with: the task, and the model's own summary of the work so far.
@@ -95,6 +95,18 @@ class SessionState(RowState):
     def workspace_free(self) -> bool:
         """The log proves nobody is in the workspace: its workspace.open is older than a later session.end."""
         return bool(self.workspace) and any(end > self.workspace_open_id for end in self.ends)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the conversation ends with the model's answer: its message with no tool call to run, and not
+        paused mid-turn (`pause_turn`). A continued session with nothing new to say calls no model then."""
+        last = self.conversation[-1] if self.conversation else None
+        return bool(
+            last
+            and last["role"] == "assistant"
+            and not last.get("tool_calls")
+            and last.get("stop_reason") != PAUSED_STOP
+        )
 
     @property
     def open_tool_calls(self) -> list[dict[str, Any]]:
@@ -174,13 +186,20 @@ def _user_message(state: SessionState, event: Event) -> None:
 
 
 def _assistant_message(state: SessionState, event: Event) -> None:
+    """The model's answer, into the conversation with its stop reason when it had one; a refused answer is
+    counted (a replay's cursor) but left out: the session ended there, and a refused turn sent again is refused
+    again (docs/log.md#stop-reasons)."""
     state.assistant_messages += 1
+    stop_reason = value(event, "stop_reason")
+    if stop_reason in REFUSED_STOPS:
+        return
     calls = [
         {"call_id": str(c.get("call_id", "")), "name": str(c.get("name", "")), "args": _object(c.get("args"))}
         for c in value(event, "tool_calls")
         if isinstance(c, dict)
     ]
-    _say(state, event, {"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls})
+    message = {"role": "assistant", "text": str(event.get("text", "")), "tool_calls": calls}
+    _say(state, event, {**message, "stop_reason": stop_reason} if stop_reason else message)
 
 
 def _object(found: Any) -> dict[str, Any]:

@@ -69,9 +69,13 @@ class Retrying(Value):
 
 
 class Reply(Value):
-    """The whole answer of one model call, after its last delta."""
+    """The whole answer of one model call, after its last delta. `stop_reason` is why the model stopped, in the
+    provider's own word (the Messages API's `stop_reason`, chat completions' `finish_reason`; None when it gave
+    none): the session hears a refusal, an answer cut at a limit and a paused turn in it (docs/log.md)."""
 
-    __slots__ = ("cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens", "text", "tool_calls")
+    __slots__ = (
+        "cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens", "stop_reason", "text", "tool_calls"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -81,6 +85,7 @@ class Reply(Value):
         output_tokens: int = 0,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        stop_reason: str | None = None,
     ) -> None:
         self.text = text
         self.tool_calls = [] if tool_calls is None else tool_calls
@@ -88,6 +93,7 @@ class Reply(Value):
         self.output_tokens = output_tokens
         self.cache_read_tokens = cache_read_tokens
         self.cache_write_tokens = cache_write_tokens
+        self.stop_reason = stop_reason
 
     @property
     def usage(self) -> dict[str, int]:
@@ -101,13 +107,15 @@ class ProviderError(ChockError):
     `usage` is what the provider had reported of the call when it failed (the `usage` event's fields), so a
     failed call's tokens are still counted; `too_long` says the provider refused the request for its size, and
     `window` and `prompt_tokens` what it stated (its input window, the request's size; None where it did not).
-    `status` is the HTTP status an error inside a stream stands for (its type's), None for any other."""
+    `status` is the HTTP status an error inside a stream stands for (its type's), None for any other;
+    `retryable` False says that sending the call again cannot help, whatever its status (a quota used up)."""
 
     usage: dict[str, int] | None = None
     too_long = False
     window: int | None = None
     prompt_tokens: int | None = None
     status: int | None = None
+    retryable = True
 
 
 class Provider(Protocol):

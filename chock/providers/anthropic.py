@@ -18,7 +18,8 @@ from chock.providers.wire import StreamReader, Wire, sse_field, token_count, too
 
 API_VERSION = "2023-06-01"
 # The output budget of one call: 8192 is accepted by every current Claude model (it is Claude 3.5 Haiku's
-# ceiling). A text answer that reaches it simply ends; a tool call cut by it is an error (see `reply`).
+# ceiling). An answer that reaches it says so (`stop_reason: max_tokens`), which ends the session with an error
+# saying the answer was cut (docs/log.md#stop-reasons); a tool call cut by it is an error of its own (`_args`).
 MAX_TOKENS = 8192
 # Usage fields that together make the prompt's size (the cache ones are nonzero only with prompt caching).
 INPUT_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -133,11 +134,12 @@ def cached_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class MessageStream(StreamReader):
     """Reads the lines of one streamed message; `feed_line` returns the text each one adds."""
 
+    STREAM = "a Messages event stream"
+
     def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         super().__init__(address, instance, credential)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._input: dict[str, int] = {}
-        self.stop_reason: str | None = None
 
     def feed_line(self, line: str) -> str | None:
         # Every Messages event is one `event:` line and one `data:` line holding the whole JSON object, whose
@@ -146,30 +148,40 @@ class MessageStream(StreamReader):
         field, payload = sse_field(line)
         if field != "data" or not payload:
             return None
-        event = self.event(payload, "a Messages event stream")
+        event = self.event(payload)
         return self.feed(event) if isinstance(event, dict) else None
 
     def feed(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
+        where = f"a {kind} event" if isinstance(kind, str) and len(kind) < 40 else "an event"  # in an error
         if kind == "message_start":
-            self._count_usage((event.get("message") or {}).get("usage") or {})
+            message = self.field(event, "message", dict, {}, where)
+            self._count_usage(self.field(message, "usage", dict, {}, "a message_start event's message"))
         elif kind == "content_block_start":
-            block = event.get("content_block") or {}
-            index = event.get("index", len(self._blocks))
+            block = self.field(event, "content_block", dict, {}, where)
+            index = self.field(event, "index", int, len(self._blocks), where)
+            if block.get("type") == "tool_use":
+                self.required(block, "id", str, "a tool_use block")
+                self.required(block, "name", str, "a tool_use block")
             self._blocks[index] = {**block, "json": []}
-            if block.get("type") == "text" and block.get("text"):
-                return self.add_text(block["text"])
+            if block.get("type") == "text":
+                return self.add_text(self.field(block, "text", str, "", "a text block"))
         elif kind == "content_block_delta":
-            delta = event.get("delta") or {}
+            delta = self.field(event, "delta", dict, {}, where)
+            index = self.field(event, "index", int, -1, where)
             if delta.get("type") == "text_delta":
-                return self.add_text(delta.get("text") or "")
+                return self.add_text(self.field(delta, "text", str, "", "a text_delta"))
             if delta.get("type") == "input_json_delta":
-                block = self._blocks.get(event.get("index", -1))
+                piece = self.field(delta, "partial_json", str, "", "an input_json_delta")
+                block = self._blocks.get(index)
                 if block is not None:
-                    block["json"].append(delta.get("partial_json") or "")
+                    block["json"].append(piece)
         elif kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
-            self._count_usage(event.get("usage") or {})
+            delta = self.field(event, "delta", dict, {}, where)
+            self.stop_reason = (
+                self.field(delta, "stop_reason", str, None, "a message_delta's delta") or self.stop_reason
+            )
+            self._count_usage(self.field(event, "usage", dict, {}, where))
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":

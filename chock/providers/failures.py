@@ -179,7 +179,7 @@ def error_object(body: bytes | str, credential: str | None = None) -> dict[str, 
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         data = json.loads(redact(text, credential))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json follows: no error object
         return None
     if not isinstance(data, dict):
         return None
@@ -199,6 +199,8 @@ def provider_words(body: bytes | str, credential: str | None) -> str | None:
         data = json.loads(text)
     except ValueError:
         data = None
+    except RecursionError:  # JSON nested deeper than json follows: no words of the provider's, and not quoted
+        return None
     words: object = None
     if isinstance(data, dict):
         error = data.get("error")
@@ -390,19 +392,42 @@ def stream_failure(address: str, instance: str | None, payload: str, credential:
 
 
 def not_an_api_stream(who: str, stream: str, payload: str, credential: str | None) -> ProviderError:
-    """A `data:` line that is not JSON came from something other than the API."""
+    """A `data:` line that is not JSON (or is nested deeper than any of the API's) came from something other
+    than the API."""
     quoted = redact(payload, credential)[:80]
     return ProviderError(f"{who}: the response is not {stream} (it sent {quoted!r}); check the address")
 
 
-def broken_tool_call(who: str, name: str, *, limit: str | None, what: str = "JSON") -> ProviderError:
-    """A tool call whose arguments are not `what`: cut where the answer reached its output `limit`, if it did
-    (then smaller steps are the remedy), or simply malformed."""
+def malformed_event(who: str, stream: str, what: str) -> ProviderError:
+    """An event whose JSON holds a value of a type its wire never sends where the reader reads it (`what` says
+    which): not the API's answer, whatever stands at the address."""
+    return ProviderError(
+        f"{who}: the response is not {stream}: {what}; check that the address is the API's versioned base URL, "
+        "or try again later"
+    )
+
+
+# How an error names a JSON value's type: what a reader found, and what the wire says it is.
+JSON_KINDS = ((bool, "true or false"), (str, "a string"), (int, "a whole number"), (float, "a number"),
+              (list, "an array"), (dict, "an object"), (type(None), "null"))  # fmt: skip
+
+
+def json_kind(found: object) -> str:
+    """The JSON type of a value (or of a Python type), in words."""
+    for kind, words in JSON_KINDS:
+        if found is kind or isinstance(found, kind):
+            return words
+    return type(found).__name__
+
+
+def broken_tool_call(who: str, name: str, *, limit: str | None, what: str = "not JSON") -> ProviderError:
+    """A tool call whose arguments are `what` (not JSON, not an object): cut where the answer reached its output
+    `limit`, if it did (then smaller steps are the remedy), or simply malformed."""
     if limit:
         return ProviderError(
             f"{who}: the answer reached {limit} in the middle of the tool call {name}; ask for smaller steps"
         )
-    return ProviderError(f"{who}: the arguments of the tool call {name} are not {what}")
+    return ProviderError(f"{who}: the arguments of the tool call {name} are {what}")
 
 
 def not_an_event_stream(content_type: str | None, address: str, instance: str | None) -> ProviderError:

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from chock.providers import ToolCall
+from chock.providers.failures import json_kind, malformed_event
 from chock.providers.wire import StreamReader, Wire, sse_field, token_count, tool_args
 
 DONE = "[DONE]"
@@ -119,12 +120,14 @@ def request_body(
 
 
 class ChatStream(StreamReader):
-    """Reads the lines of one streamed chat completion; `feed_line` returns the text each one adds."""
+    """Reads the lines of one streamed chat completion; `feed_line` returns the text each one adds. Its
+    `stop_reason` is the first choice's `finish_reason`."""
+
+    STREAM = "a chat-completions stream"
 
     def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         super().__init__(address, instance, credential)
         self._calls: dict[int, dict[str, Any]] = {}
-        self.finish_reason: str | None = None
 
     def feed_line(self, line: str) -> str | None:
         field, payload = sse_field(line.strip())  # forgiving: white space before the field is ignored too
@@ -136,30 +139,30 @@ class ChatStream(StreamReader):
         if payload == DONE:
             self.done = True
             return None
-        chunk = self.event(payload, "a chat-completions stream")
+        chunk = self.event(payload)
         return self.feed(chunk) if isinstance(chunk, dict) else None
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         if chunk.get("error"):
             raise self.failed(json.dumps(chunk))
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self.input_tokens = token_count(usage.get("prompt_tokens")) or self.input_tokens
-            self.output_tokens = token_count(usage.get("completion_tokens")) or self.output_tokens
-            # Servers that cache prompts say how much of `prompt_tokens` came from the cache; none says what
-            # it wrote to it.
-            details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and (cached := token_count(details.get("cached_tokens"))) is not None:
-                self.cache_read_tokens = cached
+        usage = self.field(chunk, "usage", dict, {}, "a chunk")
+        self.input_tokens = token_count(usage.get("prompt_tokens")) or self.input_tokens
+        self.output_tokens = token_count(usage.get("completion_tokens")) or self.output_tokens
+        # Servers that cache prompts say how much of `prompt_tokens` came from the cache; none says what it
+        # wrote to it.
+        details = self.field(usage, "prompt_tokens_details", dict, {}, "a chunk's usage")
+        if (cached := token_count(details.get("cached_tokens"))) is not None:
+            self.cache_read_tokens = cached
         added: list[str] = []
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
+        for choice in self.field(chunk, "choices", list, [], "a chunk"):
+            if not isinstance(choice, dict):
+                raise malformed_event(self.who, self.STREAM, f"a chunk's `choices` holds {json_kind(choice)}")
+            if self.field(choice, "index", int, 0, "a choice") != 0:
                 continue  # one completion is asked for; a server that sends more is read for the first
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                added.append(delta["content"])
-            for piece in delta.get("tool_calls") or []:
+            self.stop_reason = self.field(choice, "finish_reason", str, None, "a choice") or self.stop_reason
+            delta = self.field(choice, "delta", dict, {}, "a choice")
+            added.append(self.field(delta, "content", str, "", "a choice's delta"))
+            for piece in self.field(delta, "tool_calls", list, [], "a choice's delta"):
                 self._add_call_piece(piece)
         return self.add_text("".join(added))
 
@@ -174,21 +177,24 @@ class ChatStream(StreamReader):
             for _, call in sorted(self._calls.items())
         ]
 
-    def _add_call_piece(self, piece: dict[str, Any]) -> None:
-        call = self._calls.setdefault(piece.get("index", 0), {"id": None, "name": "", "arguments": []})
-        if piece.get("id"):
-            call["id"] = piece["id"]
-        function = piece.get("function") or {}
-        if function.get("name") and not call["name"]:
-            call["name"] = function["name"]
-        if function.get("arguments"):
-            call["arguments"].append(function["arguments"])
+    def _add_call_piece(self, piece: object) -> None:
+        if not isinstance(piece, dict):
+            raise malformed_event(self.who, self.STREAM, f"a delta's `tool_calls` holds {json_kind(piece)}")
+        index = self.field(piece, "index", int, 0, "a tool call")
+        call = self._calls.setdefault(index, {"id": None, "name": "", "arguments": []})
+        if call_id := self.field(piece, "id", str, "", "a tool call"):
+            call["id"] = call_id
+        function = self.field(piece, "function", dict, {}, "a tool call")
+        if (name := self.field(function, "name", str, "", "a tool call's function")) and not call["name"]:
+            call["name"] = name
+        if arguments := self.field(function, "arguments", str, "", "a tool call's function"):
+            call["arguments"].append(arguments)
 
     def _args(self, call: dict[str, Any]) -> dict[str, Any]:
         raw = "".join(call["arguments"])
         if not raw.strip():
             return {}
-        limit = "its token limit" if self.finish_reason == "length" else None
+        limit = "its token limit" if self.stop_reason == "length" else None
         return tool_args(raw, call["name"], self.who, limit=limit)
 
 

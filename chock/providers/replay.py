@@ -5,7 +5,8 @@ A whole session log works as a replay file: every other event type is skipped. E
 block ending with an entry that makes no tool call (a subagent's final answer). Entries marked
 `"for": "compaction"` are the summaries the session's compactions are answered with, one each, in order and
 counted apart from the session's own turns. Tools still run for real.
-An entry's `"delay": SECONDS` makes the model call take that long (a demo's thinking time; a test's window).
+An entry's `"delay": SECONDS` makes the model call take that long (a demo's thinking time; a test's window), and
+its `stop_reason` is the reply's: a log's refused, cut or paused answer is heard as it was (docs/log.md).
 """
 
 from __future__ import annotations
@@ -101,7 +102,10 @@ class ReplayProvider:
             for index, call in enumerate(entry.get("tool_calls") or [])
             if isinstance(call, dict)
         ]
-        yield Reply(text=text, tool_calls=calls)  # a replay logs zero usage
+        stop_reason = entry.get("stop_reason")  # a log's own, so a session replays as it stopped
+        yield Reply(
+            text=text, tool_calls=calls, stop_reason=stop_reason or None if isinstance(stop_reason, str) else None
+        )
 
     async def aclose(self) -> None:
         return None

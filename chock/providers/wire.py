@@ -13,7 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from chock.providers import USAGE_FIELDS, ProviderError, Reply, ToolCall
-from chock.providers.failures import broken_tool_call, describe, not_an_api_stream, stream_failure
+from chock.providers.failures import (
+    broken_tool_call,
+    describe,
+    json_kind,
+    malformed_event,
+    not_an_api_stream,
+    stream_failure,
+)
 from chock.value import Value
 
 # The most tokens one count may say: 2**53, the largest whole number every JSON reader (the page's too) keeps
@@ -29,9 +36,16 @@ def token_count(found: object) -> int | None:
 
 
 class StreamReader:
-    """What both wires' readers keep, with no I/O: the answer's text so far, its usage, and whether the stream
-    ended. A wire's reader says how one line is read (`feed_line`, returning the text it adds, counting the
-    usage it carries) and which tool calls the answer made (`tool_calls`); `reply` is then the same for both."""
+    """What both wires' readers keep, with no I/O: the answer's text so far, its usage, why the model stopped,
+    and whether the stream ended. A wire's reader says how one line is read (`feed_line`, returning the text it
+    adds, counting the usage it carries) and which tool calls the answer made (`tool_calls`); `reply` is then the
+    same for both.
+
+    A reader takes from an event only values of the types its wire documents (`field`, `required`): an event
+    that holds anything else in a field the reader reads is not the API's, and ends the call with an error
+    saying so, as a line that is not JSON does (`event`)."""
+
+    STREAM = "an event stream"  # what the wire's stream is called in its errors
 
     def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         self.address = address
@@ -43,6 +57,7 @@ class StreamReader:
         self.output_tokens = 0
         self.cache_read_tokens = 0
         self.cache_write_tokens = 0
+        self.stop_reason: str | None = None  # the provider's own word (`Reply.stop_reason`)
         self.done = False
 
     def feed_line(self, line: str) -> str | None:
@@ -62,12 +77,30 @@ class StreamReader:
         """The provider reported an error inside the stream: `payload` is its event's JSON (or its words)."""
         return stream_failure(self.address, self.instance, payload, self._credential)
 
-    def event(self, payload: str, stream: str) -> Any:
-        """A `data:` line's JSON. Anything else came from something other than the API, so it says so."""
+    def event(self, payload: str) -> Any:
+        """A `data:` line's JSON. Anything else came from something other than the API, so it says so: a line
+        that is not JSON, or JSON nested deeper than a reader follows (no event of the API's is)."""
         try:
             return json.loads(payload)
-        except ValueError:
-            raise not_an_api_stream(self.who, stream, payload, self._credential) from None
+        except (ValueError, RecursionError):
+            raise not_an_api_stream(self.who, self.STREAM, payload, self._credential) from None
+
+    def field(self, holder: dict[str, Any], name: str, kind: type, default: Any, where: str) -> Any:
+        """`holder[name]` when it is of `kind` (a bool is no number), `default` when it is null or missing. A value
+        of another type is not the API's: `where` names what holds it, for the error that says so."""
+        found = holder.get(name)
+        if found is None:
+            return default
+        if isinstance(found, kind) and (kind is bool or not isinstance(found, bool)):
+            return found
+        raise malformed_event(self.who, self.STREAM, f"{where}'s `{name}` is {json_kind(found)}, not {json_kind(kind)}")
+
+    def required(self, holder: dict[str, Any], name: str, kind: type, where: str) -> Any:
+        """`holder[name]`, which the wire says is always there, of `kind`; anything else is not the API's."""
+        found = self.field(holder, name, kind, None, where)
+        if found is None:
+            raise malformed_event(self.who, self.STREAM, f"{where} has no `{name}`")
+        return found
 
     @property
     def began(self) -> bool:
@@ -80,7 +113,9 @@ class StreamReader:
         return {name: getattr(self, name) for name in USAGE_FIELDS}
 
     def reply(self) -> Reply:
-        return Reply(text="".join(self.text), tool_calls=self.tool_calls(), **self.usage())
+        return Reply(
+            text="".join(self.text), tool_calls=self.tool_calls(), stop_reason=self.stop_reason, **self.usage()
+        )
 
 
 class Wire(Value):
@@ -120,6 +155,8 @@ def tool_args(raw: str, name: str, who: str, *, limit: str | None) -> dict[str, 
         args = json.loads(raw)
     except ValueError:
         raise broken_tool_call(who, name, limit=limit) from None
+    except RecursionError:  # JSON, nested deeper than a reader follows
+        raise broken_tool_call(who, name, limit=None, what="nested too deeply to be read") from None
     if not isinstance(args, dict):
-        raise broken_tool_call(who, name, limit=None, what="a JSON object")
+        raise broken_tool_call(who, name, limit=None, what="not a JSON object")
     return args

@@ -310,8 +310,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
         return None
     with opening.ended_on_failure():
         start._close_what_the_last_owner_left(opening)
-    last = state.conversation[-1] if state.conversation else None
-    opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
+    opening.call_model = not state.answered
     return opening
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from chock.config import Budget, Price
 from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
-from chock.log.events import Event, cut, listed
+from chock.log.events import CUT_STOPS, PAUSED_STOP, REFUSED_STOPS, Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
@@ -56,11 +56,45 @@ class OverBudget(ChockError):
         )
 
 
+# How many times in a row a paused turn (`pause_turn`) is sent again before the session ends with an error: a model
+# that keeps pausing is making no way (docs/log.md#stop-reasons).
+MOST_PAUSES = 5
+
+
+class AnswerStopped(ChockError):
+    """The model's answer stopped short of being one (docs/log.md#stop-reasons): the provider refused it, a limit
+    cut it, or the model paused its turn more than MOST_PAUSES times in a row. The session ends with reason
+    `error`, its work kept, and says which, in the provider's word, and what to do next."""
+
+    def __init__(self, instance: str, session_id: str, stop_reason: str, *, pauses: int = 0) -> None:
+        who = f"instance '{instance}': " if instance else ""
+        word = f"(stop reason `{stop_reason}`)"
+        go_on = f'`chock run --continue {session_id} "go on"` asks the model to go on from there'
+        if stop_reason in REFUSED_STOPS:
+            what = REFUSALS.get(stop_reason, "the answer was refused")
+            text = (
+                f"{who}{what} {word}, and the refused answer is left out of the conversation; rephrase the request "
+                f'or tell the model more: `chock run --continue {session_id} "…"`'
+            )
+        elif pauses:
+            text = f"{who}the model paused its turn {pauses} times in a row {word}; {go_on}"
+        else:
+            text = f"{who}the answer was cut at {CUT_STOPS.get(stop_reason, 'a limit')} {word}; {go_on}"
+        super().__init__(text)
+
+
+# A refusal in words, by the stop reason that says it.
+REFUSALS = {
+    "refusal": "the model refused to answer",
+    "content_filter": "the provider's content filter withheld the answer",
+}
+
+
 class Settings(Value):
     __slots__ = (
-        "approval_timeout", "branch", "budget", "context_window", "interactive", "price", "project", "rules",
-        "scratchpad", "session_id", "shell_policy", "subagent_blocks", "subagent_spec", "summarizer", "workspace",
-        "worktree"
+        "approval_timeout", "branch", "budget", "context_window", "instance", "interactive", "price", "project",
+        "rules", "scratchpad", "session_id", "shell_policy", "subagent_blocks", "subagent_spec", "summarizer",
+        "workspace", "worktree"
     )  # fmt: skip
 
     def __init__(
@@ -68,7 +102,7 @@ class Settings(Value):
         interactive: bool, scratchpad: Path, subagent_spec: dict[str, Any],
         subagent_blocks: list[list[dict[str, Any]]], price: Price | None = None, context_window: int | None = None,
         summarizer: Provider | None = None, rules: asking.Rules | None = None,
-        approval_timeout: float | None = None, budget: Budget | None = None
+        approval_timeout: float | None = None, budget: Budget | None = None, instance: str = ""
     ) -> None:  # fmt: skip
         self.session_id = session_id
         self.project = project
@@ -87,6 +121,7 @@ class Settings(Value):
         # `.approvals.timeout` in seconds; None: a question waits for its answer
         self.approval_timeout = approval_timeout
         self.budget = budget  # what the whole session may spend, in its price's currency; None: no bound
+        self.instance = instance  # the instance's name, as its errors name it ("" for none)
 
 
 class Session:
@@ -290,6 +325,22 @@ class Session:
     # The model ----------------------------------------------------------------------------------------
 
     async def _model_call(self) -> Reply:
+        """The model's answer for this turn, logged. One the provider refused, or cut at a limit with no tool call
+        to run, ends the session (`AnswerStopped`); a paused turn is sent again, the paused message already in
+        the conversation, up to MOST_PAUSES times in a row (docs/log.md#stop-reasons)."""
+        pauses = 0
+        while True:
+            reply = await self._one_call()
+            stop_reason = reply.stop_reason or ""
+            if stop_reason in REFUSED_STOPS or (stop_reason in CUT_STOPS and not reply.tool_calls):
+                raise AnswerStopped(self.settings.instance, self.settings.session_id, stop_reason)
+            if stop_reason != PAUSED_STOP or reply.tool_calls:
+                return reply
+            pauses += 1
+            if pauses > MOST_PAUSES:
+                raise AnswerStopped(self.settings.instance, self.settings.session_id, stop_reason, pauses=pauses)
+
+    async def _one_call(self) -> Reply:
         tool_specs, system = self._tool_specs(), self._system_prompt()
         settings = self.settings
         summarizer = settings.summarizer or self.provider
@@ -311,7 +362,10 @@ class Session:
             reply = await calls.call(
                 self.provider, self.state.conversation, tool_specs, system, self.emit, price=settings.price
             )
-        self.emit("assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls])
+        stopped = {"stop_reason": reply.stop_reason} if reply.stop_reason else {}
+        self.emit(
+            "assistant.message", text=reply.text, tool_calls=[call.as_dict() for call in reply.tool_calls], **stopped
+        )
         calls.record_usage(self.emit, reply.usage, settings.price)
         self._check_budget()
         return reply

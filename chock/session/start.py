@@ -308,8 +308,7 @@ def _continue(layout: Layout, request: RunRequest) -> _Opening:
         _close_what_the_last_owner_left(opening)
         if request.message and request.message.strip():
             opening.emit("user.message", text=request.message.strip())
-    last = state.conversation[-1] if state.conversation else None
-    opening.call_model = not (last and last["role"] == "assistant" and not last.get("tool_calls"))
+    opening.call_model = not state.answered
     return opening
 
 
@@ -513,6 +512,7 @@ def _settle(layout: Layout, opening: _Opening, session_id: str, request: RunRequ
         rules=asking.Rules(tuple(config_rules(prepared.config.approvals_rules)), layout, str(prepared.project)),
         approval_timeout=prepared.config.approvals_timeout,
         budget=prepared.budget,
+        instance=instance.name,
     )
 
 

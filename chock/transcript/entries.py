@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chock.log.events import COMMON, Event, value
+from chock.log.events import COMMON, CUT_STOPS, PAUSED_STOP, REFUSED_STOPS, Event, value
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +107,13 @@ def _user_message(e: Event) -> EventView:
 
 
 def _assistant_message(e: Event) -> EventView | None:
-    text = value(e, "text")
-    if not text:
+    text, stop_reason = value(e, "text"), value(e, "stop_reason")
+    if not text and stop_reason not in (*REFUSED_STOPS, *CUT_STOPS, PAUSED_STOP):
         return None  # its tool calls are shown by their own `tool.call` events
-    return EventView(e["id"], "Assistant", "assistant", at=value(e, "at"), blocks=(Block("Text", text),))
+    return EventView(
+        e["id"], "Assistant", "assistant", at=value(e, "at"), facts=_facts(("stop reason", stop_reason)),
+        blocks=_blocks(Block("Text", text)),
+    )  # fmt: skip
 
 
 def _tool_call(e: Event) -> EventView:
@@ -275,7 +278,7 @@ READS: dict[str, tuple[str, ...]] = {
     "workspace.open": ("directory", "commit", "admin"),
     "workspace.close": ("branch", "commit", "removed", "skipped", "left_out"),
     "user.message": ("text", "via"),
-    "assistant.message": ("text", "tool_calls"),
+    "assistant.message": ("text", "tool_calls", "stop_reason"),
     "tool.call": ("call_id", "name", "args", "server", "tool"),
     "tool.result": ("call_id", "name", "output", "is_error", "diff"),
     "mcp.server": ("server", "state", "origin", "tools", "reason"),

@@ -201,6 +201,7 @@ def build(
         subagent_blocks=[],
         context_window=context_window,
         summarizer=ReplayProvider(entries_for(entries, "compaction"), sleep=clock.sleep),
+        instance="demo",
     )
     ports = Ports(
         provider=provider(clock) if provider else ReplayProvider(entries_for(entries, None), sleep=clock.sleep),

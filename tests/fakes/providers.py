@@ -84,6 +84,11 @@ class Turn:
     pause: float = 0.0  # seconds between events, to keep a call in flight for a while
     cache_read_tokens: int = 0  # reported as read from the prompt cache (both wires)
     cache_write_tokens: int = 0  # reported as written to it (the Messages API only)
+    # Why the model stopped, in the wire's own word (`stop_reason`, `finish_reason`): by default the one a finished
+    # answer has (`end_turn` / `stop`, `tool_use` / `tool_calls` with tool calls).
+    stop_reason: str | None = None
+    # Events sent as they are just before the answer's end: a JSON value, or the text of a `data:` line.
+    extra_events: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +99,8 @@ class Failure:
     message: str
     error_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    code: str | None = None  # chat completions' error `code` (OpenAI's `insufficient_quota`, …)
+    body: bytes | None = None  # the body as it is sent, instead of the wire's JSON (a proxy's, a broken server's)
 
 
 class FakeProvider:
@@ -143,7 +150,8 @@ class FakeProvider:
         **options: Any,
     ) -> FakeProvider:
         """Queue one reply. A tool call is `{"id": "c1", "name": "shell", "args": {...}}` (or "call_id").
-        Options are the other `Turn` fields: deltas, cut_after, clean_cut, stream_error, pause."""
+        Options are the other `Turn` fields: deltas, cut_after, clean_cut, stream_error, pause, stop_reason,
+        extra_events."""
         turn = _turn(text, tool_calls, input_tokens, output_tokens, **options)
         with self._lock:
             self._queue.append(turn)
@@ -156,10 +164,13 @@ class FakeProvider:
         *,
         error_type: str | None = None,
         headers: dict[str, str] | None = None,
+        code: str | None = None,
+        body: bytes | None = None,
     ) -> FakeProvider:
-        """Queue one HTTP error answer with a JSON body in the wire's own shape."""
+        """Queue one HTTP error answer with a JSON body in the wire's own shape (`code`: chat completions' only), or
+        with `body` as it is."""
         with self._lock:
-            self._queue.append(Failure(status, message, error_type, dict(headers or {})))
+            self._queue.append(Failure(status, message, error_type, dict(headers or {}), code, body))
         return self
 
     def answer_with(self, answer: Callable[[dict[str, Any]], dict[str, Any] | None]) -> FakeProvider:
@@ -336,8 +347,10 @@ class _Handler(BaseHTTPRequestHandler):
         entry = self.fake._next(body)
         if entry is None:
             self._error(500, "fake: no scripted turn left for this call")
+        elif isinstance(entry, Failure) and entry.body is not None:
+            self._raw(entry.status, entry.body, entry.headers)
         elif isinstance(entry, Failure):
-            self._error(entry.status, entry.message, entry.error_type, entry.headers)
+            self._error(entry.status, entry.message, entry.error_type, entry.headers, entry.code)
         else:
             if window is not None:  # the model counts what it was sent
                 entry = replace(entry, input_tokens=tokens)
@@ -371,7 +384,9 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+        self._raw(status, json.dumps(body).encode(), headers)
+
+    def _raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -381,14 +396,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(
-        self, status: int, message: str, error_type: str | None = None, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        message: str,
+        error_type: str | None = None,
+        headers: dict[str, str] | None = None,
+        code: str | None = None,
     ) -> None:
         if self.fake.kind == ANTHROPIC:
             kind = error_type or ANTHROPIC_ERROR_TYPES.get(status, "api_error")
             body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
         else:
             kind = error_type or ("server_error" if status >= 500 else "invalid_request_error")
-            body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+            body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
         self._json(status, body, headers)
 
     def _stream(self, turn: Turn, body: dict[str, Any]) -> None:
@@ -519,13 +539,14 @@ def _anthropic_events(turn: Turn, pieces: list[str], model: str) -> list[str]:
             )
         events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
+    events += [_sse(None, extra) for extra in turn.extra_events]
     events.append(
         _sse(
             "message_delta",
             {
                 "type": "message_delta",
                 "delta": {
-                    "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
+                    "stop_reason": turn.stop_reason or ("tool_use" if turn.tool_calls else "end_turn"),
                     "stop_sequence": None,
                 },
                 "usage": {"output_tokens": turn.output_tokens},
@@ -568,7 +589,8 @@ def _openai_events(turn: Turn, pieces: list[str], model: str, include_usage: boo
         )
         for fragment in _thirds(json.dumps(call["args"])):
             events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}))
-    events.append(chunk({}, "tool_calls" if turn.tool_calls else "stop"))
+    events += [_sse(None, extra) for extra in turn.extra_events]
+    events.append(chunk({}, turn.stop_reason or ("tool_calls" if turn.tool_calls else "stop")))
     if include_usage:
         prompt = turn.input_tokens + turn.cache_read_tokens + turn.cache_write_tokens  # cached parts included
         events.append(
