@@ -14,7 +14,7 @@ import pytest
 
 from chock.providers import ProviderError, Reply, Retrying, TextDelta, ToolCall, anthropic, openai, retry
 from chock.providers.anthropic import MessageStream
-from chock.providers.failures import redact
+from chock.providers.failures import redact, status_failure
 from chock.providers.kinds import KindError
 from chock.providers.openai import ChatStream
 from chock.providers.registry import check_credential, make_provider
@@ -786,3 +786,103 @@ def test_an_error_body_nested_past_any_readers_depth_is_said_by_its_status(fake:
     text = str(failure(provider_for(fake)))
     assert f"HTTP {status}" in text and "[[[" not in text
     assert ("rate limited" if status == 429 else "the provider rejected the request") in text
+
+
+# --- quotas and rate limits -------------------------------------------------------------------------------------
+
+# An account out of quota or credit, as each wire says it: OpenAI's 429 `insufficient_quota` (in `code` and `type`),
+# the Messages API's 402 `billing_error`.
+USED_UP = {
+    "openai": (429, {"error_type": "insufficient_quota", "code": "insufficient_quota"},
+               "You exceeded your current quota, please check your plan and billing details."),
+    "anthropic": (402, {"error_type": "billing_error"}, "Your credit balance is too low to access the API."),
+}  # fmt: skip
+
+
+def test_a_used_up_quota_says_so_and_never_to_wait(fake: FakeProvider) -> None:
+    status, shape, words = USED_UP[fake.kind]
+    fake.fail(status=status, message=words, **shape)
+    error = failure(provider_for(fake))
+    text = str(error)
+    assert text.startswith(f"instance 'work' at {fake.address}: the account's quota or credit is used up")
+    assert f"HTTP {status}: {words}" in text and "check its plan and billing with the provider" in text
+    assert "wait" not in text and "rate limited" not in text and not error.retryable
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="transport.py's HTTPProvider.stream must ask retry.retryable(failed.status, failed.headers, failed.error)",
+)
+def test_a_used_up_quota_is_asked_once() -> None:
+    with FakeProvider(kind="openai", key=KEY) as fake:
+        status, shape, words = USED_UP["openai"]
+        fake.fail(status=status, message=words, **shape)
+        fake.script(text="never asked for")
+        items, error = stream_all(provider_for(fake, retries=2))
+        assert len(fake.calls) == 1
+    assert items == [] and error is not None and "attempts" not in str(error)
+
+
+def recorded(fake: FakeProvider, slept: list[float], retries: int = 2) -> Any:
+    """A provider for the fake whose waits are recorded, not waited."""
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    kind = "anthropic" if fake.kind == "anthropic" else "openai-compat"
+    return make_provider(kind, fake.address, None, KEY, instance="work", retries=retries, sleep=sleep)
+
+
+def test_with_no_retry_after_the_rate_limits_own_reset_is_waited() -> None:
+    slept: list[float] = []
+    with FakeProvider(kind="openai", key=KEY) as fake:
+        limited = {"x-ratelimit-reset-tokens": "20s", "x-ratelimit-remaining-tokens": "0",
+                   "x-ratelimit-reset-requests": "1m30s", "x-ratelimit-remaining-requests": "59"}  # fmt: skip
+        fake.fail(status=429, message="Rate limit reached for tokens per min (TPM).", headers=limited)
+        fake.script(text="made it")
+        items, error = stream_all(recorded(fake, slept))
+        assert error is None and len(fake.calls) == 2
+    # The tokens' limit refused the call (none left); the requests' has some left, so its reset is not waited.
+    assert slept == [20.0]
+    retrying = items[0]
+    assert isinstance(retrying, Retrying) and retrying.wait_seconds == 20.0
+    assert "rate limited" in retrying.error
+
+
+def test_rate_limit_resets_are_read_in_each_providers_form() -> None:
+    now = lambda: 1_800_000_000.0  # noqa: E731
+    assert retry.retry_after({"x-ratelimit-reset-requests": "6m0s"}, now) == 360.0
+    assert retry.retry_after({"x-ratelimit-reset-tokens": "20ms", "x-ratelimit-reset-requests": "1.5s"}, now) == 1.5
+    assert retry.retry_after({"x-ratelimit-reset-tokens": "1h2m3s"}, now) == 3723.0
+    assert retry.retry_after({"x-ratelimit-reset-tokens": "soon"}, now) is None
+    reset = "2027-01-15T08:00:30Z"  # 30 s after `now`, as Anthropic writes a reset (RFC 3339)
+    assert retry.retry_after({"anthropic-ratelimit-output-tokens-reset": reset}, now) == 30.0
+    left = {"anthropic-ratelimit-tokens-reset": reset, "anthropic-ratelimit-tokens-remaining": "1200"}
+    assert retry.retry_after(left, now) is None  # that limit did not refuse the call
+    assert retry.retry_after({"retry-after": "4", "x-ratelimit-reset-tokens": "20s"}, now) == 4.0  # the server's own
+    assert retry.wait_seconds(1, {"x-ratelimit-reset-tokens": "6m0s"}) is None  # past the cap: not waited
+
+
+def test_a_429_says_how_long_its_limit_takes_to_reset() -> None:
+    body = {"error": {"message": "Rate limit reached for requests per day (RPD).", "type": "requests",
+                      "code": "rate_limit_exceeded"}}  # fmt: skip
+    error = status_failure(
+        429, json.dumps(body), kind="openai-compat", address="http://x/v1", credential=None, instance="w",
+        headers={"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-remaining-requests": "0"},
+    )  # fmt: skip
+    assert "rate limited (HTTP 429: Rate limit reached for requests per day (RPD).); wait 360 s and try again" in str(
+        error
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="transport.py's HTTPProvider._send must give status_failure the answer's headers=response.headers",
+)
+def test_a_rate_limit_past_the_cap_ends_the_call_saying_how_long_its_reset_is() -> None:
+    slept: list[float] = []
+    with FakeProvider(kind="openai", key=KEY) as fake:
+        fake.fail(status=429, message="Rate limit reached.", headers={"x-ratelimit-reset-requests": "6m0s"})
+        items, error = stream_all(recorded(fake, slept))
+        assert len(fake.calls) == 1
+    assert items == [] and slept == [] and error is not None and "wait 360 s and try again" in str(error)

@@ -10,10 +10,12 @@ first (a lax server may echo the key it refused), and an address is shown withou
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from chock.providers import ProviderError
+from chock.providers import ProviderError, retry
 from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS, without_userinfo
 from chock.providers.lean_http import httpx
 from chock.value import Value
@@ -237,13 +239,48 @@ def status_failure(
     credential: str | None,
     instance: str | None = None,
     retry_after: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> ProviderError:
-    """A non-2xx answer, as a person reads it: who, the status and the provider's words, then what to do."""
-    refusal = too_long(status, body, credential)
+    """A non-2xx answer, as a person reads it: who, the status and the provider's words, then what to do. How
+    long a rate limit asks to wait is read from the answer's `headers` when they are given (their `retry-after`,
+    else the reset of the limit that refused it: `retry.retry_after`), else from its `retry-after` alone."""
+    wait = retry.retry_after(headers if headers is not None else {"retry-after": retry_after} if retry_after else None)
     words = provider_words(body, credential)
-    detail = f"HTTP {status}: {words}" if words else f"HTTP {status}"
+    return _failure(
+        status,
+        body,
+        f"HTTP {status}: {words}" if words else f"HTTP {status}",
+        kind=kind,
+        address=address,
+        credential=credential,
+        instance=instance,
+        wait=wait,
+    )
+
+
+def _failure(
+    status: int,
+    body: bytes | str,
+    detail: str,
+    *,
+    kind: str,
+    address: str,
+    credential: str | None,
+    instance: str | None,
+    wait: float | None = None,
+) -> ProviderError:
+    """The error for a failure with this HTTP status, whether an answer's or an error event's (`detail`: the
+    status and the provider's words), each saying what to do next; marked as a refusal for size when it is one,
+    and as not worth sending again when the account's quota is used up."""
+    refusal = too_long(status, body, credential)
+    quota = quota_used_up(error_object(body, credential))
     who = describe(instance, address)
-    if status == 401:
+    if quota:
+        text = (
+            f"{who}: the account's quota or credit is used up ({detail}); check its plan and billing with the "
+            "provider: sending the request again cannot help until then"
+        )
+    elif status == 401:
         if not credential:
             text = (
                 f"{who}: the provider wants a credential and none was sent ({detail}); "
@@ -265,10 +302,8 @@ def status_failure(
             "and the model name"
         )
     elif status == 429:
-        wait = (
-            f"wait {retry_after} s" if retry_after and retry_after.isdigit() and int(retry_after) else "wait a little"
-        )
-        text = f"{who}: rate limited ({detail}); {wait} and try again"
+        waited = f"wait {math.ceil(wait)} s" if wait else "wait a little"
+        text = f"{who}: rate limited ({detail}); {waited} and try again"
     elif status >= 500:
         text = f"{who}: the provider failed ({detail}); try again later"
     elif refusal is not None:
@@ -277,7 +312,20 @@ def status_failure(
     else:
         text = f"{who}: the provider rejected the request ({detail})"
     error = ProviderError(redact(text, credential))
+    error.retryable = not quota
     return _with_refusal(error, refusal)
+
+
+# The error codes and types that say the account's quota or credit is used up: waiting does not bring it back, so
+# such a failure is never sent again, and says so. OpenAI's 429 `insufficient_quota`
+# (platform.openai.com/docs/guides/error-codes), the Messages API's `billing_error` (docs.anthropic.com/en/api/errors).
+QUOTA_USED_UP = frozenset({"insufficient_quota", "billing_error"})
+
+
+def quota_used_up(error: dict[str, Any] | None) -> bool:
+    """Whether an error object says the account's quota or credit is used up (its `code` or its `type`)."""
+    said = (error.get("code"), error.get("type")) if error else ()
+    return any(isinstance(word, str) and word in QUOTA_USED_UP for word in said)
 
 
 def _with_refusal(error: ProviderError, refusal: TooLong | None) -> ProviderError:
