@@ -28,6 +28,7 @@ NOTES = "".join(f"line {n:04d} of the notes\n" for n in range(80))  # ~2 KiB, ~5
 SHAPES = {
     "anthropic": ("anthropic", 3000, 3000),
     "anthropic-max-tokens": ("anthropic", 8192 + 3000, 3000),
+    "anthropic-bytes": ("anthropic", 3000, None),  # a 413 for the request's bytes: no window stated
     "openai": ("openai", 3000, 3000),
     "openai-input-limit": ("openai", 3000, 3000),
     "openai-code": ("openai", 3000, None),  # the code alone: no window stated
@@ -45,6 +46,7 @@ SHAPES = {
 STATED_WINDOWS = {
     "anthropic": 4096,
     "anthropic-max-tokens": 4096 - 1000,
+    "anthropic-bytes": None,
     "openai": 4096,
     "openai-input-limit": 4096,
     "openai-code": None,

@@ -64,6 +64,10 @@ TOO_LONG_SHAPES = (
             r"(?::\s*(?P<prompt>\d+) \+ (?P<output>\d+) > (?P<limit>\d+))?"
         ),
     ),
+    # Anthropic, docs.anthropic.com/en/api/errors (request_too_large, 413): "Request exceeds the maximum allowed
+    # number of bytes." — a request past the API's size in bytes (32 MB for the Messages API), which compacting the
+    # conversation brings under it too.
+    TooLongShape("anthropic: type request_too_large", field="type", value="request_too_large"),
     # OpenAI, platform.openai.com/docs/guides/error-codes: the error object's `code: "context_length_exceeded"`,
     # whatever its message says.
     TooLongShape("openai: code context_length_exceeded", field="code", value="context_length_exceeded"),

@@ -22,7 +22,8 @@ a call with nothing left in the queue gets a 500 whose message says so. It works
 A fake may also answer from the request itself (`answer_with`, asked before the queue), and play a model
 with a small context window (`context_window=N`): it counts a request's tokens as its body's bytes / 4,
 reports that count as the call's input tokens, and refuses a request that does not fit with a server's own
-documented 400, in the shape `refuse_as` names (`REFUSALS`; by default the wire's provider's own).
+documented refusal (400, or the status its shape is answered with), in the shape `refuse_as` names (`REFUSALS`; by
+default the wire's provider's own).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.refusals import REFUSALS
+from tests.fakes.refusals import REFUSALS, STATUSES
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
@@ -122,6 +123,7 @@ class FakeProvider:
             raise ValueError(f"kind must be one of {sorted(KIND_ALIASES)}, not {kind!r}")
         self.kind = KIND_ALIASES[kind]
         self.refuse = REFUSALS[refuse_as or self.kind]
+        self.refuse_status = STATUSES.get(refuse_as or self.kind, 400)
         self.key = key
         self.models = models
         self.strict = strict
@@ -342,7 +344,7 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal is not None:
             with self.fake._lock:
                 self.fake.too_long.append(tokens)
-            self._json(400, refusal)
+            self._json(self.fake.refuse_status, refusal)
             return
         entry = self.fake._next(body)
         if entry is None:

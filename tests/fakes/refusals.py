@@ -1,6 +1,7 @@
 """How each server refuses a prompt too long for its window, as its source or documentation shapes the answer
 (chock/providers/failures.py cites each): `REFUSALS[shape](tokens, window, body)` is the error body such a
-server answers with HTTP 400, or None when the request fits. `FakeProvider(refuse_as=shape)` answers with it."""
+server answers with HTTP 400 (or the status `STATUSES` names), or None when the request fits.
+`FakeProvider(refuse_as=shape)` answers with it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ def _anthropic_max_tokens_refusal(tokens: int, window: int, body: dict[str, Any]
         "decrease input length or `max_tokens` and try again"
     )
     return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+def _anthropic_bytes_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The Messages API's 413 for a request past its size in bytes (answered with that status: `STATUSES`)."""
+    if tokens <= window:
+        return None
+    message = "Request exceeds the maximum allowed number of bytes."
+    return {"type": "error", "error": {"type": "request_too_large", "message": message}}
 
 
 def _openai_error(message: str) -> dict[str, Any]:
@@ -86,6 +95,7 @@ def _llama_cpp_refusal(tokens: int, window: int, body: dict[str, Any]) -> dict[s
 REFUSALS: dict[str, Callable[[int, int, dict[str, Any]], dict[str, Any] | None]] = {
     "anthropic": _anthropic_refusal,
     "anthropic-max-tokens": _anthropic_max_tokens_refusal,
+    "anthropic-bytes": _anthropic_bytes_refusal,
     "openai": _openai_refusal,
     "openai-input-limit": _openai_input_limit_refusal,
     "openai-code": _openai_code_refusal,
@@ -93,3 +103,6 @@ REFUSALS: dict[str, Callable[[int, int, dict[str, Any]], dict[str, Any] | None]]
     "sglang": _sglang_refusal,
     "llama.cpp": _llama_cpp_refusal,
 }
+
+# The status a shape is answered with when it is not 400.
+STATUSES = {"anthropic-bytes": 413}
