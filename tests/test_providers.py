@@ -886,3 +886,24 @@ def test_a_rate_limit_past_the_cap_ends_the_call_saying_how_long_its_reset_is() 
         items, error = stream_all(recorded(fake, slept))
         assert len(fake.calls) == 1
     assert items == [] and slept == [] and error is not None and "wait 360 s and try again" in str(error)
+
+
+# --- an error inside a stream, said as its status is --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error_type", "said", "not_said"),
+    [
+        ("invalid_request_error", "the provider rejected the request (during the response: Bad field)", "try again"),
+        ("rate_limit_error", "rate limited (during the response: Bad field); wait a little and try again", "failed"),
+    ],
+)
+def test_an_error_event_after_the_answer_began_says_what_its_type_stands_for(
+    fake: FakeProvider, error_type: str, said: str, not_said: str
+) -> None:
+    if fake.kind == "openai" and error_type == "rate_limit_error":
+        error_type = "rate_limit_exceeded"  # OpenAI's word for it
+    fake.script(text="partial answer", stream_error="Bad field", stream_error_type=error_type, cut_after=4)
+    text = str(failure(provider_for(fake)))
+    assert text.startswith(f"instance 'work' at {fake.address}: ")
+    assert said in text and not_said not in text

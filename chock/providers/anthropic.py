@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from chock.providers import ToolCall
+from chock.providers.kinds import ANTHROPIC
 from chock.providers.wire import StreamReader, Wire, sse_field, token_count, tool_args
 
 API_VERSION = "2023-06-01"
@@ -135,6 +136,7 @@ class MessageStream(StreamReader):
     """Reads the lines of one streamed message; `feed_line` returns the text each one adds."""
 
     STREAM = "a Messages event stream"
+    KIND = ANTHROPIC
 
     def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         super().__init__(address, instance, credential)

@@ -431,16 +431,26 @@ def stream_status(error: dict[str, Any] | None) -> int | None:
     return None
 
 
-def stream_failure(address: str, instance: str | None, payload: str, credential: str | None) -> ProviderError:
-    """An error the provider reported inside a stream that had already begun (`payload`: the event's JSON, or
-    a line of words). It carries the HTTP status it stands for (`status`), so one that arrives before any
-    content can be sent again as that status would be, and a refusal for size is marked as one."""
+def stream_failure(
+    address: str, instance: str | None, payload: str, credential: str | None, kind: str
+) -> ProviderError:
+    """An error the provider reported inside a stream (`payload`: the event's JSON, or a line of words). It
+    carries the HTTP status it stands for (`status`), so one that arrives before any content can be sent again
+    as that status would be, and says what to do as that status's answer would (`_failure`): a rate limit to wait
+    out, a request rejected, a refusal for size, a quota used up; a failure of the provider's, to try again."""
+    found = error_object(payload)
+    status = stream_status(found)
     words = provider_words(payload, credential) or redact(payload, credential) or "an error with no message"
-    error = ProviderError(
-        f"{describe(instance, address)}: the provider failed during the response ({words}); try again later"
-    )
-    error.status = stream_status(error_object(payload))
-    return _with_refusal(error, too_long(error.status or 0, payload))
+    if quota_used_up(found) or (status is not None and status < 500):
+        detail = f"during the response: {words}"
+        error = _failure(status or 0, payload, detail, kind=kind, address=address, credential=credential,
+                         instance=instance)  # fmt: skip
+    else:
+        error = ProviderError(
+            f"{describe(instance, address)}: the provider failed during the response ({words}); try again later"
+        )
+    error.status = status
+    return error
 
 
 def not_an_api_stream(who: str, stream: str, payload: str, credential: str | None) -> ProviderError:

@@ -16,6 +16,7 @@ from typing import Any
 
 from chock.providers import ToolCall
 from chock.providers.failures import json_kind, malformed_event
+from chock.providers.kinds import OPENAI_COMPAT
 from chock.providers.wire import StreamReader, Wire, sse_field, token_count, tool_args
 
 DONE = "[DONE]"
@@ -124,6 +125,7 @@ class ChatStream(StreamReader):
     `stop_reason` is the first choice's `finish_reason`."""
 
     STREAM = "a chat-completions stream"
+    KIND = OPENAI_COMPAT  # or `aiand` at its own address
 
     def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         super().__init__(address, instance, credential)

@@ -21,6 +21,7 @@ from chock.providers.failures import (
     not_an_api_stream,
     stream_failure,
 )
+from chock.providers.kinds import DEFAULT_ADDRESSES
 from chock.value import Value
 
 # The most tokens one count may say: 2**53, the largest whole number every JSON reader (the page's too) keeps
@@ -46,6 +47,7 @@ class StreamReader:
     saying so, as a line that is not JSON does (`event`)."""
 
     STREAM = "an event stream"  # what the wire's stream is called in its errors
+    KIND = ""  # the kind its wire is read for, unless its address is another kind's own (`kind`)
 
     def __init__(self, address: str, instance: str | None, credential: str | None = None) -> None:
         self.address = address
@@ -73,9 +75,15 @@ class StreamReader:
         self.text.append(text)
         return text
 
+    @property
+    def kind(self) -> str:
+        """The instance's kind, as a login hint names it: the one whose own address this is, else the wire's."""
+        own = (kind for kind, address in DEFAULT_ADDRESSES.items() if address == self.address.rstrip("/"))
+        return next(own, self.KIND)
+
     def failed(self, payload: str) -> ProviderError:
         """The provider reported an error inside the stream: `payload` is its event's JSON (or its words)."""
-        return stream_failure(self.address, self.instance, payload, self._credential)
+        return stream_failure(self.address, self.instance, payload, self._credential, self.kind)
 
     def event(self, payload: str) -> Any:
         """A `data:` line's JSON. Anything else came from something other than the API, so it says so: a line

@@ -81,7 +81,7 @@ class Turn:
     cut_after: int | None = None  # send this many SSE events, then stop (see `clean_cut`)
     clean_cut: bool = False  # True: end the HTTP body properly, False: drop the connection mid-body
     stream_error: str | None = None  # send an in-stream error event (after `cut_after` events, default 2)
-    stream_error_type: str = "overloaded_error"  # its type (the Messages API's; the other wire says server_error)
+    stream_error_type: str = "overloaded_error"  # its type (for chat completions overloaded_error is server_error)
     pause: float = 0.0  # seconds between events, to keep a call in flight for a while
     cache_read_tokens: int = 0  # reported as read from the prompt cache (both wires)
     cache_write_tokens: int = 0  # reported as written to it (the Messages API only)
@@ -620,7 +620,8 @@ def _openai_events(turn: Turn, pieces: list[str], model: str, include_usage: boo
 def _error_event(kind: str, message: str, error_type: str) -> str:
     if kind == ANTHROPIC:
         return _sse("error", {"type": "error", "error": {"type": error_type, "message": message}})
-    return _sse(None, {"error": {"message": message, "type": "server_error", "param": None, "code": None}})
+    kind = "server_error" if error_type == "overloaded_error" else error_type  # the Messages API's own type: ours
+    return _sse(None, {"error": {"message": message, "type": kind, "param": None, "code": None}})
 
 
 # --- what the real APIs refuse -----------------------------------------------------------------------------
