@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from chock.log.events import USAGE_FIELDS, Event, value
+from chock.log.events import PAUSED_STOP, USAGE_FIELDS, Event, value
 from chock.session.spinner import Screen, put
 from chock.session.tools import summary
 from chock.terminal import as_lines, colour, safe, safe_json
@@ -139,8 +139,8 @@ class TerminalView:
             self.screen.doing("writing")
         elif kind == "provider.retry":
             self.screen.doing("waiting to retry")
-        elif kind == "assistant.message" and not event.get("tool_calls"):
-            self.screen.doing("finishing")  # the last answer: its commit, then the end
+        elif kind == "assistant.message" and not event.get("tool_calls") and value(event, "stop_reason") != PAUSED_STOP:
+            self.screen.doing("finishing")  # the last answer: its commit, then the end (a paused one is sent again)
         elif kind == "session.end":
             self.screen.answered()
             self.screen.doing(None)

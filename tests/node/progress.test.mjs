@@ -61,6 +61,8 @@ test("a clock behind the log's says 0, and an event that says nothing new change
   assert.equal(activity({ type: "approval.request", by_config: true }), undefined);
   assert.equal(activity({ type: "session.end" }), null);
   assert.deepEqual(activity({ type: "assistant.message", text: "done", tool_calls: [] }), { label: "finishing" });
+  const paused = { type: "assistant.message", text: "half way", tool_calls: [], stop_reason: "pause_turn" };
+  assert.deepEqual(activity(paused), { label: "thinking" }); // sent again at once
   const { document, view } = fresh();
   view.take({ id: 1, at: at(30), type: "session.start" });
   view.progress.tick(now(10));

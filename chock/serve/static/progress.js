@@ -24,7 +24,9 @@ export function activity(event, requests = new Map()) {
   if (type === "assistant.delta") return { label: "writing" };
   if (type === "provider.retry") return { label: "waiting to retry" };
   if (type === "session.end") return null;
-  if (type === "assistant.message" && !(Array.isArray(event.tool_calls) && event.tool_calls.length)) {
+  // The last answer: its commit, then the end; a turn the model paused (docs/log.md#stop-reasons) is sent again.
+  if (type === "assistant.message" && !(Array.isArray(event.tool_calls) && event.tool_calls.length)
+      && event.stop_reason !== "pause_turn") {
     return { label: "finishing" };
   }
   if (THINKING.has(type)) return { label: "thinking" };
