@@ -14,6 +14,7 @@ import pytest
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED
 from chock.providers.registry import make_provider
 from chock.session.runner import MOST_PAUSES
+from chock.transcript.entries import entry
 from tests.fakes.loop import SESSION_ID, Loop, build
 from tests.fakes.providers import ANTHROPIC, FakeProvider
 from tests.test_agent import of_type, remote, run
@@ -167,6 +168,9 @@ def test_chock_run_shows_a_refusal_and_a_continue_sends_the_rephrased_task_witho
     events = home.events(session_id)
     assert [e.get("stop_reason") for e in of_type(events, "assistant.message")] == ["refusal", "end_turn"]
     assert events[-1]["reason"] == "completed"
+    # A transcript (`chock export`, the page's) says why the refused answer stopped.
+    shown = entry(of_type(events, "assistant.message")[0])
+    assert shown is not None and ("stop reason", "refusal") in shown.facts
 
 
 def test_a_session_that_ended_between_a_pause_and_its_call_makes_that_call_when_continued(home, project):

@@ -103,9 +103,8 @@ class ReplayProvider:
             if isinstance(call, dict)
         ]
         stop_reason = entry.get("stop_reason")  # a log's own, so a session replays as it stopped
-        yield Reply(
-            text=text, tool_calls=calls, stop_reason=stop_reason or None if isinstance(stop_reason, str) else None
-        )
+        stopped = stop_reason if isinstance(stop_reason, str) and stop_reason else None
+        yield Reply(text=text, tool_calls=calls, stop_reason=stopped)  # a replay logs zero usage
 
     async def aclose(self) -> None:
         return None
