@@ -873,6 +873,10 @@ def test_a_429_says_how_long_its_limit_takes_to_reset() -> None:
     assert "rate limited (HTTP 429: Rate limit reached for requests per day (RPD).); wait 360 s and try again" in str(
         error
     )
+    for endless in ("inf", "1e400", "nan"):  # no number a person can wait out
+        said = status_failure(429, json.dumps(body), kind="openai-compat", address="http://x/v1", credential=None,
+                              headers={"retry-after": endless})  # fmt: skip
+        assert "; wait a little and try again" in str(said)
 
 
 @pytest.mark.xfail(

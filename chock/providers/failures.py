@@ -306,7 +306,8 @@ def _failure(
             "and the model name"
         )
     elif status == 429:
-        waited = f"wait {math.ceil(wait)} s" if wait else "wait a little"
+        # A wait past any a server means (a year; `inf`) is said as none: only a number a person can act on.
+        waited = f"wait {math.ceil(wait)} s" if wait and wait < MOST_SAID_WAIT else "wait a little"
         text = f"{who}: rate limited ({detail}); {waited} and try again"
     elif status >= 500:
         text = f"{who}: the provider failed ({detail}); try again later"
@@ -319,6 +320,9 @@ def _failure(
     error.retryable = not quota
     return _with_refusal(error, refusal)
 
+
+# The longest wait a rate limit's message says, in seconds: a year.
+MOST_SAID_WAIT = 365 * 24 * 3600
 
 # The error codes and types that say the account's quota or credit is used up: waiting does not bring it back, so
 # such a failure is never sent again, and says so. OpenAI's 429 `insufficient_quota`
