@@ -866,22 +866,23 @@ def test_rate_limit_resets_are_read_in_each_providers_form() -> None:
 def test_a_429_says_how_long_its_limit_takes_to_reset() -> None:
     body = {"error": {"message": "Rate limit reached for requests per day (RPD).", "type": "requests",
                       "code": "rate_limit_exceeded"}}  # fmt: skip
+    headers = {"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-remaining-requests": "0"}
     error = status_failure(
         429, json.dumps(body), kind="openai-compat", address="http://x/v1", credential=None, instance="w",
-        headers={"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-remaining-requests": "0"},
+        wait=retry.retry_after(headers),  # as the transport reads the answer's headers
     )  # fmt: skip
     assert "rate limited (HTTP 429: Rate limit reached for requests per day (RPD).); wait 360 s and try again" in str(
         error
     )
     for endless in ("inf", "1e400", "nan"):  # no number a person can wait out
         said = status_failure(429, json.dumps(body), kind="openai-compat", address="http://x/v1", credential=None,
-                              headers={"retry-after": endless})  # fmt: skip
+                              wait=retry.retry_after({"retry-after": endless}))  # fmt: skip
         assert "; wait a little and try again" in str(said)
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="transport.py's HTTPProvider._send must give status_failure the answer's headers=response.headers",
+    reason="transport.py's HTTPProvider._send must give status_failure wait=retry.retry_after(response.headers)",
 )
 def test_a_rate_limit_past_the_cap_ends_the_call_saying_how_long_its_reset_is() -> None:
     slept: list[float] = []

@@ -6,11 +6,11 @@ conversation is provider-neutral (the fold of the session log builds it); each w
 
     kinds.py      the instance kinds, their own addresses and default models, the `KIND=VALUE` reader
     models.py     what Chock knows of model families: their context windows
-    retry.py      which failures before an answer's first byte are tried again, and how long to wait
     failures.py   what every failure says, the same for both wires
     wire.py       what a wire format is (`Wire`), and the server-sent-event helpers both wires read with
     anthropic.py  the Messages API wire: `WIRE`, its request body and its stream's reader, no I/O
     openai.py     the chat-completions wire (`aiand`, `openai-compat`), the same way
+    retry.py      which failures before an answer's first byte are tried again, and how long to wait
     lean_http.py  httpx, imported without its command-line tool
     warm.py       the HTTP client imported in a thread while a session's start waits on git and bwrap
     sse_lines.py  the lines of an event stream, split from its bytes and counted, no I/O

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from chock.providers import ProviderError, retry
+from chock.providers import ProviderError
 from chock.providers.kinds import DEFAULT_ADDRESSES, EXAMPLE_ADDRESS, without_userinfo
 from chock.providers.lean_http import httpx
 from chock.value import Value
@@ -243,12 +242,14 @@ def status_failure(
     credential: str | None,
     instance: str | None = None,
     retry_after: str | None = None,
-    headers: Mapping[str, str] | None = None,
+    wait: float | None = None,
 ) -> ProviderError:
     """A non-2xx answer, as a person reads it: who, the status and the provider's words, then what to do. How
-    long a rate limit asks to wait is read from the answer's `headers` when they are given (their `retry-after`,
-    else the reset of the limit that refused it: `retry.retry_after`), else from its `retry-after` alone."""
-    wait = retry.retry_after(headers if headers is not None else {"retry-after": retry_after} if retry_after else None)
+    long a rate limit asks to wait is `wait`, when the caller read it from the answer's headers
+    (`retry.retry_after`: their retry-after, else the reset of the limit that refused the call), else the whole
+    seconds of its `retry-after` alone."""
+    if wait is None and retry_after and retry_after.isdigit():
+        wait = float(retry_after)
     words = provider_words(body, credential)
     return _failure(
         status,
