@@ -261,7 +261,9 @@ def test_standard_input_closed_is_no_terminal_and_no_credential(home, project, t
         provider = f"openai-compat={fake.address}"
         done = with_stdin_closed(home, "login", "--provider", provider, "--name", "work", "--model", "m1")
         assert done.returncode == 2, done.stderr
-        assert "chock login has no standard input" in done.stderr and "--password-method file=PATH" in done.stderr
+        # chock opens a closed stream on /dev/null first thing (chock/entry.py): an empty standard input.
+        assert "(standard input was empty); nothing was stored" in done.stderr, done.stderr
+        assert "--password-method file=PATH" in done.stderr
         assert "Traceback" not in done.stderr and fake.requests == []
         assert not home.layout.instances_path.exists()
 

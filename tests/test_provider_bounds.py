@@ -312,7 +312,7 @@ def test_a_stream_cut_before_any_content_is_sent_again(cut: str) -> None:
     assert error is None, error
     retrying, *_, reply = items
     assert isinstance(retrying, Retrying) and (retrying.attempt, retrying.status) == (1, None)
-    assert reply == Reply("made it", input_tokens=10, output_tokens=5)
+    assert reply == Reply("made it", input_tokens=10, output_tokens=5, stop_reason="end_turn")
 
 
 def test_the_tokens_an_attempt_sent_again_reported_are_logged_and_priced() -> None:

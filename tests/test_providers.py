@@ -809,10 +809,6 @@ def test_a_used_up_quota_says_so_and_never_to_wait(fake: FakeProvider) -> None:
     assert "wait" not in text and "rate limited" not in text and not error.retryable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport.py's HTTPProvider.stream must ask retry.retryable(failed.status, failed.headers, failed.error)",
-)
 def test_a_used_up_quota_is_asked_once() -> None:
     with FakeProvider(kind="openai", key=KEY) as fake:
         status, shape, words = USED_UP["openai"]
@@ -880,10 +876,6 @@ def test_a_429_says_how_long_its_limit_takes_to_reset() -> None:
         assert "; wait a little and try again" in str(said)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport.py's HTTPProvider._send must give status_failure wait=retry.retry_after(response.headers)",
-)
 def test_a_rate_limit_past_the_cap_ends_the_call_saying_how_long_its_reset_is() -> None:
     slept: list[float] = []
     with FakeProvider(kind="openai", key=KEY) as fake:

@@ -353,7 +353,8 @@ def _read_secret(
         secret = secret[len(BOM) :].strip()
     source = _source(method, secret_file)
     if not secret:
-        raise UsageError(f"no credential was given ({source} was empty); nothing was stored")
+        hint = ": pipe the credential in, or use --password-method file=PATH" if method == "stdin" else ""
+        raise UsageError(f"no credential was given ({source} was empty); nothing was stored{hint}")
     if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in secret):
         raise UsageError(
             f"the credential from {source} has spaces, line breaks or control characters in it, and a key is "

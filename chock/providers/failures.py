@@ -241,15 +241,11 @@ def status_failure(
     address: str,
     credential: str | None,
     instance: str | None = None,
-    retry_after: str | None = None,
     wait: float | None = None,
 ) -> ProviderError:
     """A non-2xx answer, as a person reads it: who, the status and the provider's words, then what to do. How
-    long a rate limit asks to wait is `wait`, when the caller read it from the answer's headers
-    (`retry.retry_after`: their retry-after, else the reset of the limit that refused the call), else the whole
-    seconds of its `retry-after` alone."""
-    if wait is None and retry_after and retry_after.isdigit():
-        wait = float(retry_after)
+    long a rate limit asks to wait is `wait`, as the caller read it from the answer's headers (`retry.retry_after`:
+    their retry-after, else the reset of the limit that refused the call)."""
     words = provider_words(body, credential)
     return _failure(
         status,

@@ -148,7 +148,8 @@ class HTTPProvider:
                 break
             except _Retryable as failed:
                 wait = retry.wait_seconds(attempt, failed.headers)
-                if attempt > self.retries or wait is None or not retry.retryable(failed.status, failed.headers):
+                worth = retry.retryable(failed.status, failed.headers, failed.error)
+                if attempt > self.retries or wait is None or not worth:
                     raise _given_up(failed.error, attempt) from None
                 # The wait is an await on the session's loop: its sockets keep answering meanwhile.
                 yield Retrying(attempt, failed.status, wait, str(failed.error), usage=failed.error.usage)
@@ -274,7 +275,7 @@ class HTTPProvider:
                     address=self.address,
                     credential=self._credential,
                     instance=self.instance,
-                    retry_after=response.headers.get("retry-after"),
+                    wait=retry.retry_after(response.headers),
                 )
                 raise _Retryable(error, response.status_code, response.headers)
             content_type = response.headers.get("content-type")
@@ -382,7 +383,7 @@ def list_models(wire: Wire, kind: str, address: str, credential: str, *, timeout
             kind=kind,
             address=address,
             credential=credential,
-            retry_after=response.headers.get("retry-after"),
+            wait=retry.retry_after(response.headers),
         )
     if whole is None:
         raise overdue_check(address, CHECK_SECONDS)
