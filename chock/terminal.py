@@ -107,12 +107,6 @@ def choose_progress(choice: str) -> None:
     _progress_choice = choice
 
 
-def stdin_is_terminal() -> bool:
-    """Whether standard input is a terminal. A process started with it closed (`<&-`) has none at all: Python
-    makes `sys.stdin` None, and that is no terminal."""
-    return sys.stdin is not None and sys.stdin.isatty()
-
-
 def spinning(stream: TextIO | None = None) -> bool:
     """Whether the spinner is drawn on `stream`: not with `--progress never`, else where it is `live`."""
     return _progress_choice != "never" and live(stream)

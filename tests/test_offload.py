@@ -65,6 +65,6 @@ def test_quick_work_stays_on_the_loop_and_slow_work_starts_over_in_a_child():
         assert asyncio.run(offload.quick_or_in_child(_backtrack, 5)) == (os.getpid(), False)  # no fork paid
         pid, matched = asyncio.run(offload.quick_or_in_child(_backtrack, 24))  # seconds of backtracking
         assert pid != os.getpid() and matched is False  # cut on the loop, done again in a child
-        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30  # set again for what is left of it
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -305,7 +305,7 @@ def test_launch_agents_are_valid_plists_naming_this_terminals_paths(tmp_path, mo
     from chock.paths import Layout
     from chock.platform.install import Platform, install
 
-    home = tmp_path / "Users" / "ann"
+    home = tmp_path / "Users" / "ann--b"  # `--` cannot stand in an XML comment
     bin_dir = tmp_path / "R&D <tools>" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "chock").write_text("#!/bin/sh\n")
@@ -324,3 +324,27 @@ def test_launch_agents_are_valid_plists_naming_this_terminals_paths(tmp_path, mo
     assert agent["StandardErrorPath"] == str(state / "daemon.log")
     assert state.is_dir() and os.stat(state).st_mode & 0o777 == 0o700  # before launchd binds in it
     assert install(layout, Platform(darwin=True)) == written  # as written: written again
+
+
+def _as_an_earlier_install_wrote(manager, name: str) -> None:
+    """`name` as `chock daemon install` wrote it before the stamps: its paths put in as they are."""
+    home = manager.home
+    text = (PACKAGED / name).read_text().replace("/usr/bin/chock", CHOCK)
+    for packaged in ("%h/.config/chock/config.zon", "%h/.local/state/chock", "%h/.local/share/chock"):
+        text = text.replace(packaged, packaged.replace("%h", str(home)))
+    manager.install_unit(name, text, reload=False)
+
+
+def test_units_an_install_before_the_stamps_wrote_are_replaced_and_removed_as_its_own(manager):
+    """An upgrade: the units a `chock daemon install` of an earlier version wrote (no stamp, paths put in as they
+    were) are this installation's own, replaced by `install` and removed by `uninstall` without --force."""
+    units = ["chock.socket", "chock.service", "chock-serve.socket", "chock-serve.service", "chock-resume.service"]
+    for name in units:
+        _as_an_earlier_install_wrote(manager, name)
+    manager.run([CHOCK, "daemon", "install", "--over-package"])  # no refusal, no --force
+    assert not list(manager.unit_dir.glob("*.bak"))
+    assert (manager.unit_dir / "chock.service").read_text().startswith("# Written by `chock daemon install`")
+    for name in units:  # and the other way: an earlier install's units, removed by this uninstall
+        _as_an_earlier_install_wrote(manager, name)
+    said = manager.run([CHOCK, "daemon", "uninstall"]).stdout
+    assert "left " not in said and not any((manager.unit_dir / name).exists() for name in units), said

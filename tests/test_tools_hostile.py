@@ -285,5 +285,27 @@ def test_a_write_the_disk_refuses_leaves_the_file_as_it_was_and_keeps_its_mode(r
     assert script.read_text() == "#!/bin/sh\necho new\n" and script.stat().st_mode & 0o7777 == 0o750
 
 
+def test_a_file_with_another_name_or_owner_is_written_in_place_as_they_expect(root):
+    """A file hard-linked elsewhere, or another user's, is written where it is: its other name reads the new text
+    and its owner stays; only a file of our own with no other name is replaced by a new one renamed over it."""
+    shared = root / "shared.txt"
+    shared.write_text("old\n")
+    os.link(shared, root / "other-name.txt")
+    theirs = root / "theirs.txt"
+    theirs.write_text("old\n")
+    os.chown(theirs, 65534, 65534)
+    for path in ("shared.txt", "theirs.txt"):
+        inode = (root / path).stat().st_ino
+        assert call(root, "write_file", path=path, content="new\n") == (f"wrote 4 bytes to {path}", False)
+        assert (root / path).stat().st_ino == inode
+    assert (root / "other-name.txt").read_text() == "new\n"
+    assert (theirs.stat().st_uid, theirs.stat().st_gid) == (65534, 65534) and theirs.read_text() == "new\n"
+    mine = root / "mine.txt"
+    mine.write_text("old\n")
+    inode = mine.stat().st_ino
+    assert call(root, "edit_file", path="mine.txt", old="old", new="new")[1] is False
+    assert mine.read_text() == "new\n" and mine.stat().st_ino != inode  # replaced whole: a failure leaves it be
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))

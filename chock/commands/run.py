@@ -15,7 +15,6 @@ from chock.commands import move_steps
 from chock.commands.shared_options import JSON, ON, PROJECT_AS_TYPED, VIEW_OPTIONS
 from chock.errors import EXIT_INTERRUPTED, exit_status
 from chock.paths import Layout, is_session_id
-from chock.terminal import stdin_is_terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ def run(layout: Layout, values: dict[str, object]) -> int:
                  "--after-reboot": values["after_reboot"]}  # fmt: skip
         given = [flag for flag, value in flags.items() if value]
         return run_on(str(values["on_address"]), project, values["instance"], message, continue_id, given)  # type: ignore[arg-type]
-    interactive = stdin_is_terminal()  # started with standard input closed (`<&-`) is no terminal
+    interactive = sys.stdin.isatty()  # closed (`<&-`), it is /dev/null here (chock/entry.py): no terminal
     project_dir = None if project is None else _directory(project)
     for_daemon, after_reboot = bool(values["for_daemon"]), bool(values["after_reboot"])
     adopt_id: str | None = values["adopt_id"]  # type: ignore[assignment]
@@ -183,7 +182,7 @@ def command() -> Command:
 def _piped_text() -> str:
     """Standard input read to its end, as UTF-8."""
     try:
-        return sys.stdin.buffer.read().decode() if sys.stdin is not None else ""
+        return sys.stdin.buffer.read().decode()
     except UnicodeDecodeError:
         raise _not_text() from None
 

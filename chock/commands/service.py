@@ -46,11 +46,12 @@ def daemon_install(layout: Layout, over_package: bool, force: bool) -> None:
 
 
 @daemon.command("uninstall")
-def daemon_uninstall() -> None:
+@pass_layout
+def daemon_uninstall(layout: Layout) -> None:
     """Stop the service and remove the units `chock daemon install` wrote; a package's units stay as they were."""
     from chock.platform import install
 
-    done = install.uninstall()
+    done = install.uninstall(layout)
     for path in done.removed:
         click.echo(f"removed {path}")
     for path in done.kept:

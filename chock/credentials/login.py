@@ -38,7 +38,6 @@ from chock.credentials.stores.secretspec import env_name
 from chock.errors import ChockError, UsageError
 from chock.paths import Layout
 from chock.providers.kinds import CREDENTIAL_KINDS, MCP_SERVER, parse_kind, without_userinfo
-from chock.terminal import stdin_is_terminal
 
 PASSWORD_METHODS = "prompt, stdin or file=PATH"
 # The most a credential may be, in characters (bytes from a file), line break included: a provider's key is a few
@@ -91,7 +90,7 @@ def login(
     (default `chock.providers.registry.check_credential`); `environ` is where `CI` is looked for.
     """
     environ = os.environ if environ is None else environ
-    terminal = stdin_is_terminal() if interactive is None else interactive
+    terminal = sys.stdin.isatty() if interactive is None else interactive
     ci = bool(environ.get("CI"))
     kind, address = _provider(provider_text)
     if kind == MCP_SERVER and model is not None:
@@ -99,12 +98,6 @@ def login(
     instance = kind if name is None else name
     _check_name(instance)
     method, secret_file = _password_method(password_method, terminal)
-    if method == "stdin" and stdin is None and sys.stdin is None:
-        raise UsageError(
-            "chock login has no standard input (it was started with standard input closed), so there is no "
-            "credential to read from it; nothing was stored. Pipe the credential in, or use --password-method "
-            "file=PATH"
-        )
 
     entries = read_index(layout)
     _refuse_collision(instance, entries, config)
@@ -153,7 +146,7 @@ def logout(
     Returns the entry that was removed. Like login, both go or neither does.
     """
     environ = os.environ if environ is None else environ
-    terminal = stdin_is_terminal() if interactive is None else interactive
+    terminal = sys.stdin.isatty() if interactive is None else interactive
     with login_lock(layout):
         entries = read_index(layout)
         entry = entries.get(name)
@@ -325,8 +318,6 @@ def _read_secret(
             text = ""
     elif method == "stdin":
         stream = stdin or sys.stdin
-        if stream is None:  # started with standard input closed
-            raise UsageError("there is no standard input to read the credential from; nothing was stored")
         try:
             text = stream.readline(MAX_CREDENTIAL + 1)
         except UnicodeDecodeError:

@@ -17,6 +17,7 @@ index's entry of that name, and only for the origin it was stored for.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,6 @@ from chock.credentials.stores import STORE_NAMES, open_store
 from chock.credentials.stores.file import FileStore
 from chock.paths import Layout
 from chock.providers.kinds import MCP_SERVER
-from chock.terminal import stdin_is_terminal
 from chock.value import Value
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def lookup(
             )
         if can_prompt is None:
             environ = os.environ if environ is None else environ
-            can_prompt = stdin_is_terminal() and not environ.get("CI")
+            can_prompt = sys.stdin.isatty() and not environ.get("CI")
         found = open_store(entry.stored, layout, can_prompt=can_prompt).get(instance_name)
         if found is not None:
             return found
@@ -114,7 +114,7 @@ def mcp_credential(layout: Layout, config: Config, spec: ServerSpec, *, can_prom
     if entry.stored not in STORE_NAMES:
         raise CredentialError(f"{layout.instances_path}: {name!r} is stored in {entry.stored!r}, which is not a store")
     if can_prompt is None:
-        can_prompt = stdin_is_terminal() and not os.environ.get("CI")
+        can_prompt = sys.stdin.isatty() and not os.environ.get("CI")
     found = open_store(entry.stored, layout, can_prompt=can_prompt).get(name)
     if found is None:
         raise CredentialError(

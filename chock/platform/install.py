@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,7 @@ class ServiceError(ChockError):
 
 # The first line of every file `install` writes: what wrote it and the digest of the rest, so a later `install`
 # knows the file is still as written (and may be replaced), and `uninstall` removes only such files.
-STAMP = "Written by `chock daemon install` (sha256 {digest}); put your changes in a drop-in, not here"
+STAMP = "Written by `chock daemon install` (sha256 {digest}); a later install replaces it only while it is unedited"
 STAMP_PREFIX = STAMP.partition("{")[0]
 
 
@@ -132,7 +133,8 @@ def install(
         files = {f"{label}.plist": _launchd_agent(label, chock, home, layout) for label in LAUNCHD_AGENTS}
     else:
         files = {name: _systemd_unit(name, chock, layout) for name in SYSTEMD_UNITS}
-    theirs = [name for name, text in files.items() if not _replaceable(directory / name, text)]
+    earlier = _unstamped_renderings(platform, chock, layout)
+    theirs = [name for name, text in files.items() if not _replaceable(directory / name, text, earlier.get(name))]
     if theirs and not force:
         raise ServiceError(_edited_refusal(theirs, directory, platform))
     directory.mkdir(parents=True, exist_ok=True)
@@ -180,15 +182,20 @@ def _launchd_agent(label: str, chock: str, home: str, layout: Layout) -> str:
     escaped as XML text."""
     from xml.sax.saxutils import escape
 
-    text = _packaged(f"{label}.plist")
-    for packaged, path in (
-        ("@HOME@/Library/Application Support/chock/state", layout.state),
-        ("@HOME@/Library/Application Support/chock", layout.data),
-        ("@HOME@/.config/chock/config.zon", layout.config),
-        ("@HOME@", Path(home)),
-        ("@CHOCK@", Path(chock)),
-    ):
-        text = text.replace(packaged, escape(_printable(str(Path(path).absolute()))))
+    def filled(part: str) -> str:
+        for packaged, path in (
+            ("@HOME@/Library/Application Support/chock/state", layout.state),
+            ("@HOME@/Library/Application Support/chock", layout.data),
+            ("@HOME@/.config/chock/config.zon", layout.config),
+            ("@HOME@", Path(home)),
+            ("@CHOCK@", Path(chock)),
+        ):
+            part = part.replace(packaged, escape(_printable(str(Path(path).absolute()))))
+        return part
+
+    # The placeholders are filled in outside the comments only: a comment cannot hold a path's `--`.
+    parts = re.split(r"(<!--.*?-->)", _packaged(f"{label}.plist"), flags=re.S)
+    text = "".join(part if part.startswith("<!--") else filled(part) for part in parts)
     head, newline, rest = text.partition("\n")  # the XML declaration must stay the first line
     return head + newline + _stamped("<!-- ", rest, " -->")
 
@@ -234,17 +241,44 @@ def _as_written(path: Path) -> bool:
     return digest == hashlib.sha256(rest.encode("utf-8")).hexdigest()
 
 
-def _replaceable(path: Path, text: str) -> bool:
-    """Whether `install` may write `text` at `path`: nothing is there, or what is there is as written (by this
-    install or an earlier one), or it already holds exactly `text`."""
+def _replaceable(path: Path, text: str, unstamped: str | None = None) -> bool:
+    """Whether `install` may write `text` at `path`: nothing is there, or what is there is as written (stamped by
+    this install or an earlier one, or exactly as an install before the stamps wrote it: `unstamped`), or it
+    already holds exactly `text`."""
     if not path.exists() and not path.is_symlink():
         return True
-    if _as_written(path):
-        return True
+    return _as_written(path) or _holds(path, {text, unstamped})
+
+
+def _holds(path: Path, texts: set[str | None]) -> bool:
     try:
-        return path.read_text(encoding="utf-8") == text
+        return path.read_text(encoding="utf-8") in texts
     except (OSError, ValueError):
         return False
+
+
+def _unstamped_renderings(platform: Platform, chock: str, layout: Layout) -> dict[str, str]:
+    """Each unit as an install before the stamps wrote it for this chock and these dirs (its paths put in as they
+    are, unquoted), so that one is replaced or removed as written, not taken for the person's."""
+    if platform.darwin:
+        home = str(Path(os.environ.get("HOME") or Path.home()))
+        return {
+            f"{label}.plist": _packaged(f"{label}.plist").replace("@CHOCK@", chock).replace("@HOME@", home)
+            for label in LAUNCHD_AGENTS
+        }
+    paths = {
+        PACKAGED_CHOCK: chock,
+        "%h/.config/chock/config.zon": str(Path(layout.config).absolute()),
+        "%h/.local/state/chock": str(Path(layout.state).absolute()),
+        "%h/.local/share/chock": str(Path(layout.data).absolute()),
+    }
+    renderings = {}
+    for name in SYSTEMD_UNITS:
+        text = _packaged(name)
+        for packaged, here in paths.items():
+            text = text.replace(packaged, here)
+        renderings[name] = text
+    return renderings
 
 
 def _edited_refusal(names: list[str], directory: Path, platform: Platform) -> str:
@@ -285,7 +319,7 @@ class Uninstalled:
     kept: list[Path]  # files of chock's names that are not as `install` wrote them: the person's, left alone
 
 
-def uninstall(platform: Platform | None = None) -> Uninstalled:
+def uninstall(layout: Layout, platform: Platform | None = None) -> Uninstalled:
     """Stop the service and remove the units `install` wrote, as it wrote them (a file of the same name that
     was edited since, or written by hand, is left, and said); a unit a package also provides is neither
     disabled nor left stopped when the person had enabled the package's (its enablement is theirs)."""
@@ -293,7 +327,11 @@ def uninstall(platform: Platform | None = None) -> Uninstalled:
     directory = platform.unit_dir()
     names = [f"{label}.plist" for label in LAUNCHD_AGENTS] if platform.darwin else list(SYSTEMD_UNITS)
     present = [name for name in names if (directory / name).exists()]
-    ours = [name for name in present if _as_written(directory / name)]
+    try:
+        earlier = _unstamped_renderings(platform, str(Path(chock_executable()).absolute()), layout)
+    except ServiceError:  # this installation's chock is not to be found: no unit can be known as its own
+        earlier = {}
+    ours = [name for name in present if _as_written(directory / name) or _holds(directory / name, {earlier.get(name)})]
     kept = [directory / name for name in present if name not in ours]
     packaged = {} if platform.darwin else packaged_units()
     if not ours:

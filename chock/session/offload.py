@@ -34,8 +34,9 @@ REAP_SECONDS = reaper.KILLED_SECONDS
 QUICK_SECONDS = 0.25
 
 
-class _Unfinished(Exception):
-    """Raised by the alarm into work that ran past its time on the loop."""
+class _Unfinished(BaseException):
+    """Raised by the alarm into work that ran past its time on the loop: a BaseException, so that no `except
+    Exception` of the work's own can take it for a fault of its input and carry on, on the loop, unbounded."""
 
 
 async def quick_or_in_child(function: Callable[..., T], *args: Any) -> T:

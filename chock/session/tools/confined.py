@@ -131,8 +131,10 @@ def write(workspace: Path, path: Path, text: str) -> None:
     """Create or replace a regular file (never a FIFO or device swapped in) with `text`, synced with the name that
     holds it before the call returns: the `tool.result` that reports it is logged after (docs/log.md#durability).
 
-    The text is written to a new file beside it, then renamed over it with the old file's mode: a write that
-    fails (a full disk, a text UTF-8 cannot encode) leaves the file as it was."""
+    A text UTF-8 cannot encode is refused before anything is opened. A file of our own with no other name is
+    replaced by a new file written beside it and renamed over it with its mode, so a write that fails (a full
+    disk) leaves it as it was; any other file (another's, hard-linked, in a directory we may not write) is written
+    in place, as its owner and its other names expect."""
     name = shown(workspace, path)
     try:
         data = text.encode("utf-8")
@@ -157,10 +159,43 @@ def write(workspace: Path, path: Path, text: str) -> None:
             raise ToolRefused(f"{name} changed to a symlink while it was opened")
         if before is not None and not stat.S_ISREG(before.st_mode):
             raise ToolRefused(f"{name} is not a file")
-        _replace(directory, parts[-1], data, None if before is None else stat.S_IMODE(before.st_mode))
+        if before is not None and not _ours_alone(directory, parts[-1], before):
+            _overwrite(directory, parts[-1], data, name)
+            return
+        try:
+            _replace(directory, parts[-1], data, None if before is None else stat.S_IMODE(before.st_mode))
+        except OSError as error:
+            if before is None or error.errno not in (errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS):
+                raise
+            _overwrite(directory, parts[-1], data, name)  # a directory we may not write in, a file bound over
+            return
         os.fsync(directory)  # the name now holds the new file
     finally:
         os.close(directory)
+
+
+def _ours_alone(directory: int, name: str, before: os.stat_result) -> bool:
+    """Whether the file may be replaced by another of the same name: ours, writable by us, with no other name."""
+    return (
+        before.st_uid == os.geteuid()
+        and before.st_nlink == 1
+        and os.access(name, os.W_OK, dir_fd=directory, effective_ids=True, follow_symlinks=False)
+    )
+
+
+def _overwrite(directory: int, name: str, data: bytes, shown_name: str) -> None:
+    """`data` written over the file `name` itself (never a FIFO or device swapped in), and synced."""
+    fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ToolRefused(f"{shown_name} is not a file")
+        os.ftruncate(fd, 0)  # only now that it is known to be a regular file
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _replace(directory: int, name: str, data: bytes, mode: int | None) -> None:

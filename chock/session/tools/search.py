@@ -172,7 +172,7 @@ def _crosses_lines(pattern: str) -> bool:
     try:
         parsed = _parser.parse(pattern)
         todo = [(list(parsed), bool(parsed.state.flags & re.DOTALL))]
-    except Exception:
+    except (re.error, RecursionError, OverflowError):
         return True
     while todo:
         items, dotall = todo.pop()
