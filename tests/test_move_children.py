@@ -406,6 +406,30 @@ def test_the_fold_takes_nothing_of_the_source_but_its_base_once_a_move_brings_a_
     assert fold([*events[:2], {**elsewhere, "id": 3}]).workspace == "/home/me/.ssh"  # never another machine's
 
 
+def test_a_workspace_naming_no_machine_is_forgotten_once_a_move_is_in_the_log():
+    """A workspace.open with no machine id (a log older than them) is this machine's only while no move is in the
+    log: a log a move-in cut before its adopt is wholly the source's, and its paths name nothing here."""
+    from chock.log.fold import fold
+
+    base = "a" * 40
+    events = [
+        {"id": 1, "type": "session.start", "session": "s", "project": "/srv/project"},
+        {"id": 2, "type": "workspace.open", "directory": "/home/me/thesis", "commit": base, "base": base},
+    ]
+    assert fold([*events, {"id": 3, "type": "session.end", "reason": "error"}]).workspace_kept
+    assert fold([*events, {"id": 3, "type": "session.end", "reason": "handover"}]).workspace_kept  # chock detach
+    for move in (
+        {"id": 3, "type": "session.end", "reason": "handover", "to": "b"},
+        {"id": 3, "type": "session.adopt", "via": "move"},
+        {"id": 3, "type": "session.end", "reason": "moved", "to": "b"},
+    ):
+        state = fold([*events, move])
+        assert (state.workspace, state.workspace_admin, state.workspace_kept) == ("", "", False), move
+        assert state.workspace_base == base
+        again = {"id": 4, "type": "workspace.open", "directory": "/home/me/thesis", "commit": base}
+        assert fold([*events, move, again]).workspace == ""
+
+
 def test_taking_back_a_session_moved_out_asks_the_target_first(home, project, daemons, tmp_path):
     entries = [*ONE_FILE, {"text": "More done.", "tool_calls": []}]
     session_id = _ended_session(home, project, entries)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,55 @@ def test_sessions_remove_removes_a_moved_sessions_history_on_its_source(hosts): 
     assert removed.returncode == 0, removed.stderr
     assert not a.layout.session_dir(session_id).exists()
     assert b.layout.log_path(session_id).exists()
+
+
+def _cut_naming(a, b, project_a, project_b, victim: Path, machine: str) -> tuple[str, dict, bytes]:
+    """A move-in cut before its adopt, of a source's log naming `victim` (a directory of the target's) as its kept
+    worktree — its workspace.open with no machine id (`none`) or this very machine's (`this`: the test's two
+    hosts share one) — and the target's own project as the session's: that log, wholly the source's, is all the
+    target holds of the session. The session, what was said of its parts, and that log."""
+    victim.mkdir()
+    (victim / "thesis.txt").write_text("years of work\n")
+    session_id, said, events = _sent(a, project_a)
+    events = [event for event in events if event["type"] != "workspace.close"]  # so it looks kept
+    for event in events:
+        if event["type"] == "session.start":
+            event["project"] = str(project_b)
+        if event["type"] == "workspace.open":
+            event.update(directory=str(victim), admin="")
+            if machine == "none":
+                del event["machine_id"]
+    sent = b"".join(_lines([{**event, "id": number} for number, event in enumerate(events, 1)]))
+    _receive_log(_relay(a, b, session_id, said), sent)
+    b.replay_instance(ONE_FILE)
+    assert _move_in(b, session_id, project_b, "hosta").returncode == 0
+    b.layout.log_path(session_id).write_bytes(sent)  # as the child left it, killed before its adopt
+    return session_id, said, sent
+
+
+@pytest.mark.parametrize("machine", ["none", "this"])
+def test_the_next_move_deletes_no_directory_a_cut_move_ins_log_names(hosts, tmp_path, machine):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    victim = tmp_path / "victim-documents"
+    session_id, said, sent = _cut_naming(a, b, project_a, project_b, victim, machine)
+    leftover = b.layout.workspace_dir(session_id)  # what the cut move-in made: the next move removes it
+    git(project_b, "worktree", "add", "-q", "--detach", str(leftover), said["base"])
+    _receive_log(_relay(a, b, session_id, said), sent)  # the move again
+    again = _move_in(b, session_id, project_b, "hosta")
+    assert again.returncode == 0, again.stderr
+    assert (victim / "thesis.txt").read_text() == "years of work\n"
+    assert not leftover.exists()
+
+
+@pytest.mark.parametrize("machine", ["none", "this"])
+def test_workspace_remove_deletes_no_directory_a_cut_move_ins_log_names(hosts, tmp_path, machine):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    victim = tmp_path / "victim-documents"
+    session_id, _, _ = _cut_naming(a, b, project_a, project_b, victim, machine)
+    removed = b.chock("workspace", "remove", session_id, cwd=project_b)
+    assert removed.returncode == 3, removed.stdout
+    said_why = "keeps no workspace" if machine == "none" else f"{victim} is not where Chock makes the worktree"
+    assert said_why in removed.stderr, removed.stderr
+    assert (victim / "thesis.txt").read_text() == "years of work\n"
+    assert git(project_b, "branch", "--list", f"chock/{session_id}")  # the branch the move brought, untouched
+    assert "kept from session" not in git(project_b, "log", "-1", "--format=%s", f"chock/{session_id}")

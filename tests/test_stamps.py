@@ -303,5 +303,5 @@ def test_the_stamps_are_outside_everything_the_sandbox_may_write(tmp_path: Path)
     assert writable  # the worktree, its admin dir, HOME, the knowledgebase
     for target in writable:
         assert not record.resolve().is_relative_to(target.resolve()), target
-    workspace.remove(worktree)
+    workspace.remove(worktree, worktree.directory)
     assert not record.exists()

@@ -50,7 +50,7 @@ def finish(worktree: workspace.Worktree, message: str) -> workspace.Committed:
     """What a completing session does: commit the worktree to its branch, then remove it."""
     committed = workspace.commit(worktree, message)
     workspace.advance(worktree, committed)
-    workspace.remove(worktree)
+    workspace.remove(worktree, worktree.directory)
     return committed
 
 
@@ -428,7 +428,7 @@ def test_remove_a_kept_worktree(project: Path, directory: Path) -> None:
     worktree, _ = workspace.create(project, directory, BRANCH)
     (directory / "untracked.txt").write_text("work in progress\n")
     workspace.advance(worktree, workspace.commit(worktree, "kept"))
-    workspace.remove(worktree)
+    workspace.remove(worktree, worktree.directory)
     assert not directory.exists()
     assert str(directory) not in worktrees(project)
     assert git(project, "show", f"{BRANCH}:untracked.txt") == "work in progress"  # the branch stays
@@ -439,7 +439,7 @@ def test_remove_tolerates_a_worktree_gone_from_disk(project: Path, directory: Pa
 
     worktree, _ = workspace.create(project, directory, BRANCH)
     shutil.rmtree(directory)
-    workspace.remove(worktree)
+    workspace.remove(worktree, worktree.directory)
     assert str(directory) not in worktrees(project)
     assert not (project / ".git" / "worktrees" / directory.name).exists()
 
@@ -458,7 +458,7 @@ def test_remove_a_worktree_whose_git_file_and_admin_dir_were_tampered_with(
     (directory / "blocked").mkdir()
     (directory / "blocked" / "file").write_text("x\n")
     (directory / "blocked").chmod(0)
-    workspace.remove(worktree)
+    workspace.remove(worktree, worktree.directory)
     assert not directory.exists()
     assert not worktree.admin.exists()
     assert (outside / "keep").read_text() == "the person's\n"
@@ -501,7 +501,7 @@ def test_sessions_ending_at_once_in_one_project_each_remove_their_worktree(tmp_p
     for round_ in range(3):
         project = make_project(tmp_path / f"p{round_}")
         made = [workspace.create(project, tmp_path / f"w{round_}" / f"s{i}", f"chock/s{i}")[0] for i in range(16)]
-        assert _at_once(workspace.remove, made) == []
+        assert _at_once(lambda worktree: workspace.remove(worktree, worktree.directory), made) == []
         assert git(project, "worktree", "list", "--porcelain").count("worktree ") == 1  # the project alone
         assert not any(worktree.admin.exists() or worktree.directory.exists() for worktree in made)
 

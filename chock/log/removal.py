@@ -88,7 +88,7 @@ def _left_worktree(layout: Layout, session_id: str, state: SessionState) -> None
     from chock.session import keep, tree, workspace
 
     try:
-        workspace.remove(keep.worktree_of(state))
+        workspace.remove(keep.worktree_of(state), layout.workspace_dir(session_id))
     except ChockError:  # its project gone or no repository: no git knows the worktree, and its work is on the branch
         if state.workspace == str(layout.workspace_dir(session_id)):  # only where Chock makes this one's worktree
             tree.delete(Path(state.workspace))

@@ -60,8 +60,8 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "workspace_admin": (str,),  # its worktree's admin dir as Chock recorded it ("" in logs older than that)
     "workspace_base": (str,),  # the session's base: the commit of its first workspace.open
     "workspace_closed": (bool,),
-    # A move brought the session here (a session.adopt with `from`): only this machine's workspace.open count.
-    "moved_in": (bool,),
+    "workspace_unmarked": (bool,),  # its workspace.open named no machine: forgotten once a move is in the log
+    "moved": (bool,),  # a move is in the log (its adopt, handover or end): only this machine's workspace.open count
     "pending_approvals": (dict,),  # request id -> {request_id, tool, summary, call_id}
     "background": (dict,),  # handle -> {handle, command}
     "subagents": (dict,),  # handle -> {handle, task}
@@ -106,7 +106,8 @@ class RowState:
         self.workspace_admin = ""
         self.workspace_base = ""
         self.workspace_closed = False
-        self.moved_in = False
+        self.workspace_unmarked = False
+        self.moved = False
         self.pending_approvals: dict[str, dict[str, Any]] = {}
         self.background: dict[str, dict[str, Any]] = {}
         self.subagents: dict[str, dict[str, Any]] = {}
@@ -357,6 +358,8 @@ def _session_adopt(state: RowState, event: Event) -> None:
     # that host until it ends: should its child die before the end, the host may hold the session
     # (docs/remote.md#moving-a-session).
     own_move = via == "move" and not _text(event, "from") and state.moving_to
+    if via == "move":
+        _a_move(state)
     moving = (state.end_to, state.end_address) if own_move else ("", "")
     _begin_span(state, event, "daemon" if via == "move" else via)  # a move's children are the daemon's
     state.end_to, state.end_address = moving
@@ -368,9 +371,7 @@ def _session_adopt(state: RowState, event: Event) -> None:
         state.project = project
     if via == "move" and _text(event, "from"):
         # A move-in: no path the source logged names anything here. Its base (a commit) is all that is kept.
-        state.moved_in = True
-        state.workspace = state.workspace_commit = state.workspace_admin = ""
-        state.workspace_closed = False
+        _forget_workspace(state)
 
 
 def _session_end(state: RowState, event: Event) -> None:
@@ -381,6 +382,8 @@ def _session_end(state: RowState, event: Event) -> None:
     state.ended_at = str(event.get("at", ""))
     state.end_to = _text(event, "to")
     state.end_address = _text(event, "address")
+    if state.end_reason == "moved" or (state.end_reason == "handover" and state.end_to):  # not `chock detach`'s
+        _a_move(state)
     # Nothing outlives its owner's end: an owner that could not log a `background.end` (a full disk) still
     # killed the work.
     state.pending_approvals.clear()
@@ -398,17 +401,31 @@ def _workspace_open(state: RowState, event: Event) -> None:
     state.workspace_commit = str(event.get("commit", ""))
     state.workspace_admin = str(event.get("admin", ""))
     state.workspace_closed = False
+    state.workspace_unmarked = not _text(event, "machine_id")
 
 
 def _workspace_close(state: RowState, event: Event) -> None:
     state.workspace_closed = True
 
 
+def _a_move(state: RowState) -> None:
+    """A move is in the log: it may have been on another machine, so a workspace.open naming none (every Chock
+    that moves names it) is no longer this machine's — the one taken is forgotten, and none is taken again."""
+    state.moved = True
+    if state.workspace_unmarked:
+        _forget_workspace(state)
+
+
+def _forget_workspace(state: RowState) -> None:
+    state.workspace = state.workspace_commit = state.workspace_admin = ""
+    state.workspace_closed = state.workspace_unmarked = False
+
+
 def this_machines(state: RowState, machine: str) -> bool:
     """Whether a workspace.open was written on this machine: its machine id is this one's; one with none (a log
-    older than machine ids) counts as this machine's, unless a move brought the session here."""
+    older than machine ids) counts as this machine's only while no move is in the log (`_a_move`)."""
     if not machine:
-        return not state.moved_in
+        return not state.moved
     from chock.platform import host
 
     return machine == host.machine_id()

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 # Moves whenever the row fold gives another row for the same lines, or the file's form changes, so no older
 # file is believed.
-VERSION = 10
+VERSION = 11
 
 # A row's line is at most this long (a real row takes about 700 bytes): one that would be longer is not cached.
 MAX_LINE = 256 * 1024

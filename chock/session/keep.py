@@ -7,9 +7,11 @@ later `--continue` builds a fresh worktree from the session's branch.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
-from chock.errors import Refused
+from chock.errors import ChockError, Refused
 from chock.log import catalog
 from chock.log.events import listed
 from chock.log.fold import fold
@@ -90,6 +92,25 @@ def worktree_of(state: RowState) -> workspace.Worktree:
     )
 
 
+def remove_leftover(layout: Layout, project: Path, session_id: str, base: str, row: RowState | None) -> None:
+    """The worktrees a log ending with a handover left here (a move cut before its adopt, here or there), so the
+    session's own is made again; `row` is that log's catalog row. No path the log names is deleted on its word: it
+    may be wholly a move's source's (a move-in cut before its adopt), which names whatever it likes. What goes is
+    this host's own directory for the session (`Layout.workspace_dir`), as a worktree of `project`, and — when the
+    log's last span is this machine's (a move away from here whose answer was lost) — the worktree that move kept,
+    in the project this host's log put it in (a session coming back to another clone leaves nothing git lists in
+    the first), only where Chock makes the session's worktree or git records one of the session's
+    (`workspace.check_own`)."""
+    from chock.platform import host
+
+    own = layout.workspace_dir(session_id)
+    if row is not None and row.workspace and row.owner_machine == host.machine_id() and os.path.lexists(row.workspace):
+        with contextlib.suppress(ChockError):  # its project gone, no repository, or no worktree of the session's
+            workspace.remove(worktree_of(row), own)
+    if os.path.lexists(own):
+        workspace.remove(workspace.recorded(project, session_id, own, "", base), own)
+
+
 def remove(layout: Layout, session_id: str) -> str:
     _kept_one(layout, session_id)  # refused at once, before any wait for the lock
     try:
@@ -102,10 +123,12 @@ def remove(layout: Layout, session_id: str) -> str:
         if not state.workspace_kept:
             raise Refused(f"session {session_id} keeps no workspace")
         # The agent's uncommitted edits are committed to the session's branch first, so removing the
-        # checkout loses nothing and a later --continue starts from them.
-        worktree = worktree_of(state)
+        # checkout loses nothing and a later --continue starts from them; a directory that is not the session's
+        # own worktree is refused before anything of it is read.
+        worktree, own = worktree_of(state), layout.workspace_dir(session_id)
+        workspace.check_own(worktree, own)
         branch = close(log, worktree, f"chock: work kept from session {session_id}", removed=True)
-        workspace.remove(worktree)
+        workspace.remove(worktree, own)
     if branch is None:
         return f"removed {state.workspace}; it held no changes, so no branch was made"
     return f"removed {state.workspace}; its work is on the branch {branch} in {state.project}"

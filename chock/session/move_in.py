@@ -8,7 +8,8 @@ instance resolves here. Then, each write undone should a later one fail: the bra
 (that ref alone, fsck'd, only ever fast-forwarded), the log, the scratchpad, for a running session a fresh
 worktree; then `session.adopt {via: move, from, project}` (and `workspace.open`), synced — the commit point.
 The adopt makes every path the source logged meaningless here (chock.log.row): the project is the adopt's,
-and only this machine's `workspace.open` is taken over or removed.
+and only this machine's `workspace.open` is taken over or removed. A log a move-in cut before its adopt left has
+no adopt: the next move removes only what is this host's own (chock.session.keep.remove_leftover).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from chock.log.row import RowState
 from chock.log.writer import LogLocked, SessionLog, SyncAhead
 from chock.paths import Layout, check_session_id, ensure_dir, replace_file
 from chock.platform import host
-from chock.session import kept_log, move_branch, move_bundle, moving, sandbox, start, workspace
+from chock.session import keep, kept_log, move_branch, move_bundle, moving, sandbox, start, workspace
 from chock.session.hostgit import Repo
 from chock.session.run_request import RunRequest
 
@@ -275,10 +276,10 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
         log.knows_row(state)  # the check folded every line: the cache gets its row with nothing read again
         undo.append(_write_scratchpad(layout.scratchpad_path(session_id), incoming / "scratchpad"))
         if old is not None and old.cut:
-            _remove_cut_worktree(layout, prepared, session_id, base, old.row)
+            keep.remove_leftover(layout, prepared.project, session_id, base, old.row)
         place = _fresh_place(layout, prepared, session_id, base) if move.running else None
         if place is not None:
-            undo.append(lambda: workspace.remove(place.worktree))
+            undo.append(lambda: workspace.remove(place.worktree, place.directory))
         opening = start._Opening(log, state, prepared, start._socket_paths(layout, session_id))
         adopted = opening.emit(
             "session.adopt",
@@ -458,22 +459,6 @@ def _project_repo(project: Path) -> Repo | None:
         return workspace.open_project(project).repo
     except ChockError:
         return None
-
-
-def _remove_cut_worktree(
-    layout: Layout, prepared: start._Prepared, session_id: str, base: str, row: RowState | None
-) -> None:
-    """The worktree a log ending with a handover left here, so this one makes its own: the one a move away from
-    here kept, in the project and with the admin dir this host's log recorded (`row`: only this machine's
-    `workspace.open` names one), or one a move-in cut before its adopt made, none logged, in this project."""
-    if row is not None and row.workspace and os.path.lexists(row.workspace):
-        from chock.session import keep
-
-        with contextlib.suppress(ChockError):  # its project is gone or no repository: removed below, through this one
-            workspace.remove(keep.worktree_of(row))
-    directory = layout.workspace_dir(session_id)
-    if os.path.lexists(directory):
-        workspace.remove(workspace.recorded(prepared.project, session_id, directory, "", base))
 
 
 def _fresh_place(layout: Layout, prepared: start._Prepared, session_id: str, base: str) -> start._Place:

@@ -336,7 +336,7 @@ def moved(layout: Layout, session_id: str, to: str) -> int:
         log.sync()  # the log says the session went before its worktree goes
         if state.workspace and os.path.lexists(state.workspace):
             with contextlib.suppress(ChockError):  # a leftover `chock sessions remove` still removes
-                workspace.remove(keep.worktree_of(state))
+                workspace.remove(keep.worktree_of(state), layout.workspace_dir(session_id))
     clear(moves_dir(layout, session_id, "out"))
     return int(end["id"])
 

@@ -144,7 +144,9 @@ class OffloadedGit:
         return committed
 
     async def remove(self, worktree: workspace.Worktree) -> None:
-        await offload.in_child(workspace.remove, worktree)
+        # The worktree the session worked in: one it made, or took over once it was found the session's own
+        # (chock.session.start._place).
+        await offload.in_child(workspace.remove, worktree, worktree.directory)
 
 
 class McpPort(Protocol):

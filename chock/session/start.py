@@ -443,8 +443,10 @@ def _place(
         ensure_dir(layout.workspaces_dir)
         if state.workspace_closed and os.path.lexists(state.workspace):
             # Its owner logged where the work went and died before removing it (docs/log.md#durability): the
-            # branch holds that work, so the leftover goes before a new worktree takes its place.
-            workspace.remove(_recorded(prepared, session_id, state, Path(state.workspace)))
+            # branch holds that work, so the leftover goes before a new worktree takes its place (one Chock did
+            # not make where it makes this session's is in no one's way: it stays).
+            with contextlib.suppress(workspace.NotOwn):
+                workspace.remove(_recorded(prepared, session_id, state, Path(state.workspace)), directory)
         worktree, commit = workspace.create(prepared.repo, directory, f"chock/{session_id}", start=start)
         if request.allow_dirty:
             workspace.copy_dirty(prepared.project, directory)
@@ -457,6 +459,7 @@ def _place(
                 f"`chock run --continue {session_id}` starts again from that branch"
             )
         worktree = _recorded(prepared, session_id, state, directory)
+        workspace.check_own(worktree, layout.workspace_dir(session_id))  # a log names whatever it holds
     box = sandbox.for_workspace(layout, worktree, network=prepared.config.sandbox_network)
     return _Place(directory, commit, worktree, box)
 

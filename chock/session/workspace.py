@@ -9,7 +9,8 @@ records both when it makes them, before any tool runs (the `admin` field of `wor
 reads them back from the worktree's `.git` file or the admin dir's `commondir`. Git runs only through
 `hostgit`, and never on the workspace itself: `tree` fills it from the commit's blobs, reads it back with
 Chock's own file I/O, and builds the commit with plumbing and a private index. Removal deletes the recorded
-directories without following a symlink (docs/architecture.md, "What the sandbox may write").
+directories without following a symlink, and only a directory that is the session's own (`check_own`): a log
+names whatever it holds (docs/architecture.md, "What the sandbox may write").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -225,7 +227,7 @@ def create(project: Path | Repo, directory: Path, branch: str, *, start: str = "
             repo.run(["read-tree", commit], index=admin / "index")  # so git in the sandbox sees a clean checkout
             recording.close(stamp_now=True)  # after read-tree: the clock has had time to pass the last write
     except BaseException:
-        remove(worktree)
+        remove(worktree, directory)  # made just now, where the caller asked
         raise
     return worktree, commit
 
@@ -442,16 +444,83 @@ def changes(worktree: Worktree) -> Changes:
     )
 
 
-def remove(worktree: Worktree) -> None:
+def remove(worktree: Worktree, own: Path) -> None:
     """Delete the worktree and its recorded admin dir (nothing in them followed through a symlink), then let
-    git forget what it no longer finds. The admin dir goes under the repository's worktree lock: once the
-    directory is gone, another session's `git worktree prune` deletes that admin dir too, and two deletions of
-    one directory at once fail each other."""
+    git forget what it no longer finds; `own` is where Chock makes the session's worktree
+    (`Layout.workspace_dir`), and a directory that is neither it nor a worktree git records as the session's is
+    refused (`check_own`). The admin dir goes under the repository's worktree lock: once the directory is gone,
+    another session's `git worktree prune` deletes that admin dir too, and two deletions of one directory at once
+    fail each other. An admin dir that names another directory still there is another worktree's: it stays."""
+    check_own(worktree, own)
     stamps.remove(worktree.directory)
     tree.delete(worktree.directory)
     with _one_at_a_time(worktree.repo):
-        tree.delete(worktree.admin)
+        named = _named_by(worktree.admin)
+        if named is None or not os.path.lexists(named) or _same(named, worktree.directory / ".git"):
+            tree.delete(worktree.admin)
         worktree.repo.run(["worktree", "prune"])
+
+
+class NotOwn(Refused):
+    """A directory a log names as a session's worktree that Chock did not make for that session."""
+
+
+def check_own(worktree: Worktree, own: Path) -> None:
+    """NotOwn unless the worktree's directory is one Chock may delete: `own`, where it makes the session's
+    worktree, or a linked worktree git records as the session's — its admin dir `<common dir>/worktrees/<name of
+    own>` names `<directory>/.git`, and that file names the admin dir back (the sandbox writes an admin dir, never
+    a `.git` file outside the workspaces). A log names whatever path it holds: a moved session's is its source's."""
+    directory = Path(worktree.directory)
+    if _same(directory, own) or _linked(directory, worktree.repo.common_dir / "worktrees" / own.name):
+        return
+    raise NotOwn(
+        f"{directory} is not where Chock makes the worktree of session {own.name} ({own}), and git records no "
+        "worktree of that session there: Chock neither works in nor deletes any other directory, so it was left "
+        "as it is (remove it yourself if it is a leftover of the session)"
+    )
+
+
+def _same(one: Path, other: Path) -> bool:
+    """Whether two paths name one entry: the same name in the same real directory (the entry itself not followed)."""
+    return one.name == other.name and os.path.realpath(one.parent) == os.path.realpath(other.parent)
+
+
+# A `.git` file or an admin dir's `gitdir` holds one path: read up to this much.
+_LINK_BYTES = 4096 + 16
+
+
+def _read_link_file(path: Path) -> bytes | None:
+    """A small regular file's bytes (not followed through a symlink), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _LINK_BYTES).strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _named_by(admin: Path) -> Path | None:
+    """The `.git` file an admin dir's `gitdir` names (git's own record of where its worktree is), or None."""
+    found = _read_link_file(admin / "gitdir")
+    return admin / os.fsdecode(found) if found else None  # relative to the admin dir, when git wrote it so
+
+
+def _linked(directory: Path, admin: Path) -> bool:
+    """Whether git records `directory` as the worktree of `admin`, both ways: the admin dir names its `.git` file,
+    and that file (a regular file, in a directory that is no symlink) names the admin dir."""
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    named, back = _named_by(admin), _read_link_file(directory / ".git")
+    if named is None or back is None or not back.startswith(b"gitdir: "):
+        return False
+    pointed = directory / os.fsdecode(back.removeprefix(b"gitdir: "))  # an absolute one stands alone
+    return _same(named, directory / ".git") and _same(pointed, admin)
 
 
 # How long a session waits for another one adding or pruning a worktree of the same repository.
