@@ -5,6 +5,7 @@ changes. The parts are put where the target's daemon keeps them, as tests/test_m
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -233,3 +234,65 @@ def test_workspace_remove_deletes_no_directory_a_cut_move_ins_log_names(hosts, t
     assert (victim / "thesis.txt").read_text() == "years of work\n"
     assert git(project_b, "branch", "--list", f"chock/{session_id}")  # the branch the move brought, untouched
     assert "kept from session" not in git(project_b, "log", "-1", "--format=%s", f"chock/{session_id}")
+
+
+def _object(project: Path, kind: str, data: bytes) -> str:
+    written = subprocess.run(
+        ["git", "hash-object", "-t", kind, "-w", "--stdin"], cwd=project, input=data, capture_output=True, check=True
+    )
+    return written.stdout.decode().strip()
+
+
+def _tree(project: Path, entries: list[tuple[str, str, str]]) -> str:
+    listed = "".join(f"{mode} {'tree' if mode == '40000' else 'blob'} {oid}\t{name}\n" for mode, oid, name in entries)
+    return (
+        subprocess.run(["git", "mktree"], cwd=project, input=listed.encode(), capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
+
+
+def _bomb(project: Path, parent: str, levels: int, fan: int, blob_bytes: int) -> str:
+    """A commit on `parent` whose tree holds fan**levels copies of one blob: a few kilobytes of objects."""
+    tree = _tree(project, [("100644", _object(project, "blob", b"\0" * blob_bytes), f"f{i}") for i in range(fan)])
+    for _ in range(levels - 1):
+        tree = _tree(project, [("40000", tree, f"d{i}") for i in range(fan)])
+    raw = f"tree {tree}\nparent {parent}\nauthor A <a@b> 1 +0000\ncommitter A <a@b> 1 +0000\n\nbomb\n"
+    return _object(project, "commit", raw.encode())
+
+
+@pytest.mark.parametrize(
+    "levels, fan, blob_bytes, why",
+    [
+        (3, 16, 4 * 1024 * 1024, "bytes"),  # 4,096 files of 4 MiB: 16 GiB
+        (5, 16, 0, "entries"),  # a million empty files
+    ],
+)
+def test_a_bundle_whose_work_would_check_out_far_more_than_it_holds_is_refused(hosts, levels, fan, blob_bytes, why):  # noqa: F811
+    a, b, project_a, project_b = hosts
+    session_id, said, events = _sent(a, project_a)
+    bomb = _bomb(project_a, said["base"], levels, fan, blob_bytes)
+    git(project_a, "update-ref", f"refs/heads/chock/{session_id}", bomb)
+    bundle = a.layout.state / "moves" / session_id / "out" / "bundle"
+    git(project_a, "bundle", "create", "-q", str(bundle), f"chock/{session_id}", f"^{said['base']}")
+    assert bundle.stat().st_size < 1024 * 1024
+    _restaged(said, bundle)
+    _relay(a, b, session_id, said)
+    b.replay_instance(ONE_FILE)
+    refused = _move_in(b, session_id, project_b, "hosta")
+    assert refused.returncode == 3, refused.stderr
+    assert "would check out more than" in refused.stderr and f" {why}" in refused.stderr, refused.stderr
+    assert "nothing was written" in refused.stderr
+    _nothing_written(b, project_b, session_id)
+    # Its objects stay in the repository once taken: the next move names that commit as its base, with no bundle.
+    assert subprocess.run(["git", "-C", str(project_b), "cat-file", "-e", bomb]).returncode == 0
+    for event in events:
+        if event["type"] == "workspace.open":
+            event.update(base=bomb, commit=bomb)
+    bundle.write_bytes(b"")
+    _restaged(said, bundle)
+    shutil.rmtree(b.layout.state / "moves" / session_id)
+    _receive_log(_relay(a, b, session_id, said), b"".join(_lines(events)))
+    refused = _move_in(b, session_id, project_b, "hosta")
+    assert refused.returncode == 3 and "would check out more than" in refused.stderr, refused.stderr
+    _nothing_written(b, project_b, session_id)

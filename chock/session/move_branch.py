@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from chock.errors import Refused
-from chock.session import moving
+from chock.session import checkout_size, moving
 from chock.session.hostgit import Repo
 
 Undo = Callable[[], None]
@@ -159,6 +159,44 @@ def import_branch(repo: Repo, unpacking: Unpacking, session_id: str, base: str, 
             repo.run(["update-ref", "-d", branch, tip])
 
     return undo
+
+
+# A moved session's worktree may hold what the project's own checkout (HEAD) holds and this much more: entries, and
+# bytes, to which four times the bundle's size is added (what the work carried may hold, unpacked).
+GROWTH = checkout_size.Size(entries=100_000, bytes=512 * 1024 * 1024)
+BUNDLE_GROWTH = 4
+
+
+def check_checkout(repo: Repo, session_id: str, base: str, bundle_bytes: int) -> None:
+    """Refused when the commit the session's worktree starts at here (its branch, else its base) would check out
+    more than the project's own HEAD does and `GROWTH` more (`BUNDLE_GROWTH` times the bundle's bytes added to its
+    bytes): a bundle of a few kilobytes can name a tree of terabytes, and the objects of a move refused after its
+    bundle was taken stay in the repository, so no commit a move names is checked out unmeasured
+    (chock.session.checkout_size). Measured before anything is written, each listing bounded as a whole."""
+    branch = branch_of(session_id)
+    start = branch_tip(repo, branch) or base
+    own = branch_tip(repo, "HEAD")
+    try:
+        here = checkout_size.measure(repo, own) if own else checkout_size.Size(0, 0)
+        growth = checkout_size.Size(GROWTH.entries, GROWTH.bytes + BUNDLE_GROWTH * bundle_bytes)
+        most = checkout_size.Size(here.entries + growth.entries, here.bytes + growth.bytes)
+        found = checkout_size.measure(repo, start, most)
+    except checkout_size.TooSlow as slow:
+        raise bad(f"its work ({branch} at {start}) could not be measured against the project's: {slow}") from None
+    if not found.past(most):
+        return
+    what = (
+        f"more than {most.entries:,} entries (files, links and directories)"
+        if found.entries > most.entries
+        else f"more than {most.bytes:,} bytes"
+    )
+    raise bad(
+        f"its work ({branch} at {start}) would check out {what}: the project's own checkout here (HEAD) holds "
+        f"{here.entries:,} entries and {here.bytes:,} bytes, and a moved session's worktree may hold at most "
+        f"{growth.entries:,} entries and {growth.bytes:,} bytes more (a few kilobytes of git objects can name "
+        "terabytes: one tree reached from many places). If the work is real, bring it into this project's "
+        "checkout first (fetch and check out its branch), then move the session again"
+    )
 
 
 def _ancestor(repo: Repo, older: str, newer: str) -> bool:

@@ -5,8 +5,9 @@ Nothing from the source is trusted. The parts the daemon received (`<state dir>/
 before anything is written: the log is whole JSON lines with ids 1..N, of this session, each within 1 MiB,
 its last span ended by the source's handover to another host; the project holds the session's base; the
 instance resolves here. Then, each write undone should a later one fail: the branch `chock/<id>` from the bundle
-(that ref alone, fsck'd, only ever fast-forwarded), the log, the scratchpad, for a running session a fresh
-worktree; then `session.adopt {via: move, from, project}` (and `workspace.open`), synced — the commit point.
+(that ref alone, fsck'd, only ever fast-forwarded, its checkout measured against the project's), the log, the
+scratchpad, for a running session a fresh worktree; then `session.adopt {via: move, from, project}` (and
+`workspace.open`), synced — the commit point.
 The adopt makes every path the source logged meaningless here (chock.log.row): the project is the adopt's,
 and only this machine's `workspace.open` is taken over or removed. A log a move-in cut before its adopt left has
 no adopt: the next move removes only what is this host's own (chock.session.keep.remove_leftover).
@@ -270,6 +271,7 @@ def move_in(layout: Layout, request: RunRequest) -> start._Opening | None:
                     "there (`git fetch` from where the project came) and move the session again. Nothing was written"
                 )
             undo.append(move_branch.import_branch(repo, unpacking, session_id, base, move.source))
+            move_branch.check_checkout(repo, session_id, base, unpacking.bundle.stat().st_size)
         ahead.join()
         log = _write_log(layout, session_id, incoming / "log", fd, checked.last_id, old, str(prepared.project), undo)
         fd_taken = True
