@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
+import chock
 from chock.control import daemon_protocol as dp
 from chock.paths import Layout
 from tests.fakes.hosts import PYTHON, Host, Hosts, listening_tcp, listening_unix
@@ -315,3 +316,40 @@ def test_a_session_waiting_on_a_host_is_approved_and_denied_from_the_client(host
     again = hosts.chock("approve", f"a:{session_id}")
     assert again.returncode == 0 and f"session {session_id} on a is not waiting for an answer" in again.stdout
     assert not (hosts.client.home / ".local/state/chock/sessions").exists()  # the log lives only on A
+
+
+# Runs `argv` and says on standard error the largest resident set any process it started reached (KiB).
+PEAK = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr + f"\\npeak {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n")
+sys.exit(done.returncode)
+"""
+
+
+def test_connections_reads_one_line_of_a_hosts_version_however_much_it_writes(hosts: Hosts, host_a: Host) -> None:
+    """A host whose `chock --version` writes 256 MiB with no newline (a hostile or broken host): `chock
+    connections` reads one line's worth of it, shows no version for that host, and the others' as they are."""
+    host = hosts.host(10)
+    host.start_daemon()
+    script = host.dir / "answers.sh"
+    script.write_text(
+        '#!/bin/sh\ncase "$SSH_ORIGINAL_COMMAND" in\n'
+        '  "chock --version") exec head -c 268435456 /dev/zero;;\n'
+        '  *) exec /bin/sh -c "$SSH_ORIGINAL_COMMAND";;\nesac\n'
+    )
+    script.chmod(0o755)
+    host.authorized.write_text(f'command="{script}" {hosts.client_key_pub}')
+    hosts.write_client_config(f'.{{ .connections = .{{ .good = "{host_a.url}", .endless = "{host.url}" }} }}\n')
+    assert hosts.client is not None
+    done = subprocess.run(
+        [PYTHON, "-c", PEAK, *hosts.client.prefix(), PYTHON, "-m", "chock", "connections"],
+        env=hosts.client.env(hosts.chock_dir), cwd=hosts.client.home, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    peak_kib = int(done.stderr.rsplit("peak ", 1)[1])
+    assert peak_kib < 160 * 1024, f"chock connections held {peak_kib // 1024} MiB"
+    rows = {words[0]: words for words in map(str.split, done.stdout.splitlines()) if words[0] in ("good", "endless")}
+    assert rows["good"][2] == chock.__version__ and rows["endless"][2] == "?", done.stdout
+    assert done.stdout.count("reachable: 0 running, 0 waiting") == 2, done.stdout

@@ -60,13 +60,50 @@ def _remote_version(address: Address) -> str:
 
     if address.ssh is None:
         return "-"
-    argv = ssh_argv(address.ssh, str(control_dir()), ("chock", "--version"))
+    code, line = _first_line(ssh_argv(address.ssh, str(control_dir()), ("chock", "--version")), PROBE_TIMEOUT)
+    words = line.decode("utf-8", "replace").strip() if line is not None else ""
+    return words.removeprefix("chock, version ")[:40] if code == 0 and words else "?"
+
+
+# What a host answers to a probe is one short line: at most this much of it is read, then ssh is stopped.
+ANSWER_BYTES = 4096
+
+
+def _first_line(argv: list[str], timeout: float) -> tuple[int | None, bytes | None]:
+    """Run `argv` for at most `timeout` as a whole: its exit status (None when it did not exit in time) and the
+    first line it wrote (None when there was none within ANSWER_BYTES). Nothing past that line is read: its output
+    is closed then, so a host that writes on and on stops (ssh's write fails) or is killed at the deadline."""
+    import os
+    import selectors
+
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return "?"
-    words = done.stdout.decode("utf-8", "replace").strip().splitlines()
-    return words[0].removeprefix("chock, version ")[:40] if done.returncode == 0 and words else "?"
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None, None
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    held, ended = b"", False
+    try:
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(process.stdout, selectors.EVENT_READ)
+            while b"\n" not in held and len(held) < ANSWER_BYTES and not ended:
+                left = deadline - time.monotonic()
+                if left <= 0 or not waiting.select(left):
+                    return None, None
+                chunk = os.read(process.stdout.fileno(), ANSWER_BYTES - len(held))
+                held, ended = held + chunk, not chunk
+        process.stdout.close()
+        try:
+            code: int | None = process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+    line, newline, _ = held.partition(b"\n")
+    return code, line if newline or ended else None
 
 
 def _sessions(address: Address) -> str:
@@ -118,12 +155,8 @@ def close_master(address: Address) -> bool:
 
     if address.ssh is None:
         return False
-    argv = control_argv(address.ssh, str(control_dir()), "exit")
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    code, _ = _first_line(control_argv(address.ssh, str(control_dir()), "exit"), PROBE_TIMEOUT)
+    return code == 0
 
 
 @command()
