@@ -10,10 +10,14 @@ tests/test_move_children.py's.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
+import itertools
+import json
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -27,7 +31,7 @@ from chock.control.framing import ErrorCode, ProtocolError
 from chock.control.greeting import Greeted
 from chock.log.reader import owner_alive
 from tests.conftest import Home
-from tests.fakes.daemon import Daemon
+from tests.fakes.daemon import Daemon, short_dir
 from tests.fakes.move_parts import bundle_pieces, pieces_said
 from tests.fakes.old_daemon import old_daemon
 from tests.fakes.projects import git_value, make_project
@@ -496,6 +500,60 @@ def test_an_older_target_is_named_as_too_old_to_move_sessions_and_the_source_is_
     assert moved.returncode == 1, moved.stderr
     assert f"the daemon on {old.address} is too old to move sessions: upgrade Chock there" in moved.stderr
     assert (state(tmp_path, "a") / "sessions" / session_id / "log.jsonl").read_bytes() == before
+
+
+class _EndlessSource:
+    """A source's daemon whose log of the session never ends and never begins as a log does: `find` answers the
+    session's row (ended), `read` sends `event` lines, each with the next id, until the reader goes away."""
+
+    def __init__(self, text_bytes: int) -> None:
+        self.path = short_dir() / "endless.sock"
+        self.text = "x" * text_bytes
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(self.path))
+        self.listener.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as lines:
+            lines.readline()
+            conn.sendall(b"ok chock-control 1\n")
+            verb = lines.readline().decode()
+            with contextlib.suppress(OSError):
+                if verb.startswith("find"):
+                    row = {"id": SESSION, "project": "/srv/p", "status": "ended", "started_at": "2026-12-06T11:45:00Z"}
+                    conn.sendall(dp.ListRow("2026-12-06T11:45:00Z", row).encode())
+                elif verb.startswith("read"):
+                    for number in itertools.count(1):
+                        conn.sendall(json.dumps({"id": number, "type": "user.message", "text": self.text}).encode()
+                                     + b"\n")  # fmt: skip
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.parametrize("text_bytes", [10, 512 * 1024])
+def test_move_reads_no_more_of_the_sources_log_than_its_first_events_and_says_so(tmp_path, home, hosts, text_bytes):
+    """A source whose log of the session streams on and on (small events, or large ones) with no session.start:
+    `chock move` stops reading it once it has read more than a log's first events may be, and says why."""
+    _, b = hosts
+    source = _EndlessSource(text_bytes)
+    try:
+        moved = home.chock("move", SESSION, "--daemon", f"unix:{source.path}", "--to", b.address, "--project", "/srv/p")
+    finally:
+        source.close()
+    assert moved.returncode == 1, moved.stderr
+    assert "with no session.start and workspace.open among them" in moved.stderr, moved.stderr
+    assert "Nothing was changed" in moved.stderr and "Traceback" not in moved.stderr
+    assert not list(state(tmp_path, "b").glob("moves/*"))  # the target was asked nothing
 
 
 # A whole move ---------------------------------------------------------------------------------------------

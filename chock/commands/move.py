@@ -87,24 +87,51 @@ def _failed(host: str, request: Request, error: ProtocolError) -> MoveFailed:
     return MoveFailed(f"{host} did not {request.verb} session ({error.code}): {error.text}")
 
 
+# A log begins with its session.start, and its first workspace.open follows it at once: `_origin` reads no further
+# than this for them, in events, bytes and time as a whole.
+ORIGIN_EVENTS = 256
+ORIGIN_BYTES = 8 * 1024 * 1024
+ORIGIN_SECONDS = 60.0
+
+
 def _origin(client: ControlClient, host: str, session_id: str) -> tuple[str, str]:
-    """The session's base commit and instance, from the first events of its log at the source."""
+    """The session's base commit and instance, from the first events of its log at the source (at most
+    ORIGIN_EVENTS of them, ORIGIN_BYTES, within ORIGIN_SECONDS)."""
+    import time
+
     base = instance = ""
+    events = size = 0
+    started = time.monotonic()
+    request = dp.ReadRequest(session_id, 0)
     try:
-        stream = client.stream(dp.ReadRequest(session_id, 0))
+        stream = client.stream(request)
         try:
-            for line in stream:
-                event = expect(line, dp.EventLine).event
+            for line in stream.within(ORIGIN_SECONDS):
+                said = expect(line, dp.EventLine)
+                event = said.event
                 if event.get("type") == "session.start":
                     instance = str(event.get("instance") or "")
                 elif event.get("type") == "workspace.open":
                     base = str(event.get("base") or event.get("commit") or "")
                 if base and instance:
                     break
+                events, size = events + 1, size + len(said.line.encode()) + 1
+                if events >= ORIGIN_EVENTS or size >= ORIGIN_BYTES:
+                    raise MoveFailed(
+                        f"{host} sent {events:,} events ({size:,} bytes) of session {session_id}'s log with no "
+                        f"session.start and workspace.open among them, and a log begins with those: it cannot move "
+                        f"(no log Chock writes reads so; is the daemon there Chock's?). Nothing was changed"
+                    )
         finally:
             stream.close()
     except ProtocolError as error:
-        raise _failed(host, dp.ReadRequest(session_id, 0), error) from None
+        if time.monotonic() - started >= ORIGIN_SECONDS:
+            raise MoveFailed(
+                f"{host} did not send the first events of session {session_id}'s log (its session.start and "
+                f"workspace.open) within {ORIGIN_SECONDS:g} s, so it cannot move now; nothing was changed. Try again "
+                f"once {host} answers promptly"
+            ) from None
+        raise _failed(host, request, error) from None
     if not base or not instance:
         raise MoveFailed(f"session {session_id}'s log on {host} names no base commit or instance: it cannot move")
     return base, instance

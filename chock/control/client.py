@@ -219,6 +219,23 @@ class ReplyStream:
         finally:
             self.close()
 
+    def within(self, seconds: float) -> Iterator[ReplyLine]:
+        """The stream's lines, as iterating it gives them, all of them within `seconds` of this call as a whole
+        (each also within the idle bound): NoAnswer once that is spent, however steadily they come."""
+        whole = Deadline(seconds, time.monotonic)
+        try:
+            event, self._first = self._first, None
+            while True:
+                if event is None:
+                    left = whole.left(self._pump.connection.peer, self._what) or 0.0
+                    event = self._pump.next_event(left if self._idle is None else min(left, self._idle), self._what)
+                if not isinstance(event, ReplyLine):
+                    return
+                yield event
+                event = None
+        finally:
+            self.close()
+
     def rest(self, most: int) -> list[ReplyLine]:
         """The stream's lines to its end, at most `most`: what came is read as it comes, then every line held is
         decoded in one pass where the item type can (`ClientConnection.items`), else one by one."""
