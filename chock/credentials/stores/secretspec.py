@@ -45,8 +45,6 @@ REVISION = "1.0"
 PROFILE = "default"
 MANIFEST = "secretspec.toml"
 DESCRIPTION = "a credential stored by chock login"
-# The secret a check with no instance asks about (value-free: only whether the provider answers).
-CHECK_SECRET = "CHOCK_STORE_CHECK"
 # The first SDK with inline declarations (`with_inline_spec`): an older one would look for a manifest in the
 # working directory, so it is refused.
 SDK_NEEDED = "0.21"
@@ -56,6 +54,11 @@ def env_name(instance: str) -> str:
     """`CHOCK_<NAME>`, the secret that holds an instance's credential: upper case, every character but A-Z
     and 0-9 made `_` (so two names can share one; login refuses the second)."""
     return "CHOCK_" + re.sub(r"[^A-Z0-9]", "_", instance.upper())
+
+
+# The secret a check with no instance asks about, one of the CHOCK_<NAME> secrets: the check is value-free (only
+# whether the provider answers), so an instance of the same name changes nothing.
+CHECK_SECRET = env_name("store check")
 
 
 def declaration(secret: str) -> dict[str, Any]:
