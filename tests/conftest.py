@@ -163,3 +163,25 @@ def chromium():  # type: ignore[no-untyped-def]
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """An empty directory a tool's workspace is, for calls made straight to the tools (tests/test_tools.py)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    return workspace
+
+
+@pytest.fixture
+def no_hang():
+    """A tool call that blocks fails the test after 30 s instead of hanging it."""
+
+    def late(signum, frame):
+        raise AssertionError("the tool call blocked")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

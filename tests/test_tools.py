@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tracemalloc
@@ -37,27 +36,6 @@ def call(root: Path, name: str, **args: object) -> tuple[str, bool]:
     """One call through the session's table, as the loop makes it: (output, is_error)."""
     result = asyncio.run(tools.dispatch(tools.SESSION_TOOLS, Workspace(root), name, args))
     return result.output, result.is_error
-
-
-@pytest.fixture
-def root(tmp_path) -> Path:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    return workspace
-
-
-@pytest.fixture
-def no_hang():
-    """A tool call that blocks fails the test after 10 s instead of hanging it."""
-
-    def late(signum, frame):
-        raise AssertionError("the tool call blocked")
-
-    previous = signal.signal(signal.SIGALRM, late)
-    signal.alarm(10)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def peak_bytes(action) -> tuple[object, int]:

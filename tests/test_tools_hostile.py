@@ -27,27 +27,6 @@ BACKTRACKS = "(a+)+$"  # on forty `a`s and a `!`: 2^40 ways to fail
 SLOW_LINE = "a" * 40 + "!\n"
 
 
-@pytest.fixture
-def root(tmp_path) -> Path:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    return workspace
-
-
-@pytest.fixture
-def no_hang():
-    """A call that never returns fails the test after 30 s instead of hanging it."""
-
-    def late(signum, frame):
-        raise AssertionError("the tool call never returned")
-
-    previous = signal.signal(signal.SIGALRM, late)
-    signal.alarm(30)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
-
-
 def children() -> list[int]:
     """The processes whose parent is this one."""
     found = []

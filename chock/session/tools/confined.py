@@ -190,12 +190,16 @@ def _overwrite(directory: int, name: str, data: bytes, shown_name: str) -> None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ToolRefused(f"{shown_name} is not a file")
         os.ftruncate(fd, 0)  # only now that it is known to be a regular file
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        _write_synced(fd, data)
     finally:
         os.close(fd)
+
+
+def _write_synced(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
 
 
 def _replace(directory: int, name: str, data: bytes, mode: int | None) -> None:
@@ -208,10 +212,7 @@ def _replace(directory: int, name: str, data: bytes, mode: int | None) -> None:
         try:
             if mode is not None:
                 os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            _write_synced(fd, data)
         finally:
             os.close(fd)
         os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)

@@ -248,12 +248,7 @@ def _in_runs(scan: confined.Scan, handle: BufferedReader, regex: re.Pattern[str]
     that line alone does. Where the scanner finds a match, the line it starts in is searched alone with the
     pattern (a match across lines is not one), and the scan goes on from the next line: a line's own match is
     never passed over, since the scan from the line's start finds one starting no later."""
-    scan.long_lines = 0
-    for first, run, cut in scan.runs(handle, LINE_LIMIT):
-        scan.long_lines += cut
-        text = run.decode("utf-8", "replace")
-        if "\r" in text:
-            text = text.replace("\r\n", "\n")
+    for first, text in _runs(scan, handle):
         text = text.replace("\n", "\n\n")
         newlines, counted, at = 0, 0, 0  # the newlines of `text` before `counted`
         while at < len(text) and (candidate := scanner.search(text, at)) is not None:
@@ -273,17 +268,26 @@ def _in_runs(scan: confined.Scan, handle: BufferedReader, regex: re.Pattern[str]
             at = end + 1
 
 
+def _runs(scan: confined.Scan, handle: BufferedReader) -> Iterator[tuple[int, str]]:
+    """Each run of whole lines of the file (`Scan.runs`) as text with `\n` line ends, after its first line's
+    number; the lines cut at `LINE_LIMIT` are counted in `scan.long_lines`."""
+    scan.long_lines = 0
+    for first, run, cut in scan.runs(handle, LINE_LIMIT):
+        scan.long_lines += cut
+        yield first, _as_text(run)  # held by no name here: the caller's copy of it is the only one
+
+
+def _as_text(run: bytes) -> str:
+    text = run.decode("utf-8", "replace")
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
 def _each_line(scan: confined.Scan, handle: BufferedReader, regex: re.Pattern[str], scanner: re.Pattern[str]) -> Found:
     """What `_line_by_line` finds, reading runs of lines and searching each line of a run within its own bounds
     (`pos` and `endpos`), so that no search goes past the line's newline. Within those bounds the scanner sees a
     line as the pattern sees it alone (a bound is a line's start or end to `^`, `$` and `\\b`), and more: `^` and
     `$` at a newline; so a line where it matches is searched alone with the pattern."""
-    scan.long_lines = 0
-    for first, run, cut in scan.runs(handle, LINE_LIMIT):
-        scan.long_lines += cut
-        text = run.decode("utf-8", "replace")
-        if "\r" in text:
-            text = text.replace("\r\n", "\n")
+    for first, text in _runs(scan, handle):
         search, find, start, number = scanner.search, text.find, 0, first
         while start < len(text):
             end = find("\n", start) + 1 or len(text)
