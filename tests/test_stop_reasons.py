@@ -13,7 +13,7 @@ import pytest
 
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED
 from chock.providers.registry import make_provider
-from chock.session.runner import MOST_PAUSES
+from chock.session.stops import MOST_PAUSES
 from chock.transcript.entries import entry
 from tests.fakes.loop import SESSION_ID, Loop, build
 from tests.fakes.providers import ANTHROPIC, FakeProvider

@@ -26,11 +26,11 @@ from typing import Any
 from chock.config import Budget, Price
 from chock.control.session_protocol import Released
 from chock.errors import EXIT_COMPLETED, EXIT_FAILED, EXIT_HANDED_OVER, EXIT_INTERRUPTED, ChockError
-from chock.log.events import CUT_STOPS, PAUSED_STOP, REFUSED_STOPS, Event, cut, listed
+from chock.log.events import Event, cut, listed
 from chock.log.fold import SessionState
 from chock.log.writer import LogWriteFailed, SessionLog
 from chock.providers import Provider, ProviderError, Reply, ToolCall
-from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, parking, reaper, tools
+from chock.session import asking, calls, compaction, holding, instructions, mcp_wiring, parking, reaper, stops, tools
 from chock.session.approvals import Answer, Approvals
 from chock.session.handover import CONFIRMED, READY, Handover
 from chock.session.ports import Ports, ToolRunner, no_mcp_servers, wait_set
@@ -54,40 +54,6 @@ class OverBudget(ChockError):
             f"this session has spent {spent:.4f} {budget.currency}, past its budget of {budget} (.budget in "
             f"config.zon); raise the budget, then `chock run --continue {session_id}` carries it on"
         )
-
-
-# How many times in a row a paused turn (`pause_turn`) is sent again before the session ends with an error: a model
-# that keeps pausing is making no way (docs/log.md#stop-reasons).
-MOST_PAUSES = 5
-
-
-class AnswerStopped(ChockError):
-    """The model's answer stopped short of being one (docs/log.md#stop-reasons): the provider refused it, a limit
-    cut it, or the model paused its turn more than MOST_PAUSES times in a row. The session ends with reason
-    `error`, its work kept, and says which, in the provider's word, and what to do next."""
-
-    def __init__(self, instance: str, session_id: str, stop_reason: str, *, pauses: int = 0) -> None:
-        who = f"instance '{instance}': " if instance else ""
-        word = f"(stop reason `{stop_reason}`)"
-        go_on = f'`chock run --continue {session_id} "go on"` asks the model to go on from there'
-        if stop_reason in REFUSED_STOPS:
-            what = REFUSALS.get(stop_reason, "the answer was refused")
-            text = (
-                f"{who}{what} {word}, and the refused answer is left out of the conversation; rephrase the request "
-                f'or tell the model more: `chock run --continue {session_id} "…"`'
-            )
-        elif pauses:
-            text = f"{who}the model paused its turn {pauses} times in a row {word}; {go_on}"
-        else:
-            text = f"{who}the answer was cut at {CUT_STOPS.get(stop_reason, 'a limit')} {word}; {go_on}"
-        super().__init__(text)
-
-
-# A refusal in words, by the stop reason that says it.
-REFUSALS = {
-    "refusal": "the model refused to answer",
-    "content_filter": "the provider's content filter withheld the answer",
-}
 
 
 class Settings(Value):
@@ -331,14 +297,9 @@ class Session:
         pauses = 0
         while True:
             reply = await self._one_call()
-            stop_reason = reply.stop_reason or ""
-            if stop_reason in REFUSED_STOPS or (stop_reason in CUT_STOPS and not reply.tool_calls):
-                raise AnswerStopped(self.settings.instance, self.settings.session_id, stop_reason)
-            if stop_reason != PAUSED_STOP or reply.tool_calls:
+            if not stops.paused(reply, pauses, self.settings.instance, self.settings.session_id):
                 return reply
             pauses += 1
-            if pauses > MOST_PAUSES:
-                raise AnswerStopped(self.settings.instance, self.settings.session_id, stop_reason, pauses=pauses)
 
     async def _one_call(self) -> Reply:
         tool_specs, system = self._tool_specs(), self._system_prompt()
