@@ -186,3 +186,21 @@ def test_a_session_that_ended_between_a_pause_and_its_call_makes_that_call_when_
         assert len(fake.calls) == 3 and fake.calls[2]["messages"][-1]["role"] == "assistant"
     texts = [e["text"] for e in of_type(home.events(session_id), "assistant.message")]
     assert texts == ["Half way.", " All the way."]
+
+
+def test_a_subagent_whose_answer_stopped_short_says_so_to_its_session(tmp_path):
+    """A subagent's refused or cut answer comes back to the session's model saying why (a refused text is not
+    passed on, a cut one is); a paused turn is sent again, and its answer is the result."""
+    from chock.session.subagent_process import research
+
+    def answered(entries: list[dict[str, Any]]) -> str:
+        request = {"kind": "replay", "entries": entries, "workspace": str(tmp_path), "task": "look around"}
+        return str(asyncio.run(research(request))["result"])
+
+    assert answered([{"text": "I will not", "stop_reason": "refusal"}]) == (
+        "[the subagent's answer stopped short: stop reason `refusal`]"
+    )
+    assert answered([{"text": "The greeting is in", "stop_reason": "max_tokens"}]) == (
+        "[the subagent's answer stopped short: stop reason `max_tokens`]\nThe greeting is in"
+    )
+    assert answered([{"text": "Looking", "stop_reason": "pause_turn"}, {"text": "Found it."}]) == "Found it."

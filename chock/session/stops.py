@@ -42,14 +42,32 @@ REFUSALS = {
 }
 
 
+def stopped_short(reply: Reply) -> bool:
+    """Whether the answer is none: the provider refused it, or a limit cut it with no tool call to run."""
+    stop_reason = reply.stop_reason or ""
+    return stop_reason in REFUSED_STOPS or (stop_reason in CUT_STOPS and not reply.tool_calls)
+
+
+def is_paused(reply: Reply) -> bool:
+    """Whether the model paused its turn: the answer goes on when the conversation is sent again."""
+    return reply.stop_reason == PAUSED_STOP and not reply.tool_calls
+
+
 def paused(reply: Reply, pauses: int, instance: str, session_id: str) -> bool:
     """Whether the turn's call is sent again: the model paused it (its `pauses`-th pause in a row so far), and had
     paused it no more than MOST_PAUSES times. An answer that is none raises AnswerStopped."""
-    stop_reason = reply.stop_reason or ""
-    if stop_reason in REFUSED_STOPS or (stop_reason in CUT_STOPS and not reply.tool_calls):
-        raise AnswerStopped(instance, session_id, stop_reason)
-    if stop_reason != PAUSED_STOP or reply.tool_calls:
+    if stopped_short(reply):
+        raise AnswerStopped(instance, session_id, reply.stop_reason or "")
+    if not is_paused(reply):
         return False
     if pauses + 1 > MOST_PAUSES:
-        raise AnswerStopped(instance, session_id, stop_reason, pauses=pauses + 1)
+        raise AnswerStopped(instance, session_id, PAUSED_STOP, pauses=pauses + 1)
     return True
+
+
+def subagent_result(reply: Reply) -> str:
+    """What a subagent whose answer stopped short (`stopped_short`) returns to its session's model: the stop
+    reason in the provider's word, and the text a limit cut (a refused answer's text is not to be used again)."""
+    stop_reason = reply.stop_reason or ""
+    said = f"[the subagent's answer stopped short: stop reason `{stop_reason}`]"
+    return said if stop_reason in REFUSED_STOPS or not reply.text else f"{said}\n{reply.text}"

@@ -20,7 +20,7 @@ from typing import Any
 from chock.errors import ChockError
 from chock.providers import Provider, Reply
 from chock.rules.rule import Rule, RuleSet
-from chock.session import reaper, tools
+from chock.session import reaper, stops, tools
 from chock.session.tools.tool import Result, Tool, ToolRefused
 
 MAX_TURNS = 30  # a research task that needs more model calls than this has lost its way
@@ -94,6 +94,10 @@ async def research(request: dict[str, Any]) -> dict[str, Any]:
                     "tool_calls": [c.as_dict() for c in reply.tool_calls],
                 }
             )
+            if stops.stopped_short(reply):
+                return {"result": stops.subagent_result(reply), "input_tokens": usage[0], "output_tokens": usage[1]}
+            if stops.is_paused(reply):
+                continue  # the paused answer is in the conversation: sent again, it goes on (within MAX_TURNS)
             if not reply.tool_calls:
                 return {"result": reply.text, "input_tokens": usage[0], "output_tokens": usage[1]}
             for call in reply.tool_calls:
