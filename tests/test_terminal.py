@@ -232,7 +232,8 @@ def test_an_error_quoting_a_daemon_or_a_file_is_said_escaped(capsys):
     from chock.errors import ChockError, complain
 
     assert complain(ChockError("the daemon said: \x1b]0;pwned\x07 no\nsee `chock doctor`")) == 1
-    assert capsys.readouterr().err == "chock: the daemon said: \\x1b]0;pwned\\x07 no\nsee `chock doctor`\n"
+    # One line, whatever it quotes: a newline from the daemon cannot start a line that reads as chock's own.
+    assert capsys.readouterr().err == "chock: the daemon said: \\x1b]0;pwned\\x07 no\\x0asee `chock doctor`\n"
 
 
 def test_workspace_show_lists_a_crafted_file_name_on_one_line(home, project):
