@@ -265,20 +265,25 @@ def test_a_write_the_disk_refuses_leaves_the_file_as_it_was_and_keeps_its_mode(r
 
 
 def test_a_file_with_another_name_or_owner_is_written_in_place_as_they_expect(root):
-    """A file hard-linked elsewhere, or another user's, is written where it is: its other name reads the new text
-    and its owner stays; only a file of our own with no other name is replaced by a new one renamed over it."""
+    """A file hard-linked elsewhere, another user's or another group's, is written where it is: its other name
+    reads the new text and its owner and group stay; only a file of our own with no other name is replaced by a
+    new one renamed over it."""
     shared = root / "shared.txt"
     shared.write_text("old\n")
     os.link(shared, root / "other-name.txt")
     theirs = root / "theirs.txt"
     theirs.write_text("old\n")
     os.chown(theirs, 65534, 65534)
-    for path in ("shared.txt", "theirs.txt"):
+    team = root / "team.txt"  # ours, but of a group the team shares
+    team.write_text("old\n")
+    os.chown(team, os.geteuid(), 65534)
+    for path in ("shared.txt", "theirs.txt", "team.txt"):
         inode = (root / path).stat().st_ino
         assert call(root, "write_file", path=path, content="new\n") == (f"wrote 4 bytes to {path}", False)
         assert (root / path).stat().st_ino == inode
     assert (root / "other-name.txt").read_text() == "new\n"
     assert (theirs.stat().st_uid, theirs.stat().st_gid) == (65534, 65534) and theirs.read_text() == "new\n"
+    assert team.stat().st_gid == 65534
     mine = root / "mine.txt"
     mine.write_text("old\n")
     inode = mine.stat().st_ino

@@ -175,9 +175,11 @@ def write(workspace: Path, path: Path, text: str) -> None:
 
 
 def _ours_alone(directory: int, name: str, before: os.stat_result) -> bool:
-    """Whether the file may be replaced by another of the same name: ours, writable by us, with no other name."""
+    """Whether the file may be replaced by another of the same name: ours and of our group (a new file would be
+    ours), writable by us, with no other name."""
     return (
         before.st_uid == os.geteuid()
+        and before.st_gid == os.getegid()
         and before.st_nlink == 1
         and os.access(name, os.W_OK, dir_fd=directory, effective_ids=True, follow_symlinks=False)
     )
