@@ -264,19 +264,27 @@ def test_edit_file_refuses_a_file_over_its_bound_and_one_that_is_not_utf8(root):
     assert (root / "ok.txt").read_text() == "bye\n"
 
 
+def chain(root: Path, depth: int, file: str, *, top: bool = True) -> None:
+    """`depth` nested directories `d` below `root`, `file` in the deepest, and (with `top`) `top.txt` in the
+    first, each holding `needle`."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for level in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+        if level == 0 and top:
+            Path(f"/proc/self/fd/{fd}/top.txt").write_text("needle\n")
+    with open(os.open(file, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as handle:
+        handle.write("needle\n")
+    os.close(fd)
+
+
 def test_list_files_and_search_walk_a_tree_deeper_than_pythons_recursion_limit(root, monkeypatch):
     depth = sys.getrecursionlimit() + 100
     monkeypatch.setattr(confined, "WALK_DEPTH", depth)  # the walk recurses at no depth it is let go to
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        for _ in range(depth):
-            os.mkdir("d", dir_fd=fd)
-            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = below
-        with open(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as handle:
-            handle.write("needle\n")
-        os.close(fd)
+        chain(root, depth, "bottom.txt", top=False)
         bottom = "d/" * depth + "bottom.txt"
         assert call(root, "list_files") == (bottom, False)
         assert call(root, "search", pattern="needle") == (f"{bottom}:1:needle", False)

@@ -21,7 +21,7 @@ from chock.session import tools
 from chock.session.tools import confined, edit_file, search
 from chock.session.tools.tool import Tool
 from tests.fakes.wait import wait_until
-from tests.test_tools import Workspace, call, peak_bytes
+from tests.test_tools import Workspace, call, chain, peak_bytes
 
 BACKTRACKS = "(a+)+$"  # on forty `a`s and a `!`: 2^40 ways to fail
 SLOW_LINE = "a" * 40 + "!\n"
@@ -166,21 +166,6 @@ def test_calls_that_once_crashed_the_session_are_errors_and_it_goes_on(home, pro
 
 
 # a walk of a chain of directories -----------------------------------------------------------------------
-
-
-def chain(root: Path, depth: int, file: str) -> None:
-    """`depth` nested directories `d` below `root`, `file` in the deepest, and `top.txt` in the first."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    for level in range(depth):
-        os.mkdir("d", dir_fd=fd)
-        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = below
-        if level == 0:
-            Path(f"/proc/self/fd/{fd}/top.txt").write_text("needle\n")
-    with open(os.open(file, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as handle:
-        handle.write("needle\n")
-    os.close(fd)
 
 
 def test_a_walk_goes_down_to_its_depth_and_notes_what_is_deeper(root):
